@@ -1,0 +1,26 @@
+# Two commands on a fresh machine (see README.md):
+#   make run    install into .venv and launch the inspector on the embedded demo database
+#   make test   install into .venv (with test extras) and run the whole test suite
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: run test install bench lint-imports
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[test]'
+	touch $@
+
+install: $(BIN)/.installed
+
+run: install
+	$(BIN)/compaction-inspector
+
+test: install
+	$(BIN)/lint-imports
+	QT_QPA_PLATFORM=offscreen QT_API=pyside6 $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
+
+bench: install
+	$(BIN)/python benchmarks/run_all.py

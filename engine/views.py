@@ -1,0 +1,176 @@
+"""Read models: the plain, frozen records that ``engine.service`` queries return.
+
+The inspector (and any agent platform) only ever sees these, never ORM rows or SQL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, Mapping
+
+from .messages import Message
+
+BusyReason = Literal["running", "waiting_for_user", "queued"]
+RunStatus = Literal["queued", "running", "waiting_for_user", "completed", "failed", "cancelled"]
+
+BUSY_REASONS: tuple[str, ...] = ("running", "waiting_for_user", "queued")
+RUN_STATUSES: tuple[str, ...] = ("queued", "running", "waiting_for_user", "completed", "failed", "cancelled")
+ACTIVE_RUN_STATUSES: tuple[str, ...] = ("running", "waiting_for_user")
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadInfo:
+    """One conversation, as the threads list shows it."""
+
+    id: int
+    key: str
+    title: str
+    agent: str | None
+    provider: str | None
+    model: str | None
+    message_count: int
+    generation: int
+    compact_count: int
+    boundary: int | None
+    busy_reason: BusyReason | None
+    created_at: datetime
+    updated_at: datetime
+
+    @property
+    def busy(self) -> bool:
+        return self.busy_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    """A persisted message with what the store knows about it."""
+
+    message: Message
+    conversation_id: int
+    created_at: datetime
+    #: set when the tool result was pruned: the offload record's sha256 (the surface shows a preview)
+    offload_sha256: str | None = None
+
+    @property
+    def id(self) -> int:
+        assert self.message.id is not None
+        return self.message.id
+
+
+@dataclass(frozen=True, slots=True)
+class Offload:
+    """A tool result whose full text lives in the Workdir; the model sees ``preview``."""
+
+    message_id: int
+    tool_name: str
+    path: str
+    sha256: str
+    preview: str
+    original_tokens: int
+    preview_tokens: int
+    generation: int
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionState:
+    """The persisted compaction state of one conversation."""
+
+    conversation_id: int
+    boundary: int | None = None
+    summary: str | None = None
+    summary_tokens: int = 0
+    generation: int = 0
+    boundary_hash: str | None = None
+    compact_count: int = 0
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryRecord:
+    """One append-only compaction history record (prune, summary or manual compaction)."""
+
+    id: int
+    conversation_id: int
+    kind: Literal["prune", "summary", "manual"]
+    trigger: str
+    generation_before: int
+    generation_after: int
+    boundary_before: int | None
+    boundary_after: int | None
+    summary: str | None
+    pruned_message_ids: tuple[int, ...]
+    tokens_before: int | None
+    tokens_after: int | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEvent:
+    """One recorded step (see COMPACTION_MODEL §6). ``data`` holds the kind-specific details."""
+
+    id: int
+    conversation_id: int
+    run_id: int | None
+    kind: str
+    trigger: str | None
+    created_at: datetime
+    data: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class RunInfo:
+    id: int
+    conversation_id: int
+    status: RunStatus
+    created_at: datetime
+    finished_at: datetime | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ModelRequest:
+    id: int
+    conversation_id: int
+    run_id: int | None
+    step: int
+    provider: str
+    model: str
+    estimated_tokens: int | None
+    reported_prompt_tokens: int | None
+    reported_completion_tokens: int | None
+    outcome: str
+    error_code: str | None
+    error_message: str | None
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class PressureStatus:
+    """The pressure of a thread for the next turn (CLI ``compaction status``, the gauge)."""
+
+    thread: str
+    tokens: int
+    threshold: int
+    context_window: int
+    breakdown: Mapping[str, int]
+    boundary: int | None
+    generation: int
+    compact_count: int
+    busy_reason: BusyReason | None
+    anchored_tokens: int | None = None
+
+    @property
+    def pressure_ratio(self) -> float:
+        return self.tokens / self.threshold if self.threshold else 0.0
+
+    @property
+    def hint(self) -> bool:
+        """85% of the threshold: display only, never triggers anything. 84.9% → no hint, 85.0% → hint."""
+        return self.threshold > 0 and self.tokens * 1000 >= self.threshold * 850
+
+    @property
+    def busy(self) -> bool:
+        return self.busy_reason is not None
