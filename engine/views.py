@@ -174,3 +174,59 @@ class PressureStatus:
     @property
     def busy(self) -> bool:
         return self.busy_reason is not None
+
+
+@dataclass(frozen=True, slots=True)
+class PressurePoint:
+    """One recorded model request, for the per-turn pressure chart."""
+
+    request_id: int
+    run_id: int | None
+    step: int
+    tokens: int
+    threshold: int | None
+    compaction: str | None  # "prune" / "summary" / "manual" / "overflow" when one happened before it
+    created_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ManualResult:
+    """Result of a manual compaction (CLI ``compaction compact --json``)."""
+
+    status: Literal["completed", "no_op"]
+    reason: str | None
+    before_tokens: int
+    after_tokens: int
+    compacted_messages: int
+    boundary: int | None
+    generation: int
+    summarizer_calls: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayStep:
+    """One step of an overflow-recovery episode, read back from recorded events."""
+
+    kind: str  # provider_error / prune / summary / summary_rejected / retry / gave_up / cancelled / recovered
+    attempt: int
+    error_code: str | None = None
+    error_message: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    generation_before: int | None = None
+    generation_after: int | None = None
+    no_progress: bool = False
+    #: the surface the model would have seen after this step (rebuilt from history), if known
+    surface: tuple[Message, ...] | None = None
+    summary: str | None = None
+    event_id: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Episode:
+    """One overflow-recovery episode of a run."""
+
+    run_id: int | None
+    outcome: Literal["recovered", "gave_up", "cancelled"]
+    steps: tuple[ReplayStep, ...]
