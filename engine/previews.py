@@ -1,0 +1,388 @@
+"""Tool-result previews: what the model sees of a tool result once its full text is offloaded.
+
+Pure functions, no I/O. Every function takes ``count_tokens`` (normally
+``engine.meter.default_meter().count_text``) and never returns text that counts more than the
+budget it was given: the final text is always measured as a whole, so tokenizer effects at the
+joins cannot push it over.
+
+- :func:`generic_preview`: labelled head / middle / tail slices.
+- :func:`structured_preview`: for ``query_kb`` / ``web_search`` JSON, one compact JSON line per
+  result with only the keep-listed fields (ids, source, title, URL, site, time, scores) and a
+  bounded content preview, in the original order; results that do not fit are dropped from the end
+  and counted in ``omitted_results: N``. Any other key (internal paths, embeddings, ...) is dropped.
+- :func:`render_preview`: structured for those tools, generic otherwise or when the JSON is bad.
+- :func:`build_replacement`: header (tool, ~tokens, full SHA-256, saved path) + preview + a line
+  saying how much was left out; the whole text fits the budget or :class:`PreviewBudgetError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Callable, Mapping, Sequence
+
+from engine.errors import EngineError
+
+__all__ = [
+    "STRUCTURED_TOOLS",
+    "PreviewBudgetError",
+    "build_replacement",
+    "generic_preview",
+    "is_structured_tool",
+    "render_preview",
+    "structured_preview",
+]
+
+CountTokens = Callable[[str], int]
+
+#: tools whose JSON output gets a structured preview (matched on the last name segment)
+STRUCTURED_TOOLS: frozenset[str] = frozenset({"query_kb", "web_search"})
+
+#: keys that may hold the result list, tried in this order (at the top level and one level down)
+RESULT_LIST_KEYS: tuple[str, ...] = (
+    "results", "documents", "items", "data", "chunks", "hits", "docs", "search_results", "organic_results", "web",
+)
+#: nested objects of a result whose keep-listed keys are lifted (LangChain metadata, Elasticsearch _source)
+NESTED_KEYS: tuple[str, ...] = ("metadata", "meta", "_source", "document")
+#: the keep list, in output order; keys are matched after camelCase -> snake_case and lower-casing
+KEEP_FIELDS: tuple[str, ...] = (
+    # identifiers: result, document, chunk, file, knowledge base
+    "id", "_id", "result_id", "doc_id", "document_id", "docid", "chunk_id", "chunk_index",
+    "file_id", "file_name", "filename", "kb_id", "knowledge_base_id", "kb_name", "knowledge_base_name", "dataset_id",
+    "source",
+    "title", "doc_title", "document_title",
+    "url", "link", "href", "source_url",
+    "site", "site_name", "domain", "display_link", "displayed_link",
+    "published_at", "publish_time", "published_time", "published_date", "published", "date",
+    "score", "_score", "relevance_score", "rerank_score", "similarity", "similarity_score", "distance",
+)
+#: text fields a result's content preview is taken from, first present wins
+CONTENT_FIELDS: tuple[str, ...] = (
+    "content", "page_content", "text", "snippet", "chunk_text", "passage", "body", "description", "summary",
+)
+#: top-level keys kept besides the result count
+TOP_LEVEL_FIELDS: tuple[str, ...] = ("query", "total", "total_results", "total_count")
+
+MAX_FIELD_CHARS = 300  # a kept scalar field longer than this is cut (with an ellipsis)
+CONTENT_TOKENS_MIN = 16  # per-result content preview bounds, in tokens
+CONTENT_TOKENS_MAX = 160
+ELLIPSIS = "…"
+
+_KEEP_RANK = {name: i for i, name in enumerate(KEEP_FIELDS)}
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_SEGMENTS = re.compile(r"__|[.:/]")
+
+
+class PreviewBudgetError(EngineError, ValueError):
+    """The token budget cannot even hold the replacement header: a configuration error."""
+
+    code = "preview_budget"
+
+    def __init__(self, budget_tokens: int, needed_tokens: int) -> None:
+        super().__init__(
+            f"preview budget of {budget_tokens} tokens cannot hold the replacement header "
+            f"(needs at least {needed_tokens})"
+        )
+        self.budget_tokens = budget_tokens
+        self.needed_tokens = needed_tokens
+
+
+# -- slicing helpers --------------------------------------------------------------------------------
+
+
+def _fit_prefix(text: str, max_tokens: int, count: CountTokens) -> str:
+    """The longest prefix of ``text`` (found by galloping + bisection) with at most ``max_tokens``."""
+    if max_tokens <= 0 or not text:
+        return ""
+    lo, hi = 0, min(len(text), max_tokens * 4)
+    while count(text[:hi]) <= max_tokens:
+        if hi == len(text):
+            return text
+        lo, hi = hi, min(len(text), hi * 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(text[:mid]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid
+    return text[:lo]
+
+
+def _fit_suffix(text: str, max_tokens: int, count: CountTokens) -> str:
+    """The longest suffix of ``text`` with at most ``max_tokens``."""
+    if max_tokens <= 0 or not text:
+        return ""
+    n = len(text)
+    lo, hi = 0, min(n, max_tokens * 4)
+    while count(text[n - hi :]) <= max_tokens:
+        if hi == n:
+            return text
+        lo, hi = hi, min(n, hi * 2)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if count(text[n - mid :]) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid
+    return text[n - lo :]
+
+
+def _snap_end(piece: str) -> str:
+    """Cut ``piece`` after its last newline when that loses at most a quarter of it."""
+    cut = piece.rfind("\n")
+    return piece[: cut + 1] if cut >= len(piece) * 3 // 4 else piece
+
+
+def _snap_start(piece: str) -> str:
+    """Drop ``piece`` up to its first newline when that loses at most a quarter of it."""
+    cut = piece.find("\n")
+    return piece[cut + 1 :] if 0 <= cut < len(piece) // 4 else piece
+
+
+def _truncate_tokens(text: str, max_tokens: int, count: CountTokens) -> str:
+    """``text`` if it fits ``max_tokens``, else its longest fitting prefix ending in an ellipsis."""
+    if _probably_fits(text, max_tokens, count):
+        return text
+    return _fit_prefix(text, max_tokens - 1, count).rstrip() + ELLIPSIS if max_tokens > 1 else ""
+
+
+def _probably_fits(content: str, budget_tokens: int, count: CountTokens) -> bool:
+    # no token of the packaged encodings is longer than 128 characters: a longer text cannot fit
+    return len(content) <= budget_tokens * 128 and count(content) <= budget_tokens
+
+
+# -- generic preview --------------------------------------------------------------------------------
+
+
+def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: CountTokens) -> str:
+    n = len(content)
+    head = _snap_end(_fit_prefix(content, head_b, count))
+    head_end = len(head)
+    tail = _snap_start(_fit_suffix(content[head_end:], tail_b, count))
+    tail_start = n - len(tail)
+    middle, mid_start = "", tail_start
+    if mid_b > 0 and tail_start > head_end:
+        ratio = max(1, (head_end + n - tail_start) // max(1, count(head) + count(tail)))
+        mid_start = max(head_end, n // 2 - mid_b * ratio // 2)
+        middle = _fit_prefix(content[mid_start:tail_start], mid_b, count)
+    parts = [f"[head: chars 0-{head_end} of {n}]", head.rstrip("\n")]
+    if middle:
+        parts += [
+            f"[... {mid_start - head_end} chars omitted ...]",
+            f"[middle: chars {mid_start}-{mid_start + len(middle)}]",
+            middle.strip("\n"),
+            f"[... {tail_start - mid_start - len(middle)} chars omitted ...]",
+        ]
+    elif tail_start > head_end:
+        parts.append(f"[... {tail_start - head_end} chars omitted ...]")
+    if tail:
+        parts += [f"[tail: chars {tail_start}-{n}]", tail.lstrip("\n")]
+    return "\n".join(parts)
+
+
+def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str:
+    """Labelled head (45%), middle (15%) and tail (40%) slices of ``content`` within ``budget_tokens``.
+
+    ``content`` itself when it fits; ``""`` when the budget cannot hold even the labels.
+    """
+    if budget_tokens <= 0:
+        return ""
+    if _probably_fits(content, budget_tokens, count_tokens):
+        return content
+    n = len(content)
+    labels = count_tokens(
+        "\n".join(
+            [f"[head: chars 0-{n} of {n}]", f"[... {n} chars omitted ...]", f"[middle: chars {n}-{n}]"]
+            + [f"[... {n} chars omitted ...]", f"[tail: chars {n}-{n}]"]
+        )
+    )
+    avail = budget_tokens - labels - 5
+    while avail > 0:
+        head_b = avail * 45 // 100
+        mid_b = avail * 15 // 100 if avail >= 60 else 0
+        text = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
+        over = count_tokens(text) - budget_tokens
+        if over <= 0:
+            return text
+        avail -= max(over, avail // 10, 1)
+    return ""
+
+
+# -- structured preview -----------------------------------------------------------------------------
+
+
+def is_structured_tool(tool_name: str) -> bool:
+    """True for ``query_kb`` / ``web_search``, also namespaced (``mcp__kb__query_kb``, ``kb.query_kb``)."""
+    return _SEGMENTS.split(tool_name.strip())[-1].lower() in STRUCTURED_TOOLS
+
+
+def _norm_key(key: Any) -> str:
+    return _CAMEL.sub("_", str(key)).lower().replace("-", "_") if isinstance(key, str) else ""
+
+
+def _find_results(value: Any, depth: int = 0) -> list[Mapping[str, Any]] | None:
+    """The result list of a parsed tool output: a top-level list or a list under a known key."""
+    if isinstance(value, list):
+        return value if all(isinstance(r, Mapping) for r in value) else None
+    if not isinstance(value, Mapping) or depth > 1:
+        return None
+    by_norm = {_norm_key(k): v for k, v in value.items()}
+    for key in RESULT_LIST_KEYS:
+        if key in by_norm:
+            found = _find_results(by_norm[key], depth + 1)
+            if found is not None:
+                return found
+    return None
+
+
+def _clip(value: str) -> str:
+    return value if len(value) <= MAX_FIELD_CHARS else value[: MAX_FIELD_CHARS - 1] + ELLIPSIS
+
+
+def _kept_scalars(result: Mapping[str, Any]) -> dict[str, Any]:
+    """Keep-listed scalar fields of ``result`` and its nested metadata, in keep-list order."""
+    found: dict[str, tuple[int, str, Any]] = {}  # norm key -> (rank, original key, value)
+    sources = [result] + [v for k, v in result.items() if _norm_key(k) in NESTED_KEYS and isinstance(v, Mapping)]
+    for source in sources:
+        for key, value in source.items():
+            norm = _norm_key(key)
+            if norm not in _KEEP_RANK or norm in found:
+                continue
+            if isinstance(value, bool) or isinstance(value, (int, float)):
+                found[norm] = (_KEEP_RANK[norm], key, value)
+            elif isinstance(value, str) and value.strip():
+                found[norm] = (_KEEP_RANK[norm], key, _clip(_CONTROL.sub(" ", value)))
+    return {key: value for _, key, value in sorted(found.values(), key=lambda t: t[0])}
+
+
+def _content_of(result: Mapping[str, Any]) -> str | None:
+    sources = [result] + [v for k, v in result.items() if _norm_key(k) in NESTED_KEYS and isinstance(v, Mapping)]
+    for field in CONTENT_FIELDS:
+        for source in sources:
+            for key, value in source.items():
+                if _norm_key(key) == field and isinstance(value, str) and value.strip():
+                    return value
+    return None
+
+
+def _result_line(result: Mapping[str, Any], content_tokens: int, count: CountTokens) -> str:
+    row = _kept_scalars(result)
+    content = _content_of(result)
+    if content is not None and content_tokens > 0:
+        row["content"] = _truncate_tokens(" ".join(content[: content_tokens * 128].split()), content_tokens, count)
+    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+
+
+def _top_level_lines(parsed: Any, result_count: int) -> list[str]:
+    lines = [f"result_count: {result_count}"]
+    if isinstance(parsed, Mapping):
+        by_norm = {_norm_key(k): v for k, v in parsed.items()}
+        for key in TOP_LEVEL_FIELDS:
+            value = by_norm.get(key)
+            if isinstance(value, str) and value.strip():
+                lines.append(f"{key}: {json.dumps(_clip(value), ensure_ascii=False)}")
+            elif isinstance(value, int) and not isinstance(value, bool):
+                lines.append(f"{key}: {value}")
+    return lines
+
+
+def structured_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str | None:
+    """A structured preview of search/knowledge-base JSON, or ``None`` (caller falls back) when the
+    content is not JSON, has no result list, or the budget cannot hold its first lines.
+
+    Format (every line parseable): ``key: <JSON value>`` lines (``result_count``, then ``query`` and
+    ``total`` when the tool reported them), one compact JSON object per shown result in the original
+    order, and ``omitted_results: N`` when N results were dropped from the end to fit.
+    """
+    try:
+        parsed = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    results = _find_results(parsed)
+    if results is None:
+        return None
+    n = len(results)
+    head = "\n".join(_top_level_lines(parsed, n))
+
+    def assemble(shown: list[str]) -> str:
+        omitted = n - len(shown)
+        return "\n".join([head, *shown] + ([f"omitted_results: {omitted}"] if omitted else []))
+
+    if count_tokens(assemble([])) > budget_tokens:
+        return None
+    used = count_tokens(head)
+    content_tokens = max(CONTENT_TOKENS_MIN, min(CONTENT_TOKENS_MAX, budget_tokens // (2 * max(1, n))))
+    lines: list[str] = []
+    for i, result in enumerate(results):
+        line = _result_line(result, content_tokens, count_tokens)
+        cost = count_tokens(line) + 1
+        rest = n - i - 1
+        reserve = count_tokens(f"omitted_results: {rest}") + 1 if rest else 0
+        if used + cost + reserve > budget_tokens:
+            break
+        lines.append(line)
+        used += cost
+    text = assemble(lines)
+    while count_tokens(text) > budget_tokens:  # joins may tokenize differently than the parts
+        lines.pop()  # assemble([]) fits, so this ends before the list is empty
+        text = assemble(lines)
+    return text
+
+
+# -- dispatch and replacement -----------------------------------------------------------------------
+
+
+def render_preview(tool_name: str, content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str:
+    """Structured preview for ``query_kb`` / ``web_search`` when their JSON allows it, else generic."""
+    if is_structured_tool(tool_name):
+        structured = structured_preview(content, budget_tokens=budget_tokens, count_tokens=count_tokens)
+        if structured is not None:
+            return structured
+    return generic_preview(content, budget_tokens=budget_tokens, count_tokens=count_tokens)
+
+
+def _header(tool_name: str, original_tokens: int, sha256: str, path: str) -> str:
+    name = _CONTROL.sub(" ", tool_name)
+    return (
+        f"[tool result offloaded: {name}, ~{original_tokens} tokens]\n"
+        f"sha256: {sha256}\n"
+        f"saved: {_CONTROL.sub(' ', path)}\n"
+        f"preview:"
+    )
+
+
+def _footer(left_out: int) -> str:
+    return f"[end of preview: ~{left_out} tokens left out; the full result is in the saved file]"
+
+
+def build_replacement(
+    tool_name: str,
+    content: str,
+    *,
+    sha256: str,
+    path: str,
+    original_tokens: int,
+    budget_tokens: int,
+    count_tokens: CountTokens,
+) -> str:
+    """Header + preview + left-out line, counting at most ``budget_tokens`` as a whole.
+
+    Raises :class:`PreviewBudgetError` when the budget cannot hold the header and the footer.
+    """
+    header = _header(tool_name, original_tokens, sha256, path)
+    frame = count_tokens(header + "\n" + _footer(original_tokens))
+    if frame > budget_tokens:
+        raise PreviewBudgetError(budget_tokens, frame)
+    preview_budget = budget_tokens - frame - 2  # the newline around the preview
+    while True:
+        preview = render_preview(tool_name, content, budget_tokens=preview_budget, count_tokens=count_tokens)
+        left_out = max(0, original_tokens - count_tokens(preview))
+        parts: Sequence[str] = (header, preview, _footer(left_out)) if preview else (header, _footer(left_out))
+        text = "\n".join(parts)
+        over = count_tokens(text) - budget_tokens
+        if over <= 0:
+            return text
+        if not preview:
+            raise PreviewBudgetError(budget_tokens, budget_tokens + over)
+        preview_budget = max(0, preview_budget - over)

@@ -1,0 +1,254 @@
+"""Connecting to the session database: URL handling, SQLite pragmas, schema checks, migrations.
+
+SQLite is the embedded default; PostgreSQL is the shared deployment. Errors the user can cause
+(bad URL, unreachable server, a file that is not a database, a schema from another version) are
+turned into one-line :class:`StoreError` subclasses; passwords never appear in messages.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, event, inspect, text
+from sqlalchemy.engine import Engine, make_url
+from sqlalchemy.engine.url import URL
+from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
+
+from ..errors import EngineError
+
+
+class StoreError(EngineError):
+    code = "store_error"
+
+
+class InvalidDatabaseURL(StoreError):
+    code = "invalid_db_url"
+
+
+class DatabaseUnreachable(StoreError):
+    code = "db_unreachable"
+
+
+class NotADatabase(StoreError):
+    code = "not_a_database"
+
+
+class SchemaMissing(StoreError):
+    code = "schema_missing"
+
+
+class SchemaOutdated(StoreError):
+    code = "schema_outdated"
+
+
+class SchemaTooNew(StoreError):
+    code = "schema_too_new"
+
+
+SchemaStatus = Literal["current", "outdated", "missing", "too_new"]
+
+
+def _migrations_dir() -> str:
+    return str(resources.files("engine.store") / "migrations")
+
+
+def _alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", _migrations_dir())
+    return cfg
+
+
+def code_head() -> str:
+    heads = ScriptDirectory.from_config(_alembic_config()).get_heads()
+    if len(heads) != 1:  # pragma: no cover - a packaging mistake
+        raise StoreError(f"migrations have {len(heads)} heads; expected exactly one")
+    return heads[0]
+
+
+def normalize_url(url_or_path: str) -> URL:
+    """Accept a SQLAlchemy URL or a plain SQLite file path; return a parsed URL.
+
+    ``postgresql://`` is routed to psycopg 3 (the driver we ship)."""
+    raw = (url_or_path or "").strip()
+    if not raw:
+        raise InvalidDatabaseURL("empty database URL")
+    if "://" not in raw:
+        raw = "sqlite:///" + str(Path(raw).expanduser().absolute())
+    try:
+        url = make_url(raw)
+    except ArgumentError:
+        raise InvalidDatabaseURL(f"not a database URL: {raw.split('@')[-1]!r}") from None
+    if url.drivername in ("postgresql", "postgres"):
+        url = url.set(drivername="postgresql+psycopg")
+    if url.get_backend_name() not in ("sqlite", "postgresql"):
+        raise InvalidDatabaseURL(f"unsupported database {url.get_backend_name()!r} (use sqlite or postgresql)")
+    return url
+
+
+def display_url(url: URL) -> str:
+    return url.render_as_string(hide_password=True)
+
+
+def _sqlite_path(url: URL) -> str | None:
+    db = url.database
+    if not db or db == ":memory:" or db.startswith("file:"):
+        return None
+    return db
+
+
+def create_db_engine(url: URL) -> Engine:
+    """An Engine with the per-backend settings the store relies on."""
+    try:
+        if url.get_backend_name() == "sqlite":
+            engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+            _install_sqlite_hooks(engine)
+        else:
+            engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5})
+    except (ArgumentError, NoSuchModuleError) as exc:
+        raise InvalidDatabaseURL(f"cannot use {display_url(url)}: {exc}") from None
+    return engine
+
+
+def _install_sqlite_hooks(engine: Engine) -> None:
+    """WAL, foreign keys, and transactions we control: ``BEGIN IMMEDIATE`` for writers.
+
+    On SQLite ``SELECT ... FOR UPDATE`` renders nothing; the conversation lock is an immediate
+    write transaction, requested with ``execution_options(sqlite_begin="IMMEDIATE")``."""
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every test
+        dbapi_conn.isolation_level = None  # let SQLAlchemy's begin hook emit BEGIN itself
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.execute("PRAGMA busy_timeout=60000")
+        try:
+            cur.execute("PRAGMA journal_mode=WAL")
+        except Exception:  # a read-only medium cannot switch journal mode; reads still work
+            pass
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn) -> None:  # pragma: no cover - exercised by every test
+        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
+        conn.exec_driver_sql(f"BEGIN {mode}")
+
+
+def translate_error(exc: BaseException, url: URL) -> StoreError:
+    """A one-line, password-free error for a DB failure the user can act on."""
+    where = display_url(url)
+    msg = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
+    low = msg.lower()
+    if "file is not a database" in low or "file is encrypted" in low:
+        return NotADatabase(f"{where} is not a SQLite database")
+    if "unable to open database" in low:
+        return DatabaseUnreachable(f"cannot open {where}: {msg}")
+    if isinstance(exc, OperationalError) or "connection" in low or "could not" in low:
+        return DatabaseUnreachable(f"cannot connect to {where}: {msg}")
+    return StoreError(f"database error on {where}: {msg}")
+
+
+@dataclass(frozen=True)
+class SchemaInfo:
+    status: SchemaStatus
+    current: str | None
+    head: str
+
+    def problem(self, url: URL) -> StoreError | None:
+        where = display_url(url)
+        if self.status == "missing":
+            return SchemaMissing(f"{where} has no compaction schema; create it with: compaction migrate --db '{where}'")
+        if self.status == "outdated":
+            return SchemaOutdated(
+                f"{where} has schema revision {self.current}, this version needs {self.head}; "
+                f"upgrade it with: compaction migrate --db '{where}'"
+            )
+        if self.status == "too_new":
+            return SchemaTooNew(
+                f"{where} has schema revision {self.current}, newer than this program knows ({self.head}); "
+                "refusing to write: upgrade compaction-inspector"
+            )
+        return None
+
+
+def schema_info(engine: Engine) -> SchemaInfo:
+    head = code_head()
+    with engine.connect() as conn:
+        current = MigrationContext.configure(conn).get_current_revision()
+        if current is None:
+            status: SchemaStatus = "missing"
+        elif current == head:
+            status = "current"
+        else:
+            known = {rev.revision for rev in ScriptDirectory.from_config(_alembic_config()).walk_revisions()}
+            status = "outdated" if current in known else "too_new"
+        has_tables = bool(inspect(conn).get_table_names())
+    if status == "missing" and has_tables and "conversations" in inspect(engine).get_table_names():
+        status = "outdated"  # tables without a version stamp: treat as needing migration
+    return SchemaInfo(status=status, current=current, head=head)
+
+
+def check_reachable(engine: Engine, url: URL) -> None:
+    path = _sqlite_path(url) if url.get_backend_name() == "sqlite" else None
+    try:
+        with engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
+            if path is not None:
+                conn.exec_driver_sql("PRAGMA schema_version").scalar()
+    except (DBAPIError, SQLAlchemyError) as exc:
+        raise translate_error(exc, url) from None
+
+
+def ensure_sqlite_file(url: URL, *, create: bool) -> None:
+    """Never create a stray empty file when the user only meant to open a database."""
+    if url.get_backend_name() != "sqlite":
+        return
+    path = _sqlite_path(url)
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise NotADatabase(f"{path} is a directory, not a SQLite database")
+    if p.exists():
+        return
+    if not create:
+        raise DatabaseUnreachable(f"no database file at {path}; create it with: compaction migrate --db '{path}'")
+    parent = p.parent
+    if not parent.exists():
+        try:
+            parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DatabaseUnreachable(f"cannot create directory {parent}: {exc.strerror}") from None
+    if not os.access(parent, os.W_OK):
+        raise DatabaseUnreachable(f"cannot create {path}: directory is not writable")
+
+
+def migrate(url_or_path: str) -> tuple[str | None, str]:
+    """Create or upgrade the schema to the head revision. Returns (before, after)."""
+    url = normalize_url(url_or_path)
+    ensure_sqlite_file(url, create=True)
+    engine = create_db_engine(url)
+    try:
+        check_reachable(engine, url)
+        info = schema_info(engine)
+        if info.status == "too_new":
+            raise info.problem(url)  # type: ignore[misc]
+        if info.status == "current":
+            return info.current, info.head
+        cfg = _alembic_config()
+        try:
+            with engine.begin() as conn:
+                cfg.attributes["connection"] = conn
+                command.upgrade(cfg, "head")
+        except (DBAPIError, SQLAlchemyError) as exc:
+            raise translate_error(exc, url) from None
+        return info.current, info.head
+    finally:
+        engine.dispose()

@@ -1,0 +1,196 @@
+"""SQLAlchemy 2 typed models: the session store schema (documented in docs/schema.md).
+
+Every schema change goes through an Alembic migration in ``engine/store/migrations``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    CheckConstraint,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+#: BIGINT on PostgreSQL, INTEGER (the rowid alias, monotonic) on SQLite
+BigId = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+
+
+class Conversation(Base):
+    __tablename__ = "conversations"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    thread_key: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
+    title: Mapped[str] = mapped_column(String(500), nullable=False, default="")
+    agent: Mapped[str | None] = mapped_column(String(200))
+    provider: Mapped[str | None] = mapped_column(String(100))
+    model: Mapped[str | None] = mapped_column(String(200))
+    system_prompt: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    tools: Mapped[list[Any]] = mapped_column(JSON, nullable=False, default=list)
+    message_count: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    last_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class MessageRow(Base):
+    __tablename__ = "messages"
+    __table_args__ = (
+        Index("ix_messages_conversation_id_id", "conversation_id", "id"),
+        CheckConstraint("role IN ('system','user','assistant','tool')", name="ck_messages_role"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    role: Mapped[str] = mapped_column(String(16), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False, default="")
+    tool_calls: Mapped[list[Any] | None] = mapped_column(JSON)
+    tool_call_id: Mapped[str | None] = mapped_column(String(200))
+    name: Mapped[str | None] = mapped_column(String(200))
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (
+        Index("ix_runs_conversation_status", "conversation_id", "status"),
+        CheckConstraint(
+            "status IN ('queued','running','waiting_for_user','completed','failed','cancelled')",
+            name="ck_runs_status",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    status: Mapped[str] = mapped_column(String(32), nullable=False)
+    request_id: Mapped[int | None] = mapped_column(BigInteger)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class QueuedRequest(Base):
+    __tablename__ = "queued_requests"
+    __table_args__ = (
+        Index("ix_queued_requests_conversation_status", "conversation_id", "status"),
+        CheckConstraint("status IN ('queued','started','cancelled')", name="ck_queued_requests_status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    content: Mapped[str] = mapped_column(Text, nullable=False)
+    status: Mapped[str] = mapped_column(String(16), nullable=False, default="queued")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class ModelRequestRow(Base):
+    __tablename__ = "model_requests"
+    __table_args__ = (Index("ix_model_requests_conversation_id_id", "conversation_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    step: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    provider: Mapped[str] = mapped_column(String(100), nullable=False)
+    model: Mapped[str] = mapped_column(String(200), nullable=False)
+    estimated_tokens: Mapped[int | None] = mapped_column(Integer)
+    threshold: Mapped[int | None] = mapped_column(Integer)
+    reported_prompt_tokens: Mapped[int | None] = mapped_column(Integer)
+    reported_completion_tokens: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(32), nullable=False, default="pending")
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class CompactionStateRow(Base):
+    __tablename__ = "compaction_state"
+
+    conversation_id: Mapped[int] = mapped_column(
+        ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True
+    )
+    boundary_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    boundary_hash: Mapped[str | None] = mapped_column(String(64))
+    summary: Mapped[str | None] = mapped_column(Text)
+    summary_tokens: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    generation: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
+    compact_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class CompactionHistoryRow(Base):
+    __tablename__ = "compaction_history"
+    __table_args__ = (
+        Index("ix_compaction_history_conversation_id_id", "conversation_id", "id"),
+        CheckConstraint("kind IN ('prune','summary','manual')", name="ck_compaction_history_kind"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    trigger: Mapped[str] = mapped_column(String(32), nullable=False)
+    generation_before: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    generation_after: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    boundary_before: Mapped[int | None] = mapped_column(BigInteger)
+    boundary_after: Mapped[int | None] = mapped_column(BigInteger)
+    summary: Mapped[str | None] = mapped_column(Text)
+    pruned_message_ids: Mapped[list[Any] | None] = mapped_column(JSON)
+    tokens_before: Mapped[int | None] = mapped_column(Integer)
+    tokens_after: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class ToolOffloadRow(Base):
+    __tablename__ = "tool_offloads"
+    __table_args__ = (
+        UniqueConstraint("message_id", name="uq_tool_offloads_message_id"),
+        Index("ix_tool_offloads_conversation_id", "conversation_id", "message_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), nullable=False)
+    tool_name: Mapped[str] = mapped_column(String(200), nullable=False)
+    path: Mapped[str] = mapped_column(Text, nullable=False)
+    sha256: Mapped[str] = mapped_column(String(64), nullable=False)
+    preview: Mapped[str] = mapped_column(Text, nullable=False)
+    original_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    preview_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
+    generation: Mapped[int] = mapped_column(BigInteger, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+class CompactionEventRow(Base):
+    __tablename__ = "compaction_events"
+    __table_args__ = (Index("ix_compaction_events_conversation_id_id", "conversation_id", "id"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    run_id: Mapped[int | None] = mapped_column(BigInteger)
+    kind: Mapped[str] = mapped_column(String(32), nullable=False)
+    trigger: Mapped[str | None] = mapped_column(String(32))
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+

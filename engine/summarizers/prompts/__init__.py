@@ -1,0 +1,1 @@
+"""Prompt templates of the summarizers (``*.txt``, ``string.Template`` syntax), read with importlib.resources."""

@@ -1,0 +1,74 @@
+"""The one way the GUI talks to ``engine.service``: every call runs on a worker thread.
+
+The GUI thread never touches the database, the Workdir or a summarizer. Coroutines running on the
+qasync loop ``await client.call("method", ...)``; the blocking call runs in a small
+``ThreadPoolExecutor`` through ``loop.run_in_executor`` and its exception comes back to the
+awaiting coroutine unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class ServiceLike(Protocol):
+    """What the client needs from a service: named methods and ``close``."""
+
+    def close(self) -> None: ...
+
+
+class NotConnected(RuntimeError):
+    """A call was made before a service was opened (or after the client was closed)."""
+
+
+class ServiceClient:
+    """Runs service calls off the GUI thread.
+
+    ``max_workers`` bounds concurrency: a long manual compaction on one worker leaves the other free
+    for the live refresh's reads.
+    """
+
+    def __init__(self, service: ServiceLike | None = None, *, max_workers: int = 2) -> None:
+        self._service = service
+        self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="inspector-service")
+        self._closed = False
+
+    @property
+    def connected(self) -> bool:
+        return self._service is not None and not self._closed
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run any blocking ``fn(*args)`` on the worker pool."""
+        if self._closed:
+            raise NotConnected("the service client is closed")
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._executor, fn, *args)
+
+    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``service.<method>(*args, **kwargs)`` on the worker pool."""
+        service = self._service
+        if service is None or self._closed:
+            raise NotConnected("no database is open")
+        bound = getattr(service, method)
+        return await self.run(lambda: bound(*args, **kwargs))
+
+    async def open(self, opener: Callable[[str], ServiceLike], url: str) -> None:
+        """Open a service with ``opener(url)`` off the GUI thread, closing the previous one."""
+        service = await self.run(opener, url)
+        old, self._service = self._service, service
+        if old is not None:
+            await self.run(old.close)
+
+    def close(self) -> None:
+        """Drop queued calls, wait for a running one, then close the service (used at shutdown)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._executor.shutdown(wait=True, cancel_futures=True)
+        service, self._service = self._service, None
+        if service is not None:
+            service.close()
