@@ -44,6 +44,7 @@ from .models import (
     ModelRequestRow,
     QueuedRequest,
     Run,
+    Setting,
     ToolOffloadRow,
     utcnow,
 )
@@ -574,6 +575,21 @@ class Store:
             if conv is None:
                 raise ThreadNotFound(f"no thread {thread!r}")
             yield Locked(s, conv)
+
+    # -- settings -------------------------------------------------------------------------
+    def get_setting(self, key: str) -> dict[str, Any] | None:
+        with self._session(write=False) as s:
+            row = s.get(Setting, key)
+            return dict(row.value) if row is not None else None
+
+    def put_setting(self, key: str, value: Mapping[str, Any]) -> None:
+        with self._session(write=True) as s:
+            row = s.get(Setting, key)
+            if row is None:
+                s.add(Setting(key=key, value=dict(value)))
+            else:
+                row.value = dict(value)
+                row.updated_at = utcnow()
 
     # -- conversations --------------------------------------------------------------------
     def create_conversation(

@@ -32,6 +32,12 @@ def upgrade() -> None:
     sa.PrimaryKeyConstraint('id'),
     sa.UniqueConstraint('thread_key')
     )
+    op.create_table('settings',
+    sa.Column('key', sa.String(length=100), nullable=False),
+    sa.Column('value', sa.JSON(), nullable=False),
+    sa.Column('updated_at', sa.DateTime(timezone=True), nullable=False),
+    sa.PrimaryKeyConstraint('key')
+    )
     op.create_table('compaction_events',
     sa.Column('id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), autoincrement=True, nullable=False),
     sa.Column('conversation_id', sa.BigInteger().with_variant(sa.Integer(), 'sqlite'), nullable=False),
@@ -171,6 +177,7 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table('settings')
     # generated from engine/store/models.py, reviewed by hand
     with op.batch_alter_table('tool_offloads', schema=None) as batch_op:
         batch_op.drop_index('ix_tool_offloads_conversation_id')
