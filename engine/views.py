@@ -230,3 +230,23 @@ class Episode:
     run_id: int | None
     outcome: Literal["recovered", "gave_up", "cancelled"]
     steps: tuple[ReplayStep, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything compaction needs about a thread, read in one transaction."""
+
+    thread: str
+    conversation_id: int
+    system_prompt: str
+    tools: tuple[Mapping[str, Any], ...]
+    provider: str | None
+    model: str | None
+    state: CompactionState
+    #: persisted messages after the boundary, in physical order (original content)
+    messages: tuple[Message, ...]
+    #: offload records by message id (for every pruned tool result of the thread)
+    offloads: Mapping[int, Offload]
+    #: the newest user message, even when it lies before the boundary
+    current_request: Message | None
+    busy_reason: BusyReason | None

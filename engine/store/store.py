@@ -31,6 +31,7 @@ from ..views import (
     ModelRequest,
     Offload,
     RunInfo,
+    Snapshot,
     StoredMessage,
     ThreadInfo,
 )
@@ -367,6 +368,16 @@ class Locked:
         row = self.session.get(MessageRow, message_id)
         return _to_message(row) if row is not None and row.conversation_id == self.conv.id else None
 
+    def last_user_message(self) -> Message | None:
+        """The newest persisted user message (the user's current request), wherever the boundary is."""
+        row = self.session.scalars(
+            select(MessageRow)
+            .where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "user")
+            .order_by(MessageRow.id.desc())
+            .limit(1)
+        ).first()
+        return _to_message(row) if row is not None else None
+
     def offloads(self) -> dict[int, Offload]:
         rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id))
         return {r.message_id: _offload(r) for r in rows}
@@ -479,8 +490,29 @@ class Locked:
         self.session.flush()
         return st.generation
 
+    def snapshot(self) -> Snapshot:
+        return _snapshot(self.session, self.conv)
+
     def add_event(self, kind: str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
         return _add_event(self.session, self.conv.id, kind, data, trigger=trigger, run_id=run_id)
+
+
+def _snapshot(session: Session, conv: Conversation) -> Snapshot:
+    tx = Locked(session, conv)
+    state = tx.state()
+    return Snapshot(
+        thread=conv.thread_key,
+        conversation_id=conv.id,
+        system_prompt=conv.system_prompt,
+        tools=tuple(conv.tools or ()),
+        provider=conv.provider,
+        model=conv.model,
+        state=state,
+        messages=tuple(tx.messages_after(state.boundary)),
+        offloads=tx.offloads(),
+        current_request=tx.last_user_message(),
+        busy_reason=tx.busy_reason(),  # type: ignore[arg-type]
+    )
 
 
 def _add_event(session: Session, conversation_id: int, kind: str, data: Mapping[str, Any], *, trigger: str | None, run_id: int | None) -> int:
@@ -848,6 +880,11 @@ class Store:
             if after_id is not None:
                 q = q.where(MessageRow.id > after_id)
             return int(s.scalar(q) or 0)
+
+    def snapshot(self, key: str) -> Snapshot:
+        """State, messages after the boundary, offloads and current request, read consistently."""
+        with self._session(write=False) as s:
+            return _snapshot(s, self._conv(s, key))
 
     def messages_after(self, key: str, boundary: int | None) -> list[Message]:
         with self._session(write=False) as s:
