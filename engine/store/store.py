@@ -591,7 +591,9 @@ class Store:
                     s.commit()
                 else:
                     s.rollback()
-        except (DBAPIError,) as exc:
+        except IntegrityError:
+            raise  # a constraint the caller handles (e.g. DuplicateThread), not a connection problem
+        except DBAPIError as exc:
             raise db.translate_error(exc, self.url) from None
 
     @contextmanager
