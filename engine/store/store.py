@@ -793,8 +793,13 @@ class Store:
                 CompactionStateRow, CompactionStateRow.conversation_id == Conversation.id
             )
             if text:
-                like = f"%{text.lower()}%"
-                q = q.where(or_(func.lower(Conversation.thread_key).like(like), func.lower(Conversation.title).like(like)))
+                needle = text.lower()  # a literal substring: % and _ are not wildcards
+                q = q.where(
+                    or_(
+                        func.lower(Conversation.thread_key).contains(needle, autoescape=True),
+                        func.lower(Conversation.title).contains(needle, autoescape=True),
+                    )
+                )
             if after_key is not None:
                 q = q.where(Conversation.thread_key > after_key)
             rows = s.execute(q.order_by(Conversation.thread_key).limit(limit)).all()
