@@ -112,7 +112,7 @@ def create_db_engine(url: URL) -> Engine:
             _install_sqlite_hooks(engine)
         else:
             engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5})
-    except (ArgumentError, NoSuchModuleError) as exc:
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:  # ImportError: a driver we do not ship
         raise InvalidDatabaseURL(f"cannot use {display_url(url)}: {exc}") from None
     return engine
 
