@@ -118,10 +118,11 @@ def create_db_engine(url: URL) -> Engine:
 
 
 def _install_sqlite_hooks(engine: Engine) -> None:
-    """WAL, foreign keys, and transactions we control: ``BEGIN IMMEDIATE`` for writers.
+    """Foreign keys, and transactions we control: ``BEGIN IMMEDIATE`` for writers.
 
     On SQLite ``SELECT ... FOR UPDATE`` renders nothing; the conversation lock is an immediate
-    write transaction, requested with ``execution_options(sqlite_begin="IMMEDIATE")``."""
+    write transaction, requested with ``execution_options(sqlite_begin="IMMEDIATE")``.
+    Connecting writes nothing: WAL mode is persistent in the file and set once by :func:`migrate`."""
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every test
@@ -129,10 +130,6 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute("PRAGMA busy_timeout=60000")
-        try:
-            cur.execute("PRAGMA journal_mode=WAL")
-        except Exception:  # a read-only medium cannot switch journal mode; reads still work
-            pass
         cur.close()
 
     @event.listens_for(engine, "begin")
@@ -230,6 +227,17 @@ def ensure_sqlite_file(url: URL, *, create: bool) -> None:
         raise DatabaseUnreachable(f"cannot create {path}: directory is not writable")
 
 
+def _enable_wal(engine: Engine, url: URL) -> None:
+    """Switch a SQLite file to WAL (readers never block the writer); persistent in the file."""
+    if url.get_backend_name() != "sqlite" or _sqlite_path(url) is None:
+        return
+    raw = engine.raw_connection()
+    try:
+        raw.driver_connection.execute("PRAGMA journal_mode=WAL")  # outside a transaction (autocommit)
+    finally:
+        raw.close()
+
+
 def migrate(url_or_path: str) -> tuple[str | None, str]:
     """Create or upgrade the schema to the head revision. Returns (before, after)."""
     url = normalize_url(url_or_path)
@@ -240,13 +248,13 @@ def migrate(url_or_path: str) -> tuple[str | None, str]:
         info = schema_info(engine)
         if info.status == "too_new":
             raise info.problem(url)  # type: ignore[misc]
-        if info.status == "current":
-            return info.current, info.head
-        cfg = _alembic_config()
         try:
-            with engine.begin() as conn:
-                cfg.attributes["connection"] = conn
-                command.upgrade(cfg, "head")
+            if info.status != "current":
+                cfg = _alembic_config()
+                with engine.begin() as conn:
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+            _enable_wal(engine, url)
         except (DBAPIError, SQLAlchemyError) as exc:
             raise translate_error(exc, url) from None
         return info.current, info.head
