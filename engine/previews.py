@@ -18,6 +18,7 @@ joins cannot push it over.
 from __future__ import annotations
 
 import json
+import math
 import re
 from typing import Any, Callable, Mapping, Sequence
 
@@ -165,7 +166,10 @@ def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: C
     if mid_b > 0 and tail_start > head_end:
         ratio = max(1, (head_end + n - tail_start) // max(1, count(head) + count(tail)))
         mid_start = max(head_end, n // 2 - mid_b * ratio // 2)
-        middle = _fit_prefix(content[mid_start:tail_start], mid_b, count)
+        window = _fit_prefix(content[mid_start:tail_start], mid_b, count)
+        middle = _snap_start(window)
+        mid_start += len(window) - len(middle)
+        middle = _snap_end(middle)
     parts = [f"[head: chars 0-{head_end} of {n}]", head.rstrip("\n")]
     if middle:
         parts += [
@@ -191,16 +195,15 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     if _probably_fits(content, budget_tokens, count_tokens):
         return content
     n = len(content)
-    labels = count_tokens(
-        "\n".join(
-            [f"[head: chars 0-{n} of {n}]", f"[... {n} chars omitted ...]", f"[middle: chars {n}-{n}]"]
-            + [f"[... {n} chars omitted ...]", f"[tail: chars {n}-{n}]"]
-        )
-    )
-    avail = budget_tokens - labels - 5
+    short_labels = [f"[head: chars 0-{n} of {n}]", f"[... {n} chars omitted ...]", f"[tail: chars {n}-{n}]"]
+    middle_labels = [f"[middle: chars {n}-{n}]", f"[... {n} chars omitted ...]"]
+    avail = budget_tokens - count_tokens("\n".join(short_labels + middle_labels)) - 5
+    with_middle = avail >= 60  # below that, a middle slice would be a few words
+    if not with_middle:
+        avail = budget_tokens - count_tokens("\n".join(short_labels)) - 3
     while avail > 0:
-        head_b = avail * 45 // 100
-        mid_b = avail * 15 // 100 if avail >= 60 else 0
+        head_b = avail * 45 // 100 if with_middle else avail // 2
+        mid_b = avail * 15 // 100 if with_middle else 0
         text = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
         over = count_tokens(text) - budget_tokens
         if over <= 0:
@@ -249,7 +252,9 @@ def _kept_scalars(result: Mapping[str, Any]) -> dict[str, Any]:
             norm = _norm_key(key)
             if norm not in _KEEP_RANK or norm in found:
                 continue
-            if isinstance(value, bool) or isinstance(value, (int, float)):
+            if isinstance(value, float) and math.isfinite(value):
+                found[norm] = (_KEEP_RANK[norm], key, float(f"{value:.6g}"))  # 0.8400000000000001 -> 0.84
+            elif isinstance(value, (bool, int)):
                 found[norm] = (_KEEP_RANK[norm], key, value)
             elif isinstance(value, str) and value.strip():
                 found[norm] = (_KEEP_RANK[norm], key, _clip(_CONTROL.sub(" ", value)))
