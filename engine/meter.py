@@ -46,6 +46,7 @@ __all__ = [
     "CATEGORIES",
     "Anchored",
     "CacheStats",
+    "EncodingDataError",
     "InvalidAnchor",
     "Measurement",
     "TokenMeter",
@@ -157,6 +158,8 @@ class Anchored:
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
+    """Counters of the per-message cache (hits and misses since the last clear)."""
+
     hits: int
     misses: int
     entries: int
