@@ -1,6 +1,7 @@
 """The session store: the only package with SQL (SQLAlchemy 2 + Alembic, SQLite and PostgreSQL)."""
 
 from .db import (
+    DatabaseLocked,
     DatabaseUnreachable,
     InvalidDatabaseURL,
     NotADatabase,
@@ -12,9 +13,10 @@ from .db import (
     migrate,
     normalize_url,
 )
-from .store import DuplicateThread, InvalidTransition, Locked, NewOffload, Store
+from .store import DuplicateThread, InvalidTransition, Locked, NewOffload, Store, ThreadLocked
 
 __all__ = [
+    "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",
     "InvalidDatabaseURL",
@@ -27,6 +29,7 @@ __all__ = [
     "SchemaTooNew",
     "Store",
     "StoreError",
+    "ThreadLocked",
     "display_url",
     "migrate",
     "normalize_url",

@@ -41,6 +41,12 @@ class NotADatabase(StoreError):
     code = "not_a_database"
 
 
+class DatabaseLocked(StoreError):
+    """Another writer holds the lock we need (PostgreSQL row lock, SQLite write lock)."""
+
+    code = "db_locked"
+
+
 class SchemaMissing(StoreError):
     code = "schema_missing"
 
@@ -117,6 +123,11 @@ def create_db_engine(url: URL) -> Engine:
     return engine
 
 
+_SQLITE_BUSY_TIMEOUT_MS = 60000
+#: PostgreSQL lock_not_available (NOWAIT); SQLite SQLITE_BUSY
+_LOCK_SQLSTATE = "55P03"
+
+
 def _install_sqlite_hooks(engine: Engine) -> None:
     """Foreign keys, and transactions we control: ``BEGIN IMMEDIATE`` for writers.
 
@@ -129,13 +140,18 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         dbapi_conn.isolation_level = None  # let SQLAlchemy's begin hook emit BEGIN itself
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
-        cur.execute("PRAGMA busy_timeout=60000")
+        cur.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
         cur.close()
+        _record.info["busy_timeout"] = _SQLITE_BUSY_TIMEOUT_MS
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn) -> None:  # pragma: no cover - exercised by every test
-        mode = conn.get_execution_options().get("sqlite_begin", "DEFERRED")
-        conn.exec_driver_sql(f"BEGIN {mode}")
+        opts = conn.get_execution_options()
+        timeout = 0 if opts.get("sqlite_nowait") else _SQLITE_BUSY_TIMEOUT_MS  # nowait: fail at once
+        if conn.info.get("busy_timeout") != timeout:
+            conn.exec_driver_sql(f"PRAGMA busy_timeout={timeout}")
+            conn.info["busy_timeout"] = timeout
+        conn.exec_driver_sql(f"BEGIN {opts.get('sqlite_begin', 'DEFERRED')}")
 
 
 def translate_error(exc: BaseException, url: URL) -> StoreError:
@@ -143,6 +159,8 @@ def translate_error(exc: BaseException, url: URL) -> StoreError:
     where = display_url(url)
     msg = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
     low = msg.lower()
+    if getattr(getattr(exc, "orig", None), "sqlstate", None) == _LOCK_SQLSTATE or "database is locked" in low:
+        return DatabaseLocked(f"{where} is locked by another writer: {msg}")
     if "file is not a database" in low or "file is encrypted" in low:
         return NotADatabase(f"{where} is not a SQLite database")
     if "unable to open database" in low:

@@ -59,6 +59,12 @@ class DuplicateThread(EngineError):
     code = "duplicate_thread"
 
 
+class ThreadLocked(db.DatabaseLocked):
+    """``Store.locked(..., nowait=True)`` found the conversation locked by another writer."""
+
+    code = "thread_locked"
+
+
 def _aware(dt: datetime | None) -> datetime | None:
     if dt is None:
         return None
@@ -579,13 +585,15 @@ class Store:
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
-    def _session(self, *, write: bool) -> Iterator[Session]:
+    def _session(self, *, write: bool, nowait: bool = False) -> Iterator[Session]:
         if write:
             self._check_writable()
         try:
             with Session(self.engine, expire_on_commit=False) as s:
                 if self.is_sqlite:
-                    s.connection(execution_options={"sqlite_begin": "IMMEDIATE" if write else "DEFERRED"})
+                    s.connection(
+                        execution_options={"sqlite_begin": "IMMEDIATE" if write else "DEFERRED", "sqlite_nowait": nowait}
+                    )
                 yield s
                 if write:
                     s.commit()
@@ -598,17 +606,27 @@ class Store:
 
     @contextmanager
     def locked(self, thread: str | int, *, nowait: bool = False) -> Iterator[Locked]:
-        """Hold the conversation row lock until the block ends; commit on success, roll back on error."""
-        with self._session(write=True) as s:
-            q = select(Conversation).where(
-                Conversation.id == thread if isinstance(thread, int) else Conversation.thread_key == thread
-            )
-            if not self.is_sqlite:
-                q = q.with_for_update(nowait=nowait)
-            conv = s.scalars(q).first()
-            if conv is None:
-                raise ThreadNotFound(f"no thread {thread!r}")
-            yield Locked(s, conv)
+        """Hold the conversation row lock until the block ends; commit on success, roll back on error.
+
+        Waits for another holder (SQLite: up to the busy timeout); ``nowait=True`` raises
+        :class:`ThreadLocked` at once instead."""
+        acquired = False
+        try:
+            with self._session(write=True, nowait=nowait) as s:
+                q = select(Conversation).where(
+                    Conversation.id == thread if isinstance(thread, int) else Conversation.thread_key == thread
+                )
+                if not self.is_sqlite:
+                    q = q.with_for_update(nowait=nowait)
+                conv = s.scalars(q).first()
+                if conv is None:
+                    raise ThreadNotFound(f"no thread {thread!r}")
+                acquired = True
+                yield Locked(s, conv)
+        except db.DatabaseLocked:
+            if acquired:
+                raise
+            raise ThreadLocked(f"thread {thread!r} is locked by another writer; try again later") from None
 
     # -- settings -------------------------------------------------------------------------
     def get_setting(self, key: str) -> dict[str, Any] | None:
