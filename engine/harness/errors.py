@@ -313,8 +313,7 @@ RULES: tuple[Rule, ...] = (
     Rule("openai:exceeds-context-window", CONTEXT_WINDOW_EXCEEDED, _text(r"exceeds? the context window")),  # OpenAI Responses
     Rule("anthropic:prompt-too-long", CONTEXT_WINDOW_EXCEEDED, _text(r"prompt is too long")),
     Rule("anthropic:input-and-max-tokens", CONTEXT_WINDOW_EXCEEDED, _text(r"input length and .?max_tokens.? exceed context limit")),
-    Rule("vllm:longer-than-max-model-len", CONTEXT_WINDOW_EXCEEDED, _text(r"is longer than the maximum model length")),
-    Rule("vllm:prompt-too-long-for-model", CONTEXT_WINDOW_EXCEEDED, _text(r"is too long to fit into the model|input prompt \(\d+ tokens\) is too long")),
+    Rule("vllm:longer-than-max-model-len", CONTEXT_WINDOW_EXCEEDED, _text(r"is longer than the maximum model length")),  # V1 engine
     Rule("ollama:exceeds-context-length", CONTEXT_WINDOW_EXCEEDED, _text(r"input( length)? exceeds (the |maximum )?context length")),
     Rule("ollama:prompt-too-long", CONTEXT_WINDOW_EXCEEDED, _text(r"prompt too long; exceeded (max )?context length")),
     Rule("llamacpp:exceeds-context-size", CONTEXT_WINDOW_EXCEEDED, _text(r"exceeds the available context size")),
