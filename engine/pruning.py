@@ -1,0 +1,155 @@
+"""Prune big tool results: save the full text to the Workdir first, then replace it by a preview.
+
+A tool result is offloaded when it counts MORE than ``limit_tokens`` (exactly ``limit_tokens``
+stays). The replacement counts at most ``min(preview_tokens, limit_tokens)``, so a pruned result is
+always smaller than the original. A result already pruned (metadata :data:`META_PRUNED`) is never
+pruned again. The full text is written before a :class:`Pruned` (and its replacement message)
+exists; when the Workdir cannot store it the result is not replaced: the caller gets a
+:class:`PruneFailed` and keeps the original (fail-closed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from engine.messages import META_PRUNED, Message
+from engine.previews import build_replacement
+from engine.workdir import Workdir, WorkdirError, sha256_text
+
+__all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "tool_name_of"]
+
+FALLBACK_TOOL_NAME = "tool"
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """A tool result that was offloaded; ``preview`` is the replacement text the model sees."""
+
+    message_id: int | None
+    tool_name: str
+    sha256: str
+    path: str
+    preview: str
+    original_tokens: int
+    preview_tokens: int
+    replacement: Message
+
+
+@dataclass(frozen=True, slots=True)
+class PruneFailed:
+    """A tool result that should have been offloaded but could not be saved; it stays as it is."""
+
+    message_id: int | None
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class PruneReport:
+    """The surface after pruning (same order), and what was pruned or failed."""
+
+    messages: tuple[Message, ...]
+    pruned: tuple[Pruned, ...]
+    failed: tuple[PruneFailed, ...]
+
+
+def tool_name_of(message: Message, messages: Sequence[Message] = ()) -> str:
+    """``message.name``, else the name of the assistant call it answers in ``messages``, else "tool"."""
+    if message.name:
+        return message.name
+    for m in messages:
+        for call in m.tool_calls:
+            if call.id == message.tool_call_id:
+                return call.name
+    return FALLBACK_TOOL_NAME
+
+
+def prune_tool_result(
+    message: Message,
+    *,
+    workdir: Workdir,
+    count_tokens: Callable[[str], int],
+    limit_tokens: int,
+    preview_tokens: int,
+    tool_name: str | None = None,
+) -> Pruned | PruneFailed | None:
+    """Offload ``message`` if it counts more than ``limit_tokens``.
+
+    ``None``: at or under the limit, or already pruned. :class:`PruneFailed`: the Workdir write
+    failed, nothing replaced. ``tool_name`` defaults to :func:`tool_name_of` ``(message)``.
+    Raises ``ValueError`` for a non-tool message or bad limits, and
+    :class:`~engine.previews.PreviewBudgetError` when the budget cannot hold the header.
+    """
+    if message.role != "tool":
+        raise ValueError(f"only tool results are pruned (got a {message.role} message)")
+    if limit_tokens < 0 or preview_tokens <= 0:
+        raise ValueError(f"need limit_tokens >= 0 and preview_tokens > 0 (got {limit_tokens}, {preview_tokens})")
+    if message.metadata.get(META_PRUNED):
+        return None
+    original_tokens = count_tokens(message.content)
+    if original_tokens <= limit_tokens:
+        return None
+    name = tool_name or tool_name_of(message)
+    try:
+        sha = sha256_text(message.content)
+    except WorkdirError as exc:
+        return PruneFailed(message_id=message.id, reason=exc.message)
+    # the text is pure and computed first, so a budget error touches no disk; it is only handed
+    # out after the full original was written
+    text = build_replacement(
+        name,
+        message.content,
+        sha256=sha,
+        path=str(workdir.path_for(name, sha)),
+        original_tokens=original_tokens,
+        budget_tokens=min(preview_tokens, limit_tokens),
+        count_tokens=count_tokens,
+    )
+    try:
+        saved = workdir.save(name, message.content)
+    except WorkdirError as exc:
+        return PruneFailed(message_id=message.id, reason=exc.message)
+    return Pruned(
+        message_id=message.id,
+        tool_name=name,
+        sha256=saved.sha256,
+        path=saved.path,
+        preview=text,
+        original_tokens=original_tokens,
+        preview_tokens=count_tokens(text),
+        replacement=message.with_content(text, **{META_PRUNED: saved.sha256}),
+    )
+
+
+def prune_surface(
+    messages: Sequence[Message],
+    *,
+    workdir: Workdir,
+    count_tokens: Callable[[str], int],
+    limit_tokens: int,
+    preview_tokens: int,
+) -> PruneReport:
+    """Apply :func:`prune_tool_result` to every tool message of ``messages``, keeping their order."""
+    out: list[Message] = []
+    pruned: list[Pruned] = []
+    failed: list[PruneFailed] = []
+    call_names = {call.id: call.name for m in messages for call in m.tool_calls}
+    for m in messages:
+        outcome = None
+        if m.role == "tool":
+            outcome = prune_tool_result(
+                m,
+                workdir=workdir,
+                count_tokens=count_tokens,
+                limit_tokens=limit_tokens,
+                preview_tokens=preview_tokens,
+                tool_name=m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME),
+            )
+        if isinstance(outcome, Pruned):
+            pruned.append(outcome)
+            out.append(outcome.replacement)
+        else:
+            if isinstance(outcome, PruneFailed):
+                failed.append(outcome)
+            out.append(m)
+    return PruneReport(messages=tuple(out), pruned=tuple(pruned), failed=tuple(failed))

@@ -1,0 +1,161 @@
+"""The prune step: exact offload boundary, save-before-replace, fail-closed, never twice."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.meter import default_meter
+from engine.previews import PreviewBudgetError
+from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, tool_name_of
+from engine.workdir import Workdir
+
+count = default_meter().count_text
+LIMIT = 300
+PREVIEW = 200
+
+
+def text_of_tokens(n: int) -> str:
+    """A text that counts exactly ``n`` tokens (" word" is one token in both packaged encodings)."""
+    text = "start" + " word" * (n - 1)
+    assert count(text) == n
+    return text
+
+
+def prune(message, workdir: Workdir, limit: int = LIMIT, preview: int = PREVIEW):
+    return prune_tool_result(message, workdir=workdir, count_tokens=count, limit_tokens=limit, preview_tokens=preview)
+
+
+def test_exact_offload_boundary(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    at_limit = tool_result("c1", text_of_tokens(LIMIT), name="shell", id=5)
+    assert prune(at_limit, wd) is None
+    assert not any(tmp_path.iterdir())  # nothing saved for a result that stays
+    one_over = tool_result("c1", text_of_tokens(LIMIT + 1), name="shell", id=5)
+    assert isinstance(prune(one_over, wd), Pruned)
+
+
+def test_pruned_result_is_saved_first_and_replaced_by_the_preview(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    content = text_of_tokens(5000)
+    msg = tool_result("call-7", content, name="shell", id=42)
+    out = prune(msg, wd)
+    assert isinstance(out, Pruned)
+    sha = hashlib.sha256(content.encode()).hexdigest()
+    assert out.sha256 == sha and out.message_id == 42 and out.tool_name == "shell"
+    assert Path(out.path).read_text(encoding="utf-8") == content
+    assert wd.read(sha) == content
+    assert out.original_tokens == 5000
+    assert out.preview_tokens == count(out.preview) <= PREVIEW
+    assert f"sha256: {sha}" in out.preview and f"saved: {out.path}" in out.preview
+    r = out.replacement
+    assert r.content == out.preview and r.metadata[META_PRUNED] == sha
+    assert (r.id, r.role, r.tool_call_id, r.name) == (42, "tool", "call-7", "shell")
+
+
+def test_structured_result_is_pruned_with_structured_preview(tmp_path: Path) -> None:
+    payload = {"results": [{"doc_id": f"d{i}", "title": f"T{i}", "content": "body " * 300,
+                            "metadata": {"_internal_path": "/srv/kb/host01/x"}} for i in range(20)]}
+    out = prune(tool_result("c", json.dumps(payload), name="query_kb"), Workdir(tmp_path), limit=1000, preview=600)
+    assert isinstance(out, Pruned) and out.preview_tokens <= 600
+    assert "result_count: 20" in out.preview and '"doc_id":"d0"' in out.preview and "omitted_results: " in out.preview
+    assert "/srv/kb" not in out.preview
+
+
+def test_already_pruned_result_is_never_pruned_again(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    out = prune(tool_result("c", text_of_tokens(2000), name="shell"), wd)
+    assert isinstance(out, Pruned)
+    tiny_limit = prune(out.replacement, wd, limit=10, preview=5)
+    assert tiny_limit is None
+
+
+def test_same_content_twice_reuses_the_saved_file(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    content = text_of_tokens(1000)
+    a = prune(tool_result("c1", content, name="shell", id=1), wd)
+    b = prune(tool_result("c2", content, name="shell", id=2), wd)
+    assert isinstance(a, Pruned) and isinstance(b, Pruned)
+    assert a.path == b.path and a.preview == b.preview
+    assert len(list(tmp_path.iterdir())) == 1
+
+
+def test_unwritable_workdir_fails_closed(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    msg = tool_result("c", text_of_tokens(1000), name="shell", id=9)
+    out = prune(msg, Workdir(blocker / "wd"))
+    assert out == PruneFailed(message_id=9, reason=out.reason) and "cannot create workdir" in out.reason
+
+
+def test_replacement_is_capped_at_the_limit(tmp_path: Path) -> None:
+    out = prune(tool_result("c", text_of_tokens(3000), name="shell"), Workdir(tmp_path), limit=250, preview=600)
+    assert isinstance(out, Pruned) and out.preview_tokens <= 250
+
+
+def test_preview_budget_too_small_is_a_typed_error_and_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(PreviewBudgetError):
+        prune(tool_result("c", text_of_tokens(3000), name="shell"), Workdir(tmp_path / "wd"), preview=20)
+    assert not (tmp_path / "wd").exists()
+
+
+def test_text_the_workdir_cannot_encode_fails_closed(tmp_path: Path) -> None:
+    out = prune(tool_result("c", text_of_tokens(1000) + "\ud800", name="shell", id=3), Workdir(tmp_path))
+    assert isinstance(out, PruneFailed) and out.message_id == 3 and "UTF-8" in out.reason
+
+
+def test_bad_arguments_fail_loudly(tmp_path: Path) -> None:
+    wd = Workdir(tmp_path)
+    with pytest.raises(ValueError, match="only tool results"):
+        prune(user("hello " * 1000), wd)
+    with pytest.raises(ValueError):
+        prune(tool_result("c", "x"), wd, limit=-1)
+    with pytest.raises(ValueError):
+        prune(tool_result("c", "x"), wd, preview=0)
+
+
+def test_tool_name_resolution() -> None:
+    call = ToolCall("call-1", "web_search", "{}")
+    surface = [assistant("", call, id=1)]
+    assert tool_name_of(tool_result("call-1", "r", name="named", id=2), surface) == "named"
+    assert tool_name_of(tool_result("call-1", "r", id=2), surface) == "web_search"
+    assert tool_name_of(tool_result("call-x", "r", id=2), surface) == "tool"
+
+
+def test_prune_surface_keeps_order_and_only_replaces_big_tool_results(tmp_path: Path) -> None:
+    big = text_of_tokens(800)
+    messages = (
+        user("find it", id=1),
+        assistant("", ToolCall("a", "web_search"), ToolCall("b", "read_file"), ToolCall("c", "shell"), id=2),
+        tool_result("a", big, id=3),
+        tool_result("b", "small result", id=4),
+        tool_result("c", big + " more", name="custom", id=5),
+        tool_result("orphan", big + " orphan", id=6),
+        assistant("done", id=7),
+    )
+    report = prune_surface(messages, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT,
+                           preview_tokens=PREVIEW)
+    assert [m.id for m in report.messages] == [1, 2, 3, 4, 5, 6, 7]
+    assert [p.message_id for p in report.pruned] == [3, 5, 6] and report.failed == ()
+    assert [p.tool_name for p in report.pruned] == ["web_search", "custom", "tool"]
+    assert report.messages[0] is messages[0] and report.messages[3] is messages[3] and report.messages[6] is messages[6]
+    for p in report.pruned:
+        assert report.messages[p.message_id - 1] is p.replacement
+        assert Path(p.path).name.startswith(p.tool_name + "-")
+    again = prune_surface(report.messages, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT,
+                          preview_tokens=PREVIEW)
+    assert again.pruned == () and again.messages == report.messages
+
+
+def test_prune_surface_keeps_originals_when_the_workdir_fails(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    messages = (assistant("", ToolCall("a", "shell"), id=1), tool_result("a", text_of_tokens(900), id=2))
+    report = prune_surface(messages, workdir=Workdir(blocker / "wd"), count_tokens=count, limit_tokens=LIMIT,
+                           preview_tokens=PREVIEW)
+    assert report.messages == messages and report.pruned == ()
+    assert [f.message_id for f in report.failed] == [2]
