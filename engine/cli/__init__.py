@@ -1,0 +1,301 @@
+"""``compaction``: the headless command line (documented in docs/cli.md).
+
+Exit codes: 0 success · 1 the operation ran but failed (e.g. a summary was rejected) ·
+2 bad input or an unusable database · 3 ``thread_busy``. Errors are one line on stderr
+(``error: …``), or a JSON object ``{"error": {...}}`` on stdout with ``--json``; never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import asdict, is_dataclass
+from datetime import datetime
+from typing import Any, Callable, Sequence
+
+from ..errors import EngineError, ThreadBusy
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
+
+
+def _jsonable(value: Any) -> Any:
+    if is_dataclass(value) and not isinstance(value, type):
+        return {k: _jsonable(v) for k, v in asdict(value).items()}
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, dict) or hasattr(value, "items"):
+        return {str(k): _jsonable(v) for k, v in dict(value).items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+def emit_json(data: Any) -> None:
+    json.dump(_jsonable(data), sys.stdout, ensure_ascii=False, indent=2)
+    sys.stdout.write("\n")
+
+
+def _db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", help="database URL or SQLite file path (default: the demo database)")
+
+
+def _open(args: argparse.Namespace, **kwargs: Any):
+    from ..service import open_service
+
+    return open_service(getattr(args, "db", None), **kwargs)
+
+
+# -- commands ---------------------------------------------------------------------------------
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from ..service import default_database_url
+    from ..store import display_url, migrate, normalize_url
+
+    url = args.db or default_database_url()
+    before, after = migrate(url)
+    shown = display_url(normalize_url(url))
+    if args.json:
+        emit_json({"db": shown, "from": before, "to": after})
+    elif before == after:
+        print(f"{shown}: schema already at {after}")
+    else:
+        print(f"{shown}: schema {before or 'empty'} -> {after}")
+    return EXIT_OK
+
+
+def cmd_threads(args: argparse.Namespace) -> int:
+    svc = _open(args)
+    try:
+        threads = svc.list_threads(text=args.filter, limit=args.limit)
+    finally:
+        svc.close()
+    rows = [
+        {
+            "thread": t.key,
+            "title": t.title,
+            "messages": t.message_count,
+            "generation": t.generation,
+            "compact_count": t.compact_count,
+            "boundary": t.boundary,
+            "busy": t.busy,
+            "busy_reason": t.busy_reason,
+            "model": t.model,
+        }
+        for t in threads
+    ]
+    if args.json:
+        emit_json(rows)
+        return EXIT_OK
+    if not rows:
+        print("no threads")
+        return EXIT_OK
+    width = max(len(r["thread"]) for r in rows)
+    print(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'STATE':<16}  TITLE")
+    for r in rows:
+        print(f"{r['thread']:<{width}}  {r['messages']:>7}  {r['generation']:>4}  {(r['busy_reason'] or 'idle'):<16}  {r['title']}")
+    return EXIT_OK
+
+
+def status_json(st) -> dict[str, Any]:
+    return {
+        "thread": st.thread,
+        "tokens": st.tokens,
+        "anchored_tokens": st.anchored_tokens,
+        "threshold": st.threshold,
+        "context_window": st.context_window,
+        "pressure_ratio": round(st.pressure_ratio, 4),
+        "hint": st.hint,
+        "breakdown": dict(st.breakdown),
+        "boundary": st.boundary,
+        "generation": st.generation,
+        "compact_count": st.compact_count,
+        "busy": st.busy,
+        "busy_reason": st.busy_reason,
+    }
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    svc = _open(args)
+    try:
+        data = status_json(svc.status(args.thread))
+    finally:
+        svc.close()
+    if args.json:
+        emit_json(data)
+        return EXIT_OK
+    print(f"thread     {data['thread']}")
+    print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({data['pressure_ratio']:.1%}), window {data['context_window']}")
+    if data["hint"]:
+        print("hint       at or above 85% of the threshold: consider `compaction compact`")
+    print("breakdown  " + ", ".join(f"{k} {v}" for k, v in data["breakdown"].items()))
+    print(f"boundary   {data['boundary']}   generation {data['generation']}   compactions {data['compact_count']}")
+    print(f"state      {data['busy_reason'] or 'idle'}")
+    return EXIT_OK
+
+
+def cmd_compact(args: argparse.Namespace) -> int:
+    svc = _open(args)
+    try:
+        r = svc.compact(args.thread)
+    finally:
+        svc.close()
+    data = {
+        "thread": args.thread,
+        "status": r.status,
+        "reason": r.reason,
+        "before_tokens": r.before_tokens,
+        "after_tokens": r.after_tokens,
+        "compacted_messages": r.compacted_messages,
+        "boundary": r.boundary,
+        "generation": r.generation,
+        "summarizer_calls": r.summarizer_calls,
+    }
+    if args.json:
+        emit_json(data)
+    elif r.status == "no_op":
+        print(f"nothing to compact ({r.reason}); nothing written")
+    else:
+        print(
+            f"compacted {r.compacted_messages} messages: {r.before_tokens} -> {r.after_tokens} tokens, "
+            f"boundary {r.boundary}, generation {r.generation}, {r.summarizer_calls} summarizer call(s)"
+        )
+    return EXIT_OK
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    svc = _open(args)
+    try:
+        episodes = svc.replay(args.thread)
+    finally:
+        svc.close()
+    data = {
+        "thread": args.thread,
+        "episodes": [
+            {
+                "run": ep.run_id,
+                "outcome": ep.outcome,
+                "steps": [
+                    {
+                        "kind": s.kind,
+                        "attempt": s.attempt,
+                        "error_code": s.error_code,
+                        "error_message": s.error_message,
+                        "tokens_before": s.tokens_before,
+                        "tokens_after": s.tokens_after,
+                        "generation_before": s.generation_before,
+                        "generation_after": s.generation_after,
+                        "no_progress": s.no_progress,
+                        "surface_messages": len(s.surface) if s.surface is not None else None,
+                    }
+                    for s in ep.steps
+                ],
+            }
+            for ep in episodes
+        ],
+    }
+    if args.json:
+        emit_json(data)
+        return EXIT_OK
+    if not episodes:
+        print("no overflow-recovery episodes")
+    for i, ep in enumerate(data["episodes"], 1):
+        print(f"episode {i} (run {ep['run']}): {ep['outcome']}")
+        for s in ep["steps"]:
+            gen = f"gen {s['generation_before']}->{s['generation_after']}" if s["generation_before"] is not None else ""
+            tok = f"tokens {s['tokens_before']}->{s['tokens_after']}" if s["tokens_before"] is not None else ""
+            flag = "  [no progress]" if s["no_progress"] else ""
+            err = f"  {s['error_code']}: {s['error_message']}" if s["error_code"] else ""
+            print(f"  #{s['attempt']} {s['kind']:<17} {tok:<24} {gen}{flag}{err}")
+    return EXIT_OK
+
+
+# -- wiring -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="compaction", description="Context compaction for LLM-agent conversations.")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    m = sub.add_parser("migrate", help="create or upgrade the database schema")
+    _db_arg(m)
+    m.add_argument("--json", action="store_true")
+    m.set_defaults(func=cmd_migrate)
+
+    t = sub.add_parser("threads", help="list threads")
+    _db_arg(t)
+    t.add_argument("--filter", help="only threads whose key or title contains this text")
+    t.add_argument("--limit", type=int, default=500)
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_threads)
+
+    s = sub.add_parser("status", help="context pressure of a thread for its next turn")
+    _db_arg(s)
+    s.add_argument("--thread", required=True)
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(func=cmd_status)
+
+    c = sub.add_parser("compact", help="compact an idle thread now (manual compaction)")
+    _db_arg(c)
+    c.add_argument("--thread", required=True)
+    c.add_argument("--json", action="store_true")
+    c.set_defaults(func=cmd_compact)
+
+    r = sub.add_parser("replay", help="overflow-recovery episodes of a thread, step by step")
+    _db_arg(r)
+    r.add_argument("--thread", required=True)
+    r.add_argument("--json", action="store_true")
+    r.set_defaults(func=cmd_replay)
+
+    for register in _optional_commands():
+        register(sub)
+    return p
+
+
+def _optional_commands() -> list[Callable[[Any], None]]:
+    out: list[Callable[[Any], None]] = []
+    from . import preview
+
+    out.append(preview.add_parser)
+    try:
+        from . import demo
+    except ImportError:  # pragma: no cover - demo lands with the harness
+        pass
+    else:
+        out.append(demo.add_parser)
+    return out
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    want_json = bool(getattr(args, "json", False))
+    try:
+        run = getattr(args, "run", None) or args.func
+        return int(run(args) or 0)
+    except ThreadBusy as exc:
+        _report(exc, want_json)
+        return EXIT_BUSY
+    except EngineError as exc:
+        _report(exc, want_json)
+        return EXIT_FAILED if exc.code in ("summary_rejected", "cannot_compact") else EXIT_USAGE
+    except KeyboardInterrupt:
+        print("error: interrupted", file=sys.stderr)
+        return 130
+
+
+def _report(exc: EngineError, want_json: bool) -> None:
+    if want_json:
+        data = exc.to_json()
+        reason = getattr(exc, "reason", None)
+        if reason is not None:
+            data["error"]["reason"] = reason
+        emit_json(data)
+    else:
+        print(f"error: {exc.message}", file=sys.stderr)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

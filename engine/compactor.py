@@ -1,0 +1,459 @@
+"""The compactor: pressure (§2), overflow (§3) and manual (§4) compaction over one thread.
+
+Decisions are pure functions of a :class:`Snapshot` (``build_surface``, ``pressure_of``); the
+:class:`Compactor` runs them against the store, the Workdir and a summarizer. There is one
+summary path (:meth:`Compactor._summarize`) shared by every trigger, one meter (the
+:mod:`engine.meter` singleton for the routed model) and one lock (:meth:`Store.locked`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Literal, Mapping, Sequence
+
+from .errors import CannotCompact, CompareAndSwapConflict
+from .messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Envelope, Message, Surface, summary_message
+from .meter import Measurement, TokenMeter, default_meter
+from .policy import PolicySet, ResolvedPolicy
+from .pruning import prune_surface
+from .store import Locked, NewOffload, Store
+from .summarizers.base import Summarizer, SummarizerError, SummaryRequest, validate_summary
+from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
+from .views import ManualResult, Offload, Snapshot
+from .workdir import Workdir
+
+SYNTHETIC_USER_TEXT = (
+    "(Earlier messages were compacted into the summary above.) Continue the current task from the summary "
+    "and the messages below; do not repeat steps that are already done."
+)
+
+Trigger = Literal["pressure", "overflow", "manual"]
+
+
+# -- pure decisions ---------------------------------------------------------------------------
+
+
+def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> Surface:
+    """The model-visible surface of a snapshot: pruned results as previews, a synthetic user
+    message when the first non-system message would not be a user message, ephemeral notes last."""
+    shown: list[Message] = []
+    for m in snapshot.messages:
+        off = snapshot.offloads.get(m.id) if m.id is not None and m.role == "tool" else None
+        shown.append(m.with_content(off.preview, **{META_PRUNED: off.sha256}) if off is not None else m)
+    first = next((m for m in shown if m.role != "system"), None)
+    if first is not None and first.role != "user":
+        shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True}))
+    for e in ephemeral:
+        shown.append(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}))
+    return Surface(
+        messages=tuple(shown),
+        summary=snapshot.state.summary,
+        boundary=snapshot.state.boundary,
+        generation=snapshot.state.generation,
+    )
+
+
+def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
+    return Envelope(system_prompt=snapshot.system_prompt, surface=surface, tools=tuple(snapshot.tools))
+
+
+def history_part(surface: Surface) -> tuple[Message, ...]:
+    """The persisted messages of a surface (what units are built from): no synthetic or ephemeral ones."""
+    return tuple(m for m in surface.messages if m.id is not None)
+
+
+def _summary_estimate(policy: ResolvedPolicy, meter: TokenMeter) -> Callable[[int], int]:
+    """Projected size of a new summary replacing ``removed`` tokens: bounded by the budget."""
+    cap = policy.policy.summary_max_tokens
+    framing = meter.count_message(summary_message(""))
+
+    def estimate(removed: int) -> int:
+        return framing + min(cap, max(64, removed // 4)) if removed else 0
+
+    return estimate
+
+
+# -- results ----------------------------------------------------------------------------------
+
+
+@dataclass
+class RunState:
+    """Per-run memory of the automatic paths: ephemeral notes, the breaker, overflow attempts."""
+
+    run_id: int | None = None
+    ephemeral: list[Message] = field(default_factory=list)
+    breaker_tripped: bool = False
+    overflow_attempts: int = 0
+
+    def add_ephemeral(self, text: str) -> Message:
+        m = Message("system", text, metadata={META_EPHEMERAL: True})
+        self.ephemeral.append(m)
+        return m
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one automatic compaction did."""
+
+    action: Literal["none", "pruned", "summarized"]
+    reason: str
+    tokens_before: int
+    tokens_after: int
+    threshold: int
+    generation_before: int
+    generation_after: int
+    summarizer_calls: int = 0
+
+    @property
+    def progressed(self) -> bool:
+        return self.generation_after > self.generation_before
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    advanced: bool
+    reason: str | None
+    calls: int
+    generation: int
+    boundary: int | None
+    tokens_after: int
+    compacted_messages: int
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A snapshot with its surface, envelope, measurement and the resolved policy."""
+
+    snapshot: Snapshot
+    surface: Surface
+    envelope: Envelope
+    measurement: Measurement
+    policy: ResolvedPolicy
+    meter: TokenMeter
+
+    @property
+    def tokens(self) -> int:
+        return self.measurement.total
+
+
+class Compactor:
+    """Runs compaction for threads of one store."""
+
+    def __init__(self, store: Store, *, summarizer: Summarizer, workdir: Workdir, policies: PolicySet) -> None:
+        self.store = store
+        self.summarizer = summarizer
+        self.workdir = workdir
+        self.policies = policies
+
+    # -- measuring ------------------------------------------------------------------------
+    def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
+        provider = provider or snapshot.provider
+        model = model or snapshot.model
+        policy = self.policies.resolve(provider, model)
+        meter = default_meter(model)
+        surface = build_surface(snapshot, ephemeral=ephemeral)
+        env = envelope_of(snapshot, surface)
+        return Measured(snapshot, surface, env, meter.measure(env), policy, meter)
+
+    # -- §2 pressure ----------------------------------------------------------------------
+    def pressure(self, thread: str, run: RunState, *, running_turn: bool = True) -> Outcome:
+        """Pressure compaction before a model step (§2)."""
+        routed = self.store.last_completed_request(thread)
+        snap = self.store.snapshot(thread)
+        gen0 = snap.state.generation
+        if routed is None:
+            return Outcome("none", "no_completed_request", 0, 0, 0, gen0, gen0)
+        m = self.measure(snap, ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
+        threshold = m.policy.threshold
+        before = m.tokens
+        if before < threshold:
+            return Outcome("none", "below_threshold", before, before, threshold, gen0, gen0)
+        if not m.policy.policy.auto:
+            return Outcome("none", "auto_off", before, before, threshold, gen0, gen0)
+        m = self._prune(thread, m, trigger="pressure", run=run)
+        if m.tokens < threshold:
+            return Outcome("pruned", "prune_enough", before, m.tokens, threshold, gen0, m.snapshot.state.generation)
+        if run.breaker_tripped:
+            action = "pruned" if m.snapshot.state.generation > gen0 else "none"
+            return Outcome(action, "breaker_tripped", before, m.tokens, threshold, gen0, m.snapshot.state.generation)
+        calls = 0
+        reason = "summarized"
+        for _ in range(m.policy.policy.loop_max_compaction_rounds):
+            units = build_units(history_part(m.surface), running_turn=running_turn)
+            sel = self._select(m, units, target=m.policy.target_tokens)
+            if not sel.units:
+                reason = "nothing_to_compact"
+                self._trip(thread, run, reason, m)
+                break
+            att = self._summarize(thread, m, sel, trigger="pressure", kind="summary", run_id=run.run_id, running_turn=running_turn)
+            calls += att.calls
+            if not att.advanced:
+                reason = att.reason or "no_progress"
+                self._trip(thread, run, reason, m)
+                break
+            m = self.measure(self.store.snapshot(thread), ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
+            if m.tokens <= m.policy.target_tokens:
+                break
+        else:
+            reason = "max_rounds"
+        gen = m.snapshot.state.generation
+        action = "summarized" if calls and gen > gen0 and m.snapshot.state.boundary != snap.state.boundary else ("pruned" if gen > gen0 else "none")
+        return Outcome(action, reason, before, m.tokens, threshold, gen0, gen, calls)
+
+    # -- §3 overflow ----------------------------------------------------------------------
+    def overflow(self, thread: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
+        """Overflow recovery work (§3.2): prune without a threshold check, then one shrinking summary
+        of the largest balanced head range that keeps the newest unit. Progress = generation growth."""
+        snap = self.store.snapshot(thread)
+        gen0 = snap.state.generation
+        m = self.measure(snap, ephemeral=run.ephemeral, provider=provider, model=model)
+        before = m.tokens
+        m = self._prune(thread, m, trigger="overflow", run=run)
+        units = build_units(history_part(m.surface), running_turn=True)
+        sel = select_overflow_head(units, message_tokens=m.meter.count_message)
+        calls = 0
+        if sel.units:
+            att = self._summarize(thread, m, sel, trigger="overflow", kind="summary", run_id=run.run_id, running_turn=True)
+            calls = att.calls
+            if att.advanced:
+                m = self.measure(self.store.snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
+        gen = m.snapshot.state.generation
+        action = "summarized" if calls and m.snapshot.state.boundary != snap.state.boundary else ("pruned" if gen > gen0 else "none")
+        return Outcome(action, "overflow", before, m.tokens, m.policy.threshold, gen0, gen, calls)
+
+    # -- §4 manual ------------------------------------------------------------------------
+    def manual(self, thread: str) -> ManualResult:
+        """Manual compaction (§4): row lock from the idle check to the commit, summarizer included."""
+        failure: CannotCompact | None = None
+        with self.store.locked(thread) as tx:
+            tx.require_idle()
+            m = self.measure(tx.snapshot())
+            before = m.tokens
+            units = build_units(history_part(m.surface), running_turn=False)
+            sel = self._select(m, units, target=-1)
+            if not sel.units:
+                return ManualResult("no_op", "insufficient_history", before, before, 0, m.snapshot.state.boundary, m.snapshot.state.generation, 0)
+            calls = compacted = 0
+            att = None
+            for _ in range(max(1, m.policy.policy.loop_max_compaction_rounds)):
+                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx)
+                calls += att.calls
+                if not att.advanced:
+                    break
+                compacted += att.compacted_messages
+                m = self.measure(tx.snapshot())
+                sel = self._select(m, build_units(history_part(m.surface), running_turn=False), target=-1)
+                if not sel.units:
+                    break
+            assert att is not None
+            if compacted == 0:
+                failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected")
+                failure.reason = att.reason  # type: ignore[attr-defined]
+            else:
+                return ManualResult("completed", None, before, m.tokens, compacted, m.snapshot.state.boundary, m.snapshot.state.generation, calls)
+        raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
+
+    # -- shared steps ---------------------------------------------------------------------
+    def _select(self, m: Measured, units: Sequence[Unit], *, target: int) -> Selection:
+        pol = m.policy
+        sel = select_prefix(
+            units,
+            message_tokens=m.meter.count_message,
+            envelope_tokens=m.tokens,
+            target_tokens=target,
+            retained_tail_tokens=pol.retained_tail_tokens,
+            recent_rounds=pol.policy.loop_recent_tool_rounds,
+            summary_tokens=_summary_estimate(pol, m.meter),
+        )
+        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window // 2))
+
+    def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
+        pol = m.policy.policy
+        started = time.perf_counter()
+        report = prune_surface(
+            history_part(m.surface),
+            workdir=self.workdir,
+            count_tokens=m.meter.count_text,
+            limit_tokens=pol.tool_result_limit_tokens,
+            preview_tokens=pol.preview_tokens,
+        )
+        if not report.pruned:
+            if report.failed:
+                self.store.add_event(thread, "prune_failed", {"failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed]}, trigger=trigger, run_id=run.run_id)
+            return m
+        new_offloads = {
+            p.message_id: Offload(p.message_id, p.tool_name, p.path, p.sha256, p.preview, p.original_tokens, p.preview_tokens, m.snapshot.state.generation + 1)
+            for p in report.pruned
+            if p.message_id is not None
+        }
+        snap2 = _with_offloads(m.snapshot, new_offloads, generation=m.snapshot.state.generation + 1)
+        after = self.measure(snap2, ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
+        with self.store.locked(thread) as tx:
+            gen = tx.record_prune(
+                [NewOffload(o.message_id, o.tool_name, o.path, o.sha256, o.preview, o.original_tokens, o.preview_tokens) for o in new_offloads.values()],
+                trigger=trigger,
+                run_id=run.run_id,
+                tokens_before=m.tokens,
+                tokens_after=after.tokens,
+            )
+            tx.add_event(
+                "prune",
+                {
+                    "tokens_before": m.tokens,
+                    "tokens_after": after.tokens,
+                    "threshold": m.policy.threshold,
+                    "generation_before": m.snapshot.state.generation,
+                    "generation_after": gen,
+                    "boundary": m.snapshot.state.boundary,
+                    "pruned": [
+                        {"message_id": p.message_id, "tool": p.tool_name, "sha256": p.sha256, "path": p.path, "original_tokens": p.original_tokens, "preview_tokens": p.preview_tokens}
+                        for p in report.pruned
+                    ],
+                    "failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed],
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                },
+                trigger=trigger,
+                run_id=run.run_id,
+            )
+        return after
+
+    def _summarize(
+        self,
+        thread: str,
+        m: Measured,
+        sel: Selection,
+        *,
+        trigger: Trigger,
+        kind: str,
+        run_id: int | None,
+        running_turn: bool,
+        tx: Locked | None = None,
+    ) -> _Attempt:
+        """The one summary path: summarize the selection, validate, compare-and-swap, record."""
+        started = time.perf_counter()
+        snap = m.snapshot
+        state = snap.state
+        meter = m.meter
+        current = snap.current_request.content if snap.current_request is not None else None
+        replaced = sum(meter.count_message(x) for x in sel.messages) + (meter.count_text(state.summary) if state.summary else 0)
+        base: dict[str, Any] = {
+            "tokens_before": m.tokens,
+            "threshold": m.policy.threshold,
+            "target": m.policy.target_tokens,
+            "boundary_before": state.boundary,
+            "generation_before": state.generation,
+            "selected_boundary": sel.boundary,
+            "selected_messages": len(sel.messages),
+            "replaced_tokens": replaced,
+            "summarizer": getattr(self.summarizer, "name", type(self.summarizer).__name__),
+        }
+
+        def reject(reason: str, calls: int, extra: Mapping[str, Any] | None = None) -> _Attempt:
+            data = {**base, "reason": reason, "calls": calls, "generation_after": state.generation, **(extra or {})}
+            data["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            if tx is not None:
+                tx.add_event("summary_rejected", data, trigger=trigger, run_id=run_id)
+            else:
+                self.store.add_event(thread, "summary_rejected", data, trigger=trigger, run_id=run_id)
+            return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0)
+
+        request = SummaryRequest(
+            messages=sel.messages,
+            previous_summary=state.summary,
+            current_request=current,
+            running_turn=running_turn,
+            max_tokens=m.policy.policy.summary_max_tokens,
+        )
+        try:
+            result = self.summarizer.summarize(request)
+        except SummarizerError as exc:
+            return reject("summarizer_failed", 1, {"error_code": exc.code, "error_message": exc.message})
+        # ``calls`` counts summarizer invocations; HTTP requests (retries included) are in ``usage``
+        why = validate_summary(result, replaced_tokens=replaced, count_tokens=meter.count_text, current_request=current)
+        usage = {"http_requests": result.calls, "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens, "model": result.model, "extractive": result.extractive}
+        if why is not None:
+            return reject(why, 1, {"usage": usage, "summary_tokens": meter.count_text(result.text)})
+        assert sel.boundary is not None
+        boundary_msg = next(x for x in reversed(sel.messages) if x.id == sel.boundary)
+        # the new surface, measured before persisting: the event carries exact before/after tokens
+        kept = tuple(x for x in snap.messages if x.id is not None and x.id > sel.boundary)
+        new_snap = _replace_snapshot(snap, boundary=sel.boundary, summary=result.text, messages=kept)
+        after = self.measure(new_snap, provider=m.policy.provider, model=m.policy.model)
+        summary_tokens = meter.count_text(result.text)
+
+        def persist(t: Locked) -> int:
+            gen = t.persist_summary(
+                expected_boundary=state.boundary,
+                expected_boundary_hash=state.boundary_hash,
+                new_boundary=sel.boundary,  # type: ignore[arg-type]
+                new_boundary_hash=boundary_msg.content_hash(),
+                summary=result.text,
+                summary_tokens=summary_tokens,
+                kind=kind,
+                trigger=trigger,
+                run_id=run_id,
+                tokens_before=m.tokens,
+                tokens_after=after.tokens,
+            )
+            t.add_event(
+                "summary",
+                {
+                    **base,
+                    "tokens_after": after.tokens,
+                    "boundary_after": sel.boundary,
+                    "generation_after": gen,
+                    "summary_tokens": summary_tokens,
+                    "usage": usage,
+                    "calls": 1,
+                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
+                },
+                trigger=trigger,
+                run_id=run_id,
+            )
+            return gen
+
+        try:
+            if tx is not None:
+                gen = persist(tx)
+            else:
+                with self.store.locked(thread) as t:
+                    gen = persist(t)
+        except CompareAndSwapConflict as exc:
+            return reject("cas_conflict", 1, {"error_message": exc.message})
+        return _Attempt(True, None, 1, gen, sel.boundary, after.tokens, len(sel.messages))
+
+    def _trip(self, thread: str, run: RunState, reason: str, m: Measured) -> None:
+        """No progress: no further automatic summary attempt in this run (§2.8)."""
+        run.breaker_tripped = True
+        self.store.add_event(
+            thread,
+            "breaker_tripped",
+            {"reason": reason, "tokens": m.tokens, "threshold": m.policy.threshold, "generation": m.snapshot.state.generation},
+            trigger="pressure",
+            run_id=run.run_id,
+        )
+
+
+# -- small helpers ----------------------------------------------------------------------------
+
+
+def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int) -> Selection:
+    """Cut a selection at a unit end so one summary call sees at most ``budget`` tokens (a single
+    unit larger than the budget is taken whole: units are indivisible)."""
+    total = 0
+    for i, unit in enumerate(sel.units):
+        cost = sum(meter.count_message(x) for x in unit.messages)
+        if i > 0 and total + cost > budget:
+            kept = sel.units[:i]
+            return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
+        total += cost
+    return sel
+
+
+def _with_offloads(snap: Snapshot, extra: Mapping[int, Offload], *, generation: int) -> Snapshot:
+    return replace(snap, offloads={**snap.offloads, **extra}, state=replace(snap.state, generation=generation))
+
+
+def _replace_snapshot(snap: Snapshot, *, boundary: int, summary: str, messages: tuple[Message, ...]) -> Snapshot:
+    return replace(snap, messages=messages, state=replace(snap.state, boundary=boundary, summary=summary))
