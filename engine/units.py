@@ -17,8 +17,9 @@ Structure
   assistant message, never open).
 - **Orphan**: a tool result that answers no call still pending in view (no earlier assistant
   call, or the call was already answered). A result that arrives after a *later* assistant
-  message (or after the next user message) is not counted towards its round, so that round
-  stays open and nothing at or after it is ever taken: call and result are never separated.
+  message is not counted towards its round, so that round stays open and nothing at or after it
+  is ever taken: call and result are never separated. (After the next user message such a result
+  is an orphan of the new turn, and the earlier turn is open.)
 - **Units** (``build_units``): one ``"turn"`` unit per finished turn (open if any of its rounds
   is open). In the running turn: a ``"turn_user"`` unit (the user message with the head group)
   and one ``"round"`` unit per tool round. Without a user message, a head group holding orphan
@@ -30,14 +31,15 @@ Selection rules (``select_prefix``)
 1. Units are taken strictly in order from the first one: the range is a contiguous prefix and
    the boundary is the last persisted id of the last unit taken.
 2. Stop as soon as ``envelope - removed + summary_tokens(removed) <= target`` (checked before
-   each step; a negative target takes the largest allowed prefix). If the target cannot be
+   each step; a negative target takes the largest allowed prefix, as the projection never goes
+   below zero when the envelope covers the messages). If the target cannot be
    reached the largest allowed prefix is returned; the caller decides whether it is worth it.
 3. Never take an open unit or a unit with no persisted id: stop there.
 4. Never take a protected unit. Finished history (only ``"turn"`` units): the newest units whose
    tokens sum to at least ``retained_tail_tokens``, and always at least the newest unit.
    Running turn (``"turn_user"``/``"round"`` units present): the newest ``recent_rounds`` rounds
-   of the running turn; the token tail does not apply (seed 002 §5.1.1 constraint 1: the target
-   stop is what keeps recent history).
+   of the running turn (a headless orphan group counts as a round); the token tail does not
+   apply (seed 002 §5.1.1 constraint 1: the target stop is what keeps recent history).
 5. A ``"turn_user"`` unit is only taken together with the round right after it; if that round
    cannot be taken, stop before the user message.
 6. ``max_units`` caps how many units one selection takes (never splitting a unit).
