@@ -92,41 +92,27 @@ class PreviewBudgetError(EngineError, ValueError):
 # -- slicing helpers --------------------------------------------------------------------------------
 
 
-def _fit_prefix(text: str, max_tokens: int, count: CountTokens) -> str:
-    """The longest prefix of ``text`` (found by galloping + bisection) with at most ``max_tokens``."""
-    if max_tokens <= 0 or not text:
-        return ""
-    lo, hi = 0, min(len(text), max_tokens * 4)
-    while count(text[:hi]) <= max_tokens:
-        if hi == len(text):
-            return text
-        lo, hi = hi, min(len(text), hi * 2)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        if count(text[:mid]) <= max_tokens:
-            lo = mid
-        else:
-            hi = mid
-    return text[:lo]
-
-
-def _fit_suffix(text: str, max_tokens: int, count: CountTokens) -> str:
-    """The longest suffix of ``text`` with at most ``max_tokens``."""
+def _fit(text: str, max_tokens: int, count: CountTokens, *, from_end: bool = False) -> str:
+    """The longest prefix (or suffix) of ``text`` with at most ``max_tokens``: galloping, then bisection."""
     if max_tokens <= 0 or not text:
         return ""
     n = len(text)
+
+    def piece(k: int) -> str:
+        return text[n - k :] if from_end else text[:k]
+
     lo, hi = 0, min(n, max_tokens * 4)
-    while count(text[n - hi :]) <= max_tokens:
+    while count(piece(hi)) <= max_tokens:
         if hi == n:
             return text
         lo, hi = hi, min(n, hi * 2)
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if count(text[n - mid :]) <= max_tokens:
+        if count(piece(mid)) <= max_tokens:
             lo = mid
         else:
             hi = mid
-    return text[n - lo :]
+    return piece(lo)
 
 
 def _snap_end(piece: str) -> str:
@@ -145,11 +131,11 @@ def _truncate_tokens(text: str, max_tokens: int, count: CountTokens) -> str:
     """``text`` if it fits ``max_tokens``, else its longest fitting prefix ending in an ellipsis."""
     if _probably_fits(text, max_tokens, count):
         return text
-    return _fit_prefix(text, max_tokens - 1, count).rstrip() + ELLIPSIS if max_tokens > 1 else ""
+    return _fit(text, max_tokens - 1, count).rstrip() + ELLIPSIS if max_tokens > 1 else ""
 
 
 def _probably_fits(content: str, budget_tokens: int, count: CountTokens) -> bool:
-    # no token of the packaged encodings is longer than 128 characters: a longer text cannot fit
+    # no token of the packaged encodings is longer than 128 bytes, so a longer text cannot fit
     return len(content) <= budget_tokens * 128 and count(content) <= budget_tokens
 
 
@@ -158,15 +144,15 @@ def _probably_fits(content: str, budget_tokens: int, count: CountTokens) -> bool
 
 def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: CountTokens) -> str:
     n = len(content)
-    head = _snap_end(_fit_prefix(content, head_b, count))
+    head = _snap_end(_fit(content, head_b, count))
     head_end = len(head)
-    tail = _snap_start(_fit_suffix(content[head_end:], tail_b, count))
+    tail = _snap_start(_fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
     middle, mid_start = "", tail_start
     if mid_b > 0 and tail_start > head_end:
         ratio = max(1, (head_end + n - tail_start) // max(1, count(head) + count(tail)))
         mid_start = max(head_end, n // 2 - mid_b * ratio // 2)
-        window = _fit_prefix(content[mid_start:tail_start], mid_b, count)
+        window = _fit(content[mid_start:tail_start], mid_b, count)
         middle = _snap_start(window)
         mid_start += len(window) - len(middle)
         middle = _snap_end(middle)
