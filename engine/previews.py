@@ -167,7 +167,7 @@ def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: C
     elif tail_start > head_end:
         parts.append(f"[... {tail_start - head_end} chars omitted ...]")
     if tail:
-        parts += [f"[tail: chars {tail_start}-{n}]", tail.lstrip("\n")]
+        parts += [f"[tail: chars {tail_start}-{n}]", tail.strip("\n")]
     return "\n".join(parts)
 
 
