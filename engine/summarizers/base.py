@@ -5,6 +5,7 @@ The engine is synchronous: a summarizer is a blocking call. Async callers run it
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -127,6 +128,6 @@ def make_summarizer_from_env(env: Mapping[str, str] = os.environ) -> Summarizer:
             timeout = float(raw_timeout)
         except ValueError:
             timeout = -1.0
-        if not timeout > 0:
+        if not (math.isfinite(timeout) and timeout > 0):
             raise SummarizerError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw_timeout!r}", "config")
     return OpenAICompatSummarizer(base_url, model, api_key=env.get(ENV_API_KEY) or None, timeout=timeout)

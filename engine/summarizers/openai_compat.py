@@ -155,7 +155,7 @@ class OpenAICompatSummarizer:
                 SummarizerError("summary endpoint returned no choices[0].message.content text", "malformed_response"), calls
             )
         if not content.strip():
-            raise SummarizerError("summary endpoint returned an empty summary", "empty")
+            raise self._scrubbed(SummarizerError("summary endpoint returned an empty summary", "empty"), calls)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else self.model
         return SummaryResult(

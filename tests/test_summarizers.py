@@ -1,0 +1,360 @@
+"""Summarizers: the OpenAI-compatible one against a real loopback server, the extractive one offline,
+summary validation and configuration from the environment."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.meter import default_meter
+from engine.summarizers.base import (
+    Summarizer,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResult,
+    make_summarizer_from_env,
+    validate_summary,
+)
+from engine.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
+from engine.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
+from tests.chat_server import ChatServer, Reply, chat_server  # noqa: F401 (fixture)
+
+count = default_meter().count_text
+SHA = "9f86d081884c7d659a2feaeb0f6d9e6e1a0c3b1f2f8e7c6d5b4a39281706f5e4"
+CURRENT = "请把 doc-123 的退款政策整理成表格，并附上来源链接。\nKeep the table under 10 rows."
+
+
+def conversation() -> tuple[Message, ...]:
+    return (
+        user("先帮我查一下发票规则 (invoice rules) for order-5521.", id=1),
+        assistant("", ToolCall("call_1", "query_kb", '{"query": "发票规则", "kb_id": "kb-fin-01", "top_k": 5}'), id=2),
+        tool_result(
+            "call_1",
+            '{"results": [{"doc_id": "doc-77", "chunk_id": "chunk-9", "url": "https://kb.example.com/doc-77", '
+            '"content": "发票须在 30 天内开具。"}]}',
+            name="query_kb",
+            id=3,
+        ),
+        assistant("发票须在 30 天内开具 (doc-77)。", id=4),
+        user(CURRENT, id=5),
+        assistant("", ToolCall("call_2", "read_file", '{"path": "/srv/kb/policies/refund.md", "encoding": "utf-8"}'), id=6),
+        tool_result("call_2", f"refund policy text ... sha256 {SHA} ... " + "条款。" * 200, name="read_file", id=7),
+        assistant(
+            "",
+            ToolCall("call_3", "web_search", '{"q": "退款政策 2026", "site": "example.com"}'),
+            ToolCall("call_4", "shell", '{"command": "grep -rn refund src/engine/policy.py"}'),
+            id=8,
+        ),
+        tool_result("call_3", "see https://www.example.com/refund?lang=zh for details.", name="web_search", id=9),
+        tool_result("call_4", "src/engine/policy.py:12: refund", name="shell", id=10),
+        assistant("Found the refund policy: 14-day window, see /srv/kb/policies/refund.md.", id=11),
+    )
+
+
+def request(**kw: object) -> SummaryRequest:
+    base: dict[str, object] = dict(
+        messages=conversation(), previous_summary="Earlier the user set up billing for acct-42.", current_request=CURRENT, max_tokens=600
+    )
+    base.update(kw)
+    return SummaryRequest(**base)  # type: ignore[arg-type]
+
+
+# -- OpenAI-compatible summarizer -------------------------------------------------------------------
+def summarizer(server: ChatServer, **kw: object) -> OpenAICompatSummarizer:
+    args: dict[str, object] = dict(api_key="sk-test-SECRET-123", timeout=5.0, retries=1, backoff=0.0)
+    args.update(kw)
+    return OpenAICompatSummarizer(server.base_url, "summ-model", **args)  # type: ignore[arg-type]
+
+
+def test_success_records_usage_and_sends_the_rendered_prompt(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.completion("  The summary.  ", prompt_tokens=321, completion_tokens=45, model="summ-model-0613"))
+    with summarizer(chat_server) as s:
+        result = s.summarize(request(running_turn=True, max_tokens=777))
+    assert result == SummaryResult("The summary.", "summ-model-0613", 321, 45, calls=1, extractive=False)
+    [sent] = chat_server.requests
+    assert sent.path == "/v1/chat/completions"
+    assert sent.headers["authorization"] == "Bearer sk-test-SECRET-123"
+    body = sent.json()
+    assert (body["model"], body["max_tokens"], body["temperature"]) == ("summ-model", 777, 0)
+    system, prompt = body["messages"]
+    assert system["role"] == "system" and "Keep identifiers exactly as written" in system["content"]
+    assert prompt["role"] == "user"
+    text = prompt["content"]
+    assert "Earlier the user set up billing for acct-42." in text  # rolling update of the previous summary
+    assert "<current_request>\n" + CURRENT + "\n</current_request>" in text  # verbatim, with its newline
+    assert "verbatim" in text
+    for section in ("Task goal", "Actions done", "Key findings", "Current state", "Next step"):
+        assert section in text
+    assert '-> tool call call_1: query_kb {"query": "发票规则"' in text
+    assert "[#3 tool result for call_1 (query_kb)]" in text
+
+
+def test_finished_history_prompt_has_no_running_turn_or_rolling_parts() -> None:
+    _, prompt = render_prompt(SummaryRequest(conversation(), max_tokens=500))
+    assert "Task goal" not in prompt and "<previous_summary>" not in prompt and "<current_request>" not in prompt
+    assert "Write a summary of at most about 500 tokens" in prompt
+    assert "${" not in prompt  # every placeholder was filled
+
+
+def test_missing_usage_is_recorded_as_unknown(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.completion("ok", prompt_tokens=None, completion_tokens=None))
+    with summarizer(chat_server) as s:
+        result = s.summarize(request())
+    assert (result.prompt_tokens, result.completion_tokens) == (None, None)
+
+
+@pytest.mark.parametrize("status", [500, 503, 429])
+def test_transient_status_is_retried_once(chat_server: ChatServer, status: int) -> None:
+    chat_server.push(Reply.http_error(status), Reply.completion("second time lucky"))
+    with summarizer(chat_server) as s:
+        result = s.summarize(request())
+    assert (result.text, result.calls) == ("second time lucky", 2)
+    assert len(chat_server.requests) == 2
+
+
+def test_retries_are_bounded(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.http_error(500), Reply.http_error(502), Reply.completion("too late"))
+    with summarizer(chat_server, retries=1) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert (info.value.code, info.value.status) == ("http_error", 502)
+    assert "after 2 attempts" in info.value.message
+    assert len(chat_server.requests) == 2
+
+
+def test_client_error_is_not_retried(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.http_error(400, "max_tokens is too large"), Reply.completion("never asked"))
+    with summarizer(chat_server) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert (info.value.code, info.value.status) == ("http_error", 400)
+    assert "HTTP 400" in info.value.message and "max_tokens is too large" in info.value.message
+    assert len(chat_server.requests) == 1
+
+
+def test_timeout_is_a_summarizer_error(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.completion("slow", delay=3.0))
+    with summarizer(chat_server, timeout=0.3, retries=0) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert info.value.code == "timeout" and "timed out after 0.3s" in info.value.message
+
+
+def test_timeout_then_success_is_retried(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.completion("slow", delay=3.0), Reply.completion("fast"))
+    with summarizer(chat_server, timeout=0.3, retries=1) as s:
+        result = s.summarize(request())
+    assert (result.text, result.calls) == ("fast", 2)
+
+
+def test_unreachable_endpoint_is_a_connection_error() -> None:
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with OpenAICompatSummarizer(f"http://127.0.0.1:{port}/v1", "m", retries=1, backoff=0.0) as s:
+        with pytest.raises(SummarizerError) as info:
+            s.summarize(request())
+    assert info.value.code == "connection_error" and "after 2 attempts" in info.value.message
+
+
+@pytest.mark.parametrize(
+    ("reply", "code"),
+    [
+        (Reply.malformed(), "malformed_response"),
+        (Reply.no_choices(), "malformed_response"),
+        (Reply.json({"choices": [{"message": {"role": "assistant"}}]}), "malformed_response"),
+        (Reply.completion(None), "malformed_response"),
+        (Reply.completion(["not", "text"]), "malformed_response"),
+        (Reply.json(["not", "an", "object"]), "malformed_response"),
+        (Reply.completion(""), "empty"),
+        (Reply.completion("  \n "), "empty"),
+    ],
+)
+def test_unusable_bodies_are_rejected(chat_server: ChatServer, reply: Reply, code: str) -> None:
+    chat_server.push(reply)
+    with summarizer(chat_server) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert info.value.code == code
+    assert len(chat_server.requests) == 1  # a bad body is final, not retried
+
+
+def test_api_key_never_leaks(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.http_error(401, "Incorrect API key provided: sk-test-SECRET-123"))
+    s = summarizer(chat_server)
+    assert "SECRET" not in repr(s) and "api_key=set" in repr(s)
+    with s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert "SECRET" not in str(info.value) and "***" in str(info.value)
+
+
+def test_base_url_without_v1_is_served_too(chat_server: ChatServer) -> None:
+    chat_server.push(Reply.completion("ok"))
+    base = chat_server.base_url.removesuffix("/v1") + "/"
+    with OpenAICompatSummarizer(base, "m", backoff=0.0) as s:
+        assert s.summarize(request()).text == "ok"
+    assert chat_server.requests[0].path == "/chat/completions"
+    assert "authorization" not in chat_server.requests[0].headers  # no key, no header
+
+
+# -- configuration from the environment ------------------------------------------------------------
+def test_env_without_endpoint_gives_the_extractive_summarizer() -> None:
+    s = make_summarizer_from_env({})
+    assert isinstance(s, ExtractiveSummarizer) and isinstance(s, Summarizer) and s.name == "extractive"
+
+
+def test_env_with_endpoint_gives_the_openai_summarizer() -> None:
+    s = make_summarizer_from_env(
+        {
+            "COMPACTION_SUMMARY_BASE_URL": "http://127.0.0.1:9/v1",
+            "COMPACTION_SUMMARY_MODEL": "qwen2.5:7b",
+            "COMPACTION_SUMMARY_API_KEY": "sk-env",
+            "COMPACTION_SUMMARY_TIMEOUT": "12.5",
+        }
+    )
+    assert isinstance(s, OpenAICompatSummarizer)
+    assert (s.url, s.model, s.timeout, s.name) == ("http://127.0.0.1:9/v1/chat/completions", "qwen2.5:7b", 12.5, "openai-compatible:qwen2.5:7b")
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"COMPACTION_SUMMARY_BASE_URL": "http://x/v1"}, "COMPACTION_SUMMARY_BASE_URL is set but COMPACTION_SUMMARY_MODEL is not"),
+        ({"COMPACTION_SUMMARY_MODEL": "m"}, "COMPACTION_SUMMARY_MODEL is set but COMPACTION_SUMMARY_BASE_URL is not"),
+        (
+            {"COMPACTION_SUMMARY_BASE_URL": "http://x/v1", "COMPACTION_SUMMARY_MODEL": "m", "COMPACTION_SUMMARY_TIMEOUT": "soon"},
+            "COMPACTION_SUMMARY_TIMEOUT must be a positive number of seconds, got 'soon'",
+        ),
+        (
+            {"COMPACTION_SUMMARY_BASE_URL": "http://x/v1", "COMPACTION_SUMMARY_MODEL": "m", "COMPACTION_SUMMARY_TIMEOUT": "-1"},
+            "COMPACTION_SUMMARY_TIMEOUT must be a positive number of seconds, got '-1'",
+        ),
+    ],
+)
+def test_env_misconfiguration_is_a_clear_error(env: dict[str, str], message: str) -> None:
+    with pytest.raises(SummarizerError) as info:
+        make_summarizer_from_env(env)
+    assert info.value.code == "config" and str(info.value).startswith(message)
+
+
+# -- extractive summarizer -------------------------------------------------------------------------
+def test_extractive_says_what_it_is_and_keeps_the_essentials() -> None:
+    result = ExtractiveSummarizer().summarize(request(max_tokens=2000))
+    assert (result.extractive, result.calls, result.model) == (True, 0, "extractive")
+    assert (result.prompt_tokens, result.completion_tokens) == (None, None)
+    text = result.text
+    assert text.startswith(HEADER) and "not written by a language model" in text.splitlines()[0]
+    assert CURRENT in text  # the current request, verbatim with its newline
+    assert "先帮我查一下发票规则 (invoice rules) for order-5521." in text  # earlier request verbatim
+    assert "Earlier the user set up billing for acct-42." in text  # previous summary carried forward
+    assert 'query_kb(query="发票规则", kb_id="kb-fin-01")' in text  # key arguments, top_k dropped
+    assert 'read_file(path="/srv/kb/policies/refund.md")' in text
+    assert 'web_search(q="退款政策 2026")' in text and 'shell(command="grep -rn refund src/engine/policy.py")' in text
+    for ident in ("https://kb.example.com/doc-77", "https://www.example.com/refund?lang=zh", SHA, "doc_id=doc-77", "chunk_id=chunk-9", "order-5521", "src/engine/policy.py"):
+        assert f"- {ident}\n" in text + "\n"
+    assert "Found the refund policy: 14-day window" in text  # latest conclusion
+    assert "条款。条款。" not in text  # tool result bodies are not copied
+    assert count(text) <= 2000
+
+
+def test_extractive_is_deterministic() -> None:
+    a = ExtractiveSummarizer().summarize(request(max_tokens=300)).text
+    b = ExtractiveSummarizer().summarize(request(max_tokens=300)).text
+    assert a == b
+
+
+def test_extractive_running_turn_names_goal_actions_and_state() -> None:
+    text = ExtractiveSummarizer().summarize(request(running_turn=True, max_tokens=2000)).text
+    assert "## Task goal: current user request (verbatim)\n" + CURRENT in text
+    assert "## Actions done (tool calls)" in text
+    assert "## Current state\n- The task is still running. The last compacted step was the assistant message (#11)" in text
+    tool_last = ExtractiveSummarizer().summarize(request(messages=conversation()[:-1], running_turn=True)).text
+    assert "The last compacted step was the result of shell [call_4]" in tool_last
+
+
+@settings(max_examples=40, deadline=None)
+@given(budget=st.integers(min_value=90, max_value=1500))
+def test_extractive_respects_any_budget_and_keeps_the_request(budget: int) -> None:
+    result = ExtractiveSummarizer().summarize(request(max_tokens=budget))
+    assert count(result.text) <= budget
+    assert CURRENT in result.text and result.text.startswith(HEADER)
+
+
+def test_extractive_trims_oldest_and_least_important_first() -> None:
+    full = ExtractiveSummarizer().summarize(request(max_tokens=2000)).text
+    small = ExtractiveSummarizer().summarize(request(max_tokens=160)).text
+    assert count(small) <= 160 < count(full)
+    assert "Found the refund policy" in small  # the newest conclusion survives
+    assert "kb-fin-01" not in small  # the oldest tool call goes
+
+
+def test_extractive_current_request_is_never_cut() -> None:
+    long_request = "请逐条核对以下条款：" + "；".join(f"条款{i} 的适用范围" for i in range(200))
+    with pytest.raises(SummarizerError) as info:
+        ExtractiveSummarizer().summarize(request(current_request=long_request, max_tokens=200))
+    assert info.value.code == "over_budget"
+    text = ExtractiveSummarizer().summarize(request(current_request=long_request, max_tokens=4000)).text
+    assert long_request in text
+
+
+def test_extractive_long_older_request_is_marked_when_truncated() -> None:
+    old = "Please review " + " ".join(f"item{i}" for i in range(3000))
+    msgs = (user(old, id=1), assistant("ok", id=2), user("now summarize", id=3))
+    text = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="now summarize", max_tokens=300)).text
+    assert count(text) <= 300
+    assert "more characters not kept]" in text and "(#1) Please review item0" in text
+
+
+def test_extractive_rolling_summary_does_not_nest_headers() -> None:
+    s = ExtractiveSummarizer()
+    first = s.summarize(request(max_tokens=800)).text
+    second = s.summarize(
+        SummaryRequest((user("继续：再查 chunk-88", id=12),), previous_summary=first, current_request="继续：再查 chunk-88", max_tokens=800)
+    ).text
+    assert second.count(HEADER) == 1
+    assert "### Current user request (verbatim)" in second  # the carried summary's headings, one level down
+    assert "- chunk-88" in second
+
+
+def test_identifier_extraction_handles_chinese_and_json() -> None:
+    text = '见doc-123。路径 /srv/kb/a.md，网址 https://x.org/a_b(1) 和 {"doc_id": "doc-9", "chunk_id": 7} and/or A/B src/app/main.py'
+    assert extract_identifiers(text) == ["doc-123", "/srv/kb/a.md", "https://x.org/a_b", "doc_id=doc-9", "chunk_id=7", "src/app/main.py"]
+
+
+def test_extractive_summary_passes_validation() -> None:
+    req = request(max_tokens=600)
+    result = ExtractiveSummarizer().summarize(req)
+    replaced = sum(default_meter().count_message(m) for m in req.messages) + count(req.previous_summary or "")
+    assert validate_summary(result, replaced_tokens=replaced, count_tokens=count, current_request=CURRENT) is None
+
+
+# -- validation ------------------------------------------------------------------------------------
+def result_of(text: str) -> SummaryResult:
+    return SummaryResult(text, "m", 1, 1, calls=1, extractive=False)
+
+
+@pytest.mark.parametrize(
+    ("text", "replaced", "reason"),
+    [
+        ("", 100, "empty"),
+        ("   \n\t", 100, "empty"),
+        ("a summary " * 30, 50, "not_smaller"),
+        ("a summary", 2, "not_smaller"),  # equal size is not smaller
+        ("a short summary without the request", 1000, "missing_request"),
+        ("Current user request: 请把 doc-123 的退款政策整理成表格", 1000, "missing_request"),  # shortened
+        ("Current user request:\n" + CURRENT, 1000, None),
+        ("Current user request: " + CURRENT.replace("\n", "  "), 1000, None),  # whitespace may reflow
+    ],
+)
+def test_validate_summary(text: str, replaced: int, reason: str | None) -> None:
+    assert validate_summary(result_of(text), replaced_tokens=replaced, count_tokens=count, current_request=CURRENT) == reason
+
+
+def test_validate_without_current_request_only_checks_size() -> None:
+    assert validate_summary(result_of("short"), replaced_tokens=10, count_tokens=count) is None
+
+
+def test_summary_request_rejects_a_nonsense_budget() -> None:
+    with pytest.raises(ValueError, match="max_tokens must be a positive whole number"):
+        SummaryRequest((), max_tokens=0)
