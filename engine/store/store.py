@@ -229,6 +229,13 @@ class Locked:
     def thread_key(self) -> str:
         return self.conv.thread_key
 
+    def configure(self, *, system_prompt: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Set the agent's system prompt and tool schemas (part of every envelope of this thread)."""
+        if system_prompt is not None:
+            self.conv.system_prompt = system_prompt
+        if tools is not None:
+            self.conv.tools = [dict(t) for t in tools]
+
     # -- idle check -----------------------------------------------------------------------
     def busy_reason(self) -> str | None:
         """Why the thread is busy (``running`` / ``waiting_for_user`` / ``queued``), or None if idle."""

@@ -1,0 +1,343 @@
+"""A small agent loop over an OpenAI-compatible endpoint, with compaction built in.
+
+Every step goes through the engine: intake under the conversation lock, a recorded model request
+(routed provider and model, estimated tokens, reported usage, outcome), pressure compaction at the
+pre-step boundary (§2), and overflow recovery (§3) when the provider says the request is too long.
+Store and summarizer work runs in a worker thread (``asyncio.to_thread``); the loop itself only
+awaits HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Mapping
+
+from ..compactor import RunState
+from ..messages import Message, ToolCall
+from ..service import Service
+from .errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
+from .provider import ChatProvider
+
+ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
+
+
+class WaitForUser(Exception):
+    """Raised by a tool to interrupt the run until the user answers ``question``."""
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question
+
+
+ToolFn = Callable[[dict[str, Any]], "str | Awaitable[str]"]
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    fn: ToolFn
+    description: str = ""
+    parameters: Mapping[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": self.name, "description": self.description, "parameters": dict(self.parameters)}}
+
+
+class ToolRegistry:
+    """Named tools. Unknown tools and malformed arguments become error *results* the model can read."""
+
+    def __init__(self, tools: list[Tool] | None = None) -> None:
+        self._tools: dict[str, Tool] = {}
+        for t in tools or ():
+            self.register(t)
+
+    def register(self, tool: Tool) -> None:
+        if tool.name in self._tools:
+            raise ValueError(f"tool {tool.name!r} registered twice")
+        self._tools[tool.name] = tool
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self._tools.values()]
+
+    async def call(self, call: ToolCall) -> str:
+        tool = self._tools.get(call.name)
+        if tool is None:
+            return f"error: unknown tool {call.name!r}"
+        args = call.parsed_arguments()
+        if args is None:
+            return f"error: the arguments for {call.name} are not a JSON object: {call.arguments[:200]!r}"
+        result = tool.fn(args)
+        if inspect.isawaitable(result):
+            result = await result
+        return result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    run_id: int
+    status: str  # completed / failed / cancelled / waiting_for_user
+    final: Message | None = None
+    error: ProviderError | None = None
+    error_code: str | None = None
+    steps: int = 0
+    overflow_retries: int = 0
+
+
+class AgentHarness:
+    """Runs turns of one agent on threads of one service."""
+
+    def __init__(
+        self,
+        service: Service,
+        provider: ChatProvider,
+        *,
+        model: str,
+        provider_name: str | None = None,
+        tools: ToolRegistry | None = None,
+        max_steps: int = 40,
+        stream: bool = False,
+    ) -> None:
+        self.service = service
+        self.provider = provider
+        self.model = model
+        self.provider_name = provider_name or provider.provider
+        self.tools = tools or ToolRegistry()
+        self.max_steps = max_steps
+        self.stream = stream
+
+    # -- public ---------------------------------------------------------------------------
+    async def run(
+        self,
+        thread: str,
+        user_text: str | None,
+        *,
+        notes: list[str] | None = None,
+        cancel: asyncio.Event | None = None,
+    ) -> RunResult:
+        """Append the user's message (if any), start a run and drive it to an end."""
+        run_id = await asyncio.to_thread(self._begin, thread, user_text)
+        state = RunState(run_id=run_id)
+        for note in notes or ():
+            state.add_ephemeral(note)
+        try:
+            return await self._drive(thread, state, cancel or asyncio.Event())
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
+            raise
+
+    async def resume(self, thread: str, run_id: int, answer: str, *, cancel: asyncio.Event | None = None) -> RunResult:
+        """Continue a run that waits for the user, with the user's answer."""
+        await asyncio.to_thread(self._resume, thread, run_id, answer)
+        state = RunState(run_id=run_id)
+        try:
+            return await self._drive(thread, state, cancel or asyncio.Event())
+        except asyncio.CancelledError:
+            await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
+            raise
+
+    # -- the loop -------------------------------------------------------------------------
+    async def _drive(self, thread: str, state: RunState, cancel: asyncio.Event) -> RunResult:
+        svc = self.service
+        policy = svc.policies.resolve(self.provider_name, self.model)
+        recovering = False
+        step = 0
+        while step < self.max_steps:
+            if cancel.is_set():
+                return await asyncio.to_thread(self._cancel, thread, state)
+            step += 1
+            await asyncio.to_thread(svc.compactor.pressure, thread, state)
+            measured = await asyncio.to_thread(self._measure, thread, state)
+            request_id = await asyncio.to_thread(
+                svc.store.record_model_request,
+                thread,
+                provider=self.provider_name,
+                model=self.model,
+                run_id=state.run_id,
+                step=step,
+                estimated_tokens=measured.tokens,
+                threshold=measured.policy.threshold,
+            )
+            body = measured.envelope.to_openai()
+            try:
+                completion = await self.provider.complete(body, model=self.model, stream=self.stream)
+            except ProviderError as err:
+                await asyncio.to_thread(
+                    svc.store.complete_model_request, request_id, outcome="error", error_code=err.code, error_message=err.message
+                )
+                await asyncio.to_thread(self._event, thread, state, "provider_error", err, measured, step)
+                if cancel.is_set():
+                    return await asyncio.to_thread(self._cancel, thread, state)
+                if not is_context_overflow(err):
+                    return await asyncio.to_thread(self._fail, thread, state, err, step, "not_overflow")
+                if state.overflow_attempts >= policy.policy.max_overflow_retries:
+                    return await asyncio.to_thread(self._fail, thread, state, err, step, "retries_exhausted")
+                state.overflow_attempts += 1
+                outcome = await asyncio.to_thread(svc.compactor.overflow, thread, state, provider=self.provider_name, model=self.model)
+                if cancel.is_set():  # cancellation wins over a finished recovery
+                    return await asyncio.to_thread(self._cancel, thread, state)
+                if not outcome.progressed:
+                    return await asyncio.to_thread(self._fail, thread, state, err, step, "no_progress", outcome)
+                await asyncio.to_thread(
+                    svc.store.add_event,
+                    thread,
+                    "retry",
+                    {
+                        "attempt": state.overflow_attempts,
+                        "failed_step": step,
+                        "next_step": step + 1,
+                        "tokens_before": outcome.tokens_before,
+                        "tokens_after": outcome.tokens_after,
+                        "generation_before": outcome.generation_before,
+                        "generation_after": outcome.generation_after,
+                        "summarizer_calls": outcome.summarizer_calls,
+                    },
+                    trigger="overflow",
+                    run_id=state.run_id,
+                )
+                recovering = True
+                continue  # a new step from the persisted state
+            await asyncio.to_thread(
+                svc.store.complete_model_request,
+                request_id,
+                outcome="ok",
+                reported_prompt_tokens=completion.prompt_tokens,
+                reported_completion_tokens=completion.completion_tokens,
+            )
+            if recovering:
+                await asyncio.to_thread(
+                    svc.store.add_event, thread, "recovered", {"attempt": state.overflow_attempts, "step": step, "tokens": measured.tokens}, trigger="overflow", run_id=state.run_id
+                )
+                recovering = False
+            reply = completion.message
+            await asyncio.to_thread(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
+            if not reply.tool_calls:
+                await asyncio.to_thread(svc.store.finish_run, thread, state.run_id)
+                return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+            waiting = await self._run_tools(thread, state, reply, cancel)
+            if waiting is not None:
+                return waiting
+        err_msg = f"the run did not finish within {self.max_steps} steps"
+        await asyncio.to_thread(svc.store.finish_run, thread, state.run_id, failed=True, error_code="max_steps", error_message=err_msg)
+        return RunResult(state.run_id, "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+
+    async def _run_tools(self, thread: str, state: RunState, reply: Message, cancel: asyncio.Event) -> RunResult | None:
+        """Run every call of ``reply`` in order, persisting each result; cancellation leaves no orphan."""
+        for i, call in enumerate(reply.tool_calls):
+            if cancel.is_set():
+                return await asyncio.to_thread(self._cancel, thread, state)
+            try:
+                text = await self.tools.call(call)
+            except WaitForUser as ask:
+                await asyncio.to_thread(self._wait_for_user, thread, state, call, ask.question)
+                return RunResult(state.run_id, "waiting_for_user", steps=0)  # type: ignore[arg-type]
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a failing tool is a result the model can read, not a crash
+                text = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
+            await asyncio.to_thread(
+                self.service.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id
+            )
+        return None
+
+    # -- blocking helpers (run in a worker thread) ------------------------------------------
+    def _begin(self, thread: str, user_text: str | None) -> int:
+        with self.service.store.locked(thread) as tx:
+            tx.configure(tools=self.tools.schemas())
+            if user_text is not None:
+                tx.append_message(Message("user", user_text))
+            return tx.start_run()
+
+    def _resume(self, thread: str, run_id: int, answer: str) -> None:
+        with self.service.store.locked(thread) as tx:
+            tx.set_run_status(run_id, "running")
+            pending = _unanswered(tx.messages_after(None))
+            if pending:
+                call = pending[0]
+                tx.append_message(Message("tool", answer, tool_call_id=call.id, name=call.name), run_id=run_id)
+            else:
+                tx.append_message(Message("user", answer), run_id=run_id)
+
+    def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
+        with self.service.store.locked(thread) as tx:
+            tx.set_run_status(state.run_id, "waiting_for_user")  # type: ignore[arg-type]
+            tx.add_event("waiting_for_user", {"tool": call.name, "call_id": call.id, "question": question}, run_id=state.run_id)
+
+    def _measure(self, thread: str, state: RunState):
+        return self.service.compactor.measure(
+            self.service.store.snapshot(thread), ephemeral=state.ephemeral, provider=self.provider_name, model=self.model
+        )
+
+    def _event(self, thread: str, state: RunState, kind: str, err: ProviderError, measured: Any, step: int) -> None:
+        snap = measured.snapshot
+        self.service.store.add_event(
+            thread,
+            kind,
+            {
+                "error_code": err.code,
+                "error_message": err.message,
+                "status": err.status,
+                "inband": err.inband,
+                "provider": self.provider_name,
+                "model": self.model,
+                "attempt": state.overflow_attempts + 1,
+                "step": step,
+                "tokens": measured.tokens,
+                "tokens_before": measured.tokens,
+                "threshold": measured.policy.threshold,
+                "generation": snap.state.generation,
+                "last_message_id": max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
+            },
+            trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider",
+            run_id=state.run_id,
+        )
+
+    def _fail(self, thread: str, state: RunState, err: ProviderError, step: int, reason: str, outcome: Any = None) -> RunResult:
+        """Report the ORIGINAL provider error and code; record why recovery did not help."""
+        svc = self.service
+        if err.code == CONTEXT_WINDOW_EXCEEDED:
+            data: dict[str, Any] = {"reason": reason, "error_code": err.code, "error_message": err.message, "attempt": state.overflow_attempts, "step": step}
+            if outcome is not None:
+                data.update(
+                    tokens_before=outcome.tokens_before,
+                    tokens_after=outcome.tokens_after,
+                    generation_before=outcome.generation_before,
+                    generation_after=outcome.generation_after,
+                    summarizer_calls=outcome.summarizer_calls,
+                )
+            svc.store.add_event(thread, "gave_up", data, trigger="overflow", run_id=state.run_id)
+        svc.store.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
+        return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+
+    def _cancel(self, thread: str, state: RunState) -> RunResult:
+        """Cancel the run; every call of the last assistant message that never ran gets an aborted
+        result, so no orphan tool call is left behind (§3.5). Idempotent."""
+        with self.service.store.locked(thread) as tx:
+            aborted = 0
+            for call in _unanswered(tx.messages_after(tx.state().boundary)):
+                tx.append_message(Message("tool", ABORTED_TEXT, tool_call_id=call.id, name=call.name, metadata={"aborted": True}), run_id=state.run_id)
+                aborted += 1
+            runs = [r for r in (state.run_id,) if r is not None]
+            for run_id in runs:
+                try:
+                    tx.set_run_status(run_id, "cancelled")
+                except Exception:  # already settled: cancellation is idempotent
+                    pass
+            tx.add_event("cancelled", {"aborted_calls": aborted, "attempt": state.overflow_attempts}, trigger="overflow" if state.overflow_attempts else None, run_id=state.run_id)
+        return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+
+
+def _persistable(m: Message) -> Message:
+    return Message(m.role, m.content, tool_calls=m.tool_calls, name=m.name)
+
+
+def _unanswered(messages: list[Message]) -> list[ToolCall]:
+    """Calls of the newest assistant message that have no result yet."""
+    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
+    if last is None or not last.tool_calls:
+        return []
+    idx = messages.index(last)
+    answered = {m.tool_call_id for m in messages[idx + 1 :] if m.role == "tool"}
+    return [c for c in last.tool_calls if c.id not in answered]
