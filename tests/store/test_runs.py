@@ -1,0 +1,197 @@
+"""Queued requests, runs, their transitions and the busy reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from engine.errors import ThreadBusy
+from engine.store import InvalidTransition, Store
+from engine.store.models import Run
+
+
+def test_queued_requests_are_taken_fifo(store: Store, conv: str) -> None:
+    ids = [store.queue_request(conv, f"request {i}") for i in range(3)]
+    assert ids == sorted(ids)
+    assert store.queued_requests(conv) == [(ids[0], "request 0"), (ids[1], "request 1"), (ids[2], "request 2")]
+    with store.locked(conv) as tx:
+        assert tx.take_queued_request() == (ids[0], "request 0")
+        assert tx.take_queued_request() == (ids[1], "request 1")
+    assert store.queued_requests(conv) == [(ids[2], "request 2")]
+    with store.locked(conv) as tx:
+        assert tx.take_queued_request() == (ids[2], "request 2")
+        assert tx.take_queued_request() is None
+    assert store.queued_requests(conv) == [] and store.busy_reason(conv) is None
+
+
+def test_queues_are_per_conversation(store: Store, new_key: Callable[[str], str]) -> None:
+    a, b = new_key("a"), new_key("b")
+    store.create_conversation(a)
+    store.create_conversation(b)
+    store.queue_request(a, "for a")
+    with store.locked(b) as tx:
+        assert tx.take_queued_request() is None
+    assert [c for _, c in store.queued_requests(a)] == ["for a"]
+
+
+def test_cancel_queued_requests(store: Store, conv: str) -> None:
+    store.queue_request(conv, "one")
+    store.queue_request(conv, "two")
+    with store.locked(conv) as tx:
+        assert tx.cancel_queued_requests() == 2
+        assert tx.cancel_queued_requests() == 0
+    assert store.queued_requests(conv) == [] and store.busy_reason(conv) is None
+
+
+def test_start_run_from_a_queued_request_marks_it_started(store: Store, conv: str) -> None:
+    req = store.queue_request(conv, "do it")
+    run = store.start_run(conv, request_id=req)
+    assert store.queued_requests(conv) == []
+    [info] = store.runs(conv)
+    assert (info.id, info.status, info.conversation_id, info.finished_at) == (run, "running", store.thread(conv).id, None)
+
+
+def test_start_run_refuses_a_foreign_request(store: Store, new_key: Callable[[str], str]) -> None:
+    a, b = new_key("a"), new_key("b")
+    store.create_conversation(a)
+    store.create_conversation(b)
+    foreign = store.queue_request(b, "b's")
+    with pytest.raises(InvalidTransition, match="does not belong"):
+        store.start_run(a, request_id=foreign)
+    assert store.runs(a) == [] and store.queued_requests(b) == [(foreign, "b's")]
+
+
+@pytest.mark.parametrize("active", ["running", "waiting_for_user"])
+def test_start_run_is_refused_while_a_run_is_active(store: Store, conv: str, active: str) -> None:
+    run = store.start_run(conv)
+    if active == "waiting_for_user":
+        store.interrupt_run(conv, run)
+    with pytest.raises(ThreadBusy) as err:
+        store.start_run(conv)
+    assert err.value.reason == active and err.value.code == "thread_busy"
+    assert [r.id for r in store.runs(conv)] == [run]
+
+
+def test_a_new_run_may_start_after_the_last_finished(store: Store, conv: str) -> None:
+    first = store.start_run(conv)
+    store.finish_run(conv, first)
+    second = store.start_run(conv)
+    assert second > first
+    assert [(r.id, r.status) for r in store.runs(conv)] == [(first, "completed"), (second, "running")]
+
+
+def test_run_lifecycle_through_the_store_shortcuts(store: Store, conv: str) -> None:
+    run = store.start_run(conv)
+    store.interrupt_run(conv, run)
+    assert store.runs(conv)[0].status == "waiting_for_user"
+    store.resume_run(conv, run)
+    assert store.runs(conv)[0].status == "running"
+    store.finish_run(conv, run, failed=True, error_code="provider_error", error_message="502 from upstream")
+    [info] = store.runs(conv)
+    assert (info.status, info.error_code, info.error_message) == ("failed", "provider_error", "502 from upstream")
+    assert info.finished_at is not None and info.finished_at >= info.created_at
+    cancelled = store.start_run(conv)
+    store.cancel_run(conv, cancelled)
+    assert store.runs(conv)[1].status == "cancelled" and store.runs(conv)[1].finished_at is not None
+
+
+VALID = [
+    ("running", "completed"),
+    ("running", "failed"),
+    ("running", "waiting_for_user"),
+    ("running", "cancelled"),
+    ("waiting_for_user", "running"),
+    ("waiting_for_user", "failed"),
+    ("waiting_for_user", "cancelled"),
+]
+FINAL = ["completed", "failed", "cancelled"]
+INVALID = [
+    ("running", "running"),
+    ("running", "queued"),
+    ("waiting_for_user", "waiting_for_user"),
+    ("waiting_for_user", "completed"),
+    *[(final, target) for final in FINAL for target in ["running", "waiting_for_user", "completed", "failed", "cancelled"]],
+    ("running", "paused"),
+]
+
+
+def _run_in(store: Store, key: str, status: str) -> int:
+    """A run brought into ``status`` through valid transitions."""
+    run = store.start_run(key)
+    if status != "running":  # running → waiting_for_user / completed / failed / cancelled are all valid
+        with store.locked(key) as tx:
+            tx.set_run_status(run, status)
+    return run
+
+
+@pytest.mark.parametrize(("start", "target"), VALID)
+def test_valid_transitions(store: Store, conv: str, start: str, target: str) -> None:
+    run = _run_in(store, conv, start)
+    with store.locked(conv) as tx:
+        tx.set_run_status(run, target)
+    info = store.runs(conv)[0]
+    assert info.status == target
+    assert (info.finished_at is not None) == (target in FINAL)
+
+
+@pytest.mark.parametrize(("start", "target"), INVALID)
+def test_invalid_transitions_are_refused_and_change_nothing(store: Store, conv: str, start: str, target: str) -> None:
+    run = _run_in(store, conv, start)
+    before = store.runs(conv)
+    with pytest.raises(InvalidTransition):
+        with store.locked(conv) as tx:
+            tx.set_run_status(run, target)
+    assert store.runs(conv) == before and before[0].status == start
+
+
+def test_set_run_status_refuses_a_foreign_or_unknown_run(store: Store, new_key: Callable[[str], str]) -> None:
+    a, b = new_key("a"), new_key("b")
+    store.create_conversation(a)
+    store.create_conversation(b)
+    foreign = store.start_run(b)
+    with pytest.raises(InvalidTransition, match="does not belong"):
+        store.finish_run(a, foreign)
+    with pytest.raises(InvalidTransition, match="does not belong"):
+        store.finish_run(a, 10**12)
+    assert store.runs(b)[0].status == "running"
+
+
+def test_busy_reason_each_reason_and_precedence(store: Store, conv: str) -> None:
+    def reasons() -> tuple[str | None, str | None, str | None]:
+        with store.locked(conv) as tx:
+            locked_reason = tx.busy_reason()
+        return store.busy_reason(conv), locked_reason, store.thread(conv).busy_reason
+
+    assert reasons() == (None, None, None)
+    req = store.queue_request(conv, "later")
+    assert reasons() == ("queued",) * 3
+    run = store.start_run(conv)  # a run without the request: the request stays queued
+    assert reasons() == ("running",) * 3  # running > queued
+    store.interrupt_run(conv, run)
+    assert reasons() == ("waiting_for_user",) * 3  # waiting_for_user > queued
+    store.finish_run(conv, run, failed=True)
+    assert reasons() == ("queued",) * 3
+    with store.locked(conv) as tx:
+        assert tx.take_queued_request() == (req, "later")
+    assert reasons() == (None, None, None)
+
+
+def test_busy_reason_running_beats_waiting_for_user(store: Store, conv: str) -> None:
+    """Two active runs cannot be created through the API; the precedence still holds if a platform
+    wrote them (the check reads every active run)."""
+    run = store.start_run(conv)
+    store.interrupt_run(conv, run)
+    with store.locked(conv) as tx:
+        tx.session.add(Run(conversation_id=tx.conversation_id, status="running"))
+    assert store.busy_reason(conv) == "running" == store.thread(conv).busy_reason
+
+
+def test_require_idle(store: Store, conv: str) -> None:
+    with store.locked(conv) as tx:
+        tx.require_idle()
+    store.queue_request(conv, "x")
+    with pytest.raises(ThreadBusy) as err:
+        with store.locked(conv) as tx:
+            tx.require_idle()
+    assert err.value.reason == "queued" and conv in err.value.message
