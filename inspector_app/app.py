@@ -1,0 +1,78 @@
+"""``compaction-inspector``: the desktop inspector's entry point (QApplication + qasync loop)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+os.environ.setdefault("QT_API", "pyside6")  # qasync would pick PyQt first if one were importable
+
+from PySide6.QtCore import QCoreApplication
+from PySide6.QtWidgets import QApplication
+
+import qasync
+
+from . import theme
+from .main_window import MainWindow
+from .service_client import ServiceClient
+from .widgets.connect import to_url
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="compaction-inspector", description="Inspect how conversations were compacted.")
+    parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: the embedded demo database)")
+    parser.add_argument("--thread", metavar="KEY", help="select this thread")
+    parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded, then exit")
+    parser.add_argument("--theme", choices=theme.THEME_MODES, default="system", help="colour theme (default: follow the system)")
+    return parser.parse_args(argv)
+
+
+async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) -> int:
+    url = to_url(args.db) if args.db else None
+    opened = await window.open_database(url, select=args.thread)
+    await window.settle()
+    if args.screenshot is not None:
+        app.processEvents()
+        if not window.grab().save(str(args.screenshot), "PNG"):
+            print(f"compaction-inspector: cannot write {args.screenshot}", file=sys.stderr)
+            return 1
+        if not opened:
+            print(f"compaction-inspector: {window.banner.label.text()}", file=sys.stderr)
+        return 0 if opened else 1
+    closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
+    await closed
+    return 0
+
+
+def main(argv: Sequence[str] | None = None, *, opener: Callable[[str], Any] | None = None) -> int:
+    """Run the inspector; ``opener(url)`` replaces ``engine.service.open_service`` (tests, embedding)."""
+    args = parse_args(argv)
+    if args.screenshot is not None:
+        os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    QCoreApplication.setOrganizationName("compaction-inspector")
+    QCoreApplication.setApplicationName("Compaction Inspector")
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    assert isinstance(app, QApplication)
+    app.setQuitOnLastWindowClosed(False)
+    themes = theme.ThemeManager(app, args.theme)
+    themes.apply()
+    loop = qasync.QEventLoop(app)
+    asyncio.set_event_loop(loop)
+    client = ServiceClient()
+    window = MainWindow(client, opener=opener, theme_manager=themes)
+    window.show()
+    try:
+        with loop:
+            return loop.run_until_complete(_run(app, window, args))
+    finally:
+        window.poll.stop()
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

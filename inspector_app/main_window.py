@@ -1,0 +1,701 @@
+"""The main window: threads | timeline | detail · pressure · replay, driven by async service calls.
+
+Every service call goes through :class:`~inspector_app.service_client.ServiceClient` from a task
+started with :meth:`MainWindow.spawn`; failures land in the error banner and emit :attr:`failed`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable, Coroutine
+
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from engine.errors import EngineError
+from engine.views import PressureStatus, ThreadInfo
+
+from . import theme
+from .models.threads import COL_STATE, COL_TITLE, KeyRole, StateRole, ThreadFilterModel, ThreadListModel
+from .models.timeline import (
+    COL_MARKERS,
+    COL_TOKENS,
+    MARKER_OPEN,
+    MARKER_ORPHAN,
+    MARKER_PRUNED,
+    BoundaryInfo,
+    MarkersRole,
+    MessageIdRole,
+    TimelineModel,
+    TimelinePage,
+)
+from .service_client import ServiceClient
+from .widgets.bars import ConfirmBar, ErrorBanner
+from .widgets.connect import ConnectDialog, RecentConnections, strip_password
+from .widgets.delegates import PillDelegate
+from .widgets.detail import DetailPane
+from .widgets.pressure import PressureChart, PressureGauge
+from .widgets.replay import ReplayPanel
+
+Opener = Callable[[str], Any]
+
+BUSY_TEXT = {"running": "running", "waiting_for_user": "waiting for the user", "queued": "queued"}
+STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
+MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn"}
+PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
+
+
+def error_code(exc: BaseException) -> str:
+    return exc.code if isinstance(exc, EngineError) else type(exc).__name__
+
+
+def error_text(exc: BaseException) -> str:
+    return exc.message if isinstance(exc, EngineError) else (str(exc) or type(exc).__name__)
+
+
+class MainWindow(QMainWindow):
+    """Threads list, timeline, detail/pressure/replay tabs, error banner, compact button."""
+
+    #: an async operation failed: (error code, message); the banner shows the same
+    failed = Signal(str, str)
+    #: a thread finished loading (key): timeline first page, status, chart and replay are in
+    threadLoaded = Signal(str)
+
+    def __init__(
+        self,
+        client: ServiceClient,
+        *,
+        opener: Opener | None = None,
+        settings: QSettings | None = None,
+        theme_manager: theme.ThemeManager | None = None,
+        poll_ms: int = 3000,
+        page_size: int = 500,
+    ) -> None:
+        super().__init__()
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Compaction Inspector")
+        self.setWindowIcon(theme.icon("app", "accent", 32))
+        self.client = client
+        self._opener = opener
+        self._settings = settings or QSettings()
+        self._theme = theme_manager
+        self.page_size = page_size
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._thread: ThreadInfo | None = None
+        self._status: PressureStatus | None = None
+        self._epoch = 0  # bumps on every thread switch / reload: late answers for older views are dropped
+        self._compacting = False
+        self._refreshing = False
+        self._connect_dialog: ConnectDialog | None = None
+
+        self._build_ui()
+        self._build_toolbar()
+        self.poll = QTimer(self)
+        self.poll.setInterval(poll_ms)
+        self.poll.timeout.connect(self._on_poll)
+        self.resize(1440, 880)
+
+    # == layout =================================================================================
+    def _build_ui(self) -> None:
+        self.banner = ErrorBanner()
+
+        # threads
+        self.thread_model = ThreadListModel(self)
+        self.thread_proxy = ThreadFilterModel(self)
+        self.thread_proxy.setSourceModel(self.thread_model)
+        self.thread_filter = QLineEdit()
+        self.thread_filter.setObjectName("threadFilter")
+        self.thread_filter.setPlaceholderText("Filter threads")
+        self.thread_filter.setClearButtonEnabled(True)
+        self.thread_filter.textChanged.connect(self.thread_proxy.setFilterFixedString)
+        self.thread_list = QTreeView()
+        self.thread_list.setObjectName("threadList")
+        self.thread_list.setModel(self.thread_proxy)
+        self.thread_list.setRootIsDecorated(False)
+        self.thread_list.setUniformRowHeights(True)
+        self.thread_list.setAlternatingRowColors(False)
+        self.thread_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.thread_list.setAllColumnsShowFocus(True)
+        header = self.thread_list.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((1, 56), (2, 70), (3, 40), (4, 82)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
+            header.resizeSection(col, width)
+        self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(self._state_pills, self.thread_list))
+        self.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
+
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(8, 8, 4, 8)
+        title = QLabel("Threads")
+        title.setObjectName("sectionTitle")
+        ll.addWidget(title)
+        ll.addWidget(self.thread_filter)
+        ll.addWidget(self.thread_list, 1)
+
+        # thread header + compact controls
+        self.thread_title = QLabel("No thread selected")
+        self.thread_title.setObjectName("threadTitle")
+        self.thread_meta = QLabel("")
+        self.thread_meta.setObjectName("muted")
+        self.hint_label = QLabel("85% of the threshold reached: consider compacting now")
+        self.hint_label.setObjectName("hintLabel")
+        self.hint_label.hide()
+        self.compact_button = QPushButton("Compact now")
+        self.compact_button.setObjectName("compactButton")
+        self.compact_button.setEnabled(False)
+        self.compact_button.clicked.connect(self._ask_compact)
+        self.busy = QProgressBar()
+        self.busy.setObjectName("busyIndicator")
+        self.busy.setRange(0, 0)
+        self.busy.setFixedWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.hide()
+        head = QFrame()
+        head.setObjectName("threadHeader")
+        hl = QHBoxLayout(head)
+        hl.setContentsMargins(10, 8, 10, 8)
+        texts = QVBoxLayout()
+        texts.setSpacing(2)
+        texts.addWidget(self.thread_title)
+        texts.addWidget(self.thread_meta)
+        texts.addWidget(self.hint_label)
+        hl.addLayout(texts, 1)
+        hl.addWidget(self.busy)
+        hl.addWidget(self.compact_button)
+        self.confirm = ConfirmBar()
+        self.confirm.accepted.connect(self._confirmed_compact)
+
+        self.search = QLineEdit()
+        self.search.setObjectName("searchBox")
+        self.search.setPlaceholderText("Search this thread (Enter: next match)")
+        self.search.setClearButtonEnabled(True)
+        self.search.addAction(theme.icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+        self.search.textChanged.connect(lambda _text: self.find_next(from_start=True))
+        self.search.returnPressed.connect(self.find_next)
+
+        # timeline
+        self.timeline_model = TimelineModel(self)
+        self.timeline_model.fetchRequested.connect(self._on_fetch_requested)
+        self.timeline_model.rowsInserted.connect(self._on_rows_inserted)
+        self.timeline = QTreeView()
+        self.timeline.setObjectName("timelineView")
+        self.timeline.setModel(self.timeline_model)
+        self.timeline.setUniformRowHeights(True)
+        self.timeline.setAllColumnsShowFocus(True)
+        self.timeline.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.timeline.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.timeline.setExpandsOnDoubleClick(True)
+        th = self.timeline.header()
+        th.setStretchLastSection(False)
+        th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((1, 72), (2, 150), (3, 56)):
+            th.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
+            th.resizeSection(col, width)
+        self.timeline.setItemDelegateForColumn(COL_TOKENS, PillDelegate(self._token_pills, self.timeline, align_right=True))
+        self.timeline.setItemDelegateForColumn(COL_MARKERS, PillDelegate(self._marker_pills, self.timeline))
+        self.timeline.selectionModel().currentChanged.connect(self._on_timeline_current)
+        self.timeline.activated.connect(self._open_detail)
+
+        center = QWidget()
+        cl = QVBoxLayout(center)
+        cl.setContentsMargins(4, 8, 4, 8)
+        cl.addWidget(head)
+        cl.addWidget(self.confirm)
+        cl.addWidget(self.search)
+        cl.addWidget(self.timeline, 1)
+
+        # right tabs
+        self.detail = DetailPane()
+        self.gauge = PressureGauge()
+        self.chart = PressureChart()
+        pressure = QWidget()
+        pl = QVBoxLayout(pressure)
+        pl.setContentsMargins(4, 8, 4, 8)
+        pl.addWidget(self.gauge)
+        pl.addWidget(self.chart, 1)
+        self.replay = ReplayPanel()
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("sideTabs")
+        self.tabs.addTab(self.detail, "Detail")
+        self.tabs.addTab(pressure, "Pressure")
+        self.tabs.addTab(self.replay, "Replay")
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.setStretchFactor(0, 0)
+        self.splitter.setStretchFactor(1, 3)
+        self.splitter.setStretchFactor(2, 2)
+        self.splitter.setSizes([340, 640, 460])
+
+        root = QWidget()
+        rl = QVBoxLayout(root)
+        rl.setContentsMargins(6, 6, 6, 0)
+        rl.addWidget(self.banner)
+        rl.addWidget(self.splitter, 1)
+        self.setCentralWidget(root)
+        self.statusBar().showMessage("Not connected")
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main")
+        bar.setObjectName("mainToolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.connect_action = QAction(theme.icon("database"), "Open database…", self)
+        self.connect_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.connect_action.triggered.connect(self.show_connect_dialog)
+        self.refresh_action = QAction(theme.icon("refresh"), "Refresh", self)
+        self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
+        self.refresh_action.triggered.connect(lambda: self.spawn(self.refresh(), "refresh"))
+        bar.addAction(self.connect_action)
+        bar.addAction(self.refresh_action)
+        bar.addSeparator()
+        self.theme_actions = QActionGroup(self)
+        for mode in theme.THEME_MODES:
+            action = QAction(mode.capitalize(), self, checkable=True)
+            action.setData(mode)
+            action.setChecked(self._theme is not None and self._theme.mode == mode)
+            action.triggered.connect(lambda _checked=False, m=mode: self.set_theme(m))  # type: ignore[misc]
+            self.theme_actions.addAction(action)
+            bar.addAction(action)
+        self.addToolBar(bar)
+        self.find_action = QAction("Find", self)
+        self.find_action.setShortcut(QKeySequence.StandardKey.Find)
+        self.find_action.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
+        self.addAction(self.find_action)
+
+    # == pills ==================================================================================
+    def _state_pills(self, index: QModelIndex) -> list[tuple[str, str]]:
+        state = index.data(StateRole)
+        return [(state, STATE_TOKENS.get(state, "text_muted"))] if state else []
+
+    def _token_pills(self, index: QModelIndex) -> list[tuple[str, str]]:
+        text = index.data()
+        return [(text, "badge_bg")] if text else []
+
+    def _marker_pills(self, index: QModelIndex) -> list[tuple[str, str]]:
+        return [(m, MARKER_TOKENS.get(m, "info")) for m in (index.data(MarkersRole) or ())]
+
+    # == async plumbing =========================================================================
+    def spawn(self, coro: Coroutine[Any, Any, Any], what: str) -> asyncio.Task[Any]:
+        """Run ``coro`` on the loop; its failure goes to the banner (never to sys.excepthook)."""
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(lambda t: self._task_done(t, what))
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any], what: str) -> None:
+        self._tasks.discard(task)
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            self.report(exc, what)
+
+    def report(self, exc: BaseException, what: str = "") -> None:
+        """Show ``exc`` in the error banner and emit :attr:`failed`."""
+        code, text = error_code(exc), error_text(exc)
+        self.banner.show_error(code, f"{what}: {text}" if what else text)
+        self.failed.emit(code, text)
+
+    @property
+    def idle(self) -> bool:
+        """No task is running (all loads have finished)."""
+        return not self._tasks
+
+    async def settle(self) -> None:
+        """Wait until every task (including ones they start) has finished."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def cancel_tasks(self) -> list[asyncio.Task[Any]]:
+        tasks = list(self._tasks)
+        for t in tasks:
+            t.cancel()
+        return tasks
+
+    # == database ===============================================================================
+    def show_connect_dialog(self) -> None:
+        dialog = ConnectDialog(RecentConnections(self._settings), self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.accepted.connect(lambda: self.spawn(self.open_database(dialog.url()), "open database"))
+        self._connect_dialog = dialog
+        dialog.finished.connect(lambda _r: setattr(self, "_connect_dialog", None))
+        dialog.open()
+
+    async def open_database(self, url: str | None, *, select: str | None = None) -> bool:
+        """Open ``url`` (the embedded demo database when ``None``), list its threads, select one.
+
+        Returns False (with the error in the banner) when it could not be opened."""
+        self.statusBar().showMessage("Opening database…")
+        try:
+            if url is None:
+                url = await self.client.run(_default_database_url)
+            await self.client.open(self._opener or _open_engine_service, url)
+        except Exception as exc:  # noqa: BLE001: any failure to open is shown, not raised
+            self.report(exc, "open database")
+            self.statusBar().showMessage("Not connected")
+            return False
+        RecentConnections(self._settings).add(url)
+        self.banner.clear()
+        self.setWindowTitle(f"Compaction Inspector · {strip_password(url)}")
+        await self.load_threads(select=select)
+        self.poll.start()
+        return True
+
+    async def load_threads(self, *, select: str | None = None) -> None:
+        threads = await self.client.call("list_threads")
+        current = select or (self._thread.key if self._thread else None)
+        self.thread_model.set_threads(threads)
+        self.statusBar().showMessage(f"{len(threads)} threads")
+        if threads:
+            key = current if current in self.thread_model.keys() else threads[0].key
+            if select is not None and select not in self.thread_model.keys():
+                self.banner.show_error("thread_not_found", f"no thread {select!r}; showing {key!r}")
+            await self.select_thread(key)
+        self.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH]]), "measure pressure")
+
+    async def _measure_pressures(self, keys: list[str]) -> None:
+        for key in keys:
+            status = await self.client.call("status", key)
+            self.thread_model.set_pressure(key, status.pressure_ratio)
+
+    # == threads ================================================================================
+    async def select_thread(self, key: str) -> None:
+        """Select ``key`` in the list (if it is not already) and load it."""
+        row = self.thread_model.row_of(key)
+        if row is None:
+            return
+        proxy_index = self.thread_proxy.mapFromSource(self.thread_model.index(row, 0))
+        if proxy_index.isValid() and self.thread_list.currentIndex().row() != proxy_index.row():
+            self.thread_list.selectionModel().blockSignals(True)
+            self.thread_list.setCurrentIndex(proxy_index)
+            self.thread_list.selectionModel().blockSignals(False)
+            self.thread_list.viewport().update()
+        await self.load_thread(key)
+
+    def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        key = current.data(KeyRole) if current.isValid() else None
+        if key and (self._thread is None or key != self._thread.key):
+            self.spawn(self.load_thread(key), "load thread")
+
+    async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None) -> None:
+        """(Re)read everything about ``key`` from the service; ``keep`` re-selects a message id."""
+        self._epoch += 1
+        epoch = self._epoch
+        self.confirm.hide()
+        info = await self.client.call("thread", key)
+        state = await self.client.call("compaction_state", key)
+        history = await self.client.call("history", key)
+        if epoch != self._epoch:
+            return
+        self._thread = info
+        self.thread_model.update_thread(info)
+        self.timeline_model.reset(key, boundary=BoundaryInfo.from_state(state, history), running_turn=info.busy_reason in ("running", "waiting_for_user"))
+        if keep is None:
+            self.detail.clear()
+        await self._load_until(epoch, keep)
+        if epoch != self._epoch:
+            return
+        if keep is not None:
+            index = self.timeline_model.index_for_message(keep)
+            if index.isValid():
+                self.timeline.setCurrentIndex(index)
+        if scroll is not None:
+            self.timeline.verticalScrollBar().setValue(scroll)
+        await self._load_side(key, epoch)
+        if epoch == self._epoch:
+            self.threadLoaded.emit(key)
+
+    async def _load_until(self, epoch: int, keep: int | None) -> None:
+        """The first page, and more until message ``keep`` is loaded."""
+        model = self.timeline_model
+        while epoch == self._epoch and not model.exhausted:
+            await self._load_page(epoch, model.last_id())
+            last = model.last_id()
+            if keep is None or last is None or last >= keep:
+                break
+
+    async def _load_side(self, key: str, epoch: int) -> None:
+        status = await self.client.call("status", key)
+        points = await self.client.call("pressure_history", key)
+        episodes = await self.client.call("replay", key)
+        if epoch != self._epoch:
+            return
+        self._apply_status(status)
+        self.chart.set_points(points)
+        self.replay.set_episodes(episodes)
+
+    def _apply_status(self, status: PressureStatus) -> None:
+        self._status = status
+        self.gauge.set_status(status)
+        self.hint_label.setVisible(status.hint)
+        self.thread_model.set_pressure(status.thread, status.pressure_ratio)
+        info = self._thread
+        title = info.title if info else status.thread
+        self.thread_title.setText(title)
+        meta = [f"{info.message_count:,} messages" if info else "", f"generation {status.generation}", f"{status.compact_count} compaction(s)", f"{status.pressure_ratio * 100:.1f}% of threshold"]
+        if info and info.model:
+            meta.insert(1, info.model)
+        self.thread_meta.setText(" · ".join(m for m in meta if m))
+        self._update_compact_button()
+
+    def _update_compact_button(self) -> None:
+        button = self.compact_button
+        if self._compacting:
+            button.setEnabled(False)
+            button.setText("Compacting…")
+            button.setToolTip("A manual compaction is running")
+            return
+        status = self._status
+        reason = status.busy_reason if status else None
+        if status is None:
+            button.setEnabled(False)
+            button.setText("Compact now")
+            button.setToolTip("Select a thread")
+        elif reason:
+            button.setEnabled(False)
+            button.setText(f"Can't compact: {BUSY_TEXT.get(reason, reason)}")
+            button.setToolTip(f"Manual compaction needs an idle thread; this one is {BUSY_TEXT.get(reason, reason)}.")
+        else:
+            button.setEnabled(True)
+            button.setText("Compact now")
+            button.setToolTip("Summarize all complete history before the retained tail")
+
+    # == timeline ===============================================================================
+    def _on_fetch_requested(self, after_id: int | None) -> None:
+        if after_id is not None:  # the first page of a thread is loaded by load_thread itself
+            self.spawn(self._fetch_if_needed(self._epoch, after_id), "load messages")
+
+    async def _fetch_if_needed(self, epoch: int, after_id: int) -> None:
+        """QTreeView asks for more on every relayout of the root; load only when the end of the
+        loaded rows is within a screen of the viewport (or the request came from scrolling there)."""
+        await asyncio.sleep(0)  # let the view finish the layout that asked
+        if epoch != self._epoch:
+            return
+        model = self.timeline_model
+        last = model.index(model.rowCount() - 1, 0)
+        rect = self.timeline.visualRect(last)
+        if not rect.isValid() or rect.top() > 2 * self.timeline.viewport().height():
+            model.cancel_fetch()
+            return
+        await self._load_page(epoch, after_id)
+
+    async def _load_page(self, epoch: int, after_id: int | None) -> None:
+        key = self.timeline_model.key
+        if key is None:
+            return
+        try:
+            page = await self._read_page(key, after_id)
+        except Exception:
+            if epoch == self._epoch:
+                self.timeline_model.page_failed()
+            raise
+        if epoch == self._epoch and self.timeline_model.last_id() == after_id:
+            self.timeline_model.append_page(page)
+            self._show_counts()
+
+    async def _read_page(self, key: str, after_id: int | None) -> TimelinePage:
+        stored = await self.client.call("messages_page", key, after_id=after_id, limit=self.page_size)
+        pruned = [s.id for s in stored if s.offload_sha256]
+        offloads = await self.client.call("offloads", key, pruned) if pruned else {}
+        model_name = self._thread.model if self._thread else None
+        tokens = await self.client.run(_count_tokens, model_name, [s.message for s in stored])
+        return TimelinePage(tuple(stored), dict(zip((s.id for s in stored), tokens)), offloads, exhausted=len(stored) < self.page_size)
+
+    def _show_counts(self) -> None:
+        total = self._thread.message_count if self._thread else self.timeline_model.loaded_count()
+        loaded = self.timeline_model.loaded_count()
+        more = "" if self.timeline_model.exhausted else " (scroll for more)"
+        self.statusBar().showMessage(f"{loaded:,} of {total:,} messages loaded{more}")
+
+    def _on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
+        if parent.isValid():
+            return
+        for row in range(first, min(last, first + 200) + 1):
+            index = self.timeline_model.index(row, 0)
+            node = self.timeline_model.node(index)
+            if node is not None and node.kind == "unit" and not node.compacted:
+                self.timeline.expandRecursively(index)
+
+    def _on_timeline_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        node = self.timeline_model.node(current)
+        if node is None:
+            return
+        if node.kind == "boundary" and self.timeline_model.boundary is not None:
+            self.detail.show_boundary(self.timeline_model.boundary)
+        elif node.kind == "message" and node.stored is not None:
+            offload = self.timeline_model.offload(node.stored.id)
+            self.detail.show_message(node.stored, offload)
+            if offload is not None:
+                self.spawn(self._read_original(offload), "read original")
+        else:
+            ids = f"#{node.first_id}–#{node.last_id}" if node.first_id is not None else ""
+            tokens = f"{node.tokens:,} tokens" if node.tokens is not None else ""
+            lines = [node.label, " · ".join(filter(None, (f"{len(node.children)} rows", ids, tokens, *node.markers)))]
+            if node.compacted:
+                lines.append("Compacted: the model sees only the summary of this.")
+            self.detail.show_text(node.kind.capitalize(), "\n".join(lines))
+
+    async def _read_original(self, offload: Any) -> None:
+        try:
+            text = await self.client.call("read_original", offload)
+        except Exception as exc:  # noqa: BLE001: integrity and missing-file errors are shown in place
+            self.detail.show_original_error(offload, f"{error_code(exc)}: {error_text(exc)}")
+            self.report(exc, "read original")
+            return
+        self.detail.show_original(offload, text)
+
+    def _open_detail(self, _index: QModelIndex) -> None:
+        self.tabs.setCurrentWidget(self.detail)
+        self.detail.body.setFocus()
+
+    def find_next(self, *, from_start: bool = False) -> None:
+        """Select the next message matching the search box (wrapping)."""
+        text = self.search.text()
+        if not text.strip():
+            return
+        after = None if from_start else self.timeline.currentIndex()
+        index = self.timeline_model.find(text, after)
+        if index.isValid():
+            self.timeline.setCurrentIndex(index)
+            self.timeline.scrollTo(index)
+            self.statusBar().showMessage(f"Match: message #{index.data(MessageIdRole)}")
+        else:
+            loaded = self.timeline_model.loaded_count()
+            more = "" if self.timeline_model.exhausted else " (more messages are not loaded yet)"
+            self.statusBar().showMessage(f"No match for {text!r} in {loaded:,} loaded messages{more}")
+
+    # == compaction =============================================================================
+    def _ask_compact(self) -> None:
+        if self._thread is None:
+            return
+        self.confirm.ask(f"Compact “{self._thread.title}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
+
+    def _confirmed_compact(self) -> None:
+        if self._thread is not None:
+            self.spawn(self.compact(self._thread.key), "compact")
+
+    async def compact(self, key: str) -> None:
+        """Manual compaction off the GUI thread; on success re-read everything from the service."""
+        self._compacting = True
+        self.busy.show()
+        self._update_compact_button()
+        self.statusBar().showMessage("Compacting…")
+        try:
+            result = await self.client.call("compact", key)
+        except EngineError as exc:
+            self.report(exc, "compact")
+            self.statusBar().showMessage("Compaction refused: nothing changed")
+            return
+        finally:
+            self._compacting = False
+            self.busy.hide()
+            self._update_compact_button()
+        if self._thread is not None and self._thread.key == key:
+            self.banner.clear()
+            await self.load_thread(key, keep=self._selected_message_id())
+        if result.status == "no_op":
+            self.statusBar().showMessage(f"Nothing to compact ({result.reason})")
+        else:
+            self.statusBar().showMessage(
+                f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
+            )
+
+    # == live refresh ===========================================================================
+    def _on_poll(self) -> None:
+        if not (self._refreshing or self._compacting or self._thread is None or not self.client.connected):
+            self.spawn(self.refresh(), "refresh")
+
+    async def refresh(self) -> None:
+        """Re-read the open thread; keep selection and scroll position."""
+        if self._thread is None or self._refreshing:
+            return
+        self._refreshing = True
+        try:
+            key, epoch = self._thread.key, self._epoch
+            threads = await self.client.call("list_threads")
+            info = await self.client.call("thread", key)
+            state = await self.client.call("compaction_state", key)
+            status = await self.client.call("status", key)
+            if epoch != self._epoch:
+                return
+            self.thread_model.set_threads(threads)
+            old = self._thread
+            self._thread = info
+            boundary = self.timeline_model.boundary
+            moved = (boundary.boundary if boundary else None, boundary.generation if boundary else 0) != (state.boundary, state.generation)
+            if moved or (old.busy_reason is None) != (info.busy_reason is None):
+                await self.load_thread(key, keep=self._selected_message_id(), scroll=self.timeline.verticalScrollBar().value())
+                return
+            self._apply_status(status)
+            if info.message_count > self.timeline_model.loaded_count() and self.timeline_model.exhausted:
+                selected = self._selected_message_id()
+                scroll = self.timeline.verticalScrollBar().value()
+                await self._load_page(epoch, self.timeline_model.last_id())
+                if selected is not None:
+                    self.timeline.selectionModel().setCurrentIndex(
+                        self.timeline_model.index_for_message(selected), QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
+                    )
+                self.timeline.verticalScrollBar().setValue(scroll)
+        finally:
+            self._refreshing = False
+
+    def _selected_message_id(self) -> int | None:
+        node = self.timeline_model.node(self.timeline.currentIndex())
+        return node.stored.id if node is not None and node.stored is not None else None
+
+    # == theme / lifecycle ======================================================================
+    def set_theme(self, mode: str) -> None:
+        if self._theme is None:
+            return
+        self._theme.apply(mode)  # type: ignore[arg-type]
+        self.banner.refresh_icons()
+        for action in self.theme_actions.actions():
+            action.setChecked(action.data() == mode)
+        self.timeline.viewport().update()
+        self.thread_list.viewport().update()
+
+    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
+        self.poll.stop()
+        self.cancel_tasks()
+        super().closeEvent(event)
+
+
+def _default_database_url() -> str:
+    from engine.service import default_database_url  # lazy: the service module is optional at import
+
+    return default_database_url()
+
+
+def _open_engine_service(url: str) -> Any:
+    from engine.service import open_service
+
+    return open_service(url)
+
+
+def _count_tokens(model: str | None, messages: list[Any]) -> list[int]:
+    from engine.meter import default_meter
+
+    return default_meter(model).count_messages(messages)
+

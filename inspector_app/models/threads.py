@@ -1,0 +1,145 @@
+"""The threads list: one row per conversation (a thin table model over ``ThreadInfo``)."""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+
+from engine.views import ThreadInfo
+
+ThreadRole = Qt.ItemDataRole.UserRole + 1
+KeyRole = Qt.ItemDataRole.UserRole + 2
+StateRole = Qt.ItemDataRole.UserRole + 3
+SearchTextRole = Qt.ItemDataRole.UserRole + 4
+PressureRole = Qt.ItemDataRole.UserRole + 5
+
+STATE_LABELS: dict[str | None, str] = {
+    None: "idle",
+    "running": "running",
+    "waiting_for_user": "waiting",
+    "queued": "queued",
+}
+
+COLUMNS: tuple[str, ...] = ("Thread", "Msgs", "Pressure", "Gen", "State")
+COL_TITLE, COL_MESSAGES, COL_PRESSURE, COL_GENERATION, COL_STATE = range(len(COLUMNS))
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def state_label(busy_reason: str | None) -> str:
+    """The badge text for a thread state: idle / running / waiting / queued."""
+    return STATE_LABELS.get(busy_reason, busy_reason or "idle")
+
+
+class ThreadListModel(QAbstractTableModel):
+    """Threads with their message count, pressure (filled in as it arrives), generation and state."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._threads: list[ThreadInfo] = []
+        self._pressure: dict[str, float] = {}
+
+    # -- data in -------------------------------------------------------------------------------
+    def set_threads(self, threads: Sequence[ThreadInfo]) -> None:
+        """Replace the list; the same keys in the same order update in place (selection survives)."""
+        threads = list(threads)
+        if [t.key for t in threads] == [t.key for t in self._threads]:
+            self._threads = threads
+            if threads:
+                self.dataChanged.emit(self.index(0, 0), self.index(len(threads) - 1, len(COLUMNS) - 1))
+            return
+        self.beginResetModel()
+        self._threads = threads
+        keys = {t.key for t in threads}
+        self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
+        self.endResetModel()
+
+    def update_thread(self, info: ThreadInfo) -> None:
+        """Refresh one row (after a live refresh or a compaction of that thread)."""
+        row = self.row_of(info.key)
+        if row is None:
+            return
+        self._threads[row] = info
+        self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
+
+    def set_pressure(self, key: str, ratio: float) -> None:
+        """Record a thread's pressure (tokens / threshold) once it has been measured."""
+        self._pressure[key] = ratio
+        row = self.row_of(key)
+        if row is not None:
+            idx = self.index(row, COL_PRESSURE)
+            self.dataChanged.emit(idx, idx)
+
+    # -- queries -------------------------------------------------------------------------------
+    def row_of(self, key: str) -> int | None:
+        return next((i for i, t in enumerate(self._threads) if t.key == key), None)
+
+    def thread_at(self, row: int) -> ThreadInfo:
+        return self._threads[row]
+
+    def keys(self) -> list[str]:
+        return [t.key for t in self._threads]
+
+    # -- Qt model ------------------------------------------------------------------------------
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._threads)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._threads):
+            return None
+        t = self._threads[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return self._display(t, col)
+        if role == ThreadRole:
+            return t
+        if role == KeyRole:
+            return t.key
+        if role == StateRole:
+            return state_label(t.busy_reason)
+        if role == PressureRole:
+            return self._pressure.get(t.key)
+        if role == SearchTextRole:
+            return " ".join(filter(None, (t.title, t.key, t.agent, t.model, t.provider)))
+        if role == Qt.ItemDataRole.ToolTipRole and col == COL_TITLE:
+            details = [f"key: {t.key}"]
+            if t.agent:
+                details.append(f"agent: {t.agent}")
+            if t.provider or t.model:
+                details.append(f"model: {t.provider or '?'} / {t.model or '?'}")
+            details.append(f"compactions: {t.compact_count}")
+            return "\n".join(details)
+        if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_MESSAGES, COL_PRESSURE, COL_GENERATION):
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        return None
+
+    def _display(self, t: ThreadInfo, col: int) -> str:
+        if col == COL_TITLE:
+            return t.title or t.key
+        if col == COL_MESSAGES:
+            return f"{t.message_count:,}"
+        if col == COL_PRESSURE:
+            ratio = self._pressure.get(t.key)
+            return "–" if ratio is None else f"{ratio * 100:.0f}%"
+        if col == COL_GENERATION:
+            return str(t.generation)
+        return state_label(t.busy_reason)
+
+
+class ThreadFilterModel(QSortFilterProxyModel):
+    """Case-insensitive text filter over title, key, agent and model."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self.setFilterRole(SearchTextRole)
+        self.setFilterKeyColumn(COL_TITLE)
+        self.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)

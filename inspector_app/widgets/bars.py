@@ -1,0 +1,96 @@
+"""Inline bars: the error banner (the one place errors land) and the non-blocking confirm bar."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QWidget
+
+from .. import theme
+
+
+class ErrorBanner(QFrame):
+    """A dismissible banner: ``code: message``. Hidden while there is no error."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("errorBanner")
+        self.icon = QLabel()
+        self.label = QLabel()
+        self.label.setObjectName("errorBannerText")
+        self.label.setWordWrap(True)
+        self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.close_button = QToolButton()
+        self.close_button.setObjectName("errorBannerClose")
+        self.close_button.setAutoRaise(True)
+        self.close_button.setToolTip("Dismiss")
+        self.close_button.clicked.connect(self.clear)
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.addWidget(self.icon)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.close_button)
+        self.code: str | None = None
+        self.refresh_icons()
+        self.hide()
+
+    def refresh_icons(self) -> None:
+        self.icon.setPixmap(theme.icon("warning", "danger").pixmap(16, 16))
+        self.close_button.setIcon(theme.icon("close", "banner_text"))
+
+    def show_error(self, code: str, message: str) -> None:
+        self.code = code
+        self.label.setText(f"{code}: {message}")
+        self.show()
+
+    def text(self) -> str:
+        return self.label.text() if self.isVisible() or self.code else ""
+
+    def clear(self) -> None:
+        self.code = None
+        self.label.setText("")
+        self.hide()
+
+
+class ConfirmBar(QFrame):
+    """An inline question with a confirm and a cancel button (never a modal ``exec()``)."""
+
+    accepted = Signal()
+    rejected = Signal()
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("confirmBar")
+        self.label = QLabel()
+        self.label.setWordWrap(True)
+        self.confirm_button = QPushButton("Compact")
+        self.confirm_button.setObjectName("confirmCompact")
+        self.confirm_button.setProperty("primary", True)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.setObjectName("cancelCompact")
+        layout = QHBoxLayout(self)
+        layout.setContentsMargins(10, 6, 6, 6)
+        layout.addWidget(self.label, 1)
+        layout.addWidget(self.cancel_button)
+        layout.addWidget(self.confirm_button)
+        self.confirm_button.clicked.connect(self._accept)
+        self.cancel_button.clicked.connect(self._reject)
+        self.hide()
+
+    def ask(self, question: str) -> None:
+        self.label.setText(question)
+        self.show()
+        self.confirm_button.setFocus()
+
+    def _accept(self) -> None:
+        self.hide()
+        self.accepted.emit()
+
+    def _reject(self) -> None:
+        self.hide()
+        self.rejected.emit()
+
+    def keyPressEvent(self, event: object) -> None:  # noqa: N802 (Qt name)
+        if getattr(event, "key")() == Qt.Key.Key_Escape:
+            self._reject()
+            return
+        super().keyPressEvent(event)  # type: ignore[arg-type]

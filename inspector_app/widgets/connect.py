@@ -1,0 +1,88 @@
+"""The connect dialog with recent connections (stored in QSettings without passwords)."""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit, urlunsplit
+
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+RECENT_KEY = "connections/recent"
+MAX_RECENT = 10
+
+
+def strip_password(url: str) -> str:
+    """``url`` without its password (``postgresql://u:secret@h/db`` → ``postgresql://u@h/db``); plain
+    file paths and SQLite URLs come back unchanged."""
+    parts = urlsplit(url)
+    if not parts.netloc or "@" not in parts.netloc:
+        return url
+    userinfo, _, host = parts.netloc.rpartition("@")
+    user = userinfo.split(":", 1)[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
+def to_url(text: str) -> str:
+    """What the user typed, as a database URL: a bare file path becomes a SQLite URL."""
+    text = text.strip()
+    return text if "://" in text else f"sqlite:///{text}"
+
+
+class RecentConnections:
+    """Most recent first, passwords stripped before anything is written."""
+
+    def __init__(self, settings: QSettings) -> None:
+        self._settings = settings
+
+    def urls(self) -> list[str]:
+        value = self._settings.value(RECENT_KEY, [])
+        if isinstance(value, str):
+            value = [value]
+        return [str(v) for v in (value or [])]
+
+    def add(self, url: str) -> None:
+        safe = strip_password(url)
+        urls = [safe] + [u for u in self.urls() if u != safe]
+        self._settings.setValue(RECENT_KEY, urls[:MAX_RECENT])
+        self._settings.sync()
+
+
+class ConnectDialog(QDialog):
+    """Pick a SQLite file or type a PostgreSQL URL; opened with ``open()``, never ``exec()``."""
+
+    def __init__(self, recent: RecentConnections, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("connectDialog")
+        self.setWindowTitle("Open database")
+        self.combo = QComboBox()
+        self.combo.setObjectName("connectUrl")
+        self.combo.setEditable(True)
+        self.combo.addItems(recent.urls())
+        self.combo.setMinimumWidth(460)
+        self.combo.lineEdit().setPlaceholderText("sqlite:///path/to/threads.db  or  postgresql+psycopg://user@host/db")
+        browse = QPushButton("Browse…")
+        browse.clicked.connect(self._browse)
+        row = QHBoxLayout()
+        row.addWidget(self.combo, 1)
+        row.addWidget(browse)
+        note = QLabel("Passwords are used for this connection only; recent connections are saved without them.")
+        note.setObjectName("muted")
+        note.setWordWrap(True)
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Open | QDialogButtonBox.StandardButton.Cancel)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("Database"))
+        layout.addLayout(row)
+        layout.addWidget(note)
+        layout.addWidget(buttons)
+
+    def url(self) -> str:
+        return to_url(self.combo.currentText())
+
+    def _browse(self) -> None:
+        dialog = QFileDialog(self, "SQLite database", "", "SQLite databases (*.db *.sqlite *.sqlite3);;All files (*)")
+        dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.fileSelected.connect(self.combo.setEditText)
+        dialog.open()

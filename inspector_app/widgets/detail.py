@@ -1,0 +1,182 @@
+"""The detail pane: one message in full, a pruned result beside its verified original, or the
+summary card of the boundary."""
+
+from __future__ import annotations
+
+import json
+
+from PySide6.QtGui import QFontDatabase
+from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+
+from engine.messages import Message
+from engine.views import Offload, StoredMessage
+
+from ..models.timeline import BoundaryInfo, message_markers
+
+
+def pretty(text: str) -> str:
+    """JSON text pretty-printed; anything else unchanged."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+        try:
+            return json.dumps(json.loads(stripped), indent=2, ensure_ascii=False)
+        except ValueError:
+            return text
+    return text
+
+
+def message_body(m: Message) -> str:
+    """The full text of a message: content (pretty JSON when it is JSON) and each tool call."""
+    parts = [pretty(m.content)] if m.content else []
+    for call in m.tool_calls:
+        parsed = call.parsed_arguments()
+        args = json.dumps(parsed, indent=2, ensure_ascii=False) if parsed is not None else call.arguments + "\n(malformed JSON arguments)"
+        parts.append(f"→ {call.name}  [{call.id}]\n{args}")
+    return "\n\n".join(parts) or "(empty)"
+
+
+def _text_view(object_name: str) -> QPlainTextEdit:
+    view = QPlainTextEdit()
+    view.setObjectName(object_name)
+    view.setReadOnly(True)
+    view.setLineWrapMode(QPlainTextEdit.LineWrapMode.WidgetWidth)
+    view.setFont(QFontDatabase.systemFont(QFontDatabase.SystemFont.FixedFont))
+    return view
+
+
+class DetailPane(QWidget):
+    """Shows the selected timeline row in full."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("detailPane")
+        self.header = QLabel("Select a message in the timeline")
+        self.header.setObjectName("sectionTitle")
+        self.header.setWordWrap(True)
+        self.header.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self.body = _text_view("detailBody")
+
+        self.preview = _text_view("previewText")
+        self.original = _text_view("originalText")
+        self.original_status = QLabel()
+        self.original_status.setWordWrap(True)
+        self.original_status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        pruned = QWidget()
+        lay = QVBoxLayout(pruned)
+        lay.setContentsMargins(0, 0, 0, 0)
+        split = QSplitter(Qt.Orientation.Vertical)
+        for title, view in (("What the model saw (preview)", self.preview), ("Original from the Workdir", self.original)):
+            box = QWidget()
+            bl = QVBoxLayout(box)
+            bl.setContentsMargins(0, 4, 0, 0)
+            label = QLabel(title)
+            label.setObjectName("sectionTitle")
+            bl.addWidget(label)
+            if view is self.original:
+                bl.addWidget(self.original_status)
+            bl.addWidget(view)
+            split.addWidget(box)
+        lay.addWidget(split)
+
+        self.card = QFrame()
+        self.card.setObjectName("summaryCard")
+        card_layout = QVBoxLayout(self.card)
+        self.card_title = QLabel()
+        self.card_title.setObjectName("sectionTitle")
+        self.card_title.setWordWrap(True)
+        self.card_text = _text_view("summaryText")
+        card_layout.addWidget(self.card_title)
+        card_layout.addWidget(self.card_text)
+
+        self.stack = QStackedWidget()
+        for w in (self.body, pruned, self.card):
+            self.stack.addWidget(w)
+        self._pruned_page = pruned
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(8, 8, 8, 8)
+        layout.addWidget(self.header)
+        layout.addWidget(self.stack, 1)
+        self._offload: Offload | None = None
+
+    # -- content -------------------------------------------------------------------------------
+    def clear(self) -> None:
+        self.header.setText("Select a message in the timeline")
+        self.body.setPlainText("")
+        self.stack.setCurrentWidget(self.body)
+        self._offload = None
+
+    def show_text(self, title: str, text: str) -> None:
+        """A unit or round: a title and a plain description."""
+        self._offload = None
+        self.header.setText(title)
+        self.body.setPlainText(text)
+        self.stack.setCurrentWidget(self.body)
+
+    def show_message(self, stored: StoredMessage, offload: Offload | None = None) -> None:
+        """A message in full; a pruned tool result shows the preview and waits for the original."""
+        m = stored.message
+        bits = [m.role, f"#{stored.id}"]
+        if m.name:
+            bits.append(m.name)
+        if m.tool_call_id:
+            bits.append(f"answers {m.tool_call_id}")
+        bits.append(stored.created_at.strftime("%Y-%m-%d %H:%M:%S"))
+        bits.extend(message_markers(stored))
+        self.header.setText(" · ".join(bits))
+        self._offload = offload
+        if offload is None:
+            self.body.setPlainText(message_body(m))
+            self.stack.setCurrentWidget(self.body)
+            return
+        self.preview.setPlainText(offload.preview)
+        self.original.setPlainText("")
+        self.original_status.setObjectName("muted")
+        self.original_status.setText(f"Reading {offload.path} …")
+        self._restyle(self.original_status)
+        self.stack.setCurrentWidget(self._pruned_page)
+
+    def show_original(self, offload: Offload, text: str) -> None:
+        """The original, read through the service with its SHA-256 verified."""
+        if offload != self._offload:
+            return
+        self.original.setPlainText(pretty(text))
+        self.original_status.setObjectName("muted")
+        self.original_status.setText(f"SHA-256 verified: {offload.sha256} · {offload.original_tokens:,} tokens (preview {offload.preview_tokens:,})")
+        self._restyle(self.original_status)
+
+    def show_original_error(self, offload: Offload, message: str) -> None:
+        """The original could not be read or did not verify: say so, show nothing unverified."""
+        if offload != self._offload:
+            return
+        self.original.setPlainText("")
+        self.original_status.setObjectName("errorText")
+        self.original_status.setText(f"Original not available: {message}")
+        self._restyle(self.original_status)
+
+    def show_boundary(self, info: BoundaryInfo) -> None:
+        """The summary card: text, tokens, generation, when and why."""
+        self._offload = None
+        self.header.setText("Compaction boundary")
+        why = " / ".join(filter(None, (info.kind, info.trigger))) or "unknown"
+        when = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "unknown"
+        lines = [
+            f"History up to #{info.boundary} is represented only by this summary.",
+            f"{info.summary_tokens:,} tokens · generation {info.generation} · {info.compact_count} compaction(s) · {why} · {when}",
+        ]
+        if info.tokens_before is not None and info.tokens_after is not None:
+            lines.append(f"envelope {info.tokens_before:,} → {info.tokens_after:,} tokens")
+        self.card_title.setText("\n".join(lines))
+        self.card_text.setPlainText(info.summary or "(no summary text recorded)")
+        self.stack.setCurrentWidget(self.card)
+
+    @property
+    def showing_pruned(self) -> bool:
+        return self.stack.currentWidget() is self._pruned_page
+
+    @staticmethod
+    def _restyle(widget: QWidget) -> None:
+        widget.style().unpolish(widget)
+        widget.style().polish(widget)

@@ -1,0 +1,222 @@
+"""Custom-painted pressure widgets: the gauge (envelope vs threshold and window, the 85% hint line,
+the breakdown by category) and the per-turn pressure chart with compaction markers."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt
+from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from engine.views import PressurePoint, PressureStatus
+
+from .. import theme
+
+CATEGORIES: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
+CATEGORY_LABELS = {"tool_results": "tool results"}
+HINT_RATIO = 0.85
+HINT_TEXT = "85% of the threshold reached: consider compacting now"
+_MARK_LETTERS = {"prune": "P", "summary": "S", "manual": "M", "overflow": "O"}
+
+
+def _category_color(category: str) -> QColor:
+    return theme.color(f"cat_{category}") if hasattr(theme.current(), f"cat_{category}") else theme.color("text_muted")
+
+
+class PressureGauge(QWidget):
+    """Envelope tokens against the threshold and the context window, with the 85% hint line."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("pressureGauge")
+        self._status: PressureStatus | None = None
+        self.setMinimumHeight(205)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
+
+    def sizeHint(self) -> QSize:
+        return QSize(360, 205)
+
+    def set_status(self, status: PressureStatus | None) -> None:
+        self._status = status
+        self.setToolTip(self._tooltip())
+        self.update()
+
+    @property
+    def status(self) -> PressureStatus | None:
+        return self._status
+
+    @property
+    def hint_active(self) -> bool:
+        """Whether the hint is highlighted (85.0% of the threshold reached)."""
+        return self._status is not None and self._status.hint
+
+    def _tooltip(self) -> str:
+        s = self._status
+        if s is None:
+            return ""
+        lines = [f"{s.tokens:,} tokens in the envelope", f"threshold {s.threshold:,} · window {s.context_window:,}", f"hint line {int(s.threshold * HINT_RATIO):,} (display only)"]
+        if s.anchored_tokens is not None:
+            lines.append(f"anchored to provider usage: {s.anchored_tokens:,}")
+        return "\n".join(lines)
+
+    def paintEvent(self, _event: object) -> None:  # noqa: N802 (Qt name)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        rect = QRectF(self.rect()).adjusted(12, 10, -12, -10)
+        s = self._status
+        base = QFont(self.font())
+        if s is None:
+            p.setPen(theme.color("text_muted"))
+            p.drawText(rect, Qt.AlignmentFlag.AlignCenter, "No thread selected")
+            return
+        # headline
+        big = QFont(base)
+        big.setPointSizeF(base.pointSizeF() * 1.5)
+        big.setWeight(QFont.Weight.DemiBold)
+        p.setFont(big)
+        p.setPen(theme.color("warn") if s.hint else theme.color("text"))
+        pct = s.pressure_ratio * 100
+        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"{pct:.1f}% of threshold")
+        p.setFont(base)
+        p.setPen(theme.color("text_muted"))
+        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{s.tokens:,} / {s.threshold:,} tok · window {s.context_window:,}")
+
+        # the bar: full width = the context window
+        bar = QRectF(rect.left(), rect.top() + 36, rect.width(), 18)
+        window = max(s.context_window, s.threshold, s.tokens, 1)
+        scale = bar.width() / window
+        clip = QPainterPath()
+        clip.addRoundedRect(bar, 4, 4)
+        p.fillPath(clip, theme.color("surface_alt"))
+        p.save()
+        p.setClipPath(clip)
+        x = bar.left()
+        total = sum(max(0, s.breakdown.get(c, 0)) for c in CATEGORIES)
+        # categories fill the measured tokens proportionally (the meter's breakdown)
+        for cat in CATEGORIES:
+            share = max(0, s.breakdown.get(cat, 0))
+            if not share or not total:
+                continue
+            w = s.tokens * scale * share / total
+            p.fillRect(QRectF(x, bar.top(), w, bar.height()), _category_color(cat))
+            x += w
+        if not total:
+            p.fillRect(QRectF(x, bar.top(), s.tokens * scale, bar.height()), theme.color("accent"))
+        p.restore()
+        p.setPen(QPen(theme.color("border"), 1))
+        p.drawPath(clip)
+
+        # threshold and hint lines
+        tx = bar.left() + s.threshold * scale
+        hx = bar.left() + s.threshold * HINT_RATIO * scale
+        p.setPen(QPen(theme.color("danger"), 2))
+        p.drawLine(QPointF(tx, bar.top() - 5), QPointF(tx, bar.bottom() + 5))
+        hint_pen = QPen(theme.color("warn"), 3 if s.hint else 1.5, Qt.PenStyle.SolidLine if s.hint else Qt.PenStyle.DashLine)
+        p.setPen(hint_pen)
+        p.drawLine(QPointF(hx, bar.top() - 5), QPointF(hx, bar.bottom() + 5))
+        small = QFont(base)
+        small.setPointSizeF(base.pointSizeF() * 0.85)
+        p.setFont(small)
+        p.setPen(theme.color("text_muted"))
+        label_y = bar.bottom() + 6
+        p.drawText(QRectF(hx - 60, label_y, 58, 16), Qt.AlignmentFlag.AlignRight, "85% hint")
+        p.setPen(theme.color("danger"))
+        p.drawText(QRectF(tx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "threshold")
+
+        y = label_y + 22
+        if s.hint:
+            box = QRectF(rect.left(), y, rect.width(), 22)
+            path = QPainterPath()
+            path.addRoundedRect(box, 4, 4)
+            fill = theme.color("warn")
+            fill.setAlpha(40)
+            p.fillPath(path, fill)
+            p.setPen(theme.color("warn"))
+            p.setFont(base)
+            p.drawText(box.adjusted(8, 0, -8, 0), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, HINT_TEXT)
+            y += 30
+
+        # breakdown legend: three columns
+        p.setFont(base)
+        col_w = rect.width() / 3
+        for i, cat in enumerate(CATEGORIES):
+            cx = rect.left() + (i % 3) * col_w
+            cy = y + (i // 3) * 20
+            p.fillRect(QRectF(cx, cy + 4, 10, 10), _category_color(cat))
+            p.setPen(theme.color("text"))
+            p.drawText(QRectF(cx + 16, cy, col_w - 18, 18), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, f"{CATEGORY_LABELS.get(cat, cat)}  {s.breakdown.get(cat, 0):,}")
+
+
+class PressureChart(QWidget):
+    """Tokens per recorded model request, with the threshold, the hint line and compaction markers."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("pressureChart")
+        self._points: list[PressurePoint] = []
+        self.setMinimumHeight(170)
+
+    def sizeHint(self) -> QSize:
+        return QSize(360, 200)
+
+    def set_points(self, points: Sequence[PressurePoint]) -> None:
+        self._points = list(points)
+        self.update()
+
+    def points(self) -> list[PressurePoint]:
+        return list(self._points)
+
+    def paintEvent(self, _event: object) -> None:  # noqa: N802 (Qt name)
+        p = QPainter(self)
+        p.setRenderHint(QPainter.RenderHint.Antialiasing)
+        outer = QRectF(self.rect()).adjusted(12, 8, -12, -8)
+        p.setPen(theme.color("text_muted"))
+        title = QRectF(outer.left(), outer.top(), outer.width(), 18)
+        p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "Pressure per model request")
+        if not self._points:
+            p.drawText(outer, Qt.AlignmentFlag.AlignCenter, "No model requests recorded")
+            return
+        area = QRectF(outer.left() + 44, outer.top() + 26, outer.width() - 50, outer.height() - 48)
+        threshold = max((pt.threshold or 0) for pt in self._points)
+        top = max(max(pt.tokens for pt in self._points), threshold) * 1.1 or 1
+        y_of = lambda v: area.bottom() - v / top * area.height()  # noqa: E731
+        n = len(self._points)
+        step = area.width() / max(n - 1, 1)
+        x_of = lambda i: area.left() + (i * step if n > 1 else area.width() / 2)  # noqa: E731
+
+        p.setPen(QPen(theme.color("border"), 1))
+        p.drawLine(area.bottomLeft(), area.bottomRight())
+        small = QFont(self.font())
+        small.setPointSizeF(self.font().pointSizeF() * 0.85)
+        p.setFont(small)
+        p.setPen(theme.color("text_muted"))
+        p.drawText(QRectF(outer.left(), area.top() - 8, 40, 16), Qt.AlignmentFlag.AlignRight, f"{top / 1000:.0f}k")
+        p.drawText(QRectF(outer.left(), area.bottom() - 8, 40, 16), Qt.AlignmentFlag.AlignRight, "0")
+        if threshold:
+            p.setPen(QPen(theme.color("danger"), 1.2, Qt.PenStyle.DashLine))
+            p.drawLine(QPointF(area.left(), y_of(threshold)), QPointF(area.right(), y_of(threshold)))
+            p.setPen(QPen(theme.color("warn"), 1, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(area.left(), y_of(threshold * HINT_RATIO)), QPointF(area.right(), y_of(threshold * HINT_RATIO)))
+
+        for i, pt in enumerate(self._points):
+            if pt.compaction:
+                x = x_of(i)
+                p.setPen(QPen(theme.color("cat_summary"), 1.2, Qt.PenStyle.DashLine))
+                p.drawLine(QPointF(x, area.top()), QPointF(x, area.bottom()))
+                p.setPen(theme.color("cat_summary"))
+                p.drawText(QRectF(x - 8, area.top() - 18, 16, 16), Qt.AlignmentFlag.AlignCenter, _MARK_LETTERS.get(pt.compaction, "C"))
+
+        path = QPainterPath()
+        for i, pt in enumerate(self._points):
+            point = QPointF(x_of(i), y_of(pt.tokens))
+            path.moveTo(point) if i == 0 else path.lineTo(point)
+        p.setPen(QPen(theme.color("accent"), 2))
+        p.drawPath(path)
+        p.setBrush(theme.color("accent"))
+        for i, pt in enumerate(self._points):
+            p.drawEllipse(QPointF(x_of(i), y_of(pt.tokens)), 2.5, 2.5)
+        p.setPen(theme.color("text_muted"))
+        p.drawText(QRectF(area.left() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, "1")
+        p.drawText(QRectF(area.right() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, str(n))
+        p.drawText(QRectF(area.left(), area.bottom() + 4, area.width(), 16), Qt.AlignmentFlag.AlignCenter, "request  ·  P prune  S summary  M manual  O overflow")

@@ -1,0 +1,238 @@
+"""The main window against the fake service, on a per-test qasync loop (sync tests + qtbot.waitUntil)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QSettings, Qt
+from PySide6.QtGui import QFontDatabase, QImage
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QLabel, QListView, QPushButton
+
+from engine.messages import assistant, user
+from inspector_app.main_window import MainWindow
+from inspector_app.models.timeline import CompactedRole, MessageIdRole, NodeKindRole
+from inspector_app.service_client import ServiceClient
+from inspector_app.widgets.connect import RecentConnections, strip_password
+from tests.gui.conftest import run
+from tests.gui.fake_service import FakeService
+
+pytestmark = pytest.mark.gui
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def select_message(qtbot: Any, w: MainWindow, message_id: int) -> None:
+    index = w.timeline_model.index_for_message(message_id)
+    assert index.isValid(), message_id
+    w.timeline.setCurrentIndex(index)
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+
+
+def test_selecting_a_thread_fills_the_timeline_and_the_gauge(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    assert window.findChild(object, "threadList").model().rowCount() == 5
+    assert window.timeline_model.loaded_count() == 12
+    assert window.gauge.status is not None and window.gauge.status.thread == "acme-vat"
+    assert window.gauge.status.tokens == 62_000
+    assert window.chart.points() and window.thread_title.text() == "ACME VAT correction"
+
+    window.thread_list.setCurrentIndex(window.thread_proxy.index(4, 0))  # omega-long (sorted by key)
+    qtbot.waitUntil(lambda: window.idle and window.timeline_model.key == "omega-long", timeout=5000)
+    pages = [args for name, args in fake.calls if name == "messages_page" and args[0] == "omega-long"]
+    assert pages[0] == ("omega-long", None, 500)  # keyset paging from the start, 500 per page
+    assert window.timeline_model.loaded_count() in (500, 800)  # the view may ask for page 2 at once
+    assert window.gauge.status.thread == "omega-long"
+    assert window.timeline_model.boundary_index().isValid() is False
+
+
+def test_boundary_row_carries_the_summary_card_and_compacted_rows_are_dimmed(qtbot: Any, window: MainWindow) -> None:
+    model = window.timeline_model
+    boundary = model.boundary_index()
+    assert boundary.isValid() and boundary.row() == 1
+    first_unit = model.index(0, 0)
+    assert model.data(first_unit, CompactedRole) is True
+    assert model.data(first_unit, Qt.ItemDataRole.ForegroundRole) is not None
+    assert model.data(model.index(2, 0), CompactedRole) is False
+    window.timeline.setCurrentIndex(boundary)
+    assert window.detail.stack.currentWidget() is window.detail.card
+    assert "invoice #4411" in window.detail.card_text.toPlainText()
+    assert "generation 1" in window.detail.card_title.text() and "summary / pressure" in window.detail.card_title.text()
+
+
+def test_hint_shows_at_85_percent_and_not_at_84_9(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    run(qtbot, window, window.select_thread("omega-long"))
+    assert fake.threads["omega-long"].tokens == 84_900
+    assert not window.gauge.hint_active and window.hint_label.isHidden()
+    fake.threads["omega-long"].tokens = 85_000
+    run(qtbot, window, window.refresh())
+    assert window.gauge.hint_active and not window.hint_label.isHidden()
+    window.gauge.grab()  # the highlighted hint paints without error
+
+
+def test_compact_on_an_idle_thread_calls_the_service_and_rereads(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    button = window.findChild(QPushButton, "compactButton")
+    assert button.isEnabled() and button.text() == "Compact now"
+    before = window.timeline_model.boundary
+    assert before is not None and before.boundary == 4
+    qtbot.mouseClick(button, Qt.MouseButton.LeftButton)
+    assert window.confirm.isVisible() and fake.called("compact") == 0  # non-blocking confirmation first
+    reads_before = fake.called("messages_page")
+    qtbot.mouseClick(window.confirm.confirm_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.idle and fake.called("compact") == 1, timeout=5000)
+    after = window.timeline_model.boundary
+    assert after is not None and after.boundary == 9 and after.generation == 2
+    assert fake.called("messages_page") > reads_before  # the view re-read from the service
+    assert window.gauge.status.tokens == 62_000 // 3
+    assert "Compacted" in window.statusBar().currentMessage()
+    assert not window.banner.isVisible()
+
+
+@pytest.mark.parametrize(("key", "reason"), [("beta-running", "running"), ("gamma-waiting", "waiting for the user"), ("delta-queued", "queued")])
+def test_busy_thread_disables_compact_with_the_reason(qtbot: Any, window: MainWindow, key: str, reason: str) -> None:
+    run(qtbot, window, window.select_thread(key))
+    button = window.compact_button
+    assert not button.isEnabled()
+    assert reason in button.text() and reason in button.toolTip()
+
+
+def test_thread_busy_race_lands_in_the_error_banner_and_nothing_changes(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    fake.compact_race = "running"
+    failures: list[tuple[str, str]] = []
+    window.failed.connect(lambda code, msg: failures.append((code, msg)))
+    qtbot.mouseClick(window.compact_button, Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(window.confirm.confirm_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: window.idle and bool(failures), timeout=5000)
+    assert failures[0][0] == "thread_busy"
+    assert window.banner.isVisible() and window.banner.text().startswith("thread_busy")
+    assert window.timeline_model.boundary.boundary == 4
+    assert window.compact_button.isEnabled() and window.busy.isHidden()
+
+
+def test_replay_steps_forward_and_back(qtbot: Any, window: MainWindow) -> None:
+    panel = window.findChild(object, "replayPanel")
+    assert panel.episodes.count() == 2
+    back, forward = panel.findChild(QPushButton, "replayBack"), panel.findChild(QPushButton, "replayForward")
+    assert not back.isEnabled() and panel.kind.text() == "Step 1 of 4: provider_error"
+    qtbot.mouseClick(forward, Qt.MouseButton.LeftButton)
+    assert panel.kind.text() == "Step 2 of 4: prune"
+    assert panel.facts["tokens"].text() == "131,000 → 104,000" and panel.facts["generation"].text() == "1 → 2"
+    assert panel.findChild(QListView, "replaySurface").model().rowCount() == 8
+    qtbot.mouseClick(forward, Qt.MouseButton.LeftButton)
+    assert panel.surface_model.rowCount() == 5  # summary + synthetic user + 3 messages
+    qtbot.mouseClick(back, Qt.MouseButton.LeftButton)
+    assert panel.kind.text() == "Step 2 of 4: prune"
+    panel.episodes.setCurrentIndex(1)
+    assert panel.no_progress.isHidden()
+    qtbot.mouseClick(forward, Qt.MouseButton.LeftButton)
+    assert not panel.findChild(QLabel, "noProgress").isHidden()
+
+
+def test_pruned_result_shows_preview_beside_the_verified_original(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    offload = fake.threads["acme-vat"].offloads[7]
+    select_message(qtbot, window, 7)
+    assert window.detail.showing_pruned
+    assert window.detail.preview.toPlainText() == offload.preview
+    assert window.detail.original.toPlainText().startswith("Reverse charge applies")
+    assert "SHA-256 verified" in window.detail.original_status.text()
+
+
+def test_tampered_original_is_an_error_not_silently_shown(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    offload = fake.threads["acme-vat"].offloads[7]
+    Path(offload.path).write_text("tampered", encoding="utf-8")
+    select_message(qtbot, window, 7)
+    assert window.detail.original.toPlainText() == ""
+    assert "workdir_integrity" in window.detail.original_status.text()
+    assert window.banner.text().startswith("workdir_integrity")
+
+
+def test_tool_arguments_are_pretty_printed(qtbot: Any, window: MainWindow) -> None:
+    select_message(qtbot, window, 6)
+    body = window.detail.body.toPlainText()
+    assert '→ query_kb  [c2]\n{\n  "q": "reverse charge"\n}' in body
+
+
+def test_live_refresh_appends_and_keeps_the_selection(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    select_message(qtbot, window, 10)
+    fake.append("acme-vat", user("One more question about the credit note"))
+    fake.append("acme-vat", assistant("Sure, here it is."))
+    run(qtbot, window, window.refresh())
+    assert window.timeline_model.loaded_count() == 14
+    assert window.timeline.currentIndex().data(MessageIdRole) == 10
+    assert window.timeline_model.index_for_message(fake.threads["acme-vat"].messages[-1].id).isValid()
+
+
+def test_refresh_after_an_outside_compaction_rereads_and_keeps_the_selection(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    select_message(qtbot, window, 11)
+    fake.set_boundary("acme-vat", 9, "someone else compacted")
+    run(qtbot, window, window.refresh())
+    assert window.timeline_model.boundary.boundary == 9
+    assert window.timeline.currentIndex().data(MessageIdRole) == 11
+
+
+def test_search_and_keyboard_enter_opens_the_detail(qtbot: Any, window: MainWindow) -> None:
+    window.tabs.setCurrentIndex(1)
+    qtbot.keyClicks(window.search, "corrected invoice")
+    assert window.timeline.currentIndex().data(MessageIdRole) == 10
+    QTest.keyClick(window.search, Qt.Key.Key_Return)
+    assert window.timeline.currentIndex().data(MessageIdRole) == 12
+    window.timeline.setFocus()
+    QTest.keyClick(window.timeline, Qt.Key.Key_Return)
+    assert window.tabs.currentWidget() is window.detail
+    QTest.keyClick(window.timeline, Qt.Key.Key_Home)
+    assert window.timeline.currentIndex().row() == 0 and window.timeline.currentIndex().data(NodeKindRole) == "unit"
+
+
+def test_scrolling_fetches_the_next_page(qtbot: Any, make_window: Any, fake: FakeService) -> None:
+    w = make_window(page_size=100)
+    assert run(qtbot, w, w.open_database("sqlite:///x.db", select="omega-long"))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    assert w.timeline_model.loaded_count() == 100 and w.timeline_model.canFetchMore(w.timeline_model.index(-1, -1))
+    w.timeline.scrollToBottom()
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.loaded_count() >= 200, timeout=5000)
+    assert [s.id for s in (n.stored for n in w.timeline_model.message_nodes()) if s][:3] == [m.id for m in fake.threads["omega-long"].messages[:3]]
+
+
+def test_open_failure_is_shown_in_the_banner(qtbot: Any, make_window: Any) -> None:
+    def broken(_url: str) -> Any:
+        raise ConnectionError("could not connect to server: Connection refused")
+
+    w = make_window(opener=broken)
+    assert run(qtbot, w, w.open_database("postgresql://u@127.0.0.1:1/x")) is False
+    assert w.banner.isVisible() and "Connection refused" in w.banner.text()
+    assert not w.compact_button.isEnabled()
+
+
+def test_service_calls_run_off_the_gui_thread(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    seen: list[str] = []
+    original = fake.status
+    fake.status = lambda key: (seen.append(threading.current_thread().name), original(key))[1]  # type: ignore[method-assign]
+    run(qtbot, window, window.refresh())
+    assert seen and all(name.startswith("inspector-service") for name in seen)
+
+
+def test_recent_connections_never_store_passwords(settings: QSettings, tmp_path: Path) -> None:
+    recent = RecentConnections(settings)
+    recent.add("postgresql+psycopg://alice:s3cret@db.example:5432/threads")
+    recent.add("sqlite:////tmp/a.db")
+    assert recent.urls() == ["sqlite:////tmp/a.db", "postgresql+psycopg://alice@db.example:5432/threads"]
+    assert "s3cret" not in (tmp_path / "inspector.ini").read_text()
+    assert strip_password("postgresql://:pw@h/db") == "postgresql://h/db"
+
+
+def test_screenshot_renders_the_loaded_window_offscreen(tmp_path: Path) -> None:
+    assert any("DejaVu" in f for f in QFontDatabase.families()), "no real font: the screenshot would have no text"
+    out = tmp_path / "shot.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.gui.run_fake_inspector", "--db", "demo.db", "--thread", "acme-vat", "--screenshot", str(out), "--theme", "dark"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(out))
+    assert image.width() >= 1200 and image.height() >= 700
+    # text was drawn: the thread title area has many light (text) pixels on the dark theme
+    light = sum(1 for x in range(360, 900) for y in range(60, 110) if image.pixelColor(x, y).lightness() > 180)
+    assert light > 200
