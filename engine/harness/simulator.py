@@ -19,6 +19,7 @@ import argparse
 import json
 import re
 import socket
+import sys
 import threading
 from collections import deque
 from dataclasses import dataclass, field
@@ -238,6 +239,11 @@ class _Server(ThreadingHTTPServer):
             self._open.discard(request)
         super().shutdown_request(request)
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client hanging up (timeout, cancellation, pool closed) is normal; anything else is reported."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
     def drop_connections(self) -> None:
         """End kept-alive connections too, so a closed simulator answers nobody."""
         with self._open_lock:
@@ -251,6 +257,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body go out as separate writes: no 40 ms delayed-ACK stall
     server: _Server
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
@@ -261,7 +268,7 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         try:
             self.server.sim._serve(self, self.path, raw)
-        except (BrokenPipeError, ConnectionResetError):
+        except ConnectionError:
             self.close_connection = True  # the client gave up (timeout, cancellation)
 
     def send_body(self, status: int, data: bytes, content_type: str, headers: Iterable[tuple[str, str]] = ()) -> None:
