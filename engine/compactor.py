@@ -379,7 +379,8 @@ class Compactor:
         # the new surface, measured before persisting: the event carries exact before/after tokens
         kept = tuple(x for x in snap.messages if x.id is not None and x.id > sel.boundary)
         new_snap = _replace_snapshot(snap, boundary=sel.boundary, summary=result.text, messages=kept)
-        after = self.measure(new_snap, provider=m.policy.provider, model=m.policy.model)
+        ephemeral = [x for x in m.surface.messages if x.is_ephemeral]  # the whole envelope, as before
+        after = self.measure(new_snap, ephemeral=ephemeral, provider=m.policy.provider, model=m.policy.model)
         summary_tokens = meter.count_text(result.text)
 
         def persist(t: Locked) -> int:
