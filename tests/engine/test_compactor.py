@@ -1,0 +1,400 @@
+"""Pressure compaction (COMPACTION_MODEL §2) through the real service on a real SQLite file."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from engine.compactor import RunState, build_surface
+from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.meter import default_meter
+from engine.summarizers.base import contains_verbatim
+from engine.units import assert_valid_cut
+from engine.views import PressureStatus
+
+from .conftest import (
+    CURRENT_REQUEST,
+    MODEL,
+    POLICY,
+    WINDOW,
+    Counting,
+    Empty,
+    Failing,
+    Growing,
+    Hooked,
+    add,
+    all_messages,
+    assert_surface_valid,
+    filler,
+    finished_turns,
+    new_thread,
+    route,
+    running_turn,
+    thread_state,
+)
+
+THRESHOLD = WINDOW * 8 // 10
+
+
+def over_threshold(svc, key, *, turns: int = 23, rounds: int = 1, result_tokens: int = 100) -> None:
+    """Finished history plus a running turn, together above the threshold, with no result to prune."""
+    new_thread(svc, key)
+    finished_turns(svc, key, turns)
+    running_turn(svc, key, rounds=rounds, result_tokens=result_tokens)
+    route(svc, key)
+    assert svc.status(key).tokens >= THRESHOLD
+
+
+# -- below the threshold --------------------------------------------------------------------------
+
+
+def test_below_threshold_does_nothing(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("below"))
+    finished_turns(svc, key, 10)
+    running_turn(svc, key)
+    route(svc, key)
+    before = thread_state(svc, key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert (out.action, out.reason) == ("none", "below_threshold")
+    assert out.tokens_before == out.tokens_after < out.threshold == THRESHOLD
+    assert out.generation_after == out.generation_before == 0
+    assert counter.calls == 0
+    assert thread_state(svc, key) == before  # no event, no history, no offload, state untouched
+
+
+def test_no_completed_request_does_nothing_even_far_above_threshold(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("unrouted"))
+    finished_turns(svc, key, 30)
+    rid = svc.store.record_model_request(key, provider="sim", model=MODEL)  # pending, never completed
+    before = thread_state(svc, key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert out.reason == "no_completed_request" and counter.calls == 0
+    assert thread_state(svc, key) == before
+    svc.store.complete_model_request(rid, outcome="ok")
+    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+
+
+# -- prune alone ----------------------------------------------------------------------------------
+
+
+def test_prune_alone_is_enough(make_service, new_key, tmp_path: Path):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("prune"))
+    finished_turns(svc, key, 4)
+    log = "\n".join(f"2026-11-30T10:{i // 60:02d}:{i % 60:02d} worker-{i % 7} processed batch {i} in {i * 3 % 97} ms" for i in range(400))
+    hits = json.dumps(
+        {"results": [{"doc_id": f"doc-{i}", "title": f"Owner registry part {i}", "score": 0.9 - i / 100, "content": filler(60)} for i in range(40)]}
+    )
+    add(
+        svc,
+        key,
+        user(CURRENT_REQUEST),
+        assistant("", ToolCall("c-log", "read_log", '{"path": "/var/log/worker.log"}'), ToolCall("c-kb", "query_kb", '{"query": "doc-42"}')),
+    )
+    log_id, kb_id = add(svc, key, tool_result("c-log", log, name="read_log"), tool_result("c-kb", hits, name="query_kb"))
+    route(svc, key)
+    before = svc.status(key)
+    assert before.tokens >= THRESHOLD
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert (out.action, out.reason) == ("pruned", "prune_enough")
+    assert counter.calls == 0 and out.summarizer_calls == 0
+    assert out.generation_after == before.generation + 1 == svc.compaction_state(key).generation
+    assert out.tokens_after < THRESHOLD <= out.tokens_before
+    assert svc.compaction_state(key).boundary is None  # nothing summarized
+
+    offloads = svc.offloads(key)
+    assert set(offloads) == {log_id, kb_id}
+    originals = {log_id: log, kb_id: hits}
+    surface = {m.id: m for m in build_surface(svc.store.snapshot(key)).messages}
+    for mid, off in offloads.items():
+        sha = hashlib.sha256(originals[mid].encode("utf-8")).hexdigest()
+        assert off.sha256 == sha
+        path = Path(off.path)
+        assert path.parent == tmp_path / "workdir" and sha in path.name
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+        assert svc.read_original(off) == originals[mid]
+        shown = surface[mid]
+        assert shown.content == off.preview and shown.metadata[META_PRUNED] == sha
+        assert sha in shown.content and len(shown.content) < len(originals[mid])
+    assert "doc-0" in surface[kb_id].content  # structured query_kb preview keeps identifiers
+    (event,) = [e for e in svc.events(key) if e.kind == "prune"]
+    assert {p["message_id"] for p in event.data["pruned"]} == {log_id, kb_id}
+    assert [h.kind for h in svc.history(key)] == ["prune"]
+    # the raw messages are never edited
+    assert {m.id: m.content for m in all_messages(svc, key)}[log_id] == log
+
+
+# -- prune not enough: one rolling summary -------------------------------------------------------
+
+
+def test_prune_not_enough_one_summary(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("summary"))
+    finished_turns(svc, key, 23)
+    add(svc, key, user(CURRENT_REQUEST), assistant("Reading the export.", ToolCall("c1", "export", "{}")))
+    big_id = add(svc, key, tool_result("c1", filler(3000, "export"), name="export"))[0]
+    route(svc, key)
+    count_before = svc.message_count(key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    state = svc.compaction_state(key)
+    assert (out.action, out.reason) == ("summarized", "summarized")
+    assert counter.calls == 1 == out.summarizer_calls
+    assert out.generation_after == 2 == state.generation  # the prune's +1 and the summary's +1
+    assert [h.kind for h in svc.history(key)] == ["prune", "summary"]
+    assert big_id in svc.offloads(key)
+    assert_valid_cut(all_messages(svc, key), state.boundary, running_turn=True)
+    assert state.boundary < big_id and state.compact_count == 1
+    assert contains_verbatim(state.summary, CURRENT_REQUEST)
+    assert out.tokens_after < THRESHOLD and out.tokens_after == svc.status(key).tokens
+    assert svc.message_count(key) == count_before  # raw messages untouched
+    # the summarizer saw the rolling inputs: the compacted range (pruned) and the current request
+    (req,) = counter.requests
+    assert req.current_request == CURRENT_REQUEST and req.previous_summary is None
+    assert req.messages[-1].id == state.boundary
+    # the surface starts with a real user message: no synthetic one
+    surface = build_surface(svc.store.snapshot(key))
+    assert surface.messages[0].role == "user" and surface.messages[0].id is not None
+    assert not any(m.is_synthetic for m in surface.messages)
+    events = [e.kind for e in svc.events(key)]
+    assert events == ["prune", "summary"]
+
+
+def test_second_summary_is_rolling(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("rolling")
+    over_threshold(svc, key)
+    svc.compact_for_pressure(key, RunState())
+    first = svc.compaction_state(key)
+    finished_turns(svc, key, 6)  # more history arrives (the old running turn is finished now)
+    add(svc, key, user("Next: also list doc-43."))
+    out = svc.compact_for_pressure(key, RunState())
+    second = svc.compaction_state(key)
+    assert out.action == "summarized" and second.boundary > first.boundary
+    assert counter.requests[-1].previous_summary == first.summary
+    assert contains_verbatim(second.summary, "Next: also list doc-43.")
+
+
+# -- rejected summaries ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("summarizer", "reason"),
+    [(Failing(), "summarizer_failed"), (Empty(), "empty"), (Growing(), "not_smaller")],
+    ids=["fails", "empty", "not-smaller"],
+)
+def test_rejected_summary_persists_nothing(make_service, new_key, summarizer, reason):
+    svc = make_service(summarizer)
+    key = new_key("reject")
+    over_threshold(svc, key, rounds=2)
+    before = thread_state(svc, key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert summarizer.calls == 1
+    assert out.action == "none" and out.reason == reason and out.generation_after == out.generation_before
+    after = thread_state(svc, key)
+    assert {k: v for k, v in after.items() if k != "events"} == {k: v for k, v in before.items() if k != "events"}
+    kinds = [e.kind for e in after["events"]]
+    assert kinds == ["summary_rejected", "breaker_tripped"]
+    rejected = after["events"][0]
+    assert rejected.data["reason"] == reason and rejected.trigger == "pressure"
+    assert rejected.data["generation_after"] == rejected.data["generation_before"] == 0
+    if reason == "summarizer_failed":
+        assert rejected.data["error_code"] == "http_error"
+    assert_surface_valid(svc, key)
+    assert build_surface(svc.store.snapshot(key)).summary is None
+
+
+def test_cas_conflict_loser_writes_nothing(make_service, new_key):
+    """While our summarizer runs, another writer compacts the thread first: our result is dropped."""
+    key = new_key("cas")
+    winner = make_service(Counting())
+    seen: dict[str, object] = {}
+
+    def compact_first(call: int) -> None:
+        if call == 0:
+            seen["result"] = winner.compact(key)
+            seen["state"] = thread_state(winner, key)
+
+    loser_summarizer = Hooked(compact_first)
+    loser = make_service(loser_summarizer)
+    over_threshold(loser, key)
+
+    out = loser.compact_for_pressure(key, RunState())
+
+    assert seen["result"].status == "completed"
+    assert loser_summarizer.calls == 1 and out.summarizer_calls == 1
+    after = thread_state(loser, key)
+    won = seen["state"]
+    assert after["state"] == won["state"] and after["history"] == won["history"]
+    assert after["history"] and {h.trigger for h in after["history"]} == {"manual"}  # nothing from the loser
+    new_events = after["events"][len(won["events"]) :]
+    assert new_events[0].kind == "summary_rejected" and new_events[0].data["reason"] == "cas_conflict"
+    assert new_events[0].data["boundary_before"] is None
+    assert out.generation_after == out.generation_before == 0  # the loser measured generation 0 and did not move it
+    assert_surface_valid(loser, key)
+
+
+# -- the synthetic user message -------------------------------------------------------------------
+
+
+def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, new_key):
+    counter = Counting()
+    policy = {**POLICY, "default": {**POLICY["default"], "loop_recent_tool_rounds": 1}}
+    svc = make_service(counter, policy)
+    key = new_thread(svc, new_key("synthetic"))
+    running_turn(svc, key, rounds=6, result_tokens=1100)
+    route(svc, key)
+    count_before = svc.message_count(key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    state = svc.compaction_state(key)
+    msgs = all_messages(svc, key)
+    assert out.action == "summarized" and counter.calls == 1
+    assert msgs[0].id < state.boundary < msgs[-1].id  # the user message went, later rounds stayed
+    assert_valid_cut(msgs, state.boundary, running_turn=True)
+    assert contains_verbatim(state.summary, CURRENT_REQUEST)
+    surface = build_surface(svc.store.snapshot(key))
+    first = surface.messages[0]
+    assert first.role == "user" and first.metadata.get("synthetic") is True and first.id is None
+    assert surface.messages[1].role == "assistant"
+    assert [m for m in surface.messages if m.is_synthetic] == [first]
+    # never persisted
+    assert svc.message_count(key) == count_before
+    assert not any(m.metadata.get("synthetic") for m in all_messages(svc, key))
+
+
+# -- ephemeral system messages ----------------------------------------------------------------------
+
+
+def test_ephemeral_messages_survive_the_reload(make_service, new_key):
+    svc = make_service(Counting())
+    key = new_key("ephemeral")
+    over_threshold(svc, key)
+    run = RunState(run_id=None)
+    note = run.add_ephemeral("Background task finished: report-7.pdf is ready in the workspace.")
+
+    out = svc.compact_for_pressure(key, run)
+
+    assert out.action == "summarized"
+    measured = svc.measure(key, ephemeral=run.ephemeral)
+    assert measured.surface.summary is not None
+    assert measured.surface.messages[-1] == note and measured.surface.messages[-1].is_ephemeral
+    assert out.tokens_after == measured.tokens  # the whole envelope, the note included
+    (summary_event,) = [e for e in svc.events(key) if e.kind == "summary"]
+    assert summary_event.data["tokens_after"] == out.tokens_after
+    assert not any(m.content == note.content for m in all_messages(svc, key))  # never persisted
+
+
+# -- the breaker and the round cap --------------------------------------------------------------
+
+
+def test_breaker_stops_repeated_attempts_within_a_run(make_service, new_key):
+    summarizer = Failing()
+    svc = make_service(summarizer)
+    key = new_key("breaker")
+    over_threshold(svc, key)
+    run = RunState()
+
+    first = svc.compact_for_pressure(key, run)
+    assert summarizer.calls == 1 and run.breaker_tripped and first.reason == "summarizer_failed"
+
+    second = svc.compact_for_pressure(key, run)
+    assert summarizer.calls == 1 and second.summarizer_calls == 0 and second.reason == "breaker_tripped"
+
+    third = svc.compact_for_pressure(key, RunState())  # a new run may try again
+    assert summarizer.calls == 2 and third.summarizer_calls == 1
+    assert [e.kind for e in svc.events(key)] == ["summary_rejected", "breaker_tripped"] * 2
+
+
+@pytest.mark.parametrize("cap", [1, 2])
+def test_max_compaction_rounds_caps_summary_calls(make_service, new_key, cap):
+    """Far above the threshold, one summary call sees at most half the window, so reaching the
+    target takes several rounds; the cap stops after ``cap`` summarizer calls."""
+    counter = Counting()
+    svc = make_service(counter, {**POLICY, "default": {**POLICY["default"], "loop_max_compaction_rounds": cap}})
+    key = new_key("rounds")
+    over_threshold(svc, key, turns=48)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert counter.calls == cap == out.summarizer_calls
+    assert out.reason == "max_rounds" and out.tokens_after > svc.policies.resolve("sim", MODEL).target_tokens
+    assert len([h for h in svc.history(key) if h.kind == "summary"]) == cap
+
+
+def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
+    """The scenario above really needs more rounds (so the cap is what stopped it)."""
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("rounds")
+    over_threshold(svc, key, turns=48)
+    out = svc.compact_for_pressure(key, RunState())
+    assert counter.calls > 2 and out.reason == "summarized" and out.tokens_after < THRESHOLD
+
+
+# -- the hint line ----------------------------------------------------------------------------------
+
+
+def _status(tokens: int, threshold: int) -> PressureStatus:
+    return PressureStatus("t", tokens, threshold, WINDOW, {}, None, 0, 0, None)
+
+
+@pytest.mark.parametrize(("tokens", "threshold"), [(849, 1000), (8490, 10000), (5439, 6400)])
+def test_hint_off_at_84_9_percent(tokens, threshold):
+    assert not _status(tokens, threshold).hint
+
+
+@pytest.mark.parametrize(("tokens", "threshold"), [(850, 1000), (8500, 10000), (5440, 6400), (6400, 6400)])
+def test_hint_on_at_85_0_percent(tokens, threshold):
+    assert _status(tokens, threshold).hint
+
+
+def test_hint_through_service_status(make_service, new_key):
+    probe = make_service(Counting())
+    key = new_thread(probe, new_key("hint"))
+    finished_turns(probe, key, 6)
+    tokens = probe.status(key).tokens
+    on = tokens * 20 // 17  # the largest threshold with tokens >= 85.0% of it
+    off = -(-tokens * 1000 // 849)  # the smallest threshold with tokens <= 84.9% of it
+
+    def status_with(threshold: int) -> PressureStatus:
+        svc = make_service(Counting(), {"context_window": WINDOW, "default": {"threshold_tokens": threshold}})
+        st = svc.status(key)
+        assert st.tokens == tokens and st.threshold == threshold
+        return st
+
+    at = status_with(on)
+    assert at.hint and round(at.pressure_ratio, 3) == 0.850
+    assert not status_with(on + 1).hint  # one token of threshold more and it is below 85%
+    below = status_with(off)
+    assert not below.hint and round(below.pressure_ratio, 3) == 0.849
+    assert thread_state(probe, key)["events"] == []  # the hint never triggers anything
+
+
+def test_status_reports_the_whole_envelope(make_service, new_key):
+    svc = make_service(Counting())
+    key = new_thread(svc, new_key("status"))
+    finished_turns(svc, key, 3)
+    st = svc.status(key)
+    assert st.tokens == sum(st.breakdown.values()) and st.threshold == THRESHOLD and st.context_window == WINDOW
+    assert st.tokens == default_meter(None).measure(svc.measure(key).envelope).total
