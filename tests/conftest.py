@@ -34,12 +34,14 @@ def _admin_engine() -> sa.Engine:
 def pg_server() -> Iterator[sa.Engine]:
     """An autocommit engine on the PostgreSQL server's admin database; skips (or fails) if unreachable."""
     engine = _admin_engine()
+    error = None
     try:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except sa.exc.SQLAlchemyError as exc:
         engine.dispose()
         error = str(getattr(exc, "orig", exc)).strip().splitlines()[0]
+    if error is not None:  # outside the except block: the report shows only this line
         reason = f"PostgreSQL not reachable at {_admin_url().render_as_string(hide_password=True)}: {error}"
         if os.environ.get("COMPACTION_REQUIRE_PG") == "1":
             pytest.fail(f"{reason} (COMPACTION_REQUIRE_PG=1)", pytrace=False)
