@@ -162,12 +162,11 @@ def add(svc: Service, key: str, *messages: Message) -> list[int]:
     return [svc.append_message(key, m) for m in messages]
 
 
-def finished_turns(svc: Service, key: str, n: int, *, user_tokens: int = 20, answer_tokens: int = 280) -> list[int]:
-    """``n`` finished turns: a short question and a long answer each."""
+def finished_turns(svc: Service, key: str, n: int, *, answer_tokens: int = 280) -> list[int]:
+    """``n`` finished turns: a short question (~12 tokens) and a long answer each (~290 tokens a turn)."""
     ids: list[int] = []
     for i in range(n):
         ids += add(svc, key, user(f"Question {i}: what does section {i} say?"), assistant(filler(answer_tokens, f"Answer {i}.")))
-        assert user_tokens  # the question is ~12 tokens; the parameter documents the intent
     return ids
 
 

@@ -10,10 +10,8 @@ import pytest
 
 from engine.compactor import RunState, build_surface
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
 from engine.summarizers.base import contains_verbatim
 from engine.units import assert_valid_cut
-from engine.views import PressureStatus
 
 from .conftest import (
     CURRENT_REQUEST,
@@ -350,51 +348,3 @@ def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
     over_threshold(svc, key, turns=48)
     out = svc.compact_for_pressure(key, RunState())
     assert counter.calls > 2 and out.reason == "summarized" and out.tokens_after < THRESHOLD
-
-
-# -- the hint line ----------------------------------------------------------------------------------
-
-
-def _status(tokens: int, threshold: int) -> PressureStatus:
-    return PressureStatus("t", tokens, threshold, WINDOW, {}, None, 0, 0, None)
-
-
-@pytest.mark.parametrize(("tokens", "threshold"), [(849, 1000), (8490, 10000), (5439, 6400)])
-def test_hint_off_at_84_9_percent(tokens, threshold):
-    assert not _status(tokens, threshold).hint
-
-
-@pytest.mark.parametrize(("tokens", "threshold"), [(850, 1000), (8500, 10000), (5440, 6400), (6400, 6400)])
-def test_hint_on_at_85_0_percent(tokens, threshold):
-    assert _status(tokens, threshold).hint
-
-
-def test_hint_through_service_status(make_service, new_key):
-    probe = make_service(Counting())
-    key = new_thread(probe, new_key("hint"))
-    finished_turns(probe, key, 6)
-    tokens = probe.status(key).tokens
-    on = tokens * 20 // 17  # the largest threshold with tokens >= 85.0% of it
-    off = -(-tokens * 1000 // 849)  # the smallest threshold with tokens <= 84.9% of it
-
-    def status_with(threshold: int) -> PressureStatus:
-        svc = make_service(Counting(), {"context_window": WINDOW, "default": {"threshold_tokens": threshold}})
-        st = svc.status(key)
-        assert st.tokens == tokens and st.threshold == threshold
-        return st
-
-    at = status_with(on)
-    assert at.hint and round(at.pressure_ratio, 3) == 0.850
-    assert not status_with(on + 1).hint  # one token of threshold more and it is below 85%
-    below = status_with(off)
-    assert not below.hint and round(below.pressure_ratio, 3) == 0.849
-    assert thread_state(probe, key)["events"] == []  # the hint never triggers anything
-
-
-def test_status_reports_the_whole_envelope(make_service, new_key):
-    svc = make_service(Counting())
-    key = new_thread(svc, new_key("status"))
-    finished_turns(svc, key, 3)
-    st = svc.status(key)
-    assert st.tokens == sum(st.breakdown.values()) and st.threshold == THRESHOLD and st.context_window == WINDOW
-    assert st.tokens == default_meter(None).measure(svc.measure(key).envelope).total
