@@ -10,7 +10,7 @@ import asyncio
 from typing import Any, Callable, Coroutine
 
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt, QTimer, Signal
-from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QFrame,
@@ -19,11 +19,14 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QMainWindow,
+    QMenu,
     QProgressBar,
     QPushButton,
+    QSizePolicy,
     QSplitter,
     QTabWidget,
     QToolBar,
+    QToolButton,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -107,10 +110,13 @@ class MainWindow(QMainWindow):
 
         self._build_ui()
         self._build_toolbar()
+        if theme_manager is not None:
+            theme_manager.changed.connect(self._on_theme_changed)
         self.poll = QTimer(self)
         self.poll.setInterval(poll_ms)
         self.poll.timeout.connect(self._on_poll)
         self.resize(1440, 880)
+        self._sized = False
 
     # == layout =================================================================================
     def _build_ui(self) -> None:
@@ -136,7 +142,7 @@ class MainWindow(QMainWindow):
         header = self.thread_list.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((1, 56), (2, 70), (3, 40), (4, 82)):
+        for col, width in ((1, 52), (2, 72), (3, 40), (4, 80)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             header.resizeSection(col, width)
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(self._state_pills, self.thread_list))
@@ -159,6 +165,9 @@ class MainWindow(QMainWindow):
         self.hint_label = QLabel("85% of the threshold reached: consider compacting now")
         self.hint_label.setObjectName("hintLabel")
         self.hint_label.hide()
+        for label in (self.thread_title, self.thread_meta, self.hint_label):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.compact_button = QPushButton("Compact now")
         self.compact_button.setObjectName("compactButton")
         self.compact_button.setEnabled(False)
@@ -207,7 +216,7 @@ class MainWindow(QMainWindow):
         th = self.timeline.header()
         th.setStretchLastSection(False)
         th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((1, 72), (2, 150), (3, 56)):
+        for col, width in ((1, 72), (2, 120), (3, 48)):
             th.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             th.resizeSection(col, width)
         self.timeline.setItemDelegateForColumn(COL_TOKENS, PillDelegate(self._token_pills, self.timeline, align_right=True))
@@ -243,10 +252,10 @@ class MainWindow(QMainWindow):
         self.splitter.addWidget(left)
         self.splitter.addWidget(center)
         self.splitter.addWidget(self.tabs)
-        self.splitter.setStretchFactor(0, 0)
-        self.splitter.setStretchFactor(1, 3)
-        self.splitter.setStretchFactor(2, 2)
-        self.splitter.setSizes([340, 640, 460])
+        self.splitter.setChildrenCollapsible(False)
+        left.setMinimumWidth(300)
+        for i, stretch in enumerate((2, 3, 2)):
+            self.splitter.setStretchFactor(i, stretch)
 
         root = QWidget()
         rl = QVBoxLayout(root)
@@ -269,15 +278,24 @@ class MainWindow(QMainWindow):
         self.refresh_action.triggered.connect(lambda: self.spawn(self.refresh(), "refresh"))
         bar.addAction(self.connect_action)
         bar.addAction(self.refresh_action)
-        bar.addSeparator()
         self.theme_actions = QActionGroup(self)
+        menu = QMenu(self)
         for mode in theme.THEME_MODES:
-            action = QAction(mode.capitalize(), self, checkable=True)
+            action = QAction(f"{mode.capitalize()} theme", self, checkable=True)
             action.setData(mode)
-            action.setChecked(self._theme is not None and self._theme.mode == mode)
+            action.setChecked((self._theme.mode if self._theme else "system") == mode)
             action.triggered.connect(lambda _checked=False, m=mode: self.set_theme(m))  # type: ignore[misc]
             self.theme_actions.addAction(action)
-            bar.addAction(action)
+            menu.addAction(action)
+        self.theme_button = QToolButton()
+        self.theme_button.setObjectName("themeButton")
+        self.theme_button.setText("Theme")
+        self.theme_button.setMenu(menu)
+        self.theme_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        bar.addWidget(spacer)
+        bar.addWidget(self.theme_button)
         self.addToolBar(bar)
         self.find_action = QAction("Find", self)
         self.find_action.setShortcut(QKeySequence.StandardKey.Find)
@@ -417,10 +435,9 @@ class MainWindow(QMainWindow):
         await self._load_until(epoch, keep)
         if epoch != self._epoch:
             return
-        if keep is not None:
-            index = self.timeline_model.index_for_message(keep)
-            if index.isValid():
-                self.timeline.setCurrentIndex(index)
+        index = self.timeline_model.index_for_message(keep) if keep is not None else self.timeline_model.boundary_index()
+        if index.isValid():  # a fresh thread opens on its summary card
+            self.timeline.setCurrentIndex(index)
         if scroll is not None:
             self.timeline.verticalScrollBar().setValue(scroll)
         await self._load_side(key, epoch)
@@ -667,14 +684,28 @@ class MainWindow(QMainWindow):
 
     # == theme / lifecycle ======================================================================
     def set_theme(self, mode: str) -> None:
-        if self._theme is None:
-            return
-        self._theme.apply(mode)  # type: ignore[arg-type]
+        if self._theme is not None:
+            self._theme.apply(mode)  # type: ignore[arg-type]
+
+    def _on_theme_changed(self, _tokens: theme.Tokens) -> None:
+        """Repaint what draws itself from the tokens (icons, painted widgets, item colours)."""
         self.banner.refresh_icons()
+        self.connect_action.setIcon(theme.icon("database"))
+        self.refresh_action.setIcon(theme.icon("refresh"))
+        mode = self._theme.mode if self._theme else "system"
         for action in self.theme_actions.actions():
             action.setChecked(action.data() == mode)
-        self.timeline.viewport().update()
-        self.thread_list.viewport().update()
+        for widget in (self.timeline.viewport(), self.thread_list.viewport(), self.gauge, self.chart):
+            widget.update()
+
+    def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt name)
+        super().showEvent(event)
+        if not self._sized:  # splitter proportions once the window has its real width
+            self._sized = True
+            self.layout().activate()
+            self.centralWidget().layout().activate()
+            width = self.splitter.width()
+        self.splitter.setSizes([int(width * 0.26), int(width * 0.43), int(width * 0.31)])
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
         self.poll.stop()

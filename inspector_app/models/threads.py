@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
@@ -129,7 +130,7 @@ class ThreadListModel(QAbstractTableModel):
             return f"{t.message_count:,}"
         if col == COL_PRESSURE:
             ratio = self._pressure.get(t.key)
-            return "–" if ratio is None else f"{ratio * 100:.0f}%"
+            return "–" if ratio is None else f"{math.floor(ratio * 100)}%"  # 84.9% must not read 85%
         if col == COL_GENERATION:
             return str(t.generation)
         return state_label(t.busy_reason)

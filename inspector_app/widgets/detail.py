@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 from PySide6.QtCore import Qt
 
 from engine.messages import Message
@@ -100,6 +100,9 @@ class DetailPane(QWidget):
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
         self._offload: Offload | None = None
+        for label in (self.header, self.original_status, self.card_title):
+            # long paths and hashes must wrap or clip, never widen the window
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
 
     # -- content -------------------------------------------------------------------------------
     def clear(self) -> None:
@@ -134,7 +137,7 @@ class DetailPane(QWidget):
         self.preview.setPlainText(offload.preview)
         self.original.setPlainText("")
         self.original_status.setObjectName("muted")
-        self.original_status.setText(f"Reading {offload.path} …")
+        self.original_status.setText("Reading the original from the Workdir …")
         self._restyle(self.original_status)
         self.stack.setCurrentWidget(self._pruned_page)
 
@@ -144,7 +147,8 @@ class DetailPane(QWidget):
             return
         self.original.setPlainText(pretty(text))
         self.original_status.setObjectName("muted")
-        self.original_status.setText(f"SHA-256 verified: {offload.sha256} · {offload.original_tokens:,} tokens (preview {offload.preview_tokens:,})")
+        self.original_status.setText(f"SHA-256 verified ({offload.sha256[:16]}…) · {offload.original_tokens:,} tokens, preview {offload.preview_tokens:,}")
+        self.original_status.setToolTip(f"SHA-256 {offload.sha256}\n{offload.path}")
         self._restyle(self.original_status)
 
     def show_original_error(self, offload: Offload, message: str) -> None:

@@ -1,0 +1,263 @@
+"""Item models tested without views: rows, roles, paging, boundary row, markers, replay cursor."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtWidgets import QApplication
+
+from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.views import StoredMessage
+from inspector_app import theme
+from inspector_app.models.replay import ReplayModel, SurfaceModel, step_label
+from inspector_app.models.threads import COL_PRESSURE, COL_STATE, KeyRole, ThreadFilterModel, ThreadListModel
+from inspector_app.models.timeline import (
+    COL_MARKERS,
+    COL_TOKENS,
+    CompactedRole,
+    MarkersRole,
+    MessageIdRole,
+    NodeKindRole,
+    BoundaryInfo,
+    TimelineModel,
+    TimelinePage,
+)
+from tests.gui.fake_service import T0, FakeService, install_demo
+
+pytestmark = pytest.mark.gui
+ROOT = QModelIndex()
+
+
+@pytest.fixture
+def fake(tmp_path: Path) -> FakeService:
+    service = FakeService(tmp_path / "workdir")
+    install_demo(service)
+    return service
+
+
+def page(service: FakeService, key: str, after_id: int | None, limit: int) -> TimelinePage:
+    rows = service.messages_page(key, after_id=after_id, limit=limit)
+    pruned = [s.id for s in rows if s.offload_sha256]
+    return TimelinePage(tuple(rows), {s.id: 10 for s in rows}, service.offloads(key, pruned), exhausted=len(rows) < limit)
+
+
+def load(service: FakeService, key: str, *, limit: int = 500, running: bool = False) -> TimelineModel:
+    """Drive the model the way a view does: fetchMore → fetchRequested → append_page."""
+    model = TimelineModel()
+    state = service.compaction_state(key)
+    model.reset(key, boundary=BoundaryInfo.from_state(state, service.history(key)), running_turn=running)
+    requests: list[int | None] = []
+    model.fetchRequested.connect(requests.append)
+    while model.canFetchMore(ROOT):
+        model.fetchMore(ROOT)
+        assert not model.canFetchMore(ROOT)  # one request in flight at a time
+        model.append_page(page(service, key, requests[-1], limit))
+    return model
+
+
+def tree(model: TimelineModel, parent: QModelIndex = ROOT, depth: int = 0) -> list[tuple[int, str, str]]:
+    out = []
+    for r in range(model.rowCount(parent)):
+        index = model.index(r, 0, parent)
+        out.append((depth, model.data(index, NodeKindRole), model.data(index)))
+        out += tree(model, index, depth + 1)
+    return out
+
+
+def find_row(model: TimelineModel, message_id: int) -> QModelIndex:
+    index = model.index_for_message(message_id)
+    assert index.isValid()
+    return index
+
+
+# -- threads -----------------------------------------------------------------------------------
+
+
+def test_thread_list_rows_states_pressure_and_filter(qapp: QApplication, fake: FakeService) -> None:
+    model = ThreadListModel()
+    model.set_threads(fake.list_threads())
+    assert model.rowCount() == 5 and model.columnCount() == 5
+    states = {model.data(model.index(r, 0), KeyRole): model.data(model.index(r, COL_STATE)) for r in range(5)}
+    assert states == {"acme-vat": "idle", "beta-running": "running", "delta-queued": "queued", "gamma-waiting": "waiting", "omega-long": "idle"}
+    assert model.data(model.index(0, COL_PRESSURE)) == "–"
+    model.set_pressure("omega-long", 0.849)
+    model.set_pressure("acme-vat", 0.85)
+    assert model.data(model.index(4, COL_PRESSURE)) == "84%"  # never rounds up into the hint
+    assert model.data(model.index(0, COL_PRESSURE)) == "85%"
+    proxy = ThreadFilterModel()
+    proxy.setSourceModel(model)
+    proxy.setFilterFixedString("VAT")
+    assert proxy.rowCount() == 1 and proxy.index(0, 0).data(KeyRole) == "acme-vat"
+
+
+def test_thread_list_refresh_in_place_keeps_rows(qapp: QApplication, fake: FakeService) -> None:
+    model = ThreadListModel()
+    model.set_threads(fake.list_threads())
+    resets: list[bool] = []
+    model.modelReset.connect(lambda: resets.append(True))
+    fake.append("acme-vat", user("again"))
+    model.set_threads(fake.list_threads())
+    assert not resets and model.data(model.index(0, 1)) == "13"
+
+
+# -- timeline ----------------------------------------------------------------------------------
+
+
+def test_boundary_row_dims_compacted_units_and_groups_parallel_calls(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "acme-vat")
+    top = [(model.data(model.index(r, 0), NodeKindRole), model.data(model.index(r, 0), CompactedRole)) for r in range(model.rowCount())]
+    assert top == [("unit", True), ("boundary", False), ("unit", False), ("unit", False)]
+    assert model.data(model.index(1, 0)).startswith("Compacted history ends at #4")
+    assert model.data(model.index(1, COL_TOKENS)) == str(fake.compaction_state("acme-vat").summary_tokens)
+    compacted = model.index(0, 0, model.index(0, 0))
+    assert model.data(compacted, CompactedRole) is True
+    assert model.data(compacted, Qt.ItemDataRole.ForegroundRole).color() == theme.color("text_dim")
+    round_index = model.index(1, 0, model.index(2, 0))
+    assert model.data(round_index, NodeKindRole) == "round"
+    assert model.data(round_index) == "Tool round · query_kb, web_search · 2 parallel calls"
+    assert [model.data(model.index(r, 0, round_index), MessageIdRole) for r in range(model.rowCount(round_index))] == [6, 7, 8]
+
+
+def test_markers_pruned_and_orphan_are_flagged_not_hidden(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "acme-vat")
+    pruned = find_row(model, 7)
+    assert model.data(pruned, MarkersRole) == ("pruned",)
+    assert model.data(pruned.siblingAtColumn(COL_MARKERS)) == "pruned"
+    assert "40-token preview of 900 tokens" in model.data(pruned, Qt.ItemDataRole.ToolTipRole)
+    orphan = find_row(model, 11)
+    assert model.data(orphan, MarkersRole) == ("orphan",)
+    assert "orphan" in model.data(orphan.parent(), MarkersRole)
+    assert [m for _, kind, m in tree(model) if kind == "message"].__len__() == 12  # every message has a row
+
+
+def test_open_round_synthetic_and_ephemeral_markers(qapp: QApplication) -> None:
+    model = TimelineModel()
+    model.reset("t", running_turn=True)
+    msgs = [
+        user("please run it"),
+        Message("user", "(continued)", metadata={"synthetic": True}),
+        assistant("", ToolCall("a", "run", "{}"), ToolCall("b", "run", "{}")),
+        tool_result("a", "ok", name="run"),
+        Message("system", "background job finished", metadata={"ephemeral": True}),
+    ]
+    stored = tuple(StoredMessage(Message(m.role, m.content, id=i + 1, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, metadata=m.metadata), 1, T0) for i, m in enumerate(msgs))
+    model.append_page(TimelinePage(stored, exhausted=True))
+    assert "synthetic" in model.data(find_row(model, 2), MarkersRole)
+    assert "open round" in model.data(find_row(model, 3), MarkersRole)
+    assert "ephemeral" in model.data(find_row(model, 5), MarkersRole)
+    kinds = [(d, k) for d, k, _ in tree(model) if d == 0]
+    assert kinds == [(0, "unit"), (0, "unit"), (0, "unit")]  # running turn: turn_user, then rounds
+    assert "open round" in model.data(model.index(2, 0), MarkersRole)
+
+
+def test_keyset_paging_across_unit_boundaries_gives_the_same_tree(qapp: QApplication, fake: FakeService) -> None:
+    whole = load(fake, "acme-vat", limit=500)
+    paged = load(fake, "acme-vat", limit=5)
+    assert tree(paged) == tree(whole)
+    assert paged.exhausted and not paged.canFetchMore(ROOT)
+    after = [args[1] for name, args in fake.calls if name == "messages_page" and args[2] == 5]
+    assert after == [None, 5, 10]  # ascending keyset after the last loaded id; 2 < 5 rows ends it
+
+
+def test_fetch_more_emits_the_last_loaded_id_and_failures_stop_asking(qapp: QApplication, fake: FakeService) -> None:
+    model = TimelineModel()
+    model.reset("omega-long")
+    requests: list[int | None] = []
+    model.fetchRequested.connect(requests.append)
+    model.fetchMore(ROOT)
+    model.append_page(page(fake, "omega-long", None, 100))
+    assert model.loaded_count() == 100 and model.canFetchMore(ROOT)
+    model.fetchMore(ROOT)
+    assert requests == [None, fake.threads["omega-long"].messages[99].id]
+    model.page_failed()
+    assert not model.canFetchMore(ROOT)
+    assert not model.canFetchMore(model.index(0, 0))  # only the root pages
+
+
+def test_live_append_after_the_end_keeps_earlier_rows(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "acme-vat")
+    first = model.index(2, 0)
+    node = model.node(first)
+    removed: list[tuple[int, int]] = []
+    model.rowsRemoved.connect(lambda _p, a, b: removed.append((a, b)))
+    fake.append("acme-vat", user("new turn"))
+    model.append_page(page(fake, "acme-vat", model.last_id(), 500))
+    assert model.node(model.index(2, 0)) is node  # untouched
+    assert removed == [(3, 3)]  # only the trailing unit was regrouped
+    assert model.rowCount() == 5
+
+
+def test_find_wraps_and_matches_tool_arguments(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "acme-vat")
+    hit = model.find("EU REVERSE")
+    assert model.data(hit, MessageIdRole) == 6
+    assert model.data(model.find("invoice", hit), MessageIdRole) == 10
+    assert model.data(model.find("#4411"), MessageIdRole) == 1
+    assert not model.find("no such text").isValid()
+
+
+def test_no_boundary_row_without_compaction(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "gamma-waiting")
+    assert not model.boundary_index().isValid()
+    assert all(not model.data(model.index(r, 0), CompactedRole) for r in range(model.rowCount()))
+
+
+# -- replay ------------------------------------------------------------------------------------
+
+
+def test_replay_cursor_steps_and_clamps(qapp: QApplication, fake: FakeService) -> None:
+    model = ReplayModel()
+    moves: list[int] = []
+    model.currentChanged.connect(moves.append)
+    model.set_episodes(fake.replay("acme-vat"))
+    assert model.rowCount() == 4 and model.step_index == 0 and not model.can_back()
+    model.forward()
+    model.forward()
+    assert model.current_step().kind == "summary" and model.can_back() and model.can_forward()
+    model.go(99)
+    assert model.step_index == 3 and not model.can_forward()
+    model.back()
+    assert model.current_step().kind == "summary"
+    model.select_episode(1)
+    assert model.rowCount() == 3 and model.step_index == 0
+    assert step_label(1, model.current_episode().steps[1]).endswith("no progress")
+    assert model.data(model.index(1), Qt.ItemDataRole.ForegroundRole).color() == theme.color("danger")
+    assert moves == [0, 1, 2, 3, 2, 0]
+
+
+def test_surface_model_lists_the_messages(qapp: QApplication, fake: FakeService) -> None:
+    step = fake.replay("acme-vat")[0].steps[1]
+    model = SurfaceModel()
+    model.set_messages(step.surface or ())
+    assert model.rowCount() == 8
+    assert model.data(model.index(0)) == "Thanks. Can you also check the knowledge base on reverse charge?"
+
+
+# -- theme -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("tokens", [theme.LIGHT, theme.DARK])
+def test_stylesheet_fills_every_token(tokens: theme.Tokens) -> None:
+    qss = theme.stylesheet(tokens)
+    assert "$" not in qss and tokens.accent in qss and tokens.banner_bg in qss
+
+
+def test_theme_manager_applies_and_resolves(qapp: QApplication) -> None:
+    manager = theme.ThemeManager(qapp, "dark")
+    try:
+        assert manager.apply() is theme.DARK and theme.current() is theme.DARK
+        assert qapp.palette().window().color().name() == theme.DARK.window
+        assert manager.apply("light") is theme.LIGHT
+        assert theme.resolve("system") in (theme.LIGHT, theme.DARK)
+    finally:
+        manager.apply("light")
+        qapp.setStyleSheet("")
+        manager.deleteLater()
+
+
+def test_icons_exist_for_every_role_and_row_kind(qapp: QApplication) -> None:
+    for name in ("user", "assistant", "tool", "system", "turn", "round", "boundary", "summary", "orphan", "warning", "close", "back", "forward", "search", "database", "refresh", "app"):
+        assert not theme.icon(name).isNull(), name
