@@ -24,6 +24,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 #: BIGINT on PostgreSQL, INTEGER (the rowid alias, monotonic) on SQLite
 BigId = BigInteger().with_variant(Integer(), "sqlite")
+#: optional JSON: Python None is stored as SQL NULL (plain JSON would store the JSON text 'null')
+NullableJSON = JSON(none_as_null=True)
 
 
 def utcnow() -> datetime:
@@ -62,10 +64,10 @@ class MessageRow(Base):
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
     role: Mapped[str] = mapped_column(String(16), nullable=False)
     content: Mapped[str] = mapped_column(Text, nullable=False, default="")
-    tool_calls: Mapped[list[Any] | None] = mapped_column(JSON)
+    tool_calls: Mapped[list[Any] | None] = mapped_column(NullableJSON)
     tool_call_id: Mapped[str | None] = mapped_column(String(200))
     name: Mapped[str | None] = mapped_column(String(200))
-    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JSON)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", NullableJSON)
     run_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
@@ -156,7 +158,7 @@ class CompactionHistoryRow(Base):
     boundary_before: Mapped[int | None] = mapped_column(BigInteger)
     boundary_after: Mapped[int | None] = mapped_column(BigInteger)
     summary: Mapped[str | None] = mapped_column(Text)
-    pruned_message_ids: Mapped[list[Any] | None] = mapped_column(JSON)
+    pruned_message_ids: Mapped[list[Any] | None] = mapped_column(NullableJSON)
     tokens_before: Mapped[int | None] = mapped_column(Integer)
     tokens_after: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
