@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from engine.errors import EngineError
 from engine.messages import Message, ToolCall, assistant, system, tool_result, user
@@ -168,3 +169,18 @@ def test_count_messages_after_a_boundary(store: Store, hundred: tuple[str, list[
     assert store.count_messages(key, after_id=ids[69]) == 30
     assert store.count_messages(key, after_id=ids[-1]) == 0
     assert [m.id for m in store.messages_after(key, ids[96])] == ids[97:]
+
+
+def test_absent_tool_calls_and_metadata_are_sql_null(store: Store, conv: str) -> None:
+    """Contract for platforms reading the table: 'absent' is SQL NULL, not the JSON text 'null'."""
+    plain = store.append_message(conv, user("no extras"))
+    with store.locked(conv) as tx:
+        tx.bulk_append([user("bulk, no extras")])
+    rich = store.append_message(conv, assistant("", ToolCall(id="c1", name="f", arguments="{}"), channel="web"))
+    with store.engine.connect() as c:
+        rows = c.execute(
+            sa.text("SELECT id, tool_calls IS NULL, metadata IS NULL FROM messages WHERE conversation_id = :c ORDER BY id"),
+            {"c": store.thread(conv).id},
+        ).all()
+    assert [(r[1], r[2]) for r in rows] == [(True, True), (True, True), (False, False)]
+    assert (rows[0][0], rows[2][0]) == (plain, rich)
