@@ -13,12 +13,13 @@ import asyncio
 import inspect
 import json
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping
+from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
 from ..compactor import RunState
 from ..messages import Message, ToolCall
 from ..service import Service
-from .errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
+from ..store import InvalidTransition
+from .errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
 from .provider import ChatProvider
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
@@ -33,6 +34,18 @@ class WaitForUser(Exception):
 
 
 ToolFn = Callable[[dict[str, Any]], "str | Awaitable[str]"]
+T = TypeVar("T")
+
+
+async def _io(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run blocking store work in a worker thread. If the task is cancelled meanwhile, the write still
+    finishes before the cancellation propagates, so the cancel path sees every persisted message."""
+    work = asyncio.ensure_future(asyncio.to_thread(fn, *args, **kwargs))
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        await asyncio.wait({work})
+        raise
 
 
 @dataclass(frozen=True)
@@ -118,14 +131,15 @@ class AgentHarness:
         cancel: asyncio.Event | None = None,
     ) -> RunResult:
         """Append the user's message (if any), start a run and drive it to an end."""
-        run_id = await asyncio.to_thread(self._begin, thread, user_text)
-        state = RunState(run_id=run_id)
+        state = RunState()
         for note in notes or ():
             state.add_ephemeral(note)
         try:
+            await _io(self._begin, thread, user_text, state)
             return await self._drive(thread, state, cancel or asyncio.Event())
         except asyncio.CancelledError:
-            await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
+            if state.run_id is not None:
+                await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
             raise
 
     async def resume(self, thread: str, run_id: int, answer: str, *, cancel: asyncio.Event | None = None) -> RunResult:
@@ -150,7 +164,7 @@ class AgentHarness:
             step += 1
             await asyncio.to_thread(svc.compactor.pressure, thread, state)
             measured = await asyncio.to_thread(self._measure, thread, state)
-            request_id = await asyncio.to_thread(
+            request_id = await _io(
                 svc.store.record_model_request,
                 thread,
                 provider=self.provider_name,
@@ -163,6 +177,11 @@ class AgentHarness:
             body = measured.envelope.to_openai()
             try:
                 completion = await self.provider.complete(body, model=self.model, stream=self.stream)
+            except asyncio.CancelledError:
+                await asyncio.shield(
+                    asyncio.to_thread(svc.store.complete_model_request, request_id, outcome="cancelled", error_code=CANCELLED, error_message="the run was cancelled")
+                )
+                raise
             except ProviderError as err:
                 await asyncio.to_thread(
                     svc.store.complete_model_request, request_id, outcome="error", error_code=err.code, error_message=err.message
@@ -212,7 +231,7 @@ class AgentHarness:
                 )
                 recovering = False
             reply = completion.message
-            await asyncio.to_thread(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
+            await _io(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
             if not reply.tool_calls:
                 await asyncio.to_thread(svc.store.finish_run, thread, state.run_id)
                 return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
@@ -237,18 +256,17 @@ class AgentHarness:
                 raise
             except Exception as exc:  # a failing tool is a result the model can read, not a crash
                 text = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
-            await asyncio.to_thread(
-                self.service.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id
-            )
+            await _io(self.service.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id)
         return None
 
     # -- blocking helpers (run in a worker thread) ------------------------------------------
-    def _begin(self, thread: str, user_text: str | None) -> int:
+    def _begin(self, thread: str, user_text: str | None, state: RunState) -> None:
         with self.service.store.locked(thread) as tx:
             tx.configure(tools=self.tools.schemas())
             if user_text is not None:
                 tx.append_message(Message("user", user_text))
-            return tx.start_run()
+            run_id = tx.start_run()
+        state.run_id = run_id  # only once committed: the cancel path then knows the run
 
     def _resume(self, thread: str, run_id: int, answer: str) -> None:
         with self.service.store.locked(thread) as tx:
@@ -314,17 +332,16 @@ class AgentHarness:
     def _cancel(self, thread: str, state: RunState) -> RunResult:
         """Cancel the run; every call of the last assistant message that never ran gets an aborted
         result, so no orphan tool call is left behind (§3.5). Idempotent."""
+        assert state.run_id is not None
         with self.service.store.locked(thread) as tx:
+            try:
+                tx.set_run_status(state.run_id, "cancelled")
+            except InvalidTransition:  # already settled or cancelled: nothing more to record
+                return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)
             aborted = 0
             for call in _unanswered(tx.messages_after(tx.state().boundary)):
                 tx.append_message(Message("tool", ABORTED_TEXT, tool_call_id=call.id, name=call.name, metadata={"aborted": True}), run_id=state.run_id)
                 aborted += 1
-            runs = [r for r in (state.run_id,) if r is not None]
-            for run_id in runs:
-                try:
-                    tx.set_run_status(run_id, "cancelled")
-                except Exception:  # already settled: cancellation is idempotent
-                    pass
             tx.add_event("cancelled", {"aborted_calls": aborted, "attempt": state.overflow_attempts}, trigger="overflow" if state.overflow_attempts else None, run_id=state.run_id)
         return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
