@@ -387,7 +387,8 @@ class MainWindow(QMainWindow):
         self.thread_model.set_threads(threads)
         self.statusBar().showMessage(f"{len(threads)} threads")
         if threads:
-            key = current if current in self.thread_model.keys() else threads[0].key
+            # by default open the thread with the most compaction history: what the inspector is for
+            key = current if current in self.thread_model.keys() else max(threads, key=_interest).key
             if select is not None and select not in self.thread_model.keys():
                 self.banner.show_error("thread_not_found", f"no thread {select!r}; showing {key!r}")
             await self.select_thread(key)
@@ -713,10 +714,18 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def _default_database_url() -> str:
-    from engine.service import default_database_url  # lazy: the service module is optional at import
+def _interest(t: ThreadInfo) -> tuple[int, int, Any]:
+    return (t.compact_count, t.generation, t.updated_at)
 
-    return default_database_url()
+
+def _default_database_url() -> str:
+    """The embedded demo database, built on first use (runs on a worker thread)."""
+    from engine.demo import ensure_demo  # lazy: engine.service and the demo are heavy imports
+    from engine.service import default_database_url
+
+    url = default_database_url()
+    ensure_demo(url)
+    return url
 
 
 def _open_engine_service(url: str) -> Any:

@@ -17,7 +17,6 @@ from PySide6.QtWidgets import QLabel, QListView, QPushButton
 from engine.messages import assistant, user
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import CompactedRole, MessageIdRole, NodeKindRole
-from inspector_app.service_client import ServiceClient
 from inspector_app.widgets.connect import RecentConnections, strip_password
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
@@ -194,6 +193,13 @@ def test_scrolling_fetches_the_next_page(qtbot: Any, make_window: Any, fake: Fak
     w.timeline.scrollToBottom()
     qtbot.waitUntil(lambda: w.idle and w.timeline_model.loaded_count() >= 200, timeout=5000)
     assert [s.id for s in (n.stored for n in w.timeline_model.message_nodes()) if s][:3] == [m.id for m in fake.threads["omega-long"].messages[:3]]
+
+
+def test_opens_the_thread_with_compaction_history_by_default(qtbot: Any, make_window: Any) -> None:
+    w = make_window()
+    assert run(qtbot, w, w.open_database("sqlite:///x.db"))
+    assert w.timeline_model.key == "acme-vat"  # the only thread with a compaction
+    assert w.detail.stack.currentWidget() is w.detail.card  # opened on its summary card
 
 
 def test_open_failure_is_shown_in_the_banner(qtbot: Any, make_window: Any) -> None:
