@@ -12,10 +12,11 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, TypeVar
 
-from ..compactor import RunState
+from ..compactor import Outcome, RunState
 from ..messages import Message, ToolCall
 from ..service import Service
 from ..store import InvalidTransition
@@ -23,6 +24,11 @@ from .errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_contex
 from .provider import ChatProvider
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
+FAILED_TEXT = "aborted: the run failed before this tool call ran"
+#: run error code when the harness itself failed (not the provider): the run is failed, the error re-raised
+HARNESS_ERROR = "harness_error"
+
+log = logging.getLogger(__name__)
 
 
 class WaitForUser(Exception):
@@ -141,6 +147,10 @@ class AgentHarness:
             if state.run_id is not None:
                 await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
             raise
+        except Exception as exc:  # never leave the thread busy with a run nobody drives
+            if state.run_id is not None:
+                await asyncio.shield(asyncio.to_thread(self._abandon, thread, state, exc))
+            raise
 
     async def resume(self, thread: str, run_id: int, answer: str, *, cancel: asyncio.Event | None = None) -> RunResult:
         """Continue a run that waits for the user, with the user's answer."""
@@ -150,6 +160,9 @@ class AgentHarness:
             return await self._drive(thread, state, cancel or asyncio.Event())
         except asyncio.CancelledError:
             await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
+            raise
+        except Exception as exc:
+            await asyncio.shield(asyncio.to_thread(self._abandon, thread, state, exc))
             raise
 
     # -- the loop -------------------------------------------------------------------------
@@ -194,11 +207,18 @@ class AgentHarness:
                 if state.overflow_attempts >= policy.policy.max_overflow_retries:
                     return await asyncio.to_thread(self._fail, thread, state, err, step, "retries_exhausted")
                 state.overflow_attempts += 1
-                outcome = await asyncio.to_thread(svc.compactor.overflow, thread, state, provider=self.provider_name, model=self.model)
+                crash: Exception | None = None
+                try:
+                    outcome = await asyncio.to_thread(svc.compactor.overflow, thread, state, provider=self.provider_name, model=self.model)
+                except Exception as exc:  # what already landed still counts: generation growth decides (§3.3)
+                    log.warning("overflow recovery failed on thread %r: %s", thread, exc, exc_info=exc)
+                    crash = exc
+                    outcome = await asyncio.to_thread(self._outcome_after_crash, thread, state, measured)
                 if cancel.is_set():  # cancellation wins over a finished recovery
                     return await asyncio.to_thread(self._cancel, thread, state)
                 if not outcome.progressed:
-                    return await asyncio.to_thread(self._fail, thread, state, err, step, "no_progress", outcome)
+                    reason = "recovery_failed" if crash is not None else "no_progress"
+                    return await asyncio.to_thread(self._fail, thread, state, err, step, reason, outcome, crash)
                 await asyncio.to_thread(
                     svc.store.add_event,
                     thread,
@@ -212,6 +232,7 @@ class AgentHarness:
                         "generation_before": outcome.generation_before,
                         "generation_after": outcome.generation_after,
                         "summarizer_calls": outcome.summarizer_calls,
+                        **({"recovery_error": _describe(crash)} if crash is not None else {}),
                     },
                     trigger="overflow",
                     run_id=state.run_id,
@@ -312,7 +333,16 @@ class AgentHarness:
             run_id=state.run_id,
         )
 
-    def _fail(self, thread: str, state: RunState, err: ProviderError, step: int, reason: str, outcome: Any = None) -> RunResult:
+    def _outcome_after_crash(self, thread: str, state: RunState, measured: Any) -> Outcome:
+        """What a recovery that raised left behind, measured from the persisted state."""
+        now = self._measure(thread, state)
+        before, after = measured.snapshot.state, now.snapshot.state
+        action = "summarized" if after.boundary != before.boundary else ("pruned" if after.generation > before.generation else "none")
+        return Outcome(action, "recovery_failed", measured.tokens, now.tokens, measured.policy.threshold, before.generation, after.generation)
+
+    def _fail(
+        self, thread: str, state: RunState, err: ProviderError, step: int, reason: str, outcome: Any = None, crash: Exception | None = None
+    ) -> RunResult:
         """Report the ORIGINAL provider error and code; record why recovery did not help."""
         svc = self.service
         if err.code == CONTEXT_WINDOW_EXCEEDED:
@@ -325,6 +355,8 @@ class AgentHarness:
                     generation_after=outcome.generation_after,
                     summarizer_calls=outcome.summarizer_calls,
                 )
+            if crash is not None:
+                data["recovery_error"] = _describe(crash)
             svc.store.add_event(thread, "gave_up", data, trigger="overflow", run_id=state.run_id)
         svc.store.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
         return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
@@ -332,18 +364,39 @@ class AgentHarness:
     def _cancel(self, thread: str, state: RunState) -> RunResult:
         """Cancel the run; every call of the last assistant message that never ran gets an aborted
         result, so no orphan tool call is left behind (§3.5). Idempotent."""
+        self._close_run(thread, state, "cancelled", "cancelled", ABORTED_TEXT)
+        return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+
+    def _abandon(self, thread: str, state: RunState, exc: Exception) -> None:
+        """The harness itself failed: fail the run with :data:`HARNESS_ERROR` so the thread does not
+        stay busy forever. Best effort: the caller re-raises ``exc`` whatever happens here."""
+        try:
+            self._close_run(thread, state, "failed", HARNESS_ERROR, FAILED_TEXT, error_code=HARNESS_ERROR, error_message=_describe(exc))
+        except Exception:
+            log.exception("could not record the failure of run %s on thread %r", state.run_id, thread)
+
+    def _close_run(
+        self, thread: str, state: RunState, status: str, event: str, aborted_text: str, *, error_code: str | None = None, error_message: str | None = None
+    ) -> None:
+        """Settle the run as ``status`` and answer its calls that never ran; nothing if already settled."""
         assert state.run_id is not None
         with self.service.store.locked(thread) as tx:
             try:
-                tx.set_run_status(state.run_id, "cancelled")
-            except InvalidTransition:  # already settled or cancelled: nothing more to record
-                return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)
+                tx.set_run_status(state.run_id, status, error_code=error_code, error_message=error_message)
+            except InvalidTransition:  # already settled: nothing more to record
+                return
             aborted = 0
             for call in _unanswered(tx.messages_after(tx.state().boundary)):
-                tx.append_message(Message("tool", ABORTED_TEXT, tool_call_id=call.id, name=call.name, metadata={"aborted": True}), run_id=state.run_id)
+                tx.append_message(Message("tool", aborted_text, tool_call_id=call.id, name=call.name, metadata={"aborted": True}), run_id=state.run_id)
                 aborted += 1
-            tx.add_event("cancelled", {"aborted_calls": aborted, "attempt": state.overflow_attempts}, trigger="overflow" if state.overflow_attempts else None, run_id=state.run_id)
-        return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+            data: dict[str, Any] = {"aborted_calls": aborted, "attempt": state.overflow_attempts}
+            if error_code is not None:
+                data.update(error_code=error_code, error_message=error_message)
+            tx.add_event(event, data, trigger="overflow" if state.overflow_attempts else None, run_id=state.run_id)
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 def _persistable(m: Message) -> Message:
