@@ -14,7 +14,7 @@ import inspect
 import json
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from ..compactor import Outcome, RunState
 from ..messages import Message, ToolCall
@@ -126,6 +126,8 @@ class AgentHarness:
         self.tools = tools or ToolRegistry()
         self.max_steps = max_steps
         self.stream = stream
+        #: runs waiting for the user, with their per-run memory and step count (until resumed)
+        self._parked: dict[int, tuple[RunState, int]] = {}
 
     # -- public ---------------------------------------------------------------------------
     async def run(
@@ -140,9 +142,34 @@ class AgentHarness:
         state = RunState()
         for note in notes or ():
             state.add_ephemeral(note)
-        try:
+        cancel = cancel or asyncio.Event()
+
+        async def work() -> RunResult:
             await _io(self._begin, thread, user_text, state)
-            return await self._drive(thread, state, cancel or asyncio.Event())
+            return await self._drive(thread, state, cancel)
+
+        return await self._supervised(thread, state, work)
+
+    async def resume(self, thread: str, run_id: int, answer: str, *, cancel: asyncio.Event | None = None) -> RunResult:
+        """Continue a run that waits for the user: ``answer`` answers the tool call that asked (or is a
+        user message), the parallel calls that waited behind that call run, then the loop goes on.
+        When this harness parked the run, its notes, overflow count and step numbers carry over."""
+        state, step = self._parked.get(run_id) or (RunState(), 0)
+        state.run_id = None  # the error paths own the run only once it is running again
+        cancel = cancel or asyncio.Event()
+
+        async def work() -> RunResult:
+            rest = await _io(self._resume, thread, run_id, answer, state)
+            self._parked.pop(run_id, None)
+            waiting = await self._run_tools(thread, state, rest, cancel, step)
+            return waiting if waiting is not None else await self._drive(thread, state, cancel, step)
+
+        return await self._supervised(thread, state, work)
+
+    async def _supervised(self, thread: str, state: RunState, work: Callable[[], Awaitable[RunResult]]) -> RunResult:
+        """Run ``work``; a cancellation cancels the run, any other exception fails it (then re-raised)."""
+        try:
+            return await work()
         except asyncio.CancelledError:
             if state.run_id is not None:
                 await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
@@ -152,25 +179,12 @@ class AgentHarness:
                 await asyncio.shield(asyncio.to_thread(self._abandon, thread, state, exc))
             raise
 
-    async def resume(self, thread: str, run_id: int, answer: str, *, cancel: asyncio.Event | None = None) -> RunResult:
-        """Continue a run that waits for the user, with the user's answer."""
-        await asyncio.to_thread(self._resume, thread, run_id, answer)
-        state = RunState(run_id=run_id)
-        try:
-            return await self._drive(thread, state, cancel or asyncio.Event())
-        except asyncio.CancelledError:
-            await asyncio.shield(asyncio.to_thread(self._cancel, thread, state))
-            raise
-        except Exception as exc:
-            await asyncio.shield(asyncio.to_thread(self._abandon, thread, state, exc))
-            raise
-
     # -- the loop -------------------------------------------------------------------------
-    async def _drive(self, thread: str, state: RunState, cancel: asyncio.Event) -> RunResult:
+    async def _drive(self, thread: str, state: RunState, cancel: asyncio.Event, step: int = 0) -> RunResult:
+        """Model steps from the persisted state until an answer without tool calls (steps after ``step``)."""
         svc = self.service
         policy = svc.policies.resolve(self.provider_name, self.model)
         recovering = False
-        step = 0
         while step < self.max_steps:
             if cancel.is_set():
                 return await asyncio.to_thread(self._cancel, thread, state)
@@ -256,23 +270,24 @@ class AgentHarness:
             if not reply.tool_calls:
                 await asyncio.to_thread(svc.store.finish_run, thread, state.run_id)
                 return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
-            waiting = await self._run_tools(thread, state, reply, cancel)
+            waiting = await self._run_tools(thread, state, reply.tool_calls, cancel, step)
             if waiting is not None:
                 return waiting
         err_msg = f"the run did not finish within {self.max_steps} steps"
         await asyncio.to_thread(svc.store.finish_run, thread, state.run_id, failed=True, error_code="max_steps", error_message=err_msg)
         return RunResult(state.run_id, "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
-    async def _run_tools(self, thread: str, state: RunState, reply: Message, cancel: asyncio.Event) -> RunResult | None:
-        """Run every call of ``reply`` in order, persisting each result; cancellation leaves no orphan."""
-        for i, call in enumerate(reply.tool_calls):
+    async def _run_tools(self, thread: str, state: RunState, calls: Sequence[ToolCall], cancel: asyncio.Event, step: int) -> RunResult | None:
+        """Run ``calls`` in order, persisting each result; cancellation leaves no orphan."""
+        for call in calls:
             if cancel.is_set():
                 return await asyncio.to_thread(self._cancel, thread, state)
             try:
                 text = await self.tools.call(call)
             except WaitForUser as ask:
-                await asyncio.to_thread(self._wait_for_user, thread, state, call, ask.question)
-                return RunResult(state.run_id, "waiting_for_user", steps=0)  # type: ignore[arg-type]
+                await _io(self._wait_for_user, thread, state, call, ask.question)
+                self._parked[state.run_id] = (state, step)  # type: ignore[index]
+                return RunResult(state.run_id, "waiting_for_user", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failing tool is a result the model can read, not a crash
@@ -289,15 +304,18 @@ class AgentHarness:
             run_id = tx.start_run()
         state.run_id = run_id  # only once committed: the cancel path then knows the run
 
-    def _resume(self, thread: str, run_id: int, answer: str) -> None:
+    def _resume(self, thread: str, run_id: int, answer: str, state: RunState) -> list[ToolCall]:
+        """Record the answer; returns the calls still waiting behind the one that asked."""
         with self.service.store.locked(thread) as tx:
             tx.set_run_status(run_id, "running")
-            pending = _unanswered(tx.messages_after(None))
+            pending = _unanswered(tx.messages_after(tx.state().boundary))
             if pending:
-                call = pending[0]
+                call = pending[0]  # calls run in order: the first unanswered one asked
                 tx.append_message(Message("tool", answer, tool_call_id=call.id, name=call.name), run_id=run_id)
             else:
                 tx.append_message(Message("user", answer), run_id=run_id)
+        state.run_id = run_id
+        return pending[1:]
 
     def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
         with self.service.store.locked(thread) as tx:
