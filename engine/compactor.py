@@ -182,9 +182,8 @@ class Compactor:
         for _ in range(m.policy.policy.loop_max_compaction_rounds):
             units = build_units(history_part(m.surface), running_turn=running_turn)
             sel = self._select(m, units, target=m.policy.target_tokens)
-            if not sel.units:
+            if not sel.units:  # no attempt was made, so no breaker (§2.8): later steps may free units
                 reason = "nothing_to_compact"
-                self._trip(thread, run, reason, m)
                 break
             att = self._summarize(thread, m, sel, trigger="pressure", kind="summary", run_id=run.run_id, running_turn=running_turn)
             calls += att.calls
