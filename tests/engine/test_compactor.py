@@ -348,3 +348,28 @@ def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
     over_threshold(svc, key, turns=48)
     out = svc.compact_for_pressure(key, RunState())
     assert counter.calls > 2 and out.reason == "summarized" and out.tokens_after < THRESHOLD
+
+
+def test_nothing_to_compact_does_not_trip_the_breaker(make_service, new_key):
+    """A summary that advanced, then nothing left outside the protected recent rounds, is not a
+    failed attempt (§2.8): once more rounds arrive in the same run, older rounds can be summarized."""
+    counter = Counting()
+    svc = make_service(counter, {**POLICY, "default": {**POLICY["default"], "loop_recent_tool_rounds": 3}})
+    key = new_thread(svc, new_key("protected"))
+    finished_turns(svc, key, 6)
+    running_turn(svc, key, rounds=3, result_tokens=1850)  # the three protected rounds alone exceed the target
+    route(svc, key)
+    run = RunState()
+
+    first = svc.compact_for_pressure(key, run)
+    assert (first.action, first.reason, first.summarizer_calls) == ("summarized", "nothing_to_compact", 1)
+    assert not run.breaker_tripped and "breaker_tripped" not in [e.kind for e in svc.events(key)]
+
+    for r in (3, 4):  # the same run goes on: two more rounds, now the oldest rounds are unprotected
+        call = ToolCall(f"call-{r}", "query_kb", "{}")
+        add(svc, key, assistant(f"Step {r}.", call), tool_result(call.id, filler(1850, f"result {r}"), name="query_kb"))
+    boundary = svc.compaction_state(key).boundary
+    second = svc.compact_for_pressure(key, run)
+    assert second.action == "summarized" and second.summarizer_calls >= 1 and counter.calls >= 2
+    assert svc.compaction_state(key).boundary > boundary
+    assert_valid_cut(all_messages(svc, key), svc.compaction_state(key).boundary, running_turn=True)
