@@ -221,3 +221,36 @@ def test_newer_schema_is_refused_without_writing(db):
 def test_python_dash_m_engine_cli_runs():
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "compaction" in proc.stdout
+
+
+def test_rejected_summary_exit_1_and_state_unchanged(db, monkeypatch):
+    """The configured endpoint refuses connections (a real closed port): the summary is rejected,
+    the command fails with exit 1 and one line, and only the rejection event is recorded."""
+    from engine.service import open_service
+
+    monkeypatch.setenv("COMPACTION_SUMMARY_BASE_URL", "http://127.0.0.1:1/v1")
+    monkeypatch.setenv("COMPACTION_SUMMARY_MODEL", "gpt-4o-mini")
+    svc = open_service(str(db), summarizer=Counting())
+    before = svc.compaction_state("long"), svc.history("long")
+    svc.close()
+
+    proc = cli("compact", "--thread", "long", db=db)
+
+    assert proc.returncode == 1
+    assert_one_line_error(proc)
+    assert "summarizer_failed" in proc.stderr
+    svc = open_service(str(db), summarizer=Counting())
+    try:
+        assert (svc.compaction_state("long"), svc.history("long")) == before
+        assert [e.data["reason"] for e in svc.events("long") if e.kind == "summary_rejected"] == ["summarizer_failed"]
+    finally:
+        svc.close()
+
+
+def test_half_configured_summarizer_is_a_one_line_error(db, monkeypatch):
+    monkeypatch.setenv("COMPACTION_SUMMARY_BASE_URL", "http://127.0.0.1:1/v1")
+    before = fingerprint(f"sqlite:///{db}")
+    proc = cli("compact", "--thread", "long", db=db)
+    assert_one_line_error(proc)
+    assert "COMPACTION_SUMMARY_MODEL" in proc.stderr
+    assert fingerprint(f"sqlite:///{db}") == before

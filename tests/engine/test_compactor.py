@@ -10,6 +10,7 @@ import pytest
 
 from engine.compactor import RunState, build_surface
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.service import open_service
 from engine.summarizers.base import contains_verbatim
 from engine.units import assert_valid_cut
 
@@ -373,3 +374,55 @@ def test_nothing_to_compact_does_not_trip_the_breaker(make_service, new_key):
     assert second.action == "summarized" and second.summarizer_calls >= 1 and counter.calls >= 2
     assert svc.compaction_state(key).boundary > boundary
     assert_valid_cut(all_messages(svc, key), svc.compaction_state(key).boundary, running_turn=True)
+
+
+def test_prune_write_failure_is_fail_closed(sqlite_url, new_key, tmp_path: Path):
+    """The Workdir cannot be written: nothing is replaced or recorded as pruned (§2.3)."""
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the workdir should be")
+    svc = open_service(sqlite_url, workdir=blocker / "wd", summarizer=Counting(), policies=POLICY)
+    try:
+        key = new_thread(svc, new_key("prune-fail"))
+        finished_turns(svc, key, 4)
+        add(svc, key, user(CURRENT_REQUEST), assistant("", ToolCall("c1", "read_log", "{}")))
+        (big,) = add(svc, key, tool_result("c1", filler(6000, "log"), name="read_log"))
+        route(svc, key)
+
+        out = svc.compact_for_pressure(key, RunState())
+
+        assert svc.offloads(key) == {} and not [h for h in svc.history(key) if h.kind == "prune"]
+        failed = [e for e in svc.events(key) if e.kind == "prune_failed"]
+        assert failed and failed[0].data["failed"][0]["message_id"] == big
+        shown = {m.id: m for m in build_surface(svc.store.snapshot(key)).messages}
+        assert shown[big].content == filler(6000, "log") and META_PRUNED not in shown[big].metadata
+        assert out.action != "pruned"
+    finally:
+        svc.close()
+
+
+def test_summarizer_sees_the_pruned_surface_and_events_carry_the_record(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("pruned-range"))
+    add(svc, key, user("First: fetch the export."), assistant("", ToolCall("c0", "export", "{}")))
+    (old_big,) = add(svc, key, tool_result("c0", filler(3000, "export"), name="export"))
+    add(svc, key, assistant("Exported."))
+    finished_turns(svc, key, 21)
+    running_turn(svc, key)
+    route(svc, key)
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert out.action == "summarized" and counter.calls == 1
+    seen = {m.id: m for m in counter.requests[0].messages}
+    off = svc.offloads(key)[old_big]
+    assert seen[old_big].content == off.preview and seen[old_big].metadata[META_PRUNED] == off.sha256
+    (prune,) = [e for e in svc.events(key) if e.kind == "prune"]
+    (summary,) = [e for e in svc.events(key) if e.kind == "summary"]
+    state = svc.compaction_state(key)
+    d = summary.data
+    assert prune.data["tokens_before"] == out.tokens_before > prune.data["tokens_after"] == d["tokens_before"]
+    assert (d["tokens_after"], d["threshold"]) == (out.tokens_after, THRESHOLD)
+    assert (d["boundary_before"], d["boundary_after"]) == (None, state.boundary)
+    assert (d["generation_before"], d["generation_after"]) == (1, 2) and d["calls"] == 1
+    assert d["summary_tokens"] == state.summary_tokens and "usage" in d and d["duration_ms"] >= 0
