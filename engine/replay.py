@@ -105,6 +105,7 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
     current: list[ReplayStep] | None = None
     run_id: int | None = None
     attempt = 0
+    last_id: int | None = None  # newest message when the provider refused: later steps add none
 
     def surface_for(e: CompactionEvent) -> tuple[tuple[Message, ...], str | None]:
         d: dict[str, Any] = dict(e.data)
@@ -113,24 +114,30 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
             gen = d.get("generation_before", 0)
         st = state_at(history, int(gen), snapshot.conversation_id)
         return (
-            surface_at(snapshot, history, all_messages, offloads, generation=int(gen), last_message_id=d.get("last_message_id")),
+            surface_at(snapshot, history, all_messages, offloads, generation=int(gen), last_message_id=d.get("last_message_id", last_id)),
             st.summary,
         )
 
     for e in events:
         is_overflow = e.kind == "provider_error" and e.data.get("error_code") == OVERFLOW_CODE
+        if current is not None and e.run_id is not None and e.run_id != run_id:
+            # the run recorded no end (its process died): close it, or it would hide every later episode
+            episodes.append(_unterminated(run_id, current))
+            current = None
         if current is None:
             if not is_overflow:
                 continue
             current, run_id, attempt = [], e.run_id, 1
         elif e.run_id != run_id:
-            continue  # another run's events interleaved (should not happen on one thread)
+            continue  # an event outside any run
         if e.kind not in _STEP_KINDS:
             continue
         if e.kind in ("prune", "summary", "summary_rejected") and e.trigger != "overflow":
             continue
         if is_overflow and current:
             attempt += 1
+        if e.kind == "provider_error":
+            last_id = e.data.get("last_message_id", last_id)
         surface, summary = surface_for(e)
         current.append(_step(e, attempt, surface, summary))
         outcome = _TERMINAL.get(e.kind)
@@ -138,7 +145,11 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
             episodes.append(Episode(run_id=run_id, outcome=outcome, steps=tuple(current)))  # type: ignore[arg-type]
             current = None
     if current:
-        # an episode whose run never recorded an end: the retry is the last thing we know
-        outcome = "recovered" if any(s.kind == "retry" for s in current) else "gave_up"
-        episodes.append(Episode(run_id=run_id, outcome=outcome, steps=tuple(current)))  # type: ignore[arg-type]
+        episodes.append(_unterminated(run_id, current))
     return episodes
+
+
+def _unterminated(run_id: int | None, steps: list[ReplayStep]) -> Episode:
+    """An episode whose run never recorded an end: the retry is the last thing we know."""
+    outcome = "recovered" if any(s.kind == "retry" for s in steps) else "gave_up"
+    return Episode(run_id=run_id, outcome=outcome, steps=tuple(steps))  # type: ignore[arg-type]
