@@ -217,7 +217,7 @@ class AgentHarness:
                 if cancel.is_set():
                     return await asyncio.to_thread(self._cancel, thread, state)
                 if not is_context_overflow(err):
-                    return await asyncio.to_thread(self._fail, thread, state, err, step, "not_overflow")
+                    return await asyncio.to_thread(self._fail, thread, state, err, step, "not_overflow", episode_open=recovering)
                 if state.overflow_attempts >= policy.policy.max_overflow_retries:
                     return await asyncio.to_thread(self._fail, thread, state, err, step, "retries_exhausted")
                 state.overflow_attempts += 1
@@ -359,11 +359,21 @@ class AgentHarness:
         return Outcome(action, "recovery_failed", measured.tokens, now.tokens, measured.policy.threshold, before.generation, after.generation)
 
     def _fail(
-        self, thread: str, state: RunState, err: ProviderError, step: int, reason: str, outcome: Any = None, crash: Exception | None = None
+        self,
+        thread: str,
+        state: RunState,
+        err: ProviderError,
+        step: int,
+        reason: str,
+        outcome: Any = None,
+        crash: Exception | None = None,
+        *,
+        episode_open: bool = False,
     ) -> RunResult:
-        """Report the ORIGINAL provider error and code; record why recovery did not help."""
+        """Report the ORIGINAL provider error and code; record why recovery did not help (also when
+        the retried request of an open recovery episode failed for another reason)."""
         svc = self.service
-        if err.code == CONTEXT_WINDOW_EXCEEDED:
+        if err.code == CONTEXT_WINDOW_EXCEEDED or episode_open:
             data: dict[str, Any] = {"reason": reason, "error_code": err.code, "error_message": err.message, "attempt": state.overflow_attempts, "step": step}
             if outcome is not None:
                 data.update(
