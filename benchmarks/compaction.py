@@ -210,6 +210,7 @@ def run_trace(root: Path, name: str, trace: list[Turn], policy: dict[str, Any], 
     """Replay ``trace``; the pressure path runs before every model step. ``breaker_per_run=False``
     gives every step a fresh RunState, so no breaker ever stops an attempt ("every time")."""
     summarizer = CountingSummarizer()
+    # same-length names: the saved path appears in previews, so it must not change token counts
     svc: Service = open_service(f"sqlite:///{root / (name + '.db')}", workdir=root / f"wd-{name}", summarizer=summarizer, policies=policy, create=True)
     stats = TraceStats()
     key = "trace"
@@ -273,9 +274,9 @@ def main() -> int:
         engine_policy = {"context_window": window}
         baseline_policy = {"context_window": window, "default": {"tool_result_limit_tokens": 10**9}}
         rows = [
-            ("prune first (engine)", run_trace(root, "engine", trace, engine_policy, breaker_per_run=True)),
-            ("prune first, every step", run_trace(root, "prune-every", trace, engine_policy, breaker_per_run=False)),
-            ("baseline: summarize only", run_trace(root, "baseline", trace, baseline_policy, breaker_per_run=False)),
+            ("prune first (engine)", run_trace(root, "trace-1", trace, engine_policy, breaker_per_run=True)),
+            ("prune first, every step", run_trace(root, "trace-2", trace, engine_policy, breaker_per_run=False)),
+            ("baseline: summarize only", run_trace(root, "trace-3", trace, baseline_policy, breaker_per_run=False)),
         ]
         print(f"(b) pressure path before each model step: {len(trace)} turns, {n_steps} model steps, {n_results} tool results, window {window:,}, threshold {window * 4 // 5:,}")
         print(f"{'policy':<26} {'summarizer calls':>17} {'prunes':>7} {'summaries':>10} {'steps >= threshold':>19} {'still >= after':>15} {'max before':>11} {'time':>8}")
