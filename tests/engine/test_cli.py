@@ -217,7 +217,6 @@ def test_newer_schema_is_refused_without_writing(db):
     assert fingerprint(f"sqlite:///{db}") == before
 
 
-@pytest.mark.xfail(strict=True, reason="engine/cli has no __main__.py: `python -m engine.cli` does not run (reported)")
 def test_python_dash_m_engine_cli_runs():
     proc = subprocess.run([sys.executable, "-m", "engine.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "compaction" in proc.stdout
