@@ -361,7 +361,8 @@ class Compactor:
             messages=sel.messages,
             previous_summary=state.summary,
             current_request=current,
-            running_turn=running_turn,
+            # finished turns only (no turn_user/round unit taken): the range is not in the running turn
+            running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
             max_tokens=m.policy.policy.summary_max_tokens,
         )
         try:
