@@ -166,6 +166,7 @@ def test_prune_not_enough_one_summary(make_service, new_key):
     # the summarizer saw the rolling inputs: the compacted range (pruned) and the current request
     (req,) = counter.requests
     assert req.current_request == CURRENT_REQUEST and req.previous_summary is None
+    assert req.running_turn is False  # only finished turns were taken
     assert req.messages[-1].id == state.boundary
     # the surface starts with a real user message: no synthetic one
     surface = build_surface(svc.store.snapshot(key))
@@ -269,6 +270,7 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
     state = svc.compaction_state(key)
     msgs = all_messages(svc, key)
     assert out.action == "summarized" and counter.calls == 1
+    assert counter.requests[0].running_turn is True  # the range lies in the running turn
     assert msgs[0].id < state.boundary < msgs[-1].id  # the user message went, later rounds stayed
     assert_valid_cut(msgs, state.boundary, running_turn=True)
     assert contains_verbatim(state.summary, CURRENT_REQUEST)
