@@ -59,7 +59,7 @@ class SchemaTooNew(StoreError):
     code = "schema_too_new"
 
 
-SchemaStatus = Literal["current", "outdated", "missing", "too_new"]
+SchemaStatus = Literal["current", "outdated", "missing", "too_new", "unstamped"]
 
 
 def _migrations_dir() -> str:
@@ -185,6 +185,11 @@ class SchemaInfo:
                 f"{where} has schema revision {self.current}, this version needs {self.head}; "
                 f"upgrade it with: compaction migrate --db '{where}'"
             )
+        if self.status == "unstamped":
+            return SchemaOutdated(
+                f"{where} has compaction tables but no schema version stamp (not created by `compaction migrate`); "
+                "refusing to guess its version: back it up and migrate a new database"
+            )
         if self.status == "too_new":
             return SchemaTooNew(
                 f"{where} has schema revision {self.current}, newer than this program knows ({self.head}); "
@@ -206,7 +211,7 @@ def schema_info(engine: Engine) -> SchemaInfo:
             status = "outdated" if current in known else "too_new"
         has_tables = bool(inspect(conn).get_table_names())
     if status == "missing" and has_tables and "conversations" in inspect(engine).get_table_names():
-        status = "outdated"  # tables without a version stamp: treat as needing migration
+        status = "unstamped"  # our tables without a version stamp: not made by `compaction migrate`
     return SchemaInfo(status=status, current=current, head=head)
 
 
@@ -264,7 +269,7 @@ def migrate(url_or_path: str) -> tuple[str | None, str]:
     try:
         check_reachable(engine, url)
         info = schema_info(engine)
-        if info.status == "too_new":
+        if info.status in ("too_new", "unstamped"):
             raise info.problem(url)  # type: ignore[misc]
         try:
             if info.status != "current":

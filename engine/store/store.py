@@ -577,7 +577,7 @@ class Store:
         except (DBAPIError, SQLAlchemyError) as exc:
             engine.dispose()
             raise db.translate_error(exc, url) from None
-        if info.status in ("missing", "outdated"):
+        if info.status in ("missing", "outdated", "unstamped"):
             engine.dispose()
             raise info.problem(url)  # type: ignore[misc]
         return cls(engine, url, info)

@@ -163,7 +163,7 @@ def test_missing_schema(fresh_db: str) -> None:
     assert fingerprint(fresh_db) == before
 
 
-def test_tables_without_a_version_stamp_are_outdated(fresh_db: str) -> None:
+def test_tables_without_a_version_stamp_are_refused(fresh_db: str) -> None:
     engine = sa.create_engine(normalize_url(fresh_db))
     Base.metadata.create_all(engine)
     engine.dispose()
@@ -171,7 +171,11 @@ def test_tables_without_a_version_stamp_are_outdated(fresh_db: str) -> None:
     with pytest.raises(SchemaOutdated) as err:
         Store.open(_with_password(fresh_db))
     _assert_one_line(err.value)
-    assert "upgrade it with: compaction migrate --db '" in err.value.message
+    assert "no schema version stamp" in err.value.message
+    assert fingerprint(fresh_db) == before
+    # migrate refuses too, instead of failing half-way with "table already exists"
+    with pytest.raises(SchemaOutdated):
+        migrate(fresh_db)
     assert fingerprint(fresh_db) == before
 
 
