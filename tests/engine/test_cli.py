@@ -1,7 +1,7 @@
 """The ``compaction`` command line contract (docs/cli.md): JSON shapes, exit codes, one-line errors.
 
-Most cases call :func:`engine.cli.main` in-process; the error cases run the installed console
-script in a subprocess so "no traceback, one line on stderr" is checked on the real process.
+Most cases call :func:`engine.cli.main` in-process; the error cases run ``python -m engine.cli`` in
+a subprocess so "no traceback, one line on stderr" is checked on the real process.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from .test_manual import make_busy
 STATUS_KEYS = {"thread", "tokens", "threshold", "context_window", "pressure_ratio", "hint", "breakdown", "boundary", "generation", "compact_count", "busy", "busy_reason"}
 COMPACT_KEYS = {"status", "reason", "before_tokens", "after_tokens", "compacted_messages", "boundary", "generation", "summarizer_calls"}
 THREAD_KEYS = {"thread", "title", "messages", "generation", "busy", "busy_reason"}
-SCRIPT = Path(sys.executable).with_name("compaction")
+COMMAND = [sys.executable, "-m", "engine.cli"]
 
 
 @pytest.fixture(autouse=True)
@@ -38,7 +38,7 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 
 def cli(*args: str, db: Path | str | None = None) -> subprocess.CompletedProcess[str]:
-    argv = [str(SCRIPT), *args] + (["--db", str(db)] if db is not None else [])
+    argv = [*COMMAND, *args] + (["--db", str(db)] if db is not None else [])
     return subprocess.run(argv, capture_output=True, text=True, timeout=60, env=dict(os.environ))
 
 
