@@ -1,0 +1,126 @@
+"""The demo database: built by running the harness, deterministic, with every scenario the issue names."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.demo import build_demo
+from engine.errors import EngineError
+from engine.service import open_service
+
+VOLATILE = {"duration_ms", "created_at", "updated_at"}
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _dump(db: Path, workdir: Path) -> dict[str, Any]:
+    svc = open_service(str(db), workdir=workdir)
+    try:
+        out: dict[str, Any] = {}
+        for t in svc.list_threads():
+            msgs = [
+                (m.id, m.message.role, m.message.content, [(c.id, c.name, c.arguments) for c in m.message.tool_calls], m.message.tool_call_id, m.offload_sha256)
+                for m in svc.messages_page(t.key, limit=10_000)
+            ]
+            state = svc.compaction_state(t.key)
+            events = [(e.kind, e.trigger, e.run_id, _clean(dict(e.data))) for e in svc.events(t.key)]
+            runs = [(r.status, r.error_code, r.error_message) for r in svc.store.runs(t.key)]
+            requests = [(r.step, r.estimated_tokens, r.reported_prompt_tokens, r.outcome, r.error_code) for r in svc.store.model_requests(t.key)]
+            out[t.key] = {
+                "title": t.title,
+                "busy": t.busy_reason,
+                "messages": msgs,
+                "state": (state.boundary, state.summary, state.generation, state.boundary_hash, state.compact_count),
+                "events": events,
+                "runs": runs,
+                "requests": requests,
+            }
+        return out
+    finally:
+        svc.close()
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict[str, Any]]:
+    root = tmp_path_factory.mktemp("demo")
+    db = root / "demo.db"
+    workdir = root / "demo.db.workdir"
+    build_demo(str(db), seed=7)
+    return db, workdir, _dump(db, workdir)
+
+
+def test_same_seed_same_database(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    db, workdir, first = demo
+    build_demo(str(db), seed=7, force=True)
+    assert _dump(db, workdir) == first
+
+
+def test_refuses_to_overwrite_without_force(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    db, _, _ = demo
+    with pytest.raises(EngineError, match="--force"):
+        build_demo(str(db))
+
+
+def test_every_scenario_is_there(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    db, workdir, dump = demo
+    # research: pruning, then a rolling summary across turns
+    research = dump["research-retrieval-latency"]
+    kinds = [e[0] for e in research["events"]]
+    assert "prune" in kinds and "summary" in kinds
+    assert research["state"][4] >= 1 and research["state"][1]
+    # coding: big logs and parallel tool calls
+    coding = dump["coding-lock-test-failure"]
+    assert any(len(m[3]) >= 2 for m in coding["messages"]), "a message with parallel tool calls"
+    assert any(m[5] for m in coding["messages"]), "a pruned shell log"
+    # overflow that recovers: provider error, then a retry, then success
+    rec = [e[0] for e in dump["overflow-recovers"]["events"]]
+    assert rec.index("provider_error") < rec.index("retry") < rec.index("recovered")
+    assert dump["overflow-recovers"]["runs"][-1][0] == "completed"
+    # overflow that cannot recover: the original provider error is the run's error
+    gave = dump["overflow-gives-up"]
+    assert gave["runs"][-1][0] == "failed" and gave["runs"][-1][1] == "CONTEXT_WINDOW_EXCEEDED"
+    assert "maximum context length" in gave["runs"][-1][2]
+    assert [e[0] for e in gave["events"]][-1] == "gave_up"
+    # busy threads
+    assert dump["busy-running"]["busy"] == "running"
+    assert dump["busy-waiting-for-user"]["busy"] == "waiting_for_user"
+    assert dump["busy-queued"]["busy"] == "queued"
+    # a Chinese-language session
+    assert any("检索" in m[2] for m in dump["zh-检索延迟分析"]["messages"])
+
+
+def test_hint_thread_sits_just_above_the_hint_line(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    db, workdir, _ = demo
+    svc = open_service(str(db), workdir=workdir)
+    try:
+        st = svc.status("near-hint-line")
+        assert st.hint and 0.85 <= st.pressure_ratio < 0.90
+        assert not svc.status("coding-lock-test-failure").hint
+    finally:
+        svc.close()
+
+
+def test_replay_of_the_demo_recovery(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    db, workdir, _ = demo
+    svc = open_service(str(db), workdir=workdir)
+    try:
+        (episode,) = svc.replay("overflow-recovers")
+        assert episode.outcome == "recovered"
+        kinds = [s.kind for s in episode.steps]
+        assert kinds[0] == "provider_error" and "retry" in kinds and kinds[-1] == "recovered"
+        assert episode.steps[0].error_code == "CONTEXT_WINDOW_EXCEEDED"
+        retry = next(s for s in episode.steps if s.kind == "retry")
+        assert retry.generation_after > retry.generation_before
+        (lost,) = svc.replay("overflow-gives-up")
+        assert lost.outcome == "gave_up" and "maximum context length" in (lost.steps[-1].error_message or "")
+    finally:
+        svc.close()
