@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.summarizers.base import (
+    contains_verbatim,
     Summarizer,
     SummarizerError,
     SummaryRequest,
@@ -306,15 +307,22 @@ def test_extractive_long_older_request_is_marked_when_truncated() -> None:
     assert "more characters not kept]" in text and "(#1) Please review item0" in text
 
 
-def test_extractive_rolling_summary_does_not_nest_headers() -> None:
+def test_extractive_rolling_summary_merges_instead_of_nesting() -> None:
     s = ExtractiveSummarizer()
     first = s.summarize(request(max_tokens=800)).text
     second = s.summarize(
         SummaryRequest((user("继续：再查 chunk-88", id=12),), previous_summary=first, current_request="继续：再查 chunk-88", max_tokens=800)
     ).text
-    assert second.count(HEADER) == 1
-    assert "### Current user request (verbatim)" in second  # the carried summary's headings, one level down
-    assert "- chunk-88" in second
+    third = s.summarize(
+        SummaryRequest((user("再总结一次", id=13),), previous_summary=second, current_request="最后的请求", max_tokens=800)
+    ).text
+    for text in (second, third):
+        assert text.count(HEADER) == 1
+        assert "###" not in text  # sections are merged, never nested one level down per roll
+        assert text.count("## User requests (verbatim)") <= 1
+    assert "- chunk-88" in second and "- chunk-88" in third  # identifiers carried forward
+    assert "继续：再查 chunk-88" in third  # the earlier current request is kept as an earlier request
+    assert contains_verbatim(third, CURRENT)  # requests from the first range survive two rolls
 
 
 def test_identifier_extraction_handles_chinese_and_json() -> None:

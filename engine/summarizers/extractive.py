@@ -119,10 +119,16 @@ class ExtractiveSummarizer:
     def _candidates(self, request: SummaryRequest) -> Iterable[_Item]:
         msgs = [m for m in request.messages if m.role != "system"]
         n = len(msgs)
-        if request.previous_summary:
+        actions = _S_ACTIONS if request.running_turn else _S_TOOLS
+        carried_ids: set[str] = set()
+        if request.previous_summary and request.previous_summary.strip().startswith(HEADER):
+            # our own format: merge its sections instead of nesting it (a rolling summary stays flat)
+            for item in self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions):
+                if item.section == _S_IDS:
+                    carried_ids.add(item.text)
+                yield item
+        elif request.previous_summary:
             previous = request.previous_summary.strip()
-            if previous.startswith(HEADER):
-                previous = previous[len(HEADER) :].strip()
             reserved = request.max_tokens * _PREVIOUS_SHARE
             for i, line in enumerate(previous.splitlines()):  # its head is kept, its tail goes first
                 reserved -= self._count(line) + 1
@@ -130,7 +136,6 @@ class ExtractiveSummarizer:
                 line = "#" + line if line.startswith("#") else line  # nest its headings one level down
                 yield _Item(_S_PREVIOUS, (0, i), (tier, n + i), line, truncatable=True)
         results = {m.tool_call_id: m for m in msgs if m.role == "tool"}
-        actions = _S_ACTIONS if request.running_turn else _S_TOOLS
         last_seen: dict[str, int] = {}
         first_seen: dict[str, tuple[int, int]] = {}
         conclusions = [i for i, m in enumerate(msgs) if m.role == "assistant" and m.content.strip()][-_CONCLUSIONS:]
@@ -154,9 +159,41 @@ class ExtractiveSummarizer:
                 yield _Item(_S_CONCLUSIONS, (i, 0), (tier, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
         newest = sorted(last_seen, key=lambda ident: (-last_seen[ident], first_seen[ident]))[:_MAX_IDENTIFIERS]
         for ident in newest:
+            if f"- {ident}" in carried_ids:
+                continue
             yield _Item(_S_IDS, first_seen[ident], (_T_IDS, n - last_seen[ident]), f"- {ident}")
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
+
+    def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str) -> Iterable[_Item]:
+        """Items of a previous extractive summary, placed before (and ranked below) the new material."""
+        tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS}
+        section: str | None = None
+        blocks: list[tuple[str, list[str]]] = []
+        for line in body.strip().splitlines():
+            if line.startswith("## "):
+                section = line[3:].strip()
+                section = actions if section in (_S_TOOLS, _S_ACTIONS) else section
+                continue
+            if section is None or not line.strip():
+                continue
+            if blocks and blocks[-1][0] == section and not line.startswith("- ") and section in (_S_REQUESTS, _S_CONCLUSIONS, _S_CURRENT, _S_GOAL):
+                blocks[-1][1].append(line)  # continuation of a multi-line item
+            else:
+                blocks.append((section, [line]))
+        total = len(blocks)
+        for k, (sec, lines) in enumerate(blocks):
+            text = "\n".join(lines)
+            age = n + total - k
+            if sec in (_S_CURRENT, _S_GOAL):
+                # the previous current request: still kept verbatim, as an earlier request
+                if request.current_request and contains_verbatim(text, request.current_request):
+                    continue
+                yield _Item(_S_REQUESTS, (-1, total), (_T_REQUESTS, n), "- " + _indent(text.strip()), truncatable=True)
+                continue
+            if sec not in tiers:
+                continue  # e.g. the previous "Current state": replaced by the new one
+            yield _Item(sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_REQUESTS, _S_CONCLUSIONS, _S_PREVIOUS))
 
     # -- budget ----------------------------------------------------------------------------------
     def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int) -> str:
