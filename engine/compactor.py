@@ -63,9 +63,15 @@ def history_part(surface: Surface) -> tuple[Message, ...]:
     return tuple(m for m in surface.messages if m.id is not None)
 
 
+def summary_budget(policy: ResolvedPolicy) -> int:
+    """Tokens a summary may use: ``summary_max_tokens``, but never more than a quarter of the
+    summarization target, so a small window is not filled by its own summary."""
+    return max(256, min(policy.policy.summary_max_tokens, policy.target_tokens // 4))
+
+
 def _summary_estimate(policy: ResolvedPolicy, meter: TokenMeter) -> Callable[[int], int]:
     """Projected size of a new summary replacing ``removed`` tokens: bounded by the budget."""
-    cap = policy.policy.summary_max_tokens
+    cap = summary_budget(policy)
     framing = meter.count_message(summary_message(""))
 
     def estimate(removed: int) -> int:
@@ -363,7 +369,7 @@ class Compactor:
             current_request=current,
             # finished turns only (no turn_user/round unit taken): the range is not in the running turn
             running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
-            max_tokens=m.policy.policy.summary_max_tokens,
+            max_tokens=summary_budget(m.policy),
         )
         try:
             result = self.summarizer.summarize(request)
