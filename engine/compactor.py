@@ -8,6 +8,7 @@ summary path (:meth:`Compactor._summarize`) shared by every trigger, one meter (
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
@@ -22,6 +23,8 @@ from .summarizers.base import Summarizer, SummarizerError, SummaryRequest, valid
 from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
 from .views import ManualResult, Offload, Snapshot
 from .workdir import Workdir
+
+log = logging.getLogger(__name__)
 
 SYNTHETIC_USER_TEXT = (
     "(Earlier messages were compacted into the summary above.) Continue the current task from the summary "
@@ -375,6 +378,9 @@ class Compactor:
             result = self.summarizer.summarize(request)
         except SummarizerError as exc:
             return reject("summarizer_failed", 1, {"error_code": exc.code, "error_message": exc.message})
+        except Exception as exc:  # a third-party summarizer's bug: reject, keep history, carry on
+            log.warning("summarizer %s crashed on thread %r", base["summarizer"], thread, exc_info=True)
+            return reject("summarizer_failed", 1, {"error_code": "summarizer_crashed", "error_message": f"{type(exc).__name__}: {exc}"})
         # ``calls`` counts summarizer invocations; HTTP requests (retries included) are in ``usage``
         why = validate_summary(result, replaced_tokens=replaced, count_tokens=meter.count_text, current_request=current)
         usage = {"http_requests": result.calls, "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens, "model": result.model, "extractive": result.extractive}

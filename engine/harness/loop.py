@@ -19,11 +19,11 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 from ..compactor import Outcome, RunState
 from ..messages import Message, ToolCall
 from ..service import Service
-from ..store import InvalidTransition
+from ..store import ABORTED_TEXT, InvalidTransition
 from .errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
 from .provider import ChatProvider
 
-ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
+
 FAILED_TEXT = "aborted: the run failed before this tool call ran"
 #: run error code when the harness itself failed (not the provider): the run is failed, the error re-raised
 HARNESS_ERROR = "harness_error"
@@ -308,7 +308,7 @@ class AgentHarness:
         """Record the answer; returns the calls still waiting behind the one that asked."""
         with self.service.store.locked(thread) as tx:
             tx.set_run_status(run_id, "running")
-            pending = _unanswered(tx.messages_after(tx.state().boundary))
+            pending = tx.unanswered_calls()
             if pending:
                 call = pending[0]  # calls run in order: the first unanswered one asked
                 tx.append_message(Message("tool", answer, tool_call_id=call.id, name=call.name), run_id=run_id)
@@ -410,13 +410,9 @@ class AgentHarness:
         assert state.run_id is not None
         with self.service.store.locked(thread) as tx:
             try:
-                tx.set_run_status(state.run_id, status, error_code=error_code, error_message=error_message)
+                aborted = tx.settle_run(state.run_id, status, aborted_text=aborted_text, error_code=error_code, error_message=error_message)
             except InvalidTransition:  # already settled: nothing more to record
                 return
-            aborted = 0
-            for call in _unanswered(tx.messages_after(tx.state().boundary)):
-                tx.append_message(Message("tool", aborted_text, tool_call_id=call.id, name=call.name, metadata={"aborted": True}), run_id=state.run_id)
-                aborted += 1
             data: dict[str, Any] = {"aborted_calls": aborted, "attempt": state.overflow_attempts}
             if error_code is not None:
                 data.update(error_code=error_code, error_message=error_message)
@@ -429,13 +425,3 @@ def _describe(exc: BaseException) -> str:
 
 def _persistable(m: Message) -> Message:
     return Message(m.role, m.content, tool_calls=m.tool_calls, name=m.name)
-
-
-def _unanswered(messages: list[Message]) -> list[ToolCall]:
-    """Calls of the newest assistant message that have no result yet."""
-    last = next((m for m in reversed(messages) if m.role == "assistant"), None)
-    if last is None or not last.tool_calls:
-        return []
-    idx = messages.index(last)
-    answered = {m.tool_call_id for m in messages[idx + 1 :] if m.role == "tool"}
-    return [c for c in last.tool_calls if c.id not in answered]

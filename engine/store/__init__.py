@@ -13,9 +13,10 @@ from .db import (
     migrate,
     normalize_url,
 )
-from .store import DuplicateThread, InvalidTransition, Locked, NewOffload, Store, ThreadLocked
+from .store import ABORTED_TEXT, DuplicateThread, InvalidTransition, Locked, NewOffload, Store, ThreadLocked
 
 __all__ = [
+    "ABORTED_TEXT",
     "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",

@@ -54,6 +54,9 @@ from .models import (
 _MESSAGES = MessageRow.__table__
 
 
+ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
+
+
 class InvalidTransition(EngineError):
     code = "invalid_transition"
 
@@ -358,6 +361,46 @@ class Locked:
         if status in ("completed", "failed", "cancelled"):
             run.finished_at = utcnow()
         self.conv.updated_at = utcnow()
+
+    def unanswered_calls(self) -> list[ToolCall]:
+        """Calls of the newest assistant message that have no tool result yet."""
+        last = self.session.scalars(
+            select(MessageRow)
+            .where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "assistant")
+            .order_by(MessageRow.id.desc())
+            .limit(1)
+        ).first()
+        if last is None or not last.tool_calls:
+            return []
+        answered = set(
+            self.session.scalars(
+                select(MessageRow.tool_call_id).where(
+                    MessageRow.conversation_id == self.conv.id, MessageRow.role == "tool", MessageRow.id > last.id
+                )
+            )
+        )
+        return [c for c in _to_message(last).tool_calls if c.id not in answered]
+
+    def settle_run(
+        self,
+        run_id: int,
+        status: str,
+        *,
+        aborted_text: str = ABORTED_TEXT,
+        error_code: str | None = None,
+        error_message: str | None = None,
+    ) -> int:
+        """End a run as ``status`` (cancelled / failed) and give every call of the last assistant
+        message that never ran an aborted result, so no orphan tool call is left (§3.5).
+        Returns how many calls were answered; raises :class:`InvalidTransition` if already settled."""
+        self.set_run_status(run_id, status, error_code=error_code, error_message=error_message)
+        calls = self.unanswered_calls()
+        if calls:
+            self.append_messages(
+                [Message("tool", aborted_text, tool_call_id=c.id, name=c.name, metadata={"aborted": True}) for c in calls],
+                run_id=run_id,
+            )
+        return len(calls)
 
     def cancel_queued_requests(self) -> int:
         res = self.session.execute(
@@ -735,9 +778,10 @@ class Store:
         with self.locked(key) as tx:
             tx.set_run_status(run_id, "running")
 
-    def cancel_run(self, key: str, run_id: int) -> None:
+    def cancel_run(self, key: str, run_id: int) -> int:
+        """Cancel a run; calls it left unanswered get aborted results. Returns how many."""
         with self.locked(key) as tx:
-            tx.set_run_status(run_id, "cancelled")
+            return tx.settle_run(run_id, "cancelled")
 
     def busy_reason(self, key: str) -> str | None:
         with self._session(write=False) as s:

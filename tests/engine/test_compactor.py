@@ -428,3 +428,37 @@ def test_summarizer_sees_the_pruned_surface_and_events_carry_the_record(make_ser
     assert (d["boundary_before"], d["boundary_after"]) == (None, state.boundary)
     assert (d["generation_before"], d["generation_after"]) == (1, 2) and d["calls"] == 1
     assert d["summary_tokens"] == state.summary_tokens and "usage" in d and d["duration_ms"] >= 0
+
+
+def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
+    """A summarizer that raises something other than SummarizerError (a plug-in's bug) loses nothing:
+    the attempt is rejected with a clear reason and the run carries on (seed 004: warn and continue)."""
+    from engine.compactor import RunState
+    from engine.messages import ToolCall, assistant, tool_result, user
+    from engine.service import open_service
+
+    class Crashing:
+        name = "crashing"
+
+        def summarize(self, request):
+            raise RuntimeError("boom")
+
+    svc = open_service(str(tmp_path / "c.db"), workdir=tmp_path / "wd", summarizer=Crashing(), create=True,
+                       policies={"context_window": 4000, "default": {"tool_result_limit_tokens": 100000, "preview_tokens": 50}})
+    try:
+        svc.create_thread("t", provider="sim", model="m")
+        for i in range(30):
+            svc.append_message("t", user(f"question {i} " + "words " * 120))
+            svc.append_message("t", assistant("", ToolCall(f"c{i}", "shell", "{}")))
+            svc.append_message("t", tool_result(f"c{i}", "output " * 100, name="shell"))
+            svc.append_message("t", assistant(f"answer {i}"))
+        rid = svc.store.record_model_request("t", provider="sim", model="m", estimated_tokens=1)
+        svc.store.complete_model_request(rid, outcome="ok")
+        before = svc.compaction_state("t")
+        out = svc.compactor.pressure("t", RunState())
+        assert out.reason == "summarizer_failed"
+        assert svc.compaction_state("t") == before
+        (ev,) = [e for e in svc.events("t") if e.kind == "summary_rejected"]
+        assert ev.data["error_code"] == "summarizer_crashed" and "boom" in ev.data["error_message"]
+    finally:
+        svc.close()

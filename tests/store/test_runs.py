@@ -195,3 +195,23 @@ def test_require_idle(store: Store, conv: str) -> None:
         with store.locked(conv) as tx:
             tx.require_idle()
     assert err.value.reason == "queued" and conv in err.value.message
+
+
+def test_cancel_run_answers_the_calls_that_never_ran(store: Store, conv: str) -> None:
+    """A run cancelled while waiting for the user leaves no orphan tool call (§3.5), whoever cancels it."""
+    from engine.messages import ToolCall, assistant, tool_result
+    from engine.units import is_balanced
+
+    run = store.start_run(conv)
+    store.append_message(conv, assistant("", ToolCall("a", "shell"), ToolCall("b", "ask_user"), ToolCall("c", "shell")), run_id=run)
+    store.append_message(conv, tool_result("a", "ok", name="shell"), run_id=run)
+    store.interrupt_run(conv, run)
+    assert store.cancel_run(conv, run) == 2
+    msgs = store.messages_after(conv, None)
+    assert is_balanced(msgs)
+    aborted = [m for m in msgs if m.metadata.get("aborted")]
+    assert [m.tool_call_id for m in aborted] == ["b", "c"]
+    assert store.busy_reason(conv) is None
+    with pytest.raises(InvalidTransition):  # already settled: nothing more is written
+        store.cancel_run(conv, run)
+    assert len(store.messages_after(conv, None)) == len(msgs)
