@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Iterable, Literal, Mapping
 
+from .errors import EngineError
+
 Role = Literal["system", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "user", "assistant", "tool"})
 
@@ -23,8 +25,10 @@ META_SUMMARY = "summary"  # the rolling summary rendered as a message
 META_PRUNED = "pruned"  # a tool result whose surface text is a preview (value: sha256)
 
 
-class InvalidMessage(ValueError):
+class InvalidMessage(EngineError, ValueError):
     """A message that cannot exist: unknown role, tool result without call id, bad tool call."""
+
+    code = "invalid_message"
 
 
 def _freeze(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
