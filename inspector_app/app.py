@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QApplication
 import qasync
 
 from . import theme
-from .main_window import MainWindow
+from .main_window import TABS, MainWindow
 from .service_client import ServiceClient
 from .widgets.connect import to_url
 
@@ -28,6 +28,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded, then exit")
     parser.add_argument("--theme", choices=theme.THEME_MODES, default="system", help="colour theme (default: follow the system)")
+    parser.add_argument("--tab", choices=TABS, default="detail", help="the side tab to show (default: detail)")
     return parser.parse_args(argv)
 
 
@@ -35,6 +36,7 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     url = to_url(args.db) if args.db else None
     opened = await window.open_database(url, select=args.thread)
     await window.settle()
+    window.show_tab(args.tab)
     if args.screenshot is not None:
         app.processEvents()
         if not window.grab().save(str(args.screenshot), "PNG"):

@@ -32,11 +32,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import EngineError
+from engine.errors import EngineError, ThreadBusy
 from engine.views import PressureStatus, ThreadInfo
 
 from . import theme
-from .models.threads import COL_STATE, COL_TITLE, KeyRole, StateRole, ThreadFilterModel, ThreadListModel
+from .models.events import COL_KIND, COL_TIME, EventRole, EventsModel, event_target
+from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_STATE, COL_TITLE, KeyRole, StateRole, ThreadFilterModel, ThreadListModel
 from .models.timeline import (
     COL_MARKERS,
     COL_TOKENS,
@@ -60,8 +61,14 @@ from .widgets.replay import ReplayPanel
 Opener = Callable[[str], Any]
 
 BUSY_TEXT = {"running": "running", "waiting_for_user": "waiting for the user", "queued": "queued"}
+BUSY_NOTE = {
+    "running": "A run is in progress: compact by hand once it has finished.",
+    "waiting_for_user": "The agent is waiting for the user's answer: compact by hand once the turn is over.",
+    "queued": "A request is queued for this thread: compact by hand once it has run.",
+}
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
 MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn"}
+TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
 
 
@@ -107,6 +114,7 @@ class MainWindow(QMainWindow):
         self._compacting = False
         self._refreshing = False
         self._connect_dialog: ConnectDialog | None = None
+        self._search_task: asyncio.Task[Any] | None = None
 
         self._build_ui()
         self._build_toolbar()
@@ -142,9 +150,10 @@ class MainWindow(QMainWindow):
         header = self.thread_list.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((1, 52), (2, 72), (3, 40), (4, 80)):
+        for col, width in ((COL_PRESSURE, 78), (COL_GENERATION, 40), (COL_STATE, 78)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             header.resizeSection(col, width)
+        self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(self._state_pills, self.thread_list))
         self.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
 
@@ -165,7 +174,10 @@ class MainWindow(QMainWindow):
         self.hint_label = QLabel("85% of the threshold reached: consider compacting now")
         self.hint_label.setObjectName("hintLabel")
         self.hint_label.hide()
-        for label in (self.thread_title, self.thread_meta, self.hint_label):
+        self.busy_label = QLabel()
+        self.busy_label.setObjectName("busyLabel")
+        self.busy_label.hide()
+        for label in (self.thread_title, self.thread_meta, self.hint_label, self.busy_label):
             label.setWordWrap(True)
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.compact_button = QPushButton("Compact now")
@@ -187,6 +199,7 @@ class MainWindow(QMainWindow):
         texts.addWidget(self.thread_title)
         texts.addWidget(self.thread_meta)
         texts.addWidget(self.hint_label)
+        texts.addWidget(self.busy_label)
         hl.addLayout(texts, 1)
         hl.addWidget(self.busy)
         hl.addWidget(self.compact_button)
@@ -242,11 +255,37 @@ class MainWindow(QMainWindow):
         pl.addWidget(self.gauge)
         pl.addWidget(self.chart, 1)
         self.replay = ReplayPanel()
+        self.events_model = EventsModel(self)
+        self.events_view = QTreeView()
+        self.events_view.setObjectName("eventsView")
+        self.events_view.setModel(self.events_model)
+        self.events_view.setRootIsDecorated(False)
+        self.events_view.setWordWrap(True)  # the description wraps: a thread has few events
+        self.events_view.setAllColumnsShowFocus(True)
+        eh = self.events_view.header()
+        eh.setStretchLastSection(True)
+        eh.resizeSection(COL_TIME, 66)
+        eh.resizeSection(COL_KIND, 132)
+        self.events_view.activated.connect(self._on_event_activated)
+        self.events_view.clicked.connect(self._on_event_activated)
+        self.events_empty = QLabel("No compaction events recorded for this thread.")
+        self.events_empty.setObjectName("muted")
+        events = QWidget()
+        el = QVBoxLayout(events)
+        el.setContentsMargins(8, 8, 8, 8)
+        hint = QLabel("Every prune, summary and recovery step the engine recorded, oldest first. Click one to show it in the timeline.")
+        hint.setObjectName("muted")
+        hint.setWordWrap(True)
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        el.addWidget(hint)
+        el.addWidget(self.events_empty)
+        el.addWidget(self.events_view, 1)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("sideTabs")
         self.tabs.addTab(self.detail, "Detail")
         self.tabs.addTab(pressure, "Pressure")
         self.tabs.addTab(self.replay, "Replay")
+        self.tabs.addTab(events, "Events")
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
@@ -437,6 +476,8 @@ class MainWindow(QMainWindow):
         if epoch != self._epoch:
             return
         index = self.timeline_model.index_for_message(keep) if keep is not None else self.timeline_model.boundary_index()
+        if not index.isValid() and keep is None and self.timeline_model.exhausted:
+            index = self.timeline_model.newest_message_index()  # nothing compacted: open on what happens now
         if index.isValid():  # a fresh thread opens on its summary card
             self.timeline.setCurrentIndex(index)
         if scroll is not None:
@@ -458,15 +499,20 @@ class MainWindow(QMainWindow):
         status = await self.client.call("status", key)
         points = await self.client.call("pressure_history", key)
         episodes = await self.client.call("replay", key)
+        events = await self.client.call("events", key, limit=10_000)
         if epoch != self._epoch:
             return
         self._apply_status(status)
         self.chart.set_points(points)
         self.replay.set_episodes(episodes)
+        self.events_model.set_events(events)
+        self.events_empty.setVisible(not events)
+        self.tabs.setTabText(TABS.index("events"), f"Events ({len(events)})" if events else "Events")
 
     def _apply_status(self, status: PressureStatus) -> None:
         self._status = status
         self.gauge.set_status(status)
+        self.chart.set_status(status)
         self.hint_label.setVisible(status.hint)
         self.thread_model.set_pressure(status.thread, status.pressure_ratio)
         info = self._thread
@@ -487,6 +533,8 @@ class MainWindow(QMainWindow):
             return
         status = self._status
         reason = status.busy_reason if status else None
+        self.busy_label.setText(BUSY_NOTE.get(reason, reason) if reason else "")
+        self.busy_label.setVisible(bool(reason))
         if status is None:
             button.setEnabled(False)
             button.setText("Compact now")
@@ -538,8 +586,8 @@ class MainWindow(QMainWindow):
         pruned = [s.id for s in stored if s.offload_sha256]
         offloads = await self.client.call("offloads", key, pruned) if pruned else {}
         model_name = self._thread.model if self._thread else None
-        tokens = await self.client.run(_count_tokens, model_name, [s.message for s in stored])
-        return TimelinePage(tuple(stored), dict(zip((s.id for s in stored), tokens)), offloads, exhausted=len(stored) < self.page_size)
+        seen, original = await self.client.run(_count_page_tokens, model_name, stored, offloads)
+        return TimelinePage(tuple(stored), seen, offloads, exhausted=len(stored) < self.page_size, original_tokens=original)
 
     def _show_counts(self) -> None:
         total = self._thread.message_count if self._thread else self.timeline_model.loaded_count()
@@ -564,7 +612,7 @@ class MainWindow(QMainWindow):
             self.detail.show_boundary(self.timeline_model.boundary)
         elif node.kind == "message" and node.stored is not None:
             offload = self.timeline_model.offload(node.stored.id)
-            self.detail.show_message(node.stored, offload)
+            self.detail.show_message(node.stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
             if offload is not None:
                 self.spawn(self._read_original(offload), "read original")
         else:
@@ -584,25 +632,56 @@ class MainWindow(QMainWindow):
             return
         self.detail.show_original(offload, text)
 
+    def show_tab(self, name: str) -> None:
+        """Show the side tab ``name`` (one of :data:`TABS`)."""
+        self.tabs.setCurrentIndex(TABS.index(name))
+
     def _open_detail(self, _index: QModelIndex) -> None:
         self.tabs.setCurrentWidget(self.detail)
         self.detail.body.setFocus()
 
     def find_next(self, *, from_start: bool = False) -> None:
-        """Select the next message matching the search box (wrapping)."""
+        """Select the next message matching the search box; pages not loaded yet are loaded (off the
+        GUI thread) until a match turns up, and the search wraps only once the thread is loaded."""
         text = self.search.text()
         if not text.strip():
             return
+        model = self.timeline_model
         after = None if from_start else self.timeline.currentIndex()
-        index = self.timeline_model.find(text, after)
+        index = model.find(text, after, wrap=model.exhausted)
         if index.isValid():
-            self.timeline.setCurrentIndex(index)
-            self.timeline.scrollTo(index)
-            self.statusBar().showMessage(f"Match: message #{index.data(MessageIdRole)}")
+            self._show_match(index)
+        elif not model.exhausted:
+            if self._search_task is None or self._search_task.done():
+                self._search_task = self.spawn(self._search_unloaded(self._epoch), "search")
         else:
-            loaded = self.timeline_model.loaded_count()
-            more = "" if self.timeline_model.exhausted else " (more messages are not loaded yet)"
-            self.statusBar().showMessage(f"No match for {text!r} in {loaded:,} loaded messages{more}")
+            self.statusBar().showMessage(f"No match for {text!r} in {model.loaded_count():,} messages")
+
+    def _show_match(self, index: QModelIndex) -> None:
+        self.timeline.setCurrentIndex(index)
+        self.timeline.scrollTo(index)
+        self.statusBar().showMessage(f"Match: message #{index.data(MessageIdRole)}")
+
+    async def _search_unloaded(self, epoch: int) -> None:
+        """Load the next pages until the search text (read afresh each page) matches in them."""
+        model = self.timeline_model
+        total = self._thread.message_count if self._thread else 0
+        while epoch == self._epoch and not model.exhausted:
+            text = self.search.text()
+            if not text.strip():
+                return
+            nodes = model.message_nodes()
+            last = model.index_of(nodes[-1]) if nodes else None
+            self.statusBar().showMessage(f"Searching for {text!r}: {model.loaded_count():,} of {total:,} messages loaded…")
+            await self._load_page(epoch, model.last_id())
+            if epoch != self._epoch:
+                return
+            index = model.find(self.search.text(), last, wrap=False)
+            if index.isValid():
+                self._show_match(index)
+                return
+        if epoch == self._epoch:
+            self.find_next(from_start=True)  # everything is loaded now: wrap around
 
     # == compaction =============================================================================
     def _ask_compact(self) -> None:
@@ -625,6 +704,8 @@ class MainWindow(QMainWindow):
         except EngineError as exc:
             self.report(exc, "compact")
             self.statusBar().showMessage("Compaction refused: nothing changed")
+            if isinstance(exc, ThreadBusy):  # the thread became busy since we looked: show it
+                await self._reread_status(key)
             return
         finally:
             self._compacting = False
@@ -639,6 +720,31 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(
                 f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
             )
+
+    async def _reread_status(self, key: str) -> None:
+        info = await self.client.call("thread", key)
+        status = await self.client.call("status", key)
+        if self._thread is not None and self._thread.key == key:
+            self._thread = info
+            self.thread_model.update_thread(info)
+            self._apply_status(status)
+
+    # == events =================================================================================
+    def _on_event_activated(self, index: QModelIndex) -> None:
+        """Show the event's subject in the timeline: the new boundary, or the first pruned result."""
+        event = index.siblingAtColumn(0).data(EventRole)
+        target = event_target(event) if event is not None else None
+        if target is None:
+            return
+        boundary = self.timeline_model.boundary
+        found = self.timeline_model.boundary_index() if boundary is not None and event.data.get("boundary_after") == boundary.boundary else QModelIndex()
+        if not found.isValid():
+            found = self.timeline_model.index_for_message(target)
+        if found.isValid():
+            self.timeline.setCurrentIndex(found)
+            self.timeline.scrollTo(found)
+        else:
+            self.statusBar().showMessage(f"Message #{target} is not loaded yet (scroll the timeline to load it)")
 
     # == live refresh ===========================================================================
     def _on_poll(self) -> None:
@@ -706,7 +812,7 @@ class MainWindow(QMainWindow):
             self.layout().activate()
             self.centralWidget().layout().activate()
             width = self.splitter.width()
-        self.splitter.setSizes([int(width * 0.26), int(width * 0.43), int(width * 0.31)])
+            self.splitter.setSizes([int(width * 0.26), int(width * 0.43), int(width * 0.31)])
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
         self.poll.stop()
@@ -734,8 +840,18 @@ def _open_engine_service(url: str) -> Any:
     return open_service(url)
 
 
-def _count_tokens(model: str | None, messages: list[Any]) -> list[int]:
+def _count_page_tokens(model: str | None, stored: list[Any], offloads: dict[int, Any]) -> tuple[dict[int, int], dict[int, int]]:
+    """Tokens of each message as the model sees it (a pruned result counts as its preview, the
+    way the compactor builds the surface), and the full count of each pruned one."""
+    from engine.messages import META_PRUNED
     from engine.meter import default_meter
 
-    return default_meter(model).count_messages(messages)
+    meter = default_meter(model)
+    seen_messages = [
+        s.message.with_content(offloads[s.id].preview, **{META_PRUNED: offloads[s.id].sha256}) if s.id in offloads else s.message for s in stored
+    ]
+    seen = dict(zip((s.id for s in stored), meter.count_messages(seen_messages)))
+    pruned = [s for s in stored if s.id in offloads]
+    original = dict(zip((s.id for s in pruned), meter.count_messages([s.message for s in pruned]))) if pruned else {}
+    return seen, original
 

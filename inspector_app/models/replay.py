@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush
 
-from engine.messages import Message
+from engine.messages import META_PRUNED, Message
 from engine.views import Episode, ReplayStep
 
 from .. import theme
@@ -27,10 +27,12 @@ def episode_label(episode: Episode) -> str:
 
 
 def _tokens(before: int | None, after: int | None) -> str:
+    """``a → b tok`` when a step changed the envelope, ``a tok`` when only one size is known."""
     if before is None and after is None:
         return ""
-    fmt = lambda v: "?" if v is None else f"{v:,}"  # noqa: E731
-    return f"{fmt(before)} → {fmt(after)} tok"
+    if before is None or after is None:
+        return f"{before if before is not None else after:,} tok"
+    return f"{before:,} → {after:,} tok"
 
 
 def step_label(index: int, step: ReplayStep) -> str:
@@ -155,7 +157,7 @@ class SurfaceModel(QAbstractListModel):
             return None
         m = self._messages[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return message_preview(m)
+            return ("[preview] " if m.metadata.get(META_PRUNED) else "") + message_preview(m)
         if role == MessageRole:
             return m
         if role == Qt.ItemDataRole.DecorationRole:

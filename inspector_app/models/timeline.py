@@ -57,12 +57,16 @@ def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TimelinePage:
-    """One page of messages with their token counts and the offloads of the pruned ones."""
+    """One page of messages with their token counts and the offloads of the pruned ones.
+
+    ``tokens`` count each message as the model sees it (a pruned result as its preview);
+    ``original_tokens`` count the full text of the pruned ones."""
 
     messages: tuple[StoredMessage, ...]
     tokens: Mapping[int, int] = field(default_factory=dict)
     offloads: Mapping[int, Offload] = field(default_factory=dict)
     exhausted: bool = False
+    original_tokens: Mapping[int, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +117,7 @@ class BoundaryInfo:
 class Node:
     """One row of the tree: a unit, a tool round, a message or the boundary."""
 
-    __slots__ = ("kind", "parent", "children", "row", "stored", "label", "icon", "tokens", "markers", "compacted", "first_id", "last_id")
+    __slots__ = ("kind", "parent", "children", "row", "stored", "label", "icon", "tokens", "original_tokens", "markers", "compacted", "first_id", "last_id")
 
     def __init__(self, kind: str, parent: "Node | None" = None) -> None:
         self.kind = kind
@@ -123,7 +127,8 @@ class Node:
         self.stored: StoredMessage | None = None
         self.label = ""
         self.icon = ""
-        self.tokens: int | None = None
+        self.tokens: int | None = None  # what the model sees
+        self.original_tokens: int | None = None  # the full text, when it was pruned
         self.markers: tuple[str, ...] = ()
         self.compacted = False
         self.first_id: int | None = None
@@ -181,9 +186,10 @@ def _round_label(messages: Sequence[Message]) -> str:
 class _Builder:
     """Turns a run of stored messages into top-level nodes (units with rounds and messages)."""
 
-    def __init__(self, by_identity: Mapping[int, StoredMessage], tokens: Mapping[int, int], boundary: int | None) -> None:
+    def __init__(self, by_identity: Mapping[int, StoredMessage], tokens: Mapping[int, int], original: Mapping[int, int], boundary: int | None) -> None:
         self._stored = by_identity
         self._tokens = tokens
+        self._original = original
         self._boundary = boundary
 
     def _message_node(self, m: Message, *, orphan: bool, open_round: bool) -> Node:
@@ -193,6 +199,7 @@ class _Builder:
         node.label = message_preview(m)
         node.icon = m.role
         node.tokens = self._tokens.get(stored.id)
+        node.original_tokens = self._original.get(stored.id)
         node.markers = message_markers(stored, orphan=orphan, open_round=open_round)
         node.first_id = node.last_id = stored.id
         node.compacted = self._boundary is not None and stored.id <= self._boundary
@@ -257,6 +264,7 @@ class TimelineModel(QAbstractItemModel):
         self._key: str | None = None
         self._messages: list[StoredMessage] = []
         self._tokens: dict[int, int] = {}
+        self._original_tokens: dict[int, int] = {}
         self._offloads: dict[int, Offload] = {}
         self._boundary: BoundaryInfo | None = None
         self._running_turn = False
@@ -295,7 +303,7 @@ class TimelineModel(QAbstractItemModel):
         self.beginResetModel()
         self._root = Node("root")
         self._key = key
-        self._messages, self._tokens, self._offloads = [], {}, {}
+        self._messages, self._tokens, self._original_tokens, self._offloads = [], {}, {}, {}
         self._boundary = boundary
         self._running_turn = running_turn
         self._exhausted = key is None
@@ -318,6 +326,7 @@ class TimelineModel(QAbstractItemModel):
         last = self.last_id()
         fresh = [s for s in page.messages if last is None or s.id > last]
         self._tokens.update(page.tokens)
+        self._original_tokens.update(page.original_tokens)
         self._offloads.update(page.offloads)
         if not fresh:
             return
@@ -344,7 +353,7 @@ class TimelineModel(QAbstractItemModel):
 
     def _build(self, stored: Sequence[StoredMessage], *, boundary_placed: bool) -> list[Node]:
         b = self._boundary.boundary if self._boundary else None
-        builder = _Builder({id(s.message): s for s in stored}, self._tokens, b)
+        builder = _Builder({id(s.message): s for s in stored}, self._tokens, self._original_tokens, b)
         if b is None or boundary_placed:
             return self._units(builder, stored, running=self._running_turn and self._exhausted)
         before = [s for s in stored if s.id <= b]
@@ -387,15 +396,21 @@ class TimelineModel(QAbstractItemModel):
     def message_nodes(self) -> list[Node]:
         return [n for n in self._root.walk() if n.kind == "message"]
 
-    def find(self, text: str, after: QModelIndex | None = None) -> QModelIndex:
-        """The next message (after ``after``, wrapping) whose text contains ``text``, case-insensitive."""
+    def newest_message_index(self) -> QModelIndex:
+        """The last loaded message row (invalid when nothing is loaded)."""
+        nodes = self.message_nodes()
+        return self.index_of(nodes[-1]) if nodes else QModelIndex()
+
+    def find(self, text: str, after: QModelIndex | None = None, *, wrap: bool = True) -> QModelIndex:
+        """The next loaded message after ``after`` (wrapping to the start if ``wrap``) whose text
+        contains ``text``, case-insensitive."""
         needle = text.casefold().strip()
         if not needle:
             return QModelIndex()
         nodes = self.message_nodes()
         current = self.node(after) if after is not None else None
         start = next((i + 1 for i, n in enumerate(nodes) if n is current), 0)
-        for n in nodes[start:] + nodes[:start]:
+        for n in nodes[start:] + (nodes[:start] if wrap else []):
             m = n.stored.message if n.stored else None
             if m and (needle in m.content.casefold() or any(needle in c.arguments.casefold() or needle in c.name.casefold() for c in m.tool_calls)):
                 return self.index_of(n)
@@ -522,7 +537,9 @@ class TimelineModel(QAbstractItemModel):
         if node.stored is not None:
             offload = self._offloads.get(node.stored.id)
             if offload is not None:
-                lines.append(f"pruned: the model sees a {offload.preview_tokens:,}-token preview of {offload.original_tokens:,} tokens")
+                full = node.original_tokens if node.original_tokens is not None else offload.original_tokens
+                seen = node.tokens if node.original_tokens is not None and node.tokens is not None else offload.preview_tokens
+                lines.append(f"pruned: the model sees a {seen:,}-token preview of {full:,} tokens ({full:,} → {seen:,})")
             elif MARKER_PRUNED in node.markers:
                 lines.append("pruned: the model sees a preview")
         if MARKER_ORPHAN in node.markers:

@@ -14,6 +14,9 @@ from engine.views import Offload, StoredMessage
 
 from ..models.timeline import BoundaryInfo, message_markers
 
+PREVIEW_TITLE = "What the model sees (preview)"
+ORIGINAL_TITLE = "Original from the Workdir"
+
 
 def pretty(text: str) -> str:
     """JSON text pretty-printed; anything else unchanged."""
@@ -67,11 +70,12 @@ class DetailPane(QWidget):
         lay = QVBoxLayout(pruned)
         lay.setContentsMargins(0, 0, 0, 0)
         split = QSplitter(Qt.Orientation.Vertical)
-        for title, view in (("What the model saw (preview)", self.preview), ("Original from the Workdir", self.original)):
+        self.preview_title = QLabel(PREVIEW_TITLE)
+        self.original_title = QLabel(ORIGINAL_TITLE)
+        for label, view in ((self.preview_title, self.preview), (self.original_title, self.original)):
             box = QWidget()
             bl = QVBoxLayout(box)
             bl.setContentsMargins(0, 4, 0, 0)
-            label = QLabel(title)
             label.setObjectName("sectionTitle")
             bl.addWidget(label)
             if view is self.original:
@@ -100,6 +104,7 @@ class DetailPane(QWidget):
         layout.addWidget(self.header)
         layout.addWidget(self.stack, 1)
         self._offload: Offload | None = None
+        self._sizes: tuple[int | None, int | None] = (None, None)
         for label in (self.header, self.original_status, self.card_title):
             # long paths and hashes must wrap or clip, never widen the window
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
@@ -118,8 +123,10 @@ class DetailPane(QWidget):
         self.body.setPlainText(text)
         self.stack.setCurrentWidget(self.body)
 
-    def show_message(self, stored: StoredMessage, offload: Offload | None = None) -> None:
-        """A message in full; a pruned tool result shows the preview and waits for the original."""
+    def show_message(self, stored: StoredMessage, offload: Offload | None = None, *, tokens: int | None = None, original_tokens: int | None = None) -> None:
+        """A message in full; a pruned tool result shows the preview and waits for the original.
+
+        ``tokens`` is what the model sees of the message, ``original_tokens`` its full size when pruned."""
         m = stored.message
         bits = [m.role, f"#{stored.id}"]
         if m.name:
@@ -128,13 +135,18 @@ class DetailPane(QWidget):
             bits.append(f"answers {m.tool_call_id}")
         bits.append(stored.created_at.strftime("%Y-%m-%d %H:%M:%S"))
         bits.extend(message_markers(stored))
+        if tokens is not None:
+            bits.append(f"{original_tokens:,} → {tokens:,} tokens" if original_tokens is not None else f"{tokens:,} tokens")
         self.header.setText(" · ".join(bits))
         self._offload = offload
+        self._sizes = (original_tokens, tokens)
         if offload is None:
             self.body.setPlainText(message_body(m))
             self.stack.setCurrentWidget(self.body)
             return
         self.preview.setPlainText(offload.preview)
+        self.preview_title.setText(f"{PREVIEW_TITLE} · {tokens if tokens is not None else offload.preview_tokens:,} tokens")
+        self.original_title.setText(f"{ORIGINAL_TITLE} · {original_tokens if original_tokens is not None else offload.original_tokens:,} tokens")
         self.original.setPlainText("")
         self.original_status.setObjectName("muted")
         self.original_status.setText("Reading the original from the Workdir …")
@@ -147,7 +159,10 @@ class DetailPane(QWidget):
             return
         self.original.setPlainText(pretty(text))
         self.original_status.setObjectName("muted")
-        self.original_status.setText(f"SHA-256 verified ({offload.sha256[:16]}…) · {offload.original_tokens:,} tokens, preview {offload.preview_tokens:,}")
+        full, seen = self._sizes
+        full = offload.original_tokens if full is None else full
+        seen = offload.preview_tokens if seen is None else seen
+        self.original_status.setText(f"✓ SHA-256 verified ({offload.sha256[:16]}…) · the model sees {seen:,} of {full:,} tokens")
         self.original_status.setToolTip(f"SHA-256 {offload.sha256}\n{offload.path}")
         self._restyle(self.original_status)
 

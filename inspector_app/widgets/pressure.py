@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.views import PressurePoint, PressureStatus
@@ -31,11 +31,11 @@ class PressureGauge(QWidget):
         super().__init__(parent)
         self.setObjectName("pressureGauge")
         self._status: PressureStatus | None = None
-        self.setMinimumHeight(205)
+        self.setMinimumHeight(225)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
-        return QSize(360, 205)
+        return QSize(360, 225)
 
     def set_status(self, status: PressureStatus | None) -> None:
         self._status = status
@@ -77,13 +77,19 @@ class PressureGauge(QWidget):
         p.setFont(big)
         p.setPen(theme.color("warn") if s.hint else theme.color("text"))
         pct = s.pressure_ratio * 100
-        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, f"{pct:.1f}% of threshold")
+        headline = f"{pct:.1f}% of threshold"
+        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, headline)
         p.setFont(base)
         p.setPen(theme.color("text_muted"))
-        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter, f"{s.tokens:,} / {s.threshold:,} tok · window {s.context_window:,}")
+        numbers = f"{s.tokens:,} / {s.threshold:,} tokens · window {s.context_window:,}"
+        # beside the headline when both fit, else on a line of their own
+        fits = QFontMetrics(big).horizontalAdvance(headline) + QFontMetrics(base).horizontalAdvance(numbers) + 16 <= rect.width()
+        dy = 0.0 if fits else 20.0
+        numbers_row = QRectF(rect.left(), rect.top(), rect.width(), 26) if fits else QRectF(rect.left(), rect.top() + 24, rect.width(), 20)
+        p.drawText(numbers_row, (Qt.AlignmentFlag.AlignRight if fits else Qt.AlignmentFlag.AlignLeft) | Qt.AlignmentFlag.AlignVCenter, numbers)
 
         # the bar: full width = the context window
-        bar = QRectF(rect.left(), rect.top() + 36, rect.width(), 18)
+        bar = QRectF(rect.left(), rect.top() + 36 + dy, rect.width(), 18)
         window = max(s.context_window, s.threshold, s.tokens, 1)
         scale = bar.width() / window
         clip = QPainterPath()
@@ -149,12 +155,14 @@ class PressureGauge(QWidget):
 
 
 class PressureChart(QWidget):
-    """Tokens per recorded model request, with the threshold, the hint line and compaction markers."""
+    """Tokens per recorded model request, the next turn's envelope, the threshold, the hint line and
+    compaction markers."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("pressureChart")
         self._points: list[PressurePoint] = []
+        self._status: PressureStatus | None = None
         self.setMinimumHeight(170)
 
     def sizeHint(self) -> QSize:
@@ -164,8 +172,18 @@ class PressureChart(QWidget):
         self._points = list(points)
         self.update()
 
+    def set_status(self, status: PressureStatus | None) -> None:
+        """The current status: its threshold (when requests did not record one) and the next turn."""
+        self._status = status
+        self.update()
+
     def points(self) -> list[PressurePoint]:
         return list(self._points)
+
+    def threshold(self) -> int:
+        """The threshold drawn: the highest one recorded with a request, else the current one."""
+        recorded = max((pt.threshold or 0 for pt in self._points), default=0)
+        return recorded or (self._status.threshold if self._status else 0)
 
     def paintEvent(self, _event: object) -> None:  # noqa: N802 (Qt name)
         p = QPainter(self)
@@ -173,15 +191,17 @@ class PressureChart(QWidget):
         outer = QRectF(self.rect()).adjusted(12, 8, -12, -8)
         p.setPen(theme.color("text_muted"))
         title = QRectF(outer.left(), outer.top(), outer.width(), 18)
-        p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "Pressure per model request")
-        if not self._points:
+        p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "Envelope per model request, and the next turn")
+        nxt = self._status.tokens if self._status is not None else None
+        values = [pt.tokens for pt in self._points] + ([nxt] if nxt is not None else [])
+        if not values:
             p.drawText(outer, Qt.AlignmentFlag.AlignCenter, "No model requests recorded")
             return
-        area = QRectF(outer.left() + 44, outer.top() + 26, outer.width() - 50, outer.height() - 48)
-        threshold = max((pt.threshold or 0) for pt in self._points)
-        top = max(max(pt.tokens for pt in self._points), threshold) * 1.1 or 1
+        area = QRectF(outer.left() + 44, outer.top() + 30, outer.width() - 50, outer.height() - 68)
+        threshold = self.threshold()
+        top = max(max(values), threshold) * 1.1 or 1
         y_of = lambda v: area.bottom() - v / top * area.height()  # noqa: E731
-        n = len(self._points)
+        n = len(values)
         step = area.width() / max(n - 1, 1)
         x_of = lambda i: area.left() + (i * step if n > 1 else area.width() / 2)  # noqa: E731
 
@@ -191,13 +211,19 @@ class PressureChart(QWidget):
         small.setPointSizeF(self.font().pointSizeF() * 0.85)
         p.setFont(small)
         p.setPen(theme.color("text_muted"))
-        p.drawText(QRectF(outer.left(), area.top() - 8, 40, 16), Qt.AlignmentFlag.AlignRight, f"{top / 1000:.0f}k")
+        p.drawText(QRectF(outer.left(), area.top() - 8, 40, 16), Qt.AlignmentFlag.AlignRight, f"{top / 1000:.1f}k")
         p.drawText(QRectF(outer.left(), area.bottom() - 8, 40, 16), Qt.AlignmentFlag.AlignRight, "0")
         if threshold:
-            p.setPen(QPen(theme.color("danger"), 1.2, Qt.PenStyle.DashLine))
-            p.drawLine(QPointF(area.left(), y_of(threshold)), QPointF(area.right(), y_of(threshold)))
-            p.setPen(QPen(theme.color("warn"), 1, Qt.PenStyle.DotLine))
-            p.drawLine(QPointF(area.left(), y_of(threshold * HINT_RATIO)), QPointF(area.right(), y_of(threshold * HINT_RATIO)))
+            for value, color, style, label in (
+                (threshold, "danger", Qt.PenStyle.DashLine, f"threshold {threshold:,}"),
+                (threshold * HINT_RATIO, "warn", Qt.PenStyle.DotLine, f"85% hint {int(threshold * HINT_RATIO):,}"),
+            ):
+                y = y_of(value)
+                p.setPen(QPen(theme.color(color), 1.2, style))
+                p.drawLine(QPointF(area.left(), y), QPointF(area.right(), y))
+                p.setPen(theme.color(color))
+                p.drawText(QRectF(outer.left(), y - 8, 40, 16), Qt.AlignmentFlag.AlignRight, f"{value / 1000:.1f}k")
+                p.drawText(QRectF(area.left() + 4, y - (17 if color == "danger" else -1), area.width() - 8, 16), Qt.AlignmentFlag.AlignLeft, label)
 
         for i, pt in enumerate(self._points):
             if pt.compaction:
@@ -208,15 +234,22 @@ class PressureChart(QWidget):
                 p.drawText(QRectF(x - 8, area.top() - 18, 16, 16), Qt.AlignmentFlag.AlignCenter, _MARK_LETTERS.get(pt.compaction, "C"))
 
         path = QPainterPath()
-        for i, pt in enumerate(self._points):
-            point = QPointF(x_of(i), y_of(pt.tokens))
+        for i, v in enumerate(values):
+            point = QPointF(x_of(i), y_of(v))
             path.moveTo(point) if i == 0 else path.lineTo(point)
         p.setPen(QPen(theme.color("accent"), 2))
         p.drawPath(path)
         p.setBrush(theme.color("accent"))
         for i, pt in enumerate(self._points):
             p.drawEllipse(QPointF(x_of(i), y_of(pt.tokens)), 2.5, 2.5)
+        if nxt is not None:  # the next turn: hollow, in the hint colour when it is past the line
+            hot = self._status is not None and self._status.hint
+            p.setBrush(theme.color("surface"))
+            p.setPen(QPen(theme.color("warn" if hot else "accent"), 2))
+            p.drawEllipse(QPointF(x_of(n - 1), y_of(nxt)), 4.5, 4.5)
+            p.drawText(QRectF(x_of(n - 1) - 60, y_of(nxt) - 22, 56, 16), Qt.AlignmentFlag.AlignRight, "next turn")
         p.setPen(theme.color("text_muted"))
         p.drawText(QRectF(area.left() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, "1")
-        p.drawText(QRectF(area.right() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, str(n))
-        p.drawText(QRectF(area.left(), area.bottom() + 4, area.width(), 16), Qt.AlignmentFlag.AlignCenter, "request  ·  P prune  S summary  M manual  O overflow")
+        if self._points:
+            p.drawText(QRectF(x_of(len(self._points) - 1) - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, str(len(self._points)))
+        p.drawText(QRectF(area.left(), area.bottom() + 20, area.width(), 16), Qt.AlignmentFlag.AlignCenter, "request  ·  P prune  S summary  M manual  O overflow")

@@ -18,6 +18,13 @@ def _fmt(v: int | None) -> str:
     return "–" if v is None else f"{v:,}"
 
 
+def _change(before: int | None, after: int | None) -> str:
+    """``a → b`` for a step that records both values, else the one it records."""
+    if before is not None and after is not None:
+        return f"{before:,} → {after:,}"
+    return _fmt(before if before is not None else after)
+
+
 class ReplayPanel(QWidget):
     """Episode picker, step list, back/forward, the step's facts and its surface."""
 
@@ -63,6 +70,10 @@ class ReplayPanel(QWidget):
         self.surface.setObjectName("replaySurface")
         self.surface.setModel(self.surface_model)
         self.surface.setUniformItemSizes(True)
+        for view in (self.steps, self.surface):  # long rows elide instead of scrolling sideways
+            view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            view.setTextElideMode(Qt.TextElideMode.ElideRight)
+            view.setResizeMode(QListView.ResizeMode.Adjust)
         self.surface_title = QLabel("Surface the model would have seen")
         self.surface_title.setObjectName("sectionTitle")
         self.empty = QLabel("No overflow-recovery episodes recorded for this thread.")
@@ -122,8 +133,8 @@ class ReplayPanel(QWidget):
         self.steps.setCurrentIndex(self.model.index(index))
         total = self.model.rowCount()
         self.kind.setText(f"Step {index + 1} of {total}: {step.kind}")
-        self.facts["tokens"].setText(f"{_fmt(step.tokens_before)} → {_fmt(step.tokens_after)}")
-        self.facts["generation"].setText(f"{_fmt(step.generation_before)} → {_fmt(step.generation_after)}")
+        self.facts["tokens"].setText(_change(step.tokens_before, step.tokens_after))
+        self.facts["generation"].setText(_change(step.generation_before, step.generation_after))
         self.facts["attempt"].setText(str(step.attempt))
         self.facts["error"].setText(f"{step.error_code}: {step.error_message}" if step.error_code else "–")
         self.no_progress.setVisible(step.no_progress)

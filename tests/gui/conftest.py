@@ -79,13 +79,14 @@ def settings(tmp_path: Path) -> QSettings:
 
 
 @pytest.fixture
-def make_window(qapp: QApplication, no_leaks: None, qloop: qasync.QEventLoop, fake: FakeService, settings: QSettings) -> Iterator[Any]:
-    """``make_window(page_size=...)`` → a shown MainWindow on a client over the fake service."""
+def window_factory(qapp: QApplication, no_leaks: None, qloop: qasync.QEventLoop, settings: QSettings) -> Iterator[Any]:
+    """``window_factory(opener, page_size=...)`` → a shown MainWindow whose client opens services
+    with ``opener(url)``; every window is closed, its tasks drained and its client closed after the test."""
     made: list[tuple[MainWindow, ServiceClient]] = []
 
-    def make(*, page_size: int = 500, opener: Any = None) -> MainWindow:
+    def make(opener: Any, *, page_size: int = 500) -> MainWindow:
         client = ServiceClient()
-        window = MainWindow(client, opener=opener or (lambda _url: fake), settings=settings, poll_ms=3_600_000, page_size=page_size)
+        window = MainWindow(client, opener=opener, settings=settings, poll_ms=3_600_000, page_size=page_size)
         window.show()
         made.append((window, client))
         return window
@@ -98,6 +99,16 @@ def make_window(qapp: QApplication, no_leaks: None, qloop: qasync.QEventLoop, fa
         window.close()
         window.deleteLater()
     QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+
+
+@pytest.fixture
+def make_window(window_factory: Any, fake: FakeService) -> Any:
+    """``make_window(page_size=...)`` → a shown MainWindow on a client over the fake service."""
+
+    def make(*, page_size: int = 500, opener: Any = None) -> MainWindow:
+        return window_factory(opener or (lambda _url: fake), page_size=page_size)
+
+    return make
 
 
 def run(qtbot: Any, window: MainWindow, coro: Any, timeout: int = 5000) -> Any:

@@ -1,0 +1,120 @@
+"""The compaction events of one thread (prune, summary, provider errors, recovery steps, …), newest
+last: a thin table model over ``engine.views.CompactionEvent``."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtGui import QBrush
+
+from engine.views import CompactionEvent
+
+from .. import theme
+
+EventRole = Qt.ItemDataRole.UserRole + 1
+#: the timeline message an event is about (first pruned result, new boundary), or None
+TargetRole = Qt.ItemDataRole.UserRole + 2
+
+COLUMNS: tuple[str, ...] = ("Time", "Event", "What happened")
+COL_TIME, COL_KIND, COL_DETAIL = range(len(COLUMNS))
+KIND_TOKENS = {
+    "prune": "cat_tool_results",
+    "summary": "cat_summary",
+    "summary_rejected": "danger",
+    "provider_error": "danger",
+    "gave_up": "danger",
+    "recovered": "ok",
+    "retry": "info",
+}
+
+_Index = QModelIndex | QPersistentModelIndex
+
+
+def _n(v: Any) -> str:
+    return f"{v:,}" if isinstance(v, int) else str(v)
+
+
+def event_detail(e: CompactionEvent) -> str:
+    """One line: tokens, generation, what was pruned or summarized, the error."""
+    d: Mapping[str, Any] = e.data
+    parts: list[str] = []
+    if d.get("tokens_before") is not None and d.get("tokens_after") is not None and d["tokens_before"] != d["tokens_after"]:
+        parts.append(f"{_n(d['tokens_before'])} → {_n(d['tokens_after'])} tok")
+    elif d.get("tokens") is not None:
+        parts.append(f"{_n(d['tokens'])} tok")
+    if d.get("generation_before") is not None and d.get("generation_after") is not None:
+        parts.append(f"gen {d['generation_before']} → {d['generation_after']}")
+    pruned = d.get("pruned") or ()
+    if pruned:
+        ids = ", ".join(f"#{p.get('message_id')}" for p in pruned[:4]) + (" …" if len(pruned) > 4 else "")
+        parts.append(f"pruned {len(pruned)}: {ids}")
+    boundary = d.get("boundary_after")
+    if boundary is not None and boundary != d.get("boundary_before"):
+        parts.append(f"boundary #{boundary}, summary {_n(d.get('summary_tokens', '?'))} tok")
+    if d.get("question"):
+        parts.append(f"asked: {d['question']}")
+    if d.get("error_code"):
+        parts.append(f"{d['error_code']}: {d.get('error_message') or ''}".strip())
+    if d.get("reason"):
+        parts.append(str(d["reason"]))
+    return " · ".join(parts) or (e.trigger or "")
+
+
+def event_target(e: CompactionEvent) -> int | None:
+    """The message to show in the timeline for ``e``: the first pruned result or the new boundary."""
+    pruned = e.data.get("pruned") or ()
+    if pruned and isinstance(pruned[0], Mapping) and isinstance(pruned[0].get("message_id"), int):
+        return int(pruned[0]["message_id"])
+    boundary = e.data.get("boundary_after")
+    return boundary if isinstance(boundary, int) else None
+
+
+class EventsModel(QAbstractTableModel):
+    """Time, kind (with the trigger) and a one-line description of every recorded event."""
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._events: list[CompactionEvent] = []
+
+    def set_events(self, events: Sequence[CompactionEvent]) -> None:
+        self.beginResetModel()
+        self._events = list(events)
+        self.endResetModel()
+
+    def events(self) -> list[CompactionEvent]:
+        return list(self._events)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._events)
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._events):
+            return None
+        e = self._events[index.row()]
+        col = index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            if col == COL_TIME:
+                return e.created_at.strftime("%H:%M:%S")
+            if col == COL_KIND:
+                return f"{e.kind} ({e.trigger})" if e.trigger else e.kind
+            return event_detail(e)
+        if role == EventRole:
+            return e
+        if role == TargetRole:
+            return event_target(e)
+        if role == Qt.ItemDataRole.ForegroundRole and col == COL_KIND and e.kind in KIND_TOKENS:
+            return QBrush(theme.color(KIND_TOKENS[e.kind]))
+        if role == Qt.ItemDataRole.ToolTipRole:
+            head = f"event {e.id} · {e.kind} · {e.created_at:%Y-%m-%d %H:%M:%S}" + (f" · run {e.run_id}" if e.run_id is not None else "")
+            return head + "\n" + json.dumps(dict(e.data), indent=2, ensure_ascii=False, default=str)[:4000]
+        return None
