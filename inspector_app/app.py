@@ -29,6 +29,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded, then exit")
     parser.add_argument("--theme", choices=theme.THEME_MODES, default="system", help="colour theme (default: follow the system)")
     parser.add_argument("--tab", choices=TABS, default="detail", help="the side tab to show (default: detail)")
+    parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
+    parser.add_argument("--replay-step", metavar="N", type=int, help="show step N (from 1) of the first replay episode")
     return parser.parse_args(argv)
 
 
@@ -36,6 +38,10 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     url = to_url(args.db) if args.db else None
     opened = await window.open_database(url, select=args.thread)
     await window.settle()
+    if opened and args.message is not None:
+        await window.select_message(args.message)
+    if args.replay_step is not None:
+        window.replay.model.go(args.replay_step - 1)
     window.show_tab(args.tab)
     if args.screenshot is not None:
         app.processEvents()

@@ -72,6 +72,11 @@ TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
 
 
+def plural(n: int, one: str, many: str | None = None) -> str:
+    """``1 message``, ``2 messages``, ``1,200 messages``."""
+    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+
+
 def error_code(exc: BaseException) -> str:
     return exc.code if isinstance(exc, EngineError) else type(exc).__name__
 
@@ -260,12 +265,13 @@ class MainWindow(QMainWindow):
         self.events_view.setObjectName("eventsView")
         self.events_view.setModel(self.events_model)
         self.events_view.setRootIsDecorated(False)
-        self.events_view.setWordWrap(True)  # the description wraps: a thread has few events
         self.events_view.setAllColumnsShowFocus(True)
+        self.events_view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.events_view.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)  # rows are 1-3 lines
         eh = self.events_view.header()
         eh.setStretchLastSection(True)
-        eh.resizeSection(COL_TIME, 66)
-        eh.resizeSection(COL_KIND, 132)
+        eh.resizeSection(COL_TIME, 76)
+        eh.resizeSection(COL_KIND, 112)
         self.events_view.activated.connect(self._on_event_activated)
         self.events_view.clicked.connect(self._on_event_activated)
         self.events_empty = QLabel("No compaction events recorded for this thread.")
@@ -518,7 +524,12 @@ class MainWindow(QMainWindow):
         info = self._thread
         title = info.title if info else status.thread
         self.thread_title.setText(title)
-        meta = [f"{info.message_count:,} messages" if info else "", f"generation {status.generation}", f"{status.compact_count} compaction(s)", f"{status.pressure_ratio * 100:.1f}% of threshold"]
+        meta = [
+            plural(info.message_count, "message") if info else "",
+            f"generation {status.generation}",
+            plural(status.compact_count, "summary", "summaries"),
+            f"{status.pressure_ratio * 100:.1f}% of threshold",
+        ]
         if info and info.model:
             meta.insert(1, info.model)
         self.thread_meta.setText(" · ".join(m for m in meta if m))
@@ -631,6 +642,18 @@ class MainWindow(QMainWindow):
             self.report(exc, "read original")
             return
         self.detail.show_original(offload, text)
+
+    async def select_message(self, message_id: int) -> bool:
+        """Load pages up to ``message_id``, select it and wait for its detail (False if not in the thread)."""
+        await self._load_until(self._epoch, message_id)
+        index = self.timeline_model.index_for_message(message_id)
+        if not index.isValid():
+            self.statusBar().showMessage(f"No message #{message_id} in this thread")
+            return False
+        self.timeline.setCurrentIndex(index)
+        self.timeline.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+        await self.settle()
+        return True
 
     def show_tab(self, name: str) -> None:
         """Show the side tab ``name`` (one of :data:`TABS`)."""

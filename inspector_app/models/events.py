@@ -37,29 +37,30 @@ def _n(v: Any) -> str:
 
 
 def event_detail(e: CompactionEvent) -> str:
-    """One line: tokens, generation, what was pruned or summarized, the error."""
+    """A few short lines: tokens and generation; what was pruned or summarized; the error."""
     d: Mapping[str, Any] = e.data
-    parts: list[str] = []
+    sizes: list[str] = []
     if d.get("tokens_before") is not None and d.get("tokens_after") is not None and d["tokens_before"] != d["tokens_after"]:
-        parts.append(f"{_n(d['tokens_before'])} → {_n(d['tokens_after'])} tok")
+        sizes.append(f"{_n(d['tokens_before'])} → {_n(d['tokens_after'])} tok")
     elif d.get("tokens") is not None:
-        parts.append(f"{_n(d['tokens'])} tok")
+        sizes.append(f"{_n(d['tokens'])} tok")
     if d.get("generation_before") is not None and d.get("generation_after") is not None:
-        parts.append(f"gen {d['generation_before']} → {d['generation_after']}")
+        sizes.append(f"gen {d['generation_before']} → {d['generation_after']}")
+    parts = [" · ".join(sizes)] if sizes else []
     pruned = d.get("pruned") or ()
     if pruned:
         ids = ", ".join(f"#{p.get('message_id')}" for p in pruned[:4]) + (" …" if len(pruned) > 4 else "")
-        parts.append(f"pruned {len(pruned)}: {ids}")
+        parts.append(f"pruned {len(pruned)} result{'s' if len(pruned) != 1 else ''}: {ids}")
     boundary = d.get("boundary_after")
     if boundary is not None and boundary != d.get("boundary_before"):
         parts.append(f"boundary #{boundary}, summary {_n(d.get('summary_tokens', '?'))} tok")
     if d.get("question"):
         parts.append(f"asked: {d['question']}")
     if d.get("error_code"):
-        parts.append(f"{d['error_code']}: {d.get('error_message') or ''}".strip())
+        parts.append(str(d["error_code"]))  # the message is in the tooltip
     if d.get("reason"):
-        parts.append(str(d["reason"]))
-    return " · ".join(parts) or (e.trigger or "")
+        parts.append(f"reason: {d['reason']}")
+    return "\n".join(parts) or (e.trigger or "")
 
 
 def event_target(e: CompactionEvent) -> int | None:
@@ -106,7 +107,7 @@ class EventsModel(QAbstractTableModel):
             if col == COL_TIME:
                 return e.created_at.strftime("%H:%M:%S")
             if col == COL_KIND:
-                return f"{e.kind} ({e.trigger})" if e.trigger else e.kind
+                return f"{e.kind}\n{e.trigger}" if e.trigger else e.kind
             return event_detail(e)
         if role == EventRole:
             return e

@@ -158,7 +158,7 @@ class DetailPane(QWidget):
         if offload != self._offload:
             return
         self.original.setPlainText(pretty(text))
-        self.original_status.setObjectName("muted")
+        self.original_status.setObjectName("okText")
         full, seen = self._sizes
         full = offload.original_tokens if full is None else full
         seen = offload.preview_tokens if seen is None else seen
@@ -183,7 +183,7 @@ class DetailPane(QWidget):
         when = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "unknown"
         lines = [
             f"History up to #{info.boundary} is represented only by this summary.",
-            f"{info.summary_tokens:,} tokens · generation {info.generation} · {info.compact_count} compaction(s) · {why} · {when}",
+            f"{info.summary_tokens:,} tokens · generation {info.generation} · {info.compact_count} {'summary' if info.compact_count == 1 else 'summaries'} · {why} · {when}",
         ]
         if info.tokens_before is not None and info.tokens_after is not None:
             lines.append(f"envelope {info.tokens_before:,} → {info.tokens_after:,} tokens")

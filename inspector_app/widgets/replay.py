@@ -143,5 +143,5 @@ class ReplayPanel(QWidget):
             self.surface_model.set_messages(())
         else:
             surface = ((summary_message(step.summary),) if step.summary else ()) + tuple(step.surface)
-            self.surface_title.setText(f"Surface the model would have seen ({len(surface)} messages)")
+            self.surface_title.setText(f"Surface the model would have seen ({len(surface)} message{'' if len(surface) == 1 else 's'})")
             self.surface_model.set_messages(surface)

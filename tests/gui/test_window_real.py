@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +20,7 @@ from typing import Any, Callable, Iterator
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QColor, QImage
 from PySide6.QtWidgets import QPushButton
 
 from engine.demo import build_demo
@@ -26,6 +29,7 @@ from engine.meter import default_meter
 from engine.service import Service, open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.views import Offload
+from inspector_app import theme
 from inspector_app.main_window import MainWindow
 from inspector_app.models.events import EventRole
 from inspector_app.models.threads import COL_STATE
@@ -39,6 +43,7 @@ CODING = "coding-lock-test-failure"
 NEAR_HINT = "near-hint-line"
 RECOVERS = "overflow-recovers"
 WAIT_MS = 15_000
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -396,3 +401,25 @@ def test_events_tab_lists_the_compactions_and_points_into_the_timeline(qtbot: An
     assert w.timeline.currentIndex().data(MessageIdRole) == first_pruned
     click(summary_row)
     assert w.timeline.currentIndex() == w.timeline_model.boundary_index() != QModelIndex()
+
+
+def test_screenshot_of_the_pressure_tab_from_the_demo(demo: Demo, tmp_path: Path) -> None:
+    """``--tab`` picks the side tab: the pressure tab of near-hint-line paints the hint in the warn colour."""
+    out = tmp_path / "pressure.png"
+    proc = subprocess.run(
+        [sys.executable, "-m", "inspector_app.app", "--db", demo.url, "--thread", NEAR_HINT, "--tab", "pressure", "--theme", "light", "--screenshot", str(out)],
+        cwd=ROOT, capture_output=True, text=True, timeout=60,
+        env={"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr
+    image = QImage(str(out))
+    assert image.width() >= 1200 and image.height() >= 700
+    warn = QColor(theme.LIGHT.warn)
+    side = image.width() * 2 // 3  # the right-hand tabs
+    hits = sum(
+        1
+        for x in range(side, image.width(), 2)
+        for y in range(60, 300, 2)
+        if abs(image.pixelColor(x, y).red() - warn.red()) + abs(image.pixelColor(x, y).green() - warn.green()) + abs(image.pixelColor(x, y).blue() - warn.blue()) < 60
+    )
+    assert hits > 100, hits  # the highlighted headline, hint line and hint box
