@@ -9,8 +9,9 @@ from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication
 
 from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.views import StoredMessage
+from engine.views import CompactionEvent, StoredMessage
 from inspector_app import theme
+from inspector_app.models.events import EventsModel, TargetRole, event_detail
 from inspector_app.models.replay import ReplayModel, SurfaceModel, step_label
 from inspector_app.models.threads import COL_PRESSURE, COL_STATE, KeyRole, ThreadFilterModel, ThreadListModel
 from inspector_app.models.timeline import (
@@ -260,3 +261,41 @@ def test_theme_manager_applies_and_resolves(qapp: QApplication) -> None:
 def test_icons_exist_for_every_role_and_row_kind(qapp: QApplication) -> None:
     for name in ("user", "assistant", "tool", "system", "turn", "round", "boundary", "summary", "orphan", "warning", "close", "back", "forward", "search", "database", "refresh", "app"):
         assert not theme.icon(name).isNull(), name
+
+
+# -- events ------------------------------------------------------------------------------------
+
+
+def _event(i: int, kind: str, trigger: str | None, **data: object) -> CompactionEvent:
+    return CompactionEvent(id=i, conversation_id=1, run_id=3, kind=kind, trigger=trigger, created_at=T0, data=data)
+
+
+def test_events_model_describes_each_event_and_points_at_its_subject(qapp: QApplication) -> None:
+    prune = _event(1, "prune", "pressure", tokens_before=11_452, tokens_after=3_842, generation_before=0, generation_after=1,
+                   pruned=[{"message_id": 3}, {"message_id": 5}])
+    summary = _event(2, "summary", "manual", tokens_before=9_834, tokens_after=7_606, generation_before=5, generation_after=6,
+                     boundary_before=None, boundary_after=8, summary_tokens=711)
+    error = _event(3, "provider_error", "overflow", tokens=8_543, error_code="CONTEXT_WINDOW_EXCEEDED", error_message="too long: 8543 > 6000")
+    model = EventsModel()
+    model.set_events([prune, summary, error])
+    assert model.rowCount() == 3 and model.columnCount() == 3
+    assert model.index(0, 1).data() == "prune\npressure"
+    assert event_detail(prune) == "11,452 → 3,842 tok · gen 0 → 1\npruned 2 results: #3, #5"
+    assert event_detail(summary) == "9,834 → 7,606 tok · gen 5 → 6\nboundary #8, summary 711 tok"
+    assert event_detail(error) == "8,543 tok\nCONTEXT_WINDOW_EXCEEDED"
+    assert "too long: 8543 > 6000" in model.index(2, 2).data(Qt.ItemDataRole.ToolTipRole)  # the full message
+    assert [model.index(r, 0).data(TargetRole) for r in range(3)] == [3, 8, None]
+    assert model.index(2, 1).data(Qt.ItemDataRole.ForegroundRole).color() == theme.color("danger")
+
+
+def test_pruned_row_counts_what_the_model_sees_and_tells_the_original_size(qapp: QApplication, fake: FakeService) -> None:
+    rows = fake.messages_page("acme-vat", limit=500)
+    offloads = fake.offloads("acme-vat", [s.id for s in rows if s.offload_sha256])
+    (pruned_id,) = offloads
+    model = TimelineModel()
+    model.reset("acme-vat", boundary=BoundaryInfo.from_state(fake.compaction_state("acme-vat"), fake.history("acme-vat")))
+    model.append_page(TimelinePage(tuple(rows), {s.id: 10 for s in rows} | {pruned_id: 48}, offloads, exhausted=True, original_tokens={pruned_id: 910}))
+    index = find_row(model, pruned_id)
+    assert index.siblingAtColumn(COL_TOKENS).data() == "48"
+    assert "the model sees a 48-token preview of 910 tokens (910 → 48)" in index.data(Qt.ItemDataRole.ToolTipRole)
+    assert model.node(index.parent()).tokens == sum(model.node(model.index(r, 0, index.parent())).tokens for r in range(model.rowCount(index.parent())))

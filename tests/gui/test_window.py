@@ -242,3 +242,19 @@ def test_screenshot_renders_the_loaded_window_offscreen(tmp_path: Path) -> None:
     # text was drawn: the thread title area has many light (text) pixels on the dark theme
     light = sum(1 for x in range(360, 900) for y in range(60, 110) if image.pixelColor(x, y).lightness() > 180)
     assert light > 200
+
+
+def test_showing_the_window_again_keeps_the_splitter(qtbot: Any, window: MainWindow) -> None:
+    sizes = window.splitter.sizes()
+    assert sizes[0] > 0 and sizes[2] > 0
+    window.hide()
+    window.show()  # a second showEvent must not recompute (or fail to compute) the proportions
+    assert window.splitter.sizes() == sizes
+
+
+def test_events_tab_lists_the_thread_events(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    assert fake.called("events") >= 1
+    assert window.events_model.rowCount() == 0 and not window.events_empty.isHidden()
+    assert window.tabs.tabText(3) == "Events"
+    window.show_tab("events")
+    assert window.tabs.currentIndex() == 3
