@@ -103,9 +103,9 @@ class RunState:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one automatic compaction did."""
+    """What one automatic compaction did. ``measured`` is the surface as it stands afterwards (the
+    caller sends exactly that, without measuring again); ``None`` when nothing was measured."""
 
-    action: Literal["none", "pruned", "summarized"]
     reason: str
     tokens_before: int
     tokens_after: int
@@ -113,10 +113,24 @@ class Outcome:
     generation_before: int
     generation_after: int
     summarizer_calls: int = 0
+    boundary_before: int | None = None
+    boundary_after: int | None = None
+    measured: "Measured | None" = field(default=None, compare=False, repr=False)
+
+    @property
+    def action(self) -> Literal["none", "pruned", "summarized"]:
+        if self.boundary_after != self.boundary_before:
+            return "summarized"
+        return "pruned" if self.generation_after > self.generation_before else "none"
 
     @property
     def progressed(self) -> bool:
         return self.generation_after > self.generation_before
+
+    @classmethod
+    def between(cls, reason: str, start: "Measured", end: "Measured", calls: int = 0) -> "Outcome":
+        a, b = start.snapshot.state, end.snapshot.state
+        return cls(reason, start.tokens, end.tokens, end.policy.threshold, a.generation, b.generation, calls, a.boundary, b.boundary, end)
 
 
 @dataclass(frozen=True)
@@ -169,25 +183,24 @@ class Compactor:
     def pressure(self, thread: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step (§2)."""
         routed = self.store.last_completed_request(thread)
-        snap = self.store.snapshot(thread)
-        gen0 = snap.state.generation
+        snap = self.store.snapshot(thread, with_busy=False)
         if routed is None:
-            return Outcome("none", "no_completed_request", 0, 0, 0, gen0, gen0)
-        m = self.measure(snap, ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
+            g = snap.state.generation
+            return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
+        route = {"provider": routed.provider, "model": routed.model}
+        start = m = self.measure(snap, ephemeral=run.ephemeral, **route)
         threshold = m.policy.threshold
-        before = m.tokens
-        if before < threshold:
-            return Outcome("none", "below_threshold", before, before, threshold, gen0, gen0)
+        if m.tokens < threshold:
+            return Outcome.between("below_threshold", start, m)
         if not m.policy.policy.auto:
-            return Outcome("none", "auto_off", before, before, threshold, gen0, gen0)
+            return Outcome.between("auto_off", start, m)
         m = self._prune(thread, m, trigger="pressure", run=run)
         if m.tokens < threshold:
-            return Outcome("pruned", "prune_enough", before, m.tokens, threshold, gen0, m.snapshot.state.generation)
+            return Outcome.between("prune_enough", start, m)
         if run.breaker_tripped:
-            action = "pruned" if m.snapshot.state.generation > gen0 else "none"
-            return Outcome(action, "breaker_tripped", before, m.tokens, threshold, gen0, m.snapshot.state.generation)
+            return Outcome.between("breaker_tripped", start, m)
         calls = 0
-        reason = "summarized"
+        reason = "max_rounds"
         for _ in range(m.policy.policy.loop_max_compaction_rounds):
             units = build_units(history_part(m.surface), running_turn=running_turn)
             sel = self._select(m, units, target=m.policy.target_tokens)
@@ -200,23 +213,17 @@ class Compactor:
                 reason = att.reason or "no_progress"
                 self._trip(thread, run, reason, m)
                 break
-            m = self.measure(self.store.snapshot(thread), ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
+            m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, **route)
             if m.tokens <= m.policy.target_tokens:
+                reason = "summarized"
                 break
-        else:
-            reason = "max_rounds"
-        gen = m.snapshot.state.generation
-        action = "summarized" if calls and gen > gen0 and m.snapshot.state.boundary != snap.state.boundary else ("pruned" if gen > gen0 else "none")
-        return Outcome(action, reason, before, m.tokens, threshold, gen0, gen, calls)
+        return Outcome.between(reason, start, m, calls)
 
     # -- §3 overflow ----------------------------------------------------------------------
     def overflow(self, thread: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
         """Overflow recovery work (§3.2): prune without a threshold check, then one shrinking summary
         of the largest balanced head range that keeps the newest unit. Progress = generation growth."""
-        snap = self.store.snapshot(thread)
-        gen0 = snap.state.generation
-        m = self.measure(snap, ephemeral=run.ephemeral, provider=provider, model=model)
-        before = m.tokens
+        start = m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, provider=provider, model=model)
         m = self._prune(thread, m, trigger="overflow", run=run)
         units = build_units(history_part(m.surface), running_turn=True)
         sel = select_overflow_head(units, message_tokens=m.meter.count_message)
@@ -225,10 +232,8 @@ class Compactor:
             att = self._summarize(thread, m, sel, trigger="overflow", kind="summary", run_id=run.run_id, running_turn=True)
             calls = att.calls
             if att.advanced:
-                m = self.measure(self.store.snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
-        gen = m.snapshot.state.generation
-        action = "summarized" if calls and m.snapshot.state.boundary != snap.state.boundary else ("pruned" if gen > gen0 else "none")
-        return Outcome(action, "overflow", before, m.tokens, m.policy.threshold, gen0, gen, calls)
+                m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, provider=provider, model=model)
+        return Outcome.between("overflow", start, m, calls)
 
     # -- §4 manual ------------------------------------------------------------------------
     def manual(self, thread: str) -> ManualResult:
@@ -290,16 +295,21 @@ class Compactor:
             if report.failed:
                 self.store.add_event(thread, "prune_failed", {"failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed]}, trigger=trigger, run_id=run.run_id)
             return m
-        new_offloads = {
-            p.message_id: Offload(p.message_id, p.tool_name, p.path, p.sha256, p.preview, p.original_tokens, p.preview_tokens, m.snapshot.state.generation + 1)
-            for p in report.pruned
-            if p.message_id is not None
-        }
-        snap2 = _with_offloads(m.snapshot, new_offloads, generation=m.snapshot.state.generation + 1)
-        after = self.measure(snap2, ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
+        pruned = {p.message_id: p for p in report.pruned if p.message_id is not None}
         with self.store.locked(thread) as tx:
+            # another run may have pruned some of these, or moved the boundary past them, meanwhile
+            ids = tx.prunable(list(pruned))
+            current = tx.snapshot(with_busy=False)
+            if not ids:  # nothing left for us: measure what the other writer left
+                return self.measure(current, ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
+            before_gen = current.state.generation
+            offs = {
+                i: Offload(i, pruned[i].tool_name, pruned[i].path, pruned[i].sha256, pruned[i].preview, pruned[i].original_tokens, pruned[i].preview_tokens, before_gen + 1)
+                for i in ids
+            }
+            after = self.measure(_with_offloads(current, offs, generation=before_gen + 1), ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
             gen = tx.record_prune(
-                [NewOffload(o.message_id, o.tool_name, o.path, o.sha256, o.preview, o.original_tokens, o.preview_tokens) for o in new_offloads.values()],
+                [NewOffload(o.message_id, o.tool_name, o.path, o.sha256, o.preview, o.original_tokens, o.preview_tokens) for o in offs.values()],
                 trigger=trigger,
                 run_id=run.run_id,
                 tokens_before=m.tokens,
@@ -311,12 +321,12 @@ class Compactor:
                     "tokens_before": m.tokens,
                     "tokens_after": after.tokens,
                     "threshold": m.policy.threshold,
-                    "generation_before": m.snapshot.state.generation,
+                    "generation_before": before_gen,
                     "generation_after": gen,
-                    "boundary": m.snapshot.state.boundary,
+                    "boundary": after.snapshot.state.boundary,
                     "pruned": [
-                        {"message_id": p.message_id, "tool": p.tool_name, "sha256": p.sha256, "path": p.path, "original_tokens": p.original_tokens, "preview_tokens": p.preview_tokens}
-                        for p in report.pruned
+                        {"message_id": i, "tool": pruned[i].tool_name, "sha256": pruned[i].sha256, "path": pruned[i].path, "original_tokens": pruned[i].original_tokens, "preview_tokens": pruned[i].preview_tokens}
+                        for i in ids
                     ],
                     "failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed],
                     "duration_ms": round((time.perf_counter() - started) * 1000, 3),
@@ -372,7 +382,8 @@ class Compactor:
             current_request=current,
             # finished turns only (no turn_user/round unit taken): the range is not in the running turn
             running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
-            max_tokens=summary_budget(m.policy),
+            max_tokens=max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0),
+            retries=m.policy.policy.summary_retries,
         )
         try:
             result = self.summarizer.summarize(request)
@@ -387,7 +398,8 @@ class Compactor:
         if why is not None:
             return reject(why, 1, {"usage": usage, "summary_tokens": meter.count_text(result.text)})
         assert sel.boundary is not None
-        boundary_msg = next(x for x in reversed(sel.messages) if x.id == sel.boundary)
+        # the compare-and-swap hash is over the STORED message (a pruned result's surface is its preview)
+        boundary_msg = next(x for x in snap.messages if x.id == sel.boundary)
         # the new surface, measured before persisting: the event carries exact before/after tokens
         kept = tuple(x for x in snap.messages if x.id is not None and x.id > sel.boundary)
         new_snap = _replace_snapshot(snap, boundary=sel.boundary, summary=result.text, messages=kept)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from engine.messages import META_PRUNED, Message
-from engine.previews import build_replacement
+from engine.previews import PreviewBudgetError, build_replacement
 from engine.workdir import Workdir, WorkdirError, sha256_text
 
 __all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "tool_name_of"]
@@ -137,14 +137,17 @@ def prune_surface(
     for m in messages:
         outcome = None
         if m.role == "tool":
-            outcome = prune_tool_result(
-                m,
-                workdir=workdir,
-                count_tokens=count_tokens,
-                limit_tokens=limit_tokens,
-                preview_tokens=preview_tokens,
-                tool_name=m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME),
-            )
+            try:
+                outcome = prune_tool_result(
+                    m,
+                    workdir=workdir,
+                    count_tokens=count_tokens,
+                    limit_tokens=limit_tokens,
+                    preview_tokens=preview_tokens,
+                    tool_name=m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME),
+                )
+            except PreviewBudgetError as exc:  # a policy too tight for the header: keep the original
+                outcome = PruneFailed(message_id=m.id, reason=exc.message)
         if isinstance(outcome, Pruned):
             pruned.append(outcome)
             out.append(outcome.replacement)

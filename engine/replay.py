@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .messages import Message
+from .messages import META_EPHEMERAL, Message
 from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -54,6 +54,7 @@ def surface_at(
     *,
     generation: int,
     last_message_id: int | None,
+    ephemeral: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """The model-visible surface at a generation, limited to messages that existed then."""
     from .compactor import build_surface  # local: compactor imports store; keep replay light
@@ -68,7 +69,8 @@ def surface_at(
     )
     offs = {k: v for k, v in offloads.items() if v.generation <= generation}
     snap = replace(snapshot, state=state, messages=msgs, offloads=offs)
-    return build_surface(snap).messages
+    notes = [Message("system", text, metadata={META_EPHEMERAL: True}) for text in ephemeral]
+    return build_surface(snap, ephemeral=notes).messages
 
 
 def _step(event: CompactionEvent, attempt: int, surface: tuple[Message, ...] | None, summary: str | None) -> ReplayStep:
@@ -107,14 +109,19 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
     attempt = 0
     last_id: int | None = None  # newest message when the provider refused: later steps add none
 
+    last_gen = 0
+    notes: list[str] = []
+
     def surface_for(e: CompactionEvent) -> tuple[tuple[Message, ...], str | None]:
+        nonlocal last_gen
         d: dict[str, Any] = dict(e.data)
         gen = d.get("generation_after", d.get("generation"))
-        if gen is None:
-            gen = d.get("generation_before", 0)
+        if gen is None:  # e.g. "recovered": the surface is the one the last step left
+            gen = d.get("generation_before", last_gen)
+        last_gen = int(gen)
         st = state_at(history, int(gen), snapshot.conversation_id)
         return (
-            surface_at(snapshot, history, all_messages, offloads, generation=int(gen), last_message_id=d.get("last_message_id", last_id)),
+            surface_at(snapshot, history, all_messages, offloads, generation=int(gen), last_message_id=d.get("last_message_id", last_id), ephemeral=notes),
             st.summary,
         )
 
@@ -138,6 +145,7 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
             attempt += 1
         if e.kind == "provider_error":
             last_id = e.data.get("last_message_id", last_id)
+            notes = list(e.data.get("ephemeral") or ())
         surface, summary = surface_for(e)
         current.append(_step(e, attempt, surface, summary))
         outcome = _TERMINAL.get(e.kind)

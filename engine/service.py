@@ -15,7 +15,7 @@ import platformdirs
 
 from .compactor import Compactor, Measured, RunState
 from .errors import EngineError
-from .messages import Message
+from .messages import InvalidMessage, Message
 from .meter import default_meter
 from .policy import PolicySet
 from .replay import build_episodes
@@ -33,7 +33,7 @@ from .views import (
     StoredMessage,
     ThreadInfo,
 )
-from .workdir import Workdir
+from .workdir import Workdir, WorkdirMissing
 
 APP_NAME = "compaction-inspector"
 ENV_WORKDIR = "COMPACTION_WORKDIR"
@@ -116,7 +116,13 @@ class Service:
         return self.store.create_conversation(key, **kwargs)
 
     def append_message(self, key: str, message: Message, *, run_id: int | None = None) -> int:
-        return self.store.append_message(key, message, run_id=run_id)
+        """Append under the conversation lock. A tool result must answer a pending call of the newest
+        assistant message: an orphan would be rejected by every OpenAI-compatible provider on every
+        later request, so it is refused here (``invalid_message``) and nothing is written."""
+        with self.store.locked(key) as tx:
+            if message.role == "tool" and message.tool_call_id not in {c.id for c in tx.unanswered_calls()}:
+                raise InvalidMessage(f"orphan tool result: no pending call {message.tool_call_id!r} on thread {key!r}")
+            return tx.append_message(message, run_id=run_id)
 
     def queue_request(self, key: str, content: str) -> int:
         return self.store.queue_request(key, content)
@@ -170,8 +176,14 @@ class Service:
         return self.store.offloads(key, message_ids)
 
     def read_original(self, offload: Offload) -> str:
-        """The full tool result from the Workdir, its SHA-256 verified (raises WorkdirError)."""
-        return self.workdir.read(offload.sha256, tool_name=offload.tool_name, path=offload.path)
+        """The full tool result, its SHA-256 verified (raises WorkdirError). Looked up by name in this
+        service's Workdir first (a copied or moved database with its Workdir still works), then at
+        the path recorded when it was pruned."""
+        try:
+            return self.workdir.read(offload.sha256, tool_name=offload.tool_name)
+        except WorkdirMissing:
+            recorded = Path(offload.path)
+            return Workdir(recorded.parent).read(offload.sha256, tool_name=offload.tool_name, path=recorded)
 
     def status(self, key: str) -> PressureStatus:
         """The pressure of a thread for its next turn."""
@@ -217,7 +229,7 @@ class Service:
                     run_id=r.run_id,
                     step=r.step,
                     tokens=r.estimated_tokens or 0,
-                    threshold=_threshold_of(r),
+                    threshold=r.threshold,
                     compaction=marker,
                     created_at=r.created_at,
                 )
@@ -230,18 +242,20 @@ class Service:
 
     # -- configuration --------------------------------------------------------------------
     def set_policy(self, data: Mapping[str, Any]) -> None:
-        """Validate and store the store-wide policy (shared by every agent and inspector)."""
+        """Validate and store the store-wide policy (shared by every agent and inspector).
+
+        Every (provider, model) it names, and the default, must resolve: a policy that cannot be
+        used (e.g. a retained tail larger than the target) is refused before anything is stored."""
         policies = load_policies(self.store, data)
+        policies.resolve(None, None)
+        for provider, model in policies.overrides:
+            policies.resolve(provider, model)
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
         self.compactor.policies = policies
 
     def meter_for(self, model: str | None):
         return default_meter(model)
-
-
-def _threshold_of(request: Any) -> int | None:
-    return getattr(request, "threshold", None)
 
 
 __all__ = ["Service", "open_service", "default_database_url", "data_dir", "EngineError"]

@@ -139,6 +139,7 @@ class ModelRequest:
     provider: str
     model: str
     estimated_tokens: int | None
+    threshold: int | None
     reported_prompt_tokens: int | None
     reported_completion_tokens: int | None
     outcome: str

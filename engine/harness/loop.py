@@ -189,8 +189,7 @@ class AgentHarness:
             if cancel.is_set():
                 return await asyncio.to_thread(self._cancel, thread, state)
             step += 1
-            await asyncio.to_thread(svc.compactor.pressure, thread, state)
-            measured = await asyncio.to_thread(self._measure, thread, state)
+            measured = await self._pre_step(thread, state, step)
             request_id = await _io(
                 svc.store.record_model_request,
                 thread,
@@ -322,6 +321,24 @@ class AgentHarness:
             tx.set_run_status(state.run_id, "waiting_for_user")  # type: ignore[arg-type]
             tx.add_event("waiting_for_user", {"tool": call.name, "call_id": call.id, "question": question}, run_id=state.run_id)
 
+    async def _pre_step(self, thread: str, state: RunState, step: int) -> Any:
+        """Pressure compaction (§2), then the envelope to send. An operational failure of the
+        compaction (database, Workdir) is recorded and the step goes on from the persisted surface
+        (seed 004: warn and continue); the surface measured by the compactor is reused."""
+        svc = self.service
+        try:
+            outcome = await asyncio.to_thread(svc.compactor.pressure, thread, state)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("pressure compaction failed on thread %r; continuing", thread, exc_info=True)
+            await _io(svc.store.add_event, thread, "pressure_failed", {"step": step, "error_message": _describe(exc)}, trigger="pressure", run_id=state.run_id)
+            outcome = None
+        m = outcome.measured if outcome is not None else None
+        if m is not None and (m.policy.provider, m.policy.model) == (self.provider_name, self.model):
+            return m
+        return await asyncio.to_thread(self._measure, thread, state)
+
     def _measure(self, thread: str, state: RunState):
         return self.service.compactor.measure(
             self.service.store.snapshot(thread), ephemeral=state.ephemeral, provider=self.provider_name, model=self.model
@@ -346,6 +363,7 @@ class AgentHarness:
                 "threshold": measured.policy.threshold,
                 "generation": snap.state.generation,
                 "last_message_id": max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
+                "ephemeral": [m.content for m in state.ephemeral],  # so the replay shows what was sent
             },
             trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider",
             run_id=state.run_id,
@@ -354,9 +372,7 @@ class AgentHarness:
     def _outcome_after_crash(self, thread: str, state: RunState, measured: Any) -> Outcome:
         """What a recovery that raised left behind, measured from the persisted state."""
         now = self._measure(thread, state)
-        before, after = measured.snapshot.state, now.snapshot.state
-        action = "summarized" if after.boundary != before.boundary else ("pruned" if after.generation > before.generation else "none")
-        return Outcome(action, "recovery_failed", measured.tokens, now.tokens, measured.policy.threshold, before.generation, after.generation)
+        return Outcome.between("recovery_failed", measured, now)
 
     def _fail(
         self,

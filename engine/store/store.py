@@ -22,7 +22,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy, ThreadNotFound
-from ..messages import Message, ToolCall
+from ..messages import InvalidMessage, Message, ToolCall
 from ..views import (
     ACTIVE_RUN_STATUSES,
     CompactionEvent,
@@ -78,7 +78,16 @@ def _aware(dt: datetime | None) -> datetime | None:
 
 
 def _to_message(row: MessageRow) -> Message:
-    calls = tuple(ToolCall(id=c["id"], name=c["name"], arguments=c.get("arguments", "{}")) for c in (row.tool_calls or ()))
+    raw_calls = row.tool_calls or []
+    if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
+        raise InvalidMessage(f"message {row.id}: tool_calls must be a list of objects")
+    try:
+        calls = tuple(
+            ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
+            for c in raw_calls
+        )
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"message {row.id} has a malformed tool call: {exc.message}") from None
     return Message(
         role=row.role,  # type: ignore[arg-type]
         content=row.content,
@@ -186,6 +195,7 @@ def _model_request(row: ModelRequestRow) -> ModelRequest:
         provider=row.provider,
         model=row.model,
         estimated_tokens=row.estimated_tokens,
+        threshold=row.threshold,
         reported_prompt_tokens=row.reported_prompt_tokens,
         reported_completion_tokens=row.reported_completion_tokens,
         outcome=row.outcome,
@@ -446,6 +456,21 @@ class Locked:
         rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id))
         return {r.message_id: _offload(r) for r in rows}
 
+    def prunable(self, message_ids: Sequence[int]) -> list[int]:
+        """The ids that may still be pruned: tool results of this thread, after the boundary, not
+        offloaded yet (a concurrent run or a moved boundary may have taken the others)."""
+        if not message_ids:
+            return []
+        st = self.state()
+        q = select(MessageRow.id).where(
+            MessageRow.conversation_id == self.conv.id, MessageRow.role == "tool", MessageRow.id.in_(list(message_ids))
+        )
+        if st.boundary is not None:
+            q = q.where(MessageRow.id > st.boundary)
+        ok = set(self.session.scalars(q))
+        done = set(self.session.scalars(select(ToolOffloadRow.message_id).where(ToolOffloadRow.message_id.in_(list(ok)))))
+        return [i for i in message_ids if i in ok and i not in done]
+
     def record_prune(
         self,
         offloads: Sequence[NewOffload],
@@ -455,9 +480,15 @@ class Locked:
         tokens_before: int | None = None,
         tokens_after: int | None = None,
     ) -> int:
-        """Record replacements whose Workdir writes succeeded; bump the generation. Returns it."""
+        """Record replacements whose Workdir writes succeeded; bump the generation. Returns it.
+
+        Every offload must still be :meth:`prunable` (raises ``already_pruned`` otherwise, nothing
+        written): the generation only grows when the surface really changes."""
         if not offloads:
             raise EngineError("record_prune needs at least one offload", code="empty_prune")
+        ids = [o.message_id for o in offloads]
+        if self.prunable(ids) != ids:
+            raise EngineError("a tool result was already pruned, is behind the boundary, or is not a tool result", code="already_pruned")
         st = self._state_row()
         before = st.generation
         after = before + 1
@@ -554,16 +585,19 @@ class Locked:
         self.session.flush()
         return st.generation
 
-    def snapshot(self) -> Snapshot:
-        return _snapshot(self.session, self.conv)
+    def snapshot(self, *, with_busy: bool = True) -> Snapshot:
+        return _snapshot(self.session, self.conv, with_busy=with_busy)
 
     def add_event(self, kind: str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
         return _add_event(self.session, self.conv.id, kind, data, trigger=trigger, run_id=run_id)
 
 
-def _snapshot(session: Session, conv: Conversation) -> Snapshot:
+def _snapshot(session: Session, conv: Conversation, *, with_busy: bool = True) -> Snapshot:
     tx = Locked(session, conv)
     state = tx.state()
+    q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == conv.id)
+    if state.boundary is not None:  # offloads behind the boundary are not on the surface
+        q = q.where(ToolOffloadRow.message_id > state.boundary)
     return Snapshot(
         thread=conv.thread_key,
         conversation_id=conv.id,
@@ -573,9 +607,9 @@ def _snapshot(session: Session, conv: Conversation) -> Snapshot:
         model=conv.model,
         state=state,
         messages=tuple(tx.messages_after(state.boundary)),
-        offloads=tx.offloads(),
+        offloads={r.message_id: _offload(r) for r in session.scalars(q)},
         current_request=tx.last_user_message(),
-        busy_reason=tx.busy_reason(),  # type: ignore[arg-type]
+        busy_reason=tx.busy_reason() if with_busy else None,  # type: ignore[arg-type]
     )
 
 
@@ -643,15 +677,17 @@ class Store:
 
     # -- transactions ---------------------------------------------------------------------
     @contextmanager
-    def _session(self, *, write: bool, nowait: bool = False) -> Iterator[Session]:
+    def _session(self, *, write: bool, nowait: bool = False, consistent: bool = False) -> Iterator[Session]:
         if write:
             self._check_writable()
         try:
             with Session(self.engine, expire_on_commit=False) as s:
-                if self.is_sqlite:
+                if self.is_sqlite:  # a SQLite read transaction is already one snapshot (WAL)
                     s.connection(
                         execution_options={"sqlite_begin": "IMMEDIATE" if write else "DEFERRED", "sqlite_nowait": nowait}
                     )
+                elif consistent and not write:
+                    s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
                 yield s
                 if write:
                     s.commit()
@@ -965,10 +1001,12 @@ class Store:
                 q = q.where(MessageRow.id > after_id)
             return int(s.scalar(q) or 0)
 
-    def snapshot(self, key: str) -> Snapshot:
-        """State, messages after the boundary, offloads and current request, read consistently."""
-        with self._session(write=False) as s:
-            return _snapshot(s, self._conv(s, key))
+    def snapshot(self, key: str, *, with_busy: bool = True) -> Snapshot:
+        """State, messages after the boundary, their offloads and the current request, read in one
+        transaction (REPEATABLE READ on PostgreSQL, so all statements see the same snapshot).
+        ``with_busy=False`` skips the busy check (the pre-step pressure path does not need it)."""
+        with self._session(write=False, consistent=True) as s:
+            return _snapshot(s, self._conv(s, key), with_busy=with_busy)
 
     def messages_after(self, key: str, boundary: int | None) -> list[Message]:
         with self._session(write=False) as s:

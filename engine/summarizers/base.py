@@ -49,6 +49,8 @@ class SummaryRequest:
     current_request: str | None = None
     running_turn: bool = False
     max_tokens: int = 8192
+    #: retries for a failed call (the policy's ``summary_retries``); ``None``: the summarizer's own
+    retries: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):

@@ -119,6 +119,7 @@ class OpenAICompatSummarizer:
             "temperature": 0,
         }
         headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
+        retries = self.retries if request.retries is None else request.retries  # the policy wins
         calls = 0
         while True:
             calls += 1
@@ -138,7 +139,7 @@ class OpenAICompatSummarizer:
                 )
                 if response.status_code not in RETRY_STATUSES:
                     raise self._scrubbed(error, calls)
-            if calls > self.retries:
+            if calls > retries:
                 raise self._scrubbed(error, calls)
             time.sleep(self.backoff * calls)
 
@@ -156,6 +157,9 @@ class OpenAICompatSummarizer:
             )
         if not content.strip():
             raise self._scrubbed(SummarizerError("summary endpoint returned an empty summary", "empty"), calls)
+        finish = (data.get("choices") or [{}])[0].get("finish_reason") if isinstance(data.get("choices"), list) else None
+        if finish == "length":  # cut off at max_tokens: a partial summary would silently lose history
+            raise self._scrubbed(SummarizerError("the summary was cut off at the max_tokens limit", "truncated"), calls)
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else self.model
         return SummaryResult(

@@ -351,7 +351,6 @@ def test_missing_or_tampered_original_is_an_error_not_shown(qtbot: Any, open_dem
         assert w.banner.text().startswith(code)
 
 
-@pytest.mark.xfail(strict=True, reason="engine: offloads store absolute Workdir paths, so a moved or copied database cannot read its originals")
 def test_a_copied_demo_reads_its_originals_from_its_own_workdir(qtbot: Any, open_demo: Any, demo_copy: Demo) -> None:
     offload = visible_offload(demo_copy, RESEARCH)
     w = open_demo(demo_copy, RESEARCH)

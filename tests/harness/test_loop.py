@@ -211,3 +211,23 @@ def test_notes_survive_waiting_for_the_user(svc: Service, sim: ProviderSimulator
 
     assert run(scenario).status == "completed"
     assert [r.body["messages"][-1] for r in sim.requests] == [{"role": "system", "content": "note: index rebuilt"}] * 2
+
+
+def test_a_failing_pressure_check_is_recorded_and_the_run_goes_on(svc: Service, sim: ProviderSimulator, monkeypatch) -> None:
+    """Seed 004: an operational failure of pre-step compaction warns and continues from the
+    persisted surface; it never fails the user's run."""
+
+    def broken(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(svc.compactor, "pressure", broken)
+    sim.script([Reply(content="Fine anyway.")])
+
+    async def scenario():
+        async with harness(svc, sim) as h:
+            return await h.run(THREAD, "Hello?")
+
+    result = run(scenario)
+    assert result.status == "completed" and result.final.content == "Fine anyway."
+    (ev,) = events(svc, "pressure_failed")
+    assert "disk full" in ev.data["error_message"]

@@ -243,7 +243,10 @@ def test_a_recovery_crash_after_the_prune_landed_still_retries(svc: Service, sim
     assert (result.status, result.overflow_retries) == ("completed", 1)
     assert [r.outcome for r in sim.requests] == ["ok", "overflow", "ok"]
     retry = events(svc, "retry")[0].data
-    assert retry["generation_after"] == retry["generation_before"] + 1 and "RuntimeError" in retry["recovery_error"]
+    assert retry["generation_after"] == retry["generation_before"] + 1
+    # the crash is contained by the compactor: a rejected summary with the reason, history intact
+    rejected = events(svc, "summary_rejected")[0].data
+    assert rejected["error_code"] == "summarizer_crashed" and "exploded" in rejected["error_message"]
 
 
 def test_a_recovery_crash_before_any_replacement_reports_the_original_error(svc: Service, sim: ProviderSimulator, summarizer: SteeredSummarizer) -> None:
@@ -261,7 +264,9 @@ def test_a_recovery_crash_before_any_replacement_reports_the_original_error(svc:
     info = run_info(svc, result.run_id)
     assert (info.status, info.error_code, info.error_message) == ("failed", CONTEXT_WINDOW_EXCEEDED, provider.errors[0].message)
     gave_up = events(svc, "gave_up")[0].data
-    assert gave_up["reason"] == "recovery_failed" and "summarizer backend exploded" in gave_up["recovery_error"]
+    assert gave_up["reason"] == "no_progress"
+    rejected = events(svc, "summary_rejected")[0].data
+    assert rejected["error_code"] == "summarizer_crashed" and "summarizer backend exploded" in rejected["error_message"]
     assert svc.store.busy_reason(THREAD) is None
 
 

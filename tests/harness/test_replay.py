@@ -148,3 +148,23 @@ def test_an_episode_whose_process_died_does_not_hide_the_next_run(svc: Service) 
     ]
     assert [m.content for m in episodes[0].steps[0].surface] == ["first"]
     assert [m.content for m in episodes[1].steps[1].surface] == ["first", "second"]
+
+
+def test_recovered_step_shows_the_surface_the_retry_sent(tmp_path) -> None:
+    """The "recovered" event carries no generation: its step must show the surface left by the
+    recovery (previews), not the surface at generation 0 (full tool outputs)."""
+    from engine.demo import build_demo
+    from engine.service import open_service
+
+    db = tmp_path / "demo.db"
+    build_demo(str(db))
+    svc = open_service(str(db))
+    try:
+        (episode,) = svc.replay("overflow-recovers")
+        retry = next(s for s in episode.steps if s.kind == "retry")
+        recovered = episode.steps[-1]
+        assert recovered.kind == "recovered" and recovered.surface is not None
+        assert [m.content for m in recovered.surface] == [m.content for m in (retry.surface or ())]
+        assert any(m.metadata.get("pruned") for m in recovered.surface)
+    finally:
+        svc.close()
