@@ -1,5 +1,5 @@
-"""Review findings: each test demonstrates one contract violation or defect and is expected to fail
-(``xfail(strict=True)``) until the lead fixes it. Real SQLite through ``open_service``."""
+"""Regression tests from the independent engine review: each demonstrated a contract violation or
+defect (as a strict xfail) before it was fixed. Real SQLite through ``open_service``."""
 
 from __future__ import annotations
 
