@@ -12,7 +12,8 @@ import json
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any, Callable, Sequence
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import EngineError, ThreadBusy
 
@@ -40,10 +41,16 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="database URL or SQLite file path (default: the demo database)")
 
 
-def _open(args: argparse.Namespace, **kwargs: Any):
+@contextmanager
+def _service(args: argparse.Namespace) -> Iterator[Any]:
+    """The service on ``--db`` for the length of one command."""
     from ..service import open_service
 
-    return open_service(getattr(args, "db", None), **kwargs)
+    svc = open_service(getattr(args, "db", None))
+    try:
+        yield svc
+    finally:
+        svc.close()
 
 
 # -- commands ---------------------------------------------------------------------------------
@@ -66,11 +73,8 @@ def cmd_migrate(args: argparse.Namespace) -> int:
 
 
 def cmd_threads(args: argparse.Namespace) -> int:
-    svc = _open(args)
-    try:
+    with _service(args) as svc:
         threads = svc.list_threads(text=args.filter, limit=args.limit)
-    finally:
-        svc.close()
     rows = [
         {
             "thread": t.key,
@@ -117,11 +121,8 @@ def status_json(st) -> dict[str, Any]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    svc = _open(args)
-    try:
+    with _service(args) as svc:
         data = status_json(svc.status(args.thread))
-    finally:
-        svc.close()
     if args.json:
         emit_json(data)
         return EXIT_OK
@@ -136,11 +137,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
-    svc = _open(args)
-    try:
+    with _service(args) as svc:
         r = svc.compact(args.thread)
-    finally:
-        svc.close()
     data = {
         "thread": args.thread,
         "status": r.status,
@@ -165,11 +163,8 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    svc = _open(args)
-    try:
+    with _service(args) as svc:
         episodes = svc.replay(args.thread)
-    finally:
-        svc.close()
     data = {
         "thread": args.thread,
         "episodes": [
