@@ -509,13 +509,12 @@ def losses(rows: list[Row]) -> list[str]:
 
 
 def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None) -> str:
-    peers_line = f"**Peers not run:** {missing}" if missing else ""
+    peers_line = f"\n**Peers not run:** {missing}\n" if missing else ""
     return f"""# Benchmarks
 
 Produced by one command, `make bench` (`benchmarks/run_all.py`), in one run of {seconds / 60:.1f} minutes.
 Ratios are ours ÷ peer from the same run (machines are noisy; compare ratios, not absolute times).
 {peers_line}
-
 ## How to rerun
 
 ```
