@@ -279,7 +279,8 @@ class Compactor:
             recent_rounds=pol.policy.loop_recent_tool_rounds,
             summary_tokens=_summary_estimate(pol, m.meter),
         )
-        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window // 2))
+        # one call must fit a summarizer model with the same window: input + the summary it writes
+        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)))
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
         pol = m.policy.policy

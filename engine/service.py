@@ -247,9 +247,9 @@ class Service:
         Every (provider, model) it names, and the default, must resolve: a policy that cannot be
         used (e.g. a retained tail larger than the target) is refused before anything is stored."""
         policies = load_policies(self.store, data)
-        policies.resolve(None, None)
-        for provider, model in policies.overrides:
-            policies.resolve(provider, model)
+        for provider, model in [(None, None), *policies.overrides]:
+            r = policies.resolve(provider, model)
+            r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
         self.compactor.policies = policies

@@ -29,7 +29,7 @@ def test_limits_are_exact_whole_tokens() -> None:
     assert p.threshold(128000) == 102400
     assert p.retained_tail_tokens(128000) == 20480
     assert p.hint_tokens(128000) == 87040  # 0.85 × 102400
-    assert p.target_tokens(128000) == 87039  # just below the hint line
+    assert p.target_tokens(128000) == 51200  # half the threshold
     # a ratio whose float product falls just below the integer must not lose a token
     assert math.floor(0.29 * 100) == 28  # the float trap: 0.29 * 100 == 28.999999999999996
     assert CompactionPolicy(threshold_ratio=0.29).threshold(100) == 29
@@ -48,7 +48,7 @@ def test_hint_line_84_9_percent_no_85_0_percent_yes() -> None:
 def test_absolute_threshold_replaces_the_ratio() -> None:
     p = CompactionPolicy(threshold_tokens=50000)
     assert p.threshold(128000) == 50000
-    assert p.target_tokens(128000) == math.ceil(50000 * 0.85) - 1
+    assert p.target_tokens(128000) == 25000
     with pytest.raises(PolicyError, match=r"threshold_tokens \(50000\) exceeds the context window \(32000\)"):
         p.threshold(32000)
 
@@ -140,7 +140,7 @@ def test_effective_window_model_policy_first_then_configuration() -> None:
     configured = policies.resolve("local", "my-finetune")
     assert (configured.context_window, configured.window_source) == (32000, "configuration")
     assert configured.threshold == 25600 and configured.retained_tail_tokens == 5120
-    assert configured.hint_tokens == 21760 and configured.target_tokens == 21759
+    assert configured.hint_tokens == 21760 and configured.target_tokens == 12800
 
 
 def test_no_window_anywhere_is_a_clear_error() -> None:
@@ -148,10 +148,11 @@ def test_no_window_anywhere_is_a_clear_error() -> None:
         PolicySet().resolve("local", "my-finetune")
 
 
-def test_retained_tail_must_stay_below_the_target() -> None:
+def test_retained_tail_is_capped_at_half_the_target() -> None:
     policies = PolicySet(overrides={("p", "m"): {"threshold_tokens": 1000}}, default_window=100000)
-    with pytest.raises(PolicyError, match=r"retained tail \(16000 tokens\) must be smaller than the summarization target \(849 tokens\) for p/m"):
-        policies.resolve("p", "m")
+    small = policies.resolve("p", "m")
+    assert (small.target_tokens, small.retained_tail_tokens) == (500, 250)  # not 16000: room to compact
+    assert policies.resolve("q", "n").retained_tail_tokens == 16000  # the default is not capped
 
 
 def test_from_mapping_builds_defaults_overrides_and_window() -> None:

@@ -179,7 +179,7 @@ def test_set_policy_rejects_a_policy_that_cannot_resolve(tmp_path: Path) -> None
     svc = service(tmp_path)
     key = thread(svc)
     with pytest.raises(PolicyError):
-        svc.set_policy({"context_window": WINDOW, "default": {"retained_tail_ratio": 0.9}})
+        svc.set_policy({"context_window": WINDOW, "default": {"threshold_tokens": WINDOW * 2}})
     svc.status(key)
 
 
