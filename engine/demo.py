@@ -226,6 +226,15 @@ class _Builder:
             _calls(("shell", {"command": "pytest -q"}), ("shell", {"command": "pytest -q -m postgres"})),
             Reply(content="All tests pass on SQLite and PostgreSQL. The fix is in engine/store/db.py."),
         ])
+        # a short last turn: the thread stays below the hint line, and its first turn lies outside
+        # the retained tail, so "Compact now" has history to summarize
+        await self.turn(h, key, "Add a changelog entry for the fix.", [
+            Reply(content="Changelog: " + "SQLite lock transactions now begin IMMEDIATE, so a second writer waits for the first "
+                  "instead of failing; intake and manual compaction on one thread are serialised on every backend. "
+                  "Covered by test_lock_waits on SQLite and PostgreSQL; no schema change, no migration needed. "
+                  "Operators upgrading from the previous release need to do nothing: existing databases keep working, "
+                  "and the WAL journal mode is set once by `compaction migrate`. Reviewed with the store owners."),
+        ])
 
     async def overflow_recovers(self) -> None:
         key = "overflow-recovers"

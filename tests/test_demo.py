@@ -124,3 +124,20 @@ def test_replay_of_the_demo_recovery(demo: tuple[Path, Path, dict[str, Any]]) ->
         assert lost.outcome == "gave_up" and "maximum context length" in (lost.steps[-1].error_message or "")
     finally:
         svc.close()
+
+
+def test_compact_now_has_work_on_the_coding_thread(demo: tuple[Path, Path, dict[str, Any]], tmp_path: Path) -> None:
+    """The demo keeps one idle, uncompacted thread below the hint line whose first turn lies outside
+    the retained tail, so manual compaction visibly does something there."""
+    import shutil
+
+    db, workdir, _ = demo
+    shutil.copy(db, tmp_path / "copy.db")
+    shutil.copytree(workdir, tmp_path / "copy.db.workdir")
+    svc = open_service(str(tmp_path / "copy.db"), workdir=tmp_path / "copy.db.workdir")
+    try:
+        assert not svc.status("coding-lock-test-failure").hint
+        result = svc.compact("coding-lock-test-failure")
+        assert result.status == "completed" and result.after_tokens < result.before_tokens
+    finally:
+        svc.close()
