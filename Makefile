@@ -23,4 +23,5 @@ test: install
 	QT_QPA_PLATFORM=offscreen QT_API=pyside6 $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install
-	$(BIN)/python benchmarks/run_all.py
+	$(BIN)/pip install --quiet -e '.[test,bench-peers]'
+	$(BIN)/python benchmarks/run_all.py $(BENCH_ARGS)
