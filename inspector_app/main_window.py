@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Coroutine
 
-from PySide6.QtCore import QItemSelectionModel, QModelIndex, QSettings, Qt, QTimer, Signal
+from PySide6.QtCore import QModelIndex, QSettings, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QKeySequence, QShowEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -41,14 +41,18 @@ from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_STAT
 from .models.timeline import (
     COL_MARKERS,
     COL_TOKENS,
+    MARKER_CONTINUES,
     MARKER_OPEN,
     MARKER_ORPHAN,
     MARKER_PRUNED,
+    UNKNOWN,
     BoundaryInfo,
     MarkersRole,
-    MessageIdRole,
+    Node,
+    PageRequest,
     TimelineModel,
     TimelinePage,
+    message_matches,
 )
 from .service_client import ServiceClient
 from .widgets.bars import ConfirmBar, ErrorBanner
@@ -57,6 +61,7 @@ from .widgets.delegates import PillDelegate
 from .widgets.detail import DetailPane
 from .widgets.pressure import PressureChart, PressureGauge
 from .widgets.replay import ReplayPanel
+from .widgets.timeline_view import TimelineView
 
 Opener = Callable[[str], Any]
 
@@ -67,9 +72,10 @@ BUSY_NOTE = {
     "queued": "A request is queued for this thread: compact by hand once it has run.",
 }
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
-MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn"}
+MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted"}
 TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
+SEARCH_PAGE = 1000  # messages a search reads per worker trip
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -120,6 +126,8 @@ class MainWindow(QMainWindow):
         self._refreshing = False
         self._connect_dialog: ConnectDialog | None = None
         self._search_task: asyncio.Task[Any] | None = None
+        self._jump_task: asyncio.Task[Any] | None = None
+        self._gap_backward = False  # the current gap row was reached from below
 
         self._build_ui()
         self._build_toolbar()
@@ -185,6 +193,12 @@ class MainWindow(QMainWindow):
         for label in (self.thread_title, self.thread_meta, self.hint_label, self.busy_label):
             label.setWordWrap(True)
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.summary_button = QToolButton()
+        self.summary_button.setObjectName("summaryButton")
+        self.summary_button.setText("Summary card")
+        self.summary_button.setToolTip("Show the rolling summary and where compacted history ends")
+        self.summary_button.clicked.connect(lambda: self.spawn(self.show_boundary(), "show summary"))
+        self.summary_button.hide()
         self.compact_button = QPushButton("Compact now")
         self.compact_button.setObjectName("compactButton")
         self.compact_button.setEnabled(False)
@@ -207,6 +221,7 @@ class MainWindow(QMainWindow):
         texts.addWidget(self.busy_label)
         hl.addLayout(texts, 1)
         hl.addWidget(self.busy)
+        hl.addWidget(self.summary_button)
         hl.addWidget(self.compact_button)
         self.confirm = ConfirmBar()
         self.confirm.accepted.connect(self._confirmed_compact)
@@ -221,12 +236,12 @@ class MainWindow(QMainWindow):
 
         # timeline
         self.timeline_model = TimelineModel(self)
-        self.timeline_model.fetchRequested.connect(self._on_fetch_requested)
         self.timeline_model.rowsInserted.connect(self._on_rows_inserted)
-        self.timeline = QTreeView()
+        self.timeline = TimelineView()
         self.timeline.setObjectName("timelineView")
         self.timeline.setModel(self.timeline_model)
-        self.timeline.setUniformRowHeights(True)
+        self.timeline.jumpToEnd.connect(self.request_newest)
+        self.timeline.gapVisible.connect(self._on_gap_visible)
         self.timeline.setAllColumnsShowFocus(True)
         self.timeline.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.timeline.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -240,7 +255,7 @@ class MainWindow(QMainWindow):
         self.timeline.setItemDelegateForColumn(COL_TOKENS, PillDelegate(self._token_pills, self.timeline, align_right=True))
         self.timeline.setItemDelegateForColumn(COL_MARKERS, PillDelegate(self._marker_pills, self.timeline))
         self.timeline.selectionModel().currentChanged.connect(self._on_timeline_current)
-        self.timeline.activated.connect(self._open_detail)
+        self.timeline.activated.connect(self._on_timeline_activated)
 
         center = QWidget()
         cl = QVBoxLayout(center)
@@ -308,6 +323,9 @@ class MainWindow(QMainWindow):
         rl.addWidget(self.banner)
         rl.addWidget(self.splitter, 1)
         self.setCentralWidget(root)
+        self.counts_label = QLabel("")
+        self.counts_label.setObjectName("muted")
+        self.statusBar().addPermanentWidget(self.counts_label)
         self.statusBar().showMessage("Not connected")
 
     def _build_toolbar(self) -> None:
@@ -321,8 +339,12 @@ class MainWindow(QMainWindow):
         self.refresh_action = QAction(theme.icon("refresh"), "Refresh", self)
         self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
         self.refresh_action.triggered.connect(lambda: self.spawn(self.refresh(), "refresh"))
+        self.newest_action = QAction(theme.icon("forward"), "Jump to newest", self)
+        self.newest_action.setToolTip("Load and show the newest messages of the thread (End in the timeline)")
+        self.newest_action.triggered.connect(self.request_newest)
         bar.addAction(self.connect_action)
         bar.addAction(self.refresh_action)
+        bar.addAction(self.newest_action)
         self.theme_actions = QActionGroup(self)
         menu = QMenu(self)
         for mode in theme.THEME_MODES:
@@ -464,42 +486,45 @@ class MainWindow(QMainWindow):
             self.spawn(self.load_thread(key), "load thread")
 
     async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None) -> None:
-        """(Re)read everything about ``key`` from the service; ``keep`` re-selects a message id."""
+        """(Re)read everything about ``key`` from the service; ``keep`` re-selects a message id.
+
+        The first page is shown before the side panels (status, pressure history, replay, events)
+        are read: those read the whole thread and must not hold up the timeline."""
         self._epoch += 1
         epoch = self._epoch
         self.confirm.hide()
-        info = await self.client.call("thread", key)
-        state = await self.client.call("compaction_state", key)
-        history = await self.client.call("history", key)
+        info = await self.client.call_interactive("thread", key)
+        state = await self.client.call_interactive("compaction_state", key)
+        history = await self.client.call_interactive("history", key)
         if epoch != self._epoch:
             return
         self._thread = info
         self.thread_model.update_thread(info)
-        self.timeline_model.reset(key, boundary=BoundaryInfo.from_state(state, history), running_turn=info.busy_reason in ("running", "waiting_for_user"))
+        boundary = BoundaryInfo.from_state(state, history)
+        self.timeline_model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=info.message_count)
+        self.summary_button.setVisible(boundary is not None)
         if keep is None:
             self.detail.clear()
-        await self._load_until(epoch, keep)
+        await self._load_gap(epoch, None, backward=False)
+        if keep is not None:
+            await self._ensure_loaded(epoch, keep)
         if epoch != self._epoch:
             return
-        index = self.timeline_model.index_for_message(keep) if keep is not None else self.timeline_model.boundary_index()
-        if not index.isValid() and keep is None and self.timeline_model.exhausted:
-            index = self.timeline_model.newest_message_index()  # nothing compacted: open on what happens now
+        model = self.timeline_model
+        index = model.index_for_message(keep) if keep is not None else model.boundary_index()
+        if not index.isValid() and keep is None and model.exhausted:
+            index = model.newest_message_index()  # nothing compacted: open on what happens now
         if index.isValid():  # a fresh thread opens on its summary card
             self.timeline.setCurrentIndex(index)
+        elif keep is None and boundary is not None:
+            self.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
         if scroll is not None:
             self.timeline.verticalScrollBar().setValue(scroll)
+            if index.isValid():
+                self.timeline.scrollTo(index)
         await self._load_side(key, epoch)
         if epoch == self._epoch:
             self.threadLoaded.emit(key)
-
-    async def _load_until(self, epoch: int, keep: int | None) -> None:
-        """The first page, and more until message ``keep`` is loaded."""
-        model = self.timeline_model
-        while epoch == self._epoch and not model.exhausted:
-            await self._load_page(epoch, model.last_id())
-            last = model.last_id()
-            if keep is None or last is None or last >= keep:
-                break
 
     async def _load_side(self, key: str, epoch: int) -> None:
         status = await self.client.call("status", key)
@@ -560,72 +585,140 @@ class MainWindow(QMainWindow):
             button.setToolTip("Summarize all complete history before the retained tail")
 
     # == timeline ===============================================================================
-    def _on_fetch_requested(self, after_id: int | None) -> None:
-        if after_id is not None:  # the first page of a thread is loaded by load_thread itself
-            self.spawn(self._fetch_if_needed(self._epoch, after_id), "load messages")
+    async def _read(self, key: str, request: PageRequest) -> TimelinePage:
+        """One keyset read for the timeline, with token counts and offloads, on the interactive lane."""
+        stored = await self.client.call_interactive("messages_page", key, **request.query())
+        return await self._measured(key, stored, request.page)
 
-    async def _fetch_if_needed(self, epoch: int, after_id: int) -> None:
-        """QTreeView asks for more on every relayout of the root; load only when the end of the
-        loaded rows is within a screen of the viewport (or the request came from scrolling there)."""
-        await asyncio.sleep(0)  # let the view finish the layout that asked
-        if epoch != self._epoch:
-            return
+    async def _read_around(self, key: str, message_id: int) -> TimelinePage:
+        """A page around ``message_id`` (a quarter before it, the rest from it on): jumping into a
+        gap loads one page there instead of every page on the way."""
+        context = max(1, self.page_size // 4)
+        before = await self.client.call_interactive("messages_page", key, before_id=message_id + 1, limit=context)
+        after = await self.client.call_interactive("messages_page", key, after_id=message_id, limit=self.page_size - context)
+        follows = None if len(before) < context else UNKNOWN
+
+        def page(rows: Any, tokens: Any, offloads: Any, original: Any) -> TimelinePage:
+            return TimelinePage(tuple(rows), tokens, offloads, len(after) < self.page_size - context, original, follows=follows)
+
+        return await self._measured(key, before + after, page)
+
+    async def _measured(self, key: str, stored: list[Any], make: Callable[..., TimelinePage]) -> TimelinePage:
+        pruned = [s.id for s in stored if s.offload_sha256]
+        offloads = await self.client.call_interactive("offloads", key, pruned) if pruned else {}
+        model_name = self._thread.model if self._thread else None
+        seen, original = await self.client.run(_count_page_tokens, model_name, stored, offloads, interactive=True)
+        return make(stored, seen, offloads, original)
+
+    def _insert(self, page: TimelinePage, *, below: Node | None = None) -> None:
+        """Splice ``page`` in; filled from below ``below`` (a gap), the rows under it stay on screen."""
+        if below is not None and below in self.timeline_model.gaps():
+            with self.timeline.anchored(self.timeline_model.index_of(below)):
+                self.timeline_model.insert_page(page)
+        else:
+            self.timeline_model.insert_page(page)
+        self._show_counts()
+
+    async def _load_gap(self, epoch: int, gap: Node | None, *, backward: bool) -> None:
+        """Fill ``gap`` by one page from its lower (``backward``) or upper side; ``None``: the first page."""
         model = self.timeline_model
-        last = model.index(model.rowCount() - 1, 0)
-        rect = self.timeline.visualRect(last)
-        if not rect.isValid() or rect.top() > 2 * self.timeline.viewport().height():
-            model.cancel_fetch()
+        key = model.key
+        if key is None or epoch != self._epoch:
             return
-        await self._load_page(epoch, after_id)
-
-    async def _load_page(self, epoch: int, after_id: int | None) -> None:
-        key = self.timeline_model.key
-        if key is None:
+        request = PageRequest(limit=self.page_size) if gap is None else model.gap_request(gap, backward=backward, limit=self.page_size)
+        if request is None:
             return
         try:
-            page = await self._read_page(key, after_id)
+            page = await self._read(key, request)
         except Exception:
-            if epoch == self._epoch:
-                self.timeline_model.page_failed()
+            if epoch == self._epoch and gap is not None:
+                model.gap_failed(gap)
             raise
-        if epoch == self._epoch and self.timeline_model.last_id() == after_id:
-            self.timeline_model.append_page(page)
-            self._show_counts()
+        if epoch != self._epoch:
+            return
+        move = gap is not None and self.timeline_model.node(self.timeline.currentIndex()) is gap
+        self._insert(page, below=gap if backward else None)
+        if move and page.messages:  # Enter on a gap row: go on with the rows it loaded
+            landing = page.messages[-1 if backward else 0].id
+            self.timeline.setCurrentIndex(model.index_for_message(landing))
 
-    async def _read_page(self, key: str, after_id: int | None) -> TimelinePage:
-        stored = await self.client.call("messages_page", key, after_id=after_id, limit=self.page_size)
-        pruned = [s.id for s in stored if s.offload_sha256]
-        offloads = await self.client.call("offloads", key, pruned) if pruned else {}
-        model_name = self._thread.model if self._thread else None
-        seen, original = await self.client.run(_count_page_tokens, model_name, stored, offloads)
-        return TimelinePage(tuple(stored), seen, offloads, exhausted=len(stored) < self.page_size, original_tokens=original)
+    def _on_gap_visible(self, gap: Node, backward: bool) -> None:
+        self.spawn(self._load_gap(self._epoch, gap, backward=backward), "load messages")
+
+    def request_newest(self) -> None:
+        """Jump to the newest messages (End, Ctrl+End, scrollToBottom, "Jump to newest")."""
+        if self._jump_task is None or self._jump_task.done():
+            self._jump_task = self.spawn(self.jump_to_newest(), "load messages")
+
+    async def jump_to_newest(self) -> None:
+        """Load the newest page (one read, whatever the thread's length) and show its last row;
+        what lies between stays one gap row."""
+        model = self.timeline_model
+        epoch, key = self._epoch, model.key
+        request = model.end_request(self.page_size) if key is not None else None
+        if key is not None and request is not None:
+            try:
+                page = await self._read(key, request)
+            except Exception:
+                if epoch == self._epoch:
+                    model.gap_failed()
+                raise
+            if epoch != self._epoch:
+                return
+            self._insert(page)
+        self.timeline.show_end()
+
+    async def _ensure_loaded(self, epoch: int, message_id: int) -> bool:
+        """Load the page around ``message_id`` if it lies in a gap; False if it is not in the thread."""
+        model = self.timeline_model
+        if model.contains(message_id):
+            return True
+        key = model.key
+        if key is None or model.gap_for(message_id) is None:
+            return False
+        page = await self._read_around(key, message_id)
+        if epoch == self._epoch:
+            self._insert(page)
+        return model.contains(message_id)
+
+    async def _append_newer(self, epoch: int) -> None:
+        """Live refresh: the page after the newest loaded message."""
+        model = self.timeline_model
+        if model.key is None:
+            return
+        page = await self._read(model.key, PageRequest(after_id=model.last_id(), limit=self.page_size))
+        if epoch == self._epoch:
+            self._insert(page)
 
     def _show_counts(self) -> None:
+        """The permanent status-bar label: how much of the thread the timeline holds."""
         total = self._thread.message_count if self._thread else self.timeline_model.loaded_count()
         loaded = self.timeline_model.loaded_count()
-        more = "" if self.timeline_model.exhausted else " (scroll for more)"
-        self.statusBar().showMessage(f"{loaded:,} of {total:,} messages loaded{more}")
+        self.counts_label.setText(f"{loaded:,} of {total:,} messages loaded")
+        self.counts_label.setToolTip("" if self.timeline_model.exhausted else "Scroll to a gap row or press Enter on it to load more; End loads the newest")
 
     def _on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:
-        if parent.isValid():
+        """New units open expanded (not compacted ones); new rounds open inside an open unit."""
+        model = self.timeline_model
+        if parent.isValid() and not self.timeline.isExpanded(parent):
             return
-        for row in range(first, min(last, first + 200) + 1):
-            index = self.timeline_model.index(row, 0)
-            node = self.timeline_model.node(index)
-            if node is not None and node.kind == "unit" and not node.compacted:
+        for row in range(first, last + 1):
+            index = model.index(row, 0, parent)
+            node = model.node(index)
+            if node is not None and node.children and node.kind in ("unit", "round") and not node.compacted:
                 self.timeline.expandRecursively(index)
 
-    def _on_timeline_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+    def _on_timeline_current(self, current: QModelIndex, previous: QModelIndex) -> None:
         node = self.timeline_model.node(current)
         if node is None:
             return
         if node.kind == "boundary" and self.timeline_model.boundary is not None:
             self.detail.show_boundary(self.timeline_model.boundary)
-        elif node.kind == "message" and node.stored is not None:
-            offload = self.timeline_model.offload(node.stored.id)
-            self.detail.show_message(node.stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
-            if offload is not None:
-                self.spawn(self._read_original(offload), "read original")
+        elif node.kind == "message" and node.info is not None:
+            self.spawn(self._show_body(self._epoch, node), "read message")
+        elif node.kind == "gap":
+            self._gap_backward = previous.isValid() and self.timeline.visualRect(previous).top() > self.timeline.visualRect(current).top()
+            self.detail.show_text("Not loaded yet", f"{node.label}\nThese messages load when the row scrolls into view; Enter loads the next page.")
         else:
             ids = f"#{node.first_id}–#{node.last_id}" if node.first_id is not None else ""
             tokens = f"{node.tokens:,} tokens" if node.tokens is not None else ""
@@ -633,6 +726,19 @@ class MainWindow(QMainWindow):
             if node.compacted:
                 lines.append("Compacted: the model sees only the summary of this.")
             self.detail.show_text(node.kind.capitalize(), "\n".join(lines))
+
+    async def _show_body(self, epoch: int, node: Node) -> None:
+        """The selected message in full: its body is read now (the timeline keeps previews only)."""
+        key, info = self.timeline_model.key, node.info
+        if key is None or info is None:
+            return
+        (stored,) = await self.client.call_interactive("messages_page", key, after_id=info.id - 1, limit=1) or (None,)
+        if epoch != self._epoch or stored is None or stored.id != info.id or self._selected_message_id() != info.id:
+            return  # the selection moved on meanwhile
+        offload = self.timeline_model.offload(info.id)
+        self.detail.show_message(stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
+        if offload is not None:
+            await self._read_original(offload)
 
     async def _read_original(self, offload: Any) -> None:
         try:
@@ -644,67 +750,93 @@ class MainWindow(QMainWindow):
         self.detail.show_original(offload, text)
 
     async def select_message(self, message_id: int) -> bool:
-        """Load pages up to ``message_id``, select it and wait for its detail (False if not in the thread)."""
-        await self._load_until(self._epoch, message_id)
+        """Load the page around ``message_id`` if needed, select it and wait for its detail (False
+        if it is not in the thread). Not for use inside a window task: it waits for all of them."""
+        found = await self._go_to(message_id)
+        await self.settle()
+        return found
+
+    async def _go_to(self, message_id: int) -> bool:
+        await self._ensure_loaded(self._epoch, message_id)
         index = self.timeline_model.index_for_message(message_id)
         if not index.isValid():
             self.statusBar().showMessage(f"No message #{message_id} in this thread")
             return False
+        self._select(index)
+        return True
+
+    async def show_boundary(self) -> None:
+        """Select the boundary row (loading the page around it if needed) and show the summary card."""
+        boundary = self.timeline_model.boundary
+        if boundary is None:
+            return
+        await self._ensure_loaded(self._epoch, boundary.boundary)
+        index = self.timeline_model.boundary_index()
+        if index.isValid():
+            self._select(index)
+        else:
+            self.detail.show_boundary(boundary)
+        self.show_tab("detail")
+
+    def _select(self, index: QModelIndex) -> None:
         self.timeline.setCurrentIndex(index)
         self.timeline.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
-        await self.settle()
-        return True
 
     def show_tab(self, name: str) -> None:
         """Show the side tab ``name`` (one of :data:`TABS`)."""
         self.tabs.setCurrentIndex(TABS.index(name))
 
-    def _open_detail(self, _index: QModelIndex) -> None:
+    def _on_timeline_activated(self, index: QModelIndex) -> None:
+        node = self.timeline_model.node(index)
+        if node is not None and node.kind == "gap":
+            self.timeline_model.gap_cancelled(node)  # Enter retries a failed gap
+            self.spawn(self._load_gap(self._epoch, node, backward=self._gap_backward), "load messages")
+            return
         self.tabs.setCurrentWidget(self.detail)
         self.detail.body.setFocus()
 
     def find_next(self, *, from_start: bool = False) -> None:
-        """Select the next message matching the search box; pages not loaded yet are loaded (off the
-        GUI thread) until a match turns up, and the search wraps only once the thread is loaded."""
+        """Select the next message whose full text matches the search box, after the current row
+        (wrapping around). The thread is scanned off the GUI thread, page by page, without loading
+        it into the timeline; only the page around the match is loaded."""
         text = self.search.text()
+        if self._search_task is not None and not self._search_task.done():
+            self._search_task.cancel()
         if not text.strip():
             return
-        model = self.timeline_model
-        after = None if from_start else self.timeline.currentIndex()
-        index = model.find(text, after, wrap=model.exhausted)
-        if index.isValid():
-            self._show_match(index)
-        elif not model.exhausted:
-            if self._search_task is None or self._search_task.done():
-                self._search_task = self.spawn(self._search_unloaded(self._epoch), "search")
-        else:
-            self.statusBar().showMessage(f"No match for {text!r} in {model.loaded_count():,} messages")
+        node = None if from_start else self.timeline_model.node(self.timeline.currentIndex())
+        after: int | None = None
+        if node is not None and node.info is not None:
+            after = node.info.id
+        elif node is not None and node.kind == "gap":
+            after = node.first_id
+        elif node is not None and node.first_id is not None:
+            after = node.first_id - 1
+        elif node is not None and node.kind == "boundary" and self.timeline_model.boundary is not None:
+            after = self.timeline_model.boundary.boundary
+        self._search_task = self.spawn(self._search(self._epoch, text, after), "search")
 
-    def _show_match(self, index: QModelIndex) -> None:
-        self.timeline.setCurrentIndex(index)
-        self.timeline.scrollTo(index)
-        self.statusBar().showMessage(f"Match: message #{index.data(MessageIdRole)}")
-
-    async def _search_unloaded(self, epoch: int) -> None:
-        """Load the next pages until the search text (read afresh each page) matches in them."""
-        model = self.timeline_model
+    async def _search(self, epoch: int, text: str, after: int | None) -> None:
+        """Scan after ``after`` to the end, then from the start up to ``after`` (inclusive)."""
+        key = self.timeline_model.key
+        if key is None:
+            return
+        needle = text.casefold().strip()
         total = self._thread.message_count if self._thread else 0
-        while epoch == self._epoch and not model.exhausted:
-            text = self.search.text()
-            if not text.strip():
-                return
-            nodes = model.message_nodes()
-            last = model.index_of(nodes[-1]) if nodes else None
-            self.statusBar().showMessage(f"Searching for {text!r}: {model.loaded_count():,} of {total:,} messages loaded…")
-            await self._load_page(epoch, model.last_id())
-            if epoch != self._epoch:
-                return
-            index = model.find(self.search.text(), last, wrap=False)
-            if index.isValid():
-                self._show_match(index)
-                return
-        if epoch == self._epoch:
-            self.find_next(from_start=True)  # everything is loaded now: wrap around
+        scanned = 0
+        for cursor, until in [(after, None)] + ([(None, after)] if after is not None else []):
+            done = False
+            while not done:
+                found, cursor, count, done = await self.client.apply(_scan_page, key, needle, cursor, SEARCH_PAGE, until)
+                if epoch != self._epoch:
+                    return
+                if found is not None:
+                    if await self._go_to(found):
+                        self.statusBar().showMessage(f"Match: message #{found}")
+                    return
+                scanned += count
+                self.statusBar().showMessage(f"Searching for {text!r}: {min(scanned, total):,} of {total:,} messages read…")
+        self.statusBar().showMessage(f"No match for {text!r} in {total:,} messages")
 
     # == compaction =============================================================================
     def _ask_compact(self) -> None:
@@ -760,14 +892,13 @@ class MainWindow(QMainWindow):
         if target is None:
             return
         boundary = self.timeline_model.boundary
-        found = self.timeline_model.boundary_index() if boundary is not None and event.data.get("boundary_after") == boundary.boundary else QModelIndex()
-        if not found.isValid():
-            found = self.timeline_model.index_for_message(target)
+        on_boundary = boundary is not None and event.data.get("boundary_after") == boundary.boundary
+        found = self.timeline_model.boundary_index() if on_boundary else self.timeline_model.index_for_message(target)
         if found.isValid():
             self.timeline.setCurrentIndex(found)
             self.timeline.scrollTo(found)
-        else:
-            self.statusBar().showMessage(f"Message #{target} is not loaded yet (scroll the timeline to load it)")
+        else:  # in a part not loaded yet: load the page around it
+            self.spawn(self.show_boundary() if on_boundary else self._go_to(target), "show event")
 
     # == live refresh ===========================================================================
     def _on_poll(self) -> None:
@@ -796,21 +927,17 @@ class MainWindow(QMainWindow):
                 await self.load_thread(key, keep=self._selected_message_id(), scroll=self.timeline.verticalScrollBar().value())
                 return
             self._apply_status(status)
-            if info.message_count > self.timeline_model.loaded_count() and self.timeline_model.exhausted:
-                selected = self._selected_message_id()
+            self.timeline_model.set_total(info.message_count)
+            if info.message_count > old.message_count and self.timeline_model.reaches_end:
                 scroll = self.timeline.verticalScrollBar().value()
-                await self._load_page(epoch, self.timeline_model.last_id())
-                if selected is not None:
-                    self.timeline.selectionModel().setCurrentIndex(
-                        self.timeline_model.index_for_message(selected), QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows
-                    )
+                await self._append_newer(epoch)  # rows are updated in place: the selection stays
                 self.timeline.verticalScrollBar().setValue(scroll)
         finally:
             self._refreshing = False
 
     def _selected_message_id(self) -> int | None:
         node = self.timeline_model.node(self.timeline.currentIndex())
-        return node.stored.id if node is not None and node.stored is not None else None
+        return node.info.id if node is not None and node.info is not None else None
 
     # == theme / lifecycle ======================================================================
     def set_theme(self, mode: str) -> None:
@@ -861,6 +988,18 @@ def _open_engine_service(url: str) -> Any:
     from engine.service import open_service
 
     return open_service(url)
+
+
+def _scan_page(service: Any, key: str, needle: str, after_id: int | None, limit: int, until: int | None) -> tuple[int | None, int | None, int, bool]:
+    """On a worker: the first message after ``after_id`` (up to ``until``) matching ``needle``, read
+    one page at a time. Returns (match, where to go on, messages read, the range is done)."""
+    rows = service.messages_page(key, after_id=after_id, limit=limit)
+    for n, stored in enumerate(rows):
+        if until is not None and stored.id > until:
+            return None, stored.id, n, True
+        if message_matches(stored.message, needle):
+            return stored.id, stored.id, n + 1, False
+    return None, rows[-1].id if rows else after_id, len(rows), len(rows) < limit or (until is not None and bool(rows) and rows[-1].id >= until)
 
 
 def _count_page_tokens(model: str | None, stored: list[Any], offloads: dict[int, Any]) -> tuple[dict[int, int], dict[int, int]]:

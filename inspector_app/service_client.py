@@ -3,7 +3,9 @@
 The GUI thread never touches the database, the Workdir or a summarizer. Coroutines running on the
 qasync loop ``await client.call("method", ...)``; the blocking call runs in a small
 ``ThreadPoolExecutor`` through ``loop.run_in_executor`` and its exception comes back to the
-awaiting coroutine unchanged.
+awaiting coroutine unchanged. What the user waits for (timeline pages, a selected message's body)
+goes through :meth:`ServiceClient.call_interactive` on a lane of its own, so it never queues behind
+slow background reads (pressure of a long thread, its full history, the events).
 """
 
 from __future__ import annotations
@@ -35,26 +37,41 @@ class ServiceClient:
     def __init__(self, service: ServiceLike | None = None, *, max_workers: int = 2) -> None:
         self._service = service
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="inspector-service")
+        self._interactive = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inspector-service-ui")
         self._closed = False
 
     @property
     def connected(self) -> bool:
         return self._service is not None and not self._closed
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run any blocking ``fn(*args)`` on the worker pool."""
+    async def run(self, fn: Callable[..., T], *args: Any, interactive: bool = False) -> T:
+        """Run any blocking ``fn(*args)`` on the worker pool (``interactive``: on the interactive lane)."""
         if self._closed:
             raise NotConnected("the service client is closed")
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, fn, *args)
+        return await loop.run_in_executor(self._interactive if interactive else self._executor, fn, *args)
 
     async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """``service.<method>(*args, **kwargs)`` on the worker pool."""
+        bound = getattr(self._connected(), method)
+        return await self.run(lambda: bound(*args, **kwargs))
+
+    async def call_interactive(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``service.<method>(*args, **kwargs)`` on the interactive lane (short reads the user waits for)."""
+        bound = getattr(self._connected(), method)
+        return await self.run(lambda: bound(*args, **kwargs), interactive=True)
+
+    async def apply(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(service, *args)`` on the worker pool: several service calls and the work on their
+        results in one worker trip (e.g. scanning a page for a search text)."""
+        service = self._connected()
+        return await self.run(fn, service, *args)
+
+    def _connected(self) -> ServiceLike:
         service = self._service
         if service is None or self._closed:
             raise NotConnected("no database is open")
-        bound = getattr(service, method)
-        return await self.run(lambda: bound(*args, **kwargs))
+        return service
 
     async def open(self, opener: Callable[[str], ServiceLike], url: str) -> None:
         """Open a service with ``opener(url)`` off the GUI thread, closing the previous one."""
@@ -68,6 +85,7 @@ class ServiceClient:
         if self._closed:
             return
         self._closed = True
+        self._interactive.shutdown(wait=True, cancel_futures=True)
         self._executor.shutdown(wait=True, cancel_futures=True)
         service, self._service = self._service, None
         if service is not None:

@@ -140,9 +140,13 @@ class FakeService:
         return t.info
 
     def messages_page(self, key: str, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500) -> list[StoredMessage]:
-        t = self._record("messages_page", key, after_id, limit)
+        """Ascending keyset pages like the store: the first ``limit`` after ``after_id``, or with
+        only ``before_id`` the last ``limit`` before it. Recorded as (key, after_id, limit, before_id)."""
+        t = self._record("messages_page", key, after_id, limit, before_id)
         assert t is not None
         rows = [m for m in t.messages if (after_id is None or m.id > after_id) and (before_id is None or m.id < before_id)]
+        if before_id is not None and after_id is None:
+            return rows[-limit:] if limit > 0 else []
         return rows[:limit]
 
     def message_count(self, key: str) -> int:
@@ -232,6 +236,24 @@ def support_conversation() -> list[Message]:
         tool_result("c9", "late result of a call nobody made", name="mailer"),
         assistant("Done: the corrected invoice is on its way."),
     ]
+
+
+def long_conversation(n: int) -> list[Message]:
+    """``n`` messages of finished turns of 4-7 messages (some with parallel calls), so that page
+    edges cut turns and rounds at every possible place."""
+    out: list[Message] = []
+    i = 0
+    while len(out) < n:
+        out.append(user(f"question {i}: where is order {1000 + i}?"))
+        calls = [ToolCall(f"c{i}", "lookup_order", f'{{"order": {1000 + i}}}')] + ([ToolCall(f"d{i}", "track", f'{{"order": {1000 + i}}}')] if i % 3 == 0 else [])
+        out.append(assistant("", *calls))
+        out.extend(tool_result(c.id, f'{{"order": {1000 + i}, "status": "shipped", "call": "{c.id}"}}', name=c.name) for c in calls)
+        if i % 4 == 1:
+            out.append(assistant("Checking the carrier as well.", ToolCall(f"e{i}", "carrier", "{}")))
+            out.append(tool_result(f"e{i}", "DHL, on time", name="carrier"))
+        out.append(assistant(f"Order {1000 + i} has shipped."))
+        i += 1
+    return out[:n]
 
 
 def install_demo(service: FakeService) -> None:

@@ -20,12 +20,16 @@ from inspector_app.models.timeline import (
     CompactedRole,
     MarkersRole,
     MessageIdRole,
+    MessageRole,
     NodeKindRole,
+    UNKNOWN,
     BoundaryInfo,
+    PageRequest,
     TimelineModel,
     TimelinePage,
+    message_matches,
 )
-from tests.gui.fake_service import T0, FakeService, install_demo
+from tests.gui.fake_service import T0, FakeService, install_demo, long_conversation
 
 pytestmark = pytest.mark.gui
 ROOT = QModelIndex()
@@ -39,22 +43,32 @@ def fake(tmp_path: Path) -> FakeService:
 
 
 def page(service: FakeService, key: str, after_id: int | None, limit: int) -> TimelinePage:
-    rows = service.messages_page(key, after_id=after_id, limit=limit)
+    return read(service, key, PageRequest(after_id=after_id, limit=limit))
+
+
+def read(service: FakeService, key: str, request: PageRequest) -> TimelinePage:
+    """What the window does off the GUI thread: the keyset read, offloads, token counts (10 each)."""
+    rows = service.messages_page(key, **request.query())
     pruned = [s.id for s in rows if s.offload_sha256]
-    return TimelinePage(tuple(rows), {s.id: 10 for s in rows}, service.offloads(key, pruned), exhausted=len(rows) < limit)
+    return request.page(rows, {s.id: 10 for s in rows}, service.offloads(key, pruned))
+
+
+def fresh(service: FakeService, key: str, *, running: bool = False) -> TimelineModel:
+    model = TimelineModel()
+    state = service.compaction_state(key)
+    model.reset(key, boundary=BoundaryInfo.from_state(state, service.history(key)), running_turn=running, total=service.message_count(key))
+    return model
 
 
 def load(service: FakeService, key: str, *, limit: int = 500, running: bool = False) -> TimelineModel:
-    """Drive the model the way a view does: fetchMore → fetchRequested → append_page."""
-    model = TimelineModel()
-    state = service.compaction_state(key)
-    model.reset(key, boundary=BoundaryInfo.from_state(state, service.history(key)), running_turn=running)
-    requests: list[int | None] = []
-    model.fetchRequested.connect(requests.append)
-    while model.canFetchMore(ROOT):
-        model.fetchMore(ROOT)
-        assert not model.canFetchMore(ROOT)  # one request in flight at a time
-        model.append_page(page(service, key, requests[-1], limit))
+    """Drive the model the way the window does: the first page, then the trailing gap, forward."""
+    model = fresh(service, key, running=running)
+    model.insert_page(read(service, key, PageRequest(limit=limit)))
+    while model.gaps():
+        gap = model.gaps()[-1]
+        request = model.gap_request(gap, backward=False, limit=limit)
+        assert request is not None and model.gap_request(gap, backward=False, limit=limit) is None  # one read in flight per gap
+        model.insert_page(read(service, key, request))
     return model
 
 
@@ -157,52 +171,148 @@ def test_keyset_paging_across_unit_boundaries_gives_the_same_tree(qapp: QApplica
     whole = load(fake, "acme-vat", limit=500)
     paged = load(fake, "acme-vat", limit=5)
     assert tree(paged) == tree(whole)
-    assert paged.exhausted and not paged.canFetchMore(ROOT)
+    assert paged.exhausted and not paged.gaps() and not paged.canFetchMore(ROOT)
     after = [args[1] for name, args in fake.calls if name == "messages_page" and args[2] == 5]
     assert after == [None, 5, 10]  # ascending keyset after the last loaded id; 2 < 5 rows ends it
 
 
-def test_fetch_more_emits_the_last_loaded_id_and_failures_stop_asking(qapp: QApplication, fake: FakeService) -> None:
-    model = TimelineModel()
-    model.reset("omega-long")
-    requests: list[int | None] = []
-    model.fetchRequested.connect(requests.append)
-    model.fetchMore(ROOT)
-    model.append_page(page(fake, "omega-long", None, 100))
-    assert model.loaded_count() == 100 and model.canFetchMore(ROOT)
-    model.fetchMore(ROOT)
-    assert requests == [None, fake.threads["omega-long"].messages[99].id]
-    model.page_failed()
-    assert not model.canFetchMore(ROOT)
-    assert not model.canFetchMore(model.index(0, 0))  # only the root pages
+def test_gap_row_asks_for_the_next_page_and_failures_stop_asking(qapp: QApplication, fake: FakeService) -> None:
+    model = fresh(fake, "omega-long")
+    model.insert_page(page(fake, "omega-long", None, 100))
+    (gap,) = model.gaps()
+    assert model.loaded_count() == 100 and not model.reaches_end
+    index = model.index_of(gap)
+    assert index.row() == model.rowCount() - 1 and model.data(index, NodeKindRole) == "gap"
+    assert model.data(index) == "… 700 messages not loaded — Enter to load"
+    request = model.gap_request(gap, backward=False, limit=100)
+    assert request == PageRequest(after_id=fake.threads["omega-long"].messages[99].id, limit=100)
+    assert model.data(index).startswith("… loading")
+    model.gap_failed(gap)
+    assert gap.failed and model.data(index).endswith("Enter to retry")
+    model.gap_cancelled(gap)  # Enter on the row asks again
+    assert model.gap_request(gap, backward=True, limit=100) == PageRequest(before_id=None, backward=True, limit=100)
 
 
 def test_live_append_after_the_end_keeps_earlier_rows(qapp: QApplication, fake: FakeService) -> None:
     model = load(fake, "acme-vat")
-    first = model.index(2, 0)
-    node = model.node(first)
+    nodes = [model.node(model.index(r, 0)) for r in range(model.rowCount())]
     removed: list[tuple[int, int]] = []
+    inserted: list[tuple[int, int]] = []
     model.rowsRemoved.connect(lambda _p, a, b: removed.append((a, b)))
+    model.rowsInserted.connect(lambda p, a, b: inserted.append((a, b)) if not p.isValid() else None)
     fake.append("acme-vat", user("new turn"))
     model.append_page(page(fake, "acme-vat", model.last_id(), 500))
-    assert model.node(model.index(2, 0)) is node  # untouched
-    assert removed == [(3, 3)]  # only the trailing unit was regrouped
+    assert [model.node(model.index(r, 0)) for r in range(4)] == nodes  # every earlier row kept, none removed
+    assert removed == [] and inserted == [(4, 4)]
     assert model.rowCount() == 5
 
 
-def test_find_wraps_and_matches_tool_arguments(qapp: QApplication, fake: FakeService) -> None:
+def test_search_matches_content_tool_names_and_arguments(qapp: QApplication, fake: FakeService) -> None:
+    messages = {s.id: s.message for s in fake.threads["acme-vat"].messages}
+    assert [i for i, m in messages.items() if message_matches(m, "eu reverse")] == [6]
+    assert [i for i, m in messages.items() if message_matches(m, "lookup_invoice")] == [2]  # the call, by its name
+    long = fake.threads["acme-vat"].messages[6]  # a 4,400-character tool result
     model = load(fake, "acme-vat")
-    hit = model.find("EU REVERSE")
-    assert model.data(hit, MessageIdRole) == 6
-    assert model.data(model.find("invoice", hit), MessageIdRole) == 10
-    assert model.data(model.find("#4411"), MessageIdRole) == 1
-    assert not model.find("no such text").isValid()
+    preview = model.node(model.index_for_message(long.id)).label
+    assert len(preview) <= 240 and not long.message.content.endswith(preview)  # the model keeps a bounded preview
+    assert message_matches(long.message, "b2b services within the eu. reverse charge applies")  # the search reads the body
 
 
 def test_no_boundary_row_without_compaction(qapp: QApplication, fake: FakeService) -> None:
     model = load(fake, "gamma-waiting")
     assert not model.boundary_index().isValid()
     assert all(not model.data(model.index(r, 0), CompactedRole) for r in range(model.rowCount()))
+
+
+# -- timeline: gaps, both ends, page edges ------------------------------------------------------
+
+
+def test_newest_page_leaves_one_gap_row_that_fills_from_either_side(qapp: QApplication, fake: FakeService) -> None:
+    fake.add_thread("zeta", long_conversation(3000))
+    ids = [s.id for s in fake.threads["zeta"].messages]
+    whole = load(fake, "zeta", limit=5000)
+    model = fresh(fake, "zeta")
+    model.insert_page(read(fake, "zeta", PageRequest(limit=100)))
+    request = model.end_request(100)
+    assert request == PageRequest(backward=True, limit=100) and request.query()["before_id"] > ids[-1]
+    model.insert_page(read(fake, "zeta", request))
+    assert model.reaches_end and not model.exhausted and model.end_request(100) is None
+    (gap,) = model.gaps()
+    assert (gap.first_id, gap.last_id, gap.count) == (ids[99], ids[-100], 2800)
+    assert model.data(model.index_of(gap)) == "… 2,800 messages not loaded — Enter to load"
+    assert model.message_ids() == ids[:100] + ids[-100:]
+    assert model.newest_message_index().data(MessageIdRole) == ids[-1]
+    removed: list[tuple[int, int]] = []
+    model.rowsRemoved.connect(lambda p, a, b: removed.append((a, b)) if not p.isValid() else None)
+    first_rows = [model.node(model.index(r, 0)) for r in range(5)]
+    backward = True
+    while model.gaps():
+        gap = model.gaps()[0]
+        request = model.gap_request(gap, backward=backward, limit=250)
+        assert request == (PageRequest(before_id=gap.last_id, backward=True, limit=250) if backward else PageRequest(after_id=gap.first_id, limit=250))
+        model.insert_page(read(fake, "zeta", request))
+        assert model.message_ids() == sorted(model.message_ids()) and len(model.message_ids()) == model.loaded_count()
+        backward = not backward
+        if model.gaps():
+            assert model.gaps()[0] is gap and gap.count == 3000 - model.loaded_count()  # the same row, shrinking
+    assert tree(model) == tree(whole)  # the same units and rounds, whichever side the pages came from
+    assert [model.node(model.index(r, 0)) for r in range(5)] == first_rows  # earlier rows were never rebuilt
+    assert all(a == b for a, b in removed) and len(removed) <= 12  # single rows at gap edges, never ranges
+
+
+def test_a_round_cut_by_a_page_edge_continues_instead_of_open_or_orphan(qapp: QApplication, fake: FakeService) -> None:
+    msgs = [user("go"), assistant("", ToolCall("a", "f", "{}"), ToolCall("b", "g", "{}")), tool_result("a", "ra", name="f"), tool_result("b", "rb", name="g"), assistant("done")]
+    ids = [s.id for s in fake.add_thread("cut", msgs).messages]
+    model = fresh(fake, "cut")
+    model.insert_page(read(fake, "cut", PageRequest(limit=3)))  # b's result is on the next page
+    call = model.index_for_message(ids[1])
+    assert model.data(call, MarkersRole) == ("continues",)
+    assert model.data(call.parent(), MarkersRole) == ("continues",) and model.data(call.parent().parent(), MarkersRole) == ("continues",)
+    round_node = model.node(call.parent())
+    model.insert_page(read(fake, "cut", model.gap_request(model.gaps()[0], backward=False, limit=3)))
+    assert model.exhausted and model.node(model.index_for_message(ids[1]).parent()) is round_node  # completed in place
+    assert model.data(model.index_for_message(ids[1]), MarkersRole) == () and round_node.markers == ()
+    tail = fresh(fake, "cut")  # the newest page alone: b's result answers a call in the gap above
+    tail.insert_page(read(fake, "cut", PageRequest(backward=True, limit=2)))
+    assert tail.data(tail.index_for_message(ids[3]), MarkersRole) == ("continues",)
+    assert tail.data(tail.index(1, 0), MarkersRole) == ("continues",) and tail.data(tail.index(1, 0)) == "Turn (continued)"
+    assert [tail.data(tail.index(r, 0), NodeKindRole) for r in range(tail.rowCount())] == ["gap", "unit"]
+    open_thread = [user("go"), assistant("", ToolCall("x", "f", "{}")), assistant("next"), tool_result("zz", "?", name="f")]
+    ids = [s.id for s in fake.add_thread("open", open_thread).messages]
+    real = load(fake, "open", limit=2)  # really open and a real orphan: flagged as such once loaded
+    assert real.data(real.index_for_message(ids[1]), MarkersRole) == ("open round",)
+    assert real.data(real.index_for_message(ids[3]), MarkersRole) == ("orphan",)
+
+
+def test_boundary_in_a_gap_shows_once_its_page_is_loaded(qapp: QApplication, fake: FakeService) -> None:
+    messages = fake.add_thread("zeta", long_conversation(1000)).messages
+    ids = [s.id for s in messages]
+    b = next(messages[i].id for i in range(500, 1000) if messages[i + 1].message.role == "user")
+    fake.set_boundary("zeta", b, "Everything before the middle, summarized.")
+    model = fresh(fake, "zeta")
+    model.insert_page(read(fake, "zeta", PageRequest(limit=100)))
+    model.insert_page(read(fake, "zeta", model.end_request(100)))
+    assert model.boundary is not None and not model.boundary_index().isValid()  # its place is not loaded
+    assert model.node(model.index_for_message(ids[0])).compacted and not model.node(model.index_for_message(ids[-1])).compacted
+    before = fake.messages_page("zeta", before_id=b + 1, limit=30)
+    after = fake.messages_page("zeta", after_id=b, limit=70)
+    model.insert_page(TimelinePage(tuple(before + after), follows=UNKNOWN))  # the page around it, as the summary card loads it
+    boundary = model.boundary_index()
+    assert boundary.isValid() and len(model.gaps()) == 2
+    above, below = model.node(model.index(boundary.row() - 1, 0)), model.node(model.index(boundary.row() + 1, 0))
+    assert above.last_id == b and above.compacted and below.first_id == b + 1 and not below.compacted
+    assert [model.data(model.index(r, 0), NodeKindRole) for r in range(model.rowCount())].count("boundary") == 1
+
+
+def test_rows_keep_previews_not_bodies(qapp: QApplication, fake: FakeService) -> None:
+    model = load(fake, "acme-vat")
+    stored = fake.threads["acme-vat"].messages[6]  # 4,400 characters
+    row = model.data(model.index_for_message(stored.id), MessageRole)
+    assert row.id == stored.id and row.shape.content == "" and len(row.preview) <= 240
+    assert [c.name for c in row.shape.tool_calls] == [] and row.shape.tool_call_id == stored.message.tool_call_id
+    call_row = model.data(model.index_for_message(6), MessageRole)
+    assert [(c.id, c.name, c.arguments) for c in call_row.shape.tool_calls] == [("c2", "query_kb", ""), ("c3", "web_search", "")]
+    assert "reverse charge" in call_row.preview  # the arguments live on in the bounded preview only
 
 
 # -- replay ------------------------------------------------------------------------------------

@@ -9,17 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QSettings, Qt
+from PySide6.QtCore import QPoint, QSettings, Qt
 from PySide6.QtGui import QFontDatabase, QImage
 from PySide6.QtTest import QTest
-from PySide6.QtWidgets import QLabel, QListView, QPushButton
+from PySide6.QtWidgets import QAbstractItemView, QLabel, QListView, QPushButton
 
 from engine.messages import assistant, user
 from inspector_app.main_window import MainWindow
-from inspector_app.models.timeline import CompactedRole, MessageIdRole, NodeKindRole
+from inspector_app.models.timeline import NEWEST, CompactedRole, MessageIdRole, NodeKindRole
 from inspector_app.widgets.connect import RecentConnections, strip_password
+from inspector_app.widgets.detail import message_body
 from tests.gui.conftest import run
-from tests.gui.fake_service import FakeService
+from tests.gui.fake_service import FakeService, long_conversation
 
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
@@ -42,8 +43,8 @@ def test_selecting_a_thread_fills_the_timeline_and_the_gauge(qtbot: Any, window:
     window.thread_list.setCurrentIndex(window.thread_proxy.index(4, 0))  # omega-long (sorted by key)
     qtbot.waitUntil(lambda: window.idle and window.timeline_model.key == "omega-long", timeout=5000)
     pages = [args for name, args in fake.calls if name == "messages_page" and args[0] == "omega-long"]
-    assert pages[0] == ("omega-long", None, 500)  # keyset paging from the start, 500 per page
-    assert window.timeline_model.loaded_count() in (500, 800)  # the view may ask for page 2 at once
+    assert pages[0] == ("omega-long", None, 500, None)  # keyset paging from the start, 500 per page
+    assert window.timeline_model.loaded_count() == 500  # the gap row below is off screen: nothing more is read
     assert window.gauge.status.thread == "omega-long"
     assert window.timeline_model.boundary_index().isValid() is False
 
@@ -175,9 +176,10 @@ def test_refresh_after_an_outside_compaction_rereads_and_keeps_the_selection(qtb
 def test_search_and_keyboard_enter_opens_the_detail(qtbot: Any, window: MainWindow) -> None:
     window.tabs.setCurrentIndex(1)
     qtbot.keyClicks(window.search, "corrected invoice")
-    assert window.timeline.currentIndex().data(MessageIdRole) == 10
+    qtbot.waitUntil(lambda: window.idle and window.timeline.currentIndex().data(MessageIdRole) == 10, timeout=5000)
     QTest.keyClick(window.search, Qt.Key.Key_Return)
-    assert window.timeline.currentIndex().data(MessageIdRole) == 12
+    qtbot.waitUntil(lambda: window.idle and window.timeline.currentIndex().data(MessageIdRole) == 12, timeout=5000)
+    assert window.statusBar().currentMessage() == "Match: message #12"
     window.timeline.setFocus()
     QTest.keyClick(window.timeline, Qt.Key.Key_Return)
     assert window.tabs.currentWidget() is window.detail
@@ -189,10 +191,10 @@ def test_scrolling_fetches_the_next_page(qtbot: Any, make_window: Any, fake: Fak
     w = make_window(page_size=100)
     assert run(qtbot, w, w.open_database("sqlite:///x.db", select="omega-long"))
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
-    assert w.timeline_model.loaded_count() == 100 and w.timeline_model.canFetchMore(w.timeline_model.index(-1, -1))
+    assert w.timeline_model.loaded_count() == 100 and not w.timeline_model.reaches_end
     w.timeline.scrollToBottom()
     qtbot.waitUntil(lambda: w.idle and w.timeline_model.loaded_count() >= 200, timeout=5000)
-    assert [s.id for s in (n.stored for n in w.timeline_model.message_nodes()) if s][:3] == [m.id for m in fake.threads["omega-long"].messages[:3]]
+    assert w.timeline_model.message_ids()[:3] == [m.id for m in fake.threads["omega-long"].messages[:3]]
 
 
 def test_opens_the_thread_with_compaction_history_by_default(qtbot: Any, make_window: Any) -> None:
@@ -258,3 +260,103 @@ def test_events_tab_lists_the_thread_events(qtbot: Any, window: MainWindow, fake
     assert window.tabs.tabText(3) == "Events"
     window.show_tab("events")
     assert window.tabs.currentIndex() == 3
+
+
+# -- long threads: the end in one read, gap rows on demand ----------------------------------------
+
+HUGE = 20_000
+
+
+@pytest.fixture
+def huge(qtbot: Any, make_window: Any, fake: FakeService) -> MainWindow:
+    """A window on a 20,000-message thread with 200-message pages, first page shown."""
+    fake.add_thread("zeta-huge", long_conversation(HUGE), title="Zeta: a very long thread")
+    w = make_window(page_size=200)
+    assert run(qtbot, w, w.open_database("sqlite:///x.db", select="zeta-huge"))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    assert w.timeline_model.loaded_count() == 200
+    return w
+
+
+def page_reads(fake: FakeService) -> list[tuple[Any, ...]]:
+    """(key, after_id, limit, before_id) of every timeline page read of the long thread (not body reads)."""
+    return [args for name, args in fake.calls if name == "messages_page" and args[0] == "zeta-huge" and args[2] > 1]
+
+
+@pytest.mark.parametrize("how", ["end", "ctrl_end", "action", "scroll_to_bottom"])
+def test_end_jumps_to_the_newest_page_without_reading_the_middle(qtbot: Any, huge: MainWindow, fake: FakeService, how: str) -> None:
+    w, messages = huge, fake.threads["zeta-huge"].messages
+    w.timeline.setFocus()
+    if how == "end":
+        QTest.keyClick(w.timeline, Qt.Key.Key_End)
+    elif how == "ctrl_end":
+        QTest.keyClick(w.timeline, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
+    elif how == "action":
+        w.newest_action.trigger()
+    else:
+        w.timeline.scrollToBottom()
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.reaches_end, timeout=5000)
+    assert page_reads(fake) == [("zeta-huge", None, 200, None), ("zeta-huge", None, 200, NEWEST)]  # two pages, not a hundred
+    assert w.timeline_model.loaded_count() == 400
+    newest = messages[-1]
+    assert w.timeline.currentIndex().data(MessageIdRole) == newest.id
+    assert w.timeline.viewport().rect().contains(w.timeline.visualRect(w.timeline.currentIndex()).center())
+    bar = w.timeline.verticalScrollBar()
+    assert bar.value() == bar.maximum()
+    (gap,) = w.timeline_model.gaps()
+    assert w.timeline_model.index_of(gap).data() == f"… {HUGE - 400:,} messages not loaded — Enter to load"
+    qtbot.waitUntil(lambda: w.detail.body.toPlainText() == message_body(newest.message), timeout=5000)  # its body, read on selection
+
+
+def test_scrolling_up_from_the_end_loads_the_gap_from_below_and_keeps_the_rows_in_place(qtbot: Any, huge: MainWindow, fake: FakeService) -> None:
+    w = huge
+    w.request_newest()
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.reaches_end, timeout=5000)
+    model = w.timeline_model
+    (gap,) = model.gaps()
+    below = gap.last_id
+    w.timeline.scrollTo(model.index_of(gap), QAbstractItemView.ScrollHint.PositionAtTop)  # the gap row shows at the top
+    anchor = w.timeline.indexAt(w.timeline.viewport().rect().topLeft() + QPoint(5, 25))
+    anchored = anchor.data(MessageIdRole) or model.node(anchor).first_id
+    qtbot.waitUntil(lambda: w.idle and model.loaded_count() >= 600, timeout=5000)
+    assert ("zeta-huge", None, 200, below) in page_reads(fake)  # read backward from the gap's lower side
+    assert model.gaps() == [gap] and gap.last_id < below
+    index = model.index_for_message(anchored)
+    assert w.timeline.viewport().rect().contains(w.timeline.visualRect(index).center())  # what was on screen stayed
+
+
+def test_enter_on_the_gap_row_loads_the_next_page_and_moves_into_it(qtbot: Any, huge: MainWindow, fake: FakeService) -> None:
+    w = huge
+    model = w.timeline_model
+    (gap,) = model.gaps()
+    above = gap.first_id
+    w.timeline.setCurrentIndex(model.index_for_message(above))
+    w.timeline.setFocus()
+    QTest.keyClick(w.timeline, Qt.Key.Key_Down)
+    assert w.timeline.currentIndex().data(NodeKindRole) == "gap"
+    QTest.keyClick(w.timeline, Qt.Key.Key_Return)
+    qtbot.waitUntil(lambda: w.idle and model.loaded_count() >= 400, timeout=5000)
+    first_new = fake.threads["zeta-huge"].messages[200].id
+    assert ("zeta-huge", above, 200, None) in page_reads(fake)
+    assert w.timeline.currentIndex().data(MessageIdRole) == first_new  # on the first row the gap gave
+    assert model.gaps()[0].first_id > first_new
+
+
+def test_a_boundary_deep_in_a_gap_still_opens_on_its_summary_card(qtbot: Any, make_window: Any, fake: FakeService) -> None:
+    messages = fake.add_thread("zeta-huge", long_conversation(HUGE)).messages
+    b = next(messages[i].id for i in range(HUGE // 2, HUGE) if messages[i + 1].message.role == "user")
+    fake.set_boundary("zeta-huge", b, "Half a thread, summarized.")
+    w = make_window(page_size=200)
+    assert run(qtbot, w, w.open_database("sqlite:///x.db", select="zeta-huge"))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    model = w.timeline_model
+    assert not model.boundary_index().isValid() and not model.contains(b)
+    assert w.detail.stack.currentWidget() is w.detail.card and "Half a thread" in w.detail.card_text.toPlainText()
+    assert w.summary_button.isVisible()
+    qtbot.mouseClick(w.summary_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: w.idle and model.boundary_index().isValid(), timeout=5000)
+    assert w.timeline.currentIndex() == model.boundary_index()
+    assert model.data(model.index(model.boundary_index().row() - 1, 0), CompactedRole) is True
+    reads = page_reads(fake)
+    assert reads[1:3] == [("zeta-huge", None, 50, b + 1), ("zeta-huge", b, 150, None)]  # the page around the boundary
+    assert len(reads) <= 4 and model.loaded_count() <= 800  # (and the gap row above it, shown on screen), not the thread

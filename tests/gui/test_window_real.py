@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterator
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtGui import QColor, QImage
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QPushButton
 
 from engine.demo import build_demo
@@ -157,7 +158,7 @@ def test_selecting_a_thread_fills_the_timeline_and_the_gauge(qtbot: Any, open_de
         info, status, points = svc.thread(RESEARCH), svc.status(RESEARCH), svc.pressure_history(RESEARCH)
         ids = [s.id for s in svc.messages_page(RESEARCH, limit=500)]
     assert w.timeline_model.loaded_count() == info.message_count == len(ids)
-    assert [n.stored.id for n in w.timeline_model.message_nodes() if n.stored] == ids
+    assert w.timeline_model.message_ids() == ids
     assert w.gauge.status.tokens == status.tokens and w.gauge.status.threshold == status.threshold
     assert len(w.chart.points()) == len(points) > 0
     assert w.thread_title.text() == info.title and f"generation {status.generation}" in w.thread_meta.text()
@@ -370,16 +371,20 @@ def test_search_loads_pages_until_it_finds_a_match(qtbot: Any, open_demo: Any, d
     target = next(s for s in messages if "needle" in s.message.content)
     w = open_demo(demo_copy, key, page_size=50)
     loaded = w.timeline_model.loaded_count()
-    assert loaded < 200 and not w.timeline_model.exhausted
+    assert loaded < 200 and not w.timeline_model.exhausted and not w.timeline_model.contains(target.id)
     w.search.setText("THE NEEDLE")
     qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == target.id, timeout=WAIT_MS)
     assert w.statusBar().currentMessage() == f"Match: message #{target.id}"
-    assert loaded < w.timeline_model.loaded_count() < len(messages)  # loaded only as far as the match
+    assert loaded < w.timeline_model.loaded_count() < len(messages)  # the page around the match (and gap rows on screen)
+    assert w.timeline_model.gaps() and w.counts_label.text() == f"{w.timeline_model.loaded_count()} of 600 messages loaded"
     w.search.setText("no such text anywhere in this thread")
     qtbot.waitUntil(lambda: w.idle and "No match" in w.statusBar().currentMessage(), timeout=WAIT_MS)
-    assert w.timeline_model.exhausted and w.timeline_model.loaded_count() == len(messages) == 600
-    w.search.setText("question 3:")  # wraps to the start once everything is loaded
-    assert w.timeline.currentIndex().data(MessageIdRole) == messages[6].id
+    assert w.statusBar().currentMessage() == "No match for 'no such text anywhere in this thread' in 600 messages"
+    assert w.timeline_model.loaded_count() < len(messages) == 600  # the whole thread was read, not loaded
+    w.search.setText("question 3:")  # from the start
+    qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == messages[6].id, timeout=WAIT_MS)
+    QTest.keyClick(w.search, Qt.Key.Key_Return)  # the only match: the search wraps around to it
+    qtbot.waitUntil(lambda: w.idle and w.statusBar().currentMessage() == f"Match: message #{messages[6].id}", timeout=WAIT_MS)
 
 
 def test_events_tab_lists_the_compactions_and_points_into_the_timeline(qtbot: Any, open_demo: Any, demo: Demo) -> None:

@@ -1,0 +1,117 @@
+"""The timeline tree view: uniform one-line rows, jumps to the newest page, loads gap rows on sight.
+
+Scrolling to the end never walks the thread page by page: End, Ctrl+End and :meth:`scrollToBottom`
+emit :attr:`TimelineView.jumpToEnd` while the newest page is not loaded (the owner loads it and calls
+:meth:`TimelineView.show_end`). A gap row that scrolls into view emits :attr:`TimelineView.gapVisible`
+with the side to read from: its lower side (backward) when it shows in the upper half of the
+viewport, its upper side otherwise.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent
+from PySide6.QtWidgets import QAbstractItemView, QTreeView, QWidget
+
+from ..models.timeline import TimelineModel
+
+
+class TimelineView(QTreeView):
+    """A QTreeView over a :class:`TimelineModel` (set with :meth:`setModel`)."""
+
+    #: the newest page is wanted (End, Ctrl+End, scrollToBottom) and is not loaded
+    jumpToEnd = Signal()
+    #: a gap row is on screen: (gap node, read backward from its lower side)
+    gapVisible = Signal(object, bool)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setUniformRowHeights(True)
+        self._check = QTimer(self)
+        self._check.setSingleShot(True)
+        self._check.setInterval(0)
+        self._check.timeout.connect(self._emit_visible_gaps)
+        self.verticalScrollBar().valueChanged.connect(self._schedule)
+        self.expanded.connect(self._schedule)
+        self.collapsed.connect(self._schedule)
+
+    def timeline(self) -> TimelineModel | None:
+        model = self.model()
+        return model if isinstance(model, TimelineModel) else None
+
+    def setModel(self, model: Any) -> None:  # noqa: N802 (Qt name)
+        super().setModel(model)
+        for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.dataChanged):
+            signal.connect(self._schedule)
+
+    # -- the end ---------------------------------------------------------------------------------
+    def _end_missing(self) -> bool:
+        model = self.timeline()
+        return model is not None and model.key is not None and model.loaded_count() > 0 and not model.reaches_end
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt name)
+        if event.key() == Qt.Key.Key_End and self._end_missing():
+            event.accept()
+            self.jumpToEnd.emit()
+            return
+        super().keyPressEvent(event)
+
+    def scrollToBottom(self) -> None:  # noqa: N802 (Qt name)
+        """Show the newest rows: asks for the newest page first when it is not loaded."""
+        if self._end_missing():
+            self.jumpToEnd.emit()
+            return
+        super().scrollToBottom()
+
+    def last_row(self) -> QModelIndex:
+        """The last visible row (what End moves to)."""
+        model = self.model()
+        index = model.index(model.rowCount() - 1, 0) if model is not None and model.rowCount() else QModelIndex()
+        while index.isValid() and self.isExpanded(index) and model.rowCount(index):
+            index = model.index(model.rowCount(index) - 1, 0, index)
+        return index
+
+    def show_end(self) -> None:
+        """Make the last row current and scroll to the bottom (after the newest page is in)."""
+        index = self.last_row()
+        if index.isValid():
+            self.setCurrentIndex(index)
+        super().scrollToBottom()
+
+    # -- gaps --------------------------------------------------------------------------------------
+    def _schedule(self, *_args: Any) -> None:
+        self._check.start()
+
+    def _emit_visible_gaps(self) -> None:
+        model = self.timeline()
+        if model is None or not self.isVisible():
+            return
+        viewport = self.viewport().rect()
+        for gap in model.gaps():
+            if gap.loading or gap.failed:
+                continue
+            rect = self.visualRect(model.index_of(gap))
+            if rect.isValid() and rect.intersects(viewport):
+                backward = gap.first_id is None or (gap.last_id is not None and rect.center().y() < viewport.height() // 2)
+                self.gapVisible.emit(gap, backward)
+
+    @contextmanager
+    def anchored(self, gap: QModelIndex) -> Iterator[None]:
+        """Keep the row below ``gap`` where it is on screen while rows are inserted above it (a
+        gap filled from its lower side): what the user looks at stays, the gap moves up and away."""
+        below = self.indexBelow(gap) if gap.isValid() else QModelIndex()
+        offset = self.visualRect(below).top() if below.isValid() else -1
+        anchor = QPersistentModelIndex(below) if 0 <= offset < self.viewport().height() else QPersistentModelIndex()
+        yield
+        if not anchor.isValid():
+            return
+        self.executeDelayedItemsLayout()
+        index = QModelIndex(anchor)
+        self.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtTop)
+        height = self.visualRect(index).height()
+        if offset > 0 and height > 0:
+            bar = self.verticalScrollBar()
+            bar.setValue(bar.value() - offset // height)
