@@ -76,6 +76,7 @@ MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MAR
 TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
 SEARCH_PAGE = 1000  # messages a search reads per worker trip
+JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -586,9 +587,10 @@ class MainWindow(QMainWindow):
 
     # == timeline ===============================================================================
     async def _read(self, key: str, request: PageRequest) -> TimelinePage:
-        """One keyset read for the timeline, with token counts and offloads, on the interactive lane."""
+        """One keyset read for the timeline, with its offloads, on the interactive lane (token
+        counts follow once the rows are shown: :meth:`_count_tokens`)."""
         stored = await self.client.call_interactive("messages_page", key, **request.query())
-        return await self._measured(key, stored, request.page)
+        return await self._with_offloads(key, stored, request.page)
 
     async def _read_around(self, key: str, message_id: int) -> TimelinePage:
         """A page around ``message_id`` (a quarter before it, the rest from it on): jumping into a
@@ -601,23 +603,31 @@ class MainWindow(QMainWindow):
         def page(rows: Any, tokens: Any, offloads: Any, original: Any) -> TimelinePage:
             return TimelinePage(tuple(rows), tokens, offloads, len(after) < self.page_size - context, original, follows=follows)
 
-        return await self._measured(key, before + after, page)
+        return await self._with_offloads(key, before + after, page)
 
-    async def _measured(self, key: str, stored: list[Any], make: Callable[..., TimelinePage]) -> TimelinePage:
+    async def _with_offloads(self, key: str, stored: list[Any], make: Callable[..., TimelinePage]) -> TimelinePage:
         pruned = [s.id for s in stored if s.offload_sha256]
         offloads = await self.client.call_interactive("offloads", key, pruned) if pruned else {}
+        return make(stored, {}, offloads, {})
+
+    async def _count_tokens(self, epoch: int, page: TimelinePage) -> None:
+        """Token badges of a page that is already shown (tiktoken runs on a background worker)."""
         model_name = self._thread.model if self._thread else None
-        seen, original = await self.client.run(_count_page_tokens, model_name, stored, offloads, interactive=True)
-        return make(stored, seen, offloads, original)
+        seen, original = await self.client.run(_count_page_tokens, model_name, list(page.messages), dict(page.offloads))
+        if epoch == self._epoch:
+            self.timeline_model.set_tokens(seen, original)
 
     def _insert(self, page: TimelinePage, *, below: Node | None = None) -> None:
-        """Splice ``page`` in; filled from below ``below`` (a gap), the rows under it stay on screen."""
+        """Splice ``page`` in (its token badges follow); filled from below ``below`` (a gap), the
+        rows under it stay on screen."""
         if below is not None and below in self.timeline_model.gaps():
             with self.timeline.anchored(self.timeline_model.index_of(below)):
                 self.timeline_model.insert_page(page)
         else:
             self.timeline_model.insert_page(page)
         self._show_counts()
+        if page.messages:
+            self.spawn(self._count_tokens(self._epoch, page), "count tokens")
 
     async def _load_gap(self, epoch: int, gap: Node | None, *, backward: bool) -> None:
         """Fill ``gap`` by one page from its lower (``backward``) or upper side; ``None``: the first page."""
@@ -655,7 +665,7 @@ class MainWindow(QMainWindow):
         what lies between stays one gap row."""
         model = self.timeline_model
         epoch, key = self._epoch, model.key
-        request = model.end_request(self.page_size) if key is not None else None
+        request = model.end_request(min(self.page_size, JUMP_PAGE)) if key is not None else None
         if key is not None and request is not None:
             try:
                 page = await self._read(key, request)

@@ -690,6 +690,35 @@ class TimelineModel(QAbstractItemModel):
         node.tokens = self._boundary.summary_tokens
         return node
 
+    def set_tokens(self, tokens: Mapping[int, int], original_tokens: Mapping[int, int] | None = None) -> None:
+        """Token counts that arrived after their page (counted once the rows were shown): the
+        message rows and the sums of their rounds and units are updated in place."""
+        self._tokens.update(tokens)
+        self._original_tokens.update(original_tokens or {})
+        groups: dict[int, Node] = {}
+        for message_id, count in tokens.items():
+            node = self._by_id.get(message_id)
+            if node is None:
+                continue
+            node.tokens = count
+            node.original_tokens = self._original_tokens.get(message_id)
+            self._changed(node)
+            up = node.parent
+            while up is not None and up is not self._root:
+                groups[id(up)] = up
+                up = up.parent
+        for group in sorted(groups.values(), key=lambda n: -self._depth(n)):  # rounds before their units
+            counted = [c.tokens for c in group.children if c.tokens is not None]
+            group.tokens = sum(counted) if counted else None
+            self._changed(group)
+
+    @staticmethod
+    def _depth(node: Node) -> int:
+        depth = 0
+        while node.parent is not None:
+            node, depth = node.parent, depth + 1
+        return depth
+
     # -- splicing ------------------------------------------------------------------------------
     def _reconcile(self, parent: Node, start: int, stop: int, new: list[Node]) -> None:
         """Make ``parent.children[start:stop]`` look like ``new``: rows that match (same kind,
@@ -841,61 +870,33 @@ class TimelineModel(QAbstractItemModel):
 
     def flags(self, index: _Index) -> Qt.ItemFlag:
         if not index.isValid():
-            return Qt.ItemFlag.NoItemFlags
-        flags = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
-        if not index.internalPointer().children:
-            flags |= Qt.ItemFlag.ItemNeverHasChildren
-        return flags
+            return _NO_FLAGS
+        return _GROUP_FLAGS if index.internalPointer().children else _LEAF_FLAGS
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        node = self.node(index)
-        if node is None:
+        """Roles are dispatched through a table: the view asks for a dozen roles per cell per paint."""
+        handler = _ROLES.get(role)
+        if handler is None or not index.isValid():
             return None
-        col = index.column()
-        if role == Qt.ItemDataRole.DisplayRole:
-            return self._display(node, col)
-        if role == NodeKindRole:
-            return node.kind
-        if role == MessageRole:
-            return node.info
-        if role == MessageIdRole:
-            return node.info.id if node.info else None
-        if role == MarkersRole:
-            return node.markers
-        if role == TokensRole:
-            return node.tokens
-        if role == CompactedRole:
-            return node.compacted
-        if role == IconRole:
-            return node.icon
-        if role == BoundaryRole:
-            return self._boundary if node.kind == "boundary" else None
-        if role == OffloadRole:
-            return self._offloads.get(node.info.id) if node.info else None
-        if role == Qt.ItemDataRole.DecorationRole and col == COL_TEXT:
-            return self._icon(node)
-        if role == Qt.ItemDataRole.ForegroundRole:
-            if node.kind == "boundary":
-                return QBrush(theme.color("boundary_text"))
-            if node.kind == "gap":
-                return QBrush(theme.color("danger" if node.failed else "text_muted"))
-            if node.compacted:
-                return QBrush(theme.color("text_dim"))
+        return handler(self, index.internalPointer(), index.column())
+
+    def _foreground(self, node: Node) -> QBrush | None:
+        if node.kind == "boundary":
+            return QBrush(theme.color("boundary_text"))
+        if node.kind == "gap":
+            return QBrush(theme.color("danger" if node.failed else "text_muted"))
+        return QBrush(theme.color("text_dim")) if node.compacted else None
+
+    @staticmethod
+    def _font(node: Node) -> QFont | None:
+        if node.kind not in ("boundary", "unit", "gap"):
             return None
-        if role == Qt.ItemDataRole.BackgroundRole and node.kind == "boundary":
-            return QBrush(theme.color("boundary"))
-        if role == Qt.ItemDataRole.FontRole and node.kind in ("boundary", "unit", "gap"):
-            font = QFont()
-            if node.kind == "gap":
-                font.setItalic(True)
-            else:
-                font.setWeight(QFont.Weight.DemiBold if node.kind == "unit" else QFont.Weight.Bold)
-            return font
-        if role == Qt.ItemDataRole.ToolTipRole:
-            return self._tooltip(node)
-        if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_TOKENS, COL_ID):
-            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-        return None
+        font = QFont()
+        if node.kind == "gap":
+            font.setItalic(True)
+        else:
+            font.setWeight(QFont.Weight.DemiBold if node.kind == "unit" else QFont.Weight.Bold)
+        return font
 
     def _display(self, node: Node, col: int) -> str:
         if col == COL_TEXT:
@@ -945,3 +946,28 @@ class TimelineModel(QAbstractItemModel):
         if MARKER_CONTINUES in node.markers:
             lines.append("continues: the rest of this is in messages not loaded yet")
         return "\n".join(lines) or None
+
+
+_NO_FLAGS = Qt.ItemFlag.NoItemFlags
+_GROUP_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
+_LEAF_FLAGS = _GROUP_FLAGS | Qt.ItemFlag.ItemNeverHasChildren
+_RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+#: role -> (model, node, column) -> value
+_ROLES: dict[int, Any] = {
+    int(Qt.ItemDataRole.DisplayRole): lambda m, n, c: m._display(n, c),
+    NodeKindRole: lambda m, n, c: n.kind,
+    MessageRole: lambda m, n, c: n.info,
+    MessageIdRole: lambda m, n, c: n.info.id if n.info else None,
+    MarkersRole: lambda m, n, c: n.markers,
+    TokensRole: lambda m, n, c: n.tokens,
+    CompactedRole: lambda m, n, c: n.compacted,
+    IconRole: lambda m, n, c: n.icon,
+    BoundaryRole: lambda m, n, c: m.boundary if n.kind == "boundary" else None,
+    OffloadRole: lambda m, n, c: m.offload(n.info.id) if n.info else None,
+    int(Qt.ItemDataRole.DecorationRole): lambda m, n, c: m._icon(n) if c == COL_TEXT else None,
+    int(Qt.ItemDataRole.ForegroundRole): lambda m, n, c: m._foreground(n),
+    int(Qt.ItemDataRole.BackgroundRole): lambda m, n, c: QBrush(theme.color("boundary")) if n.kind == "boundary" else None,
+    int(Qt.ItemDataRole.FontRole): lambda m, n, c: TimelineModel._font(n),
+    int(Qt.ItemDataRole.ToolTipRole): lambda m, n, c: m._tooltip(n),
+    int(Qt.ItemDataRole.TextAlignmentRole): lambda m, n, c: _RIGHT if c in (COL_TOKENS, COL_ID) else None,
+}

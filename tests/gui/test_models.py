@@ -18,6 +18,7 @@ from inspector_app.models.timeline import (
     COL_MARKERS,
     COL_TOKENS,
     CompactedRole,
+    TokensRole,
     MarkersRole,
     MessageIdRole,
     MessageRole,
@@ -313,6 +314,21 @@ def test_rows_keep_previews_not_bodies(qapp: QApplication, fake: FakeService) ->
     call_row = model.data(model.index_for_message(6), MessageRole)
     assert [(c.id, c.name, c.arguments) for c in call_row.shape.tool_calls] == [("c2", "query_kb", ""), ("c3", "web_search", "")]
     assert "reverse charge" in call_row.preview  # the arguments live on in the bounded preview only
+
+
+def test_token_counts_arriving_after_the_rows_update_messages_and_their_sums(qapp: QApplication, fake: FakeService) -> None:
+    model = fresh(fake, "acme-vat")
+    rows = fake.messages_page("acme-vat", limit=500)
+    model.insert_page(PageRequest(limit=500).page(rows))  # shown before tiktoken ran
+    round_index = model.index_for_message(7).parent()
+    assert model.data(round_index, TokensRole) is None and model.data(round_index.siblingAtColumn(COL_TOKENS)) == ""
+    changed: list[int] = []
+    model.dataChanged.connect(lambda top, _bottom: changed.append(model.node(top).first_id or 0))
+    model.set_tokens({s.id: s.id * 10 for s in rows}, {7: 900})
+    assert model.data(round_index, TokensRole) == 60 + 70 + 80
+    assert model.data(round_index.parent(), TokensRole) == sum(i * 10 for i in range(5, 10))  # the unit: 5..9
+    assert model.node(model.index_for_message(7)).original_tokens == 900
+    assert {6, 7, 8} <= set(changed)  # rows repaint their badges
 
 
 # -- replay ------------------------------------------------------------------------------------
