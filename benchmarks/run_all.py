@@ -454,21 +454,29 @@ def own_pressure(r: dict[str, Any]) -> list[list[str]]:
     return rows
 
 
-def own_gui(messages: int) -> list[list[str]]:
-    rc, out = run_script(["benchmarks/gui_timeline.py", "--messages", str(messages)], env={"QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"}, timeout=300)
-    line = next((x for x in reversed(out.splitlines()) if x.startswith("{")), None)
-    if rc != 0 or line is None:
+def own_gui(messages: int, pg_url: str | None) -> list[list[str]]:
+    """benchmarks/gui_timeline.py: one JSON line per backend (SQLite, PostgreSQL)."""
+    args = ["benchmarks/gui_timeline.py", "--messages", str(messages)] + (["--pg-url", pg_url] if pg_url else [])
+    rc, out = run_script(args, env={"QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"}, timeout=1200)
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    if rc != 0 or not lines:
         tail = " ".join(out.strip().splitlines()[-2:]) if out.strip() else f"exit {rc}"
         return [[f"Timeline, {messages:,} messages, offscreen", f"not measured: {tail}", ""]]
-    d = json.loads(line)
-    return [
-        [f"Timeline first paint, {d['messages']:,}-message thread, offscreen", ms(d["first_paint_s"]), d.get("first_paint_note", "")],
-        [
-            f"Timeline scroll to the end, {d['messages']:,} messages",
-            ms(d["scroll_s"]) if d["reached_end"] else f"> {ms(d['scroll_s'])} (did not reach the end)",
-            d["scroll_note"],
-        ],
-    ]
+    rows = []
+    for d in lines:
+        backend = d["backend"]
+        if "skipped" in d:
+            rows.append([f"Timeline, {backend}", f"not measured: {d['skipped']}", ""])
+            continue
+        rows += [
+            [f"Timeline first paint, {d['messages']:,}-message thread, {backend}, offscreen", ms(d["first_paint_s"]), d.get("first_paint_note", "")],
+            [
+                f"Timeline scroll to the end (End key), {d['messages']:,} messages, {backend}",
+                ms(d["scroll_idle_s"]) if d["reached_end"] else f"{ms(d['scroll_idle_s'])} (did not reach the end)",
+                d["scroll_note"],
+            ],
+        ]
+    return rows
 
 
 # -- machine and document -----------------------------------------------------------------------
@@ -582,7 +590,7 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   timed on the final thread of each largest replay, `benchmarks/compaction.py` (manual compaction of a
   ~100k-token thread, 128k window), `benchmarks/store.py` (bulk intake and 100-row keyset pages on a
   SQLite file and a fresh PostgreSQL database), `benchmarks/gui_timeline.py` (the real `MainWindow`
-  on a SQLite thread, offscreen, in a subprocess with `QT_QPA_PLATFORM=offscreen`).
+  on a SQLite file and a fresh PostgreSQL database, offscreen, each size in a fresh process).
 """
 
 
@@ -609,7 +617,7 @@ def main(argv: list[str] | None = None) -> int:
     own += own_store(20_000 if args.quick else 100_000, args.pg_url)
     if not args.no_gui:
         log("own figures: timeline (offscreen)")
-        own += own_gui(20_000 if args.quick else 100_000)
+        own += own_gui(20_000 if args.quick else 100_000, args.pg_url)
     seconds = time.perf_counter() - started
 
     head = render_head_to_head(rows)
