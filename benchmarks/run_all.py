@@ -242,11 +242,11 @@ def head_to_head_rows(r: dict[str, Any]) -> list[Row]:
             "lower",
             total("summarizer_calls"),
             count,
-            "Our summarization target is just below the hint line (68 % of the window): each compaction frees "
-            "~15 % of the window and keeps the newest history verbatim, so it runs more often. The middleware "
-            "cuts down to `keep` (16 %) in one go, and in long tool-heavy turns it often makes no call at all: "
-            "it replaces the history with a fixed sentence (next row). Pruning first saves calls we would "
-            "otherwise make (see benchmarks/compaction.py).",
+            "Our summarization target is half the threshold (40 % of the window), and the newest history "
+            "(the retained tail, whole units only) stays verbatim, so a compaction frees less than the "
+            "middleware's cut to `keep` (16 %) and the next one comes sooner. In long tool-heavy turns the "
+            "middleware often makes no call at all: it replaces the history with a fixed sentence (next row). "
+            "Pruning first saves calls we would otherwise make (see benchmarks/compaction.py).",
         ),
         Row(
             "History replacements that kept no summary of what they dropped",
@@ -260,7 +260,7 @@ def head_to_head_rows(r: dict[str, Any]) -> list[Row]:
             "lower",
             each(mean_after),
             apct,
-            "By design: we compact only down to the target (just below the hint line), keeping as much recent "
+            "By design: we compact only down to the target (half the threshold), keeping as much recent "
             "history verbatim as fits, where the middleware keeps only `keep` tokens plus a summary of the last "
             "4000. The next requests cost more tokens; the identifiers and request rows show what it buys.",
         ),
@@ -309,7 +309,7 @@ def head_to_head_rows(r: dict[str, Any]) -> list[Row]:
             each(lambda s: r["manual"][s]["seconds"]),
             ms,
             "Ours takes the conversation row lock, checks the thread is idle, summarizes everything before the "
-            "retained tail in batches of at most half the window (one extractive call per batch), "
+            "retained tail in batches that a same-size model can read (one extractive call per batch), "
             "persists with compare-and-swap, records events and commits; the middleware makes one call over the "
             "last 4000 tokens in memory and persists nothing.",
         ),
