@@ -77,6 +77,8 @@ TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
 SEARCH_PAGE = 1000  # messages a search reads per worker trip
 JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)
+TRIM_ROWS = 500  # top-level rows loaded beyond the screen on one side that trigger dropping them...
+KEEP_ROWS = 250  # ...down to this many (the model and every relayout stay bounded on a long scroll)
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
@@ -242,6 +244,7 @@ class MainWindow(QMainWindow):
         self.timeline.setObjectName("timelineView")
         self.timeline.setModel(self.timeline_model)
         self.timeline.jumpToEnd.connect(self.request_newest)
+        self.timeline.jumpToStart.connect(self.request_oldest)
         self.timeline.gapVisible.connect(self._on_gap_visible)
         self.timeline.setAllColumnsShowFocus(True)
         self.timeline.setTextElideMode(Qt.TextElideMode.ElideRight)
@@ -621,10 +624,11 @@ class MainWindow(QMainWindow):
         """Splice ``page`` in (its token badges follow); filled from below ``below`` (a gap), the
         rows under it stay on screen."""
         if below is not None and below in self.timeline_model.gaps():
-            with self.timeline.anchored(self.timeline_model.index_of(below)):
+            with self.timeline.anchored(self.timeline.indexBelow(self.timeline_model.index_of(below))):
                 self.timeline_model.insert_page(page)
         else:
             self.timeline_model.insert_page(page)
+        self._trim()
         self._show_counts()
         if page.messages:
             self.spawn(self._count_tokens(self._epoch, page), "count tokens")
@@ -652,8 +656,42 @@ class MainWindow(QMainWindow):
             landing = page.messages[-1 if backward else 0].id
             self.timeline.setCurrentIndex(model.index_for_message(landing))
 
+    def _trim(self) -> None:
+        """Drop what lies far above or below the screen (never the current row): a long scroll
+        keeps a bounded model; what was dropped is a gap row again and reloads when shown."""
+        model, view = self.timeline_model, self.timeline
+        if model.rowCount() <= TRIM_ROWS:
+            return
+        view.executeDelayedItemsLayout()
+        first = view.first_visible()
+        top = view.top_level_row(first)
+        bottom = view.top_level_row(view.indexAt(view.viewport().rect().bottomLeft()))
+        bottom = model.rowCount() - 1 if bottom < 0 else bottom
+        current = view.top_level_row(view.currentIndex())
+        if top - TRIM_ROWS > 0 and (current < 0 or current >= top - KEEP_ROWS):
+            with view.anchored(first):
+                model.evict_before(top - KEEP_ROWS)
+        if model.rowCount() - 1 - bottom > TRIM_ROWS and (current < 0 or current <= bottom + KEEP_ROWS):
+            model.evict_after(bottom + KEEP_ROWS)
+
     def _on_gap_visible(self, gap: Node, backward: bool) -> None:
         self.spawn(self._load_gap(self._epoch, gap, backward=backward), "load messages")
+
+    def request_oldest(self) -> None:
+        """Jump to the first messages (Home, Ctrl+Home) when they are not loaded."""
+        if self._jump_task is None or self._jump_task.done():
+            self._jump_task = self.spawn(self.jump_to_oldest(), "load messages")
+
+    async def jump_to_oldest(self) -> None:
+        """Load the first page (one read) and show its first row."""
+        model = self.timeline_model
+        epoch, key = self._epoch, model.key
+        if key is not None and not model.reaches_start:
+            page = await self._read(key, PageRequest(limit=min(self.page_size, JUMP_PAGE)))
+            if epoch != self._epoch:
+                return
+            self._insert(page)
+        self.timeline.show_start()
 
     def request_newest(self) -> None:
         """Jump to the newest messages (End, Ctrl+End, scrollToBottom, "Jump to newest")."""

@@ -450,6 +450,11 @@ class TimelineModel(QAbstractItemModel):
         return bool(self._by_id) and not (self._gaps and self._gaps[-1].last_id is None)
 
     @property
+    def reaches_start(self) -> bool:
+        """The first message of the thread is loaded."""
+        return bool(self._by_id) and not (self._gaps and self._gaps[0].first_id is None)
+
+    @property
     def exhausted(self) -> bool:
         """Everything is loaded: no gap row is left."""
         return bool(self._by_id) and not self._gaps
@@ -689,6 +694,52 @@ class TimelineModel(QAbstractItemModel):
         node.icon = "boundary"
         node.tokens = self._boundary.summary_tokens
         return node
+
+    # -- eviction ------------------------------------------------------------------------------
+    def evict_before(self, row: int) -> int:
+        """Forget the top-level rows above ``row`` (from the first unit at or after it): they become
+        one gap row at the top. Returns how many messages were dropped. Keeps a long scroll's model
+        (and every relayout of the view) bounded."""
+        top = self._root.children
+        while row < len(top) and top[row].kind != "unit":
+            row += 1
+        if row <= 0 or row >= len(top):
+            return 0
+        keep = top[row]
+        stop = row + 2 if keep.last_id == self._b() and row + 1 < len(top) and top[row + 1].kind == "boundary" else row + 1
+        cut_after = stop < len(top) and top[stop].kind == "gap"
+        new = [self._new_gap(None, keep.first_id)] + self._partition(keep.infos(), cut_before=True, cut_after=cut_after, running=self._running_turn and keep.unit_kind in _RUNNING_KINDS)
+        return self._drop(0, stop, new, [i for n in top[:row] for i in n.infos()])
+
+    def evict_after(self, row: int) -> int:
+        """Forget the top-level rows below ``row`` (from the last unit at or before it): they become
+        one gap row at the bottom. Returns how many messages were dropped."""
+        top = self._root.children
+        while row >= 0 and row < len(top) and top[row].kind != "unit":
+            row -= 1
+        if row < 0 or row >= len(top) - 1:
+            return 0
+        keep = top[row]
+        cut_before = row > 0 and top[row - 1].kind == "gap"
+        new = self._partition(keep.infos(), cut_before=cut_before, cut_after=True, running=self._running_turn and keep.unit_kind in _RUNNING_KINDS) + [self._new_gap(keep.last_id, None)]
+        dropped = self._drop(row, len(top), new, [i for n in top[row + 1 :] for i in n.infos()])
+        self._newest = keep.last_id
+        return dropped
+
+    def _drop(self, start: int, stop: int, new: list[Node], dropped: list[MessageRow]) -> int:
+        if not dropped:
+            return 0
+        self._reconcile(self._root, start, stop, new)
+        self._gaps = [n for n in self._root.children if n.kind == "gap"]
+        for info in dropped:
+            self._tokens.pop(info.id, None)
+            self._original_tokens.pop(info.id, None)
+            self._offloads.pop(info.id, None)
+        self._update_gap_counts()
+        return len(dropped)
+
+    def _b(self) -> int | None:
+        return self._boundary.boundary if self._boundary else None
 
     def set_tokens(self, tokens: Mapping[int, int], original_tokens: Mapping[int, int] | None = None) -> None:
         """Token counts that arrived after their page (counted once the rows were shown): the

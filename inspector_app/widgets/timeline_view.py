@@ -2,7 +2,7 @@
 
 Scrolling to the end never walks the thread page by page: End, Ctrl+End and :meth:`scrollToBottom`
 emit :attr:`TimelineView.jumpToEnd` while the newest page is not loaded (the owner loads it and calls
-:meth:`TimelineView.show_end`). A gap row that scrolls into view emits :attr:`TimelineView.gapVisible`
+:meth:`TimelineView.show_end`); Home and Ctrl+Home emit :attr:`TimelineView.jumpToStart` likewise. A gap row that scrolls into view emits :attr:`TimelineView.gapVisible`
 with the side to read from: its lower side (backward) when it shows in the upper half of the
 viewport, its upper side otherwise.
 """
@@ -24,6 +24,8 @@ class TimelineView(QTreeView):
 
     #: the newest page is wanted (End, Ctrl+End, scrollToBottom) and is not loaded
     jumpToEnd = Signal()
+    #: the first page is wanted (Home, Ctrl+Home) and is not loaded
+    jumpToStart = Signal()
     #: a gap row is on screen: (gap node, read backward from its lower side)
     gapVisible = Signal(object, bool)
 
@@ -52,10 +54,18 @@ class TimelineView(QTreeView):
         model = self.timeline()
         return model is not None and model.key is not None and model.loaded_count() > 0 and not model.reaches_end
 
+    def _start_missing(self) -> bool:
+        model = self.timeline()
+        return model is not None and model.key is not None and model.loaded_count() > 0 and not model.reaches_start
+
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt name)
         if event.key() == Qt.Key.Key_End and self._end_missing():
             event.accept()
             self.jumpToEnd.emit()
+            return
+        if event.key() == Qt.Key.Key_Home and self._start_missing():
+            event.accept()
+            self.jumpToStart.emit()
             return
         super().keyPressEvent(event)
 
@@ -73,6 +83,23 @@ class TimelineView(QTreeView):
         while index.isValid() and self.isExpanded(index) and model.rowCount(index):
             index = model.index(model.rowCount(index) - 1, 0, index)
         return index
+
+    def show_start(self) -> None:
+        """Make the first row current and scroll to the top (after the first page is in)."""
+        model = self.model()
+        if model is not None and model.rowCount():
+            self.setCurrentIndex(model.index(0, 0))
+        self.scrollToTop()
+
+    def first_visible(self) -> QModelIndex:
+        """The row at the top of the viewport."""
+        return self.indexAt(self.viewport().rect().topLeft())
+
+    def top_level_row(self, index: QModelIndex) -> int:
+        """The top-level row ``index`` is in (-1 when invalid)."""
+        while index.isValid() and index.parent().isValid():
+            index = index.parent()
+        return index.row() if index.isValid() else -1
 
     def show_end(self) -> None:
         """Make the last row current and scroll to the bottom (after the newest page is in)."""
@@ -99,19 +126,18 @@ class TimelineView(QTreeView):
                 self.gapVisible.emit(gap, backward)
 
     @contextmanager
-    def anchored(self, gap: QModelIndex) -> Iterator[None]:
-        """Keep the row below ``gap`` where it is on screen while rows are inserted above it (a
-        gap filled from its lower side): what the user looks at stays, the gap moves up and away."""
-        below = self.indexBelow(gap) if gap.isValid() else QModelIndex()
-        offset = self.visualRect(below).top() if below.isValid() else -1
-        anchor = QPersistentModelIndex(below) if 0 <= offset < self.viewport().height() else QPersistentModelIndex()
+    def anchored(self, row: QModelIndex) -> Iterator[None]:
+        """Keep ``row`` where it is on screen while rows above it are inserted or removed (a gap
+        filled from its lower side, rows far above dropped): what the user looks at stays put."""
+        offset = self.visualRect(row).top() if row.isValid() else None
+        anchor = QPersistentModelIndex(row) if offset is not None and -self.viewport().height() < offset < self.viewport().height() else QPersistentModelIndex()
         yield
-        if not anchor.isValid():
+        if not anchor.isValid() or offset is None:
             return
         self.executeDelayedItemsLayout()
         index = QModelIndex(anchor)
         self.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtTop)
         height = self.visualRect(index).height()
-        if offset > 0 and height > 0:
+        if height > 0 and offset // height:
             bar = self.verticalScrollBar()
             bar.setValue(bar.value() - offset // height)

@@ -331,6 +331,27 @@ def test_token_counts_arriving_after_the_rows_update_messages_and_their_sums(qap
     assert {6, 7, 8} <= set(changed)  # rows repaint their badges
 
 
+def test_evicting_far_rows_turns_them_back_into_a_gap_that_reloads_the_same(qapp: QApplication, fake: FakeService) -> None:
+    messages = fake.add_thread("zeta", long_conversation(1000)).messages
+    ids = [s.id for s in messages]
+    fake.set_boundary("zeta", next(messages[i].id for i in range(100, 1000) if messages[i + 1].message.role == "user"), "s")
+    whole = load(fake, "zeta", limit=5000)
+    model = load(fake, "zeta", limit=200)
+    rows = model.rowCount()
+    kept = model.node(model.index(rows // 2, 0))
+    above = sum(len(model.node(model.index(r, 0)).infos()) for r in range(rows // 2))
+    dropped = model.evict_before(rows // 2)
+    assert dropped == above
+    assert model.node(model.index(1, 0)) is kept and model.data(model.index(0, 0), NodeKindRole) == "gap"
+    assert model.loaded_count() == 1000 - dropped and not model.reaches_start and model.reaches_end
+    assert model.gaps()[0].count == dropped and not model.boundary_index().isValid()  # the boundary went with its rows
+    assert model.evict_after(model.rowCount() - 10) > 0 and not model.reaches_end and model.last_id() < ids[-1]
+    while model.gaps():  # both gaps reload the same rows
+        gap = model.gaps()[0]
+        model.insert_page(read(fake, "zeta", model.gap_request(gap, backward=gap.first_id is None, limit=150)))
+    assert tree(model) == tree(whole)
+
+
 # -- replay ------------------------------------------------------------------------------------
 
 

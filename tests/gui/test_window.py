@@ -360,3 +360,23 @@ def test_a_boundary_deep_in_a_gap_still_opens_on_its_summary_card(qtbot: Any, ma
     reads = page_reads(fake)
     assert reads[1:3] == [("zeta-huge", None, 50, b + 1), ("zeta-huge", b, 150, None)]  # the page around the boundary
     assert len(reads) <= 4 and model.loaded_count() <= 800  # (and the gap row above it, shown on screen), not the thread
+
+
+def test_a_long_scroll_keeps_the_model_bounded_and_home_goes_back_to_the_start(qtbot: Any, huge: MainWindow, fake: FakeService) -> None:
+    w, model = huge, huge.timeline_model
+    bar = w.timeline.verticalScrollBar()
+    peak = 0
+    for _ in range(30):  # 6,000 messages, page by page, as dragging the scroll bar down does
+        newest = model.last_id()
+        bar.setValue(bar.maximum())
+        qtbot.waitUntil(lambda: w.idle and model.last_id() != newest, timeout=5000)
+        peak = max(peak, model.loaded_count())
+    assert model.last_id() >= fake.threads["zeta-huge"].messages[6000].id
+    assert peak < 4000 and not model.reaches_start  # the rows far above were dropped back into a gap row
+    assert model.data(model.index(0, 0), NodeKindRole) == "gap"
+    w.timeline.setFocus()
+    QTest.keyClick(w.timeline, Qt.Key.Key_Home)
+    qtbot.waitUntil(lambda: w.idle and model.reaches_start, timeout=5000)
+    first = fake.threads["zeta-huge"].messages[0].id
+    assert w.timeline.currentIndex() == model.index(0, 0) and model.index_for_message(first).isValid()
+    assert ("zeta-huge", None, 200, None) in page_reads(fake)[1:]  # one read of the first page again
