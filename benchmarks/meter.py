@@ -23,6 +23,7 @@ import textwrap  # noqa: E402
 
 from engine.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
 from engine.meter import TokenMeter  # noqa: E402
+from traces import envelope_texts  # noqa: E402  (benchmarks/traces.py: every text a request carries)
 
 TARGET_TOKENS = 200_000
 REPEATS = 7
@@ -96,18 +97,6 @@ def build_envelope(seed: int = 7) -> tuple[Envelope, TokenMeter]:
     return env, meter
 
 
-def _texts(env: Envelope) -> list[str]:
-    """Every text the meter encodes, for the raw tiktoken baseline."""
-    out = [json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in env.tools]
-    for m in env.messages():
-        out.append(m.content)
-        for c in m.tool_calls:
-            out += (c.id, c.name, c.arguments)
-        if m.role == "tool":
-            out += (m.tool_call_id or "", m.name or "")
-    return out
-
-
 def _reread(env: Envelope) -> Envelope:
     """The same envelope rebuilt from its wire form, as a store round trip would."""
     messages = tuple(Message.from_openai(json.loads(json.dumps(m.to_openai()))) for m in env.surface.messages)
@@ -127,7 +116,7 @@ def best(fn: Callable[[], object], setup: Callable[[], object] = lambda: None, r
 def main() -> int:
     env, meter = build_envelope()
     enc = meter._enc  # the very encoding the meter uses: the baseline is raw tiktoken on it
-    texts = _texts(env)
+    texts = envelope_texts(env)
     meter.clear_cache()
     measurement = meter.measure(env)
     n_msgs = len(env.messages())
