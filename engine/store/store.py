@@ -733,13 +733,21 @@ class Store:
             return dict(row.value) if row is not None else None
 
     def put_setting(self, key: str, value: Mapping[str, Any]) -> None:
-        with self._session(write=True) as s:
-            row = s.get(Setting, key)
-            if row is None:
-                s.add(Setting(key=key, value=dict(value)))
-            else:
-                row.value = dict(value)
-                row.updated_at = utcnow()
+        """Insert or replace a setting (last writer wins; two first writes racing on PostgreSQL
+        retry as an update instead of failing on the primary key)."""
+        for attempt in range(2):
+            try:
+                with self._session(write=True) as s:
+                    row = s.get(Setting, key)
+                    if row is None:
+                        s.add(Setting(key=key, value=dict(value)))
+                    else:
+                        row.value = dict(value)
+                        row.updated_at = utcnow()
+                return
+            except IntegrityError:
+                if attempt:
+                    raise
 
     # -- conversations --------------------------------------------------------------------
     def create_conversation(

@@ -62,3 +62,35 @@ def test_settings_round_trip_and_overwrite(store: Store, new_key: Callable[[str]
     assert store.get_setting(key) == {"threshold_ratio": 0.8, "models": {"gpt-4o": {"window": 128000}}}
     store.put_setting(key, {"threshold_ratio": 0.7})
     assert store.get_setting(key) == {"threshold_ratio": 0.7}
+
+
+def test_put_setting_survives_a_racing_first_write(store, monkeypatch) -> None:
+    """Another writer inserts the same key between our read and our insert: we retry as an update."""
+    import uuid
+
+    from engine.store import models
+
+    key = f"race-{uuid.uuid4().hex[:8]}"
+    real_get = __import__("sqlalchemy.orm", fromlist=["Session"]).Session.get
+    raced = []
+
+    def get(self, entity, ident, *a, **kw):
+        row = real_get(self, entity, ident, *a, **kw)
+        if entity is models.Setting and ident == key and not raced:
+            raced.append(True)
+            store2 = type(store).open(store.url.render_as_string(hide_password=False))
+            try:
+                with store2._session(write=True) as s2:  # the other writer commits first
+                    s2.add(models.Setting(key=key, value={"who": "other"}))
+            finally:
+                store2.close()
+        return row
+
+    if store.is_sqlite:
+        import pytest
+
+        pytest.skip("SQLite serialises writers with BEGIN IMMEDIATE: the race cannot happen")
+    monkeypatch.setattr("sqlalchemy.orm.Session.get", get)
+    store.put_setting(key, {"who": "us"})
+    monkeypatch.undo()
+    assert store.get_setting(key) == {"who": "us"}
