@@ -8,6 +8,7 @@ so manual compaction from the GUI runs the same code path as ``compaction compac
 from __future__ import annotations
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -103,6 +104,8 @@ class Service:
         self.summarizer = summarizer
         self.policies = policies
         self.compactor = Compactor(store, summarizer=summarizer, workdir=workdir, policies=policies)
+        #: the last status per thread, with the stamp it was measured at (see :meth:`status`)
+        self._status_cache: dict[str, tuple[tuple[Any, ...], PressureStatus]] = {}
 
     @property
     def url(self) -> str:
@@ -186,14 +189,25 @@ class Service:
             return Workdir(recorded.parent).read(offload.sha256, tool_name=offload.tool_name, path=recorded)
 
     def status(self, key: str) -> PressureStatus:
-        """The pressure of a thread for its next turn."""
+        """The pressure of a thread for its next turn.
+
+        Measuring means reading every message after the boundary; an inspector polls this every few
+        seconds. So the result is kept per thread with a stamp read from the conversation row
+        (message count, last message, generation, boundary, route, newest model request): an
+        unchanged stamp returns the kept status at the cost of two small queries, with the busy
+        reason always fresh."""
+        info = self.store.thread(key)
+        last = self.store.last_completed_request(key)
+        stamp = (info.message_count, info.updated_at, info.generation, info.boundary, info.provider, info.model, last.id if last else None)
+        kept = self._status_cache.get(key)
+        if kept is not None and kept[0] == stamp:
+            return replace(kept[1], busy_reason=info.busy_reason)
         snap = self.store.snapshot(key)
         m = self.compactor.measure(snap)
         anchored = None
-        last = self.store.last_completed_request(key)
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
             anchored = m.meter.anchor(m.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
-        return PressureStatus(
+        status = PressureStatus(
             thread=key,
             tokens=m.tokens,
             threshold=m.policy.threshold,
@@ -205,6 +219,8 @@ class Service:
             busy_reason=snap.busy_reason,
             anchored_tokens=anchored,
         )
+        self._status_cache[key] = (stamp, status)
+        return status
 
     def pressure_history(self, key: str) -> list[PressurePoint]:
         """Every recorded model request with the compaction (if any) that happened just before it."""
@@ -253,6 +269,7 @@ class Service:
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
         self.compactor.policies = policies
+        self._status_cache.clear()
 
     def meter_for(self, model: str | None):
         return default_meter(model)

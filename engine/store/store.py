@@ -251,6 +251,7 @@ class Locked:
             self.conv.system_prompt = system_prompt
         if tools is not None:
             self.conv.tools = [dict(t) for t in tools]
+        self.conv.updated_at = utcnow()  # part of every envelope: readers' cached status is stale
 
     # -- idle check -----------------------------------------------------------------------
     def busy_reason(self) -> str | None:

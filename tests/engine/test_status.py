@@ -91,3 +91,29 @@ def test_status_anchors_on_the_reported_prompt_tokens(make_service, new_key):
     svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=1100)
     st = svc.status(key)
     assert st.anchored_tokens is not None and st.anchored_tokens > st.tokens  # the provider counts 10% more
+
+
+def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
+    """The inspector polls status: an unchanged thread is not read and measured again, a new
+    message or a busy change is seen at once."""
+    from engine.messages import assistant, user
+    from engine.service import open_service
+
+    svc = open_service(str(tmp_path / "s.db"), workdir=tmp_path / "wd", create=True, policies={"context_window": 8000})
+    try:
+        svc.create_thread("t", provider="sim", model="m")
+        svc.append_message("t", user("hello " * 50))
+        first = svc.status("t")
+        reads = []
+        real = svc.store.snapshot
+        monkeypatch.setattr(svc.store, "snapshot", lambda *a, **kw: reads.append(1) or real(*a, **kw))
+        assert svc.status("t") == first and reads == []
+        run = svc.start_run("t")
+        assert svc.status("t").busy_reason == "running"
+        reads.clear()
+        assert svc.status("t").busy_reason == "running" and reads == []
+        svc.append_message("t", assistant("hi " * 40), run_id=run)
+        later = svc.status("t")
+        assert reads == [1] and later.tokens > first.tokens
+    finally:
+        svc.close()
