@@ -77,7 +77,11 @@ def _aware(dt: datetime | None) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-def _to_message(row: MessageRow) -> Message:
+_MESSAGE_COLUMNS = (MessageRow.id, MessageRow.role, MessageRow.content, MessageRow.tool_calls, MessageRow.tool_call_id, MessageRow.name, MessageRow.meta)
+
+
+def _to_message(row: Any) -> Message:
+    """A domain message from an ORM row or a plain row of :data:`_MESSAGE_COLUMNS`."""
     raw_calls = row.tool_calls or []
     if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
         raise InvalidMessage(f"message {row.id}: tool_calls must be a list of objects")
@@ -438,10 +442,11 @@ class Locked:
         return _state(self.session.get(CompactionStateRow, self.conv.id), self.conv.id)
 
     def messages_after(self, boundary: int | None) -> list[Message]:
-        q = select(MessageRow).where(MessageRow.conversation_id == self.conv.id)
+        # plain column rows, not ORM objects: this is the pre-step hot path and may read a long thread
+        q = select(*_MESSAGE_COLUMNS).where(MessageRow.conversation_id == self.conv.id)
         if boundary is not None:
             q = q.where(MessageRow.id > boundary)
-        return [_to_message(r) for r in self.session.scalars(q.order_by(MessageRow.id))]
+        return [_to_message(r) for r in self.session.execute(q.order_by(MessageRow.id))]
 
     def message(self, message_id: int) -> Message | None:
         row = self.session.get(MessageRow, message_id)
