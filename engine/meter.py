@@ -31,6 +31,7 @@ import json
 import re
 import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -292,10 +293,19 @@ class TokenMeter:
         return len(self._enc.encode_ordinary(text)) if text else 0
 
     def _count_texts(self, texts: list[str]) -> list[int]:
-        if sum(map(len, texts)) >= _BATCH_MIN_CHARS and len(texts) > 1:
-            return [len(t) for t in self._enc.encode_ordinary_batch(texts, num_threads=_BATCH_THREADS)]
         encode = self._enc.encode_ordinary
-        return [len(encode(t)) if t else 0 for t in texts]
+
+        def count(chunk: list[str]) -> list[int]:
+            return [len(encode(t)) if t else 0 for t in chunk]
+
+        if sum(map(len, texts)) < _BATCH_MIN_CHARS or len(texts) < 2:
+            return count(texts)
+        # tiktoken releases the GIL while encoding: one contiguous chunk per thread (not one task
+        # per text, whose scheduling cost dominates on many short messages)
+        size = -(-len(texts) // _BATCH_THREADS)
+        chunks = [texts[i : i + size] for i in range(0, len(texts), size)]
+        with ThreadPoolExecutor(max_workers=len(chunks)) as pool:
+            return [n for part in pool.map(count, chunks) for n in part]
 
     def _frame(self, m: Message) -> tuple[int, list[str]]:
         """Fixed tokens of ``m`` and the texts still to encode (content first)."""
