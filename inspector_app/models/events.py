@@ -6,12 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush
 
 from engine.views import CompactionEvent
 
 from .. import theme
+from .table import RecordTableModel
 
 EventRole = Qt.ItemDataRole.UserRole + 1
 #: the timeline message an event is about (first pruned result, new boundary), or None
@@ -72,36 +73,26 @@ def event_target(e: CompactionEvent) -> int | None:
     return boundary if isinstance(boundary, int) else None
 
 
-class EventsModel(QAbstractTableModel):
+class EventsModel(RecordTableModel[CompactionEvent]):
     """Time, kind (with the trigger) and a one-line description of every recorded event."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._events: list[CompactionEvent] = []
 
     def set_events(self, events: Sequence[CompactionEvent]) -> None:
         self.beginResetModel()
-        self._events = list(events)
+        self._rows = list(events)
         self.endResetModel()
 
     def events(self) -> list[CompactionEvent]:
-        return list(self._events)
-
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._events)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
+        return list(self._rows)
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self._events):
+        if not index.isValid() or index.row() >= len(self._rows):
             return None
-        e = self._events[index.row()]
+        e = self._rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             if col == COL_TIME:

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 from typing import Any, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 
 from engine.views import ThreadInfo
+
+from .table import RecordTableModel
 
 ThreadRole = Qt.ItemDataRole.UserRole + 1
 KeyRole = Qt.ItemDataRole.UserRole + 2
@@ -33,25 +35,26 @@ def state_label(busy_reason: str | None) -> str:
     return STATE_LABELS.get(busy_reason, busy_reason or "idle")
 
 
-class ThreadListModel(QAbstractTableModel):
+class ThreadListModel(RecordTableModel[ThreadInfo]):
     """Threads with their message count, pressure (filled in as it arrives), generation and state."""
+
+    COLUMNS = COLUMNS
 
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
-        self._threads: list[ThreadInfo] = []
         self._pressure: dict[str, float] = {}
 
     # -- data in -------------------------------------------------------------------------------
     def set_threads(self, threads: Sequence[ThreadInfo]) -> None:
         """Replace the list; the same keys in the same order update in place (selection survives)."""
         threads = list(threads)
-        if [t.key for t in threads] == [t.key for t in self._threads]:
-            self._threads = threads
+        if [t.key for t in threads] == [t.key for t in self._rows]:
+            self._rows = threads
             if threads:
                 self.dataChanged.emit(self.index(0, 0), self.index(len(threads) - 1, len(COLUMNS) - 1))
             return
         self.beginResetModel()
-        self._threads = threads
+        self._rows = threads
         keys = {t.key for t in threads}
         self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
         self.endResetModel()
@@ -61,7 +64,7 @@ class ThreadListModel(QAbstractTableModel):
         row = self.row_of(info.key)
         if row is None:
             return
-        self._threads[row] = info
+        self._rows[row] = info
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
 
     def set_pressure(self, key: str, ratio: float) -> None:
@@ -74,30 +77,19 @@ class ThreadListModel(QAbstractTableModel):
 
     # -- queries -------------------------------------------------------------------------------
     def row_of(self, key: str) -> int | None:
-        return next((i for i, t in enumerate(self._threads) if t.key == key), None)
+        return next((i for i, t in enumerate(self._rows) if t.key == key), None)
 
     def thread_at(self, row: int) -> ThreadInfo:
-        return self._threads[row]
+        return self._rows[row]
 
     def keys(self) -> list[str]:
-        return [t.key for t in self._threads]
+        return [t.key for t in self._rows]
 
     # -- Qt model ------------------------------------------------------------------------------
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self._threads)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(COLUMNS)
-
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
-        return None
-
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
-        if not index.isValid() or index.row() >= len(self._threads):
+        if not index.isValid() or index.row() >= len(self._rows):
             return None
-        t = self._threads[index.row()]
+        t = self._rows[index.row()]
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             return self._display(t, col)
