@@ -29,6 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.compactor import RunState  # noqa: E402
 from engine.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.meter import default_meter  # noqa: E402
 from engine.service import Service, open_service  # noqa: E402
 from engine.summarizers.base import Summarizer, SummaryRequest, SummaryResult  # noqa: E402
 from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
@@ -134,7 +135,7 @@ def bench_manual(root: Path) -> dict[str, Any]:
     svc = open_service(f"sqlite:///{root / 'manual.db'}", workdir=root / "wd-manual", summarizer=summarizer, policies={"context_window": 128_000}, create=True)
     try:
         svc.create_thread("long", title="a ~100k-token thread", system_prompt="You are a support agent.")
-        meter = svc.meter_for(None)
+        meter = default_meter(None)
         msgs = long_thread_messages(random.Random(SEED), 100_000, meter.count_message)
         with svc.store.locked("long") as tx:
             tx.append_messages(msgs)

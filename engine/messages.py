@@ -11,7 +11,7 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Iterable, Literal, Mapping
+from typing import Any, Literal, Mapping
 
 from .errors import EngineError
 
@@ -240,7 +240,3 @@ class Envelope:
         if self.tools:
             body["tools"] = [dict(t) for t in self.tools]
         return body
-
-
-def iter_tool_results(messages: Iterable[Message]) -> Iterable[Message]:
-    return (m for m in messages if m.role == "tool")

@@ -17,7 +17,6 @@ import platformdirs
 from .compactor import Compactor, Measured, RunState
 from .errors import EngineError
 from .messages import InvalidMessage, Message
-from .meter import default_meter
 from .policy import PolicySet
 from .replay import build_episodes
 from .store import Store, display_url, normalize_url
@@ -271,8 +270,6 @@ class Service:
         self.compactor.policies = policies
         self._status_cache.clear()
 
-    def meter_for(self, model: str | None):
-        return default_meter(model)
 
 
 __all__ = ["Service", "open_service", "default_database_url", "data_dir", "EngineError"]

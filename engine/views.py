@@ -14,8 +14,6 @@ from .messages import Message
 BusyReason = Literal["running", "waiting_for_user", "queued"]
 RunStatus = Literal["queued", "running", "waiting_for_user", "completed", "failed", "cancelled"]
 
-BUSY_REASONS: tuple[str, ...] = ("running", "waiting_for_user", "queued")
-RUN_STATUSES: tuple[str, ...] = ("queued", "running", "waiting_for_user", "completed", "failed", "cancelled")
 ACTIVE_RUN_STATUSES: tuple[str, ...] = ("running", "waiting_for_user")
 
 
