@@ -261,8 +261,7 @@ class Compactor:
                     break
             assert att is not None
             if compacted == 0:
-                failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected")
-                failure.reason = att.reason  # type: ignore[attr-defined]
+                failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected", reason=att.reason)
             else:
                 return ManualResult("completed", None, before, m.tokens, compacted, m.snapshot.state.boundary, m.snapshot.state.generation, calls)
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction

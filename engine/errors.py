@@ -42,9 +42,16 @@ class ThreadBusy(EngineError):
 
 
 class CannotCompact(EngineError):
-    """Compaction is not possible right now (typed, never a sentinel)."""
+    """Compaction is not possible right now (typed, never a sentinel). ``reason`` says why."""
 
     code = "cannot_compact"
+
+    def __init__(self, message: str, *, code: str | None = None, reason: str | None = None) -> None:
+        super().__init__(message, code=code)
+        self.reason = reason
+
+    def to_json(self) -> dict:
+        return {"error": {"code": self.code, "message": self.message, "reason": self.reason}}
 
 
 class CompareAndSwapConflict(EngineError):
