@@ -18,6 +18,7 @@ from .messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Envelope, Mes
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .pruning import prune_surface
+from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, history_part
 from .store import Locked, NewOffload, Store
 from .summarizers.base import Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
@@ -26,44 +27,10 @@ from .workdir import Workdir
 
 log = logging.getLogger(__name__)
 
-SYNTHETIC_USER_TEXT = (
-    "(Earlier messages were compacted into the summary above.) Continue the current task from the summary "
-    "and the messages below; do not repeat steps that are already done."
-)
-
 Trigger = Literal["pressure", "overflow", "manual"]
 
 
 # -- pure decisions ---------------------------------------------------------------------------
-
-
-def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> Surface:
-    """The model-visible surface of a snapshot: pruned results as previews, a synthetic user
-    message when the first non-system message would not be a user message, ephemeral notes last."""
-    shown: list[Message] = []
-    for m in snapshot.messages:
-        off = snapshot.offloads.get(m.id) if m.id is not None and m.role == "tool" else None
-        shown.append(m.with_content(off.preview, **{META_PRUNED: off.sha256}) if off is not None else m)
-    first = next((m for m in shown if m.role != "system"), None)
-    if first is not None and first.role != "user":
-        shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True}))
-    for e in ephemeral:
-        shown.append(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}))
-    return Surface(
-        messages=tuple(shown),
-        summary=snapshot.state.summary,
-        boundary=snapshot.state.boundary,
-        generation=snapshot.state.generation,
-    )
-
-
-def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
-    return Envelope(system_prompt=snapshot.system_prompt, surface=surface, tools=tuple(snapshot.tools))
-
-
-def history_part(surface: Surface) -> tuple[Message, ...]:
-    """The persisted messages of a surface (what units are built from): no synthetic or ephemeral ones."""
-    return tuple(m for m in surface.messages if m.id is not None)
 
 
 def summary_budget(policy: ResolvedPolicy) -> int:

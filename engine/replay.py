@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from .messages import META_EPHEMERAL, Message
 from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
+from .surface import build_surface
 
 if TYPE_CHECKING:  # pragma: no cover
     from .store import Store
@@ -57,7 +58,6 @@ def surface_at(
     ephemeral: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """The model-visible surface at a generation, limited to messages that existed then."""
-    from .compactor import build_surface  # local: compactor imports store; keep replay light
 
     state = state_at(history, generation, snapshot.conversation_id)
     msgs = tuple(

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from engine.compactor import build_surface, history_part
+from engine.surface import build_surface, history_part
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
 from engine.summarizers.base import Summarizer, SummarizerError, SummaryRequest, SummaryResult

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.compactor import RunState, build_surface
+from engine.compactor import RunState
+from engine.surface import build_surface
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import open_service
 from engine.summarizers.base import contains_verbatim

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.compactor import build_surface
+from engine.surface import build_surface
 from engine.errors import CannotCompact, ThreadBusy
 from engine.messages import user
 from engine.summarizers.base import contains_verbatim

@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from engine.compactor import build_surface
+from engine.surface import build_surface
 from engine.errors import ThreadBusy
 from engine.messages import user
 from engine.store import ThreadLocked

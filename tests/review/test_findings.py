@@ -10,7 +10,8 @@ from typing import Any, Callable
 import pytest
 from sqlalchemy import text
 
-from engine.compactor import RunState, build_surface, history_part
+from engine.compactor import RunState
+from engine.surface import build_surface, history_part
 from engine.errors import EngineError
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.policy import PolicyError

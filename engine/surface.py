@@ -1,0 +1,58 @@
+"""What the model sees: the one place that turns stored messages into the model-visible surface.
+
+Pure (no I/O). The compactor measures and sends exactly this; pruning builds its replacements with
+:func:`shown_message`; the service's token badges count it; replay rebuilds it for past steps.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+from .messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Envelope, Message, Surface
+from .views import Offload, Snapshot
+
+__all__ = ["SYNTHETIC_USER_TEXT", "build_surface", "envelope_of", "history_part", "shown_message", "shown_messages"]
+
+SYNTHETIC_USER_TEXT = (
+    "(Earlier messages were compacted into the summary above.) Continue the current task from the summary "
+    "and the messages below; do not repeat steps that are already done."
+)
+
+
+def shown_message(message: Message, offload: Offload | None) -> Message:
+    """``message`` as the model sees it: a pruned tool result is its preview, marked with the
+    SHA-256 of the original; anything else is itself."""
+    if offload is None or message.role != "tool":
+        return message
+    return message.with_content(offload.preview, **{META_PRUNED: offload.sha256})
+
+
+def shown_messages(messages: Sequence[Message], offloads: Mapping[int, Offload]) -> list[Message]:
+    """:func:`shown_message` for each message, offloads looked up by message id."""
+    return [shown_message(m, offloads.get(m.id) if m.id is not None else None) for m in messages]
+
+
+def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> Surface:
+    """The model-visible surface of a snapshot: pruned results as previews, a synthetic user
+    message when the first non-system message would not be a user message, ephemeral notes last."""
+    shown = shown_messages(snapshot.messages, snapshot.offloads)
+    first = next((m for m in shown if m.role != "system"), None)
+    if first is not None and first.role != "user":
+        shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True}))
+    for e in ephemeral:
+        shown.append(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}))
+    return Surface(
+        messages=tuple(shown),
+        summary=snapshot.state.summary,
+        boundary=snapshot.state.boundary,
+        generation=snapshot.state.generation,
+    )
+
+
+def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
+    return Envelope(system_prompt=snapshot.system_prompt, surface=surface, tools=tuple(snapshot.tools))
+
+
+def history_part(surface: Surface) -> tuple[Message, ...]:
+    """The persisted messages of a surface (what units are built from): no synthetic or ephemeral ones."""
+    return tuple(m for m in surface.messages if m.id is not None)
