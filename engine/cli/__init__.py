@@ -8,33 +8,13 @@ Exit codes: 0 success · 1 the operation ran but failed (e.g. a summary was reje
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-from dataclasses import asdict, is_dataclass
-from datetime import datetime
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from ..errors import EngineError, ThreadBusy
-
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
-
-
-def _jsonable(value: Any) -> Any:
-    if is_dataclass(value) and not isinstance(value, type):
-        return {k: _jsonable(v) for k, v in asdict(value).items()}
-    if isinstance(value, datetime):
-        return value.isoformat()
-    if isinstance(value, dict) or hasattr(value, "items"):
-        return {str(k): _jsonable(v) for k, v in dict(value).items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return value
-
-
-def emit_json(data: Any) -> None:
-    json.dump(_jsonable(data), sys.stdout, ensure_ascii=False, indent=2)
-    sys.stdout.write("\n")
+from . import demo, preview
+from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
@@ -250,17 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_commands() -> list[Callable[[Any], None]]:
-    out: list[Callable[[Any], None]] = []
-    from . import preview
-
-    out.append(preview.add_parser)
-    try:
-        from . import demo
-    except ImportError:  # pragma: no cover - demo lands with the harness
-        pass
-    else:
-        out.append(demo.add_parser)
-    return out
+    return [preview.add_parser, demo.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -17,7 +17,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from ..demo import build_demo
     from ..service import default_database_url
-    from . import emit_json
+    from .output import emit_json
 
     report = build_demo(args.db or default_database_url(), seed=args.seed, force=args.force)
     if args.json:
