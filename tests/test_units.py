@@ -1,4 +1,7 @@
-"""Turns, tool rounds, units and cut selection (engine/units.py)."""
+"""Turns, tool rounds, units and cut selection (engine/units.py).
+
+Over 500 lines on purpose: one test module per pure-core module, and units has the most edge cases
+(running turns, orphans, history starting mid-turn, balanced heads) plus its Hypothesis properties."""
 
 from __future__ import annotations
 

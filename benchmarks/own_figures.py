@@ -1,0 +1,155 @@
+"""Our own figures for ``make bench`` (meter, store, manual compaction, pressure check, GUI
+timeline) and the machine they ran on; each runs a benchmark script of its own and parses its output."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import tempfile
+from datetime import datetime, timezone
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+#: the context window each trace size is replayed under (trace / window: ~1.2x, 3x, 7.6x)
+WINDOWS = {10_000: 8_192, 100_000: 32_768, 1_000_000: 131_072}
+
+
+def ms(x: float) -> str:
+    return f"{x * 1e3:.3g} ms" if x * 1e3 < 1000 else f"{x:.2f} s"
+
+
+
+def run_script(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 300) -> tuple[int, str]:
+    proc = subprocess.run([sys.executable, *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})})
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def own_meter() -> list[list[str]]:
+    rc, out = run_script(["benchmarks/meter.py"])
+    size = re.search(r"envelope: ([\d,]+) tokens", out)
+    cold = re.search(r"cold measure \(empty cache\)\s+([\d.]+) ms", out)
+    warm = re.search(r"warm re-measure \(\+1 message\)\s+([\d.]+) ms", out)
+    raw = re.search(r"raw tiktoken encode_ordinary \(loop\)\s+([\d.]+) ms", out)
+    if not (size and cold and warm and raw):
+        return [["Meter (benchmarks/meter.py)", f"not measured: {out.strip().splitlines()[-1] if out.strip() else 'no output'}", ""]]
+    what = f"{size.group(1)}-token mixed envelope"
+    status = "targets met" if rc == 0 else "a target FAILED (see benchmarks/meter.py)"
+    return [
+        [f"Meter, cold measure, {what}", f"{cold.group(1)} ms", f"raw tiktoken loop {raw.group(1)} ms; {status}"],
+        [f"Meter, warm re-measure (+1 message), {what}", f"{warm.group(1)} ms", "target < 1 ms and ≥ 100× cheaper than cold"],
+    ]
+
+
+def own_store(rows: int, pg_url: str | None) -> list[list[str]]:
+    args = ["benchmarks/store.py", "--rows", str(rows), "--repeats", "30"]
+    if pg_url:
+        args += ["--pg-url", pg_url]
+    rc, out = run_script(args, timeout=600)
+    result = []
+    for backend in ("sqlite", "postgresql"):
+        m = re.search(rf"^{backend}\s+([\d.]+)\s+(\d+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s*$", out, re.M)
+        if m is None:
+            skipped = re.search(rf"^{backend}: (.*)$", out, re.M)
+            reason = skipped.group(1) if skipped else (out.strip().splitlines() or ["no output"])[-1]
+            result.append([f"Store page latency, {backend}", f"not measured: {reason}", ""])
+            continue
+        ins, rps, start, mid_after, mid_before, end = m.groups()
+        result.append(
+            [
+                f"Store page latency, {backend} ({rows:,} messages, 100-row keyset pages, median)",
+                f"start {start} ms · middle {mid_after} / {mid_before} ms · end {end} ms",
+                f"bulk intake {ins} s ({int(rps):,} rows/s)",
+            ]
+        )
+    return result
+
+
+def own_manual_compaction() -> list[list[str]]:
+    try:
+        import compaction  # benchmarks/compaction.py
+
+        with tempfile.TemporaryDirectory(prefix="bench-manual-") as tmp:
+            a = compaction.bench_manual(Path(tmp))
+    except Exception as exc:  # another engineer's script: report what failed, never a number
+        return [["Manual compaction end to end (benchmarks/compaction.py)", f"not measured: {type(exc).__name__}: {exc}", ""]]
+    return [
+        [
+            f"Manual compaction end to end, {a['messages']:,}-message idle thread (benchmarks/compaction.py)",
+            ms(a["seconds"]),
+            f"{a['tokens_before']:,} → {a['tokens_after']:,} tokens, {a['compacted']} messages compacted, {a['calls']} extractive calls",
+        ]
+    ]
+
+
+def own_pressure(r: dict[str, Any]) -> list[list[str]]:
+    rows = []
+    for t in r["traces"]:
+        if t.size != max(x.size for x in r["traces"]):
+            continue
+        tm = r["ours_timing"][t.name]
+        rows.append(
+            [
+                f"Pressure check per step, {t.name} replay (window {WINDOWS[t.size]:,})",
+                f"cold {ms(tm['pressure_cold_s'])} · warm {ms(tm['pressure_warm_s'])}",
+                f"median over the replay's no-op steps {ms(tm['pressure_per_step_s'])}",
+            ]
+        )
+    return rows
+
+
+def own_gui(messages: int, pg_url: str | None) -> list[list[str]]:
+    """benchmarks/gui_timeline.py: one JSON line per backend (SQLite, PostgreSQL)."""
+    args = ["benchmarks/gui_timeline.py", "--messages", str(messages)] + (["--pg-url", pg_url] if pg_url else [])
+    rc, out = run_script(args, env={"QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"}, timeout=1200)
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    if rc != 0 or not lines:
+        tail = " ".join(out.strip().splitlines()[-2:]) if out.strip() else f"exit {rc}"
+        return [[f"Timeline, {messages:,} messages, offscreen", f"not measured: {tail}", ""]]
+    rows = []
+    for d in lines:
+        backend = d["backend"]
+        if "skipped" in d:
+            rows.append([f"Timeline, {backend}", f"not measured: {d['skipped']}", ""])
+            continue
+        rows += [
+            [f"Timeline first paint, {d['messages']:,}-message thread, {backend}, offscreen", ms(d["first_paint_s"]), d.get("first_paint_note", "")],
+            [
+                f"Timeline scroll to the end (End key), {d['messages']:,} messages, {backend}",
+                ms(d["scroll_idle_s"]) if d["reached_end"] else f"{ms(d['scroll_idle_s'])} (did not reach the end)",
+                d["scroll_note"],
+            ],
+        ]
+    return rows
+
+
+# -- machine and document -----------------------------------------------------------------------
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    mem = "unknown"
+    try:
+        cpu = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name"))
+        kb = int(next(line.split()[1] for line in Path("/proc/meminfo").read_text().splitlines() if line.startswith("MemTotal")))
+        mem = f"{kb / 1024 / 1024:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    pkgs = []
+    for pkg in ("tiktoken", "SQLAlchemy", "psycopg", "PySide6-Essentials", "langchain", "langchain-core", "langgraph"):
+        try:
+            pkgs.append(f"{pkg} {version(pkg)}")
+        except PackageNotFoundError:
+            pkgs.append(f"{pkg} not installed")
+    return [
+        f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- CPU: {cpu}, {os.cpu_count()} logical cores (nproc), shared with other jobs; memory {mem}",
+        f"- OS: {platform.platform()}; Python {platform.python_version()}",
+        f"- Packages: {', '.join(pkgs)}",
+    ]

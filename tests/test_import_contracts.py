@@ -1,0 +1,83 @@
+"""The import contracts in pyproject.toml hold on the tree and catch a planted violation of each.
+
+Each case copies ``engine/``, ``inspector_app/`` and ``pyproject.toml`` to a temporary directory,
+plants one bad import and runs ``lint-imports`` there (it analyses the packages found in its working
+directory first), expecting exactly the named contract to break.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = Path(sys.executable).with_name("lint-imports")
+
+QT = "The engine never imports Qt or the GUI"
+SQL = "SQL lives only in engine.store"
+LAYERS = "Engine layers: each module imports only from the layers below it"
+PUBLIC = "The inspector uses only the engine's public surface"
+CYCLES = "No import cycles between sibling modules"
+ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES)
+
+
+def _lint(cwd: Path) -> tuple[int, str]:
+    p = subprocess.run([str(LINT), "--no-cache"], cwd=cwd, capture_output=True, text=True, timeout=120)
+    return p.returncode, p.stdout + p.stderr
+
+
+def _broken(output: str) -> set[str]:
+    return {name for name in ALL if f"{name} BROKEN" in output}
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for pkg in ("engine", "inspector_app"):
+        shutil.copytree(ROOT / pkg, tmp_path / pkg, ignore=ignore)
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    return tmp_path
+
+
+def _append(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(f"\n{line}\n")
+
+
+def test_the_tree_keeps_every_contract() -> None:
+    code, out = _lint(ROOT)
+    assert code == 0, out
+    for name in ALL:
+        assert f"{name} KEPT" in out, out
+
+
+PLANTED = [
+    pytest.param({"engine/pruning.py": "import sqlalchemy"}, {SQL}, id="engine-module-imports-sqlalchemy"),
+    pytest.param({"engine/summarizers/extractive.py": "import psycopg"}, {SQL}, id="nested-engine-module-imports-psycopg"),
+    pytest.param({"inspector_app/models/threads.py": "import sqlite3"}, {SQL}, id="inspector-imports-sqlite3"),
+    pytest.param({"inspector_app/models/threads.py": "import engine.store"}, {PUBLIC}, id="inspector-imports-engine-store"),
+    pytest.param({"inspector_app/widgets/detail.py": "from engine import meter"}, {PUBLIC}, id="inspector-imports-engine-meter"),
+    pytest.param({"engine/units.py": "from engine import compactor"}, {LAYERS}, id="pure-core-imports-compactor"),
+    pytest.param({"engine/store/__init__.py": "from engine import service"}, {LAYERS}, id="store-imports-service"),
+    pytest.param({"engine/brand_new.py": "X = 1"}, {LAYERS}, id="engine-module-outside-every-layer"),
+    pytest.param({"engine/messages.py": "import PySide6"}, {QT}, id="engine-imports-qt"),
+    pytest.param(
+        {"engine/cli/output.py": "from engine.cli import preview", "engine/cli/preview.py": "from engine.cli import output"},
+        {CYCLES},
+        id="sibling-import-cycle",
+    ),
+]
+
+
+@pytest.mark.parametrize("plants, expected", PLANTED)
+def test_a_planted_violation_breaks_its_contract(tree: Path, plants: dict[str, str], expected: set[str]) -> None:
+    for rel, line in plants.items():
+        _append(tree / rel, line)
+    code, out = _lint(tree)
+    assert code != 0, out
+    assert _broken(out) == expected, out
