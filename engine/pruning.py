@@ -6,6 +6,10 @@ always smaller than the original. A result already pruned (metadata :data:`META_
 pruned again. The full text is written before a :class:`Pruned` (and its replacement message)
 exists; when the Workdir cannot store it the result is not replaced: the caller gets a
 :class:`PruneFailed` and keeps the original (fail-closed).
+
+A :class:`Pruned` carries the one offload record type, :class:`engine.views.Offload`
+(``generation=None`` until the store records it), and its replacement is built by
+:func:`engine.surface.shown_message`, the same function that builds every surface.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from typing import Callable, Sequence
 
 from engine.messages import META_PRUNED, Message
 from engine.previews import PreviewBudgetError, build_replacement
+from engine.surface import shown_message
+from engine.views import Offload
 from engine.workdir import Workdir, WorkdirError, sha256_text
 
 __all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "tool_name_of"]
@@ -24,16 +30,42 @@ FALLBACK_TOOL_NAME = "tool"
 
 @dataclass(frozen=True, slots=True)
 class Pruned:
-    """A tool result that was offloaded; ``preview`` is the replacement text the model sees."""
+    """A tool result that was offloaded: its offload record (``generation`` is ``None``, and
+    ``message_id`` is ``None`` for a message that was never persisted) and the message the model
+    sees instead (:func:`engine.surface.shown_message` of the original and the offload)."""
 
-    message_id: int | None
-    tool_name: str
-    sha256: str
-    path: str
-    preview: str
-    original_tokens: int
-    preview_tokens: int
+    offload: Offload
     replacement: Message
+
+    # read-only shortcuts to the offload record
+    @property
+    def message_id(self) -> int | None:
+        return self.offload.message_id
+
+    @property
+    def tool_name(self) -> str:
+        return self.offload.tool_name
+
+    @property
+    def sha256(self) -> str:
+        return self.offload.sha256
+
+    @property
+    def path(self) -> str:
+        return self.offload.path
+
+    @property
+    def preview(self) -> str:
+        """The replacement text the model sees."""
+        return self.offload.preview
+
+    @property
+    def original_tokens(self) -> int:
+        return self.offload.original_tokens
+
+    @property
+    def preview_tokens(self) -> int:
+        return self.offload.preview_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,16 +141,17 @@ def prune_tool_result(
         saved = workdir.save(name, message.content)
     except WorkdirError as exc:
         return PruneFailed(message_id=message.id, reason=exc.message)
-    return Pruned(
-        message_id=message.id,
+    offload = Offload(
+        message_id=message.id,  # type: ignore[arg-type]  # None only for a message never persisted
         tool_name=name,
-        sha256=saved.sha256,
         path=saved.path,
+        sha256=saved.sha256,
         preview=text,
         original_tokens=original_tokens,
         preview_tokens=count_tokens(text),
-        replacement=message.with_content(text, **{META_PRUNED: saved.sha256}),
+        generation=None,  # type: ignore[arg-type]  # set by the store when it records the prune
     )
+    return Pruned(offload=offload, replacement=shown_message(message, offload))
 
 
 def prune_surface(
@@ -129,7 +162,9 @@ def prune_surface(
     limit_tokens: int,
     preview_tokens: int,
 ) -> PruneReport:
-    """Apply :func:`prune_tool_result` to every tool message of ``messages``, keeping their order."""
+    """Apply :func:`prune_tool_result` to every tool message of ``messages``, keeping their order:
+    ``messages`` of the report is the input with each pruned result replaced by its
+    :attr:`Pruned.replacement` (the input messages themselves elsewhere)."""
     out: list[Message] = []
     pruned: list[Pruned] = []
     failed: list[PruneFailed] = []
