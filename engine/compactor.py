@@ -14,12 +14,24 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from .errors import CannotCompact, CompareAndSwapConflict
-from .messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Envelope, Message, Surface, summary_message
+from .events import (
+    BreakerTrippedEvent,
+    Event,
+    PruneEvent,
+    PruneFailedEvent,
+    PruneFailure,
+    PrunedResult,
+    SummaryEvent,
+    SummaryRejectedEvent,
+    SummaryUsage,
+    write_event,
+)
+from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
-from .pruning import prune_surface
-from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, history_part
-from .store import Locked, NewOffload, Store
+from .pruning import PruneReport, prune_surface
+from .surface import build_surface, envelope_of, history_part
+from .store import Locked, Store
 from .summarizers.base import Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
 from .views import ManualResult, Offload, Snapshot
@@ -260,7 +272,7 @@ class Compactor:
         )
         if not report.pruned:
             if report.failed:
-                self.store.add_event(thread, "prune_failed", {"failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed]}, trigger=trigger, run_id=run.run_id)
+                self._record(thread, PruneFailedEvent(failed=_failures(report)), trigger=trigger, run_id=run.run_id)
             return m
         pruned = {p.message_id: p for p in report.pruned if p.message_id is not None}
         with self.store.locked(thread) as tx:
@@ -270,37 +282,25 @@ class Compactor:
             if not ids:  # nothing left for us: measure what the other writer left
                 return self.measure(current, ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
             before_gen = current.state.generation
-            offs = {
-                i: Offload(i, pruned[i].tool_name, pruned[i].path, pruned[i].sha256, pruned[i].preview, pruned[i].original_tokens, pruned[i].preview_tokens, before_gen + 1)
-                for i in ids
-            }
-            after = self.measure(_with_offloads(current, offs, generation=before_gen + 1), ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
-            gen = tx.record_prune(
-                [NewOffload(o.message_id, o.tool_name, o.path, o.sha256, o.preview, o.original_tokens, o.preview_tokens) for o in offs.values()],
-                trigger=trigger,
-                run_id=run.run_id,
+            offloads = [pruned[i].offload for i in ids]  # generation None: the store sets it
+            predicted = {o.message_id: replace(o, generation=before_gen + 1) for o in offloads}
+            after = self.measure(_with_offloads(current, predicted, generation=before_gen + 1), ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
+            gen = tx.record_prune(offloads, trigger=trigger, run_id=run.run_id, tokens_before=m.tokens, tokens_after=after.tokens)
+            event = PruneEvent(
                 tokens_before=m.tokens,
                 tokens_after=after.tokens,
+                threshold=m.policy.threshold,
+                generation_before=before_gen,
+                generation_after=gen,
+                boundary=after.snapshot.state.boundary,
+                pruned=tuple(
+                    PrunedResult(message_id=o.message_id, tool=o.tool_name, sha256=o.sha256, path=o.path, original_tokens=o.original_tokens, preview_tokens=o.preview_tokens)
+                    for o in offloads
+                ),
+                failed=_failures(report),
+                duration_ms=_ms_since(started),
             )
-            tx.add_event(
-                "prune",
-                {
-                    "tokens_before": m.tokens,
-                    "tokens_after": after.tokens,
-                    "threshold": m.policy.threshold,
-                    "generation_before": before_gen,
-                    "generation_after": gen,
-                    "boundary": after.snapshot.state.boundary,
-                    "pruned": [
-                        {"message_id": i, "tool": pruned[i].tool_name, "sha256": pruned[i].sha256, "path": pruned[i].path, "original_tokens": pruned[i].original_tokens, "preview_tokens": pruned[i].preview_tokens}
-                        for i in ids
-                    ],
-                    "failed": [{"message_id": f.message_id, "reason": f.reason} for f in report.failed],
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                },
-                trigger=trigger,
-                run_id=run.run_id,
-            )
+            write_event(tx, event, trigger=trigger, run_id=run.run_id)
         return after
 
     def _summarize(
@@ -322,25 +322,23 @@ class Compactor:
         meter = m.meter
         current = snap.current_request.content if snap.current_request is not None else None
         replaced = sum(meter.count_message(x) for x in sel.messages) + (meter.count_text(state.summary) if state.summary else 0)
-        base: dict[str, Any] = {
-            "tokens_before": m.tokens,
-            "threshold": m.policy.threshold,
-            "target": m.policy.target_tokens,
-            "boundary_before": state.boundary,
-            "generation_before": state.generation,
-            "selected_boundary": sel.boundary,
-            "selected_messages": len(sel.messages),
-            "replaced_tokens": replaced,
-            "summarizer": getattr(self.summarizer, "name", type(self.summarizer).__name__),
-        }
+        summarizer_name = getattr(self.summarizer, "name", type(self.summarizer).__name__)
+        # the keys both the summary and the rejection event carry
+        base: dict[str, Any] = dict(
+            tokens_before=m.tokens,
+            threshold=m.policy.threshold,
+            target=m.policy.target_tokens,
+            boundary_before=state.boundary,
+            generation_before=state.generation,
+            selected_boundary=sel.boundary,
+            selected_messages=len(sel.messages),
+            replaced_tokens=replaced,
+            summarizer=summarizer_name,
+        )
 
-        def reject(reason: str, calls: int, extra: Mapping[str, Any] | None = None) -> _Attempt:
-            data = {**base, "reason": reason, "calls": calls, "generation_after": state.generation, **(extra or {})}
-            data["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
-            if tx is not None:
-                tx.add_event("summary_rejected", data, trigger=trigger, run_id=run_id)
-            else:
-                self.store.add_event(thread, "summary_rejected", data, trigger=trigger, run_id=run_id)
+        def reject(reason: str, calls: int, **extra: Any) -> _Attempt:
+            event = SummaryRejectedEvent(**base, reason=reason, calls=calls, generation_after=state.generation, duration_ms=_ms_since(started), **extra)
+            self._record(thread, event, trigger=trigger, run_id=run_id, tx=tx)
             return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0)
 
         request = SummaryRequest(
@@ -355,15 +353,15 @@ class Compactor:
         try:
             result = self.summarizer.summarize(request)
         except SummarizerError as exc:
-            return reject("summarizer_failed", 1, {"error_code": exc.code, "error_message": exc.message})
+            return reject("summarizer_failed", 1, error_code=exc.code, error_message=exc.message)
         except Exception as exc:  # a third-party summarizer's bug: reject, keep history, carry on
-            log.warning("summarizer %s crashed on thread %r", base["summarizer"], thread, exc_info=True)
-            return reject("summarizer_failed", 1, {"error_code": "summarizer_crashed", "error_message": f"{type(exc).__name__}: {exc}"})
+            log.warning("summarizer %s crashed on thread %r", summarizer_name, thread, exc_info=True)
+            return reject("summarizer_failed", 1, error_code="summarizer_crashed", error_message=f"{type(exc).__name__}: {exc}")
         # ``calls`` counts summarizer invocations; HTTP requests (retries included) are in ``usage``
         why = validate_summary(result, replaced_tokens=replaced, count_tokens=meter.count_text, current_request=current)
-        usage = {"http_requests": result.calls, "prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens, "model": result.model, "extractive": result.extractive}
+        usage = SummaryUsage(http_requests=result.calls, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens, model=result.model, extractive=result.extractive)
         if why is not None:
-            return reject(why, 1, {"usage": usage, "summary_tokens": meter.count_text(result.text)})
+            return reject(why, 1, usage=usage, summary_tokens=meter.count_text(result.text))
         assert sel.boundary is not None
         # the compare-and-swap hash is over the STORED message (a pruned result's surface is its preview)
         boundary_msg = next(x for x in snap.messages if x.id == sel.boundary)
@@ -388,21 +386,17 @@ class Compactor:
                 tokens_before=m.tokens,
                 tokens_after=after.tokens,
             )
-            t.add_event(
-                "summary",
-                {
-                    **base,
-                    "tokens_after": after.tokens,
-                    "boundary_after": sel.boundary,
-                    "generation_after": gen,
-                    "summary_tokens": summary_tokens,
-                    "usage": usage,
-                    "calls": 1,
-                    "duration_ms": round((time.perf_counter() - started) * 1000, 3),
-                },
-                trigger=trigger,
-                run_id=run_id,
+            event = SummaryEvent(
+                **base,
+                tokens_after=after.tokens,
+                boundary_after=sel.boundary,
+                generation_after=gen,
+                summary_tokens=summary_tokens,
+                usage=usage,
+                calls=1,
+                duration_ms=_ms_since(started),
             )
+            write_event(t, event, trigger=trigger, run_id=run_id)
             return gen
 
         try:
@@ -412,19 +406,21 @@ class Compactor:
                 with self.store.locked(thread) as t:
                     gen = persist(t)
         except CompareAndSwapConflict as exc:
-            return reject("cas_conflict", 1, {"error_message": exc.message})
+            return reject("cas_conflict", 1, error_message=exc.message)
         return _Attempt(True, None, 1, gen, sel.boundary, after.tokens, len(sel.messages))
 
     def _trip(self, thread: str, run: RunState, reason: str, m: Measured) -> None:
         """No progress: no further automatic summary attempt in this run (§2.8)."""
         run.breaker_tripped = True
-        self.store.add_event(
-            thread,
-            "breaker_tripped",
-            {"reason": reason, "tokens": m.tokens, "threshold": m.policy.threshold, "generation": m.snapshot.state.generation},
-            trigger="pressure",
-            run_id=run.run_id,
-        )
+        event = BreakerTrippedEvent(reason=reason, tokens=m.tokens, threshold=m.policy.threshold, generation=m.snapshot.state.generation)
+        self._record(thread, event, trigger="pressure", run_id=run.run_id)
+
+    def _record(self, thread: str, event: Event, *, trigger: Trigger, run_id: int | None, tx: Locked | None = None) -> None:
+        """Write ``event`` in ``tx``, or on its own (outside the row lock) when there is none."""
+        if tx is not None:
+            write_event(tx, event, trigger=trigger, run_id=run_id)
+        else:
+            self.store.add_event(thread, event.kind, event.to_data(), trigger=event.check_trigger(trigger), run_id=run_id)
 
 
 # -- small helpers ----------------------------------------------------------------------------
@@ -441,6 +437,14 @@ def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int) -> Selection:
             return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
         total += cost
     return sel
+
+
+def _failures(report: PruneReport) -> tuple[PruneFailure, ...]:
+    return tuple(PruneFailure(message_id=f.message_id, reason=f.reason) for f in report.failed)
+
+
+def _ms_since(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)
 
 
 def _with_offloads(snap: Snapshot, extra: Mapping[int, Offload], *, generation: int) -> Snapshot:
