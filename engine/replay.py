@@ -3,36 +3,71 @@
 Nothing is re-executed against a provider. An episode starts at a ``provider_error`` event with
 code ``CONTEXT_WINDOW_EXCEEDED`` and ends at the run's ``retry`` that led to a successful request
 (``recovered``), at ``gave_up``, or at ``cancelled``. For every step the surface the model would
-have seen is rebuilt from the append-only compaction history and offload records at that step's
-generation.
+have seen is rebuilt (by :func:`engine.surface.build_surface`) from the append-only compaction
+history and offload records at that step's generation.
+
+A reader only: events are interpreted through :func:`engine.events.parse_event` (a row of an unknown
+kind, or with keys of the wrong type, is skipped or read as "unknown", never an error), and the rows
+come from the caller (:func:`episodes_from`) or from anything shaped like the store
+(:class:`ReplaySource`, for :func:`build_episodes`).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Sequence
+from dataclasses import dataclass, replace
+from typing import Mapping, Protocol, Sequence
 
+from .events import (
+    CancelledEvent,
+    Event,
+    EventKind,
+    GaveUpEvent,
+    ProviderErrorEvent,
+    PruneEvent,
+    RecoveredEvent,
+    RetryEvent,
+    SummaryEvent,
+    SummaryRejectedEvent,
+    parse_event,
+)
 from .messages import META_EPHEMERAL, Message
-from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
 from .surface import build_surface
+from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .store import Store
+__all__ = ["OVERFLOW_CODE", "ReplaySource", "build_episodes", "episodes_from", "state_at", "surface_at"]
 
 OVERFLOW_CODE = "CONTEXT_WINDOW_EXCEEDED"
 
-#: event kind → replay step kind
-_STEP_KINDS = {
-    "provider_error": "provider_error",
-    "prune": "prune",
-    "summary": "summary",
-    "summary_rejected": "summary_rejected",
-    "retry": "retry",
-    "gave_up": "gave_up",
-    "cancelled": "cancelled",
-    "recovered": "recovered",
-}
-_TERMINAL = {"gave_up": "gave_up", "cancelled": "cancelled", "recovered": "recovered"}
+#: event kinds that are steps of an episode
+_STEP_KINDS = frozenset(
+    {
+        EventKind.PROVIDER_ERROR,
+        EventKind.PRUNE,
+        EventKind.SUMMARY,
+        EventKind.SUMMARY_REJECTED,
+        EventKind.RETRY,
+        EventKind.GAVE_UP,
+        EventKind.CANCELLED,
+        EventKind.RECOVERED,
+    }
+)
+#: compaction kinds written by every trigger: only the overflow ones belong to an episode
+_COMPACTION_KINDS = frozenset({EventKind.PRUNE, EventKind.SUMMARY, EventKind.SUMMARY_REJECTED})
+_TERMINAL = {EventKind.GAVE_UP: "gave_up", EventKind.CANCELLED: "cancelled", EventKind.RECOVERED: "recovered"}
+
+
+class ReplaySource(Protocol):
+    """The reads replay needs (``engine.store.Store`` has them)."""
+
+    def events(self, key: str, *, limit: int = ...) -> Sequence[CompactionEvent]: ...
+
+    def history(self, key: str, *, limit: int = ...) -> Sequence[HistoryRecord]: ...
+
+    def snapshot(self, key: str) -> Snapshot: ...
+
+    def messages_after(self, key: str, boundary: int | None) -> Sequence[Message]: ...
+
+    def offloads(self, key: str) -> Mapping[int, Offload]: ...
 
 
 def state_at(history: Sequence[HistoryRecord], generation: int, conversation_id: int) -> CompactionState:
@@ -51,7 +86,7 @@ def surface_at(
     snapshot: Snapshot,
     history: Sequence[HistoryRecord],
     all_messages: Sequence[Message],
-    offloads: dict[int, Offload],
+    offloads: Mapping[int, Offload],
     *,
     generation: int,
     last_message_id: int | None,
@@ -67,66 +102,118 @@ def surface_at(
         and (state.boundary is None or m.id > state.boundary)
         and (last_message_id is None or m.id <= last_message_id)
     )
-    offs = {k: v for k, v in offloads.items() if v.generation <= generation}
+    offs = {k: v for k, v in offloads.items() if v.generation is not None and v.generation <= generation}
     snap = replace(snapshot, state=state, messages=msgs, offloads=offs)
     notes = [Message("system", text, metadata={META_EPHEMERAL: True}) for text in ephemeral]
     return build_surface(snap, ephemeral=notes).messages
 
 
-def _step(event: CompactionEvent, attempt: int, surface: tuple[Message, ...] | None, summary: str | None) -> ReplayStep:
-    d = event.data
-    kind = _STEP_KINDS.get(event.kind, event.kind)
-    gb, ga = d.get("generation_before"), d.get("generation_after")
-    no_progress = kind in ("summary_rejected", "gave_up") or (kind in ("retry",) and gb is not None and ga is not None and ga <= gb)
+@dataclass(frozen=True)
+class _Figures:
+    """What a step shows of its event, whatever its kind (``None``: the kind does not record it)."""
+
+    attempt: int | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    generation_before: int | None = None
+    generation_after: int | None = None
+
+
+def _figures(p: Event) -> _Figures:
+    if isinstance(p, ProviderErrorEvent):
+        tokens = p.tokens_before if p.tokens_before is not None else p.tokens
+        return _Figures(p.attempt, p.error_code, p.error_message, tokens, None, p.generation, p.generation)
+    if isinstance(p, (PruneEvent, SummaryEvent)):
+        return _Figures(None, None, None, p.tokens_before, p.tokens_after, p.generation_before, p.generation_after)
+    if isinstance(p, SummaryRejectedEvent):
+        return _Figures(None, p.error_code, p.error_message, p.tokens_before, None, p.generation_before, p.generation_after)
+    if isinstance(p, RetryEvent):
+        return _Figures(p.attempt, None, None, p.tokens_before, p.tokens_after, p.generation_before, p.generation_after)
+    if isinstance(p, GaveUpEvent):
+        return _Figures(p.attempt, p.error_code, p.error_message, p.tokens_before, p.tokens_after, p.generation_before, p.generation_after)
+    if isinstance(p, RecoveredEvent):
+        return _Figures(p.attempt, tokens_before=p.tokens)
+    if isinstance(p, CancelledEvent):
+        return _Figures(p.attempt)
+    return _Figures()
+
+
+def _step(event: CompactionEvent, p: Event, attempt: int, surface: tuple[Message, ...] | None, summary: str | None) -> ReplayStep:
+    f = _figures(p)
+    gb, ga = f.generation_before, f.generation_after
+    no_progress = p.kind in (EventKind.SUMMARY_REJECTED, EventKind.GAVE_UP) or (p.kind == EventKind.RETRY and gb is not None and ga is not None and ga <= gb)
+    data = event.data if isinstance(event.data, Mapping) else {}
     return ReplayStep(
-        kind=kind,
-        attempt=int(d.get("attempt", attempt) or attempt),
-        error_code=d.get("error_code"),
-        error_message=d.get("error_message"),
-        tokens_before=d.get("tokens_before", d.get("tokens")),
-        tokens_after=d.get("tokens_after"),
-        generation_before=gb if gb is not None else d.get("generation"),
-        generation_after=ga if ga is not None else d.get("generation"),
-        no_progress=bool(no_progress or d.get("no_progress")),
+        kind=p.kind.value,
+        attempt=f.attempt or attempt,
+        error_code=f.error_code,
+        error_message=f.error_message,
+        tokens_before=f.tokens_before,
+        tokens_after=f.tokens_after,
+        generation_before=gb,
+        generation_after=ga,
+        no_progress=no_progress,
         surface=surface,
         summary=summary,
         event_id=event.id,
-        detail={k: v for k, v in d.items() if k not in ("error_message",)},
+        detail={k: v for k, v in data.items() if k != "error_message"},  # as recorded, unknown keys too
     )
 
 
-def build_episodes(store: "Store", thread: str) -> list[Episode]:
-    events = store.events(thread, limit=1_000_000)
-    if not any(e.kind == "provider_error" and e.data.get("error_code") == OVERFLOW_CODE for e in events):
+def _is_overflow(p: Event | None) -> bool:
+    return isinstance(p, ProviderErrorEvent) and p.error_code == OVERFLOW_CODE
+
+
+def build_episodes(source: ReplaySource, thread: str) -> list[Episode]:
+    """Every overflow-recovery episode of ``thread``; reads the rest only when there is one."""
+    events = source.events(thread, limit=1_000_000)
+    if not any(_is_overflow(parse_event(e.kind, e.data)) for e in events):
         return []
-    history = store.history(thread, limit=1_000_000)
-    snapshot = store.snapshot(thread)
-    all_messages = store.messages_after(thread, None)
-    offloads = dict(store.offloads(thread))
+    return episodes_from(
+        events,
+        history=source.history(thread, limit=1_000_000),
+        snapshot=source.snapshot(thread),
+        messages=source.messages_after(thread, None),
+        offloads=source.offloads(thread),
+    )
+
+
+def episodes_from(
+    events: Sequence[CompactionEvent],
+    *,
+    history: Sequence[HistoryRecord],
+    snapshot: Snapshot,
+    messages: Sequence[Message],
+    offloads: Mapping[int, Offload],
+) -> list[Episode]:
+    """The episodes in ``events`` (in id order), surfaces rebuilt from ``history``, every persisted
+    message of the thread (``messages``) and its offload records. Pure."""
     episodes: list[Episode] = []
     current: list[ReplayStep] | None = None
     run_id: int | None = None
     attempt = 0
     last_id: int | None = None  # newest message when the provider refused: later steps add none
-
     last_gen = 0
-    notes: list[str] = []
+    notes: tuple[str, ...] = ()
 
-    def surface_for(e: CompactionEvent) -> tuple[tuple[Message, ...], str | None]:
+    def surface_for(p: Event) -> tuple[tuple[Message, ...], str | None]:
         nonlocal last_gen
-        d: dict[str, Any] = dict(e.data)
-        gen = d.get("generation_after", d.get("generation"))
+        f = _figures(p)
+        gen = f.generation_after if f.generation_after is not None else f.generation_before
         if gen is None:  # e.g. "recovered": the surface is the one the last step left
-            gen = d.get("generation_before", last_gen)
-        last_gen = int(gen)
-        st = state_at(history, int(gen), snapshot.conversation_id)
+            gen = last_gen
+        last_gen = gen
+        st = state_at(history, gen, snapshot.conversation_id)
         return (
-            surface_at(snapshot, history, all_messages, offloads, generation=int(gen), last_message_id=d.get("last_message_id", last_id), ephemeral=notes),
+            surface_at(snapshot, history, messages, offloads, generation=gen, last_message_id=last_id, ephemeral=notes),
             st.summary,
         )
 
     for e in events:
-        is_overflow = e.kind == "provider_error" and e.data.get("error_code") == OVERFLOW_CODE
+        p = parse_event(e.kind, e.data)
+        is_overflow = _is_overflow(p)
         if current is not None and e.run_id is not None and e.run_id != run_id:
             # the run recorded no end (its process died): close it, or it would hide every later episode
             episodes.append(_unterminated(run_id, current))
@@ -137,18 +224,19 @@ def build_episodes(store: "Store", thread: str) -> list[Episode]:
             current, run_id, attempt = [], e.run_id, 1
         elif e.run_id != run_id:
             continue  # an event outside any run
-        if e.kind not in _STEP_KINDS:
+        if p is None or p.kind not in _STEP_KINDS:
             continue
-        if e.kind in ("prune", "summary", "summary_rejected") and e.trigger != "overflow":
+        if p.kind in _COMPACTION_KINDS and e.trigger != "overflow":
             continue
         if is_overflow and current:
             attempt += 1
-        if e.kind == "provider_error":
-            last_id = e.data.get("last_message_id", last_id)
-            notes = list(e.data.get("ephemeral") or ())
-        surface, summary = surface_for(e)
-        current.append(_step(e, attempt, surface, summary))
-        outcome = _TERMINAL.get(e.kind)
+        if isinstance(p, ProviderErrorEvent):
+            if p.last_message_id is not None:
+                last_id = p.last_message_id
+            notes = p.ephemeral or ()
+        surface, summary = surface_for(p)
+        current.append(_step(e, p, attempt, surface, summary))
+        outcome = _TERMINAL.get(p.kind)
         if outcome is not None:
             episodes.append(Episode(run_id=run_id, outcome=outcome, steps=tuple(current)))  # type: ignore[arg-type]
             current = None
