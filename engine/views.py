@@ -58,7 +58,8 @@ class StoredMessage:
 
 @dataclass(frozen=True, slots=True)
 class Offload:
-    """A tool result whose full text lives in the Workdir; the model sees ``preview``."""
+    """A tool result whose full text lives in the Workdir; the model sees ``preview``. The one
+    offload record type: what a prune records and what the store reads back."""
 
     message_id: int
     tool_name: str
@@ -67,7 +68,9 @@ class Offload:
     preview: str
     original_tokens: int
     preview_tokens: int
-    generation: int
+    #: the generation the prune created; ``None`` on an offload not recorded yet (the input of
+    #: ``Locked.record_prune``, which sets it)
+    generation: int | None = None
     created_at: datetime | None = None
 
 
@@ -106,7 +109,7 @@ class HistoryRecord:
 
 @dataclass(frozen=True, slots=True)
 class CompactionEvent:
-    """One recorded step (see COMPACTION_MODEL §6). ``data`` holds the kind-specific details."""
+    """One recorded step (kinds and payloads: docs/events.md). ``data`` holds the kind-specific details."""
 
     id: int
     conversation_id: int
@@ -249,3 +252,13 @@ class Snapshot:
     #: the newest user message, even when it lies before the boundary
     current_request: Message | None
     busy_reason: BusyReason | None
+
+
+@dataclass(frozen=True, slots=True)
+class VisibleTokens:
+    """Token counts of stored messages for the inspector's badges (``Service.visible_tokens``)."""
+
+    #: message id -> tokens of the message as the model sees it (a pruned result: its preview)
+    seen: dict[int, int]
+    #: message id -> tokens of the full original, for each pruned message only
+    original: dict[int, int]

@@ -1,4 +1,10 @@
-"""The session store: the only package with SQL (SQLAlchemy 2 + Alembic, SQLite and PostgreSQL)."""
+"""The session store: the only package with SQL (SQLAlchemy 2 + Alembic, SQLite and PostgreSQL).
+
+Modules: ``db`` (URLs, engines, migrations, schema versions), ``models`` (the tables), ``records``
+(rows to :mod:`engine.views` records), ``invariants`` (the conversation rules, pure), ``reads``
+(reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door) and
+``store`` (:class:`Store`: opening, the lock, every read and write use case).
+"""
 
 from .db import (
     DatabaseLocked,
@@ -13,10 +19,13 @@ from .db import (
     migrate,
     normalize_url,
 )
-from .store import ABORTED_TEXT, DuplicateThread, InvalidTransition, Locked, NewOffload, Store, ThreadLocked
+from .door import ABORTED_TEXT, InvalidTransition, Locked, NewOffload
+from .invariants import CallLedger
+from .store import DuplicateThread, Store, ThreadLocked
 
 __all__ = [
     "ABORTED_TEXT",
+    "CallLedger",
     "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",

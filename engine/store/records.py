@@ -1,0 +1,168 @@
+"""Rows to records: the plain :mod:`engine.views` records and :class:`engine.messages.Message`
+built from ORM rows or plain column rows, and the column values of a new message row.
+
+Nothing here opens a session: the write door (:mod:`.door`) and the store's reads (:mod:`.store`)
+call these on rows they already hold.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from ..errors import EngineError
+from ..messages import InvalidMessage, Message, ToolCall
+from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo
+from .models import (
+    CompactionEventRow,
+    CompactionHistoryRow,
+    CompactionStateRow,
+    MessageRow,
+    ModelRequestRow,
+    Run,
+    ToolOffloadRow,
+    utcnow,
+)
+
+#: the messages table (Core inserts go through it: see ``Locked.bulk_append``)
+MESSAGES = MessageRow.__table__
+
+
+def aware(dt: datetime | None) -> datetime | None:
+    if dt is None:
+        return None
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+MESSAGE_COLUMNS = (MessageRow.id, MessageRow.role, MessageRow.content, MessageRow.tool_calls, MessageRow.tool_call_id, MessageRow.name, MessageRow.meta)
+
+
+def to_message(row: Any) -> Message:
+    """A domain message from an ORM row or a plain row of :data:`MESSAGE_COLUMNS`."""
+    raw_calls = row.tool_calls or []
+    if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
+        raise InvalidMessage(f"message {row.id}: tool_calls must be a list of objects")
+    try:
+        calls = tuple(
+            ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
+            for c in raw_calls
+        )
+    except InvalidMessage as exc:
+        raise InvalidMessage(f"message {row.id} has a malformed tool call: {exc.message}") from None
+    return Message(
+        role=row.role,  # type: ignore[arg-type]
+        content=row.content,
+        id=row.id,
+        tool_calls=calls,
+        tool_call_id=row.tool_call_id,
+        name=row.name,
+        metadata=row.meta or {},
+    )
+
+
+def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict[str, Any]:
+    if m.id is not None:
+        raise EngineError(f"message already persisted with id {m.id}", code="already_persisted")
+    return {
+        "conversation_id": conversation_id,
+        "role": m.role,
+        "content": m.content,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
+        "tool_call_id": m.tool_call_id,
+        "name": m.name,
+        "meta": dict(m.metadata) or None,
+        "run_id": run_id,
+        "created_at": utcnow(),
+    }
+
+
+def state_record(row: CompactionStateRow | None, conversation_id: int) -> CompactionState:
+    if row is None:
+        return CompactionState(conversation_id=conversation_id)
+    return CompactionState(
+        conversation_id=conversation_id,
+        boundary=row.boundary_message_id,
+        summary=row.summary,
+        summary_tokens=row.summary_tokens,
+        generation=row.generation,
+        boundary_hash=row.boundary_hash,
+        compact_count=row.compact_count,
+        updated_at=aware(row.updated_at),
+    )
+
+
+def offload_record(row: ToolOffloadRow) -> Offload:
+    return Offload(
+        message_id=row.message_id,
+        tool_name=row.tool_name,
+        path=row.path,
+        sha256=row.sha256,
+        preview=row.preview,
+        original_tokens=row.original_tokens,
+        preview_tokens=row.preview_tokens,
+        generation=row.generation,
+        created_at=aware(row.created_at),
+    )
+
+
+def event_record(row: CompactionEventRow) -> CompactionEvent:
+    return CompactionEvent(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        run_id=row.run_id,
+        kind=row.kind,
+        trigger=row.trigger,
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        data=dict(row.data or {}),
+    )
+
+
+def history_record(row: CompactionHistoryRow) -> HistoryRecord:
+    return HistoryRecord(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        kind=row.kind,  # type: ignore[arg-type]
+        trigger=row.trigger,
+        generation_before=row.generation_before,
+        generation_after=row.generation_after,
+        boundary_before=row.boundary_before,
+        boundary_after=row.boundary_after,
+        summary=row.summary,
+        pruned_message_ids=tuple(row.pruned_message_ids or ()),
+        tokens_before=row.tokens_before,
+        tokens_after=row.tokens_after,
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+    )
+
+
+def run_record(row: Run) -> RunInfo:
+    return RunInfo(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        status=row.status,  # type: ignore[arg-type]
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        finished_at=aware(row.finished_at),
+        error_code=row.error_code,
+        error_message=row.error_message,
+    )
+
+
+def model_request_record(row: ModelRequestRow) -> ModelRequest:
+    return ModelRequest(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        run_id=row.run_id,
+        step=row.step,
+        provider=row.provider,
+        model=row.model,
+        estimated_tokens=row.estimated_tokens,
+        threshold=row.threshold,
+        reported_prompt_tokens=row.reported_prompt_tokens,
+        reported_completion_tokens=row.reported_completion_tokens,
+        outcome=row.outcome,
+        error_code=row.error_code,
+        error_message=row.error_message,
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+    )
+
+
