@@ -1,0 +1,181 @@
+"""What the timeline reads and keeps: keyset page requests and answers, one-line rows, the boundary card.
+
+Plain Python (no Qt): the Qt model in :mod:`inspector_app.models.timeline` and the tests use these.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from engine.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
+from engine.views import CompactionState, HistoryRecord, Offload, StoredMessage
+
+PREVIEW_CHARS = 240
+#: ``before_id`` that reads the newest page (ids are 64-bit; the store benchmark reads the end the same way)
+NEWEST = 2**62
+_WS = re.compile(r"\s+")
+_KEPT_METADATA = (META_PRUNED, META_SYNTHETIC, META_EPHEMERAL)
+
+
+class _Unknown:
+    """The keyset bound of a page side that the read did not establish."""
+
+    def __repr__(self) -> str:
+        return "UNKNOWN"
+
+
+UNKNOWN: Any = _Unknown()
+
+
+def one_line(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """Whitespace collapsed to single spaces and cut to ``limit`` characters (the view elides)."""
+    flat = _WS.sub(" ", text[: limit * 4]).strip()
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def message_matches(m: Message, needle: str) -> bool:
+    """``needle`` (already case-folded) occurs in the content, a tool name or tool arguments."""
+    return needle in m.content.casefold() or any(needle in c.arguments.casefold() or needle in c.name.casefold() for c in m.tool_calls)
+
+
+def message_preview(m: Message) -> str:
+    """The one-line text of a message row."""
+    if m.role == "assistant" and m.tool_calls:
+        calls = ", ".join(f"{c.name}({one_line(c.arguments, 60)})" for c in m.tool_calls)
+        text = f"{one_line(m.content, 120)} → {calls}" if m.content.strip() else f"→ {calls}"
+        return one_line(text)
+    if m.role == "tool":
+        return one_line(f"{m.name or m.tool_call_id}: {m.content}")
+    return one_line(m.content) or "(empty)"
+
+
+@dataclass(frozen=True, slots=True)
+class TimelinePage:
+    """A contiguous run of messages (ascending ids) with their token counts and offloads.
+
+    ``tokens`` count each message as the model sees it (a pruned result as its preview);
+    ``original_tokens`` count the full text of the pruned ones. Where the page sits is told by its
+    keyset bounds: no message of the thread lies between ``follows`` and the first message
+    (``None``: the page starts the thread; :data:`UNKNOWN`: not established — ``append_page``
+    fills in the newest loaded id), nor between the last message and ``precedes`` (``None``: not
+    established); ``exhausted``: the page ends the thread."""
+
+    messages: tuple[StoredMessage, ...]
+    tokens: Mapping[int, int] = field(default_factory=dict)
+    offloads: Mapping[int, Offload] = field(default_factory=dict)
+    exhausted: bool = False
+    original_tokens: Mapping[int, int] = field(default_factory=dict)
+    follows: Any = UNKNOWN
+    precedes: int | None = None
+
+    def bounds(self) -> tuple[Any, Any]:
+        """(low, high) keyset bounds of the whole page: ``None`` is the thread's start / end,
+        :data:`UNKNOWN` a side the read did not establish."""
+        high: Any = None if self.exhausted else (self.precedes if self.precedes is not None else UNKNOWN)
+        return self.follows, high
+
+
+@dataclass(frozen=True, slots=True)
+class PageRequest:
+    """One keyset read for a gap: forward (the first ``limit`` after ``after_id``; ``None``: from the
+    start) or backward (the last ``limit`` before ``before_id``; ``None``: the newest)."""
+
+    after_id: int | None = None
+    before_id: int | None = None
+    backward: bool = False
+    limit: int = 500
+
+    def query(self) -> dict[str, Any]:
+        """Keyword arguments for ``Service.messages_page``."""
+        if self.backward:
+            return {"before_id": NEWEST if self.before_id is None else self.before_id, "limit": self.limit}
+        return {"after_id": self.after_id, "limit": self.limit}
+
+    def page(
+        self,
+        rows: Sequence[StoredMessage],
+        tokens: Mapping[int, int] | None = None,
+        offloads: Mapping[int, Offload] | None = None,
+        original_tokens: Mapping[int, int] | None = None,
+    ) -> TimelinePage:
+        """The answer to this read as a page with its keyset bounds."""
+        full = len(rows) >= self.limit
+        extra = {"tokens": tokens or {}, "offloads": offloads or {}, "original_tokens": original_tokens or {}}
+        if self.backward:
+            return TimelinePage(tuple(rows), follows=UNKNOWN if full else None, precedes=self.before_id, exhausted=self.before_id is None, **extra)
+        return TimelinePage(tuple(rows), follows=self.after_id, exhausted=not full, **extra)
+
+
+@dataclass(frozen=True, slots=True)
+class MessageRow:
+    """What the timeline keeps of one message: never its body, only a bounded preview, the shape
+    grouping needs (role, id, call ids and names, the call answered, marker metadata) and flags."""
+
+    id: int
+    role: str
+    preview: str
+    created_at: datetime
+    shape: Message
+    pruned: bool
+
+    @classmethod
+    def of(cls, stored: StoredMessage) -> "MessageRow":
+        m = stored.message
+        shape = Message(
+            m.role,
+            "",
+            id=m.id,
+            tool_calls=tuple(ToolCall(c.id, c.name, "") for c in m.tool_calls),
+            tool_call_id=m.tool_call_id,
+            name=m.name,
+            metadata={k: m.metadata[k] for k in _KEPT_METADATA if k in m.metadata},
+        )
+        return cls(stored.id, m.role, message_preview(m), stored.created_at, shape, bool(stored.offload_sha256 or m.metadata.get(META_PRUNED)))
+
+
+@dataclass(frozen=True, slots=True)
+class BoundaryInfo:
+    """What the summary card shows: where compacted history ends, the summary, when and why."""
+
+    boundary: int
+    summary: str | None
+    summary_tokens: int
+    generation: int
+    compact_count: int
+    updated_at: datetime | None
+    kind: str | None = None
+    trigger: str | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+    @classmethod
+    def from_state(cls, state: CompactionState, history: Sequence[HistoryRecord] = ()) -> "BoundaryInfo | None":
+        """The card for ``state`` (``None`` when nothing was compacted); the reason comes from the
+        newest history record that moved the boundary."""
+        if state.boundary is None:
+            return None
+        record = next((h for h in reversed(history) if h.kind in ("summary", "manual")), None)
+        return cls(
+            boundary=state.boundary,
+            summary=state.summary,
+            summary_tokens=state.summary_tokens,
+            generation=state.generation,
+            compact_count=state.compact_count,
+            updated_at=state.updated_at or (record.created_at if record else None),
+            kind=record.kind if record else None,
+            trigger=record.trigger if record else None,
+            tokens_before=record.tokens_before if record else None,
+            tokens_after=record.tokens_after if record else None,
+        )
+
+    def headline(self) -> str:
+        parts = [f"Compacted history ends at #{self.boundary}", f"summary {self.summary_tokens:,} tok", f"gen {self.generation}"]
+        why = " ".join(filter(None, (self.kind, self.trigger and f"({self.trigger})")))
+        if why:
+            parts.append(why)
+        if self.updated_at is not None:
+            parts.append(self.updated_at.strftime("%Y-%m-%d %H:%M"))
+        return " · ".join(parts)
