@@ -1,14 +1,18 @@
-"""Summarizers: the OpenAI-compatible one against a real loopback server, the extractive one offline,
-summary validation and configuration from the environment."""
+"""Summarizers: the OpenAI-compatible one against the provider simulator (a real loopback server),
+the extractive one offline, summary validation and configuration from the environment."""
 
 from __future__ import annotations
 
 import socket
+import time
+from typing import Any, Iterator
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.harness.simulator import ProviderSimulator, Reply
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, RATE_LIMITED, SERVER_ERROR
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.summarizers.base import (
@@ -22,7 +26,6 @@ from engine.summarizers.base import (
 )
 from engine.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
 from engine.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
-from tests.chat_server import ChatServer, Reply, chat_server  # noqa: F401 (fixture)
 
 count = default_meter().count_text
 SHA = "9f86d081884c7d659a2feaeb0f6d9e6e1a0c3b1f2f8e7c6d5b4a39281706f5e4"
@@ -65,21 +68,47 @@ def request(**kw: object) -> SummaryRequest:
 
 
 # -- OpenAI-compatible summarizer -------------------------------------------------------------------
-def summarizer(server: ChatServer, **kw: object) -> OpenAICompatSummarizer:
+@pytest.fixture
+def sim() -> Iterator[ProviderSimulator]:
+    """The simulator with a window no summary prompt reaches: every request takes a scripted reply."""
+    with ProviderSimulator(context_window=1_000_000) as sim:
+        yield sim
+
+
+def completion(
+    content: Any, *, prompt_tokens: int | None = 120, completion_tokens: int | None = 30, model: str = "test-model", delay: float = 0.0
+) -> Reply:
+    """A successful chat completion whose message content is ``content`` (any JSON value), usage as given."""
+    data: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+    }
+    if prompt_tokens is not None or completion_tokens is not None:
+        data["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens}
+    return Reply.raw(data, delay=delay)
+
+
+def http_error(status: int, message: str = "scripted error", **kw: Any) -> Reply:
+    return Reply.error(status, {"error": {"message": message, "type": "test_error", "code": status}}, **kw)
+
+
+def summarizer(server: ProviderSimulator, **kw: object) -> OpenAICompatSummarizer:
     args: dict[str, object] = dict(api_key="sk-test-SECRET-123", timeout=5.0, retries=1, backoff=0.0)
     args.update(kw)
     return OpenAICompatSummarizer(server.base_url, "summ-model", **args)  # type: ignore[arg-type]
 
 
-def test_success_records_usage_and_sends_the_rendered_prompt(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.completion("  The summary.  ", prompt_tokens=321, completion_tokens=45, model="summ-model-0613"))
-    with summarizer(chat_server) as s:
+def test_success_records_usage_and_sends_the_rendered_prompt(sim: ProviderSimulator) -> None:
+    sim.script([completion("  The summary.  ", prompt_tokens=321, completion_tokens=45, model="summ-model-0613")])
+    with summarizer(sim) as s:
         result = s.summarize(request(running_turn=True, max_tokens=777))
     assert result == SummaryResult("The summary.", "summ-model-0613", 321, 45, calls=1, extractive=False)
-    [sent] = chat_server.requests
+    [sent] = sim.requests
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == "Bearer sk-test-SECRET-123"
-    body = sent.json()
+    body = sent.body
     assert (body["model"], body["max_tokens"], body["temperature"]) == ("summ-model", 777, 0)
     system, prompt = body["messages"]
     assert system["role"] == "system" and "Keep identifiers exactly as written" in system["content"]
@@ -101,50 +130,50 @@ def test_finished_history_prompt_has_no_running_turn_or_rolling_parts() -> None:
     assert "${" not in prompt  # every placeholder was filled
 
 
-def test_missing_usage_is_recorded_as_unknown(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.completion("ok", prompt_tokens=None, completion_tokens=None))
-    with summarizer(chat_server) as s:
+def test_missing_usage_is_recorded_as_unknown(sim: ProviderSimulator) -> None:
+    sim.script([completion("ok", prompt_tokens=None, completion_tokens=None)])
+    with summarizer(sim) as s:
         result = s.summarize(request())
     assert (result.prompt_tokens, result.completion_tokens) == (None, None)
 
 
 @pytest.mark.parametrize("status", [500, 503, 429])
-def test_transient_status_is_retried_once(chat_server: ChatServer, status: int) -> None:
-    chat_server.push(Reply.http_error(status), Reply.completion("second time lucky"))
-    with summarizer(chat_server) as s:
+def test_transient_status_is_retried_once(sim: ProviderSimulator, status: int) -> None:
+    sim.script([http_error(status), completion("second time lucky")])
+    with summarizer(sim) as s:
         result = s.summarize(request())
     assert (result.text, result.calls) == ("second time lucky", 2)
-    assert len(chat_server.requests) == 2
+    assert len(sim.requests) == 2
 
 
-def test_retries_are_bounded(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.http_error(500), Reply.http_error(502), Reply.completion("too late"))
-    with summarizer(chat_server, retries=1) as s, pytest.raises(SummarizerError) as info:
+def test_retries_are_bounded(sim: ProviderSimulator) -> None:
+    sim.script([http_error(500), http_error(502), completion("too late")])
+    with summarizer(sim, retries=1) as s, pytest.raises(SummarizerError) as info:
         s.summarize(request())
     assert (info.value.code, info.value.status) == ("http_error", 502)
     assert "after 2 attempts" in info.value.message
-    assert len(chat_server.requests) == 2
+    assert len(sim.requests) == 2
 
 
-def test_client_error_is_not_retried(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.http_error(400, "max_tokens is too large"), Reply.completion("never asked"))
-    with summarizer(chat_server) as s, pytest.raises(SummarizerError) as info:
+def test_client_error_is_not_retried(sim: ProviderSimulator) -> None:
+    sim.script([http_error(400, "max_tokens is too large"), completion("never asked")])
+    with summarizer(sim) as s, pytest.raises(SummarizerError) as info:
         s.summarize(request())
     assert (info.value.code, info.value.status) == ("http_error", 400)
     assert "HTTP 400" in info.value.message and "max_tokens is too large" in info.value.message
-    assert len(chat_server.requests) == 1
+    assert len(sim.requests) == 1
 
 
-def test_timeout_is_a_summarizer_error(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.completion("slow", delay=3.0))
-    with summarizer(chat_server, timeout=0.3, retries=0) as s, pytest.raises(SummarizerError) as info:
+def test_timeout_is_a_summarizer_error(sim: ProviderSimulator) -> None:
+    sim.script([completion("slow", delay=3.0)])
+    with summarizer(sim, timeout=0.3, retries=0) as s, pytest.raises(SummarizerError) as info:
         s.summarize(request())
     assert info.value.code == "timeout" and "timed out after 0.3s" in info.value.message
 
 
-def test_timeout_then_success_is_retried(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.completion("slow", delay=3.0), Reply.completion("fast"))
-    with summarizer(chat_server, timeout=0.3, retries=1) as s:
+def test_timeout_then_success_is_retried(sim: ProviderSimulator) -> None:
+    sim.script([completion("slow", delay=3.0), completion("fast")])
+    with summarizer(sim, timeout=0.3, retries=1) as s:
         result = s.summarize(request())
     assert (result.text, result.calls) == ("fast", 2)
 
@@ -162,40 +191,126 @@ def test_unreachable_endpoint_is_a_connection_error() -> None:
 @pytest.mark.parametrize(
     ("reply", "code"),
     [
-        (Reply.malformed(), "malformed_response"),
-        (Reply.no_choices(), "malformed_response"),
-        (Reply.json({"choices": [{"message": {"role": "assistant"}}]}), "malformed_response"),
-        (Reply.completion(None), "malformed_response"),
-        (Reply.completion(["not", "text"]), "malformed_response"),
-        (Reply.json(["not", "an", "object"]), "malformed_response"),
-        (Reply.completion(""), "empty"),
-        (Reply.completion("  \n "), "empty"),
+        (Reply.raw('{"choices": [ this is not json', content_type="application/json"), "malformed_response"),
+        (Reply.raw({"id": "chatcmpl-test", "object": "chat.completion", "model": "test-model", "choices": []}), "malformed_response"),
+        (Reply.raw({"choices": [{"message": {"role": "assistant"}}]}), "malformed_response"),
+        (completion(None), "malformed_response"),
+        (completion(["not", "text"]), "malformed_response"),
+        (Reply.raw(["not", "an", "object"]), "malformed_response"),
+        (completion(""), "empty"),
+        (completion("  \n "), "empty"),
     ],
 )
-def test_unusable_bodies_are_rejected(chat_server: ChatServer, reply: Reply, code: str) -> None:
-    chat_server.push(reply)
-    with summarizer(chat_server) as s, pytest.raises(SummarizerError) as info:
+def test_unusable_bodies_are_rejected(sim: ProviderSimulator, reply: Reply, code: str) -> None:
+    sim.script([reply])
+    with summarizer(sim) as s, pytest.raises(SummarizerError) as info:
         s.summarize(request())
     assert info.value.code == code
-    assert len(chat_server.requests) == 1  # a bad body is final, not retried
+    assert len(sim.requests) == 1  # a bad body is final, not retried
 
 
-def test_api_key_never_leaks(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.http_error(401, "Incorrect API key provided: sk-test-SECRET-123"))
-    s = summarizer(chat_server)
+def test_api_key_never_leaks(sim: ProviderSimulator) -> None:
+    sim.script([http_error(401, "Incorrect API key provided: sk-test-SECRET-123")])
+    s = summarizer(sim)
     assert "SECRET" not in repr(s) and "api_key=set" in repr(s)
     with s, pytest.raises(SummarizerError) as info:
         s.summarize(request())
     assert "SECRET" not in str(info.value) and "***" in str(info.value)
 
 
-def test_base_url_without_v1_is_served_too(chat_server: ChatServer) -> None:
-    chat_server.push(Reply.completion("ok"))
-    base = chat_server.base_url.removesuffix("/v1") + "/"
+def test_base_url_without_v1_is_served_too(sim: ProviderSimulator) -> None:
+    sim.script([completion("ok")])
+    base = sim.base_url.removesuffix("/v1") + "/"
     with OpenAICompatSummarizer(base, "m", backoff=0.0) as s:
         assert s.summarize(request()).text == "ok"
-    assert chat_server.requests[0].path == "/chat/completions"
-    assert "authorization" not in chat_server.requests[0].headers  # no key, no header
+    assert sim.requests[0].path == "/chat/completions"
+    assert "authorization" not in sim.requests[0].headers  # no key, no header
+
+
+# -- the summarizer retries as the shared classifier says ------------------------------------------
+def test_retry_after_is_honoured(sim: ProviderSimulator) -> None:
+    sim.script([http_error(429, "slow down", headers={"Retry-After": "0.4"}), completion("after the wait")])
+    started = time.monotonic()
+    with summarizer(sim) as s:  # backoff 0: any wait comes from the header
+        result = s.summarize(request())
+    assert (result.text, result.calls) == ("after the wait", 2)
+    assert time.monotonic() - started >= 0.4
+
+
+def test_a_retry_after_beyond_max_wait_ends_the_call_at_once(sim: ProviderSimulator) -> None:
+    sim.script([http_error(429, "come back in two minutes", headers={"Retry-After": "120"}), completion("never asked")])
+    started = time.monotonic()
+    with summarizer(sim, retries=3, max_wait=5.0) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert time.monotonic() - started < 2.0 and len(sim.requests) == 1
+    assert (info.value.code, info.value.status, info.value.provider_code) == ("http_error", 429, RATE_LIMITED)
+
+
+def test_a_spent_quota_is_not_retried(sim: ProviderSimulator) -> None:
+    quota = {"error": {"message": "You exceeded your current quota.", "type": "insufficient_quota", "code": "insufficient_quota"}}
+    sim.script([Reply.error(429, quota), completion("never asked")])
+    with summarizer(sim, retries=3) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert info.value.provider_code == RATE_LIMITED and len(sim.requests) == 1
+
+
+def test_an_overflow_of_the_summary_model_is_classified_and_not_retried() -> None:
+    with ProviderSimulator(context_window=50) as small:  # the summary prompt itself is too long
+        small.script([completion("never sent")])
+        with summarizer(small, retries=3) as s, pytest.raises(SummarizerError) as info:
+            s.summarize(request())
+        assert small.pending == 1
+    assert (info.value.code, info.value.status, info.value.provider_code) == ("http_error", 400, CONTEXT_WINDOW_EXCEEDED)
+    assert "maximum context length is 50 tokens" in info.value.message
+    assert [r.outcome for r in small.requests] == ["overflow"]
+
+
+def test_a_5xx_that_says_overflow_is_not_retried(sim: ProviderSimulator) -> None:
+    llamacpp = {"error": {"code": 500, "message": "the request exceeds the available context size", "type": "exceed_context_size_error"}}
+    sim.script([Reply.error(500, llamacpp), completion("never asked")])
+    with summarizer(sim, retries=3) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert (info.value.status, info.value.provider_code) == (500, CONTEXT_WINDOW_EXCEEDED) and len(sim.requests) == 1
+
+
+def test_an_inband_error_is_a_provider_error_and_retried_when_transient(sim: ProviderSimulator) -> None:
+    overloaded = {"error": {"message": "upstream overloaded", "type": "server_error", "code": 503}}
+    sim.script([Reply.raw(overloaded), completion("recovered")])
+    with summarizer(sim) as s:
+        assert (s.summarize(request()).text, len(sim.requests)) == ("recovered", 2)
+    sim.script([Reply.raw(overloaded), Reply.raw(overloaded)])
+    with summarizer(sim) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert (info.value.code, info.value.provider_code) == ("provider_error", SERVER_ERROR)
+    assert "upstream overloaded" in info.value.message and "after 2 attempts" in info.value.message
+
+
+def test_the_deadline_bounds_the_whole_call(sim: ProviderSimulator) -> None:
+    sim.script([completion("slow", delay=3.0), completion("never asked")])
+    started = time.monotonic()
+    with summarizer(sim, timeout=5.0, retries=3, deadline=0.5) as s, pytest.raises(SummarizerError) as info:
+        s.summarize(request())
+    assert 0.5 <= time.monotonic() - started < 2.0
+    assert info.value.code == "timeout" and "deadline of 0.5s" in info.value.message
+    assert sim.pending == 1  # one attempt took the slow reply; none was begun after the deadline
+
+
+def test_summarize_works_from_a_thread_that_runs_an_event_loop(sim: ProviderSimulator) -> None:
+    import asyncio
+
+    sim.script([completion("from inside a loop")])
+
+    async def main() -> str:
+        with summarizer(sim) as s:
+            return s.summarize(request()).text  # a blocking call, as a careless async caller would make it
+
+    assert asyncio.run(main()) == "from inside a loop"
+
+
+def test_bad_retry_settings_are_a_config_error() -> None:
+    with pytest.raises(SummarizerError) as info:
+        OpenAICompatSummarizer("http://127.0.0.1:9/v1", "m", retries=-1)
+    assert info.value.code == "config"
 
 
 # -- configuration from the environment ------------------------------------------------------------

@@ -1,14 +1,17 @@
 """A provider simulator: a real OpenAI-compatible HTTP server on loopback, for tests and the demo.
 
 It listens on ``127.0.0.1`` (an ephemeral port by default) in a background thread and answers
-``POST /v1/chat/completions``. Each request's envelope is rebuilt from its JSON and measured with the
+``POST /v1/chat/completions`` (and ``/chat/completions``, for clients given a bare host). It is the
+one fake provider of the project: the agent harness, the summarizer and the model client are all
+tested against it, and the demo database is built with it. Each request's envelope is rebuilt from its JSON and measured with the
 engine's own token meter. A request with more prompt tokens than :attr:`ProviderSimulator.context_window`
 (``max_tokens`` is not reserved) gets the error body a real provider sends (see :data:`STYLES`),
 thrown as an HTTP error or, with ``inband=True``, inside a 200 body or the SSE stream, and it does
 not consume a scripted reply. Other requests take the next
-scripted :class:`Reply` (text, tool calls, or a scripted error such as a 429). Usage reports the
-simulator's own count as ``prompt_tokens``. Every request is recorded. Ids come from a counter, so
-two runs of the same script produce the same bytes.
+scripted :class:`Reply` (text, tool calls, a scripted error such as a 429 with ``Retry-After``, or
+any raw body, optionally after a delay). Usage reports the simulator's own count as
+``prompt_tokens``. Every request is recorded with its path and headers. Ids come from a counter, so
+two runs of the same script produce the same bytes. Reply and body types: :mod:`.sim_protocol`.
 
 Manual use: ``python -m engine.harness.simulator --port 8765 --window 4096 --style vllm``.
 """
@@ -17,20 +20,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import socket
 import sys
 import threading
 from collections import deque
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Iterable
 
-from engine.messages import Envelope, InvalidMessage, Message, Surface, ToolCall
+from engine.messages import Envelope
 from engine.meter import TokenMeter, default_meter
+
+from .sim_protocol import (
+    OUTCOMES,
+    PATHS,
+    STYLES,
+    BadRequest,
+    RecordedRequest,
+    Reply,
+    ScriptItem,
+    SimRequest,
+    completion_body,
+    completion_stream,
+    encode,
+    inband_stream,
+    openai_error,
+    overflow_body,
+    request_envelope,
+)
 
 __all__ = [
     "OUTCOMES",
+    "PATHS",
     "STYLES",
     "ProviderSimulator",
     "RecordedRequest",
@@ -39,184 +59,6 @@ __all__ = [
     "main",
     "overflow_body",
 ]
-
-#: wordings of the "request too long" error the simulator can send
-STYLES: tuple[str, ...] = ("openai", "deepseek", "vllm", "anthropic", "ollama", "413")
-
-#: what happened to a recorded request
-OUTCOMES: tuple[str, ...] = ("ok", "overflow", "scripted", "no_reply", "invalid")
-
-_DEFAULT_COMPLETION_BUDGET = 4096  # DeepSeek's wording counts max_tokens; this is used when none is sent
-_CREATED_BASE = 1_700_000_000  # deterministic "created" timestamps: base + request index
-
-
-@dataclass(frozen=True, slots=True)
-class Reply:
-    """One scripted answer.
-
-    A completion (``content`` and/or ``tool_calls`` as ``(name, arguments)`` pairs) unless ``body``
-    is set, in which case ``body`` is sent verbatim with ``status`` (see :meth:`error`, :meth:`raw`).
-    ``delay`` seconds pass before anything is sent.
-    """
-
-    content: str = ""
-    tool_calls: tuple[tuple[str, Mapping[str, Any]], ...] = ()
-    finish_reason: str | None = None  # default: "tool_calls" with calls, else "stop"
-    status: int = 200
-    body: bytes | str | Mapping[str, Any] | list | None = None
-    content_type: str | None = None  # default: inferred from ``body``
-    headers: tuple[tuple[str, str], ...] = ()
-    delay: float = 0.0
-
-    def __post_init__(self) -> None:
-        calls = tuple((str(name), dict(args)) for name, args in self.tool_calls)
-        object.__setattr__(self, "tool_calls", calls)
-        object.__setattr__(self, "headers", tuple(self.headers))
-        if self.body is None and self.status != 200:
-            raise ValueError("a reply with a non-200 status needs a body (use Reply.error)")
-        if self.delay < 0:
-            raise ValueError("delay must be >= 0")
-
-    @classmethod
-    def error(
-        cls, status: int, body: bytes | str | Mapping[str, Any] | list, *, headers: Mapping[str, str] | None = None
-    ) -> "Reply":
-        """A scripted HTTP error (e.g. a 429 with ``Retry-After``, a 500)."""
-        return cls(status=status, body=body, headers=tuple((headers or {}).items()))
-
-    @classmethod
-    def raw(cls, body: bytes | str | Mapping[str, Any] | list, *, status: int = 200, content_type: str | None = None) -> "Reply":
-        """Send exactly ``body`` (malformed JSON, an in-band error, a hand-written SSE stream)."""
-        return cls(status=status, body=body, content_type=content_type)
-
-    @property
-    def is_completion(self) -> bool:
-        return self.body is None
-
-
-@dataclass(frozen=True, slots=True)
-class SimRequest:
-    """An incoming request as a script callable sees it."""
-
-    index: int
-    body: Mapping[str, Any]
-    envelope: Envelope
-    prompt_tokens: int
-    stream: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RecordedRequest:
-    """What the simulator received and what it did about it (``outcome`` is one of :data:`OUTCOMES`)."""
-
-    index: int
-    model: str
-    prompt_tokens: int | None  # None when the request could not be read
-    stream: bool
-    outcome: str
-    status: int
-    body: Mapping[str, Any] = field(repr=False)
-
-
-ScriptItem = Union[Reply, Callable[[SimRequest], Reply]]
-
-
-class _BadRequest(ValueError):
-    """The request body is not a chat completion request."""
-
-
-def _envelope(body: Mapping[str, Any]) -> Envelope:
-    """Rebuild the envelope the client sent: a leading system message is the system prompt."""
-    raw = body.get("messages")
-    if not isinstance(raw, list) or not raw:
-        raise _BadRequest("'messages' must be a non-empty list")
-    tools = body.get("tools") or []
-    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
-        raise _BadRequest("'tools' must be a list of objects")
-    try:
-        messages = [Message.from_openai(m) for m in raw]
-    except InvalidMessage as exc:
-        raise _BadRequest(str(exc)) from exc
-    system_prompt = ""
-    if messages[0].role == "system" and messages[0].content:
-        system_prompt, messages = messages[0].content, messages[1:]
-    return Envelope(system_prompt, Surface(tuple(messages)), tuple(tools))
-
-
-def _openai_error(message: str, type_: str = "invalid_request_error", code: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_, "param": None, "code": code}}
-
-
-_HTML_413 = (
-    "<html>\r\n<head><title>413 Request Entity Too Large</title></head>\r\n<body>\r\n"
-    "<center><h1>413 Request Entity Too Large</h1></center>\r\n<hr><center>nginx</center>\r\n</body>\r\n</html>\r\n"
-)
-
-
-def overflow_body(style: str, *, tokens: int, window: int, max_tokens: int | None) -> tuple[int, Any]:
-    """(HTTP status, body) of the "request too long" error as the ``style`` provider sends it."""
-    if style == "openai":
-        return 400, {
-            "error": {
-                "message": f"This model's maximum context length is {window} tokens. However, your messages "
-                f"resulted in {tokens} tokens. Please reduce the length of the messages.",
-                "type": "invalid_request_error",
-                "param": "messages",
-                "code": "context_length_exceeded",
-            }
-        }
-    if style == "deepseek":
-        budget = max_tokens or _DEFAULT_COMPLETION_BUDGET
-        return 400, {
-            "error": {
-                "message": f"This model's maximum context length is {window} tokens. However, you requested "
-                f"{tokens + budget} tokens ({tokens} in the messages, {budget} in the completion). "
-                "Please reduce the length of the messages or completion.",
-                "type": "invalid_request_error",
-                "param": None,
-                "code": "invalid_request_error",
-            }
-        }
-    if style == "vllm":
-        return 400, {
-            "object": "error",
-            "message": f"This model's maximum context length is {window} tokens. However, you requested "
-            f"{tokens} tokens in the messages, Please reduce the length of the messages.",
-            "type": "BadRequestError",
-            "param": None,
-            "code": 400,
-        }
-    if style == "anthropic":
-        return 400, {
-            "type": "error",
-            "error": {"type": "invalid_request_error", "message": f"prompt is too long: {tokens} tokens > {window} maximum"},
-        }
-    if style == "ollama":
-        return 400, {"error": f"prompt too long; exceeded max context length by {tokens - window} tokens"}
-    if style == "413":
-        return 413, _HTML_413
-    raise ValueError(f"unknown error style {style!r} (expected one of {', '.join(STYLES)})")
-
-
-def _encode(body: bytes | str | Mapping[str, Any] | list, content_type: str | None) -> tuple[bytes, str]:
-    if isinstance(body, (Mapping, list)):
-        return json.dumps(body, ensure_ascii=False).encode("utf-8"), content_type or "application/json"
-    data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
-    if content_type is None:
-        if data.lstrip().startswith(b"<"):
-            content_type = "text/html; charset=utf-8"
-        else:
-            try:
-                json.loads(data)
-                content_type = "application/json"
-            except ValueError:
-                content_type = "text/plain; charset=utf-8"
-    return data, content_type
-
-
-def _sse(data: Any, event: str | None = None) -> bytes:
-    text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
-    return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode("utf-8")
 
 
 class _Server(ThreadingHTTPServer):
@@ -267,7 +109,8 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         raw = self.rfile.read(length) if length else b""
         try:
-            self.server.sim._serve(self, self.path, raw)
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            self.server.sim._serve(self, self.path, headers, raw)
         except ConnectionError:
             self.close_connection = True  # the client gave up (timeout, cancellation)
 
@@ -421,24 +264,25 @@ class ProviderSimulator:
         meter = self._meter if self._meter is not None else default_meter(model)
         return meter.measure(envelope).total
 
-    def _serve(self, h: _Handler, path: str, raw: bytes) -> None:
+    def _serve(self, h: _Handler, path: str, headers: dict[str, str], raw: bytes) -> None:
         with self._lock:
             index = self._counter
             self._counter += 1
-        if path.rstrip("/") != "/v1/chat/completions":
-            data, ctype = _encode(_openai_error(f"Invalid URL (POST {path})", code="unknown_url"), None)
-            self._record(RecordedRequest(index, "", None, False, "invalid", 404, {}))
+        seen = {"path": path, "headers": headers}
+        if path.rstrip("/") not in PATHS:
+            data, ctype = encode(openai_error(f"Invalid URL (POST {path})", code="unknown_url"), None)
+            self._record(RecordedRequest(index, "", None, False, "invalid", 404, {}, **seen))
             h.send_body(404, data, ctype)
             return
         try:
             body = json.loads(raw)
             if not isinstance(body, dict):
-                raise _BadRequest("the request body must be a JSON object")
+                raise BadRequest("the request body must be a JSON object")
             model = str(body.get("model") or self.model)
-            envelope = _envelope(body)
-        except (ValueError, _BadRequest) as exc:
-            data, ctype = _encode(_openai_error(f"simulator: bad request: {exc}"), None)
-            self._record(RecordedRequest(index, "", None, False, "invalid", 400, {}))
+            envelope = request_envelope(body)
+        except (ValueError, BadRequest) as exc:
+            data, ctype = encode(openai_error(f"simulator: bad request: {exc}"), None)
+            self._record(RecordedRequest(index, "", None, False, "invalid", 400, {}, **seen))
             h.send_body(400, data, ctype)
             return
         tokens = self._count(envelope, model)
@@ -450,7 +294,7 @@ class ProviderSimulator:
         request = SimRequest(index=index, body=body, envelope=envelope, prompt_tokens=tokens, stream=stream)
 
         def record(outcome: str, status: int) -> None:
-            self._record(RecordedRequest(index, model, tokens, stream, outcome, status, body))
+            self._record(RecordedRequest(index, model, tokens, stream, outcome, status, body, **seen))
 
         if over:
             status, err = overflow_body(style, tokens=tokens, window=window, max_tokens=body.get("max_tokens"))
@@ -459,106 +303,35 @@ class ProviderSimulator:
                     err = {"error": {"message": "Request Entity Too Large", "type": "request_too_large", "code": 413}}
                 record("overflow", 200)
                 if stream:
-                    h.send_stream(self._inband_stream(request, model, err, anthropic=style == "anthropic"))
+                    h.send_stream(inband_stream(request, model, err, anthropic=style == "anthropic"))
                 else:
-                    h.send_body(200, *_encode(err, None))
+                    h.send_body(200, *encode(err, None))
             else:
                 record("overflow", status)
-                h.send_body(status, *_encode(err, None))
+                h.send_body(status, *encode(err, None))
             return
         if item is None:
             record("no_reply", 500)
-            h.send_body(500, *_encode(_openai_error("simulator: no scripted reply left", "server_error"), None))
+            h.send_body(500, *encode(openai_error("simulator: no scripted reply left", "server_error"), None))
             return
         reply = item(request) if not isinstance(item, Reply) else item
         if not isinstance(reply, Reply):
             record("invalid", 500)
             message = f"simulator: script callable returned {type(reply).__name__}, not a Reply"
-            h.send_body(500, *_encode(_openai_error(message, "server_error"), None))
+            h.send_body(500, *encode(openai_error(message, "server_error"), None))
             return
         if reply.delay and self._closing.wait(reply.delay):
             return  # shutting down
         if not reply.is_completion:
             record("scripted", reply.status)
-            data, ctype = _encode(reply.body, reply.content_type)  # type: ignore[arg-type]
+            data, ctype = encode(reply.body, reply.content_type)  # type: ignore[arg-type]
             h.send_body(reply.status, data, ctype, reply.headers)
             return
         record("ok", 200)
         if stream:
-            h.send_stream(self._completion_stream(request, model, reply))
+            h.send_stream(completion_stream(request, model, reply, self._count))
         else:
-            h.send_body(200, *_encode(self._completion(request, model, reply), None))
-
-    # -- response bodies ---------------------------------------------------------------------------
-    @staticmethod
-    def _calls(request: SimRequest, reply: Reply) -> list[ToolCall]:
-        return [
-            ToolCall(id=f"call_{request.index:04d}_{i}", name=name, arguments=json.dumps(args, ensure_ascii=False))
-            for i, (name, args) in enumerate(reply.tool_calls)
-        ]
-
-    def _usage(self, request: SimRequest, model: str, message: Message) -> dict[str, int]:
-        completion = self._count(Envelope("", Surface((message,))), model)
-        return {
-            "prompt_tokens": request.prompt_tokens,
-            "completion_tokens": completion,
-            "total_tokens": request.prompt_tokens + completion,
-        }
-
-    @staticmethod
-    def _finish(reply: Reply) -> str:
-        return reply.finish_reason or ("tool_calls" if reply.tool_calls else "stop")
-
-    def _completion(self, request: SimRequest, model: str, reply: Reply) -> dict[str, Any]:
-        calls = self._calls(request, reply)
-        message = Message("assistant", reply.content, tool_calls=tuple(calls))
-        out_message: dict[str, Any] = {"role": "assistant", "content": reply.content if (reply.content or not calls) else None}
-        if calls:
-            out_message["tool_calls"] = [c.to_openai() for c in calls]
-        return {
-            "id": f"chatcmpl-sim-{request.index}",
-            "object": "chat.completion",
-            "created": _CREATED_BASE + request.index,
-            "model": model,
-            "choices": [{"index": 0, "message": out_message, "logprobs": None, "finish_reason": self._finish(reply)}],
-            "usage": self._usage(request, model, message),
-        }
-
-    @staticmethod
-    def _chunk(request: SimRequest, model: str, delta: Mapping[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {
-            "id": f"chatcmpl-sim-{request.index}",
-            "object": "chat.completion.chunk",
-            "created": _CREATED_BASE + request.index,
-            "model": model,
-            "choices": [{"index": 0, "delta": dict(delta), "logprobs": None, "finish_reason": finish}],
-        }
-
-    def _completion_stream(self, request: SimRequest, model: str, reply: Reply) -> Iterable[bytes]:
-        yield _sse(self._chunk(request, model, {"role": "assistant", "content": ""}))
-        for piece in re.findall(r"\S+\s*|\s+", reply.content):  # word by word; joined they are the content
-            yield _sse(self._chunk(request, model, {"content": piece}))
-        calls = self._calls(request, reply)
-        for i, call in enumerate(calls):
-            head = {"index": i, "id": call.id, "type": "function", "function": {"name": call.name, "arguments": ""}}
-            yield _sse(self._chunk(request, model, {"tool_calls": [head]}))
-            for start in range(0, len(call.arguments), 8):
-                part = {"index": i, "function": {"arguments": call.arguments[start : start + 8]}}
-                yield _sse(self._chunk(request, model, {"tool_calls": [part]}))
-        yield _sse(self._chunk(request, model, {}, self._finish(reply)))
-        options = request.body.get("stream_options")
-        if isinstance(options, dict) and options.get("include_usage"):
-            usage = self._usage(request, model, Message("assistant", reply.content, tool_calls=tuple(calls)))
-            chunk = self._chunk(request, model, {})
-            chunk["choices"] = []
-            chunk["usage"] = usage
-            yield _sse(chunk)
-        yield _sse("[DONE]")
-
-    def _inband_stream(self, request: SimRequest, model: str, err: Any, *, anthropic: bool) -> Iterable[bytes]:
-        """The stream opens normally, then carries the provider's error event and ends."""
-        yield _sse(self._chunk(request, model, {"role": "assistant", "content": ""}))
-        yield _sse(err, event="error" if anthropic else None)
+            h.send_body(200, *encode(completion_body(request, model, reply, self._count), None))
 
 
 def main(argv: list[str] | None = None) -> int:

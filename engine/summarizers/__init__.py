@@ -1,16 +1,20 @@
-"""Summarizers behind one small synchronous protocol: OpenAI-compatible (httpx) and offline extractive."""
+"""Summarizers behind one small synchronous protocol: OpenAI-compatible (through :mod:`engine.llm`)
+and offline extractive. :func:`make_summarizer_from_env` picks one from the environment.
 
-from .base import (
+Module order (no cycles): :mod:`.protocol` < :mod:`.openai_compat`, :mod:`.extractive` <
+:mod:`.factory`; :mod:`.base` re-exports the protocol and the factory under their old home."""
+
+from .extractive import ExtractiveSummarizer
+from .factory import make_summarizer_from_env
+from .openai_compat import OpenAICompatSummarizer
+from .protocol import (
     Summarizer,
     SummarizerError,
     SummaryRequest,
     SummaryResult,
     contains_verbatim,
-    make_summarizer_from_env,
     validate_summary,
 )
-from .extractive import ExtractiveSummarizer
-from .openai_compat import OpenAICompatSummarizer
 
 __all__ = [
     "ExtractiveSummarizer",

@@ -1,135 +1,34 @@
-"""The summarizer protocol, its request/result types, summary validation and env configuration.
+"""The names ``engine.summarizers.base`` has always offered, gathered from where they live now:
+the protocol, request/result types and validation in :mod:`.protocol`, the environment factory in
+:mod:`.factory`. Implementations import :mod:`.protocol`, never this module, so there is no cycle.
+New code imports :mod:`.protocol` (compactor-side types) or :mod:`.factory` (choosing a summarizer)."""
 
-The engine is synchronous: a summarizer is a blocking call. Async callers run it in a thread.
-"""
+from .factory import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT, make_summarizer_from_env
+from .protocol import (
+    REJECT_EMPTY,
+    REJECT_MISSING_REQUEST,
+    REJECT_NOT_SMALLER,
+    Summarizer,
+    SummarizerError,
+    SummaryRequest,
+    SummaryResult,
+    contains_verbatim,
+    validate_summary,
+)
 
-from __future__ import annotations
-
-import math
-import os
-import re
-from dataclasses import dataclass
-from typing import Callable, Mapping, Protocol, runtime_checkable
-
-from ..errors import EngineError
-from ..messages import Message
-
-ENV_BASE_URL = "COMPACTION_SUMMARY_BASE_URL"
-ENV_MODEL = "COMPACTION_SUMMARY_MODEL"
-ENV_API_KEY = "COMPACTION_SUMMARY_API_KEY"
-ENV_TIMEOUT = "COMPACTION_SUMMARY_TIMEOUT"
-
-#: rejection reason codes returned by :func:`validate_summary`
-REJECT_EMPTY = "empty"
-REJECT_NOT_SMALLER = "not_smaller"
-REJECT_MISSING_REQUEST = "missing_request"
-
-
-class SummarizerError(EngineError):
-    """A summary could not be produced (HTTP error, timeout, malformed body, empty content, ...).
-
-    ``code`` is stable (``http_error``, ``timeout``, ``connection_error``, ``malformed_response``,
-    ``empty``, ``over_budget``, ``config``); ``status`` is the HTTP status when there was one."""
-
-    code = "summarizer_error"
-
-    def __init__(self, message: str, code: str = "summarizer_error", *, status: int | None = None) -> None:
-        super().__init__(message, code=code)
-        self.status = status
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryRequest:
-    """What to summarize: the (pruned) messages being compacted, the previous rolling summary, the
-    user's current request (must survive verbatim), whether the range lies in the running turn, and
-    the summary budget in tokens."""
-
-    messages: tuple[Message, ...]
-    previous_summary: str | None = None
-    current_request: str | None = None
-    running_turn: bool = False
-    max_tokens: int = 8192
-    #: retries for a failed call (the policy's ``summary_retries``); ``None``: the summarizer's own
-    retries: int | None = None
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.messages, tuple):
-            object.__setattr__(self, "messages", tuple(self.messages))
-        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
-            raise ValueError(f"max_tokens must be a positive whole number, got {self.max_tokens!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class SummaryResult:
-    """A produced summary. ``calls`` counts HTTP requests made (retries included; 0 when no language
-    model was involved); token counts are the endpoint's reported usage, ``None`` when unreported."""
-
-    text: str
-    model: str
-    prompt_tokens: int | None
-    completion_tokens: int | None
-    calls: int
-    extractive: bool
-
-
-@runtime_checkable
-class Summarizer(Protocol):
-    """Turns a :class:`SummaryRequest` into a :class:`SummaryResult` or raises :class:`SummarizerError`."""
-
-    name: str
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult: ...
-
-
-_WS = re.compile(r"\s+")
-
-
-def contains_verbatim(text: str, request: str) -> bool:
-    """Whether ``request`` appears in ``text`` word for word (runs of whitespace compare equal)."""
-    needle = _WS.sub(" ", request).strip()
-    return not needle or needle in _WS.sub(" ", text)
-
-
-def validate_summary(
-    result: SummaryResult,
-    *,
-    replaced_tokens: int,
-    count_tokens: Callable[[str], int],
-    current_request: str | None = None,
-) -> str | None:
-    """Why the summary must be rejected (``"empty"``, ``"not_smaller"``, ``"missing_request"``),
-    or ``None`` when it is acceptable. ``replaced_tokens`` is the size of what it would replace
-    (the compacted messages plus the previous summary), counted with the same ``count_tokens``."""
-    if not result.text.strip():
-        return REJECT_EMPTY
-    if count_tokens(result.text) >= replaced_tokens:
-        return REJECT_NOT_SMALLER
-    if current_request and not contains_verbatim(result.text, current_request):
-        return REJECT_MISSING_REQUEST
-    return None
-
-
-def make_summarizer_from_env(env: Mapping[str, str] = os.environ) -> Summarizer:
-    """The OpenAI-compatible summarizer when ``COMPACTION_SUMMARY_BASE_URL`` and
-    ``COMPACTION_SUMMARY_MODEL`` are set (API key and timeout optional), else the extractive one."""
-    from .extractive import ExtractiveSummarizer
-    from .openai_compat import OpenAICompatSummarizer
-
-    base_url = env.get(ENV_BASE_URL, "").strip()
-    model = env.get(ENV_MODEL, "").strip()
-    if not base_url and not model:
-        return ExtractiveSummarizer()
-    if not (base_url and model):
-        missing = ENV_MODEL if base_url else ENV_BASE_URL
-        present = ENV_BASE_URL if base_url else ENV_MODEL
-        raise SummarizerError(f"{present} is set but {missing} is not: set both, or neither for the extractive summarizer", "config")
-    raw_timeout = env.get(ENV_TIMEOUT, "").strip()
-    timeout = 60.0
-    if raw_timeout:
-        try:
-            timeout = float(raw_timeout)
-        except ValueError:
-            timeout = -1.0
-        if not (math.isfinite(timeout) and timeout > 0):
-            raise SummarizerError(f"{ENV_TIMEOUT} must be a positive number of seconds, got {raw_timeout!r}", "config")
-    return OpenAICompatSummarizer(base_url, model, api_key=env.get(ENV_API_KEY) or None, timeout=timeout)
+__all__ = [
+    "ENV_API_KEY",
+    "ENV_BASE_URL",
+    "ENV_MODEL",
+    "ENV_TIMEOUT",
+    "REJECT_EMPTY",
+    "REJECT_MISSING_REQUEST",
+    "REJECT_NOT_SMALLER",
+    "Summarizer",
+    "SummarizerError",
+    "SummaryRequest",
+    "SummaryResult",
+    "contains_verbatim",
+    "make_summarizer_from_env",
+    "validate_summary",
+]

@@ -17,7 +17,7 @@ from typing import Callable, Iterable
 
 from ..messages import Message
 from ..meter import default_meter
-from .base import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim
+from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim
 
 HEADER = "[Extractive summary: copied from the compacted messages by fixed rules, not written by a language model.]"
 MODEL_NAME = "extractive"

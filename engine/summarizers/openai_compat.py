@@ -1,21 +1,24 @@
-"""Summaries from an OpenAI-compatible chat-completions endpoint (OpenAI, DeepSeek, vLLM, Ollama, ...)."""
+"""Summaries from an OpenAI-compatible chat-completions endpoint (OpenAI, DeepSeek, vLLM, Ollama, ...).
+
+The request, the parsing, the error classification and the retries are the engine's one model
+client (:class:`engine.llm.ChatClient`), the same the agent harness uses; this module adds the
+prompt, the summary-specific checks (text content, not empty, not cut off) and the mapping of a
+classified provider error to a :class:`SummarizerError`.
+"""
 
 from __future__ import annotations
 
 import json
-import time
 from functools import cache
 from importlib import resources
 from string import Template
 from typing import Any, Iterable
 
-import httpx
-
+from ..llm.client import ChatClient
+from ..llm.errors import CONNECTION_ERROR, MALFORMED_RESPONSE, TIMEOUT, ProviderError
+from ..llm.retry import RetryPolicy
 from ..messages import Message
-from .base import SummarizerError, SummaryRequest, SummaryResult
-
-#: HTTP statuses worth another attempt; every other 4xx is final
-RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+from .protocol import SummarizerError, SummaryRequest, SummaryResult
 
 
 @cache
@@ -67,9 +70,14 @@ def render_prompt(request: SummaryRequest) -> tuple[str, str]:
 class OpenAICompatSummarizer:
     """POSTs ``{base_url}/chat/completions`` (temperature 0, ``max_tokens`` = the summary budget).
 
-    Retries at most ``retries`` times, only on timeouts, connection errors, HTTP 429 and 5xx, waiting
-    ``backoff × attempt`` seconds between attempts. The API key goes only into the Authorization
-    header: never into a message, an error or ``repr``."""
+    Retries at most ``retries`` times (a request's ``retries``, the policy's ``summary_retries``,
+    wins), only when the classified error is retryable: timeouts, connection errors, rate limits
+    other than a spent quota, server errors. It waits what the provider's ``Retry-After`` asks (up
+    to ``max_wait`` seconds; a longer wait ends the call), else ``backoff × attempt`` seconds.
+    ``deadline`` (seconds, optional) bounds a whole call, waits included; ``timeout`` bounds each
+    network operation. An overflow of the summarizer's own window is not retried either: the same
+    prompt would overflow again. The API key goes only into the Authorization header: never into
+    a message, an error or ``repr``."""
 
     def __init__(
         self,
@@ -78,31 +86,41 @@ class OpenAICompatSummarizer:
         api_key: str | None = None,
         timeout: float = 60.0,
         retries: int = 1,
-        client: httpx.Client | None = None,
         backoff: float = 0.5,
+        *,
+        max_wait: float = 30.0,
+        deadline: float | None = None,
     ) -> None:
         if not base_url or not model:
             raise SummarizerError("an OpenAI-compatible summarizer needs a base URL and a model", "config")
-        if retries < 0 or timeout <= 0 or backoff < 0:
-            raise SummarizerError("retries and backoff must be >= 0 and timeout > 0", "config")
-        self.url = base_url.rstrip("/") + "/chat/completions"
+        if timeout <= 0:
+            raise SummarizerError("timeout must be > 0", "config")
+        try:
+            policy = RetryPolicy(retries=retries, backoff=backoff, max_wait=max_wait, deadline=deadline)
+        except ValueError as exc:
+            raise SummarizerError(f"invalid retry settings: {exc}", "config") from None
         self.model = model
         self.name = f"openai-compatible:{model}"
         self.timeout = timeout
-        self.retries = retries
-        self.backoff = backoff
+        self.retry = policy
         self._api_key = api_key
-        self._owns_client = client is None
-        self._client = client if client is not None else httpx.Client(timeout=timeout)
+        self._client = ChatClient(base_url, provider="summarizer", api_key=api_key, timeout=timeout, retry=policy)
+        self.url = self._client.url
+
+    @property
+    def retries(self) -> int:
+        return self.retry.retries
+
+    @property
+    def backoff(self) -> float:
+        return self.retry.backoff
 
     def __repr__(self) -> str:
         key = "set" if self._api_key else "none"
         return f"OpenAICompatSummarizer(url={self.url!r}, model={self.model!r}, api_key={key}, retries={self.retries})"
 
     def close(self) -> None:
-        """Close the HTTP client if this summarizer created it."""
-        if self._owns_client:
-            self._client.close()
+        """Nothing to release: each call opens and closes its own connection (kept for ``with`` blocks)."""
 
     def __enter__(self) -> "OpenAICompatSummarizer":
         return self
@@ -113,62 +131,52 @@ class OpenAICompatSummarizer:
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         system_prompt, user_prompt = render_prompt(request)
         body = {
-            "model": self.model,
             "messages": [{"role": "system", "content": system_prompt}, {"role": "user", "content": user_prompt}],
             "max_tokens": request.max_tokens,
             "temperature": 0,
         }
-        headers = {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
-        retries = self.retries if request.retries is None else request.retries  # the policy wins
-        calls = 0
-        while True:
-            calls += 1
-            try:
-                response = self._client.post(self.url, json=body, headers=headers, timeout=self.timeout)
-            except httpx.TimeoutException:
-                error = SummarizerError(f"summary endpoint timed out after {self.timeout:g}s", "timeout")
-            except httpx.TransportError as exc:
-                error = SummarizerError(f"cannot reach the summary endpoint: {type(exc).__name__}", "connection_error")
-            else:
-                if response.status_code < 400:
-                    return self._parse(response, calls)
-                error = SummarizerError(
-                    f"summary endpoint returned HTTP {response.status_code}: {_snippet(response.text)}",
-                    "http_error",
-                    status=response.status_code,
-                )
-                if response.status_code not in RETRY_STATUSES:
-                    raise self._scrubbed(error, calls)
-            if calls > retries:
-                raise self._scrubbed(error, calls)
-            time.sleep(self.backoff * calls)
-
-    def _parse(self, response: httpx.Response, calls: int) -> SummaryResult:
+        policy = self.retry if request.retries is None else self.retry.with_retries(request.retries)  # the policy wins
         try:
-            data = response.json()
-        except ValueError:
-            raise self._scrubbed(
-                SummarizerError(f"summary endpoint returned a body that is not JSON: {_snippet(response.text)}", "malformed_response"), calls
-            ) from None
-        content = _content(data)
+            completion = self._client.complete_blocking(body, model=self.model, retry=policy)
+        except ProviderError as err:
+            raise self._scrubbed(self._error_of(err), err.attempts) from None
+        calls = completion.attempts
+        content = _content(completion.raw)
         if content is None:
             raise self._scrubbed(
                 SummarizerError("summary endpoint returned no choices[0].message.content text", "malformed_response"), calls
             )
         if not content.strip():
             raise self._scrubbed(SummarizerError("summary endpoint returned an empty summary", "empty"), calls)
-        finish = (data.get("choices") or [{}])[0].get("finish_reason") if isinstance(data.get("choices"), list) else None
-        if finish == "length":  # cut off at max_tokens: a partial summary would silently lose history
+        if completion.finish_reason == "length":  # cut off at max_tokens: a partial summary would silently lose history
             raise self._scrubbed(SummarizerError("the summary was cut off at the max_tokens limit", "truncated"), calls)
-        usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        model = data.get("model") if isinstance(data.get("model"), str) and data.get("model") else self.model
         return SummaryResult(
             text=content.strip(),
-            model=model,
-            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            model=completion.model or self.model,
+            prompt_tokens=completion.prompt_tokens,
+            completion_tokens=completion.completion_tokens,
             calls=calls,
             extractive=False,
+        )
+
+    def _error_of(self, err: ProviderError) -> SummarizerError:
+        """The summarizer's error for a classified provider error (its code kept as ``provider_code``)."""
+        code = err.code
+        if code == TIMEOUT:
+            if err.rule == "transport:deadline":
+                return SummarizerError(f"summary call passed its deadline of {self.retry.deadline:g}s", "timeout", provider_code=code)
+            return SummarizerError(f"summary endpoint timed out after {self.timeout:g}s", "timeout", provider_code=code)
+        if code == CONNECTION_ERROR:
+            why = type(err.original).__name__ if isinstance(err.original, BaseException) else err.message
+            return SummarizerError(f"cannot reach the summary endpoint: {why}", "connection_error", provider_code=code)
+        if code == MALFORMED_RESPONSE:
+            return SummarizerError(f"summary endpoint returned an unusable body: {_snippet(err.message)}", "malformed_response", provider_code=code)
+        if err.inband:
+            return SummarizerError(
+                f"summary endpoint reported {code} inside its response: {_snippet(err.message)}", "provider_error", status=err.status, provider_code=code
+            )
+        return SummarizerError(
+            f"summary endpoint returned HTTP {err.status} ({code}): {_snippet(err.message)}", "http_error", status=err.status, provider_code=code
         )
 
     def _scrubbed(self, error: SummarizerError, calls: int) -> SummarizerError:
@@ -176,7 +184,7 @@ class OpenAICompatSummarizer:
         message = f"{error.message} (after {calls} attempt{'s' if calls != 1 else ''})"
         if self._api_key:
             message = message.replace(self._api_key, "***")
-        return SummarizerError(message, error.code, status=error.status)
+        return SummarizerError(message, error.code, status=error.status, provider_code=error.provider_code)
 
 
 def _content(data: Any) -> str | None:
@@ -185,10 +193,6 @@ def _content(data: Any) -> str | None:
     except (KeyError, IndexError, TypeError):
         return None
     return content if isinstance(content, str) else None
-
-
-def _int_or_none(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 def _snippet(text: str, limit: int = 200) -> str:

@@ -1,0 +1,111 @@
+"""The summarizer protocol, its request/result types and summary validation.
+
+Implementations (:mod:`.openai_compat`, :mod:`.extractive`) import this module; nothing here imports
+them (the environment factory is :mod:`.factory`).
+
+The engine is synchronous: a summarizer is a blocking call. Async callers run it in a thread.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Callable, Protocol, runtime_checkable
+
+from ..errors import EngineError
+from ..messages import Message
+
+#: rejection reason codes returned by :func:`validate_summary`
+REJECT_EMPTY = "empty"
+REJECT_NOT_SMALLER = "not_smaller"
+REJECT_MISSING_REQUEST = "missing_request"
+
+
+class SummarizerError(EngineError):
+    """A summary could not be produced (HTTP error, timeout, malformed body, empty content, ...).
+
+    ``code`` is stable (``http_error``, ``provider_error``, ``timeout``, ``connection_error``,
+    ``malformed_response``, ``empty``, ``truncated``, ``over_budget``, ``config``); ``status`` is the
+    HTTP status when there was one; ``provider_code`` is the classified provider error code
+    (``CONTEXT_WINDOW_EXCEEDED``, ``RATE_LIMITED``, ... see :mod:`engine.llm.errors`) when the
+    failure came from a model endpoint."""
+
+    code = "summarizer_error"
+
+    def __init__(
+        self, message: str, code: str = "summarizer_error", *, status: int | None = None, provider_code: str | None = None
+    ) -> None:
+        super().__init__(message, code=code)
+        self.status = status
+        self.provider_code = provider_code
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryRequest:
+    """What to summarize: the (pruned) messages being compacted, the previous rolling summary, the
+    user's current request (must survive verbatim), whether the range lies in the running turn, and
+    the summary budget in tokens."""
+
+    messages: tuple[Message, ...]
+    previous_summary: str | None = None
+    current_request: str | None = None
+    running_turn: bool = False
+    max_tokens: int = 8192
+    #: retries for a failed call (the policy's ``summary_retries``); ``None``: the summarizer's own
+    retries: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.messages, tuple):
+            object.__setattr__(self, "messages", tuple(self.messages))
+        if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
+            raise ValueError(f"max_tokens must be a positive whole number, got {self.max_tokens!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class SummaryResult:
+    """A produced summary. ``calls`` counts HTTP requests made (retries included; 0 when no language
+    model was involved); token counts are the endpoint's reported usage, ``None`` when unreported."""
+
+    text: str
+    model: str
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    calls: int
+    extractive: bool
+
+
+@runtime_checkable
+class Summarizer(Protocol):
+    """Turns a :class:`SummaryRequest` into a :class:`SummaryResult` or raises :class:`SummarizerError`."""
+
+    name: str
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult: ...
+
+
+_WS = re.compile(r"\s+")
+
+
+def contains_verbatim(text: str, request: str) -> bool:
+    """Whether ``request`` appears in ``text`` word for word (runs of whitespace compare equal)."""
+    needle = _WS.sub(" ", request).strip()
+    return not needle or needle in _WS.sub(" ", text)
+
+
+def validate_summary(
+    result: SummaryResult,
+    *,
+    replaced_tokens: int,
+    count_tokens: Callable[[str], int],
+    current_request: str | None = None,
+) -> str | None:
+    """Why the summary must be rejected (``"empty"``, ``"not_smaller"``, ``"missing_request"``),
+    or ``None`` when it is acceptable. ``replaced_tokens`` is the size of what it would replace
+    (the compacted messages plus the previous summary), counted with the same ``count_tokens``."""
+    if not result.text.strip():
+        return REJECT_EMPTY
+    if count_tokens(result.text) >= replaced_tokens:
+        return REJECT_NOT_SMALLER
+    if current_request and not contains_verbatim(result.text, current_request):
+        return REJECT_MISSING_REQUEST
+    return None
