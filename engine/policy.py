@@ -3,8 +3,9 @@
 Pure data and arithmetic, no I/O. The defaults are those of the compaction model (§7). A
 :class:`PolicySet` holds the default policy, per-(provider, model) overrides and the configured
 fallback window; :meth:`PolicySet.resolve` gives the :class:`ResolvedPolicy` for one model with its
-effective context window: the model policy's window first (an override, else the built-in table of
-known models), then the configured ``context_window``.
+effective context window and where it came from (``window_source``): the pair's configured window
+("override"), a window the source reported ("reported"), the model catalogue of
+:mod:`engine.model_windows` ("catalog"), else the configured ``context_window`` ("assumed").
 
 Arithmetic is exact (decimal ratios through :class:`fractions.Fraction`), so 0.8 × 128000 is 102400
 and never 102399 through float rounding. Token limits are whole tokens:
@@ -28,6 +29,7 @@ from types import MappingProxyType
 from typing import Any, Mapping
 
 from .errors import EngineError
+from .model_windows import lookup_window
 
 #: the hint line as a fraction of the threshold; fixed, display only, never triggers anything
 HINT_RATIO = 0.85
@@ -140,48 +142,14 @@ def _check_window(window: int) -> None:
 
 
 # -- known model windows ("model policy" defaults) ---------------------------------------------------
-#: Context windows of well-known models, from the vendors' model pages. Matched case-insensitively
-#: on the model name (after any "vendor/" prefix) by the longest entry that is the whole name or is
-#: followed by "-", ":", "@" or "_" (so "gpt-4o-mini-2024-07-18" → gpt-4o, "llama3.1:8b" → llama3.1,
-#: but "gpt-4.5" matches nothing rather than gpt-4). Overrides in configuration always win.
-#: deepseek-chat: 128K since DeepSeek-V3.1 (DeepSeek API docs, "Models & Pricing"); was 64K before.
-KNOWN_MODEL_WINDOWS: Mapping[str, int] = MappingProxyType(
-    {
-        "gpt-4": 8192,
-        "gpt-4-32k": 32768,
-        "gpt-4-turbo": 128000,
-        "gpt-4o": 128000,
-        "gpt-4.1": 1047576,
-        "gpt-3.5-turbo": 16385,
-        "gpt-5": 400000,
-        "deepseek-chat": 128000,
-        "deepseek-reasoner": 128000,
-        "claude": 200000,
-        "qwen-max": 32768,
-        "qwen-plus": 131072,
-        "qwen2.5": 32768,
-        "qwen3": 32768,
-        "llama3": 8192,
-        "llama3.1": 131072,
-        "llama3.2": 131072,
-        "llama3.3": 131072,
-        "mistral-large": 131072,
-    }
-)
-_NAME_SEPARATORS = ("-", ":", "@", "_")
+#: where a resolved window came from, strongest first
+WINDOW_SOURCES: tuple[str, ...] = ("override", "reported", "catalog", "assumed")
 
 
-def known_window(model: str | None) -> int | None:
-    """The built-in context window for ``model``, or ``None`` when the model is not in the table."""
-    if not model:
-        return None
-    name = model.rsplit("/", 1)[-1].lower()
-    best: str | None = None
-    for key in KNOWN_MODEL_WINDOWS:
-        if name == key or (name.startswith(key) and name[len(key)] in _NAME_SEPARATORS):
-            if best is None or len(key) > len(best):
-                best = key
-    return KNOWN_MODEL_WINDOWS[best] if best else None
+def known_window(model: str | None, provider: str | None = None) -> int | None:
+    """The catalogued prompt window of ``model`` (see :mod:`engine.model_windows`), else ``None``."""
+    match = lookup_window(model, provider)
+    return match.window if match else None
 
 
 # -- resolution ------------------------------------------------------------------------------------
@@ -193,11 +161,22 @@ class ResolvedPolicy:
     context_window: int
     provider: str | None
     model: str | None
-    #: where the window came from: "override", "known_model" or "configuration"
+    #: where the window came from (:data:`WINDOW_SOURCES`): "override" (configured for this pair),
+    #: "reported" (by the source or a provider error), "catalog" (:mod:`engine.model_windows`) or
+    #: "assumed" (the model is unknown: the configured fallback window)
     window_source: str
+    #: how the window was found, one line for status and the GUI (catalogue entry, reporter, ...)
+    window_detail: str | None = None
 
     def __post_init__(self) -> None:
         _check_window(self.context_window)
+        if self.window_source not in WINDOW_SOURCES:
+            raise PolicyError(f"unknown window source {self.window_source!r} (known: {', '.join(WINDOW_SOURCES)})")
+
+    @property
+    def window_assumed(self) -> bool:
+        """True when nothing knows this model's window: status and the GUI show it as assumed."""
+        return self.window_source == "assumed"
 
     @property
     def threshold(self) -> int:
@@ -248,19 +227,39 @@ class PolicySet:
             frozen[key] = MappingProxyType(dict(values))
         object.__setattr__(self, "overrides", MappingProxyType(frozen))
 
-    def resolve(self, provider: str | None, model: str | None) -> ResolvedPolicy:
-        """The effective policy and window for a (provider, model) pair."""
+    def resolve(
+        self,
+        provider: str | None,
+        model: str | None,
+        *,
+        reported_window: int | None = None,
+        reported_by: str | None = None,
+    ) -> ResolvedPolicy:
+        """The effective policy and window for a (provider, model) pair.
+
+        Window, first known wins: the pair's configured ``context_window`` ("override"), a window
+        the source reported (``reported_window``: e.g. a Codex rollout's ``model_context_window``
+        or a provider error's "maximum context length"; ``reported_by`` names the reporter),
+        the model catalogue ("catalog"), the configured fallback ``context_window`` ("assumed").
+        """
         override = self.overrides.get((provider, model), {}) if provider and model else {}
         policy = self.default.with_overrides(override)
+        detail: str | None = None
         if policy.context_window is not None:
             window, source = policy.context_window, "override"
-        elif (known := known_window(model)) is not None:
-            window, source = known, "known_model"
+            detail = f"configured for {provider}/{model}"
+        elif reported_window is not None:
+            _check_window(reported_window)
+            window, source = reported_window, "reported"
+            detail = f"reported by {reported_by}" if reported_by else "reported by the source"
+        elif (match := lookup_window(model, provider)) is not None:
+            window, source, detail = match.window, "catalog", match.detail
         elif self.default_window is not None:
-            window, source = self.default_window, "configuration"
+            window, source = self.default_window, "assumed"
+            detail = f"{model or 'the model'} is not in the catalogue: configured fallback window"
         else:
             raise PolicyError(f"no context window known for {provider}/{model}: set context_window in the configuration")
-        return ResolvedPolicy(replace(policy, context_window=window), window, provider, model, source)
+        return ResolvedPolicy(replace(policy, context_window=window), window, provider, model, source, detail)
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "PolicySet":

@@ -12,6 +12,7 @@ from engine.policy import (
     CompactionPolicy,
     PolicyError,
     PolicySet,
+    ResolvedPolicy,
     known_window,
 )
 
@@ -109,14 +110,15 @@ def test_window_must_be_a_positive_int() -> None:
         ("gpt-4o-mini-2024-07-18", 128000),
         ("GPT-4.1-mini", 1047576),
         ("gpt-4", 8192),
+        ("gpt-4-1106-preview", 128000),  # was 8,192 through a "gpt-4" family prefix
         ("gpt-4-turbo-2024-04-09", 128000),
         ("openai/gpt-4o", 128000),
-        ("deepseek-chat", 128000),
         ("claude-3-5-sonnet-latest", 200000),
         ("llama3.1:8b", 131072),
         ("llama3:8b", 8192),
-        ("gpt-4.5-preview", None),  # not a prefix at a name boundary: unknown rather than wrong
+        ("gpt-4.5-preview", None),  # never a prefix match: unknown rather than wrong
         ("gpt-4omni", None),
+        ("gpt-9.5", None),
         ("mystery-model", None),
         (None, None),
     ],
@@ -125,7 +127,7 @@ def test_known_model_windows(model: str | None, window: int | None) -> None:
     assert known_window(model) == window
 
 
-def test_effective_window_model_policy_first_then_configuration() -> None:
+def test_window_sources_override_then_catalogue_then_assumed() -> None:
     policies = PolicySet(
         overrides={("openai", "gpt-4o"): {"context_window": 64000, "threshold_ratio": 0.72}},
         default_window=32000,
@@ -133,14 +135,42 @@ def test_effective_window_model_policy_first_then_configuration() -> None:
     override = policies.resolve("openai", "gpt-4o")
     assert (override.context_window, override.window_source, override.threshold) == (64000, "override", 46080)
     assert override.policy.threshold_ratio == 0.72 and override.policy.context_window == 64000
+    assert override.window_detail == "configured for openai/gpt-4o" and not override.window_assumed
 
     known = policies.resolve("azure", "gpt-4o")  # override is per (provider, model) pair
-    assert (known.context_window, known.window_source, known.policy.threshold_ratio) == (128000, "known_model", 0.8)
+    assert (known.context_window, known.window_source, known.policy.threshold_ratio) == (128000, "catalog", 0.8)
+    assert known.window_detail and "gpt-4o" in known.window_detail and not known.window_assumed
 
     configured = policies.resolve("local", "my-finetune")
-    assert (configured.context_window, configured.window_source) == (32000, "configuration")
+    assert (configured.context_window, configured.window_source, configured.window_assumed) == (32000, "assumed", True)
+    assert configured.window_detail == "my-finetune is not in the catalogue: configured fallback window"
     assert configured.threshold == 25600 and configured.retained_tail_tokens == 5120
     assert configured.hint_tokens == 21760 and configured.target_tokens == 12800
+
+
+def test_a_reported_window_wins_over_the_catalogue_but_not_over_an_override() -> None:
+    policies = PolicySet(overrides={("openai", "gpt-4o"): {"context_window": 64000}}, default_window=128000)
+    codex = policies.resolve("openai", "gpt-5.5", reported_window=258400, reported_by="codex rollout")
+    assert (codex.context_window, codex.window_source, codex.window_detail) == (258400, "reported", "reported by codex rollout")
+    assert codex.threshold == 206720 and codex.policy.context_window == 258400
+    unknown = policies.resolve("local", "my-finetune", reported_window=16000)
+    assert (unknown.context_window, unknown.window_source, unknown.window_detail) == (16000, "reported", "reported by the source")
+    pinned = policies.resolve("openai", "gpt-4o", reported_window=128000)
+    assert (pinned.context_window, pinned.window_source) == (64000, "override")
+    with pytest.raises(PolicyError, match="context window must be a positive whole number, got 0"):
+        policies.resolve("openai", "gpt-5.5", reported_window=0)
+
+
+def test_an_unknown_newer_model_is_assumed_not_given_an_older_familys_window() -> None:
+    policies = PolicySet(default_window=128000)
+    for model in ("gpt-9.5", "claude-opus-4-99"):
+        r = policies.resolve("openai", model)
+        assert (r.context_window, r.window_source) == (128000, "assumed")
+
+
+def test_resolved_policy_rejects_an_unknown_window_source() -> None:
+    with pytest.raises(PolicyError, match="unknown window source 'known_model'"):
+        ResolvedPolicy(CompactionPolicy(context_window=1000), 1000, None, None, "known_model")
 
 
 def test_no_window_anywhere_is_a_clear_error() -> None:
@@ -169,7 +199,7 @@ def test_from_mapping_builds_defaults_overrides_and_window() -> None:
     ds = policies.resolve("deepseek", "deepseek-chat")
     assert (ds.context_window, ds.policy.auto, ds.policy.threshold_ratio, ds.policy.summary_max_tokens) == (65536, False, 0.72, 4096)
     qwen = policies.resolve("ollama", "qwen2.5:7b")
-    assert (qwen.context_window, qwen.window_source, qwen.policy.loop_recent_tool_rounds) == (32768, "known_model", 3)
+    assert (qwen.context_window, qwen.window_source, qwen.policy.loop_recent_tool_rounds) == (32768, "catalog", 3)
     other = policies.resolve(None, None)
     assert (other.context_window, other.policy.loop_recent_tool_rounds) == (32768, 5)
 
