@@ -1,14 +1,18 @@
 """The one way the GUI talks to ``engine.service``: every call runs on a worker thread.
 
 The GUI thread never touches the database, the Workdir or a summarizer. Coroutines running on the
-qasync loop ``await client.call("method", ...)``; the blocking call runs in a small
-``ThreadPoolExecutor`` through ``loop.run_in_executor`` and its exception comes back to the
-awaiting coroutine unchanged. What the user waits for (timeline pages, a selected message's body)
-goes through :meth:`ServiceClient.call_interactive` on a lane of its own, so it never queues behind
-slow background reads (pressure of a long thread, its full history, the events). Those run Python
-for seconds on a long thread; the client shortens the interpreter's GIL switch interval so that the
-GUI thread and the interactive reads get the GIL back within half a millisecond instead of five
-(measured: a 200-row page read while ``status`` measures 100k messages, median ~80 ms → ~30 ms).
+qasync loop ``await client.call(InspectorService.status, key)``: the method is named by the
+:class:`~inspector_app.service_api.InspectorService` Protocol (not by a string), so arguments and
+result are typed and a renamed method breaks at import or type-check time. The blocking call runs
+in a small ``ThreadPoolExecutor`` through ``loop.run_in_executor`` and its exception comes back to
+the awaiting coroutine unchanged; cancelling the awaiting task drops a call still queued and
+discards the result of one already running. What the user waits for (timeline pages, a selected
+message's body) goes through :meth:`ServiceClient.call_interactive` on a lane of its own, so it
+never queues behind slow background reads (pressure of a long thread, its full history, the events,
+token counts). Those run Python for seconds on a long thread; the client shortens the interpreter's
+GIL switch interval so that the GUI thread and the interactive reads get the GIL back within half a
+millisecond instead of five (measured: a 200-row page read while ``status`` measures 100k messages,
+median ~80 ms → ~30 ms).
 """
 
 from __future__ import annotations
@@ -16,16 +20,15 @@ from __future__ import annotations
 import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Protocol, TypeVar
+from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
+
+from .service_api import InspectorService
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
-
-class ServiceLike(Protocol):
-    """What the client needs from a service: named methods and ``close``."""
-
-    def close(self) -> None: ...
-
+#: a method of the Protocol, e.g. ``InspectorService.status``
+Method = Callable[Concatenate[InspectorService, P], T]
 
 #: the longest a thread running Python keeps a waiting one from the GIL (CPython's default is 5 ms)
 GIL_SWITCH_INTERVAL_S = 0.0005
@@ -35,6 +38,14 @@ class NotConnected(RuntimeError):
     """A call was made before a service was opened (or after the client was closed)."""
 
 
+def method_name(method: Callable[..., Any]) -> str:
+    """The name of ``method`` if it is one of :class:`InspectorService`'s, else ``TypeError``."""
+    name = getattr(method, "__name__", "")
+    if not name or name.startswith("_") or vars(InspectorService).get(name) is not method:
+        raise TypeError(f"{method!r} is not a method of InspectorService")
+    return name
+
+
 class ServiceClient:
     """Runs service calls off the GUI thread.
 
@@ -42,7 +53,7 @@ class ServiceClient:
     for the live refresh's reads.
     """
 
-    def __init__(self, service: ServiceLike | None = None, *, max_workers: int = 2) -> None:
+    def __init__(self, service: InspectorService | None = None, *, max_workers: int = 2) -> None:
         self._service = service
         self._executor = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix="inspector-service")
         self._interactive = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inspector-service-ui")
@@ -60,29 +71,30 @@ class ServiceClient:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._interactive if interactive else self._executor, fn, *args)
 
-    async def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``service.<method>(*args, **kwargs)`` on the worker pool."""
-        bound = getattr(self._connected(), method)
+    async def call(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``service.<method>(*args, **kwargs)`` on the worker pool, ``method`` one of
+        :class:`InspectorService`'s (``client.call(InspectorService.history, key)``)."""
+        bound = getattr(self._connected(), method_name(method))
         return await self.run(lambda: bound(*args, **kwargs))
 
-    async def call_interactive(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``service.<method>(*args, **kwargs)`` on the interactive lane (short reads the user waits for)."""
-        bound = getattr(self._connected(), method)
+    async def call_interactive(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Like :meth:`call`, on the interactive lane (short reads the user waits for)."""
+        bound = getattr(self._connected(), method_name(method))
         return await self.run(lambda: bound(*args, **kwargs), interactive=True)
 
-    async def apply(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(service, *args)`` on the worker pool: several service calls and the work on their
-        results in one worker trip (e.g. scanning a page for a search text)."""
+    async def apply(self, fn: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(service, *args, **kwargs)`` on the worker pool: several service calls and the work on
+        their results in one worker trip (e.g. scanning a page for a search text)."""
         service = self._connected()
-        return await self.run(fn, service, *args)
+        return await self.run(lambda: fn(service, *args, **kwargs))
 
-    def _connected(self) -> ServiceLike:
+    def _connected(self) -> InspectorService:
         service = self._service
         if service is None or self._closed:
             raise NotConnected("no database is open")
         return service
 
-    async def open(self, opener: Callable[[str], ServiceLike], url: str) -> None:
+    async def open(self, opener: Callable[[str], InspectorService], url: str) -> None:
         """Open a service with ``opener(url)`` off the GUI thread, closing the previous one."""
         service = await self.run(opener, url)
         old, self._service = self._service, service

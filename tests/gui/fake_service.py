@@ -1,7 +1,10 @@
-"""An in-memory stand-in for ``engine.service.Service`` (the GUI tests' peer until the real one lands).
+"""An in-memory stand-in for ``engine.service.Service``: fast, scriptable, with races on demand.
 
-It implements the service API the inspector uses, records every call, and keeps offloaded tool
-results in a real ``engine.workdir.Workdir`` so ``read_original`` verifies SHA-256 for real.
+It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector
+uses; ``test_service_api.py`` checks the signatures against the Protocol and the real service),
+records every call, and keeps offloaded tool results in a real ``engine.workdir.Workdir`` so
+``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
+(:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 from engine.errors import ThreadBusy, ThreadNotFound
 from engine.messages import Message, ToolCall, assistant, tool_result, user
@@ -26,6 +29,7 @@ from engine.views import (
     ReplayStep,
     StoredMessage,
     ThreadInfo,
+    VisibleTokens,
 )
 from engine.workdir import Workdir
 
@@ -213,8 +217,20 @@ class FakeService:
         assert t is not None
         return list(t.episodes)
 
+    def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
+        """:func:`fake_tokens` of each message as the model sees it (a pruned one as its preview)."""
+        self._record("visible_tokens", key)
+        seen = {s.id: fake_tokens(offloads[s.id].preview if s.id in offloads else s.message.content, s.message) for s in stored}
+        original = {s.id: fake_tokens(s.message.content, s.message) for s in stored if s.id in offloads}
+        return VisibleTokens(seen, original)
+
     def close(self) -> None:
         self.closed = True
+
+
+def fake_tokens(content: str, m: Message) -> int:
+    """The fake's token rule: four per message, one per four characters of text and tool arguments."""
+    return 4 + (len(content) + sum(len(c.name) + len(c.arguments) for c in m.tool_calls)) // 4
 
 
 # -- scenarios ---------------------------------------------------------------------------------

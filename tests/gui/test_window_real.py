@@ -311,7 +311,7 @@ def test_pruned_result_badge_shows_what_the_model_sees_and_the_detail_verifies_t
     with fresh(demo) as svc:
         stored = next(s for s in svc.messages_page(RESEARCH, limit=500) if s.id == offload.message_id)
         original_text = svc.read_original(offload)
-    meter = default_meter(w._thread.model)
+    meter = default_meter(w.state.thread.model)
     seen = meter.count_messages([stored.message.with_content(offload.preview, **{META_PRUNED: offload.sha256})])[0]
     full = meter.count_messages([stored.message])[0]
     assert seen < full

@@ -1,0 +1,124 @@
+"""*Compact now*: the button and what it says about a busy thread, the non-blocking confirmation,
+and the manual compaction itself (off the GUI thread, then the thread is read again)."""
+
+from __future__ import annotations
+
+from typing import Awaitable, Callable
+
+from engine.errors import EngineError, ThreadBusy
+
+from ..layout import InspectorLayout
+from ..service_api import InspectorService
+from ..service_client import ServiceClient
+from .base import ThreadState
+from .tasks import Report, TaskSet, ThreadTasks
+
+BUSY_TEXT = {"running": "running", "waiting_for_user": "waiting for the user", "queued": "queued"}
+BUSY_NOTE = {
+    "running": "A run is in progress: compact by hand once it has finished.",
+    "waiting_for_user": "The agent is waiting for the user's answer: compact by hand once the turn is over.",
+    "queued": "A request is queued for this thread: compact by hand once it has run.",
+}
+
+#: ``reload(key, keep)``: read the thread afresh, re-selecting message ``keep``
+Reload = Callable[[str, "int | None"], Awaitable[None]]
+#: ``reread_status(key)``: read the thread's header and status again
+Reread = Callable[[str], Awaitable[None]]
+
+
+class CompactionController:
+    """Manual compaction of the open thread.
+
+    The compaction is a window-wide task: it goes on (and reports) if another thread is opened
+    meanwhile; only the re-read that follows is skipped then.
+    """
+
+    def __init__(
+        self,
+        ui: InspectorLayout,
+        client: ServiceClient,
+        tasks: TaskSet,
+        view: ThreadTasks,
+        state: ThreadState,
+        report: Report,
+        *,
+        reload: Reload,
+        reread_status: Reread,
+        selected: Callable[[], "int | None"],
+    ) -> None:
+        self.ui = ui
+        self.client = client
+        self.tasks = tasks
+        self.view = view
+        self.state = state
+        self.report = report
+        self._reload = reload
+        self._reread_status = reread_status
+        self._selected = selected
+        self.compacting = False
+        ui.compact_button.clicked.connect(self.ask)
+        ui.confirm.accepted.connect(self._confirmed)
+
+    def ask(self) -> None:
+        thread = self.state.thread
+        if thread is not None:
+            self.ui.confirm.ask(f"Compact “{thread.title}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
+
+    def _confirmed(self) -> None:
+        if self.state.thread is not None:
+            self.tasks.spawn(self.compact(self.state.thread.key), "compact")
+
+    async def compact(self, key: str) -> None:
+        """Manual compaction off the GUI thread; on success re-read everything from the service."""
+        ui, bar = self.ui, self.ui.statusBar()
+        self.compacting = True
+        ui.busy.show()
+        self.update_button()
+        bar.showMessage("Compacting…")
+        try:
+            result = await self.client.call(InspectorService.compact, key)
+        except EngineError as exc:
+            self.report(exc, "compact")
+            bar.showMessage("Compaction refused: nothing changed")
+            if isinstance(exc, ThreadBusy) and self.view.key == key:  # it became busy since we looked: show it
+                await self._reread_status(key)
+            return
+        finally:
+            self.compacting = False
+            ui.busy.hide()
+            self.update_button()
+        if self.view.key == key:  # still the open thread
+            ui.banner.clear()
+            await self._reload(key, self._selected())
+        if result.status == "no_op":
+            bar.showMessage(f"Nothing to compact ({result.reason})")
+        else:
+            bar.showMessage(
+                f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
+            )
+
+    def update_button(self) -> None:
+        """Enabled on an idle thread; otherwise it (and the note under the title) says why not."""
+        button, note = self.ui.compact_button, self.ui.busy_label
+        if self.compacting:
+            button.setEnabled(False)
+            button.setText("Compacting…")
+            button.setToolTip("A manual compaction is running")
+            return
+        status = self.state.status
+        reason = status.busy_reason if status else None
+        note.setText(BUSY_NOTE.get(reason, reason) if reason else "")
+        note.setVisible(bool(reason))
+        if status is None:
+            button.setEnabled(False)
+            button.setText("Compact now")
+            button.setToolTip("Select a thread")
+        elif reason:
+            busy = BUSY_TEXT.get(reason, reason)
+            button.setEnabled(False)
+            button.setText(f"Can't compact: {busy}")
+            button.setToolTip(f"Manual compaction needs an idle thread; this one is {busy}.")
+        else:
+            button.setEnabled(True)
+            button.setText("Compact now")
+            button.setToolTip("Summarize all complete history before the retained tail")

@@ -1,0 +1,101 @@
+"""What the detail pane shows: the current timeline row (a message's full body, read on selection,
+and the verified original of a pruned result), and the timeline row an event points at."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex
+
+from engine.views import Offload
+
+from ..layout import InspectorLayout
+from ..models.events import EventRole, event_target
+from ..models.timeline import Node
+from ..service_api import InspectorService
+from ..service_client import ServiceClient
+from .base import error_code, error_text
+from .paging import PagingController
+from .tasks import Report, ThreadTasks
+
+
+class SelectionController:
+    """Follows the timeline's current row and the events list into the detail pane."""
+
+    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, paging: PagingController, report: Report) -> None:
+        self.ui = ui
+        self.client = client
+        self.view = view
+        self.paging = paging
+        self.report = report
+        self.model = ui.timeline_model
+        self._gap_backward = False  # the current gap row was reached from below
+        ui.timeline.selectionModel().currentChanged.connect(self._on_current)
+        ui.timeline.activated.connect(self._on_activated)
+        ui.events_view.activated.connect(self._on_event_activated)
+        ui.events_view.clicked.connect(self._on_event_activated)
+        ui.summary_button.clicked.connect(lambda: self.view.spawn(self.paging.show_boundary(), "show summary"))
+
+    def _on_current(self, current: QModelIndex, previous: QModelIndex) -> None:
+        node = self.model.node(current)
+        if node is None:
+            return
+        timeline, detail = self.ui.timeline, self.ui.detail
+        if node.kind == "boundary" and self.model.boundary is not None:
+            detail.show_boundary(self.model.boundary)
+        elif node.kind == "message" and node.info is not None:
+            self.view.spawn(self._show_body(node), "read message")
+        elif node.kind == "gap":
+            self._gap_backward = previous.isValid() and timeline.visualRect(previous).top() > timeline.visualRect(current).top()
+            detail.show_text("Not loaded yet", f"{node.label}\nThese messages load when the row scrolls into view; Enter loads the next page.")
+        else:
+            ids = f"#{node.first_id}–#{node.last_id}" if node.first_id is not None else ""
+            tokens = f"{node.tokens:,} tokens" if node.tokens is not None else ""
+            lines = [node.label, " · ".join(filter(None, (f"{len(node.children)} rows", ids, tokens, *node.markers)))]
+            if node.compacted:
+                lines.append("Compacted: the model sees only the summary of this.")
+            detail.show_text(node.kind.capitalize(), "\n".join(lines))
+
+    async def _show_body(self, node: Node) -> None:
+        """The selected message in full: its body is read now (the timeline keeps previews only)."""
+        key, info = self.model.key, node.info
+        if key is None or info is None:
+            return
+        (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
+        if stored is None or stored.id != info.id or self.paging.selected_message_id() != info.id:
+            return  # the selection moved on meanwhile (within this thread)
+        offload = self.model.offload(info.id)
+        self.ui.detail.show_message(stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
+        if offload is not None:
+            await self._read_original(offload)
+
+    async def _read_original(self, offload: Offload) -> None:
+        try:
+            text = await self.client.call(InspectorService.read_original, offload)
+        except Exception as exc:  # noqa: BLE001: integrity and missing-file errors are shown in place
+            self.ui.detail.show_original_error(offload, f"{error_code(exc)}: {error_text(exc)}")
+            self.report(exc, "read original")
+            return
+        self.ui.detail.show_original(offload, text)
+
+    def _on_activated(self, index: QModelIndex) -> None:
+        node = self.model.node(index)
+        if node is not None and node.kind == "gap":
+            self.model.gap_cancelled(node)  # Enter retries a failed gap
+            self.view.spawn(self.paging.load_gap(node, backward=self._gap_backward), "load messages")
+            return
+        self.ui.tabs.setCurrentWidget(self.ui.detail)
+        self.ui.detail.body.setFocus()
+
+    def _on_event_activated(self, index: QModelIndex) -> None:
+        """Show the event's subject in the timeline: the new boundary, or the first pruned result."""
+        event = index.siblingAtColumn(0).data(EventRole)
+        target = event_target(event) if event is not None else None
+        if target is None:
+            return
+        boundary = self.model.boundary
+        on_boundary = boundary is not None and event.data.get("boundary_after") == boundary.boundary
+        found = self.model.boundary_index() if on_boundary else self.model.index_for_message(target)
+        if found.isValid():
+            self.ui.timeline.setCurrentIndex(found)
+            self.ui.timeline.scrollTo(found)
+        else:  # in a part not loaded yet: load the page around it
+            self.view.spawn(self.paging.show_boundary() if on_boundary else self.paging.go_to(target), "show event")

@@ -1,0 +1,231 @@
+"""The database and its threads: opening a database, the thread list (with pressure measured in
+the background), opening a thread (first page before the side panels), and the thread header.
+
+Opening a thread binds :class:`~.tasks.ThreadTasks` to it: whatever the previous view still had in
+flight is cancelled, and the new view's reads run as its tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Callable
+
+from PySide6.QtCore import QModelIndex, QSettings
+
+from engine.views import PressureStatus, ThreadInfo
+
+from ..layout import InspectorLayout
+from ..models.threads import KeyRole
+from ..models.timeline import BoundaryInfo
+from ..service_api import InspectorService
+from ..service_client import ServiceClient
+from ..widgets.connect import RecentConnections, strip_password
+from .base import ThreadState, plural
+from .compaction import CompactionController
+from .paging import PagingController
+from .tasks import Report, TaskSet, ThreadTasks, finished
+
+PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
+
+Opener = Callable[[str], InspectorService]
+
+
+class ThreadsController:
+    """Opens databases and threads and keeps the thread list and header current."""
+
+    def __init__(
+        self,
+        ui: InspectorLayout,
+        client: ServiceClient,
+        tasks: TaskSet,
+        view: ThreadTasks,
+        state: ThreadState,
+        report: Report,
+        *,
+        paging: PagingController,
+        compaction: CompactionController,
+        opener: Opener | None,
+        settings: QSettings,
+        loaded: Callable[[str], None],
+    ) -> None:
+        self.ui = ui
+        self.client = client
+        self.tasks = tasks
+        self.view = view
+        self.state = state
+        self.report = report
+        self.paging = paging
+        self.compaction = compaction
+        self._opener = opener
+        self._settings = settings
+        self._loaded = loaded
+        self._measuring: asyncio.Task[Any] | None = None
+        ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
+
+    # == database ===============================================================================
+    async def open_database(self, url: str | None, *, select: str | None = None) -> bool:
+        """Open ``url`` (the embedded demo database when ``None``), list its threads, select one.
+
+        Returns False (with the error in the banner) when it could not be opened."""
+        bar = self.ui.statusBar()
+        bar.showMessage("Opening database…")
+        try:
+            if url is None:
+                url = await self.client.run(default_database_url)
+            await self.client.open(self._opener or open_engine_service, url)
+        except Exception as exc:  # noqa: BLE001: any failure to open is shown, not raised
+            self.report(exc, "open database")
+            bar.showMessage("Not connected")
+            return False
+        RecentConnections(self._settings).add(url)
+        self.ui.banner.clear()
+        self.ui.setWindowTitle(f"Compaction Inspector · {strip_password(url)}")
+        await self.load_threads(select=select)
+        return True
+
+    async def load_threads(self, *, select: str | None = None) -> None:
+        threads = await self.client.call(InspectorService.list_threads)
+        model = self.ui.thread_model
+        current = select or (self.state.thread.key if self.state.thread else None)
+        model.set_threads(threads)
+        self.ui.statusBar().showMessage(f"{len(threads)} threads")
+        if threads:
+            # by default open the thread with the most compaction history: what the inspector is for
+            key = current if current in model.keys() else max(threads, key=_interest).key
+            if select is not None and select not in model.keys():
+                self.ui.banner.show_error("thread_not_found", f"no thread {select!r}; showing {key!r}")
+            await self.select_thread(key)
+        if self._measuring is not None:
+            self._measuring.cancel()  # the list of another database (or an older listing)
+        self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH]]), "measure pressure")
+
+    async def _measure_pressures(self, keys: list[str]) -> None:
+        for key in keys:
+            status = await self.client.call(InspectorService.status, key)
+            self.ui.thread_model.set_pressure(key, status.pressure_ratio)
+
+    # == threads ================================================================================
+    async def select_thread(self, key: str) -> None:
+        """Select ``key`` in the list (if it is not already) and load it."""
+        ui = self.ui
+        row = ui.thread_model.row_of(key)
+        if row is None:
+            return
+        proxy_index = ui.thread_proxy.mapFromSource(ui.thread_model.index(row, 0))
+        if proxy_index.isValid() and ui.thread_list.currentIndex().row() != proxy_index.row():
+            ui.thread_list.selectionModel().blockSignals(True)
+            ui.thread_list.setCurrentIndex(proxy_index)
+            ui.thread_list.selectionModel().blockSignals(False)
+            ui.thread_list.viewport().update()
+        await self.load_thread(key)
+
+    def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        key = current.data(KeyRole) if current.isValid() else None
+        if key and (self.state.thread is None or key != self.state.thread.key):
+            self.tasks.spawn(self.load_thread(key), "load thread")
+
+    async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None) -> None:
+        """Open a new view of ``key`` (cancelling every task of the previous one) and wait until it
+        has loaded or was itself superseded; ``keep`` re-selects a message id, ``scroll`` the
+        scroll position. A failure is reported by the view's task group."""
+        self.view.bind(key)
+        await finished(self.view.spawn(self._load(key, keep, scroll), "load thread"))
+
+    async def _load(self, key: str, keep: int | None, scroll: int | None) -> None:
+        """The first page is shown before the side panels (status, pressure history, replay,
+        events) are read: those read the whole thread and must not hold up the timeline."""
+        ui, model = self.ui, self.ui.timeline_model
+        ui.confirm.hide()
+        info = await self.client.call_interactive(InspectorService.thread, key)
+        state = await self.client.call_interactive(InspectorService.compaction_state, key)
+        history = await self.client.call_interactive(InspectorService.history, key)
+        self.state.thread = info
+        ui.thread_model.update_thread(info)
+        boundary = BoundaryInfo.from_state(state, history)
+        model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=info.message_count)
+        ui.summary_button.setVisible(boundary is not None)
+        if keep is None:
+            ui.detail.clear()
+        await self.paging.load_first()
+        if keep is not None:
+            await self.paging.ensure_loaded(keep)
+        index = model.index_for_message(keep) if keep is not None else model.boundary_index()
+        if not index.isValid() and keep is None and model.exhausted:
+            index = model.newest_message_index()  # nothing compacted: open on what happens now
+        if index.isValid():  # a fresh thread opens on its summary card
+            ui.timeline.setCurrentIndex(index)
+        elif keep is None and boundary is not None:
+            ui.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
+        if scroll is not None:
+            ui.timeline.verticalScrollBar().setValue(scroll)
+            if index.isValid():
+                ui.timeline.scrollTo(index)
+        await self._load_side(key)
+        self._loaded(key)
+
+    async def _load_side(self, key: str) -> None:
+        status = await self.client.call(InspectorService.status, key)
+        points = await self.client.call(InspectorService.pressure_history, key)
+        episodes = await self.client.call(InspectorService.replay, key)
+        events = await self.client.call(InspectorService.events, key, limit=10_000)
+        self.apply_status(status)
+        self.ui.chart.set_points(points)
+        self.ui.replay.set_episodes(episodes)
+        self.ui.events_model.set_events(events)
+        self.ui.set_events_count(len(events))
+
+    async def reread_status(self, key: str) -> None:
+        """Read the open thread's header and status again (as a task of its view)."""
+        if self.view.key == key:
+            await finished(self.view.spawn(self._reread_status(key), "read status"))
+
+    async def _reread_status(self, key: str) -> None:
+        info = await self.client.call(InspectorService.thread, key)
+        status = await self.client.call(InspectorService.status, key)
+        self.set_thread(info)
+        self.apply_status(status)
+
+    def set_thread(self, info: ThreadInfo) -> None:
+        self.state.thread = info
+        self.ui.thread_model.update_thread(info)
+
+    def apply_status(self, status: PressureStatus) -> None:
+        """The thread header, gauge, chart, hint and the list's pressure column from ``status``."""
+        ui = self.ui
+        self.state.status = status
+        ui.gauge.set_status(status)
+        ui.chart.set_status(status)
+        ui.hint_label.setVisible(status.hint)
+        ui.thread_model.set_pressure(status.thread, status.pressure_ratio)
+        info = self.state.thread
+        ui.thread_title.setText(info.title if info else status.thread)
+        meta = [
+            plural(info.message_count, "message") if info else "",
+            f"generation {status.generation}",
+            plural(status.compact_count, "summary", "summaries"),
+            f"{status.pressure_ratio * 100:.1f}% of threshold",
+        ]
+        if info and info.model:
+            meta.insert(1, info.model)
+        ui.thread_meta.setText(" · ".join(m for m in meta if m))
+        self.compaction.update_button()
+
+
+def _interest(t: ThreadInfo) -> tuple[int, int, Any]:
+    return (t.compact_count, t.generation, t.updated_at)
+
+
+def default_database_url() -> str:
+    """The embedded demo database, built on first use (runs on a worker thread)."""
+    from engine.demo import ensure_demo  # lazy: engine.service and the demo are heavy imports
+    from engine.service import default_database_url as default_url
+
+    url = default_url()
+    ensure_demo(url)
+    return url
+
+
+def open_engine_service(url: str) -> InspectorService:
+    from engine.service import open_service
+
+    return open_service(url)

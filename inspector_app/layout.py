@@ -1,0 +1,297 @@
+"""The main window's widgets and how they are laid out: threads | timeline | detail · pressure · replay · events.
+
+:class:`InspectorLayout` builds every widget and holds it as an attribute; it wires no behaviour
+(the components in :mod:`inspector_app.controllers` connect the signals they handle). Only what is
+pure layout is connected here: the thread filter box and the Find shortcut.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QModelIndex, Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QMainWindow,
+    QProgressBar,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QTabWidget,
+    QToolBar,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
+
+from . import theme
+from .models.events import COL_KIND, COL_TIME, EventsModel
+from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
+from .models.timeline import COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
+from .widgets.bars import ConfirmBar, ErrorBanner
+from .widgets.delegates import PillDelegate
+from .widgets.detail import DetailPane
+from .widgets.pressure import PressureChart, PressureGauge
+from .widgets.replay import ReplayPanel
+from .widgets.timeline_view import TimelineView
+
+STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
+MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted"}
+TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
+
+
+def state_pills(index: QModelIndex) -> list[tuple[str, str]]:
+    state = index.data(StateRole)
+    return [(state, STATE_TOKENS.get(state, "text_muted"))] if state else []
+
+
+def token_pills(index: QModelIndex) -> list[tuple[str, str]]:
+    text = index.data()
+    return [(text, "badge_bg")] if text else []
+
+
+def marker_pills(index: QModelIndex) -> list[tuple[str, str]]:
+    return [(m, MARKER_TOKENS.get(m, "info")) for m in (index.data(MarkersRole) or ())]
+
+
+class InspectorLayout(QMainWindow):
+    """Threads list, thread header with *Compact now*, search box, timeline, side tabs, banner,
+    toolbar and status bar: the widgets only."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setObjectName("mainWindow")
+        self.setWindowTitle("Compaction Inspector")
+        self.setWindowIcon(theme.icon("app", "accent", 32))
+        self._build_ui()
+        self._build_toolbar()
+        self.resize(1440, 880)
+        self._sized = False
+
+    def _build_ui(self) -> None:
+        self.banner = ErrorBanner()
+
+        # threads
+        self.thread_model = ThreadListModel(self)
+        self.thread_proxy = ThreadFilterModel(self)
+        self.thread_proxy.setSourceModel(self.thread_model)
+        self.thread_filter = QLineEdit()
+        self.thread_filter.setObjectName("threadFilter")
+        self.thread_filter.setPlaceholderText("Filter threads")
+        self.thread_filter.setClearButtonEnabled(True)
+        self.thread_filter.textChanged.connect(self.thread_proxy.setFilterFixedString)
+        self.thread_list = QTreeView()
+        self.thread_list.setObjectName("threadList")
+        self.thread_list.setModel(self.thread_proxy)
+        self.thread_list.setRootIsDecorated(False)
+        self.thread_list.setUniformRowHeights(True)
+        self.thread_list.setAlternatingRowColors(False)
+        self.thread_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.thread_list.setAllColumnsShowFocus(True)
+        header = self.thread_list.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((COL_PRESSURE, 78), (COL_GENERATION, 40), (COL_STATE, 78)):
+            header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
+            header.resizeSection(col, width)
+        self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
+        self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(state_pills, self.thread_list))
+
+        left = QWidget()
+        ll = QVBoxLayout(left)
+        ll.setContentsMargins(8, 8, 4, 8)
+        title = QLabel("Threads")
+        title.setObjectName("sectionTitle")
+        ll.addWidget(title)
+        ll.addWidget(self.thread_filter)
+        ll.addWidget(self.thread_list, 1)
+
+        # thread header + compact controls
+        self.thread_title = QLabel("No thread selected")
+        self.thread_title.setObjectName("threadTitle")
+        self.thread_meta = QLabel("")
+        self.thread_meta.setObjectName("muted")
+        self.hint_label = QLabel("85% of the threshold reached: consider compacting now")
+        self.hint_label.setObjectName("hintLabel")
+        self.hint_label.hide()
+        self.busy_label = QLabel()
+        self.busy_label.setObjectName("busyLabel")
+        self.busy_label.hide()
+        for label in (self.thread_title, self.thread_meta, self.hint_label, self.busy_label):
+            label.setWordWrap(True)
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.summary_button = QToolButton()
+        self.summary_button.setObjectName("summaryButton")
+        self.summary_button.setText("Summary card")
+        self.summary_button.setToolTip("Show the rolling summary and where compacted history ends")
+        self.summary_button.hide()
+        self.compact_button = QPushButton("Compact now")
+        self.compact_button.setObjectName("compactButton")
+        self.compact_button.setEnabled(False)
+        self.busy = QProgressBar()
+        self.busy.setObjectName("busyIndicator")
+        self.busy.setRange(0, 0)
+        self.busy.setFixedWidth(90)
+        self.busy.setTextVisible(False)
+        self.busy.hide()
+        head = QFrame()
+        head.setObjectName("threadHeader")
+        hl = QHBoxLayout(head)
+        hl.setContentsMargins(10, 8, 10, 8)
+        texts = QVBoxLayout()
+        texts.setSpacing(2)
+        texts.addWidget(self.thread_title)
+        texts.addWidget(self.thread_meta)
+        texts.addWidget(self.hint_label)
+        texts.addWidget(self.busy_label)
+        hl.addLayout(texts, 1)
+        hl.addWidget(self.busy)
+        hl.addWidget(self.summary_button)
+        hl.addWidget(self.compact_button)
+        self.confirm = ConfirmBar()
+
+        self.search = QLineEdit()
+        self.search.setObjectName("searchBox")
+        self.search.setPlaceholderText("Search this thread (Enter: next match)")
+        self.search.setClearButtonEnabled(True)
+        self.search.addAction(theme.icon("search"), QLineEdit.ActionPosition.LeadingPosition)
+
+        # timeline
+        self.timeline_model = TimelineModel(self)
+        self.timeline = TimelineView()
+        self.timeline.setObjectName("timelineView")
+        self.timeline.setModel(self.timeline_model)
+        self.timeline.setAllColumnsShowFocus(True)
+        self.timeline.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.timeline.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.timeline.setExpandsOnDoubleClick(True)
+        th = self.timeline.header()
+        th.setStretchLastSection(False)
+        th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        for col, width in ((1, 72), (2, 120), (3, 48)):
+            th.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
+            th.resizeSection(col, width)
+        self.timeline.setItemDelegateForColumn(COL_TOKENS, PillDelegate(token_pills, self.timeline, align_right=True))
+        self.timeline.setItemDelegateForColumn(COL_MARKERS, PillDelegate(marker_pills, self.timeline))
+
+        center = QWidget()
+        cl = QVBoxLayout(center)
+        cl.setContentsMargins(4, 8, 4, 8)
+        cl.addWidget(head)
+        cl.addWidget(self.confirm)
+        cl.addWidget(self.search)
+        cl.addWidget(self.timeline, 1)
+
+        # right tabs
+        self.detail = DetailPane()
+        self.gauge = PressureGauge()
+        self.chart = PressureChart()
+        pressure = QWidget()
+        pl = QVBoxLayout(pressure)
+        pl.setContentsMargins(4, 8, 4, 8)
+        pl.addWidget(self.gauge)
+        pl.addWidget(self.chart, 1)
+        self.replay = ReplayPanel()
+        self.events_model = EventsModel(self)
+        self.events_view = QTreeView()
+        self.events_view.setObjectName("eventsView")
+        self.events_view.setModel(self.events_model)
+        self.events_view.setRootIsDecorated(False)
+        self.events_view.setAllColumnsShowFocus(True)
+        self.events_view.setTextElideMode(Qt.TextElideMode.ElideRight)
+        self.events_view.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)  # rows are 1-3 lines
+        eh = self.events_view.header()
+        eh.setStretchLastSection(True)
+        eh.resizeSection(COL_TIME, 76)
+        eh.resizeSection(COL_KIND, 112)
+        self.events_empty = QLabel("No compaction events recorded for this thread.")
+        self.events_empty.setObjectName("muted")
+        events = QWidget()
+        el = QVBoxLayout(events)
+        el.setContentsMargins(8, 8, 8, 8)
+        hint = QLabel("Every prune, summary and recovery step the engine recorded, oldest first. Click one to show it in the timeline.")
+        hint.setObjectName("muted")
+        hint.setWordWrap(True)
+        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        el.addWidget(hint)
+        el.addWidget(self.events_empty)
+        el.addWidget(self.events_view, 1)
+        self.tabs = QTabWidget()
+        self.tabs.setObjectName("sideTabs")
+        self.tabs.addTab(self.detail, "Detail")
+        self.tabs.addTab(pressure, "Pressure")
+        self.tabs.addTab(self.replay, "Replay")
+        self.tabs.addTab(events, "Events")
+
+        self.splitter = QSplitter(Qt.Orientation.Horizontal)
+        self.splitter.addWidget(left)
+        self.splitter.addWidget(center)
+        self.splitter.addWidget(self.tabs)
+        self.splitter.setChildrenCollapsible(False)
+        left.setMinimumWidth(300)
+        for i, stretch in enumerate((2, 3, 2)):
+            self.splitter.setStretchFactor(i, stretch)
+
+        root = QWidget()
+        rl = QVBoxLayout(root)
+        rl.setContentsMargins(6, 6, 6, 0)
+        rl.addWidget(self.banner)
+        rl.addWidget(self.splitter, 1)
+        self.setCentralWidget(root)
+        self.counts_label = QLabel("")
+        self.counts_label.setObjectName("muted")
+        self.statusBar().addPermanentWidget(self.counts_label)
+        self.statusBar().showMessage("Not connected")
+
+    def _build_toolbar(self) -> None:
+        bar = QToolBar("Main")
+        bar.setObjectName("mainToolbar")
+        bar.setMovable(False)
+        bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.connect_action = QAction(theme.icon("database"), "Open database…", self)
+        self.connect_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.refresh_action = QAction(theme.icon("refresh"), "Refresh", self)
+        self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
+        self.newest_action = QAction(theme.icon("forward"), "Jump to newest", self)
+        self.newest_action.setToolTip("Load and show the newest messages of the thread (End in the timeline)")
+        bar.addAction(self.connect_action)
+        bar.addAction(self.refresh_action)
+        bar.addAction(self.newest_action)
+        spacer = QWidget()
+        spacer.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Preferred)
+        bar.addWidget(spacer)  # the theme button goes at the right end (controllers.theming)
+        self.toolbar = bar
+        self.addToolBar(bar)
+        self.find_action = QAction("Find", self)
+        self.find_action.setShortcut(QKeySequence.StandardKey.Find)
+        self.find_action.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
+        self.addAction(self.find_action)
+
+    def show_tab(self, name: str) -> None:
+        """Show the side tab ``name`` (one of :data:`TABS`)."""
+        self.tabs.setCurrentIndex(TABS.index(name))
+
+    def set_events_count(self, count: int) -> None:
+        """The events tab's title and its empty-state note."""
+        self.events_empty.setVisible(not count)
+        self.tabs.setTabText(TABS.index("events"), f"Events ({count})" if count else "Events")
+
+    def select_row(self, index: QModelIndex) -> None:
+        """Make ``index`` the timeline's current row, centred on screen."""
+        self.timeline.setCurrentIndex(index)
+        self.timeline.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+    def size_splitter_once(self) -> None:
+        """Splitter proportions once the window has its real width (on the first show only)."""
+        if self._sized:
+            return
+        self._sized = True
+        self.layout().activate()
+        self.centralWidget().layout().activate()
+        width = self.splitter.width()
+        self.splitter.setSizes([int(width * 0.26), int(width * 0.43), int(width * 0.31)])

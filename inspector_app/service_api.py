@@ -1,0 +1,93 @@
+"""What the inspector needs from ``engine.service.Service``: exactly the methods it calls.
+
+:class:`InspectorService` is a :class:`typing.Protocol`; ``engine.service.Service`` and the GUI
+tests' fake both satisfy it, and ``tests/gui/test_service_api.py`` checks that the three agree on
+every method's parameters (names, kinds, defaults). The client calls a service through these
+methods, not through method-name strings: ``await client.call(InspectorService.status, key)``,
+so renaming a method breaks the import or the type check, not a click at run time.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol, Sequence
+
+from engine.views import (
+    CompactionEvent,
+    CompactionState,
+    Episode,
+    HistoryRecord,
+    ManualResult,
+    Offload,
+    PressurePoint,
+    PressureStatus,
+    StoredMessage,
+    ThreadInfo,
+    VisibleTokens,
+)
+
+
+class InspectorService(Protocol):
+    """The service API the inspector uses (every call runs on a worker thread)."""
+
+    def list_threads(self, text: str | None = None, after_key: str | None = None, limit: int = 500) -> list[ThreadInfo]:
+        """Threads ordered by key, optionally filtered by ``text``, keyset-paged after ``after_key``."""
+        ...
+
+    def thread(self, key: str) -> ThreadInfo:
+        """One thread's header (raises ``ThreadNotFound``)."""
+        ...
+
+    def messages_page(self, key: str, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500) -> list[StoredMessage]:
+        """Ascending keyset page: the first ``limit`` after ``after_id``, or the last before ``before_id``."""
+        ...
+
+    def compaction_state(self, key: str) -> CompactionState:
+        """Boundary, summary and generation of the thread."""
+        ...
+
+    def history(self, key: str) -> list[HistoryRecord]:
+        """Every compaction of the thread, oldest first."""
+        ...
+
+    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[CompactionEvent]:
+        """Recorded compaction events, oldest first."""
+        ...
+
+    def offloads(self, key: str, message_ids: Sequence[int] | None = None) -> dict[int, Offload]:
+        """Offload records (pruned tool results) by message id."""
+        ...
+
+    def read_original(self, offload: Offload) -> str:
+        """The full text of a pruned result, SHA-256 verified (raises on a missing or altered file)."""
+        ...
+
+    def status(self, key: str) -> PressureStatus:
+        """Pressure of the next turn against the threshold, with the busy reason."""
+        ...
+
+    def pressure_history(self, key: str) -> list[PressurePoint]:
+        """Measured envelope of every recorded model request."""
+        ...
+
+    def compact(self, key: str) -> ManualResult:
+        """Manual compaction of an idle thread (raises ``ThreadBusy``)."""
+        ...
+
+    def replay(self, key: str) -> list[Episode]:
+        """Overflow-recovery episodes rebuilt from the events."""
+        ...
+
+    def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
+        """Tokens of each message as the model sees it (a pruned result as its preview) and the
+        full count of each pruned one: the timeline's token badges."""
+        ...
+
+    def close(self) -> None:
+        """Release the database and any open resources."""
+        ...
+
+
+#: the names of the Protocol's methods (what a service must provide)
+METHODS: tuple[str, ...] = tuple(
+    name for name, value in vars(InspectorService).items() if callable(value) and not name.startswith("_")
+)
