@@ -286,7 +286,7 @@ class _Builder:
         self.thread(key, "Pressure just above the 85% hint line", "researcher")
         gen = _Gen(self.seed + 6)
         h = self.harness(gen)
-        pol = self.svc.policies.resolve(PROVIDER, MODEL)
+        pol = self.svc.policy_for(PROVIDER, MODEL)
         await self.turn(h, key, "Draft the quarterly retrieval report.", [
             _calls(("query_kb", {"query": "quarterly retrieval metrics"})),
             Reply(content="Draft outline ready: latency, recall, cost."),

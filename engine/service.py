@@ -1,8 +1,11 @@
-"""Use cases: the one API that the CLI, the inspector and agent platforms call.
+"""Use cases: the one API that the CLI, the inspector, the harness and agent platforms call.
 
-Intake goes through the store's conversation lock; compaction through :class:`Compactor`; queries
-return :mod:`engine.views` records. The inspector calls exactly these methods (off its GUI thread),
-so manual compaction from the GUI runs the same code path as ``compaction compact``.
+Every write goes through the store's write door (``Store.locked`` → :class:`engine.store.Locked`),
+which holds the conversation lock and refuses a write that breaks a conversation invariant
+(``invalid_message``, nothing written); compaction goes through :class:`Compactor`; queries return
+:mod:`engine.views` records. The inspector calls exactly these methods (off its GUI thread), so
+manual compaction from the GUI runs the same code path as ``compaction compact``; the harness
+(:mod:`engine.harness.loop`) uses nothing else of the engine's state.
 """
 
 from __future__ import annotations
@@ -14,24 +17,29 @@ from typing import Any, Mapping, Sequence
 
 import platformdirs
 
-from .compactor import Compactor, Measured, RunState
+from .compactor import Compactor, Measured, Outcome, RunState
 from .errors import EngineError
-from .messages import InvalidMessage, Message
-from .policy import PolicySet
+from .events import EventKind
+from .messages import Message, ToolCall
+from .meter import default_meter
+from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
-from .store import Store, display_url, normalize_url
+from .store import ABORTED_TEXT, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.base import Summarizer, make_summarizer_from_env
+from .surface import shown_message
 from .views import (
     CompactionEvent,
     CompactionState,
     Episode,
     HistoryRecord,
     ManualResult,
+    ModelRequest,
     Offload,
     PressurePoint,
     PressureStatus,
     StoredMessage,
     ThreadInfo,
+    VisibleTokens,
 )
 from .workdir import Workdir, WorkdirMissing
 
@@ -101,10 +109,22 @@ class Service:
         self.store = store
         self.workdir = workdir
         self.summarizer = summarizer
-        self.policies = policies
         self.compactor = Compactor(store, summarizer=summarizer, workdir=workdir, policies=policies)
         #: the last status per thread, with the stamp it was measured at (see :meth:`status`)
         self._status_cache: dict[str, tuple[tuple[Any, ...], PressureStatus]] = {}
+
+    @property
+    def policies(self) -> PolicySet:
+        """The compaction policies in force (held by the compactor alone: one holder)."""
+        return self.compactor.policies
+
+    @policies.setter
+    def policies(self, policies: PolicySet) -> None:
+        self.compactor.policies = policies
+
+    def policy_for(self, provider: str | None, model: str | None) -> ResolvedPolicy:
+        """The policy resolved for one route (threshold, target, retries, …)."""
+        return self.policies.resolve(provider, model)
 
     @property
     def url(self) -> str:
@@ -113,44 +133,186 @@ class Service:
     def close(self) -> None:
         self.store.close()
 
-    # -- intake (agent platforms, the harness) -------------------------------------------
+    # -- intake (agent platforms, the harness): each call is one trip through the write door ----
     def create_thread(self, key: str, **kwargs: Any) -> int:
         return self.store.create_conversation(key, **kwargs)
 
-    def append_message(self, key: str, message: Message, *, run_id: int | None = None) -> int:
-        """Append under the conversation lock. A tool result must answer a pending call of the newest
-        assistant message: an orphan would be rejected by every OpenAI-compatible provider on every
-        later request, so it is refused here (``invalid_message``) and nothing is written."""
+    def configure(self, key: str, *, system_prompt: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
+        """Set the thread's system prompt and / or tool schemas (part of every envelope)."""
         with self.store.locked(key) as tx:
-            if message.role == "tool" and message.tool_call_id not in {c.id for c in tx.unanswered_calls()}:
-                raise InvalidMessage(f"orphan tool result: no pending call {message.tool_call_id!r} on thread {key!r}")
-            return tx.append_message(message, run_id=run_id)
+            tx.configure(system_prompt=system_prompt, tools=tools)
+
+    def append_message(self, key: str, message: Message, *, run_id: int | None = None) -> int:
+        """Append under the conversation lock. The write door checks the conversation invariants:
+        a tool result must answer a pending call of the newest assistant message (an orphan, or a
+        second answer, would be rejected by every OpenAI-compatible provider on every later
+        request), one assistant message never repeats a call id. A violation raises
+        :class:`engine.messages.InvalidMessage` (``invalid_message``) and nothing is written."""
+        return self.store.append_message(key, message, run_id=run_id)
+
+    def append_messages(self, key: str, messages: Sequence[Message], *, run_id: int | None = None) -> list[int]:
+        """Append several messages in one transaction, all or none (same checks as
+        :meth:`append_message`). Returns their ids in order."""
+        return self.store.append_messages(key, messages, run_id=run_id)
 
     def queue_request(self, key: str, content: str) -> int:
         return self.store.queue_request(key, content)
 
-    def start_run(self, key: str, *, request_id: int | None = None) -> int:
-        return self.store.start_run(key, request_id=request_id)
+    def start_run(
+        self,
+        key: str,
+        *,
+        request_id: int | None = None,
+        message: Message | None = None,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+    ) -> int:
+        """Start a run (``thread_busy`` if one is active), in one transaction with, when given, the
+        thread's tool schemas and the message that opens the run (the user's request). Returns
+        the run id, known to the caller only once it is committed."""
+        with self.store.locked(key) as tx:
+            if tools is not None:
+                tx.configure(tools=tools)
+            if message is not None:
+                tx.append_message(message)
+            return tx.start_run(request_id=request_id)
 
-    def finish_run(self, key: str, run_id: int, **kwargs: Any) -> None:
-        self.store.finish_run(key, run_id, **kwargs)
+    def resume_run(self, key: str, run_id: int, answer: str) -> list[ToolCall]:
+        """Continue a run that waits for the user, in one transaction: the run is running again and
+        ``answer`` becomes the result of the first pending call (the one that asked), or a user
+        message when no call is pending. Returns the calls still pending after it, in order."""
+        with self.store.locked(key) as tx:
+            tx.set_run_status(run_id, "running")
+            pending = tx.unanswered_calls()
+            if pending:
+                call = pending[0]  # calls run in order: the first unanswered one asked
+                tx.append_message(Message("tool", answer, tool_call_id=call.id, name=call.name), run_id=run_id)
+            else:
+                tx.append_message(Message("user", answer), run_id=run_id)
+            return tx.unanswered_calls()
+
+    def wait_for_user(self, key: str, run_id: int, *, call: ToolCall, question: str) -> None:
+        """The run waits for the user's answer to ``question``, asked by ``call`` (one transaction
+        with its ``waiting_for_user`` event)."""
+        with self.store.locked(key) as tx:
+            tx.set_run_status(run_id, "waiting_for_user")
+            tx.add_event(EventKind.WAITING_FOR_USER, {"tool": call.name, "call_id": call.id, "question": question}, run_id=run_id)
+
+    def finish_run(self, key: str, run_id: int, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
+        """End a running run as completed, or as failed with the error that ended it."""
+        self.store.finish_run(key, run_id, failed=failed, error_code=error_code, error_message=error_message)
 
     def interrupt_run(self, key: str, run_id: int) -> None:
         self.store.interrupt_run(key, run_id)
 
-    def cancel_run(self, key: str, run_id: int) -> None:
-        self.store.cancel_run(key, run_id)
+    def cancel_run(self, key: str, run_id: int) -> int:
+        """Cancel a run; its calls that never ran get aborted results. Returns how many."""
+        return self.store.cancel_run(key, run_id)
+
+    def settle_run(
+        self,
+        key: str,
+        run_id: int,
+        status: str,
+        *,
+        aborted_text: str = ABORTED_TEXT,
+        error_code: str | None = None,
+        error_message: str | None = None,
+        event: EventKind | None = None,
+        event_data: Mapping[str, Any] | None = None,
+        trigger: str | None = None,
+    ) -> int | None:
+        """End a run as ``status`` (``cancelled`` / ``failed``) and answer every call it left
+        unanswered with ``aborted_text`` (no orphan call is left), with, when ``event`` is given,
+        that event (``{"aborted_calls": n, **event_data}``) in the same transaction. Returns how
+        many calls were answered, or None when the run could not take that status (already
+        ended): then nothing is written."""
+        with self.store.locked(key) as tx:
+            try:
+                aborted = tx.settle_run(run_id, status, aborted_text=aborted_text, error_code=error_code, error_message=error_message)
+            except InvalidTransition:
+                return None
+            if event is not None:
+                tx.add_event(event, {"aborted_calls": aborted, **(event_data or {})}, trigger=trigger, run_id=run_id)
+            return aborted
+
+    # -- model requests and events ----------------------------------------------------------
+    def record_model_request(
+        self,
+        key: str,
+        *,
+        provider: str,
+        model: str,
+        run_id: int | None = None,
+        step: int = 0,
+        estimated_tokens: int | None = None,
+        threshold: int | None = None,
+    ) -> int:
+        """Record a request about to be sent (outcome ``pending``); its route becomes the thread's."""
+        return self.store.record_model_request(
+            key, provider=provider, model=model, run_id=run_id, step=step, estimated_tokens=estimated_tokens, threshold=threshold
+        )
+
+    def complete_model_request(
+        self,
+        key: str,
+        request_id: int,
+        *,
+        outcome: str,
+        reported_prompt_tokens: int | None = None,
+        reported_completion_tokens: int | None = None,
+        error_code: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record how a request of thread ``key`` ended: ``ok`` (with the provider's usage),
+        ``error`` or ``cancelled`` (with the error)."""
+        with self.store.locked(key) as tx:
+            tx.complete_model_request(
+                request_id,
+                outcome=outcome,
+                reported_prompt_tokens=reported_prompt_tokens,
+                reported_completion_tokens=reported_completion_tokens,
+                error_code=error_code,
+                error_message=error_message,
+            )
+
+    def last_completed_request(self, key: str) -> ModelRequest | None:
+        """The newest request that completed (``ok``): its route is what pressure measures for."""
+        return self.store.last_completed_request(key)
+
+    def add_event(self, key: str, kind: EventKind, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
+        """Record one event (``invalid_event`` unless ``kind`` is an :class:`EventKind`)."""
+        return self.store.add_event(key, kind, data, trigger=trigger, run_id=run_id)
 
     # -- compaction -----------------------------------------------------------------------
     def compact(self, key: str) -> ManualResult:
         """Manual compaction (§4). Raises :class:`engine.errors.ThreadBusy` on a busy thread."""
         return self.compactor.manual(key)
 
-    def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True):
+    def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
+        """Pressure compaction before a model step: prune, then summarize if still at the threshold."""
         return self.compactor.pressure(key, run, running_turn=running_turn)
 
-    def measure(self, key: str, *, ephemeral: Sequence[Message] = ()) -> Measured:
-        return self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral)
+    def recover_overflow(self, key: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
+        """Overflow recovery after the provider said the request is too long: prune without a
+        threshold check, then one shrinking summary. ``Outcome.progressed`` says whether the
+        surface changed (a retry only makes sense then)."""
+        return self.compactor.overflow(key, run, provider=provider, model=model)
+
+    def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
+        """The envelope the model would get now (from a fresh snapshot) and its token count, for the
+        given route (default: the thread's)."""
+        return self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral, provider=provider, model=model)
+
+    def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
+        """Token badges for ``stored`` (messages of thread ``key``), counted with the meter of the
+        thread's routed model: each message as the model sees it (a pruned tool result as its
+        preview, :func:`engine.surface.shown_message`), and the full original of each pruned one."""
+        meter = default_meter(self.store.thread(key).model)
+        shown = [shown_message(s.message, offloads.get(s.id)) for s in stored]
+        seen = dict(zip((s.id for s in stored), meter.count_messages(shown)))
+        pruned = [s for s, m in zip(stored, shown) if m is not s.message]
+        original = dict(zip((s.id for s in pruned), meter.count_messages([s.message for s in pruned]))) if pruned else {}
+        return VisibleTokens(seen=seen, original=original)
 
     # -- queries (the inspector) ------------------------------------------------------------
     def list_threads(self, text: str | None = None, after_key: str | None = None, limit: int = 500) -> list[ThreadInfo]:
@@ -224,7 +386,7 @@ class Service:
     def pressure_history(self, key: str) -> list[PressurePoint]:
         """Every recorded model request with the compaction (if any) that happened just before it."""
         requests = self.store.model_requests(key, limit=100_000)
-        events = [e for e in self.store.events(key, limit=100_000) if e.kind in ("prune", "summary")]
+        events = [e for e in self.store.events(key, limit=100_000) if e.kind in (EventKind.PRUNE, EventKind.SUMMARY)]
         points: list[PressurePoint] = []
         ei = 0
         for r in requests:
@@ -267,7 +429,6 @@ class Service:
             r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
-        self.compactor.policies = policies
         self._status_cache.clear()
 
 

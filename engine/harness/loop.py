@@ -1,6 +1,7 @@
 """A small agent loop over an OpenAI-compatible endpoint, with compaction built in.
 
-Every step goes through the engine: intake under the conversation lock, a recorded model request
+Every step goes through :class:`engine.service.Service` (the harness touches no store and no
+compactor directly): intake through the write door, a recorded model request
 (routed provider and model, estimated tokens, reported usage, outcome), pressure compaction at the
 pre-step boundary (§2), and overflow recovery (§3) when the provider says the request is too long.
 Store and summarizer work runs in a worker thread (``asyncio.to_thread``); the loop itself only
@@ -17,9 +18,10 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from ..compactor import Outcome, RunState
+from ..events import EventKind
 from ..messages import Message, ToolCall
 from ..service import Service
-from ..store import ABORTED_TEXT, InvalidTransition
+from ..store import ABORTED_TEXT
 from .errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
 from .provider import ChatProvider
 
@@ -183,7 +185,7 @@ class AgentHarness:
     async def _drive(self, thread: str, state: RunState, cancel: asyncio.Event, step: int = 0) -> RunResult:
         """Model steps from the persisted state until an answer without tool calls (steps after ``step``)."""
         svc = self.service
-        policy = svc.policies.resolve(self.provider_name, self.model)
+        policy = svc.policy_for(self.provider_name, self.model)
         recovering = False
         while step < self.max_steps:
             if cancel.is_set():
@@ -191,7 +193,7 @@ class AgentHarness:
             step += 1
             measured = await self._pre_step(thread, state, step)
             request_id = await _io(
-                svc.store.record_model_request,
+                svc.record_model_request,
                 thread,
                 provider=self.provider_name,
                 model=self.model,
@@ -205,14 +207,14 @@ class AgentHarness:
                 completion = await self.provider.complete(body, model=self.model, stream=self.stream)
             except asyncio.CancelledError:
                 await asyncio.shield(
-                    asyncio.to_thread(svc.store.complete_model_request, request_id, outcome="cancelled", error_code=CANCELLED, error_message="the run was cancelled")
+                    asyncio.to_thread(svc.complete_model_request, thread, request_id, outcome="cancelled", error_code=CANCELLED, error_message="the run was cancelled")
                 )
                 raise
             except ProviderError as err:
                 await asyncio.to_thread(
-                    svc.store.complete_model_request, request_id, outcome="error", error_code=err.code, error_message=err.message
+                    svc.complete_model_request, thread, request_id, outcome="error", error_code=err.code, error_message=err.message
                 )
-                await asyncio.to_thread(self._event, thread, state, "provider_error", err, measured, step)
+                await asyncio.to_thread(self._provider_error, thread, state, err, measured, step)
                 if cancel.is_set():
                     return await asyncio.to_thread(self._cancel, thread, state)
                 if not is_context_overflow(err):
@@ -222,7 +224,7 @@ class AgentHarness:
                 state.overflow_attempts += 1
                 crash: Exception | None = None
                 try:
-                    outcome = await asyncio.to_thread(svc.compactor.overflow, thread, state, provider=self.provider_name, model=self.model)
+                    outcome = await asyncio.to_thread(svc.recover_overflow, thread, state, provider=self.provider_name, model=self.model)
                 except Exception as exc:  # what already landed still counts: generation growth decides (§3.3)
                     log.warning("overflow recovery failed on thread %r: %s", thread, exc, exc_info=exc)
                     crash = exc
@@ -233,9 +235,9 @@ class AgentHarness:
                     reason = "recovery_failed" if crash is not None else "no_progress"
                     return await asyncio.to_thread(self._fail, thread, state, err, step, reason, outcome, crash)
                 await asyncio.to_thread(
-                    svc.store.add_event,
+                    svc.add_event,
                     thread,
-                    "retry",
+                    EventKind.RETRY,
                     {
                         "attempt": state.overflow_attempts,
                         "failed_step": step,
@@ -253,7 +255,8 @@ class AgentHarness:
                 recovering = True
                 continue  # a new step from the persisted state
             await asyncio.to_thread(
-                svc.store.complete_model_request,
+                svc.complete_model_request,
+                thread,
                 request_id,
                 outcome="ok",
                 reported_prompt_tokens=completion.prompt_tokens,
@@ -261,19 +264,19 @@ class AgentHarness:
             )
             if recovering:
                 await asyncio.to_thread(
-                    svc.store.add_event, thread, "recovered", {"attempt": state.overflow_attempts, "step": step, "tokens": measured.tokens}, trigger="overflow", run_id=state.run_id
+                    svc.add_event, thread, EventKind.RECOVERED, {"attempt": state.overflow_attempts, "step": step, "tokens": measured.tokens}, trigger="overflow", run_id=state.run_id
                 )
                 recovering = False
             reply = completion.message
             await _io(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
             if not reply.tool_calls:
-                await asyncio.to_thread(svc.store.finish_run, thread, state.run_id)
+                await asyncio.to_thread(svc.finish_run, thread, state.run_id)
                 return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
             waiting = await self._run_tools(thread, state, reply.tool_calls, cancel, step)
             if waiting is not None:
                 return waiting
         err_msg = f"the run did not finish within {self.max_steps} steps"
-        await asyncio.to_thread(svc.store.finish_run, thread, state.run_id, failed=True, error_code="max_steps", error_message=err_msg)
+        await asyncio.to_thread(svc.finish_run, thread, state.run_id, failed=True, error_code="max_steps", error_message=err_msg)
         return RunResult(state.run_id, "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     async def _run_tools(self, thread: str, state: RunState, calls: Sequence[ToolCall], cancel: asyncio.Event, step: int) -> RunResult | None:
@@ -296,30 +299,18 @@ class AgentHarness:
 
     # -- blocking helpers (run in a worker thread) ------------------------------------------
     def _begin(self, thread: str, user_text: str | None, state: RunState) -> None:
-        with self.service.store.locked(thread) as tx:
-            tx.configure(tools=self.tools.schemas())
-            if user_text is not None:
-                tx.append_message(Message("user", user_text))
-            run_id = tx.start_run()
+        message = Message("user", user_text) if user_text is not None else None
+        run_id = self.service.start_run(thread, message=message, tools=self.tools.schemas())
         state.run_id = run_id  # only once committed: the cancel path then knows the run
 
     def _resume(self, thread: str, run_id: int, answer: str, state: RunState) -> list[ToolCall]:
         """Record the answer; returns the calls still waiting behind the one that asked."""
-        with self.service.store.locked(thread) as tx:
-            tx.set_run_status(run_id, "running")
-            pending = tx.unanswered_calls()
-            if pending:
-                call = pending[0]  # calls run in order: the first unanswered one asked
-                tx.append_message(Message("tool", answer, tool_call_id=call.id, name=call.name), run_id=run_id)
-            else:
-                tx.append_message(Message("user", answer), run_id=run_id)
+        rest = self.service.resume_run(thread, run_id, answer)
         state.run_id = run_id
-        return pending[1:]
+        return rest
 
     def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
-        with self.service.store.locked(thread) as tx:
-            tx.set_run_status(state.run_id, "waiting_for_user")  # type: ignore[arg-type]
-            tx.add_event("waiting_for_user", {"tool": call.name, "call_id": call.id, "question": question}, run_id=state.run_id)
+        self.service.wait_for_user(thread, state.run_id, call=call, question=question)  # type: ignore[arg-type]
 
     async def _pre_step(self, thread: str, state: RunState, step: int) -> Any:
         """Pressure compaction (§2), then the envelope to send. An operational failure of the
@@ -327,12 +318,12 @@ class AgentHarness:
         (seed 004: warn and continue); the surface measured by the compactor is reused."""
         svc = self.service
         try:
-            outcome = await asyncio.to_thread(svc.compactor.pressure, thread, state)
+            outcome = await asyncio.to_thread(svc.compact_for_pressure, thread, state)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             log.warning("pressure compaction failed on thread %r; continuing", thread, exc_info=True)
-            await _io(svc.store.add_event, thread, "pressure_failed", {"step": step, "error_message": _describe(exc)}, trigger="pressure", run_id=state.run_id)
+            await _io(svc.add_event, thread, EventKind.PRESSURE_FAILED, {"step": step, "error_message": _describe(exc)}, trigger="pressure", run_id=state.run_id)
             outcome = None
         m = outcome.measured if outcome is not None else None
         if m is not None and (m.policy.provider, m.policy.model) == (self.provider_name, self.model):
@@ -340,15 +331,13 @@ class AgentHarness:
         return await asyncio.to_thread(self._measure, thread, state)
 
     def _measure(self, thread: str, state: RunState):
-        return self.service.compactor.measure(
-            self.service.store.snapshot(thread), ephemeral=state.ephemeral, provider=self.provider_name, model=self.model
-        )
+        return self.service.measure(thread, ephemeral=state.ephemeral, provider=self.provider_name, model=self.model)
 
-    def _event(self, thread: str, state: RunState, kind: str, err: ProviderError, measured: Any, step: int) -> None:
+    def _provider_error(self, thread: str, state: RunState, err: ProviderError, measured: Any, step: int) -> None:
         snap = measured.snapshot
-        self.service.store.add_event(
+        self.service.add_event(
             thread,
-            kind,
+            EventKind.PROVIDER_ERROR,
             {
                 "error_code": err.code,
                 "error_message": err.message,
@@ -401,38 +390,51 @@ class AgentHarness:
                 )
             if crash is not None:
                 data["recovery_error"] = _describe(crash)
-            svc.store.add_event(thread, "gave_up", data, trigger="overflow", run_id=state.run_id)
-        svc.store.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
+            svc.add_event(thread, EventKind.GAVE_UP, data, trigger="overflow", run_id=state.run_id)
+        svc.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
         return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     def _cancel(self, thread: str, state: RunState) -> RunResult:
         """Cancel the run; every call of the last assistant message that never ran gets an aborted
         result, so no orphan tool call is left behind (§3.5). Idempotent."""
-        self._close_run(thread, state, "cancelled", "cancelled", ABORTED_TEXT)
+        self._close_run(thread, state, "cancelled", EventKind.CANCELLED, ABORTED_TEXT)
         return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     def _abandon(self, thread: str, state: RunState, exc: Exception) -> None:
         """The harness itself failed: fail the run with :data:`HARNESS_ERROR` so the thread does not
         stay busy forever. Best effort: the caller re-raises ``exc`` whatever happens here."""
         try:
-            self._close_run(thread, state, "failed", HARNESS_ERROR, FAILED_TEXT, error_code=HARNESS_ERROR, error_message=_describe(exc))
+            self._close_run(thread, state, "failed", EventKind.HARNESS_ERROR, FAILED_TEXT, error_code=HARNESS_ERROR, error_message=_describe(exc))
         except Exception:
             log.exception("could not record the failure of run %s on thread %r", state.run_id, thread)
 
     def _close_run(
-        self, thread: str, state: RunState, status: str, event: str, aborted_text: str, *, error_code: str | None = None, error_message: str | None = None
+        self,
+        thread: str,
+        state: RunState,
+        status: str,
+        event: EventKind,
+        aborted_text: str,
+        *,
+        error_code: str | None = None,
+        error_message: str | None = None,
     ) -> None:
         """Settle the run as ``status`` and answer its calls that never ran; nothing if already settled."""
         assert state.run_id is not None
-        with self.service.store.locked(thread) as tx:
-            try:
-                aborted = tx.settle_run(state.run_id, status, aborted_text=aborted_text, error_code=error_code, error_message=error_message)
-            except InvalidTransition:  # already settled: nothing more to record
-                return
-            data: dict[str, Any] = {"aborted_calls": aborted, "attempt": state.overflow_attempts}
-            if error_code is not None:
-                data.update(error_code=error_code, error_message=error_message)
-            tx.add_event(event, data, trigger="overflow" if state.overflow_attempts else None, run_id=state.run_id)
+        data: dict[str, Any] = {"attempt": state.overflow_attempts}
+        if error_code is not None:
+            data.update(error_code=error_code, error_message=error_message)
+        self.service.settle_run(
+            thread,
+            state.run_id,
+            status,
+            aborted_text=aborted_text,
+            error_code=error_code,
+            error_message=error_message,
+            event=event,
+            event_data=data,
+            trigger="overflow" if state.overflow_attempts else None,
+        )
 
 
 def _describe(exc: BaseException) -> str:
