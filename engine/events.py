@@ -45,6 +45,7 @@ __all__ = [
     "PruneFailedEvent",
     "PruneFailure",
     "PrunedResult",
+    "Record",
     "RecoveredEvent",
     "RetryEvent",
     "SummaryEvent",
