@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -170,6 +171,31 @@ def test_scripted_errors_are_sent_verbatim_with_headers() -> None:
     assert (r1.status_code, r1.json(), r1.headers["retry-after"]) == (429, limit, "3")
     assert r2.status_code == 502 and r2.headers["content-type"].startswith("text/html")
     assert [(r.outcome, r.status) for r in sim.requests] == [("scripted", 429), ("scripted", 502)]
+
+
+def test_raw_and_error_replies_can_wait_and_carry_headers() -> None:
+    usage = {"choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 321}}
+    with ProviderSimulator() as sim:
+        sim.script([Reply.raw(usage, delay=0.3, headers={"X-Request-Id": "r1"}), Reply.error(503, {"error": {"message": "busy"}}, delay=0.3)])
+        started = time.monotonic()
+        r1, r2 = _post(sim, _request(_envelope())), _post(sim, _request(_envelope()))
+    assert time.monotonic() - started >= 0.6
+    assert (r1.json(), r1.headers["x-request-id"], r2.status_code) == (usage, "r1", 503)
+
+
+def test_requests_are_recorded_with_path_and_headers_on_both_paths() -> None:
+    with ProviderSimulator(fallback=Reply("ok")) as sim:
+        bare = sim.base_url.removesuffix("/v1")
+        with_v1 = _post(sim, _request(_envelope()), headers={"Authorization": "Bearer sk-sim"})
+        without = httpx.post(f"{bare}/chat/completions", json=_request(_envelope()), timeout=10)
+        unknown = httpx.post(f"{bare}/v2/chat/completions", json=_request(_envelope()), timeout=10)
+    assert [r.status_code for r in (with_v1, without, unknown)] == [200, 200, 404]
+    assert [(r.path, r.outcome) for r in sim.requests] == [
+        ("/v1/chat/completions", "ok"),
+        ("/chat/completions", "ok"),
+        ("/v2/chat/completions", "invalid"),
+    ]
+    assert sim.requests[0].headers["authorization"] == "Bearer sk-sim" and "authorization" not in sim.requests[1].headers
 
 
 def test_callable_replies_see_the_request() -> None:
