@@ -1,0 +1,91 @@
+"""The typed service client: the InspectorService Protocol, engine.service.Service and the GUI
+tests' fake agree method by method, and the inspector calls the service only through the Protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.messages import ToolCall, assistant, tool_result, user
+from engine.service import Service
+from engine.views import Offload, StoredMessage, VisibleTokens
+from inspector_app.service_api import METHODS, InspectorService
+from inspector_app.service_client import ServiceClient, method_name
+from tests.gui.fake_service import FakeService, fake_tokens
+
+ROOT = Path(__file__).resolve().parents[2]
+GUI = ROOT / "inspector_app"
+
+
+def shape(fn: Any) -> list[tuple[str, Any, Any]]:
+    """(name, kind, default) of every parameter, ``self`` included."""
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
+
+
+def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
+    assert set(METHODS) == {
+        "list_threads", "thread", "messages_page", "compaction_state", "history", "events", "offloads",
+        "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "close",
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_service_and_fake_have_the_protocol_signature(name: str) -> None:
+    expected = shape(getattr(InspectorService, name))
+    assert shape(getattr(Service, name)) == expected, f"engine.service.Service.{name} drifted from InspectorService"
+    assert shape(getattr(FakeService, name)) == expected, f"FakeService.{name} drifted from InspectorService"
+
+
+def test_the_gui_calls_the_service_only_through_protocol_methods() -> None:
+    """No method-name strings: every ``client.call*`` names an ``InspectorService`` method, and
+    every Protocol method (but ``close``, the client's own) is called somewhere."""
+    sources = {path: path.read_text(encoding="utf-8") for path in GUI.rglob("*.py")}
+    calls = [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"client\.call(?:_interactive)?\(\s*([^,)]+)", text)]
+    assert calls
+    bad = [(path.relative_to(ROOT), arg) for path, arg in calls if not arg.startswith("InspectorService.")]
+    assert not bad, f"service calls by something else than a Protocol method: {bad}"
+    used = {name for text in sources.values() for name in re.findall(r"InspectorService\.(\w+)", text)}
+    assert used - set(METHODS) == set()
+    assert set(METHODS) - used == {"close"}
+
+
+def test_method_name_accepts_only_protocol_methods() -> None:
+    assert method_name(InspectorService.status) == "status"
+    with pytest.raises(TypeError):
+        method_name(FakeService.status)  # type: ignore[arg-type]
+    with pytest.raises(TypeError):
+        method_name(lambda service: None)
+
+
+def test_the_client_calls_the_named_method_on_a_worker(tmp_path: Path) -> None:
+    fake = FakeService(tmp_path / "workdir")
+    fake.add_thread("t", [user("hello there"), assistant("hi")])
+    client = ServiceClient(fake)
+    try:
+        async def go() -> Any:
+            info = await client.call(InspectorService.thread, "t")
+            page = await client.call_interactive(InspectorService.messages_page, "t", after_id=None, limit=1)
+            return info, page
+
+        info, page = asyncio.run(go())
+    finally:
+        client.close()
+    assert info.key == "t" and len(page) == 1 and page[0].message.content == "hello there"
+    assert ("messages_page", ("t", None, 1, None)) in fake.calls and fake.closed
+
+
+def test_the_fake_counts_what_the_model_sees(tmp_path: Path) -> None:
+    fake = FakeService(tmp_path / "workdir")
+    t = fake.add_thread("t", [user("q"), assistant("", ToolCall("c1", "query_kb", "{}")), tool_result("c1", "x" * 400, name="query_kb")], prune=(2,))
+    stored: list[StoredMessage] = t.messages
+    offloads: dict[int, Offload] = t.offloads
+    counts = fake.visible_tokens("t", stored, offloads)
+    assert isinstance(counts, VisibleTokens)
+    pruned = stored[2]
+    assert set(counts.seen) == {s.id for s in stored} and set(counts.original) == {pruned.id}
+    assert counts.seen[pruned.id] == fake_tokens(offloads[pruned.id].preview, pruned.message) < counts.original[pruned.id] == 104
