@@ -12,6 +12,8 @@ from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.previews import PreviewBudgetError
 from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, tool_name_of
+from engine.surface import shown_message
+from engine.views import Offload
 from engine.workdir import Workdir
 
 count = default_meter().count_text
@@ -55,6 +57,20 @@ def test_pruned_result_is_saved_first_and_replaced_by_the_preview(tmp_path: Path
     r = out.replacement
     assert r.content == out.preview and r.metadata[META_PRUNED] == sha
     assert (r.id, r.role, r.tool_call_id, r.name) == (42, "tool", "call-7", "shell")
+
+
+def test_a_pruned_result_carries_one_offload_record_and_the_surface_replacement(tmp_path: Path) -> None:
+    """The offload is the store's record type, not yet recorded (no generation); the replacement is
+    exactly what the surface shows for that record."""
+    msg = tool_result("call-7", text_of_tokens(900), name="shell", id=42)
+    out = prune(msg, Workdir(tmp_path))
+    assert isinstance(out, Pruned) and type(out.offload) is Offload
+    o = out.offload
+    assert (o.message_id, o.tool_name, o.generation, o.created_at) == (42, "shell", None, None)
+    assert (o.sha256, o.path, o.preview, o.original_tokens, o.preview_tokens) == (out.sha256, out.path, out.preview, 900, out.preview_tokens)
+    assert out.replacement == shown_message(msg, o)
+    unsaved = prune(tool_result("c", text_of_tokens(900), name="shell"), Workdir(tmp_path))
+    assert isinstance(unsaved, Pruned) and unsaved.offload.message_id is None and unsaved.replacement.id is None
 
 
 def test_structured_result_is_pruned_with_structured_preview(tmp_path: Path) -> None:

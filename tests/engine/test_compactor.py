@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engine.compactor import RunState
-from engine.surface import build_surface
+from engine.events import EventKind, SummaryRejectedEvent, parse_event
+from engine.surface import build_surface, envelope_of
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import open_service
 from engine.summarizers.base import contains_verbatim
@@ -37,6 +38,18 @@ from .conftest import (
 )
 
 THRESHOLD = WINDOW * 8 // 10
+
+
+def assert_events_are_payloads(svc, key) -> list:
+    """Every event row of the thread is exactly one payload of its kind: parsing it back and
+    writing it again gives the stored ``data`` (no key the payload lacks, none of a wrong type)."""
+    events = svc.events(key)
+    for e in events:
+        payload = parse_event(e.kind, e.data)
+        assert payload is not None and payload.kind == e.kind, e
+        assert payload.to_data() == dict(e.data), e.kind
+        assert e.trigger in payload.triggers, (e.kind, e.trigger)
+    return [parse_event(e.kind, e.data) for e in events]
 
 
 def over_threshold(svc, key, *, turns: int = 23, rounds: int = 1, result_tokens: int = 100) -> None:
@@ -112,6 +125,10 @@ def test_prune_alone_is_enough(make_service, new_key, tmp_path: Path):
 
     assert (out.action, out.reason) == ("pruned", "prune_enough")
     assert counter.calls == 0 and out.summarizer_calls == 0
+    # the surface the compactor predicted before committing is the one the stored state gives
+    fresh = svc.store.snapshot(key)
+    assert out.measured is not None and out.measured.envelope == envelope_of(fresh, build_surface(fresh))
+    assert out.measured.tokens == out.tokens_after == svc.status(key).tokens
     assert out.generation_after == before.generation + 1 == svc.compaction_state(key).generation
     assert out.tokens_after < THRESHOLD <= out.tokens_before
     assert svc.compaction_state(key).boundary is None  # nothing summarized
@@ -133,6 +150,9 @@ def test_prune_alone_is_enough(make_service, new_key, tmp_path: Path):
     assert "doc-0" in surface[kb_id].content  # structured query_kb preview keeps identifiers
     (event,) = [e for e in svc.events(key) if e.kind == "prune"]
     assert {p["message_id"] for p in event.data["pruned"]} == {log_id, kb_id}
+    (prune,) = assert_events_are_payloads(svc, key)
+    assert prune.kind is EventKind.PRUNE and prune.failed == () and (prune.generation_before, prune.generation_after) == (0, 1)
+    assert {(p.message_id, p.tool, p.sha256, p.path) for p in prune.pruned} == {(i, o.tool_name, o.sha256, o.path) for i, o in offloads.items()}
     assert [h.kind for h in svc.history(key)] == ["prune"]
     # the raw messages are never edited
     assert {m.id: m.content for m in all_messages(svc, key)}[log_id] == log
@@ -175,6 +195,9 @@ def test_prune_not_enough_one_summary(make_service, new_key):
     assert not any(m.is_synthetic for m in surface.messages)
     events = [e.kind for e in svc.events(key)]
     assert events == ["prune", "summary"]
+    prune, summary = assert_events_are_payloads(svc, key)
+    assert summary.tokens_after == out.tokens_after and summary.boundary_after == state.boundary == summary.selected_boundary
+    assert summary.usage is not None and summary.usage.extractive is True and summary.summarizer == "counting"
 
 
 def test_second_summary_is_rolling(make_service, new_key):
@@ -221,6 +244,11 @@ def test_rejected_summary_persists_nothing(make_service, new_key, summarizer, re
     assert rejected.data["generation_after"] == rejected.data["generation_before"] == 0
     if reason == "summarizer_failed":
         assert rejected.data["error_code"] == "http_error"
+    parsed, breaker = assert_events_are_payloads(svc, key)
+    assert isinstance(parsed, SummaryRejectedEvent) and breaker.reason == reason
+    # the keys that exist only in some cases: the error for a failed call, the cost for a rejected text
+    present = {k for k in SummaryRejectedEvent.optional() if k in rejected.data}
+    assert present == ({"error_code", "error_message"} if reason == "summarizer_failed" else {"usage", "summary_tokens"})
     assert_surface_valid(svc, key)
     assert build_surface(svc.store.snapshot(key)).summary is None
 
@@ -251,6 +279,8 @@ def test_cas_conflict_loser_writes_nothing(make_service, new_key):
     new_events = after["events"][len(won["events"]) :]
     assert new_events[0].kind == "summary_rejected" and new_events[0].data["reason"] == "cas_conflict"
     assert new_events[0].data["boundary_before"] is None
+    assert {k for k in SummaryRejectedEvent.optional() if k in new_events[0].data} == {"error_message"}
+    assert_events_are_payloads(loser, key)
     assert out.generation_after == out.generation_before == 0  # the loser measured generation 0 and did not move it
     assert_surface_valid(loser, key)
 
@@ -327,6 +357,8 @@ def test_breaker_stops_repeated_attempts_within_a_run(make_service, new_key):
     third = svc.compact_for_pressure(key, RunState())  # a new run may try again
     assert summarizer.calls == 2 and third.summarizer_calls == 1
     assert [e.kind for e in svc.events(key)] == ["summary_rejected", "breaker_tripped"] * 2
+    breaker = assert_events_are_payloads(svc, key)[1]
+    assert (breaker.reason, breaker.threshold, breaker.generation) == ("summarizer_failed", THRESHOLD, 0) and breaker.tokens >= THRESHOLD
 
 
 @pytest.mark.parametrize("cap", [1, 2])
@@ -397,6 +429,7 @@ def test_prune_write_failure_is_fail_closed(sqlite_url, new_key, tmp_path: Path)
         assert svc.offloads(key) == {} and not [h for h in svc.history(key) if h.kind == "prune"]
         failed = [e for e in svc.events(key) if e.kind == "prune_failed"]
         assert failed and failed[0].data["failed"][0]["message_id"] == big
+        assert_events_are_payloads(svc, key)
         shown = {m.id: m for m in build_surface(svc.store.snapshot(key)).messages}
         assert shown[big].content == filler(6000, "log") and META_PRUNED not in shown[big].metadata
         assert out.action != "pruned"
@@ -462,5 +495,6 @@ def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
         assert svc.compaction_state("t") == before
         (ev,) = [e for e in svc.events("t") if e.kind == "summary_rejected"]
         assert ev.data["error_code"] == "summarizer_crashed" and "boom" in ev.data["error_message"]
+        assert_events_are_payloads(svc, "t")
     finally:
         svc.close()
