@@ -3,15 +3,27 @@
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 
+from engine.events import parse_event
 from engine.harness.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import Message
+from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.replay import episodes_from
 from engine.service import Service
+from engine.views import CompactionEvent, CompactionState, HistoryRecord, Offload, Snapshot
 
 from .conftest import THREAD, SteeredSummarizer, bulk, harness, kb_tool, openai_overflow_text, run, seed_turns
 
 BIG = bulk(400)
+
+
+def assert_rows_are_payloads(svc: Service) -> None:
+    """What the harness and the compactor recorded is exactly one payload per row (docs/events.md)."""
+    for e in svc.events(THREAD):
+        payload = parse_event(e.kind, e.data)
+        assert payload is not None and payload.to_data() == dict(e.data), e.kind
+        assert e.trigger in payload.triggers, (e.kind, e.trigger)
 
 
 def _prune_recovery(svc: Service, sim: ProviderSimulator) -> None:
@@ -42,6 +54,7 @@ def test_a_pruned_recovery_replays_step_by_step(svc: Service, sim: ProviderSimul
     # and only messages that existed then: the final answer came after the recovery
     for step in episode.steps:
         assert "all done" not in [m.content for m in step.surface], step.kind
+    assert_rows_are_payloads(svc)
 
 
 def test_an_episode_that_gives_up_keeps_the_original_error(svc: Service, sim: ProviderSimulator) -> None:
@@ -57,6 +70,7 @@ def test_an_episode_that_gives_up_keeps_the_original_error(svc: Service, sim: Pr
     gave_up = episode.steps[-1]
     assert (gave_up.error_code, gave_up.error_message) == (CONTEXT_WINDOW_EXCEEDED, result.error.message)
     assert gave_up.no_progress and (gave_up.generation_before, gave_up.generation_after) == (0, 0)
+    assert_rows_are_payloads(svc)
 
 
 def test_a_summary_recovery_shows_the_summary_and_the_smaller_surface(svc: Service, sim: ProviderSimulator) -> None:
@@ -77,6 +91,7 @@ def test_a_summary_recovery_shows_the_summary_and_the_smaller_surface(svc: Servi
     assert not any(m.content.startswith("Answer") for m in summary.surface) and err.summary is None
     assert len(retry.surface) < len(err.surface) and retry.tokens_after < 1200 < retry.tokens_before
     assert svc.compaction_state(THREAD).summary == summary.summary
+    assert_rows_are_payloads(svc)
 
 
 def test_cancellation_during_recovery_ends_the_episode_as_cancelled(svc: Service, sim: ProviderSimulator, summarizer: SteeredSummarizer) -> None:
@@ -92,6 +107,7 @@ def test_cancellation_during_recovery_ends_the_episode_as_cancelled(svc: Service
     assert run(scenario).status == "cancelled"
     (episode,) = svc.replay(THREAD)
     assert episode.outcome == "cancelled" and [s.kind for s in episode.steps] == ["provider_error", "summary", "cancelled"]
+    assert_rows_are_payloads(svc)
 
 
 def test_each_run_has_its_own_episode(svc: Service, sim: ProviderSimulator) -> None:
@@ -126,6 +142,7 @@ def test_a_retry_that_fails_otherwise_ends_its_episode_and_hides_no_later_one(sv
     assert [(e.run_id, e.outcome) for e in episodes] == [(first.run_id, "gave_up"), (second.run_id, "gave_up")]
     assert [s.kind for s in episodes[0].steps] == ["provider_error", "prune", "retry", "provider_error", "gave_up"]
     assert (episodes[0].steps[-1].error_code, episodes[0].steps[-1].error_message) == ("SERVER_ERROR", "backend down")
+    assert_rows_are_payloads(svc)
 
 
 def test_an_episode_whose_process_died_does_not_hide_the_next_run(svc: Service) -> None:
@@ -168,3 +185,37 @@ def test_recovered_step_shows_the_surface_the_retry_sent(tmp_path) -> None:
         assert any(m.metadata.get("pruned") for m in recovered.surface)
     finally:
         svc.close()
+
+
+def test_replay_reads_whatever_a_platform_recorded_without_failing() -> None:
+    """Rows of an unknown kind, keys of the wrong type and a ``data`` that is not an object are read
+    as "unknown" (or skipped), never an error; the surfaces still come from the history."""
+    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    messages = (
+        user("find it", id=1),
+        assistant("", ToolCall("c1", "query_kb"), id=2),
+        tool_result("c1", BIG, name="query_kb", id=3),
+        assistant("found", id=4),  # written after the refused request
+    )
+    snapshot = Snapshot("t", 1, "sys", (), "sim", "m", CompactionState(1, generation=1), messages, {}, None, None)
+    history = [HistoryRecord(1, 1, "prune", "overflow", 0, 1, None, None, None, (3,), 900, 300, at)]
+    offloads = {3: Offload(3, "query_kb", "/wd/q", "ab" * 32, "[preview]", 900, 9, 1)}
+
+    def row(i: int, kind: object, data: object, trigger: str | None = "overflow") -> CompactionEvent:
+        return CompactionEvent(i, 1, 5, kind, trigger, at, data)  # type: ignore[arg-type]
+
+    events = [
+        row(1, "provider_error", {"error_code": CONTEXT_WINDOW_EXCEEDED, "generation": 0, "last_message_id": 3, "ephemeral": ["note", 7], "tokens": "many"}),
+        row(2, "a_kind_from_the_future", {"x": 1}),
+        row(3, "prune", {"generation_before": 0, "generation_after": 1}, trigger="pressure"),  # not part of the episode
+        row(4, "retry", {"attempt": "two", "generation_before": 0, "generation_after": 1.0, "tokens_before": [1]}),
+        row(5, "recovered", "not an object"),
+    ]
+    (episode,) = episodes_from(events, history=history, snapshot=snapshot, messages=messages, offloads=offloads)
+    assert episode.outcome == "recovered" and [s.kind for s in episode.steps] == ["provider_error", "retry"]
+    err, retry = episode.steps
+    assert (err.attempt, err.tokens_before, err.generation_before) == (1, None, 0)
+    assert [m.content for m in err.surface] == ["find it", "", BIG, "note"] and err.surface[-1].is_ephemeral
+    assert (retry.attempt, retry.tokens_before, retry.generation_before, retry.generation_after) == (1, None, 0, 1)
+    assert [m.content for m in retry.surface] == ["find it", "", "[preview]", "note"]
+    assert retry.detail["attempt"] == "two"  # the detail is what was recorded
