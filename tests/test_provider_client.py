@@ -1,4 +1,4 @@
-"""ChatProvider against the simulator over a real loopback socket."""
+"""ChatClient (the harness's ChatProvider, the summarizer's transport) against the simulator over a real loopback socket."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any, Awaitable, Callable
 import httpx
 import pytest
 
-from engine.harness.errors import (
+from engine.llm.errors import (
     CONNECTION_ERROR,
     CONTEXT_WINDOW_EXCEEDED,
     MALFORMED_RESPONSE,
@@ -21,7 +21,7 @@ from engine.harness.errors import (
     ProviderError,
     is_context_overflow,
 )
-from engine.harness.provider import ChatProvider, Completion
+from engine.llm import ChatClient, Completion
 from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
 from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
@@ -39,18 +39,18 @@ def _envelope(text: str = "what changed?") -> Envelope:
     return Envelope("You are a careful agent.", surface, TOOLS)
 
 
-def run(sim: ProviderSimulator, use: Callable[[ChatProvider], Awaitable[Any]], **kw: Any) -> Any:
+def run(sim: ProviderSimulator, use: Callable[[ChatClient], Awaitable[Any]], **kw: Any) -> Any:
     """Run ``use(provider)`` on a fresh event loop with a provider pointed at ``sim``."""
 
     async def main() -> Any:
-        async with ChatProvider(sim.base_url, **kw) as provider:
+        async with ChatClient(sim.base_url, **kw) as provider:
             return await use(provider)
 
     return asyncio.run(main())
 
 
 def failure(sim: ProviderSimulator, body: dict, *, stream: bool = False, **kw: Any) -> ProviderError:
-    async def use(p: ChatProvider) -> None:
+    async def use(p: ChatClient) -> None:
         await p.complete(body, model="gpt-4o", stream=stream)
 
     with pytest.raises(ProviderError) as info:
@@ -85,7 +85,7 @@ def test_streaming_rebuilds_the_same_message_from_deltas() -> None:
     with ProviderSimulator() as sim:
         sim.script([TWO_CALLS, TWO_CALLS])
 
-        async def both(p: ChatProvider) -> tuple[Completion, Completion]:
+        async def both(p: ChatClient) -> tuple[Completion, Completion]:
             plain = await p.complete(_envelope().to_openai(), model="gpt-4o")
             streamed = await p.complete(_envelope().to_openai(), model="gpt-4o", stream=True)
             return plain, streamed
@@ -137,7 +137,7 @@ def test_overflow_then_smaller_request_succeeds() -> None:
     with ProviderSimulator(context_window=300) as sim:
         sim.script([Reply("after compaction")])
 
-        async def flow(p: ChatProvider) -> tuple[ProviderError, Completion]:
+        async def flow(p: ChatClient) -> tuple[ProviderError, Completion]:
             try:
                 await p.complete(_envelope("word " * 400).to_openai(), model="gpt-4o")
             except ProviderError as exc:
@@ -211,7 +211,7 @@ def test_connection_refused() -> None:
         port = s.getsockname()[1]
 
     async def use() -> None:
-        async with ChatProvider(f"http://127.0.0.1:{port}/v1", provider="vllm") as p:
+        async with ChatClient(f"http://127.0.0.1:{port}/v1", provider="vllm") as p:
             await p.complete(_envelope().to_openai(), model="m")
 
     with pytest.raises(ProviderError) as info:
@@ -255,7 +255,7 @@ def test_cancellation_propagates_untouched(stream: bool) -> None:
         return Reply("too late", delay=5.0)
 
     async def main(sim: ProviderSimulator) -> None:
-        async with ChatProvider(sim.base_url) as p:
+        async with ChatClient(sim.base_url) as p:
             task = asyncio.create_task(p.complete(_envelope().to_openai(), model="gpt-4o", stream=stream))
             while not arrived.is_set():
                 await asyncio.sleep(0.01)
@@ -278,7 +278,7 @@ def test_a_client_passed_in_stays_open_and_carries_the_api_key() -> None:
             seen.append(request.headers.get("authorization", ""))
 
         async with httpx.AsyncClient(event_hooks={"request": [hook]}) as client:
-            provider = ChatProvider(sim.base_url, api_key="sk-test", client=client)
+            provider = ChatClient(sim.base_url, api_key="sk-test", client=client)
             await provider.complete(_envelope().to_openai(), model="gpt-4o")
             await provider.aclose()
             return client.is_closed

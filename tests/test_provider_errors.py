@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.harness.errors import (
+from engine.llm.errors import (
     AUTH_FAILED,
     BAD_REQUEST,
     CONTEXT_WINDOW_EXCEEDED,
