@@ -1,0 +1,153 @@
+"""Importers: read other agents' transcripts into the neutral model of :mod:`.model`.
+
+Pure reading (files in, frozen records out); writing them into the store is the caller's job.
+Depends only on the standard library and :mod:`engine.errors`.
+
+>>> sessions = parse("~/.claude/projects/x/abc.jsonl")   # format detected from the content
+>>> parse(path, format="codex")                            # or named (a mismatch: ImportFormatError)
+
+Formats (one module each; its docstring states the shape handled and the mapping): ``claude-code``,
+``codex``, ``openai-chat``, ``openai-responses``, ``anthropic``, ``openhands``, ``swe-agent``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from . import anthropic, claude_code, codex, openai_chat, openai_responses, openhands, swe_agent
+from ._common import Source, as_source
+from .jsonl import JsonlEntry, JsonlFollower, iter_new_entries
+from .model import (
+    DUPLICATE_RESULT,
+    MISSING_RESULT,
+    MISSING_RESULT_TEXT,
+    ORPHAN,
+    DocumentPart,
+    ImagePart,
+    ImportedMessage,
+    ImportedSession,
+    ImportedToolCall,
+    ImportFormatError,
+    ParseWarning,
+    ReasoningPart,
+    RecordedCompaction,
+    TextPart,
+    UsageRecord,
+)
+
+__all__ = [
+    "FORMATS", "JSONL_FORMATS", "detect_format", "parse", "iter_new_entries", "JsonlEntry", "JsonlFollower",
+    "ImportFormatError", "ImportedSession", "ImportedMessage", "ImportedToolCall", "RecordedCompaction",
+    "UsageRecord", "ParseWarning", "TextPart", "ImagePart", "DocumentPart", "ReasoningPart",
+    "MISSING_RESULT", "ORPHAN", "DUPLICATE_RESULT", "MISSING_RESULT_TEXT",
+]
+
+Parser = Callable[..., list[ImportedSession]]
+
+#: format name → parser (``parser(source, *, final=True) -> list[ImportedSession]``)
+FORMATS: dict[str, Parser] = {
+    claude_code.FORMAT: claude_code.parse,
+    codex.FORMAT: codex.parse,
+    openai_chat.FORMAT: openai_chat.parse,
+    openai_responses.FORMAT: openai_responses.parse,
+    anthropic.FORMAT: anthropic.parse,
+    openhands.FORMAT: openhands.parse,
+    swe_agent.FORMAT: swe_agent.parse,
+}
+#: the formats that are append-only JSON Lines files (``--follow`` can tail them)
+JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT})
+
+_SNIFF_BYTES = 256 * 1024
+_SNIFF_LINES = 8
+
+
+def _sniff_jsonl(head: str) -> str | None:
+    seen = 0
+    for line in head.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        seen += 1
+        if seen > _SNIFF_LINES:
+            break
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue  # a malformed (or cut) line: look at the next one
+        if codex.looks_like(obj):
+            return codex.FORMAT
+        if claude_code.looks_like(obj):
+            return claude_code.FORMAT
+    return None
+
+
+def _sniff_json(data: Any) -> str | None:
+    if swe_agent.looks_like(data):
+        return swe_agent.FORMAT
+    if openhands.looks_like_v0(data):
+        return openhands.FORMAT
+    if openai_responses.looks_like(data):
+        return openai_responses.FORMAT
+    if anthropic.looks_like(data):
+        return anthropic.FORMAT
+    if openai_chat.looks_like(data):
+        return openai_chat.FORMAT
+    return None
+
+
+def detect_format(path_or_text: str | Path) -> str | None:
+    """The format of a file, directory or literal text, judged from its content; ``None`` if none fits."""
+    src = as_source(path_or_text)
+    if src.path is not None:
+        p = src.path.expanduser()
+        if p.is_dir():
+            return openhands.FORMAT if openhands.looks_like_v1(p) else None
+        if p.name == "base_state.json" and openhands.looks_like_v1(p.parent):
+            return openhands.FORMAT
+        if not p.is_file():
+            return None
+        try:
+            with p.open("rb") as fh:
+                head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        whole = p.stat().st_size <= _SNIFF_BYTES
+    else:
+        head = src.text or ""
+        whole = True
+    found = _sniff_jsonl(head)
+    if found:
+        return found
+    stripped = head.lstrip()
+    if not stripped.startswith(("{", "[")):
+        return None
+    try:
+        data = json.loads(head if whole else p.read_text(encoding="utf-8"))
+    except (ValueError, OSError):
+        return None
+    return _sniff_json(data)
+
+
+def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = True) -> tuple[ImportedSession, ...]:
+    """Read one source into sessions (a Claude Code session comes with its sub-agents).
+
+    ``format`` names the format (else it is detected); a source that is not that format raises
+    :class:`ImportFormatError` with a one-line message. ``final=False`` reads a file that is still
+    being written: a half-written last line is left out and the calls of the trailing assistant
+    message are not given ``missing_result`` repairs yet.
+    """
+    src = as_source(path_or_text)
+    if src.path is not None:
+        src = Source(src.name, path=src.path.expanduser())
+        if not src.path.exists():
+            raise ImportFormatError(f"{src.name}: no such file or directory", code="import_not_found")
+    if format is None:
+        format = detect_format(src.path if src.path is not None else src.text or "")
+        if format is None:
+            raise ImportFormatError(f"{src.name}: not a recognized session format (known: {', '.join(FORMATS)})")
+    parser = FORMATS.get(format)
+    if parser is None:
+        raise ImportFormatError(f"unknown format {format!r} (known: {', '.join(FORMATS)})", code="unknown_format")
+    return tuple(parser(src, final=final))

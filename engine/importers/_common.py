@@ -1,0 +1,263 @@
+"""What every parser shares: the session builder (repairs, tool-name resolution, position fixing),
+source loading and small content helpers (data URLs, base64 sizes)."""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import re
+from collections import Counter
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .model import (
+    DUPLICATE_RESULT,
+    MISSING_RESULT,
+    MISSING_RESULT_TEXT,
+    ORPHAN,
+    ImagePart,
+    ImportedMessage,
+    ImportedSession,
+    ImportFormatError,
+    ParseWarning,
+    RecordedCompaction,
+    TextPart,
+    UsageRecord,
+)
+
+
+# -- sources -------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Source:
+    """What a parser reads: a file or directory on disk, or text handed over directly."""
+
+    name: str  # what warnings and errors call it (the path, or ``<text>``)
+    path: Path | None = None
+    text: str | None = None
+
+    def read_text(self) -> str:
+        if self.text is not None:
+            return self.text
+        assert self.path is not None
+        try:
+            return self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError as exc:
+            raise ImportFormatError(f"{self.name}: cannot read ({exc.strerror or exc})") from exc
+
+    def load_json(self, fmt: str) -> Any:
+        text = self.read_text()
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ImportFormatError(f"{self.name}: not a {fmt} file (not JSON: {exc.msg} at line {exc.lineno})") from exc
+
+
+def as_source(path_or_text: str | Path) -> Source:
+    """A path (``Path``, or a string naming an existing file or directory) or literal text."""
+    if isinstance(path_or_text, Path):
+        return Source(str(path_or_text), path=path_or_text)
+    text = str(path_or_text)
+    stripped = text.lstrip()
+    if "\n" not in text and not stripped.startswith(("{", "[")) and len(text) < 4096:
+        return Source(text, path=Path(text))
+    return Source("<text>", text=text)
+
+
+# -- content helpers -----------------------------------------------------------------------------
+_DATA_URL = re.compile(r"^data:([^;,]*)(;base64)?,", re.I)
+
+
+def base64_size(data: str | None) -> int | None:
+    """Decoded size of base64 text, without decoding it."""
+    if not isinstance(data, str):
+        return None
+    n = len(data.strip())
+    if n == 0:
+        return 0
+    pad = len(data) - len(data.rstrip("="))
+    return n * 3 // 4 - pad
+
+
+def image_from_url(url: str | None, media_type: str | None = None) -> ImagePart:
+    """An image reference from a URL: a ``data:`` URL gives media type and size, nothing is kept."""
+    if not isinstance(url, str):
+        return ImagePart(media_type=media_type, byte_size=None, source="url")
+    m = _DATA_URL.match(url)
+    if m:
+        payload = url[m.end():]
+        size = base64_size(payload) if m.group(2) else len(payload.encode())
+        return ImagePart(media_type=m.group(1) or media_type, byte_size=size, source="base64")
+    guessed = media_type or mimetypes.guess_type(url.split("?", 1)[0])[0]
+    return ImagePart(media_type=guessed, byte_size=None, source="url", url=url)
+
+
+def as_json_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def as_int(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def text_parts(text: Any) -> tuple[TextPart, ...]:
+    return (TextPart(text),) if isinstance(text, str) and text else ()
+
+
+# -- the builder ---------------------------------------------------------------------------------
+class SessionBuilder:
+    """Collects messages, compactions and usage in source order, then repairs and freezes them.
+
+    Parsers call :meth:`add`, :meth:`compaction` and :meth:`usage` with positions as they are while
+    reading; :meth:`build` inserts synthetic results and re-maps every position.
+    """
+
+    def __init__(self, fmt: str, source: Source) -> None:
+        self.format = fmt
+        self.source = source
+        self.messages: list[ImportedMessage] = []
+        self._compactions: list[dict[str, Any]] = []
+        self._usage: list[UsageRecord] = []
+        self.warnings: list[ParseWarning] = []
+        self.skipped: Counter[str] = Counter()
+        self.unknown: Counter[str] = Counter()
+        self.meta: dict[str, Any] = {}
+        self.extra: dict[str, Any] = {}
+
+    # recording ------------------------------------------------------------------------------
+    def add(self, message: ImportedMessage) -> int:
+        self.messages.append(message)
+        return len(self.messages) - 1
+
+    def replace_at(self, index: int, message: ImportedMessage) -> None:
+        self.messages[index] = message
+
+    def warn(self, reason: str, line: int | None = None) -> None:
+        self.warnings.append(ParseWarning(self.source.name, line, reason))
+
+    def compaction(self, *, position: int | None = None, replaced_start: int = 0, replaced_end: int | None = None,
+                   **fields: Any) -> dict[str, Any]:
+        """Record a compaction at ``position`` (default: after the messages so far). Returns the draft
+        so a later entry (Claude Code's summary) can fill it in."""
+        pos = len(self.messages) if position is None else position
+        draft = {"source": self.format, "position": pos, "replaced_start": replaced_start,
+                 "replaced_end": pos if replaced_end is None else replaced_end, **fields}
+        self._compactions.append(draft)
+        return draft
+
+    @property
+    def compaction_drafts(self) -> list[dict[str, Any]]:
+        return self._compactions
+
+    def usage(self, record: UsageRecord) -> None:
+        self._usage.append(record)
+
+    # building -------------------------------------------------------------------------------
+    def build(self, *, final: bool = True, **session: Any) -> ImportedSession:
+        messages, index_map = repair(self.messages, final=final)
+
+        def remap(pos: int) -> int:
+            return index_map[pos] if pos < len(index_map) else len(messages)
+
+        compactions = tuple(
+            RecordedCompaction(**{**d, "position": remap(d["position"]), "replaced_start": remap(d["replaced_start"]),
+                                  "replaced_end": remap(d["replaced_end"])})
+            for d in self._compactions
+        )
+        usage = tuple(replace(u, position=index_map[u.position]) if u.position < len(index_map) else u
+                      for u in self._usage)
+        extra = {**self.extra, **session.pop("extra", {})}
+        return ImportedSession(
+            format=self.format,
+            source_file=self.source.name,
+            messages=tuple(messages),
+            compactions=compactions,
+            usage=usage,
+            warnings=tuple(self.warnings),
+            skipped=dict(sorted(self.skipped.items())),
+            unknown=dict(sorted(self.unknown.items())),
+            extra=extra,
+            **session,
+        )
+
+
+def repair(messages: Iterable[ImportedMessage], *, final: bool = True) -> tuple[list[ImportedMessage], list[int]]:
+    """Resolve tool names from their calls and make every call/result pairing visible.
+
+    - a result answers the latest earlier call with its id: it gets that call's tool name;
+    - a result with no earlier call is kept and marked ``orphan``; a second result for an answered
+      call is kept and marked ``duplicate_result``;
+    - a call nobody answered gets a synthetic result marked ``missing_result``, placed after the
+      results that follow its assistant message. With ``final=False`` (a file still being written)
+      the calls of a trailing assistant message are left open: their results may still come.
+
+    Returns the new list and, for every old index, its new index.
+    """
+    src = list(messages)
+    names: dict[str, str] = {}
+    answered: set[str] = set()
+    out: list[ImportedMessage] = []
+    index_map: list[int] = []
+    pending: list[tuple[str, str]] = []  # (call id, name) of the last assistant message, unanswered
+    pending_owner: ImportedMessage | None = None
+
+    def flush_pending() -> None:
+        nonlocal pending, pending_owner
+        for call_id, name in pending:
+            if call_id in answered:
+                continue
+            answered.add(call_id)
+            owner_key = pending_owner.source_key if pending_owner else ""
+            out.append(ImportedMessage(
+                role="tool",
+                parts=(TextPart(MISSING_RESULT_TEXT),),
+                source_key=f"{owner_key}#missing:{call_id}",
+                tool_call_id=call_id,
+                tool_name=name,
+                repair=MISSING_RESULT,
+                timestamp=pending_owner.timestamp if pending_owner else None,
+            ))
+        pending = []
+        pending_owner = None
+
+    for m in src:
+        if m.role == "tool":
+            call = m.tool_call_id or ""
+            if call in names and call not in answered:
+                answered.add(call)
+                fixed = m if m.tool_name == names[call] else replace(m, tool_name=names[call])
+            elif call in names:
+                fixed = replace(m, tool_name=m.tool_name or names[call], repair=m.repair or DUPLICATE_RESULT)
+            else:
+                fixed = replace(m, repair=m.repair or ORPHAN)
+            index_map.append(len(out))
+            out.append(fixed)
+            continue
+        flush_pending()
+        index_map.append(len(out))
+        out.append(m)
+        if m.tool_calls:
+            for c in m.tool_calls:
+                names[c.id] = c.name
+                answered.discard(c.id)  # a reused id is a new call
+            pending = [(c.id, c.name) for c in m.tool_calls]
+            pending_owner = m
+    if final:
+        flush_pending()
+    return out, index_map
+
+
+def first_present(mapping: Mapping[str, Any], *keys: str) -> Any:
+    for k in keys:
+        v = mapping.get(k)
+        if v is not None:
+            return v
+    return None

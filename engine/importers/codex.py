@@ -1,0 +1,175 @@
+"""``codex``: a Codex CLI rollout file (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Shape handled: one ``{timestamp, type, payload}`` object per line.
+
+- ``session_meta {id, cwd, cli_version, originator, instructions | base_instructions, git}`` →
+  session id, cwd, ``system_prompt`` (base instructions) and ``extra``;
+- ``turn_context {model, effort, approval_policy, sandbox_policy, cwd}`` → the model of the
+  following items (the session's model is the last one);
+- ``response_item`` → a Responses item, read by :class:`engine.importers.openai_responses.ItemReader`
+  (messages incl. the ``developer`` role, ``function_call`` / ``function_call_output``,
+  ``custom_tool_call`` (+ output; arguments kept as free text), ``local_shell_call`` (a ``local_shell``
+  call whose arguments are its ``action``), ``reasoning``). User messages that are injected context,
+  not requests, are ``meta``: ``environment_context``, ``user_instructions`` (incl. ``AGENTS.md``
+  instructions), ``turn_aborted``. A function output ``{"output", "metadata": {"exit_code"}}`` with a
+  non-zero exit code is ``is_error``; the text is kept as written;
+- ``event_msg`` ``token_count {info {last_token_usage {input_tokens, cached_input_tokens,
+  output_tokens, reasoning_output_tokens}, model_context_window}}`` → a usage record on the last
+  message (repeats of the same totals are dropped), ``model_context_window`` → the session's
+  ``context_window``; it also closes the current assistant message (one response). Every other
+  ``event_msg`` (``user_message``, ``agent_message``, ``agent_reasoning`` … duplicates or telemetry)
+  is ``skipped["event_msg:<type>"]``;
+- ``compacted {message, replacement_history}`` → a recorded compaction replacing everything before
+  it: summary = ``message`` (``None`` when empty: the summary is then only encrypted), ``kept`` = the
+  replacement history's messages; the history is not added again as messages.
+
+Source keys are ``L<line>`` (the rollout is append-only, so they are stable under appends).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from typing import Any, Mapping
+
+from ._common import SessionBuilder, Source, as_int
+from .jsonl import iter_lines
+from .model import ImportedSession, ImportFormatError
+from .openai_responses import ItemReader, usage_record
+
+FORMAT = "codex"
+LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+
+_META_PREFIXES = (
+    ("<environment_context>", "environment_context"),
+    ("<user_instructions>", "user_instructions"),
+    ("# AGENTS.md instructions", "user_instructions"),
+    ("<turn_aborted>", "turn_aborted"),
+    ("<user_shell_command>", "shell_command"),
+)
+
+
+def looks_like(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and obj.get("type") in LINE_TYPES and "payload" in obj
+
+
+def meta_kind(role: str, text: str) -> str | None:
+    t = text.lstrip()
+    for prefix, kind in _META_PREFIXES:
+        if t.startswith(prefix):
+            return kind
+    return None
+
+
+def _exit_error(text: str) -> bool:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return False
+    meta = data.get("metadata") if isinstance(data, Mapping) else None
+    code = as_int(meta.get("exit_code")) if isinstance(meta, Mapping) else None
+    return code is not None and code != 0
+
+
+def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
+    data = source.path.read_bytes() if source.path is not None else (source.text or "").encode()
+    b = SessionBuilder(FORMAT, source)
+    reader = ItemReader(b, meta=meta_kind)
+    recognized = 0
+    model: str | None = None
+    session: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    last_total: Any = None
+    for e in iter_lines(data, final=final):
+        if e.error is not None:
+            b.warn(e.error, e.line)
+            continue
+        obj = e.value
+        if not looks_like(obj):
+            if isinstance(obj, Mapping) and "type" in obj:
+                b.unknown[str(obj.get("type"))] += 1
+            else:
+                b.warn("not a rollout line ({timestamp, type, payload})", e.line)
+            continue
+        recognized += 1
+        key = f"L{e.line}"
+        ts = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else None
+        payload = obj.get("payload")
+        if not isinstance(payload, Mapping):
+            b.warn(f"{obj['type']} line without a payload object", e.line)
+            continue
+        kind = obj["type"]
+        if kind == "session_meta":
+            meta = payload.get("meta") if isinstance(payload.get("meta"), Mapping) else payload
+            session.setdefault("source_session_id", meta.get("id"))
+            session.setdefault("cwd", meta.get("cwd"))
+            instr = meta.get("base_instructions") or meta.get("instructions")
+            if isinstance(instr, Mapping):
+                instr = instr.get("text")
+            if isinstance(instr, str) and instr:
+                session.setdefault("system_prompt", instr)
+            for k in ("cli_version", "originator", "source", "model_provider"):
+                if meta.get(k) is not None:
+                    extra.setdefault(k, meta[k])
+            if isinstance(payload.get("git"), Mapping):
+                extra.setdefault("git", dict(payload["git"]))
+        elif kind == "turn_context":
+            if isinstance(payload.get("model"), str):
+                model = payload["model"]
+            if payload.get("effort") is not None:
+                extra["effort"] = payload["effort"]
+        elif kind == "response_item":
+            before = len(b.messages)
+            reader.item(payload, key, ts=ts, model=model, line=e.line)
+            if len(b.messages) > before and b.messages[-1].role == "tool" and not b.messages[-1].is_error:
+                last = b.messages[-1]
+                if _exit_error(last.text):
+                    b.replace_at(len(b.messages) - 1, replace(last, is_error=True))
+        elif kind == "event_msg":
+            etype = payload.get("type")
+            if etype == "token_count":
+                reader.close()
+                info = payload.get("info") if isinstance(payload.get("info"), Mapping) else None
+                if info is None:
+                    b.skipped["event_msg:token_count"] += 1
+                    continue
+                window = as_int(info.get("model_context_window"))
+                if window:
+                    session["context_window"] = window
+                total = info.get("total_token_usage")
+                last_usage = info.get("last_token_usage")
+                if total is not None and total == last_total or not isinstance(last_usage, Mapping) or not b.messages:
+                    b.skipped["event_msg:token_count"] += 1
+                    continue
+                last_total = total
+                rec = usage_record(last_usage, len(b.messages) - 1, model=model, timestamp=ts, context_window=window)
+                if rec:
+                    b.usage(rec)
+            else:
+                b.skipped[f"event_msg:{etype}"] += 1
+        elif kind == "compacted":
+            reader.close()
+            _compacted(b, payload, key, ts, model)
+    if recognized == 0:
+        raise ImportFormatError(f"{source.name}: not a Codex rollout (no session_meta/response_item lines)")
+    return [b.build(final=final, model=model, extra=extra, **session)]
+
+
+def _compacted(b: SessionBuilder, payload: Mapping[str, Any], key: str, ts: str | None, model: str | None) -> None:
+    """Read ``replacement_history`` with a scratch builder: what Codex kept, not new messages."""
+    scratch = SessionBuilder(FORMAT, b.source)
+    reader = ItemReader(scratch, meta=meta_kind)
+    encrypted = False
+    history = payload.get("replacement_history")
+    for i, item in enumerate(history if isinstance(history, list) else ()):
+        if isinstance(item, Mapping) and item.get("type") == "compaction":
+            encrypted = True
+            continue
+        reader.item(item, f"{key}.kept.{i}", ts=ts, model=model)
+    for u, n in scratch.unknown.items():
+        b.unknown[u] += n
+    message = payload.get("message")
+    b.compaction(summary=message if isinstance(message, str) and message else None, source_id=key, timestamp=ts,
+                 kept=tuple(scratch.messages),
+                 details={"encrypted": encrypted,
+                          "replacement_items": len(history) if isinstance(history, list) else 0})

@@ -1,0 +1,346 @@
+"""``openhands``: OpenHands event streams, V0 (one JSON list) and V1 (an event directory).
+
+**V0** shape: ``[{id, timestamp, source: user | agent | environment, message, action | observation,
+args, content, extras, cause, tool_call_metadata {function_name, tool_call_id, model_response {id,
+choices[0].message {content, tool_calls, reasoning_content}, usage}}}]``. Mapping:
+
+- ``action: system`` → ``system_prompt`` (``args.content``) and ``tools`` (``args.tools``);
+- ``action: message`` → a ``user`` message (source user, ``args.image_urls`` as images) or an
+  ``assistant`` message (source agent, not part of a tool-calling response);
+- every action with ``tool_call_metadata`` (``run``, ``read``, ``edit``, ``think``, ``finish``, …) is a
+  call; the calls sharing one ``model_response.id`` become **one** assistant message with parallel
+  calls (text and reasoning from the response message, arguments from its ``tool_calls`` entry for
+  that id, else ``args``), with ``model_response.usage`` as its usage record;
+- an observation with ``tool_call_metadata`` (or whose ``cause`` is such an action) is that call's
+  result, ``is_error`` for ``observation: error``; ``finish`` never gets one, so the repair adds a
+  ``missing_result``;
+- old resolver dumps without ``tool_call_metadata``: an agent action is a call with a synthetic id
+  ``oh-<event id>`` named after the action, answered by the observation whose ``cause`` is that event;
+- ``action: condensation`` (``forgotten_event_ids`` or ``forgotten_events_start_id`` / ``_end_id``,
+  ``summary``, ``summary_offset``) → a recorded compaction over the forgotten events' messages;
+- state events (``change_agent_state``, ``agent_state_changed``, ``recall``, ``null`` …) →
+  ``skipped``.
+
+**V1** shape: a directory with ``base_state.json`` (``id``, ``agent.llm.model``, ``stats.usage_to_metrics
+.*.token_usages [{response_id, prompt_tokens, cache_read_tokens, cache_write_tokens,
+completion_tokens, reasoning_tokens, context_window, model}]``) and ``events/event-<n>-<id>.json``,
+each with ``kind``: ``SystemPromptEvent`` (system prompt, tools); ``MessageEvent`` (``llm_message
+{role, content [text | image {image_urls}], reasoning_content}``; ``extended_content`` becomes a meta
+``skill`` user message); ``ActionEvent`` (``thought``, ``reasoning_content``, ``thinking_blocks``,
+``tool_call {id, name, arguments}``, ``llm_response_id`` groups parallel calls); ``ObservationEvent``
+(``observation {content, is_error}``), ``UserRejectObservation`` and ``AgentErrorEvent`` (error
+results); ``Condensation`` (``forgotten_event_ids``, ``summary``, ``summary_offset``) → a recorded
+compaction; ``CondensationRequest``, ``ConversationStateUpdateEvent``, ``PauseEvent`` → skipped.
+Token usages are matched to the assistant message of their ``response_id``.
+
+Source keys are the event ids (``<id>`` for an action group: its first event's id).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, Mapping
+
+from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, text_parts
+from .model import (
+    ImportedMessage,
+    ImportedSession,
+    ImportedToolCall,
+    ImportFormatError,
+    ParseWarning,
+    Part,
+    ReasoningPart,
+    TextPart,
+    UsageRecord,
+)
+from .openai_chat import chat_parts, usage_record as chat_usage
+
+FORMAT = "openhands"
+STATE_ACTIONS = frozenset({"change_agent_state", "recall", "null", "pause", "resume", "reject", "mcp_init"})
+V1_SKIPPED = frozenset({"CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent", "CondensationSummaryEvent"})
+
+
+def looks_like_v0(data: Any) -> bool:
+    if not isinstance(data, list) or not data:
+        return False
+    head = [e for e in data[:20] if isinstance(e, Mapping)]
+    return bool(head) and all(("action" in e or "observation" in e) and "source" in e for e in head)
+
+
+def looks_like_v1(path: Path) -> bool:
+    events = path / "events" if (path / "events").is_dir() else path
+    if not events.is_dir():
+        return False
+    first = next(iter(sorted(events.glob("event-*.json"))), None)
+    if first is None:
+        return False
+    try:
+        return "kind" in json.loads(first.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+
+
+def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
+    if source.path is not None and source.path.is_dir():
+        return [_parse_v1(source, final=final)]
+    if source.path is not None and source.path.name == "base_state.json":
+        return [_parse_v1(Source(str(source.path.parent), path=source.path.parent), final=final)]
+    data = source.load_json(FORMAT)
+    if not looks_like_v0(data):
+        raise ImportFormatError(f"{source.name}: not an OpenHands event list (events need source and action/observation)")
+    return [_parse_v0(source, data, final=final)]
+
+
+# -- V0 ------------------------------------------------------------------------------------------
+def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
+    b = SessionBuilder(FORMAT, source)
+    group_of: dict[str, int] = {}  # model_response id → message index
+    call_of_event: dict[str, tuple[str, str]] = {}  # action event id → (call id, name)
+    msg_of_event: dict[str, int] = {}
+    system_prompt: str | None = None
+    tools: tuple = ()
+    model: str | None = None
+    for n, e in enumerate(events):
+        if not isinstance(e, Mapping):
+            b.warn(f"event [{n}] is not an object; skipped")
+            continue
+        eid = str(e.get("id", n))
+        ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
+        args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
+        tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), Mapping) else None
+        if "action" in e:
+            action = e.get("action")
+            if action == "system":
+                system_prompt = args.get("content") or system_prompt
+                tools = tuple(t for t in args.get("tools") or () if isinstance(t, Mapping)) or tools
+                b.skipped["action:system"] += 1
+            elif action == "condensation":
+                _condensation_v0(b, args, msg_of_event, eid, ts)
+            elif action == "message" and tcm is None:
+                parts: tuple[Part, ...] = text_parts(args.get("content"))
+                parts += tuple(image_from_url(u) for u in args.get("image_urls") or ())
+                role = "user" if e.get("source") == "user" else "assistant"
+                msg_of_event[eid] = b.add(ImportedMessage(role=role, parts=parts, source_key=eid, source_ids=(eid,),
+                                                          timestamp=ts))
+            elif action in STATE_ACTIONS:
+                b.skipped[f"action:{action}"] += 1
+            elif tcm is not None:
+                model = _v0_call(b, e, eid, ts, args, tcm, group_of, call_of_event, msg_of_event) or model
+            elif e.get("source") == "agent":
+                cid = f"oh-{eid}"
+                call_of_event[eid] = (cid, str(action))
+                call = ImportedToolCall(id=cid, name=str(action), arguments=as_json_text(dict(args)), synthetic_id=True)
+                thought = args.get("thought")
+                msg_of_event[eid] = b.add(ImportedMessage(role="assistant", parts=text_parts(thought),
+                                                          tool_calls=(call,), source_key=eid, source_ids=(eid,), timestamp=ts))
+            else:
+                b.skipped[f"action:{action}"] += 1
+        elif "observation" in e:
+            obs = e.get("observation")
+            cause = str(e.get("cause")) if e.get("cause") is not None else None
+            call_id = name = None
+            if tcm is not None and tcm.get("tool_call_id"):
+                call_id, name = str(tcm["tool_call_id"]), tcm.get("function_name")
+            elif cause is not None and cause in call_of_event:
+                call_id, name = call_of_event[cause]
+            if call_id is None:
+                b.skipped[f"observation:{obs}"] += 1
+                continue
+            text = e.get("content") if isinstance(e.get("content"), str) else e.get("message", "")
+            msg_of_event[eid] = b.add(ImportedMessage(role="tool", parts=text_parts(text),
+                                                      tool_call_id=call_id, tool_name=name, is_error=obs == "error",
+                                                      source_key=eid, source_ids=(eid,), timestamp=ts))
+        else:
+            b.unknown["event"] += 1
+    return b.build(final=final, system_prompt=system_prompt, tools=tools, model=model)
+
+
+def _v0_call(b: SessionBuilder, e: Mapping, eid: str, ts: str | None, args: Mapping, tcm: Mapping,
+             group_of: dict, call_of_event: dict, msg_of_event: dict) -> str | None:
+    resp = tcm.get("model_response") if isinstance(tcm.get("model_response"), Mapping) else {}
+    rid = str(resp.get("id") or f"event-{eid}")
+    call_id = str(tcm.get("tool_call_id") or f"oh-{eid}")
+    name = str(tcm.get("function_name") or e.get("action"))
+    choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
+    rmsg = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else {}
+    rmsg = rmsg if isinstance(rmsg, Mapping) else {}
+    arguments = next((as_json_text((c.get("function") or {}).get("arguments", "{}")) for c in rmsg.get("tool_calls") or ()
+                      if isinstance(c, Mapping) and c.get("id") == call_id), None)
+    call = ImportedToolCall(id=call_id, name=name, arguments=arguments or as_json_text(dict(args)),
+                            synthetic_id=not tcm.get("tool_call_id"))
+    call_of_event[eid] = (call_id, name)
+    model = resp.get("model") if isinstance(resp.get("model"), str) else None
+    if rid in group_of:
+        i = group_of[rid]
+        old = b.messages[i]
+        b.replace_at(i, replace(old, tool_calls=old.tool_calls + (call,), source_ids=old.source_ids + (eid,)))
+    else:
+        parts = chat_parts(rmsg.get("content"), b)
+        if isinstance(rmsg.get("reasoning_content"), str) and rmsg["reasoning_content"]:
+            parts = (ReasoningPart(rmsg["reasoning_content"]),) + parts
+        i = b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=(call,), source_key=eid, source_ids=(eid,),
+                                  response_id=rid if resp.get("id") else None, timestamp=ts, model=model))
+        group_of[rid] = i
+        if isinstance(resp.get("usage"), Mapping):
+            rec = chat_usage(resp["usage"], i, model=model, response_id=rid, timestamp=ts)
+            if rec:
+                b.usage(rec)
+    msg_of_event[eid] = i
+    return model
+
+
+def _condensation_v0(b: SessionBuilder, args: Mapping, msg_of_event: dict, eid: str, ts: str | None) -> None:
+    ids = [str(x) for x in args.get("forgotten_event_ids") or ()]
+    start, end = as_int(args.get("forgotten_events_start_id")), as_int(args.get("forgotten_events_end_id"))
+    if not ids and start is not None and end is not None:
+        ids = [str(x) for x in range(start, end + 1)]
+    _record_condensation(b, ids, args.get("summary"), as_int(args.get("summary_offset")), msg_of_event, eid, ts)
+
+
+def _record_condensation(b: SessionBuilder, ids: list[str], summary: Any, offset: int | None, msg_of_event: dict,
+                         eid: str, ts: str | None) -> None:
+    hit = sorted({msg_of_event[i] for i in ids if i in msg_of_event})
+    start = hit[0] if hit else len(b.messages)
+    end = hit[-1] + 1 if hit else len(b.messages)
+    b.compaction(replaced_start=start, replaced_end=end, summary=summary if isinstance(summary, str) else None,
+                 source_id=eid, timestamp=ts, forgotten_ids=tuple(ids),
+                 details={"summary_offset": offset, "forgotten_messages": len(hit)})
+
+
+# -- V1 ------------------------------------------------------------------------------------------
+def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
+    assert source.path is not None
+    root = source.path.parent if source.path.name == "events" else source.path
+    events_dir = root / "events"
+    if not events_dir.is_dir():
+        raise ImportFormatError(f"{source.name}: not an OpenHands conversation directory (no events/)")
+    b = SessionBuilder(FORMAT, source)
+    state: Mapping[str, Any] = {}
+    if (root / "base_state.json").is_file():
+        try:
+            state = json.loads((root / "base_state.json").read_text(encoding="utf-8"))
+        except ValueError as exc:
+            b.warn(f"base_state.json is not JSON ({exc}); conversation metadata missing")
+    files = sorted(events_dir.glob("event-*.json"))
+    if not files:
+        raise ImportFormatError(f"{source.name}: no OpenHands event files (events/event-*.json)")
+    groups: dict[str, int] = {}
+    msg_of_event: dict[str, int] = {}
+    system_prompt = None
+    tools: tuple = ()
+    for path in files:
+        try:
+            ev = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            b.warnings.append(ParseWarning(str(path), None, f"malformed JSON ({exc})"))
+            continue
+        if not isinstance(ev, Mapping) or "kind" not in ev:
+            b.warnings.append(ParseWarning(str(path), None, "not an event (no kind)"))
+            continue
+        kind = ev["kind"]
+        eid = str(ev.get("id") or path.stem)
+        ts = ev.get("timestamp") if isinstance(ev.get("timestamp"), str) else None
+        if kind == "SystemPromptEvent":
+            sp = ev.get("system_prompt")
+            system_prompt = sp.get("text") if isinstance(sp, Mapping) else sp
+            tools = tuple(t for t in ev.get("tools") or () if isinstance(t, Mapping))
+            b.skipped[kind] += 1
+        elif kind == "MessageEvent":
+            _message_v1(b, ev, eid, ts, msg_of_event)
+        elif kind == "ActionEvent":
+            _action_v1(b, ev, eid, ts, groups, msg_of_event)
+        elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
+            obs = ev.get("observation") if isinstance(ev.get("observation"), Mapping) else {}
+            if kind == "ObservationEvent":
+                parts = _v1_content(obs.get("content"), b)
+                is_error = bool(obs.get("is_error"))
+            else:
+                text = ev.get("rejection_reason") or ev.get("error") or ""
+                parts, is_error = (TextPart(str(text)),) if text else (), True
+            msg_of_event[eid] = b.add(ImportedMessage(role="tool", parts=parts, tool_call_id=str(ev.get("tool_call_id") or ""),
+                                                      tool_name=ev.get("tool_name"), is_error=is_error, source_key=eid,
+                                                      source_ids=(eid,), timestamp=ts))
+        elif kind == "Condensation":
+            _record_condensation(b, [str(x) for x in ev.get("forgotten_event_ids") or ()], ev.get("summary"),
+                                 as_int(ev.get("summary_offset")), msg_of_event, eid, ts)
+        elif kind in V1_SKIPPED:
+            b.skipped[kind] += 1
+        else:
+            b.unknown[str(kind)] += 1
+    for rec in _v1_usage(state, groups):
+        b.usage(rec)
+    agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
+    llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
+    return b.build(final=final, source_session_id=state.get("id") or root.name, system_prompt=system_prompt,
+                   tools=tools, model=llm.get("model"))
+
+
+def _v1_content(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
+    parts: list[Part] = []
+    for c in content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else []):
+        if isinstance(c, Mapping) and c.get("type") == "image":
+            parts.extend(image_from_url(u) for u in c.get("image_urls") or ())
+        else:
+            parts.extend(chat_parts([c], b))
+    return tuple(parts)
+
+
+def _message_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, msg_of_event: dict) -> None:
+    msg = ev.get("llm_message") if isinstance(ev.get("llm_message"), Mapping) else {}
+    role = msg.get("role") if msg.get("role") in ("user", "assistant", "system") else (
+        "user" if ev.get("source") == "user" else "assistant")
+    parts = _v1_content(msg.get("content"), b)
+    if isinstance(msg.get("reasoning_content"), str) and msg["reasoning_content"]:
+        parts = (ReasoningPart(msg["reasoning_content"]),) + parts
+    msg_of_event[eid] = b.add(ImportedMessage(role=role, parts=parts, source_key=eid, source_ids=(eid,), timestamp=ts))
+    extended = _v1_content(ev.get("extended_content"), b)
+    if extended:
+        b.add(ImportedMessage(role="user", parts=extended, source_key=f"{eid}:extended", meta=True, meta_kind="skill",
+                              source_ids=(eid,), timestamp=ts))
+
+
+def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups: dict, msg_of_event: dict) -> None:
+    tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), Mapping) else {}
+    call_id = tc.get("id") or ev.get("tool_call_id")
+    call = ImportedToolCall(id=str(call_id or f"oh-{eid}"), name=str(tc.get("name") or ev.get("tool_name") or "?"),
+                            arguments=as_json_text(tc.get("arguments", "{}")), synthetic_id=not call_id)
+    rid = str(ev.get("llm_response_id") or f"event-{eid}")
+    if rid in groups:
+        i = groups[rid]
+        old = b.messages[i]
+        b.replace_at(i, replace(old, tool_calls=old.tool_calls + (call,), source_ids=old.source_ids + (eid,)))
+    else:
+        parts: tuple[Part, ...] = ()
+        for block in ev.get("thinking_blocks") or ():
+            if isinstance(block, Mapping):
+                parts += (ReasoningPart(str(block.get("thinking") or ""), redacted=block.get("type") == "redacted_thinking",
+                                        signed=bool(block.get("signature"))),)
+        if isinstance(ev.get("reasoning_content"), str) and ev["reasoning_content"]:
+            parts += (ReasoningPart(ev["reasoning_content"]),)
+        parts += _v1_content(ev.get("thought"), b)
+        i = b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=(call,), source_key=eid, source_ids=(eid,),
+                                  response_id=ev.get("llm_response_id"), timestamp=ts))
+        groups[rid] = i
+    msg_of_event[eid] = i
+
+
+def _v1_usage(state: Mapping[str, Any], groups: dict[str, int]) -> list[UsageRecord]:
+    stats = state.get("stats") if isinstance(state.get("stats"), Mapping) else {}
+    metrics = stats.get("usage_to_metrics") if isinstance(stats.get("usage_to_metrics"), Mapping) else {}
+    out: list[UsageRecord] = []
+    for m in metrics.values():
+        for u in (m.get("token_usages") or ()) if isinstance(m, Mapping) else ():
+            if not isinstance(u, Mapping) or u.get("response_id") not in groups:
+                continue
+            prompt = as_int(u.get("prompt_tokens"))
+            if prompt is None:
+                continue
+            out.append(UsageRecord(position=groups[u["response_id"]], prompt_tokens=prompt,
+                                   completion_tokens=as_int(u.get("completion_tokens")),
+                                   cache_read_tokens=as_int(u.get("cache_read_tokens")),
+                                   cache_creation_tokens=as_int(u.get("cache_write_tokens")),
+                                   reasoning_tokens=as_int(u.get("reasoning_tokens")), model=u.get("model"),
+                                   response_id=u["response_id"], context_window=as_int(u.get("context_window"))))
+    return sorted(out, key=lambda r: r.position)
