@@ -153,8 +153,8 @@ def make_pg_service(pg_url: str, tmp_path: Path) -> Iterator[ServiceFactory]:
 
 def route(svc: Service, key: str) -> int:
     """Record a completed, routed model request: the thread becomes eligible for pressure compaction."""
-    rid = svc.store.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1000)
-    svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
+    rid = svc.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1000)
+    svc.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
     return rid
 
 

@@ -55,7 +55,7 @@ def test_unknown_thread_raises_thread_not_found_everywhere(store: Store, new_key
         lambda: store.busy_reason(missing),
         lambda: store.compaction_state(missing),
         lambda: store.record_model_request(missing, provider="p", model="m"),
-        lambda: store.add_event(missing, "x", {}),
+        lambda: store.add_event(missing, "retry", {}),
     ]
     for call in calls:
         with pytest.raises(ThreadNotFound, match=missing):

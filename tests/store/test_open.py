@@ -225,7 +225,7 @@ def test_a_newer_schema_opens_read_only_and_refuses_every_write(fresh_db: str, n
             lambda: store.set_route(key, provider="q", model="n"),
             lambda: store.record_model_request(key, provider="p", model="m"),
             lambda: store.complete_model_request(req, outcome="ok"),
-            lambda: store.add_event(key, "x", {}),
+            lambda: store.add_event(key, "retry", {}),
             lambda: store.locked(key).__enter__(),
         ]
         for write in writes:
