@@ -32,7 +32,7 @@ from .policy import PolicySet, ResolvedPolicy
 from .pruning import PruneReport, prune_surface
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
-from .summarizers.base import Summarizer, SummarizerError, SummaryRequest, validate_summary
+from .summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
 from .views import ManualResult, Offload, Snapshot
 from .workdir import Workdir
