@@ -28,7 +28,7 @@ def _parse(raw: bytes, line: int, offset: int) -> JsonlEntry | None:
     try:
         return JsonlEntry(line, offset, json.loads(text))
     except ValueError as exc:
-        return JsonlEntry(line, offset, None, f"malformed JSON ({exc.msg} at column {exc.colno})")
+        return JsonlEntry(line, offset, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
 
 
 def iter_lines(data: bytes, *, final: bool = True) -> Iterator[JsonlEntry]:
