@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import pytest
 from sqlalchemy import text
@@ -20,7 +20,7 @@ from engine.summarizers.base import ENV_BASE_URL, ENV_MODEL
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.units import is_balanced
 from engine.workdir import SavedResult, Workdir
-from tests.chat_server import ChatServer, Reply, chat_server  # noqa: F401 (fixture)
+from engine.harness.simulator import ProviderSimulator, Reply
 
 WINDOW = 8000  # threshold 6400, target 5439, retained tail 1280, prune > 2000 tokens
 POLICY: dict[str, Any] = {"context_window": WINDOW, "default": {"summary_max_tokens": 400}}
@@ -224,7 +224,18 @@ def _idle_thread_with_history(svc: Service) -> str:
     return key
 
 
-def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: ChatServer, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def chat_server() -> Iterator[ProviderSimulator]:
+    """The provider simulator with a window no summary prompt reaches: every request takes a scripted reply."""
+    with ProviderSimulator(context_window=1_000_000) as sim:
+        yield sim
+
+
+def _unavailable() -> Reply:
+    return Reply.error(503, {"error": {"message": "scripted error", "type": "server_error", "code": 503}})
+
+
+def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: ProviderSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENV_BASE_URL, chat_server.base_url)
     monkeypatch.setenv(ENV_MODEL, "summ")
     svc = open_service(
@@ -232,7 +243,7 @@ def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: ChatSer
         policies={"context_window": WINDOW, "default": {"summary_max_tokens": 400, "summary_retries": 0}},
     )
     key = _idle_thread_with_history(svc)
-    chat_server.push(Reply.http_error(503), Reply.http_error(503))
+    chat_server.script([_unavailable(), _unavailable()])
 
     with pytest.raises(EngineError):
         svc.compact(key)
@@ -240,7 +251,7 @@ def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: ChatSer
     assert len(chat_server.requests) == 1
 
 
-def test_truncated_summary_is_rejected(tmp_path: Path, chat_server: ChatServer) -> None:
+def test_truncated_summary_is_rejected(tmp_path: Path, chat_server: ProviderSimulator) -> None:
     from engine.summarizers.openai_compat import OpenAICompatSummarizer
 
     svc = service(tmp_path, summarizer=OpenAICompatSummarizer(chat_server.base_url, "summ", retries=0))
@@ -249,7 +260,7 @@ def test_truncated_summary_is_rejected(tmp_path: Path, chat_server: ChatServer) 
         "id": "x", "object": "chat.completion", "model": "summ",
         "choices": [{"index": 0, "message": {"role": "assistant", "content": f"{REQUEST}\n## Done so far\n- The user asked about sect"}, "finish_reason": "length"}],
     }
-    chat_server.push(Reply.json(cut))
+    chat_server.script([Reply.raw(cut)])
 
     with pytest.raises(EngineError):
         svc.compact(key)
