@@ -1,4 +1,9 @@
-"""``compaction-inspector``: the desktop inspector's entry point (QApplication + qasync loop)."""
+"""``compaction-inspector``: the desktop inspector's entry point (QApplication + qasync loop).
+
+Before Qt is loaded, :func:`inspector_app.platform_check.check` makes sure the platform Qt will use
+can work here (a display, the system libraries its plugin needs); if not, one line says what is
+missing and how to install it, and the exit code is 2. ``--screenshot`` renders offscreen.
+"""
 
 from __future__ import annotations
 
@@ -7,27 +12,25 @@ import asyncio
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 os.environ.setdefault("QT_API", "pyside6")  # qasync would pick PyQt first if one were importable
 
-from PySide6.QtCore import QCoreApplication
-from PySide6.QtWidgets import QApplication
+from . import platform_check
+from .choices import TABS, THEME_MODES
 
-import qasync
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QApplication
 
-from . import theme
-from .main_window import TABS, MainWindow
-from .service_client import ServiceClient
-from .widgets.connect import to_url
+    from .main_window import MainWindow
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compaction-inspector", description="Inspect how conversations were compacted.")
     parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: the embedded demo database)")
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
-    parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded, then exit")
-    parser.add_argument("--theme", choices=theme.THEME_MODES, default="system", help="colour theme (default: follow the system)")
+    parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded (offscreen), then exit")
+    parser.add_argument("--theme", choices=THEME_MODES, default="system", help="colour theme (default: follow the system)")
     parser.add_argument("--tab", choices=TABS, default="detail", help="the side tab to show (default: detail)")
     parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
     parser.add_argument("--replay-step", metavar="N", type=int, help="show step N (from 1) of the first replay episode")
@@ -35,6 +38,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 
 
 async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) -> int:
+    from .widgets.connect import to_url
+
     url = to_url(args.db) if args.db else None
     opened = await window.open_database(url, select=args.thread)
     await window.settle()
@@ -62,10 +67,33 @@ def main(argv: Sequence[str] | None = None, *, opener: Callable[[str], Any] | No
     args = parse_args(argv)
     if args.screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    problem = platform_check.check()
+    if problem is not None:
+        print(problem.line, file=sys.stderr)
+        return platform_check.EXIT_PLATFORM
+    try:
+        from PySide6.QtWidgets import QApplication
+    except ImportError as exc:  # a Qt library the check does not list
+        print(platform_check.import_failure_line(exc), file=sys.stderr)
+        return platform_check.EXIT_PLATFORM
+    return _start(QApplication, args, opener)
+
+
+def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: Callable[[str], Any] | None) -> int:
+    import qasync
+    from PySide6.QtCore import QCoreApplication
+
+    from . import theme
+    from .main_window import MainWindow
+    from .service_client import ServiceClient
+
     QCoreApplication.setOrganizationName("compaction-inspector")
     QCoreApplication.setApplicationName("Compaction Inspector")
-    app = QApplication.instance() or QApplication(sys.argv[:1])
-    assert isinstance(app, QApplication)
+    app = qapplication.instance()
+    if app is None:
+        with platform_check.guard_platform_failure():  # Qt's fatal platform error: one line, exit 2
+            app = qapplication(sys.argv[:1])
+    assert isinstance(app, qapplication)
     app.setQuitOnLastWindowClosed(False)
     themes = theme.ThemeManager(app, args.theme)
     themes.apply()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from . import theme
+from .choices import TABS
 from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
 from .models.timeline import COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
@@ -42,7 +43,6 @@ from .widgets.timeline_view import TimelineView
 
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
 MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted"}
-TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events")
 
 
 def state_pills(index: QModelIndex) -> list[tuple[str, str]]:

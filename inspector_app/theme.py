@@ -9,15 +9,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from importlib import resources as importlib_resources
 from string import Template
-from typing import Literal
 
 from PySide6.QtCore import QByteArray, QObject, Qt, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QApplication
 
-ThemeMode = Literal["light", "dark", "system"]
-THEME_MODES: tuple[str, ...] = ("light", "dark", "system")
+from .choices import THEME_MODES as THEME_MODES, ThemeMode as ThemeMode  # re-exported: the theme names live Qt-free
 
 
 @dataclass(frozen=True, slots=True)
