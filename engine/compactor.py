@@ -25,6 +25,7 @@ from .events import (
     SummaryRejectedEvent,
     SummaryUsage,
     write_event,
+    write_thread_event,
 )
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
@@ -420,7 +421,7 @@ class Compactor:
         if tx is not None:
             write_event(tx, event, trigger=trigger, run_id=run_id)
         else:
-            self.store.add_event(thread, event.kind, event.to_data(), trigger=event.check_trigger(trigger), run_id=run_id)
+            write_thread_event(self.store, thread, event, trigger=trigger, run_id=run_id)
 
 
 # -- small helpers ----------------------------------------------------------------------------

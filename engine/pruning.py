@@ -149,7 +149,7 @@ def prune_tool_result(
         preview=text,
         original_tokens=original_tokens,
         preview_tokens=count_tokens(text),
-        generation=None,  # type: ignore[arg-type]  # set by the store when it records the prune
+        generation=None,  # set by the store when it records the prune
     )
     return Pruned(offload=offload, replacement=shown_message(message, offload))
 
