@@ -247,5 +247,5 @@ def episodes_from(
 
 def _unterminated(run_id: int | None, steps: list[ReplayStep]) -> Episode:
     """An episode whose run never recorded an end: the retry is the last thing we know."""
-    outcome = "recovered" if any(s.kind == "retry" for s in steps) else "gave_up"
+    outcome = "recovered" if any(s.kind == EventKind.RETRY for s in steps) else "gave_up"
     return Episode(run_id=run_id, outcome=outcome, steps=tuple(steps))  # type: ignore[arg-type]
