@@ -122,7 +122,8 @@ class Event(Record):
         return tuple(f.name for f in dataclasses.fields(cls) if f.metadata.get(_OMIT))  # type: ignore[arg-type]
 
     @classmethod
-    def keys(cls) -> tuple[str, ...]:
+    def data_keys(cls) -> tuple[str, ...]:
+        """Every key :meth:`to_data` may write, in order."""
         return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
 
     def check_trigger(self, trigger: str | None) -> str | None:

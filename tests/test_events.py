@@ -222,7 +222,7 @@ _json = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-_keys = st.sampled_from(sorted({k for cls in EVENT_TYPES.values() for k in cls.keys()} | {"usage", "pruned", "failed", "message_id", "tool", "extractive"}))
+_keys = st.sampled_from(sorted({k for cls in EVENT_TYPES.values() for k in cls.data_keys()} | {"usage", "pruned", "failed", "message_id", "tool", "extractive"}))
 _garbage_data = st.dictionaries(_keys | st.text(max_size=8), _json, max_size=8) | _json | st.builds(object) | st.binary(max_size=4)
 _garbage_kind = st.sampled_from([k.value for k in EventKind]) | st.text(max_size=12) | _json | st.builds(object)
 
