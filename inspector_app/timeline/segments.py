@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Container, Protocol, Sequence
 
 from .pages import UNKNOWN
-from .tree import RUNNING_KINDS
+from .tree import MARKER_ORPHAN, RUNNING_KINDS
 
 
 class Row(Protocol):
@@ -28,6 +28,7 @@ class Row(Protocol):
     unit_kind: str
     first_id: int | None
     last_id: int | None
+    markers: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,15 +146,18 @@ def regroup(top: Sequence[Row], at: int, has_gap: bool, placement: Placement, id
 
     Above, a run that continues its segment takes the units of the turn it continues (back over
     the rounds of a running turn to the unit that opens it). Below, a run that reaches the next
-    segment takes that segment's first unit (and the boundary row right after it). Nothing is
-    regrouped across the boundary."""
+    segment takes that segment's first unit (and the boundary row right after it); when that unit
+    is a round of a running turn, the rounds after it up to the last one with an orphan come too
+    (a late result answers a call of an earlier round). Nothing is regrouped across the boundary row;
+    a unit right after the boundary is rebuilt when the run closes the gap at the boundary (it is no
+    longer cut)."""
 
     def side(i: int | None) -> bool:
         return boundary is None or i is None or i <= boundary
 
     start = at
     if placement.attach_top and placement.above is not None:
-        probe = ids[0] if ids is not None else placement.below
+        probe = ids[0] if ids is not None else placement.above  # an empty run: the segment above ends the thread or meets the one below
         while start > 0 and top[start - 1].kind == "unit" and side(top[start - 1].last_id) == side(probe):
             start -= 1
             if top[start].unit_kind != "round":
@@ -162,12 +166,26 @@ def regroup(top: Sequence[Row], at: int, has_gap: bool, placement: Placement, id
     running = placement.attach_bottom and placement.below is None
     if placement.attach_bottom and placement.below is not None and stop < len(top) and top[stop].kind == "unit":
         edge = top[stop]
-        if side(edge.first_id) == side(ids[1] if ids is not None else placement.above):
+        seam = ids[1] if ids is not None else placement.above  # the last id before the edge
+        if side(edge.first_id) == side(seam) or seam == boundary:  # at the boundary: rebuilt as after one
             running = edge.unit_kind in RUNNING_KINDS
             stop += 1
             if edge.last_id == boundary and stop < len(top) and top[stop].kind == "boundary":
                 stop += 1
+            elif edge.unit_kind == "round":
+                stop = _late_results_end(top, stop)
     return Regroup(start, at, tail, stop, running)
+
+
+def _late_results_end(top: Sequence[Row], stop: int) -> int:
+    """Past the rounds of a running turn that follow ``top[stop - 1]``, up to the last one marked
+    orphan: its result may answer a call of the run above (a late result, not an orphan)."""
+    end = stop
+    while end < len(top) and top[end].kind == "unit" and top[end].unit_kind == "round":
+        end += 1
+        if MARKER_ORPHAN in top[end - 1].markers:
+            stop = end
+    return stop
 
 
 def evict_before(top: Sequence[Row], row: int, boundary: int | None) -> tuple[int, int] | None:
