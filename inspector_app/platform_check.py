@@ -276,11 +276,16 @@ def failure_line(messages: Sequence[str], env: Mapping[str, str], available: Cal
     problem = library_problem(platform, missing_libraries(reported + list(required), available(required) - set(reported)))
     if problem is not None:
         return problem.line
+    if re.search(r'Could not find the Qt platform plugin "', text):
+        offered = re.search(r"Available platform plugins are: ([^\n]*?)\.?\s*$", text, re.MULTILINE)
+        where = f"; the installed ones are: {offered.group(1)}" if offered else ""
+        return f"compaction-inspector: there is no Qt platform {platform!r} (QT_QPA_PLATFORM){where}"
     display = re.search(r"could not connect to display ?(\S*)", text)
     if display:
         name = display.group(1) or env.get("DISPLAY", "")
         return f"compaction-inspector: cannot connect to the X display {name!r} (is the X server running, and may this user use it?), {OFFSCREEN_HINT}"
     first = next((m.strip().splitlines()[0] for m in messages if m.strip()), "no platform plugin could be initialized")
+    first = re.sub(r"^[\w.]+: ", "", first)  # without Qt's logging category
     return f"compaction-inspector: the Qt platform plugin {platform!r} could not be loaded ({first}); QT_DEBUG_PLUGINS=1 shows why, {OFFSCREEN_HINT}"
 
 

@@ -231,7 +231,7 @@ def test_recent_connections_never_store_passwords(settings: QSettings, tmp_path:
     assert strip_password("postgresql://:pw@h/db") == "postgresql://h/db"
 
 
-def test_screenshot_renders_the_loaded_window_offscreen(tmp_path: Path) -> None:
+def test_screenshot_renders_the_loaded_window_offscreen(qapp: Any, tmp_path: Path) -> None:
     assert any("DejaVu" in f for f in QFontDatabase.families()), "no real font: the screenshot would have no text"
     out = tmp_path / "shot.png"
     proc = subprocess.run(
