@@ -1,3 +1,4 @@
+# Over 500 lines: generic, structured and replacement previews share one set of budget helpers (one invariant).
 """Tool-result previews: what the model sees of a tool result once its full text is offloaded.
 
 Pure functions, no I/O. Every function takes ``count_tokens`` (normally
@@ -5,11 +6,14 @@ Pure functions, no I/O. Every function takes ``count_tokens`` (normally
 budget it was given: the final text is always measured as a whole, so tokenizer effects at the
 joins cannot push it over.
 
-- :func:`generic_preview`: labelled head / middle / tail slices.
+- :func:`generic_preview`: labelled head / middle / tail slices; error, URL and path lines from the
+  part left out replace the middle slice when there are any.
 - :func:`structured_preview`: for ``query_kb`` / ``web_search`` JSON, one compact JSON line per
   result with only the keep-listed fields (ids, source, title, URL, site, time, scores) and a
-  bounded content preview, in the original order; results that do not fit are dropped from the end
-  and counted in ``omitted_results: N``. Any other key (internal paths, embeddings, ...) is dropped.
+  bounded content preview, in the original order. A tight budget shortens the content, then drops
+  it, then shows ids (and URLs) only; results are dropped from the end, and counted in
+  ``omitted_results: N``, only when one id each does not fit. Any other key (internal paths,
+  embeddings, ...) is dropped.
 - :func:`render_preview`: structured for those tools, generic otherwise or when the JSON is bad.
 - :func:`build_replacement`: header (tool, ~tokens, full SHA-256, saved path) + preview + a line
   saying how much was left out; the whole text fits the budget or :class:`PreviewBudgetError`.
@@ -17,6 +21,7 @@ joins cannot push it over.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import re
@@ -171,10 +176,113 @@ def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: C
     return "\n".join(parts)
 
 
-def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str:
-    """Labelled head (45%), middle (15%) and tail (40%) slices of ``content`` within ``budget_tokens``.
+#: lines worth keeping from the part of a log a preview leaves out, by priority (0 first)
+_ERROR_LINE = re.compile(
+    r"Traceback \(most recent call last\)|(?:Error|Exception)\b|\bFAILED\b|\bFAIL\b|\bERROR\b"
+    r"|\b(?:error|fatal|panic)(?:\[\w+\])?:|\bexit (?:code|status)\b|\bexited with\b|returned non-zero"
+    r"|Segmentation fault|command not found|No such file or directory|Permission denied|^E {2,}\S|\bKilled\b",
+)
+_URL = re.compile(r"\bhttps?://[^\s\"'<>()]+")
+_PATH = re.compile(r"(?<![\w/.~])(?:~|\.{1,2})?/[\w.@%+-]+(?:/[\w.@%+-]+)+|\b[\w.-]+(?:/[\w.@%+-]+)+\.\w{1,8}\b")
+NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made it notable
+_NOTABLE_KINDS = ("errors", "URLs", "paths")
 
-    ``content`` itself when it fits; ``""`` when the budget cannot hold even the labels.
+
+#: literals one of which every notable line contains: found with str.find (fast), then checked
+_NOTABLE_LITERALS: tuple[str, ...] = (
+    "Traceback", "Error", "Exception", "FAIL", "ERROR", "error", "fatal", "panic", "exit", "non-zero",
+    "Segmentation", "not found", "No such file", "Permission denied", "Killed", "E  ", "://", "/",
+)
+
+
+def _lines_containing(content: str, literal: str, starts: Sequence[int], into: set[int]) -> None:
+    at = content.find(literal)
+    while at >= 0:
+        index = bisect.bisect_right(starts, at) - 1
+        into.add(index)
+        if index + 1 >= len(starts):
+            return
+        at = content.find(literal, starts[index + 1])
+
+
+def _notable_lines(content: str) -> list[tuple[int, int, int, int, str]]:
+    """(start, end, line number, priority, text) of every error / URL / path line, in order."""
+    starts = [0, *(m.end() for m in re.finditer("\n", content))]
+    candidates: set[int] = set()
+    for literal in _NOTABLE_LITERALS:
+        _lines_containing(content, literal, starts, candidates)
+    found: list[tuple[int, int, int, int, str]] = []
+    for index in sorted(candidates):
+        start = starts[index]
+        end = starts[index + 1] if index + 1 < len(starts) else len(content)
+        body = content[start:end].rstrip("\r\n")
+        hit = None
+        for priority, pattern in enumerate((_ERROR_LINE, _URL, _PATH)):
+            hit = pattern.search(body)
+            if hit:
+                break
+        if hit is None or not body.strip():
+            continue
+        text = _CONTROL.sub(" ", body).rstrip()
+        if len(text) > NOTABLE_LINE_CHARS:
+            left = max(0, min(hit.start() - NOTABLE_LINE_CHARS // 4, len(text) - NOTABLE_LINE_CHARS))
+            text = (ELLIPSIS if left else "") + text[left : left + NOTABLE_LINE_CHARS - 2] + ELLIPSIS
+        found.append((start, end, index + 1, priority, text))
+    return found
+
+
+def _pick_notable(
+    lines: Sequence[tuple[int, int, int, int, str]], lo: int, hi: int, budget: int, count: CountTokens
+) -> list[tuple[int, str]]:
+    """Notable lines inside chars [lo, hi): by priority, then in order, deduplicated, within budget;
+    returned as (line number, text) in document order."""
+    inside = [x for x in lines if x[0] >= lo and x[1] <= hi]
+    chosen: dict[int, str] = {}
+    seen: set[str] = set()
+    used = 0
+    for _, _, number, _, text in sorted(inside, key=lambda x: (x[3], x[0])):
+        key = text.strip()
+        if key in seen:
+            continue
+        cost = count(f"L{number}: {text}") + 1
+        if used + cost > budget:
+            continue  # a shorter line of the same or a later kind may still fit
+        seen.add(key)
+        chosen[number] = text
+        used += cost
+    return sorted(chosen.items())
+
+
+def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable, count: CountTokens) -> str | None:
+    n = len(content)
+    head = _snap_end(_fit(content, head_b, count))
+    head_end = len(head)
+    tail = _snap_start(_fit(content[head_end:], tail_b, count, from_end=True))
+    tail_start = n - len(tail)
+    picked = _pick_notable(notable, head_end, tail_start, kept_b, count)
+    if not picked:
+        return None
+    total = sum(1 for x in notable if x[0] >= head_end and x[1] <= tail_start)
+    parts = [
+        f"[head: chars 0-{head_end} of {n}]",
+        head.rstrip("\n"),
+        f"[... {tail_start - head_end} chars omitted; {len(picked)} of their {total} lines with "
+        f"{', '.join(_NOTABLE_KINDS)} kept below ...]",
+        *(f"L{number}: {text}" for number, text in picked),
+    ]
+    if tail:
+        parts += [f"[tail: chars {tail_start}-{n}]", tail.strip("\n")]
+    return "\n".join(parts)
+
+
+def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str:
+    """Labelled head, middle and tail slices of ``content`` within ``budget_tokens``.
+
+    When the part between head and tail holds error lines (``Traceback``, ``…Error``, ``FAILED``,
+    ``exit code`` …), URLs or paths, they replace the middle slice: head (35%), those lines by that
+    priority, deduplicated and numbered ``L<n>:`` (30%), tail (35%). Otherwise head (45%), a slice
+    from the middle (15%) and tail (40%). ``content`` itself when it fits; ``""`` when the budget
+    cannot hold even the labels.
     """
     if budget_tokens <= 0:
         return ""
@@ -185,12 +293,18 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     middle_labels = [f"[middle: chars {n}-{n}]", f"[... {n} chars omitted ...]"]
     avail = budget_tokens - count_tokens("\n".join(short_labels + middle_labels)) - 5
     with_middle = avail >= 60  # below that, a middle slice would be a few words
+    notable = _notable_lines(content) if with_middle else []
     if not with_middle:
         avail = budget_tokens - count_tokens("\n".join(short_labels)) - 3
     while avail > 0:
-        head_b = avail * 45 // 100 if with_middle else avail // 2
-        mid_b = avail * 15 // 100 if with_middle else 0
-        text = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
+        text = None
+        if notable:
+            head_b, kept_b = avail * 35 // 100, avail * 30 // 100
+            text = _notable_layout(content, head_b, kept_b, avail - head_b - kept_b, notable, count_tokens)
+        if text is None:
+            head_b = avail * 45 // 100 if with_middle else avail // 2
+            mid_b = avail * 15 // 100 if with_middle else 0
+            text = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
         over = count_tokens(text) - budget_tokens
         if over <= 0:
             return text
@@ -257,12 +371,60 @@ def _content_of(result: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _result_line(result: Mapping[str, Any], content_tokens: int, count: CountTokens) -> str:
-    row = _kept_scalars(result)
-    content = _content_of(result)
-    if content is not None and content_tokens > 0:
-        row["content"] = _truncate_tokens(" ".join(content[: content_tokens * 128].split()), content_tokens, count)
-    return json.dumps(row, ensure_ascii=False, separators=(",", ":"))
+#: identifier fields, the last thing a result keeps (matched like KEEP_FIELDS)
+ID_FIELDS: tuple[str, ...] = (
+    "id", "_id", "result_id", "doc_id", "document_id", "docid", "chunk_id", "file_id", "file_name", "filename",
+)
+URL_FIELDS: tuple[str, ...] = ("url", "link", "href", "source_url")
+#: per-result content budgets tried, richest first, before the content is left out
+CONTENT_LEVELS: tuple[int, ...] = (CONTENT_TOKENS_MAX, 120, 80, 48, 32, CONTENT_TOKENS_MIN)
+#: the degraded levels after the content ones: what each result line still holds
+_FIELD_LEVELS: tuple[str, ...] = ("no_content", "ids_and_urls", "ids", "primary_id")
+_LEVEL_NOTE = {
+    "no_content": "content left out",
+    "ids_and_urls": "ids and URLs only",
+    "ids": "ids only",
+    "primary_id": "one id per result",
+}
+
+
+class _Row:
+    """One result: its kept fields and content, rendered per level on demand (cached)."""
+
+    __slots__ = ("scalars", "content", "_lines")
+
+    def __init__(self, result: Mapping[str, Any]) -> None:
+        self.scalars = _kept_scalars(result)
+        self.content = _content_of(result)
+        self._lines: dict[int | str, str] = {}
+
+    def _ids(self) -> dict[str, Any]:
+        return {k: v for k, v in self.scalars.items() if _norm_key(k) in ID_FIELDS}
+
+    def _urls(self) -> dict[str, Any]:
+        return {k: v for k, v in self.scalars.items() if _norm_key(k) in URL_FIELDS}
+
+    def _fields(self, level: int | str, count: CountTokens) -> dict[str, Any]:
+        if isinstance(level, int):
+            row = dict(self.scalars)
+            if self.content is not None:
+                text = " ".join(self.content[: level * 128].split())
+                row["content"] = _truncate_tokens(text, level, count)
+            return row
+        if level == "no_content":
+            return dict(self.scalars)
+        ids, urls = self._ids(), self._urls()
+        if level == "ids_and_urls":
+            return {**ids, **urls} if ids or urls else dict(list(self.scalars.items())[:1])
+        if level == "ids" and ids:
+            return ids
+        primary = ids or urls or self.scalars  # no id: the URL names the result, else its first field
+        return dict(list(primary.items())[:1])
+
+    def line(self, level: int | str, count: CountTokens) -> str:
+        if level not in self._lines:
+            self._lines[level] = json.dumps(self._fields(level, count), ensure_ascii=False, separators=(",", ":"))
+        return self._lines[level]
 
 
 def _top_level_lines(parsed: Any, result_count: int) -> list[str]:
@@ -284,7 +446,14 @@ def structured_preview(content: str, *, budget_tokens: int, count_tokens: CountT
 
     Format (every line parseable): ``key: <JSON value>`` lines (``result_count``, then ``query`` and
     ``total`` when the tool reported them), one compact JSON object per shown result in the original
-    order, and ``omitted_results: N`` when N results were dropped from the end to fit.
+    order, ``shown: "<what was left out>"`` when the results had to be shortened beyond their content,
+    and ``omitted_results: N`` when N results were dropped from the end.
+
+    Degradation keeps identifiers longest. Every result is shown at the richest level at which *all*
+    of them fit: content cut to 160 … 16 tokens, then no content, then ids and URLs, then ids, then
+    one id per result (the URL when a result has no id); the leftover budget then upgrades results
+    from the first one to the next richer level. Only when one id per result does not fit are
+    results dropped from the end, and counted.
     """
     try:
         parsed = json.loads(content)
@@ -295,30 +464,80 @@ def structured_preview(content: str, *, budget_tokens: int, count_tokens: CountT
         return None
     n = len(results)
     head = "\n".join(_top_level_lines(parsed, n))
-
-    def assemble(shown: list[str]) -> str:
-        omitted = n - len(shown)
-        return "\n".join([head, *shown] + ([f"omitted_results: {omitted}"] if omitted else []))
-
-    if count_tokens(assemble([])) > budget_tokens:
+    if n == 0:
+        return head if count_tokens(head) <= budget_tokens else None
+    omitted_reserve = count_tokens(f"omitted_results: {n}") + 1
+    if count_tokens(head) + omitted_reserve > budget_tokens:
         return None
-    used = count_tokens(head)
-    content_tokens = max(CONTENT_TOKENS_MIN, min(CONTENT_TOKENS_MAX, budget_tokens // (2 * max(1, n))))
-    lines: list[str] = []
-    for i, result in enumerate(results):
-        line = _result_line(result, content_tokens, count_tokens)
-        cost = count_tokens(line) + 1
-        rest = n - i - 1
-        reserve = count_tokens(f"omitted_results: {rest}") + 1 if rest else 0
-        if used + cost + reserve > budget_tokens:
+    levels: list[int | str] = [*CONTENT_LEVELS, *_FIELD_LEVELS]
+    rows: list[_Row] = []
+
+    def row(i: int) -> _Row:
+        while len(rows) <= i:
+            rows.append(_Row(results[len(rows)]))
+        return rows[i]
+
+    def note(level: int | str) -> str:
+        return f"shown: {json.dumps(_LEVEL_NOTE[level])}" if isinstance(level, str) else ""
+
+    def note_cost(level: int | str) -> int:
+        return count_tokens(note(level)) + 1 if note(level) else 0
+
+    def cost(i: int, level: int | str) -> int:
+        return count_tokens(row(i).line(level, count_tokens)) + 1
+
+    def fits_all(level: int | str, room: int) -> bool:
+        used = note_cost(level)
+        for i in range(n):
+            used += cost(i, level)
+            if used > room:
+                return False
+        return True
+
+    room = budget_tokens - count_tokens(head)
+    chosen: list[int | str] | None = None
+    for index, level in enumerate(levels):
+        if fits_all(level, room):
+            chosen = [level] * n
+            spare = room - note_cost(level) - sum(cost(i, level) for i in range(n))
+            if index > 0:  # spend what is left on the first results, one level richer
+                richer = levels[index - 1]  # the note line names the poorest level shown: `level`
+                for i in range(n):
+                    delta = cost(i, richer) - cost(i, level)
+                    if delta > spare:
+                        break
+                    chosen[i], spare = richer, spare - delta
             break
-        lines.append(line)
-        used += cost
-    text = assemble(lines)
-    while count_tokens(text) > budget_tokens:  # joins may tokenize differently than the parts
-        lines.pop()  # assemble([]) fits, so this ends before the list is empty
-        text = assemble(lines)
-    return text
+    if chosen is None:  # not even one id each: as many as fit, in order, the rest counted
+        level = levels[-1]
+        used = note_cost(level) + omitted_reserve
+        chosen = []
+        for i in range(n):
+            used += cost(i, level)
+            if used > room:
+                break
+            chosen.append(level)
+
+    def assemble(shown: list[int | str]) -> str:
+        lines = [head]
+        poorest = next((lv for lv in reversed(levels) if lv in shown), None)
+        if poorest is not None and note(poorest):
+            lines.append(note(poorest))
+        lines += [row(i).line(lv, count_tokens) for i, lv in enumerate(shown)]
+        if len(shown) < n:
+            lines.append(f"omitted_results: {n - len(shown)}")
+        return "\n".join(lines)
+
+    text = assemble(chosen)
+    while count_tokens(text) > budget_tokens and chosen:  # joins may tokenize differently than the parts
+        richer = [i for i, lv in enumerate(chosen) if levels.index(lv) < len(levels) - 1]
+        if richer:  # take one result down a level before dropping any
+            i = richer[-1]
+            chosen[i] = levels[levels.index(chosen[i]) + 1]
+        else:
+            chosen.pop()
+        text = assemble(chosen)
+    return text if count_tokens(text) <= budget_tokens else None
 
 
 # -- dispatch and replacement -----------------------------------------------------------------------

@@ -1,3 +1,4 @@
+# Over 500 lines: realistic logs and search payloads are built inline, next to the rules they test.
 """Tool-result previews: generic slices, structured search/KB previews, the replacement text."""
 
 from __future__ import annotations
@@ -106,6 +107,126 @@ def test_generic_preview_of_chinese_text_within_budget() -> None:
     assert "第0行：上下文压缩" in preview and "第4999行" in preview
 
 
+def _pytest_log() -> str:
+    """A realistic `make test` log: install, 1,212 tests, one failure in the middle, captured logs."""
+    passed = "tests/unit/test_ledger_{:02d}.py::test_case_{:04d} PASSED          [{:3d}%]"
+    lines = [
+        "$ make test",
+        "Collecting httpx>=0.27",
+        "  Downloading https://files.pythonhosted.org/packages/41/7b/httpx-0.28.1-py3-none-any.whl (73 kB)",
+        "============================= test session starts ==============================",
+        "platform linux -- Python 3.11.9, pytest-8.3.3, pluggy-1.5.0",
+        "rootdir: /home/dev/src/payments-service",
+        "collected 1212 items",
+        "",
+        *(passed.format(i // 40, i, i * 100 // 1212) for i in range(600)),
+        "tests/integration/test_refunds.py::test_partial_refund_rounding FAILED    [ 50%]",
+        *(passed.format(i // 40, i, i * 100 // 1212) for i in range(600, 1211)),
+        "=================================== FAILURES ===================================",
+        "    def test_partial_refund_rounding():",
+        ">       assert refund(order, Decimal('3.333')).amount == Decimal('3.33')",
+        "E       AssertionError: assert Decimal('3.34') == Decimal('3.33')",
+        "",
+        "tests/integration/test_refunds.py:88: AssertionError",
+        "----------------------------- Captured log call ------------------------------",
+        *(f"DEBUG    payments.ledger:ledger.py:{120 + i % 50} posting entry {i} amount=0.0{i % 10}" for i in range(400)),
+        "WARNING  payments.gateway:gateway.py:77 retrying POST https://sandbox.pay.example.com/v2/refunds/rf_8Yq2 after 502",
+        *(f"DEBUG    payments.ledger:ledger.py:{120 + i % 50} balance check {i} ok" for i in range(400)),
+        "=========================== short test summary info ============================",
+        "FAILED tests/integration/test_refunds.py::test_partial_refund_rounding - AssertionError",
+        "================= 1 failed, 1211 passed in 48.12s =================",
+        "make: *** [Makefile:12: test] Error 1",
+    ]
+    return "\n".join(lines)
+
+
+def _build_log() -> str:
+    """A C build log: thousands of compile lines, a linker error and a missing header in the middle."""
+    lines = [f"[{i:4d}/4000] Building CXX object src/core/CMakeFiles/core.dir/module_{i}.cpp.o" for i in range(2000)]
+    lines += [
+        "/usr/bin/ld: cannot find -lssl: No such file or directory",
+        "clang++: error: linker command failed with exit code 1 (use -v to see invocation)",
+        "ninja: build stopped: subcommand failed.",
+        "See https://cmake.org/cmake/help/latest/variable/OPENSSL_ROOT_DIR.html for hints",
+    ]
+    lines += [f"[{i:4d}/4000] Building CXX object src/net/CMakeFiles/net.dir/conn_{i}.cpp.o" for i in range(2000, 4000)]
+    lines += ["-- Build files have been written to: /home/dev/src/proxy/build", "done"]
+    return "\n".join(lines)
+
+
+def _kept_lines(preview: str) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for line in preview.splitlines():
+        if line.startswith("L") and ": " in line and line[1 : line.index(": ")].isdigit():
+            number, _, text = line.partition(": ")
+            out[int(number[1:])] = text
+    return out
+
+
+@pytest.mark.parametrize(
+    ("make_log", "needles"),
+    [
+        (
+            _pytest_log,
+            [
+                "test_partial_refund_rounding FAILED",
+                "E       AssertionError: assert Decimal('3.34') == Decimal('3.33')",
+                "tests/integration/test_refunds.py:88: AssertionError",
+                "https://sandbox.pay.example.com/v2/refunds/rf_8Yq2",
+            ],
+        ),
+        (
+            _build_log,
+            [
+                "/usr/bin/ld: cannot find -lssl: No such file or directory",
+                "clang++: error: linker command failed with exit code 1",
+                "https://cmake.org/cmake/help/latest/variable/OPENSSL_ROOT_DIR.html",
+            ],
+        ),
+    ],
+    ids=["pytest", "build"],
+)
+@pytest.mark.parametrize("budget", [420, 600])
+def test_generic_preview_keeps_error_url_and_path_lines_from_the_middle(make_log, needles: list[str], budget: int) -> None:
+    log = make_log()
+    lines = log.splitlines()
+    preview = generic_preview(log, budget_tokens=budget, count_tokens=count)
+    assert count(preview) <= budget
+    assert preview.startswith("[head: chars 0-") and "\n[tail: chars " in preview
+    kept = _kept_lines(preview)
+    assert kept and all(lines[n - 1] == text for n, text in kept.items())  # verbatim, numbered as in the log
+    head_end = int(preview.split("\n", 1)[0].split("-")[1].split()[0])
+    tail_start = int(preview.rsplit("\n[tail: chars ", 1)[1].split("-")[0])
+    for needle in needles:
+        assert needle in preview
+        where = log.index(needle)
+        assert head_end < where < tail_start  # it came from the part left out, not from head or tail
+    replacement = build_replacement("shell", log, sha256=SHA, path=PATH, original_tokens=count(log),
+                                    budget_tokens=budget, count_tokens=count)
+    assert count(replacement) <= budget and all(needle in replacement for needle in needles[:2])
+
+
+def test_kept_lines_are_errors_first_deduplicated_and_clipped() -> None:
+    noise = [f"step {i}: copying build/artifacts/part_{i}.bin to the cache" for i in range(3000)]
+    long_error = "x" * 4000 + " RuntimeError: the cache is full " + "y" * 4000
+    lines = noise[:1000] + ["ValueError: bad checksum"] * 50 + noise[1000:2000] + [long_error] + noise[2000:]
+    log = "\n".join(lines)
+    preview = generic_preview(log, budget_tokens=300, count_tokens=count)
+    assert count(preview) <= 300
+    kept = _kept_lines(preview)
+    texts = list(kept.values())
+    assert texts.count("ValueError: bad checksum") == 1  # deduplicated
+    clipped = next(t for t in texts if "RuntimeError: the cache is full" in t)
+    assert len(clipped) <= 240 and clipped.startswith("…") and clipped.endswith("…")
+    # errors first: with room for only a few lines, path lines never displace the two errors
+    assert sum("Error" in t for t in texts) == 2 and len(texts) >= 2
+
+
+def test_a_log_without_notable_lines_keeps_the_middle_slice() -> None:
+    preview = generic_preview(LONG_TEXT, budget_tokens=600, count_tokens=count)
+    assert "[middle: chars " in preview and not _kept_lines(preview)
+
+
 @settings(max_examples=60, deadline=None)
 @given(text=st.text(min_size=0, max_size=3000), budget=st.integers(min_value=0, max_value=400),
        tool=st.sampled_from(["query_kb", "web_search", "shell"]))
@@ -118,20 +239,124 @@ def test_render_preview_is_never_longer_than_its_budget(text: str, budget: int, 
 
 def test_structured_kb_preview_keeps_fields_in_order_and_fits() -> None:
     payload = kb_payload(30)
-    preview = render_preview("query_kb", json.dumps(payload), budget_tokens=600, count_tokens=count)
-    assert count(preview) <= 600
+    preview = render_preview("query_kb", json.dumps(payload), budget_tokens=3000, count_tokens=count)
+    assert count(preview) <= 3000
     meta, rows = parse_structured(preview)
-    assert meta["result_count"] == 30
+    assert meta["result_count"] == 30 and "omitted_results" not in meta and "shown" not in meta
     assert meta["query"] == payload["query"]
-    assert 1 <= len(rows) < 30
-    assert meta["omitted_results"] == 30 - len(rows)
-    assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(len(rows))]  # original order, prefix
+    assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(30)]  # original order
     first = rows[0]
     assert list(first) == ["doc_id", "chunk_id", "file_id", "kb_id", "source", "title", "url", "score", "content"]
     assert first["chunk_id"] == "doc-0#c0" and first["file_id"] == "file-0" and first["kb_id"] == "kb-security"
     assert first["url"] == "https://docs.example.com/keys/0" and first["score"] == 0.95
     assert str(first["content"]).startswith("word0 word1") and str(first["content"]).endswith("…")
     assert count(str(first["content"])) <= 160
+
+
+def test_a_tight_budget_drops_content_before_any_result() -> None:
+    preview = render_preview("query_kb", json.dumps(kb_payload(30)), budget_tokens=600, count_tokens=count)
+    assert count(preview) <= 600
+    meta, rows = parse_structured(preview)
+    assert meta["result_count"] == 30 and "omitted_results" not in meta
+    assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(30)]  # every id, in order
+    assert all("content" not in r for r in rows) and meta["shown"] in ("ids only", "one id per result")
+
+
+def test_one_result_in_a_160_token_preview_keeps_its_ids() -> None:
+    # the reported case: result_count 1, omitted_results 1 and no id at all
+    preview = structured_preview(json.dumps(kb_payload(1)), budget_tokens=160, count_tokens=count)
+    assert preview is not None and count(preview) <= 160
+    meta, rows = parse_structured(preview)
+    assert "omitted_results" not in meta and len(rows) == 1
+    assert rows[0]["doc_id"] == "doc-0" and rows[0]["chunk_id"] == "doc-0#c0"
+
+
+def _level(row: dict[str, object]) -> int:
+    """How much of a kb_payload result a row shows: 4 content, 3 all fields, 2 ids+URL, 1 ids, 0 one id."""
+    if "content" in row:
+        return 4
+    if "title" in row:
+        return 3
+    if "url" in row:
+        return 2
+    return 1 if "chunk_id" in row else 0
+
+
+def test_degradation_order_over_a_budget_sweep() -> None:
+    text = json.dumps(kb_payload(12))
+    one_id_each = sum(count(json.dumps({"doc_id": f"doc-{i}"}, separators=(",", ":"))) + 1 for i in range(12))
+    previous: tuple[int, int] | None = None
+    for budget in range(30, 2400, 37):
+        preview = structured_preview(text, budget_tokens=budget, count_tokens=count)
+        assert preview is not None and count(preview) <= budget
+        meta, rows = parse_structured(preview)
+        assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(len(rows))]  # a prefix, in order
+        if "omitted_results" in meta:
+            assert meta["omitted_results"] == 12 - len(rows)
+            assert one_id_each > budget - count("result_count: 12\nquery: " + json.dumps(kb_payload(0)["query"]))
+            assert all(_level(r) == 0 for r in rows)
+        levels = [_level(r) for r in rows]
+        assert levels == sorted(levels, reverse=True)  # earlier results are never poorer
+        assert max(levels, default=0) - min(levels, default=0) <= 1  # at most two adjacent levels
+        shown = (len(rows), min(levels, default=0))
+        if previous is not None:
+            assert shown >= previous  # a larger budget never shows less
+        previous = shown
+    assert previous == (12, 4)
+
+
+def _realistic_kb(n: int, seed: int) -> dict[str, object]:
+    rng = random.Random(seed)
+    words = "replica lag alert standby promote pg_ctl fencing primary connection string service discovery writes".split()
+    results = []
+    for i in range(n):
+        doc = f"KB-{rng.randint(1000, 9999)}-{rng.randint(0, 99999):05d}"
+        results.append({
+            "doc_id": doc,
+            "chunk_id": f"{doc}::chunk-{rng.randint(0, 300):04d}",
+            "title": f"Runbook: {rng.choice(['PostgreSQL failover', 'Rotate TLS certificates', 'Kafka consumer lag'])}",
+            "url": f"https://wiki.internal.example.com/spaces/SRE/pages/{rng.randint(10**8, 10**9)}/runbook-{i}",
+            "score": round(rng.uniform(0.4, 0.99), 4),
+            "content": " ".join(rng.choice(words) for _ in range(rng.randint(300, 800))),
+            "metadata": {"kb_id": "kb-sre-runbooks", "source": "confluence", "_path": "/srv/kb/x"},
+        })
+    return {"query": "how do I fail over the primary database when replication lag alerts fire", "results": results}
+
+
+def _realistic_web(n: int, seed: int) -> dict[str, object]:
+    rng = random.Random(seed)
+    words = "postgres standby promote replication lag failover timeline wal archive recovery".split()
+    sites = ["stackoverflow.com", "www.postgresql.org", "github.com", "docs.aws.amazon.com", "learn.microsoft.com"]
+    results = []
+    for i in range(n):
+        site, slug = rng.choice(sites), "-".join(rng.choice(words) for _ in range(rng.randint(4, 9)))
+        results.append({
+            "id": f"web-{rng.getrandbits(40):010x}",
+            "title": f"{slug.replace('-', ' ').title()} - {site}",
+            "url": f"https://{site}/questions/{rng.randint(10**6, 10**8)}/{slug}",
+            "snippet": " ".join(rng.choice(words) for _ in range(rng.randint(40, 90))),
+            "published_date": f"2025-0{rng.randint(1, 9)}-1{rng.randint(0, 9)}",
+            "score": round(rng.uniform(0.2, 0.9), 3),
+        })
+    return {"query": "postgres promote standby replication lag", "results": results}
+
+
+@pytest.mark.parametrize(("tool", "make"), [("query_kb", _realistic_kb), ("web_search", _realistic_web)])
+def test_every_id_of_up_to_20_results_is_visible_at_the_default_preview_budget(tool: str, make) -> None:
+    from engine.policy import CompactionPolicy
+
+    budget = CompactionPolicy().preview_tokens
+    for n in range(1, 21):
+        payload = make(n, seed=n)
+        text = json.dumps(payload)
+        path = f"/home/user/.local/share/compaction-inspector/workdir/{tool}-{SHA}.txt"
+        out = build_replacement(tool, text, sha256=SHA, path=path, original_tokens=count(text),
+                                budget_tokens=budget, count_tokens=count)
+        assert count(out) <= budget
+        key = "doc_id" if tool == "query_kb" else "id"
+        missing = [r[key] for r in payload["results"] if f'"{r[key]}"' not in out]  # type: ignore[index]
+        assert not missing, (n, missing)
+        assert "omitted_results" not in out
 
 
 def test_internal_metadata_never_reaches_the_preview() -> None:
