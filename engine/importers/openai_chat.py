@@ -125,7 +125,9 @@ def looks_like(data: Any) -> bool:
     msgs = data.get("messages") if isinstance(data, Mapping) else data
     if not isinstance(msgs, list) or not msgs:
         return False
-    return all(isinstance(m, Mapping) and m.get("role") in ROLES and "type" not in m for m in msgs)
+    if not all(isinstance(m, Mapping) and "role" in m and "type" not in m for m in msgs):
+        return False
+    return sum(m["role"] in ROLES for m in msgs) * 2 > len(msgs)  # mostly chat roles (odd ones are warned about)
 
 
 def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
