@@ -287,7 +287,7 @@ def fill(timeline: Timeline, thread: Thread, limit: int) -> None:
         assert (timeline.loaded_count(), len(timeline.gaps())) != before or gap not in timeline.gaps()
 
 
-PROPERTY = settings(max_examples=int(__import__("os").environ.get("H4_EXAMPLES", "300")), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+PROPERTY = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
 @PROPERTY
@@ -370,6 +370,59 @@ def test_a_splice_regroups_the_units_its_run_continues() -> None:
     # the newest rows: the end of the thread is reached, where a running turn is
     end = [row("unit", 1, 4, "turn"), row("unit", 5, 9, "turn")]
     assert segments.regroup(end, 2, False, Placement(None, 9, None, True, True), (10, 12), None) == segments.Regroup(1, 2, 2, 2, True)
+
+
+def test_a_backward_fill_takes_the_later_rounds_whose_orphans_may_be_late_results() -> None:
+    orphaned = row("unit", 12, 13, "round")
+    orphaned.markers = ("orphan",)
+    top = [row("gap", None, 10), row("unit", 10, 11, "round"), orphaned, row("unit", 14, 15, "round"), row("unit", 16, 16, "round")]
+    assert segments.regroup(top, 0, True, Placement(0, None, 10, False, True), (5, 9), None) == segments.Regroup(0, 0, 1, 3, True)
+    top[1].unit_kind = "turn"  # a finished turn: its rounds are inside it
+    assert segments.regroup(top, 0, True, Placement(0, None, 10, False, True), (5, 9), None) == segments.Regroup(0, 0, 1, 2, False)
+
+
+def test_a_run_that_closes_the_gap_at_the_boundary_rebuilds_the_unit_after_it() -> None:
+    top = [row("gap", None, 6), row("unit", 6, 8, "round")]
+    assert segments.regroup(top, 0, True, Placement(0, None, 6, False, True), (3, 5), 5) == segments.Regroup(0, 0, 1, 2, True)
+
+
+def test_an_empty_page_proving_the_end_regroups_the_last_turn_after_the_boundary() -> None:
+    top = [row("unit", 1, 4, "turn"), row("boundary"), row("unit", 5, 9, "turn")]
+    assert segments.regroup(top, 3, False, Placement(None, 9, None, True, True), None, 4) == segments.Regroup(2, 3, 3, 3, True)
+
+
+def test_the_property_found_cases_load_like_the_whole_thread() -> None:
+    """The three differences the property found, as plain examples (each failed before the fix)."""
+
+    def thread(messages: list[Message], boundary: int | None) -> Thread:
+        return Thread([StoredMessage(replace_id(m, i + 1), 1, T0) for i, m in enumerate(messages)], True, boundary)
+
+    def call(name: str) -> Message:
+        return Message("assistant", "", tool_calls=(ToolCall(name, "lookup", "{}"),))
+
+    def result(name: str) -> Message:
+        return Message("tool", "r", tool_call_id=name, name="lookup")
+
+    cases = [
+        # a full first page, then an empty one proves the end: the running turn after the boundary is regrouped
+        (thread([Message("system", "s"), Message("user", "q"), Message("assistant", "a")], 2), [("start", 3), ("forward", 3)]),
+        # filled backward one message at a time: c3's late result is not an orphan once c3 is loaded
+        (thread([Message("user", "q"), call("c3"), call("c4"), call("c5"), call("c6"), result("c3"), Message("assistant", "a")], None),
+         [("start", 1)] + [("backward", 1)] * 7),
+        # the round right after the boundary: its orphan "continues" only while the gap above it is open
+        (thread([Message("user", "q"), call("c6"), result("zz"), Message("assistant", "a")], 1), [("end", 3), ("backward", 1), ("forward", 1)]),
+    ]
+    for case, steps in cases:
+        timeline = Timeline()
+        timeline.reset("t", boundary=case.boundary_info(), running_turn=True)
+        for op, limit in steps:
+            apply(timeline, case, op, 0, limit, True)
+        assert timeline.exhausted
+        assert signature(timeline.root) == signature(loaded_at_once(case).root)
+
+
+def replace_id(m: Message, i: int) -> Message:
+    return Message(m.role, m.content, id=i, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, metadata=m.metadata)
 
 
 def test_a_splice_does_not_regroup_across_the_boundary_row() -> None:
