@@ -50,6 +50,7 @@ def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> S
 
 
 def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
+    """The whole request the model gets: the thread's system prompt and tools around ``surface``."""
     return Envelope(system_prompt=snapshot.system_prompt, surface=surface, tools=tuple(snapshot.tools))
 
 
