@@ -65,8 +65,9 @@ V1_SKIPPED = frozenset({"CondensationRequest", "ConversationStateUpdateEvent", "
 def looks_like_v0(data: Any) -> bool:
     if not isinstance(data, list) or not data:
         return False
-    head = [e for e in data[:20] if isinstance(e, Mapping)]
-    return bool(head) and all(("action" in e or "observation" in e) and "source" in e for e in head)
+    head = data[:20]
+    events = sum(isinstance(e, Mapping) and ("action" in e or "observation" in e) and "source" in e for e in head)
+    return events * 2 > len(head)  # mostly events (odd ones are counted as unknown)
 
 
 def looks_like_v1(path: Path) -> bool:
@@ -220,9 +221,11 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
     state: Mapping[str, Any] = {}
     if (root / "base_state.json").is_file():
         try:
-            state = json.loads((root / "base_state.json").read_text(encoding="utf-8"))
-        except ValueError as exc:
-            b.warn(f"base_state.json is not JSON ({exc}); conversation metadata missing")
+            state = json.loads((root / "base_state.json").read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as exc:
+            b.warnings.append(ParseWarning(str(root / "base_state.json"), exc.lineno,
+                                           "malformed JSON; conversation metadata and usage missing"))
+        state = state if isinstance(state, Mapping) else {}
     files = sorted(events_dir.glob("event-*.json"))
     if not files:
         raise ImportFormatError(f"{source.name}: no OpenHands event files (events/event-*.json)")
@@ -232,9 +235,9 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
     tools: tuple = ()
     for path in files:
         try:
-            ev = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as exc:
-            b.warnings.append(ParseWarning(str(path), None, f"malformed JSON ({exc})"))
+            ev = json.loads(path.read_text(encoding="utf-8", errors="replace"))
+        except json.JSONDecodeError as exc:
+            b.warnings.append(ParseWarning(str(path), exc.lineno, f"malformed JSON: {exc.msg} (column {exc.colno})"))
             continue
         if not isinstance(ev, Mapping) or "kind" not in ev:
             b.warnings.append(ParseWarning(str(path), None, "not an event (no kind)"))
