@@ -1,5 +1,10 @@
 """GUI fixtures: a per-test qasync loop on pytest-qt's QApplication, a leak check, the fake service
-and a ready main window. The loop teardown follows docs PLATFORM_NOTES (qasync + pytest-qt)."""
+and a ready main window.
+
+qasync and pytest-qt share one QApplication: tests are synchronous and wait with
+``qtbot.waitUntil`` (which processes Qt events, and so runs the loop); never ``qtbot.waitSignal``
+inside a coroutine (it nests an event loop inside the running one). The loop is torn down without
+``loop.stop()``, which would set Qt's quit flag and make every later wait return at once."""
 
 from __future__ import annotations
 

@@ -2,8 +2,8 @@
 
 The demo is built once per session by ``engine.demo.build_demo`` (scripted agents through the real
 harness); tests that write get their own copy of the SQLite file and its Workdir. Sync tests with
-``qtbot.waitUntil`` on the per-test qasync loop (PLATFORM_NOTES: never wait on signals inside a
-coroutine). Every window is checked for leaked top-level widgets by ``window_factory``.
+``qtbot.waitUntil`` on the per-test qasync loop (never wait on signals inside a
+coroutine: see conftest.py). Every window is checked for leaked top-level widgets by ``window_factory``.
 """
 
 from __future__ import annotations
@@ -327,6 +327,22 @@ def test_pruned_result_badge_shows_what_the_model_sees_and_the_detail_verifies_t
     assert f"{full:,} → {seen:,} tokens" in d.header.text()
     assert f"{seen:,} tokens" in d.preview_title.text() and f"{full:,} tokens" in d.original_title.text()
     assert not w.banner.isVisible()
+
+
+def test_every_badge_is_the_services_count_of_what_the_model_sees(qtbot: Any, open_demo: Any, demo: Demo) -> None:
+    w = open_demo(demo, CODING)
+    with fresh(demo) as svc:
+        page = svc.messages_page(CODING, limit=500)
+        offloads = svc.offloads(CODING)
+        counts = svc.visible_tokens(CODING, page, offloads)
+        model = svc.thread(CODING).model
+    qtbot.waitUntil(lambda: all(w.timeline_model.index_for_message(s.id).siblingAtColumn(COL_TOKENS).data() for s in page), timeout=WAIT_MS)
+    badges = {s.id: w.timeline_model.index_for_message(s.id).siblingAtColumn(COL_TOKENS).data() for s in page}
+    assert badges == {i: f"{n:,}" for i, n in counts.seen.items()}
+    meter = default_meter(model)  # the same numbers, counted independently of the service
+    plain = [s for s in page if s.id not in offloads]
+    assert [counts.seen[s.id] for s in plain] == meter.count_messages([s.message for s in plain])
+    assert set(counts.original) == {s.id for s in page if s.id in offloads} != set()
 
 
 @pytest.fixture
