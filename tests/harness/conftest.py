@@ -131,11 +131,31 @@ def sim() -> Iterator[ProviderSimulator]:
         yield s
 
 
+class ServiceOnly:
+    """``svc`` as the harness may see it: every use case of :class:`Service`, but not its store or
+    its compactor (reaching into them fails the test that did it)."""
+
+    def __init__(self, svc: Service) -> None:
+        self._svc = svc
+        #: what was reached for (checked when the harness context ends: the harness's own error
+        #: handling may swallow the AssertionError raised at the access)
+        self.reached: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        if name in ("store", "compactor"):
+            self.reached.append(name)
+            raise AssertionError(f"the harness reached into Service.{name}; give Service a use case instead")
+        return getattr(self._svc, name)
+
+
 @contextlib.asynccontextmanager
 async def harness(svc: Service, sim: ProviderSimulator, tools: list[Tool] | None = None, **kwargs: Any) -> AsyncIterator[AgentHarness]:
-    """An AgentHarness on ``svc`` talking to ``sim`` through a :class:`RecordingProvider` (``h.provider``)."""
+    """An AgentHarness on ``svc`` (seen through :class:`ServiceOnly`) talking to ``sim`` through a
+    :class:`RecordingProvider` (``h.provider``)."""
+    only = ServiceOnly(svc)
     async with RecordingProvider(sim.base_url, provider=PROVIDER, timeout=10) as provider:
-        yield AgentHarness(svc, provider, model=MODEL, provider_name=PROVIDER, tools=ToolRegistry(tools or []), **kwargs)
+        yield AgentHarness(only, provider, model=MODEL, provider_name=PROVIDER, tools=ToolRegistry(tools or []), **kwargs)  # type: ignore[arg-type]
+    assert not only.reached, f"the harness reached into Service.{only.reached[0]}"
 
 
 def kb_tool(text: str = "kb says 42") -> Tool:
