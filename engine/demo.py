@@ -18,9 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from .errors import EngineError
 from .harness.loop import AgentHarness, Tool, ToolRegistry, WaitForUser
 from .harness.provider import ChatProvider
 from .harness.simulator import ProviderSimulator, Reply, SimRequest
+from .messages import Message
 from .meter import default_meter
 from .service import Service, default_workdir, open_service
 from .store import normalize_url
@@ -266,7 +268,7 @@ class _Builder:
         self.thread(key, "Busy: a run is in progress", "researcher")
         h = self.harness(gen)
         await self.turn(h, key, "Index the new design docs.", [_calls(("query_kb", {"query": "design docs"})), Reply(content="Indexed 12 design docs.")])
-        self.svc.append_message(key, _user("Now re-index the runbooks too."))
+        self.svc.append_message(key, Message("user", "Now re-index the runbooks too."))
         self.svc.start_run(key)
         # waiting for the user: a tool asked a question
         key = "busy-waiting-for-user"
@@ -311,12 +313,6 @@ class _Builder:
             await self.turn(h, key, question, replies)
 
 
-def _user(text: str):
-    from .messages import Message
-
-    return Message("user", text)
-
-
 async def _build(svc: Service, seed: int) -> list[str]:
     with ProviderSimulator(context_window=WINDOW, model=MODEL) as sim:
         provider = ChatProvider(sim.base_url, provider=PROVIDER, timeout=30.0)
@@ -338,8 +334,6 @@ def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | o
         path = Path(u.database)
         if path.exists():
             if not force:
-                from .errors import EngineError
-
                 raise EngineError(f"{path} already exists; use --force to rebuild it", code="exists")
             for suffix in ("", "-wal", "-shm"):
                 Path(str(path) + suffix).unlink(missing_ok=True)
@@ -348,8 +342,6 @@ def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | o
     try:
         if svc.list_threads(limit=1):
             if not force:
-                from .errors import EngineError
-
                 raise EngineError(f"{svc.url} already has threads; use --force to rebuild it", code="exists")
             raise_if_shared(svc)
         svc.set_policy(DEMO_POLICY)
@@ -360,8 +352,6 @@ def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | o
 
 
 def raise_if_shared(svc: Service) -> None:
-    from .errors import EngineError
-
     raise EngineError(
         f"{svc.url} already has threads; the demo only rebuilds SQLite files (use an empty database)", code="exists"
     )
