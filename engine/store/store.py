@@ -131,7 +131,8 @@ class Store:
 
     @contextmanager
     def locked(self, thread: str | int, *, nowait: bool = False) -> Iterator[Locked]:
-        """Hold the conversation row lock until the block ends; commit on success, roll back on error.
+        """Open the write door (:class:`Locked`): hold the conversation row lock until the block
+        ends; commit on success, roll back on error. ``thread`` is a thread key or a conversation id.
 
         Waits for another holder (SQLite: up to the busy timeout); ``nowait=True`` raises
         :class:`ThreadLocked` at once instead."""
