@@ -3,6 +3,8 @@ and the verified original of a pruned result), and the timeline row an event poi
 
 from __future__ import annotations
 
+import asyncio
+
 from PySide6.QtCore import QModelIndex
 
 from engine.views import Offload
@@ -28,6 +30,7 @@ class SelectionController:
         self.report = report
         self.model = ui.timeline_model
         self._gap_backward = False  # the current gap row was reached from below
+        self._body: asyncio.Task[None] | None = None  # the current message's body being read
         ui.timeline.selectionModel().currentChanged.connect(self._on_current)
         ui.timeline.activated.connect(self._on_activated)
         ui.events_view.activated.connect(self._on_event_activated)
@@ -35,6 +38,8 @@ class SelectionController:
         ui.summary_button.clicked.connect(lambda: self.view.spawn(self.paging.show_boundary(), "show summary"))
 
     def _on_current(self, current: QModelIndex, previous: QModelIndex) -> None:
+        if self._body is not None and not self._body.done():
+            self._body.cancel()  # the selection moved on: the previous body (and original) is not shown
         node = self.model.node(current)
         if node is None:
             return
@@ -42,7 +47,7 @@ class SelectionController:
         if node.kind == "boundary" and self.model.boundary is not None:
             detail.show_boundary(self.model.boundary)
         elif node.kind == "message" and node.info is not None:
-            self.view.spawn(self._show_body(node), "read message")
+            self._body = self.view.spawn(self._show_body(node), "read message")
         elif node.kind == "gap":
             self._gap_backward = previous.isValid() and timeline.visualRect(previous).top() > timeline.visualRect(current).top()
             detail.show_text("Not loaded yet", f"{node.label}\nThese messages load when the row scrolls into view; Enter loads the next page.")
@@ -55,13 +60,14 @@ class SelectionController:
             detail.show_text(node.kind.capitalize(), "\n".join(lines))
 
     async def _show_body(self, node: Node) -> None:
-        """The selected message in full: its body is read now (the timeline keeps previews only)."""
+        """The selected message in full: its body is read now (the timeline keeps previews only).
+        Selecting another row cancels this task."""
         key, info = self.model.key, node.info
         if key is None or info is None:
             return
         (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
-        if stored is None or stored.id != info.id or self.paging.selected_message_id() != info.id:
-            return  # the selection moved on meanwhile (within this thread)
+        if stored is None or stored.id != info.id:
+            return  # no longer in the thread
         offload = self.model.offload(info.id)
         self.ui.detail.show_message(stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
         if offload is not None:

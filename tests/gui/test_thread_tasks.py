@@ -13,6 +13,7 @@ import pytest
 
 from inspector_app.controllers.tasks import TaskSet, ThreadTasks, finished
 from inspector_app.main_window import MainWindow
+from inspector_app.widgets.detail import message_body
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, install_demo
 
@@ -158,6 +159,32 @@ def test_a_reload_of_the_same_thread_cancels_the_older_view(qtbot: Any, window_f
     qtbot.waitUntil(lambda: gated.left.is_set() and first.done() and w.idle, timeout=5000)
     qtbot.wait(50)
     assert len(w.chart.points()) == 3  # the newer view's history, not the older one's eight points
+    assert not failures and not trouble
+
+
+def test_moving_the_selection_during_a_slow_body_read_shows_only_the_new_row(qtbot: Any, window_factory: Any, gated: GatedService, trouble: list[Any]) -> None:
+    w, failures = opened(qtbot, window_factory, gated)
+    messages = {m.id: m for m in gated.threads["acme-vat"].messages}
+    original, gate, slow = gated.messages_page, threading.Event(), []
+
+    def page(key: str, **kw: Any) -> Any:  # the body read of message 7 (a pruned result) is slow
+        if kw.get("limit") == 1 and kw.get("after_id") == 6 and not slow:
+            slow.append(key)
+            gated.entered.set()
+            gate.wait(10)
+            gated.left.set()
+        return original(key, **kw)
+
+    gated.messages_page = page  # type: ignore[method-assign]
+    reads = gated.called("read_original")
+    w.timeline.setCurrentIndex(w.timeline_model.index_for_message(7))
+    qtbot.waitUntil(gated.entered.is_set, timeout=5000)
+    w.timeline.setCurrentIndex(w.timeline_model.index_for_message(10))
+    gate.set()
+    qtbot.waitUntil(lambda: gated.left.is_set() and w.idle, timeout=5000)
+    qtbot.wait(50)
+    assert w.detail.body.toPlainText() == message_body(messages[10].message)
+    assert not w.detail.showing_pruned and gated.called("read_original") == reads  # 7's original was never read
     assert not failures and not trouble
 
 
