@@ -36,14 +36,19 @@ class Source:
     path: Path | None = None
     text: str | None = None
 
+    def read_bytes(self) -> bytes:
+        if self.text is not None:
+            return self.text.encode("utf-8")
+        assert self.path is not None
+        try:
+            return self.path.read_bytes()
+        except OSError as exc:
+            raise ImportFormatError(f"{self.name}: cannot read ({exc.strerror or exc})") from exc
+
     def read_text(self) -> str:
         if self.text is not None:
             return self.text
-        assert self.path is not None
-        try:
-            return self.path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise ImportFormatError(f"{self.name}: cannot read ({exc.strerror or exc})") from exc
+        return self.read_bytes().decode("utf-8", errors="replace")
 
     def load_json(self, fmt: str) -> Any:
         text = self.read_text()

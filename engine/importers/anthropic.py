@@ -174,6 +174,11 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     data = source.load_json(FORMAT)
     if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
         raise ImportFormatError(f"{source.name}: not an Anthropic Messages request (no 'messages' list)")
+    for i, raw in enumerate(data["messages"]):
+        if isinstance(raw, Mapping) and (raw.get("role") in ("system", "developer", "tool", "function")
+                                         or raw.get("tool_calls") or raw.get("tool_call_id")):
+            raise ImportFormatError(f"{source.name}: not an Anthropic Messages request (messages[{i}] is an OpenAI "
+                                    f"chat message: role {raw.get('role')!r})")
     b = SessionBuilder(FORMAT, source)
     model = data.get("model") if isinstance(data.get("model"), str) else None
     for i, raw in enumerate(data["messages"]):

@@ -93,7 +93,7 @@ def meta_kind(entry: Mapping[str, Any], text: str) -> str | None:
 
 # -- reading -------------------------------------------------------------------------------------
 def _read_entries(source: Source, b: SessionBuilder | None, *, final: bool) -> list[tuple[int, dict]]:
-    data = source.path.read_bytes() if source.path is not None else (source.text or "").encode()
+    data = source.read_bytes()
     out: list[tuple[int, dict]] = []
     for e in iter_lines(data, final=final):
         if e.error is not None:

@@ -72,7 +72,7 @@ def _exit_error(text: str) -> bool:
 
 
 def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
-    data = source.path.read_bytes() if source.path is not None else (source.text or "").encode()
+    data = source.read_bytes()
     b = SessionBuilder(FORMAT, source)
     reader = ItemReader(b, meta=meta_kind)
     recognized = 0

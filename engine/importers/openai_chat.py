@@ -36,6 +36,7 @@ from .model import (
 
 FORMAT = "openai-chat"
 ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+ANTHROPIC_ONLY = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 
 def chat_parts(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
@@ -135,6 +136,12 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     msgs = data.get("messages") if isinstance(data, Mapping) else data
     if not isinstance(msgs, list) or not any(isinstance(m, Mapping) and "role" in m for m in msgs):
         raise ImportFormatError(f"{source.name}: not OpenAI chat messages (no messages with a role)")
+    for i, raw in enumerate(msgs):
+        content = raw.get("content") if isinstance(raw, Mapping) else None
+        for part in content if isinstance(content, list) else ():
+            if isinstance(part, Mapping) and part.get("type") in ANTHROPIC_ONLY:
+                raise ImportFormatError(f"{source.name}: not OpenAI chat messages (messages[{i}] has an Anthropic "
+                                        f"{part['type']!r} block)")
     b = SessionBuilder(FORMAT, source)
     body: Mapping[str, Any] = data if isinstance(data, Mapping) else {}
     model = body.get("model") if isinstance(body.get("model"), str) else None
