@@ -13,6 +13,7 @@ from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
 from ..events import EventKind
@@ -23,6 +24,7 @@ from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
     CompactionStateRow,
+    Conversation,
     MessageRow,
     ModelRequestRow,
     QueuedRequest,
@@ -70,7 +72,7 @@ class Locked(ConversationReader):
     """A transaction holding one conversation's row lock: the write door. Use only inside
     ``Store.locked``; it commits when the block ends and rolls back if the block raises."""
 
-    def __init__(self, session, conv) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, session: Session, conv: Conversation) -> None:
         super().__init__(session, conv)
         self._ledger: CallLedger | None = None
 
