@@ -180,6 +180,9 @@ class SessionBuilder:
         usage = tuple(replace(u, position=index_map[u.position]) if u.position < len(index_map) else u
                       for u in self._usage)
         extra = {**self.extra, **session.pop("extra", {})}
+        stable = len(messages)
+        if not final and messages and messages[-1].role == "assistant":
+            stable -= 1  # its remaining blocks may not be written yet
         return ImportedSession(
             format=self.format,
             source_file=self.source.name,
@@ -190,6 +193,7 @@ class SessionBuilder:
             skipped=dict(sorted(self.skipped.items())),
             unknown=dict(sorted(self.unknown.items())),
             extra=extra,
+            stable_messages=stable,
             **session,
         )
 

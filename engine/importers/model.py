@@ -267,6 +267,10 @@ class ImportedSession:
     unknown: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
     #: per-format metadata that has no field (cli version, git branch, exit status, …)
     extra: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: how many leading messages are final. Parsed with ``final=False`` (a file still being written),
+    #: a trailing assistant message may still gain blocks or calls from lines not written yet, so a
+    #: follower should write only ``messages[:stable_messages]`` and re-read the rest later.
+    stable_messages: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("messages", "tools", "compactions", "usage", "warnings"):
@@ -277,6 +281,8 @@ class ImportedSession:
             value = getattr(self, name)
             if not isinstance(value, MappingProxyType):
                 object.__setattr__(self, name, _frozen(value))
+        if self.stable_messages is None:
+            object.__setattr__(self, "stable_messages", len(self.messages))
 
     @property
     def tool_call_count(self) -> int:

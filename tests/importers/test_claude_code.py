@@ -70,10 +70,13 @@ def test_parallel_entries_merge_into_one_message_with_thinking_and_ids(sessions)
     assert json.loads(m.tool_calls[1].arguments) == {"pattern": "re.compile(", "path": "."}
 
 
-def test_image_kept_as_a_reference(sessions):
+def test_images_kept_as_references_in_requests_and_tool_results(sessions):
     m = sessions[0].messages[3]
     assert kinds(m) == ["text", "image"]
     assert m.parts[1] == ImagePart(media_type="image/png", byte_size=16, source="base64")
+    result = sessions[0].messages[5]
+    assert kinds(result) == ["text", "image"]
+    assert result.parts[1] == ImagePart(media_type="image/jpeg", byte_size=13, source="base64")
 
 
 def test_session_metadata_skips_unknowns_and_warnings(sessions):

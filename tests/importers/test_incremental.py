@@ -53,12 +53,15 @@ def test_claude_code_append_keeps_old_keys_and_adds_new_ones(tmp_path):
     new_keys = [m.source_key for m in new.messages]
     assert new_keys == old_keys + ["n1", "n2"]
     assert new.messages[-1].call_ids == ("toolu_N1",)  # still open: no missing_result while being written
+    assert old.stable_messages == len(old.messages) - 1  # its last message is an assistant message
+    assert new.stable_messages == len(new.messages) - 1 and new.messages[len(old.messages) - 1] == old.messages[-1]
     assert [u.response_id for u in new.usage][-1] == "msg_N1"
     with path.open("a") as fh:
         fh.write(_cc("n4", "n3", "user", [{"type": "tool_result", "tool_use_id": "toolu_N1", "content": "written"}]))
     (done, *_) = parse(path)
     assert [m.source_key for m in done.messages] == new_keys + ["n4:toolu_N1"]
     assert done.messages[-1].tool_name == "Write" and done.messages[-1].repair is None
+    assert done.stable_messages == len(done.messages)
 
 
 def test_codex_append_keeps_old_keys_and_adds_new_ones(tmp_path):
