@@ -28,7 +28,7 @@ PROVIDER, MODEL = "bench", "bench-model"  # not a known model: the window comes 
 
 
 def policy(window: int) -> dict[str, Any]:
-    """Defaults of the compaction model with the summary budget scaled to small windows."""
+    """The defaults of docs/contract.md §7 with the summary budget scaled to small windows."""
     return {"context_window": window, "default": {"summary_max_tokens": summary_budget(window)}}
 
 

@@ -7,7 +7,7 @@ langchain-core>=1.0). :func:`available` says why they cannot run when they are m
   (``count_tokens_approximately``, characters/4 plus 3 per message, on the state messages) and
   default ``trim_tokens_to_summarize`` (4000), driven through its real ``before_model`` hook before
   every model step, with the same threshold and retained tail (in tokens) as our policy.
-- ``chars/4``: the seed platform's meter (characters of the request / 4); for compaction, the same
+- ``chars/4``: the rule-of-thumb meter many agent platforms use (characters of the request / 4); for compaction, the same
   middleware with that counter in place of LangChain's.
 
 The summary model is :class:`ExtractiveChatModel`, a deterministic LangChain chat model: it parses the
@@ -74,7 +74,7 @@ def from_lc(lc: Any) -> Message:
 
 
 def chars4_counter(messages: Iterable[Any]) -> int:
-    """The seed platform's meter as a LangChain token counter: characters of every text / 4."""
+    """The rule-of-thumb meter many agent platforms use, as a LangChain token counter: characters of every text / 4."""
     total = 0
     for lc in messages:
         m = from_lc(lc)

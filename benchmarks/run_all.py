@@ -440,7 +440,7 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   same budget, so summary quality is equal and only the middleware's decisions differ. When the last
   4000 tokens of the range hold no human message the middleware does not call the model and writes
   "Previous conversation was too long to summarize." (counted as a replacement without summary).
-- **chars/4**: the seed platform's meter (characters of every text in the request ÷ 4); for compaction,
+- **chars/4**: the rule-of-thumb meter many agent platforms use (characters of every text in the request ÷ 4); for compaction,
   the same middleware with that counter.
 - **Identifiers visible**: share of the identifiers that appeared in tool outputs anywhere in the
   session (document ids, article/post URLs, CI URLs, file paths) found verbatim anywhere on the final

@@ -183,7 +183,7 @@ def envelope_texts(env: Envelope) -> list[str]:
 
 
 def chars_over_4(env: Envelope) -> int:
-    """The seed platform's meter: characters of every text in the request, divided by four."""
+    """The rule-of-thumb meter many agent platforms use: characters of every text in the request, divided by four."""
     return sum(map(len, envelope_texts(env))) // 4
 
 

@@ -1,6 +1,6 @@
 """Provider error normalization: every provider failure becomes one :class:`ProviderError`.
 
-Overflow recovery (docs/compaction.md, "Overflow recovery") triggers on exactly one code,
+Overflow recovery (docs/contract.md §3.1) triggers on exactly one code,
 :data:`CONTEXT_WINDOW_EXCEEDED`, so the classifier's job is to find every way a provider says "the request is too long" and never
 say it for anything else. The provider's original error (parsed body, text or stream event) is kept
 on the error as ``original`` and its text as ``message``, so a run that cannot recover reports what

@@ -1,4 +1,4 @@
-"""Pressure compaction (COMPACTION_MODEL §2) through the real service on a real SQLite file."""
+"""Pressure compaction (docs/contract.md §2) through the real service on a real SQLite file."""
 
 from __future__ import annotations
 
@@ -467,7 +467,7 @@ def test_summarizer_sees_the_pruned_surface_and_events_carry_the_record(make_ser
 
 def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
     """A summarizer that raises something other than SummarizerError (a plug-in's bug) loses nothing:
-    the attempt is rejected with a clear reason and the run carries on (seed 004: warn and continue)."""
+    the attempt is rejected with a clear reason and the run carries on (§2.9: warn and continue)."""
     from engine.compactor import RunState
     from engine.messages import ToolCall, assistant, tool_result, user
     from engine.service import open_service
