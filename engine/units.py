@@ -1,3 +1,4 @@
+# Over 500 lines: the unit rules, the cut checks and the request / dangling-call rules share one matching of calls to results.
 """Turns, tool rounds, compaction units, and where a compaction may cut.
 
 Pure: no I/O and no token counting of its own (costs come in as a function, normally the
@@ -20,11 +21,20 @@ Structure
   message is not counted towards its round, so that round stays open and nothing at or after it
   is ever taken: call and result are never separated. (After the next user message such a result
   is an orphan of the new turn, and the earlier turn is open.)
+- **Closing marker**: a tool result flagged ``missing_result`` (or ``aborted``) that the write door
+  records for a call that never got a result. The door can only append, so on an idle thread the
+  marker of a call deep in history arrives late; unlike another late result it *closes* its call
+  (``late_closures``): the round is not open, a cut may take it, and the marker left after the
+  boundary is an orphan there (the surface should not send it). ``dangling_calls`` lists the
+  calls still to close, per assistant message.
 - **Units** (``build_units``): one ``"turn"`` unit per finished turn (open if any of its rounds
   is open). In the running turn: a ``"turn_user"`` unit (the user message with the head group)
   and one ``"round"`` unit per tool round. Without a user message, a head group holding orphan
   results is a ``"round"`` unit of its own; one holding only system notes rides with the first
-  round.
+  round. ``split_last_turn`` cuts a *finished* last turn the same way (idle trajectories: one
+  request, hundreds of rounds), to be selected with ``tail="tokens"``.
+- **Current request** (``current_request``): the newest user message that is a real request, not
+  meta, synthetic, a command or its output, a reminder or a carrier of tool results.
 
 Selection rules (``select_prefix``)
 -----------------------------------
@@ -40,6 +50,9 @@ Selection rules (``select_prefix``)
    Running turn (``"turn_user"``/``"round"`` units present): the newest ``recent_rounds`` rounds
    of the running turn (a headless orphan group counts as a round); the token tail does not
    apply (seed 002 §5.1.1 constraint 1: the target stop is what keeps recent history).
+   ``tail="tokens"`` applies the token tail to every unit, split rounds included (the idle
+   trajectory: its newest rounds holding the retained tail stay verbatim, at least one);
+   ``tail="rounds"`` forces the round rule.
 5. A ``"turn_user"`` unit is only taken together with the round right after it; if that round
    cannot be taken, stop before the user message.
 6. ``max_units`` caps how many units one selection takes (never splitting a unit).
@@ -50,26 +63,46 @@ target: the largest tool-pair-balanced head range that keeps the newest indivisi
 
 from __future__ import annotations
 
-from collections import Counter
+import re
+from collections import Counter, deque
 from dataclasses import dataclass
-from typing import Callable, Collection, Iterator, Literal, Sequence
+from typing import Callable, Collection, Iterator, Literal, Mapping, Sequence
 
-from .messages import Message
+from .messages import META_SYNTHETIC, Message, ToolCall
 
 UnitKind = Literal["turn", "turn_user", "round"]
 UNIT_KINDS: frozenset[str] = frozenset({"turn", "turn_user", "round"})
+TailRule = Literal["auto", "tokens", "rounds"]
+TAIL_RULES: tuple[str, ...] = ("auto", "tokens", "rounds")
+
+#: metadata flag of the closing marker the write door records for a call that never got a result
+#: (says so to the model; not a made-up result). Belongs beside engine.messages' META_* keys.
+META_MISSING_RESULT = "missing_result"
+#: tool results with any of these flags are closing markers (``aborted``: the cancellation results)
+CLOSING_FLAGS: tuple[str, ...] = (META_MISSING_RESULT, "aborted")
 
 __all__ = [
+    "CLOSING_FLAGS",
+    "META_MISSING_RESULT",
+    "NOT_REQUEST_FLAGS",
+    "TAIL_RULES",
+    "DanglingCalls",
     "InvalidCut",
     "InvalidHistory",
     "Selection",
+    "TailRule",
     "ToolRound",
     "Turn",
     "Unit",
     "UnitKind",
     "assert_valid_cut",
     "build_units",
+    "current_request",
+    "dangling_calls",
     "is_balanced",
+    "is_closing_marker",
+    "is_request",
+    "late_closures",
     "orphan_call_ids",
     "select_overflow_head",
     "select_prefix",
@@ -173,17 +206,25 @@ def split_turns(messages: Sequence[Message]) -> list[Turn]:
     return turns
 
 
-def split_rounds(messages: Sequence[Message]) -> list[ToolRound]:
-    """Cut the non-user part of a turn into tool rounds (see the module docstring)."""
+def split_rounds(messages: Sequence[Message], *, closed_late: Mapping[int, Counter[str]] | None = None) -> list[ToolRound]:
+    """Cut the non-user part of a turn into tool rounds (see the module docstring).
+
+    ``closed_late`` (``id(assistant message)`` → call ids) names calls answered by a closing marker
+    recorded later, possibly after this turn (:func:`late_closures` of the whole history; computed
+    from ``messages`` when not given): they do not keep their round open."""
     rounds: list[ToolRound] = []
     current: list[Message] = []
     pending: Counter[str] = Counter()  # calls of the current round still without a result
     earlier: Counter[str] = Counter()  # calls of earlier rounds still without a result
     orphans: list[Message] = []
+    closures = late_closures(messages) if closed_late is None else closed_late
 
     def flush() -> None:
         if current:
-            rounds.append(ToolRound(tuple(current), open=bool(+pending), orphans=tuple(orphans)))
+            still = +pending
+            if current[0].role == "assistant":
+                still -= closures.get(id(current[0]), Counter())
+            rounds.append(ToolRound(tuple(current), open=bool(still), orphans=tuple(orphans)))
 
     for m in messages:
         if m.role == "user":
@@ -206,12 +247,77 @@ def split_rounds(messages: Sequence[Message]) -> list[ToolRound]:
     return rounds
 
 
-def _turn_parts(turn: Turn) -> tuple[tuple[Message, ...], list[ToolRound]]:
+def _turn_parts(turn: Turn, closures: Mapping[int, Counter[str]]) -> tuple[tuple[Message, ...], list[ToolRound]]:
     """(messages up to and including the user message, rounds of the rest)."""
     if turn.user is None:
-        return (), split_rounds(turn.messages)
+        return (), split_rounds(turn.messages, closed_late=closures)
     cut = next(i for i, m in enumerate(turn.messages) if m is turn.user) + 1
-    return turn.messages[:cut], split_rounds(turn.messages[cut:])
+    return turn.messages[:cut], split_rounds(turn.messages[cut:], closed_late=closures)
+
+
+# -- closing markers and dangling calls ------------------------------------------------------------
+
+
+def is_closing_marker(message: Message) -> bool:
+    """A tool result recorded *for* a call rather than *by* it: no result was recorded (idle thread)
+    or the run was cancelled first (metadata :data:`CLOSING_FLAGS`)."""
+    return message.role == "tool" and any(message.metadata.get(flag) for flag in CLOSING_FLAGS)
+
+
+def _match_calls(messages: Sequence[Message]) -> Iterator[tuple[Message, ToolCall, int, int | None]]:
+    """(assistant, call, its index, index of the result answering it or None), calls in order.
+
+    A result answers the oldest call with its id still unanswered before it (providers may reuse
+    ids); a result answering no such call is an orphan and answers nothing."""
+    waiting: dict[str, deque[tuple[int, int]]] = {}  # call id -> (index of the call slot, message index)
+    slots: list[tuple[Message, ToolCall, int, int | None]] = []
+    for index, m in enumerate(messages):
+        if m.role == "assistant":
+            for call in m.tool_calls:
+                waiting.setdefault(call.id, deque()).append((len(slots), index))
+                slots.append((m, call, index, None))
+        elif m.role == "tool":
+            queue = waiting.get(m.tool_call_id or "")
+            if queue:
+                slot, _ = queue.popleft()
+                assistant, call, at, _ = slots[slot]
+                slots[slot] = (assistant, call, at, index)
+    return iter(slots)
+
+
+def late_closures(messages: Sequence[Message]) -> dict[int, Counter[str]]:
+    """``id(assistant)`` → call ids answered by a closing marker that arrived after a later
+    assistant or user message (the write door can only append: a call left dangling deep in an
+    idle thread is closed at its end). Such a call no longer keeps its round open."""
+    out: dict[int, Counter[str]] = {}
+    if not any(m.role == "tool" and m.metadata and is_closing_marker(m) for m in messages):
+        return out  # the common case, without matching every call
+    for assistant, call, at, answered in _match_calls(messages):
+        if answered is None or not is_closing_marker(messages[answered]):
+            continue
+        if any(m.role in ("assistant", "user") for m in messages[at + 1 : answered]):
+            out.setdefault(id(assistant), Counter())[call.id] += 1
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class DanglingCalls:
+    """The calls of one assistant message that no result answers anywhere after it."""
+
+    assistant: Message
+    calls: tuple[ToolCall, ...]
+
+
+def dangling_calls(messages: Sequence[Message]) -> list[DanglingCalls]:
+    """Every unanswered call in ``messages`` (normally: everything after the boundary), grouped per
+    assistant message in order: older rounds too, not only the newest. On an idle thread the write
+    door closes each with a closing marker (:data:`META_MISSING_RESULT`); while a run is active a
+    missing result may still come and nothing must be closed."""
+    groups: dict[int, tuple[Message, list[ToolCall]]] = {}
+    for assistant, call, _, answered in _match_calls(messages):
+        if answered is None:
+            groups.setdefault(id(assistant), (assistant, []))[1].append(call)
+    return [DanglingCalls(a, tuple(calls)) for a, calls in groups.values()]
 
 
 def _check_order(messages: Sequence[Message]) -> None:
@@ -242,19 +348,64 @@ def _running_units(head: tuple[Message, ...], user: Message | None, rounds: list
     return out
 
 
-def build_units(messages: Sequence[Message], *, running_turn: bool) -> list[Unit]:
-    """The ordered units of the history; with ``running_turn`` the last turn is cut into rounds."""
+def build_units(messages: Sequence[Message], *, running_turn: bool, split_last_turn: bool = False) -> list[Unit]:
+    """The ordered units of the history; with ``running_turn`` the last turn is cut into rounds.
+
+    ``split_last_turn`` cuts the *finished* last turn the same way (``"turn_user"`` + ``"round"``
+    units): the idle-trajectory mode of manual compaction, where one request and hundreds of tool
+    rounds are one turn. Select with ``tail="tokens"`` so the newest rounds holding the retained
+    tail stay verbatim."""
     _check_order(messages)
     turns = split_turns(messages)
+    closures = late_closures(messages)
     units: list[Unit] = []
     for index, turn in enumerate(turns):
-        head, rounds = _turn_parts(turn)
-        if running_turn and index == len(turns) - 1:
+        head, rounds = _turn_parts(turn, closures)
+        if (running_turn or split_last_turn) and index == len(turns) - 1:
             units.extend(_running_units(head, turn.user, rounds))
         else:
             orphans = tuple(o for r in rounds for o in r.orphans)
             units.append(Unit("turn", turn.messages, open=any(r.open for r in rounds), orphans=orphans))
     return units
+
+
+# -- the current request ---------------------------------------------------------------------------
+
+#: metadata flags of user-role messages that are not requests: ``meta`` (imported meta messages,
+#: e.g. Claude Code's ``isMeta``), the compactor's synthetic user message, a user message carrying
+#: tool results (classic SWE-agent observations, Anthropic ``tool_result`` blocks), a source's
+#: compaction summary
+NOT_REQUEST_FLAGS: tuple[str, ...] = ("meta", META_SYNTHETIC, "tool_result", "tool_results", "compact_summary")
+#: wrapper tags whose content is never a request (Claude Code slash commands, their output,
+#: ``!`` shell mode, injected reminders and hooks)
+WRAPPER_TAGS: tuple[str, ...] = (
+    "command-name", "command-message", "command-args", "command-contents", "local-command-stdout",
+    "local-command-stderr", "local-command-caveat", "system-reminder", "bash-input", "bash-stdout",
+    "bash-stderr", "user-prompt-submit-hook",
+)
+_WRAPPED = re.compile(r"<(%s)(?:\s[^>]*)?>.*?</\1>" % "|".join(map(re.escape, WRAPPER_TAGS)), re.S)
+#: texts that a client writes in the user's name (interruptions, a summary continuing a session)
+_NOT_REQUEST_TEXT = re.compile(
+    r"^\[Request interrupted by user[^\]]*\]$|^Caveat: The messages below were generated by the user while running"
+    r"|^This session is being continued from a previous conversation",
+)
+
+
+def is_request(message: Message) -> bool:
+    """True for a user message that is a real request: not meta, not synthetic, not a command,
+    its output or a reminder (text made only of :data:`WRAPPER_TAGS` elements), not a carrier of
+    tool results, not an interruption marker or a continuation summary, not empty."""
+    if message.role != "user" or any(message.metadata.get(flag) for flag in NOT_REQUEST_FLAGS):
+        return False
+    text = message.content.strip()
+    if not text or _NOT_REQUEST_TEXT.search(text):
+        return False
+    return bool(_WRAPPED.sub("", text).strip()) if "<" in text else True
+
+
+def current_request(messages: Sequence[Message]) -> Message | None:
+    """The newest user message of ``messages`` (in order) that :func:`is_request` accepts."""
+    return next((m for m in reversed(messages) if m.role == "user" and is_request(m)), None)
 
 
 # -- balance -----------------------------------------------------------------------------------
@@ -281,30 +432,36 @@ def orphan_call_ids(messages: Sequence[Message]) -> frozenset[str]:
     return frozenset(m.tool_call_id or "" for m in _unmatched_results(messages)[0])
 
 
-def is_balanced(messages: Sequence[Message], *, known_orphans: Collection[str] = ()) -> bool:
+def is_balanced(
+    messages: Sequence[Message], *, known_orphans: Collection[str] = (), closed_later: Collection[str] = ()
+) -> bool:
     """Every call in the range has its result in the range and every result its call.
 
     Results are matched to calls in order (a provider may reuse call ids across rounds). A result
     without a call makes the range unbalanced unless its call id is in ``known_orphans``: results
     that were already orphans in the whole input (``orphan_call_ids(all_messages)``), which no cut
-    can make worse. For a head range of the input the two notions agree.
+    can make worse. For a head range of the input the two notions agree. A call without a result
+    in the range is allowed when its id is in ``closed_later``: a closing marker after the range
+    answers it (:func:`late_closures`).
     """
     unmatched, pending = _unmatched_results(messages)
-    return not pending and all(m.tool_call_id in known_orphans for m in unmatched)
+    return all(c in closed_later for c in pending) and all(m.tool_call_id in known_orphans for m in unmatched)
 
 
 def assert_valid_cut(all_messages: Sequence[Message], boundary: int | None, *, running_turn: bool = True) -> None:
     """Raise :class:`InvalidCut` unless ``boundary`` ends a unit and splits no tool round.
 
-    ``running_turn=True`` (default) accepts round ends inside the last turn; a boundary right
-    after the running turn's user message (user taken without a round) is rejected.
+    ``running_turn=True`` (default) accepts round ends inside the last turn (also the cuts of the
+    ``split_last_turn`` mode); a boundary right after that turn's user message (user taken without
+    a round) is rejected. A call answered only by a closing marker after the boundary is allowed.
     """
     if boundary is None:
         return
     index = next((i for i, m in enumerate(all_messages) if m.id == boundary), None)
     if index is None:
         raise InvalidCut(f"boundary {boundary} is not a message in view")
-    if not is_balanced(all_messages[: index + 1], known_orphans=orphan_call_ids(all_messages)):
+    closed = {m.tool_call_id or "" for m in all_messages[index + 1 :] if is_closing_marker(m)}
+    if not is_balanced(all_messages[: index + 1], known_orphans=orphan_call_ids(all_messages), closed_later=closed):
         raise InvalidCut(f"boundary {boundary} splits a tool round (a call and its result on both sides)")
     unit = next((u for u in build_units(all_messages, running_turn=running_turn) if u.last_id == boundary), None)
     if unit is None:
@@ -347,10 +504,12 @@ def _steps(units: Sequence[Unit], limit: int) -> Iterator[int]:
         yield i
 
 
-def _protected_start(units: Sequence[Unit], cost: _Costs, retained_tail_tokens: int, recent_rounds: int) -> int:
+def _protected_start(units: Sequence[Unit], cost: _Costs, retained_tail_tokens: int, recent_rounds: int, tail: TailRule) -> int:
     """Index of the first protected unit (``len(units)`` when none is protected)."""
     n = len(units)
-    if any(u.kind != "turn" for u in units):
+    if tail not in TAIL_RULES:
+        raise ValueError(f"unknown tail rule {tail!r} (known: {', '.join(TAIL_RULES)})")
+    if tail == "rounds" or (tail == "auto" and any(u.kind != "turn" for u in units)):
         rounds = [i for i, u in enumerate(units) if u.kind == "round"]
         if recent_rounds == 0 or not rounds:
             return n
@@ -379,12 +538,17 @@ def select_prefix(
     recent_rounds: int = 0,
     summary_tokens: Callable[[int], int] | None = None,
     max_units: int | None = None,
+    tail: TailRule = "auto",
 ) -> Selection:
-    """The shortest contiguous head of units that brings the projected envelope to the target."""
+    """The shortest contiguous head of units that brings the projected envelope to the target.
+
+    ``tail`` picks the protection rule (4): ``"auto"`` as the units say (running turn → rounds,
+    finished history → tokens); ``"tokens"`` the token tail over every unit, split rounds included
+    (the ``split_last_turn`` mode); ``"rounds"`` the newest ``recent_rounds`` rounds."""
     if retained_tail_tokens < 0 or recent_rounds < 0 or (max_units is not None and max_units < 0):
         raise ValueError("retained_tail_tokens, recent_rounds and max_units must not be negative")
     cost = _Costs(units, message_tokens)
-    limit = _protected_start(units, cost, retained_tail_tokens, recent_rounds)
+    limit = _protected_start(units, cost, retained_tail_tokens, recent_rounds, tail)
     if max_units is not None:
         limit = min(limit, max_units)
     estimate = summary_tokens or (lambda _removed: 0)
