@@ -31,7 +31,8 @@ Mapping:
   session also returns its sub-agents (``<sessionId>/subagents/*.jsonl`` and sibling
   ``agent-*.jsonl`` files of that session, and ``isSidechain`` entries inside the file), each linked
   to the parent and, when the parent's ``Task`` result names the agent, to that call
-  (``extra["parent_tool_call_id"]``).
+  (``extra["parent_tool_call_id"]``). An ``agent-<id>.meta.json`` beside the file gives the title
+  (``description``) and ``extra["agentType"]``.
 """
 
 from __future__ import annotations
@@ -143,7 +144,8 @@ def parse(source: Source, *, final: bool = True, discover: bool = True) -> list[
         if agent is None and source.path is not None:
             agent = source.path.stem.removeprefix("agent-")
         parent = next((o.get("sessionId") for _, o in entries if o.get("sessionId")), None)
-        return [_convert(source, entries, probe, final=final, session_id=agent, parent=parent)]
+        sub = _convert(source, entries, probe, final=final, session_id=agent, parent=parent)
+        return [_with_agent_meta(sub, source)]
     main_entries = [(n, o) for n, o in entries if not o.get("isSidechain")]
     side: dict[str, list[tuple[int, dict]]] = {}
     for n, o in entries:
@@ -161,6 +163,22 @@ def parse(source: Source, *, final: bool = True, discover: bool = True) -> list[
                 call = links.get(sub.source_session_id or "")
                 subs.append(replace(sub, extra={**sub.extra, "parent_tool_call_id": call}) if call else sub)
     return [main, *subs]
+
+
+def _with_agent_meta(sub: ImportedSession, source: Source) -> ImportedSession:
+    """``agent-<id>.meta.json`` next to a sub-agent file: its description is the title."""
+    if source.path is None:
+        return sub
+    meta_path = source.path.with_name(source.path.stem + ".meta.json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return sub
+    if not isinstance(meta, Mapping):
+        return sub
+    extra = {**sub.extra, **{k: meta[k] for k in ("agentType", "spawnDepth") if k in meta}}
+    title = meta.get("description") if isinstance(meta.get("description"), str) else sub.title
+    return replace(sub, title=title, extra=extra)
 
 
 def _subagent_files(path: Path, session_id: str) -> list[Path]:

@@ -24,7 +24,7 @@ choices[0].message {content, tool_calls, reasoning_content}, usage}}}]``. Mappin
 **V1** shape: a directory with ``base_state.json`` (``id``, ``agent.llm.model``, ``stats.usage_to_metrics
 .*.token_usages [{response_id, prompt_tokens, cache_read_tokens, cache_write_tokens,
 completion_tokens, reasoning_tokens, context_window, model}]``) and ``events/event-<n>-<id>.json``,
-each with ``kind``: ``SystemPromptEvent`` (system prompt, tools); ``MessageEvent`` (``llm_message
+(or the older ``event-<n>.json``), read in the order of ``<n>``, each with ``kind``: ``SystemPromptEvent`` (system prompt, tools); ``MessageEvent`` (``llm_message
 {role, content [text | image {image_urls}], reasoning_content}``; ``extended_content`` becomes a meta
 ``skill`` user message); ``ActionEvent`` (``thought``, ``reasoning_content``, ``thinking_blocks``,
 ``tool_call {id, name, arguments}``, ``llm_response_id`` groups parallel calls); ``ObservationEvent``
@@ -226,7 +226,7 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
             b.warnings.append(ParseWarning(str(root / "base_state.json"), exc.lineno,
                                            "malformed JSON; conversation metadata and usage missing"))
         state = state if isinstance(state, Mapping) else {}
-    files = sorted(events_dir.glob("event-*.json"))
+    files = sorted(events_dir.glob("event-*.json"), key=_event_index)
     if not files:
         raise ImportFormatError(f"{source.name}: no OpenHands event files (events/event-*.json)")
     groups: dict[str, int] = {}
@@ -278,6 +278,12 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
     llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
     return b.build(final=final, source_session_id=state.get("id") or root.name, system_prompt=system_prompt,
                    tools=tools, model=llm.get("model"))
+
+
+def _event_index(path: Path) -> tuple[int, str]:
+    """``event-<idx>[-<id>].json`` sorts by its number (past 99999 the names stop sorting as text)."""
+    digits = path.stem.split("-")[1] if path.stem.count("-") >= 1 else ""
+    return (int(digits) if digits.isdigit() else -1, path.name)
 
 
 def _v1_content(content: Any, b: SessionBuilder) -> tuple[Part, ...]:

@@ -122,6 +122,7 @@ def test_subagents_are_their_own_sessions_linked_to_the_parent(sessions):
     sub = sessions[1]
     assert sub.source_file.endswith(f"{SID}/subagents/agent-a1b2c3d4.jsonl")
     assert sub.extra["parent_tool_call_id"] == "toolu_03Task"
+    assert (sub.title, sub.extra["agentType"]) == ("Find callers", "general-purpose")  # from agent-*.meta.json
     assert rows(sub) == [
         ("user", "s1", "Find every caller of parse() in the repository.", (), None, None, False, None, None),
         ("assistant", "s2", "", (("toolu_S1Grep", "Grep"),), None, None, False, None, None),

@@ -105,3 +105,14 @@ def test_v1_reachable_from_events_dir_and_base_state():
     a = parse(V1 / "events")[0]
     b = parse(V1 / "base_state.json")[0]
     assert [m.source_key for m in a.messages] == [m.source_key for m in b.messages] and len(a.messages) == 10
+
+
+def test_v1_events_are_read_in_index_order_past_99999(tmp_path):
+    events = tmp_path / "conv" / "events"
+    events.mkdir(parents=True)
+    for idx, text in ((99999, "first"), (100000, "second")):
+        (events / f"event-{idx}-e{idx}.json").write_text(json.dumps(
+            {"id": f"e{idx}", "kind": "MessageEvent", "source": "user",
+             "llm_message": {"role": "user", "content": [{"type": "text", "text": text}]}}))
+    (s,) = parse(tmp_path / "conv")
+    assert [m.text for m in s.messages] == ["first", "second"]
