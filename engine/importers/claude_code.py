@@ -30,9 +30,9 @@ Mapping:
   ``isSidechain`` entries is a sub-agent session: id ``agentId``, parent ``sessionId``. Parsing a main
   session also returns its sub-agents (``<sessionId>/subagents/*.jsonl`` and sibling
   ``agent-*.jsonl`` files of that session, and ``isSidechain`` entries inside the file), each linked
-  to the parent and, when the parent's ``Task`` result names the agent, to that call
-  (``extra["parent_tool_call_id"]``). An ``agent-<id>.meta.json`` beside the file gives the title
-  (``description``) and ``extra["agentType"]``.
+  to the parent and, when the parent's ``Task`` result names the agent (or the entries carry
+  ``parentToolUseId``), to that call (``extra["parent_tool_call_id"]``). An ``agent-<id>.meta.json``
+  beside the file gives the title (``description``) and ``extra["agentType"]``.
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def parse(source: Source, *, final: bool = True, discover: bool = True) -> list[
         if agent is None and source.path is not None:
             agent = source.path.stem.removeprefix("agent-")
         parent = next((o.get("sessionId") for _, o in entries if o.get("sessionId")), None)
-        sub = _convert(source, entries, probe, final=final, session_id=agent, parent=parent)
+        call = next((o.get("parentToolUseId") for _, o in entries if o.get("parentToolUseId")), None)
+        sub = _convert(source, entries, probe, final=final, session_id=agent, parent=parent, parent_call=call)
         return [_with_agent_meta(sub, source)]
     main_entries = [(n, o) for n, o in entries if not o.get("isSidechain")]
     side: dict[str, list[tuple[int, dict]]] = {}

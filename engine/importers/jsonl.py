@@ -55,7 +55,8 @@ def iter_new_entries(path: str | Path, offset: int = 0, *, start_line: int = 1) 
 
     A last line without its newline is never returned (it may be half-written); the returned offset
     stops before it, so the next call reads it once it is complete. Malformed complete lines come back
-    as entries with ``error`` set. ``start_line`` is the line number of the line at ``offset`` (:class:`JsonlFollower` keeps the numbering across calls).
+    as entries with ``error`` set. ``start_line`` is the line number of the line at ``offset``
+    (:class:`JsonlFollower` keeps the numbering across calls).
     A file that shrank below ``offset`` (rewritten) is read again from the start.
     """
     p = Path(path)

@@ -24,14 +24,16 @@ choices[0].message {content, tool_calls, reasoning_content}, usage}}}]``. Mappin
 **V1** shape: a directory with ``base_state.json`` (``id``, ``agent.llm.model``, ``stats.usage_to_metrics
 .*.token_usages [{response_id, prompt_tokens, cache_read_tokens, cache_write_tokens,
 completion_tokens, reasoning_tokens, context_window, model}]``) and ``events/event-<n>-<id>.json``,
-(or the older ``event-<n>.json``), read in the order of ``<n>``, each with ``kind``: ``SystemPromptEvent`` (system prompt, tools); ``MessageEvent`` (``llm_message
-{role, content [text | image {image_urls}], reasoning_content}``; ``extended_content`` becomes a meta
-``skill`` user message); ``ActionEvent`` (``thought``, ``reasoning_content``, ``thinking_blocks``,
+(or the older ``event-<n>.json``), read in the order of ``<n>``, each with ``kind``:
+``SystemPromptEvent`` (system prompt, tools); ``MessageEvent`` (``llm_message {role, content [text |
+image {image_urls}], reasoning_content}``; ``extended_content`` becomes a meta ``skill`` user
+message); ``ActionEvent`` (``thought``, ``reasoning_content``, ``thinking_blocks``,
 ``tool_call {id, name, arguments}``, ``llm_response_id`` groups parallel calls); ``ObservationEvent``
 (``observation {content, is_error}``), ``UserRejectObservation`` and ``AgentErrorEvent`` (error
 results); ``Condensation`` (``forgotten_event_ids``, ``summary``, ``summary_offset``) → a recorded
 compaction; ``CondensationRequest``, ``ConversationStateUpdateEvent``, ``PauseEvent`` → skipped.
-Token usages are matched to the assistant message of their ``response_id``.
+Token usages are matched to the assistant message of their ``response_id`` (``prompt_tokens`` as
+reported; the condenser's own calls have no message and give no record).
 
 Source keys are the event ids (``<id>`` for an action group: its first event's id).
 """
