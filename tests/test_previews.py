@@ -515,3 +515,31 @@ def test_replacement_budget_too_small_for_header_is_a_typed_error() -> None:
         build_replacement("shell", LONG_TEXT, sha256=SHA, path=PATH, original_tokens=count(LONG_TEXT),
                           budget_tokens=30, count_tokens=count)
     assert info.value.needed_tokens > 30 and "30 tokens" in info.value.message
+
+
+_ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_:#/.", min_size=1, max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    rows=st.lists(
+        st.fixed_dictionaries(
+            {"doc_id": _ids, "url": _ids.map(lambda s: "https://x.example/" + s)},
+            optional={"title": st.text(max_size=80), "score": st.floats(0, 1), "content": st.text(max_size=2000)},
+        ),
+        max_size=40,
+    ),
+    budget=st.integers(min_value=0, max_value=900),
+)
+def test_structured_preview_properties(rows: list[dict[str, object]], budget: int) -> None:
+    preview = structured_preview(json.dumps({"results": rows}), budget_tokens=budget, count_tokens=count)
+    if preview is None:
+        return  # not even the count fits: the generic fallback takes over
+    assert count(preview) <= budget
+    meta, shown = parse_structured(preview)
+    assert meta["result_count"] == len(rows)
+    assert [r.get("doc_id") for r in shown] == [r["doc_id"] for r in rows[: len(shown)]]  # every shown row keeps its id, in order
+    omitted = meta.get("omitted_results", 0)
+    assert omitted == len(rows) - len(shown)
+    if omitted:  # results are dropped only at the poorest level: one id each
+        assert all(list(r) == ["doc_id"] for r in shown)
