@@ -14,7 +14,8 @@ Matching (:func:`lookup_window`), case-insensitive, first hit wins:
 1. **exact**: the name as given (catalogue ids such as ``openai/gpt-4-1106-preview`` are also
    indexed by their last segment);
 2. **normalized**: the same model named another way: routing prefixes dropped (``openrouter/``,
-   ``openai/``, ``models/``), Bedrock region and vendor prefixes (``us.anthropic.``);
+   ``openai/``, ``models/``), Bedrock region and vendor prefixes (``us.anthropic.``), an OpenAI
+   fine-tune's base model (``ft:gpt-4o-mini-2024-07-18:org::id``);
 3. **snapshot**: a dated or tagged snapshot of a catalogued alias: a trailing date (``-2024-07-18``,
    ``-20240718``, ``@20240620``), ``-latest``, a Bedrock version (``-v2:0``) or an Ollama-style tag
    (``:8b``) is dropped, then the name must be in the catalogue *exactly*.
@@ -119,6 +120,7 @@ _VENDORS: tuple[tuple[str, str], ...] = (
     ("glm", "zai"), ("minimax", "minimax"),
 )
 
+_FINE_TUNE = re.compile(r"^ft:([^:]+):")  # ft:gpt-4o-mini-2024-07-18:my-org::abc123
 _REGION = re.compile(r"^(?:us|eu|apac|global|jp|au|ca)\.(?=[a-z0-9-]+\.)")
 _VENDOR_DOT = re.compile(r"^(?:anthropic|meta|amazon|mistral|cohere|ai21|deepseek|qwen|openai|writer|twelvelabs)\.")
 _SNAPSHOT_SUFFIXES: tuple[re.Pattern[str], ...] = (
@@ -220,6 +222,10 @@ def name_candidates(model: str) -> Iterator[tuple[str, MatchRule]]:
     for i in range(1, len(segments)):
         yield from emit("/".join(segments[i:]), "normalized")
     base = segments[-1]
+    fine_tune = _FINE_TUNE.match(base)
+    if fine_tune:  # an OpenAI fine-tune has its base model's window
+        base = fine_tune.group(1)
+        yield from emit(base, "normalized")
     for pattern in (_REGION, _VENDOR_DOT):
         stripped = pattern.sub("", base)
         if stripped != base:

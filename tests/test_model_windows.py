@@ -39,6 +39,9 @@ def test_candidates_strip_routing_prefixes_regions_and_snapshots_but_never_versi
         ("gpt-4o", "snapshot"),
     ]
     assert [n for n, _ in name_candidates("llama3.1:8b")] == ["llama3.1:8b", "llama3.1"]
+    assert [n for n, _ in name_candidates("ft:gpt-4o-mini-2024-07-18:acme::9xYz")] == [
+        "ft:gpt-4o-mini-2024-07-18:acme::9xyz", "gpt-4o-mini-2024-07-18", "gpt-4o-mini",
+    ]
     assert [n for n, _ in name_candidates("claude-3-5-sonnet@20240620")] == ["claude-3-5-sonnet@20240620", "claude-3-5-sonnet"]
     # versions and 4-digit OpenAI snapshots are part of the model's name: never dropped
     for name in ("gpt-5.5", "gpt-4-1106-preview", "claude-opus-4-9", "gpt-3.5-turbo-0613", "gpt-4.5-preview"):
@@ -54,6 +57,7 @@ def test_candidates_strip_routing_prefixes_regions_and_snapshots_but_never_versi
         ("gpt-4-0613", 8192),
         ("gpt-4o-mini-2024-07-18", 128000),
         ("openai/gpt-4o", 128000),
+        ("ft:gpt-4o-mini-2024-07-18:acme::9xYz", 128000),
         ("gpt-5", 272000),
         ("gpt-5.5", None),  # newer than anything in the table: unknown, not gpt-5's window
         ("gpt-5-turbo-ultra", None),  # no prefix matching at all
