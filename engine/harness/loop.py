@@ -315,7 +315,7 @@ class AgentHarness:
     async def _pre_step(self, thread: str, state: RunState, step: int) -> Any:
         """Pressure compaction (§2), then the envelope to send. An operational failure of the
         compaction (database, Workdir) is recorded and the step goes on from the persisted surface
-        (seed 004: warn and continue); the surface measured by the compactor is reused."""
+        (§2.9: warn and continue); the surface measured by the compactor is reused."""
         svc = self.service
         try:
             outcome = await asyncio.to_thread(svc.compact_for_pressure, thread, state)

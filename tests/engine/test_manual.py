@@ -1,4 +1,4 @@
-"""Manual compaction (COMPACTION_MODEL §4) through the real service on a real SQLite file."""
+"""Manual compaction (§4) through the real service on a real SQLite file."""
 
 from __future__ import annotations
 

@@ -214,7 +214,7 @@ def test_notes_survive_waiting_for_the_user(svc: Service, sim: ProviderSimulator
 
 
 def test_a_failing_pressure_check_is_recorded_and_the_run_goes_on(svc: Service, sim: ProviderSimulator, monkeypatch) -> None:
-    """Seed 004: an operational failure of pre-step compaction warns and continues from the
+    """§2.9: an operational failure of pre-step compaction warns and continues from the
     persisted surface; it never fails the user's run."""
 
     def broken(*args, **kwargs):

@@ -1,4 +1,4 @@
-"""Overflow recovery in the loop (COMPACTION_MODEL.md §3): generation growth is the only licence to
+"""Overflow recovery in the loop (§3): generation growth is the only licence to
 retry, the retry bound, cancellation winning, no orphan tool calls, and what never triggers recovery."""
 
 from __future__ import annotations
