@@ -76,7 +76,8 @@ def _sniff_jsonl(head: str) -> str | None:
             obj = json.loads(line)
         except ValueError:
             continue  # a malformed (or cut) line: look at the next one
-        if codex.looks_like(obj):
+        if codex.looks_like(obj) or codex.looks_like_legacy_header(obj) or (
+                isinstance(obj, dict) and "record_type" in obj):
             return codex.FORMAT
         if claude_code.looks_like(obj):
             return claude_code.FORMAT

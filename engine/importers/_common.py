@@ -9,7 +9,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable
 
 from .model import (
     DUPLICATE_RESULT,
@@ -134,7 +134,6 @@ class SessionBuilder:
         self.warnings: list[ParseWarning] = []
         self.skipped: Counter[str] = Counter()
         self.unknown: Counter[str] = Counter()
-        self.meta: dict[str, Any] = {}
         self.extra: dict[str, Any] = {}
 
     # recording ------------------------------------------------------------------------------
@@ -203,7 +202,8 @@ def repair(messages: Iterable[ImportedMessage], *, final: bool = True) -> tuple[
 
     - a result answers the latest earlier call with its id: it gets that call's tool name;
     - a result with no earlier call is kept and marked ``orphan``; a second result for an answered
-      call is kept and marked ``duplicate_result``;
+      call (or one arriving after the conversation moved on and the call was given a synthetic
+      result) is kept and marked ``duplicate_result``;
     - a call nobody answered gets a synthetic result marked ``missing_result``, placed after the
       results that follow its assistant message. With ``final=False`` (a file still being written)
       the calls of a trailing assistant message are left open: their results may still come.
@@ -263,10 +263,3 @@ def repair(messages: Iterable[ImportedMessage], *, final: bool = True) -> tuple[
         flush_pending()
     return out, index_map
 
-
-def first_present(mapping: Mapping[str, Any], *keys: str) -> Any:
-    for k in keys:
-        v = mapping.get(k)
-        if v is not None:
-            return v
-    return None

@@ -23,6 +23,12 @@ Shape handled: one ``{timestamp, type, payload}`` object per line.
   it: summary = ``message`` (``None`` when empty: the summary is then only encrypted), ``kept`` = the
   replacement history's messages; the history is not added again as messages.
 
+Bare-era rollouts (before the ``{timestamp, type, payload}`` envelope) are read too: a first line
+``{id, timestamp, instructions, git}`` is the session meta, bare items are response items and
+``{"record_type": "state"}`` lines are skipped. A sub-agent's ``session_meta.source.subagent
+.thread_spawn.parent_thread_id`` is its ``parent_session_id``; a fork's repeated parent
+``session_meta`` is skipped (the first one wins).
+
 Source keys are ``L<line>`` (the rollout is append-only, so they are stable under appends).
 """
 
@@ -35,7 +41,7 @@ from typing import Any, Mapping
 from ._common import SessionBuilder, Source, as_int
 from .jsonl import iter_lines
 from .model import ImportedSession, ImportFormatError
-from .openai_responses import ItemReader, usage_record
+from .openai_responses import ITEM_TYPES, ItemReader, usage_record
 
 FORMAT = "codex"
 LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
@@ -59,6 +65,20 @@ def meta_kind(role: str, text: str) -> str | None:
         if t.startswith(prefix):
             return kind
     return None
+
+
+def looks_like_legacy_header(obj: Any) -> bool:
+    """The first line of a bare-era rollout: ``{id, timestamp, instructions?, git?}``, no ``type``."""
+    return (isinstance(obj, Mapping) and "type" not in obj and "id" in obj and "timestamp" in obj
+            and ("instructions" in obj or "git" in obj))
+
+
+def _parent_thread(source: Any) -> str | None:
+    """A sub-agent's parent: ``source.subagent.thread_spawn.parent_thread_id``."""
+    spawn = source.get("subagent") if isinstance(source, Mapping) else None
+    spawn = spawn.get("thread_spawn") if isinstance(spawn, Mapping) else None
+    parent = spawn.get("parent_thread_id") if isinstance(spawn, Mapping) else None
+    return parent if isinstance(parent, str) else None
 
 
 def _exit_error(text: str) -> bool:
@@ -85,6 +105,15 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
             b.warn(e.error, e.line)
             continue
         obj = e.value
+        if isinstance(obj, Mapping) and "payload" not in obj:  # the bare (legacy) era
+            if "record_type" in obj:
+                recognized += 1
+                b.skipped[f"record_type:{obj['record_type']}"] += 1
+                continue
+            if looks_like_legacy_header(obj) and recognized == 0:
+                obj = {"timestamp": obj.get("timestamp"), "type": "session_meta", "payload": obj}
+            elif obj.get("type") in ITEM_TYPES:
+                obj = {"timestamp": obj.get("timestamp"), "type": "response_item", "payload": obj}
         if not looks_like(obj):
             if isinstance(obj, Mapping) and "type" in obj:
                 b.unknown[str(obj.get("type"))] += 1
@@ -101,7 +130,13 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
         kind = obj["type"]
         if kind == "session_meta":
             meta = payload.get("meta") if isinstance(payload.get("meta"), Mapping) else payload
-            session.setdefault("source_session_id", meta.get("id"))
+            if "source_session_id" in session:  # a fork repeats its parent's meta: keep the first
+                b.skipped["session_meta:repeated"] += 1
+                continue
+            session["source_session_id"] = meta.get("id") or meta.get("session_id")
+            parent = _parent_thread(meta.get("source"))
+            if parent:
+                session["parent_session_id"] = parent
             session.setdefault("cwd", meta.get("cwd"))
             instr = meta.get("base_instructions") or meta.get("instructions")
             if isinstance(instr, Mapping):

@@ -109,3 +109,35 @@ def test_encrypted_only_compaction_has_no_summary(tmp_path):
     (s,) = parse(path)
     (c,) = s.compactions
     assert (c.summary, c.kept, c.position) == (None, (), 1)
+
+
+LEGACY = FIXTURES / "codex" / "legacy" / "rollout-2025-08-20T09-00-00-6a1d2c3b-0e4f-4a5b-8c9d-0e1f2a3b4c5d.jsonl"
+
+
+def test_bare_era_rollout():
+    (s,) = parse(LEGACY)
+    assert rows(s) == [
+        ("user", "L3", "<environment_context>\n  <cwd>/home/dev/old</cwd>\n</environment_context>", (), None, None, False,
+         "environment_context", None),
+        ("user", "L4", "What does build.sh do?", (), None, None, False, None, None),
+        ("assistant", "L6", "", (("call_L1", "shell"),), None, None, False, None, None),
+        ("tool", "L8", '{"output":"make all\\n","metadata":{"exit_code":0}}', (), "call_L1", "shell", False, None, None),
+        ("assistant", "L9", "It runs make all.", (), None, None, False, None, None),
+    ]
+    assert s.messages[2].source_ids == ("rs_l1",) and s.messages[2].tool_calls[0].source_id == "fc_l1"
+    assert s.source_session_id == "6a1d2c3b-0e4f-4a5b-8c9d-0e1f2a3b4c5d" and s.extra["git"]["branch"] == "main"
+    assert dict(s.skipped) == {"record_type:state": 2} and s.warnings == ()
+
+
+def test_subagent_rollout_links_its_parent_and_skips_the_forked_meta(tmp_path):
+    meta = {"id": "child-1", "cwd": "/w", "source": {"subagent": {"thread_spawn": {"parent_thread_id": "parent-0",
+                                                                                    "depth": 1}}}}
+    lines = [{"timestamp": "t", "type": "session_meta", "payload": meta},
+             {"timestamp": "t", "type": "session_meta", "payload": {"id": "parent-0", "cwd": "/w"}},
+             {"timestamp": "t", "type": "response_item",
+              "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}}]
+    path = tmp_path / "rollout-child.jsonl"
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    (s,) = parse(path)
+    assert (s.source_session_id, s.parent_session_id) == ("child-1", "parent-0")
+    assert dict(s.skipped) == {"session_meta:repeated": 1} and [m.text for m in s.messages] == ["go"]

@@ -29,6 +29,7 @@ CASES = [
     (FIXTURES / "openhands" / "v1" / "5e2f9a0c4b7d" / "base_state.json", "openhands"),
     (FIXTURES / "swe-agent" / "classic" / "calc__calc-1.traj", "swe-agent"),
     (FIXTURES / "swe-agent" / "function-calling" / "calc__calc-2.traj", "swe-agent"),
+    (FIXTURES / "codex" / "legacy" / "rollout-2025-08-20T09-00-00-6a1d2c3b-0e4f-4a5b-8c9d-0e1f2a3b4c5d.jsonl", "codex"),
 ]
 
 
