@@ -267,19 +267,22 @@ def is_closing_marker(message: Message) -> bool:
 def _match_calls(messages: Sequence[Message]) -> Iterator[tuple[Message, ToolCall, int, int | None]]:
     """(assistant, call, its index, index of the result answering it or None), calls in order.
 
-    A result answers the oldest call with its id still unanswered before it (providers may reuse
-    ids); a result answering no such call is an orphan and answers nothing."""
+    As in :func:`split_rounds` (providers may reuse ids): a result answers the newest assistant
+    message's unanswered call with its id, else the oldest earlier one; a result answering no such
+    call is an orphan and answers nothing."""
     waiting: dict[str, deque[tuple[int, int]]] = {}  # call id -> (index of the call slot, message index)
     slots: list[tuple[Message, ToolCall, int, int | None]] = []
+    newest = -1  # index of the newest assistant message
     for index, m in enumerate(messages):
         if m.role == "assistant":
+            newest = index
             for call in m.tool_calls:
                 waiting.setdefault(call.id, deque()).append((len(slots), index))
                 slots.append((m, call, index, None))
         elif m.role == "tool":
             queue = waiting.get(m.tool_call_id or "")
             if queue:
-                slot, _ = queue.popleft()
+                slot, _ = queue.pop() if queue[-1][1] == newest else queue.popleft()
                 assistant, call, at, _ = slots[slot]
                 slots[slot] = (assistant, call, at, index)
     return iter(slots)

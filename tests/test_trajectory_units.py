@@ -200,6 +200,9 @@ def test_dangling_calls_ignore_orphans_and_match_reused_ids_in_order():
     c = Conv().result("ghost").call("r").result("r").call("r").call("q").result("q")
     assert [(d.assistant.id, [x.id for x in d.calls]) for d in dangling_calls(c.msgs)] == [(4, ["r"])]
     assert dangling_calls(Conv().user("hi").say("hello").msgs) == []
+    reused = Conv().call("r").call("r").result("r")  # the result belongs to the newest round, as in the units
+    assert [d.assistant.id for d in dangling_calls(reused.msgs)] == [1]
+    assert [r.open for r in split_rounds(reused.msgs)] == [True, False]
 
 
 def test_a_missing_result_blocks_compaction_until_a_closing_marker_is_appended():
