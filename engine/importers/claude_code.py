@@ -23,7 +23,9 @@ Mapping:
   ``caveat``, ``skill`` (injected skill text), ``interrupted``, ``hook``.
 - **Compaction**: ``system`` ``compact_boundary`` (``compactMetadata.trigger`` / ``preTokens``)
   followed by the ``isCompactSummary`` user entry → one recorded compaction at that point, its summary
-  the entry's text (not a message). Other ``system`` entries count as ``skipped["system:<subtype>"]``.
+  the entry's text (not a message). ``microcompact_boundary`` (``microcompactMetadata.trigger``,
+  ``preTokens``, ``tokensSaved``, ``compactedToolIds``) → a recorded compaction of kind ``prune`` over
+  those tool results. Other ``system`` entries count as ``skipped["system:<subtype>"]``.
 - ``summary`` / ``custom-title`` give the session title; ``file-history-snapshot``,
   ``queue-operation``, ``attachment``, ``progress`` are skipped; other types are ``unknown``.
 - **Sub-agents**: a file named ``agent-*.jsonl``, under ``subagents/``, or made only of
@@ -271,6 +273,8 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
                 meta = o.get("compactMetadata") if isinstance(o.get("compactMetadata"), Mapping) else {}
                 b.compaction(trigger=meta.get("trigger"), tokens_before=as_int(meta.get("preTokens")), source_id=uuid,
                              timestamp=ts, details={"logical_parent_uuid": o.get("logicalParentUuid")})
+            elif subtype == "microcompact_boundary":
+                _microcompact(b, o, uuid, ts)
             else:
                 b.skipped[f"system:{subtype or '?'}"] += 1
         elif etype == "summary":
@@ -293,10 +297,24 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
                    title=title, extra=extra)
 
 
+def _microcompact(b: SessionBuilder, o: Mapping[str, Any], uuid: str | None, ts: str | None) -> None:
+    """``microcompact_boundary``: Claude Code cleared some tool results (a prune, not a summary)."""
+    meta = o.get("microcompactMetadata") if isinstance(o.get("microcompactMetadata"), Mapping) else {}
+    ids = tuple(str(x) for x in meta.get("compactedToolIds") or ())
+    wanted = set(ids)
+    hit = [i for i, m in enumerate(b.messages) if m.role == "tool" and m.tool_call_id in wanted]
+    pos = len(b.messages)
+    b.compaction(kind="prune", trigger=meta.get("trigger"), tokens_before=as_int(meta.get("preTokens")),
+                 replaced_start=hit[0] if hit else pos, replaced_end=hit[-1] + 1 if hit else pos,
+                 forgotten_ids=ids, source_id=uuid, timestamp=ts,
+                 details={"tokens_saved": as_int(meta.get("tokensSaved")), "forgotten_messages": len(hit)})
+
+
 def _attach_summary(b: SessionBuilder, content: Any, uuid: str | None, ts: str | None) -> None:
     conv = convert_blocks(content)
     text = "\n\n".join(p.text for p in conv.items if isinstance(p, TextPart))
-    open_drafts = [d for d in b.compaction_drafts if d.get("summary") is None]
+    open_drafts = [d for d in b.compaction_drafts
+                   if d.get("summary") is None and d.get("kind", "summary") == "summary"]
     if open_drafts:
         open_drafts[-1]["summary"] = text
         open_drafts[-1]["details"] = {**open_drafts[-1].get("details", {}), "summary_uuid": uuid}

@@ -196,12 +196,17 @@ class RecordedCompaction:
     ``messages[replaced_start:replaced_end]``. ``summary`` is ``None`` when the source kept it only
     encrypted (Codex, Responses ``compaction`` items). ``kept`` holds what the source put back in the
     context besides the summary (Codex ``replacement_history``).
+
+    ``kind`` is ``summary`` (the history was replaced by a summary) or ``prune`` (only some tool
+    results were cleared, e.g. Claude Code's microcompaction: ``forgotten_ids`` names their calls and
+    ``replaced_start``/``replaced_end`` span them).
     """
 
     source: str
     position: int
     replaced_start: int
     replaced_end: int
+    kind: Literal["summary", "prune"] = "summary"
     trigger: str | None = None
     tokens_before: int | None = None
     summary: str | None = None

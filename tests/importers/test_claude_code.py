@@ -94,8 +94,9 @@ def test_session_metadata_skips_unknowns_and_warnings(sessions):
 
 def test_recorded_compaction_placed_before_the_first_message_after_it(sessions):
     main = sessions[0]
-    (c,) = main.compactions
-    assert (c.source, c.trigger, c.tokens_before, c.source_id) == ("claude-code", "manual", 48211, "u17")
+    prune, c = main.compactions
+    assert (c.kind, c.source, c.trigger, c.tokens_before, c.source_id) == ("summary", "claude-code", "manual", 48211,
+                                                                           "u17")
     assert c.summary.startswith("This session is being continued") and "unclosed character class" in c.summary
     assert (c.position, c.replaced_start, c.replaced_end) == (13, 0, 13)
     assert main.messages[c.position].source_key == "u19b"  # the summary entry itself is not a message
@@ -161,3 +162,12 @@ def test_broken_parent_chain_imports_everything_in_file_order(tmp_path):
     (s,) = parse(path)
     assert [m.text for m in s.messages] == ["one", "two"]
     assert [w.reason for w in s.warnings] == ["parentUuid chain broken at 'missing'; importing every entry in file order"]
+
+
+def test_microcompaction_is_a_recorded_prune_of_the_named_tool_results(sessions):
+    prune = sessions[0].compactions[0]
+    assert (prune.kind, prune.trigger, prune.tokens_before, prune.summary, prune.source_id) == (
+        "prune", "auto", 30122, None, "u13m")
+    assert prune.forgotten_ids == ("toolu_01Read", "toolu_02Grep")
+    assert (prune.position, prune.replaced_start, prune.replaced_end) == (10, 5, 7)  # the two results, messages 5-6
+    assert prune.details == {"tokens_saved": 2100, "forgotten_messages": 2}
