@@ -161,6 +161,7 @@ def test_current_request_skips_claude_code_command_output_and_meta_messages():
         ("<local-command-stderr>error</local-command-stderr>", False),
         ("[Request interrupted by user]", False),
         ("This session is being continued from a previous conversation that ran out of context.", False),
+        ("Base directory for this skill: /home/u/.claude/skills/pdf\n\n# PDF skill", False),
         ("", False),
     ],
 )
@@ -211,8 +212,8 @@ def test_a_missing_result_blocks_compaction_until_a_closing_marker_is_appended()
     assert units[1].open  # the parallel round
     assert take_all(units, tail_tokens=0).units == ()  # nothing can be taken: the first round is open
 
-    c.missing("b").missing("d")  # what the write door appends on an idle thread
-    assert all(is_closing_marker(m) for m in c.msgs[-2:])
+    c.missing("b").result("d", "[no result was recorded in the source for this tool call]", repair="missing_result")
+    assert all(is_closing_marker(m) for m in c.msgs[-2:])  # the door's flag, and an importer's repair mark
     units = build_units(c.msgs, running_turn=False, split_last_turn=True)
     assert not any(u.open for u in units)
     sel = take_all(units, tail_tokens=0)
