@@ -19,7 +19,7 @@ from engine.compactor import RunState
 from engine.messages import Envelope
 from engine.meter import TokenMeter, default_meter
 from engine.service import Service, open_service
-from engine.summarizers.base import SummaryRequest, SummaryResult
+from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from engine.summarizers.extractive import ExtractiveSummarizer
 
 from traces import Reference, Replay, Trace

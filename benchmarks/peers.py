@@ -24,7 +24,7 @@ import xml.etree.ElementTree as ET
 from typing import Any, Callable, Iterable, Sequence
 
 from engine.messages import Envelope, Message, ToolCall
-from engine.summarizers.base import SummaryRequest
+from engine.summarizers.protocol import SummaryRequest
 from engine.summarizers.extractive import ExtractiveSummarizer
 
 from traces import Reference, Replay, Trace, chars_over_4

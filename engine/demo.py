@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from .errors import EngineError
 from .harness.loop import AgentHarness, Tool, ToolRegistry, WaitForUser
-from .harness.provider import ChatProvider
+from .llm import ChatClient
 from .harness.simulator import ProviderSimulator, Reply, SimRequest
 from .messages import Message
 from .meter import default_meter
@@ -166,7 +166,7 @@ def _sized_reply(total_tokens: int, filler: Callable[[int], str]) -> Callable[[S
 
 
 class _Builder:
-    def __init__(self, svc: Service, sim: ProviderSimulator, provider: ChatProvider, seed: int) -> None:
+    def __init__(self, svc: Service, sim: ProviderSimulator, provider: ChatClient, seed: int) -> None:
         self.svc = svc
         self.sim = sim
         self.provider = provider
@@ -315,7 +315,7 @@ class _Builder:
 
 async def _build(svc: Service, seed: int) -> list[str]:
     with ProviderSimulator(context_window=WINDOW, model=MODEL) as sim:
-        provider = ChatProvider(sim.base_url, provider=PROVIDER, timeout=30.0)
+        provider = ChatClient(sim.base_url, provider=PROVIDER, timeout=30.0)
         try:
             b = _Builder(svc, sim, provider, seed)
             for scenario in (b.research, b.coding, b.overflow_recovers, b.overflow_gives_up, b.busy_threads, b.near_hint, b.chinese):

@@ -19,13 +19,14 @@ import platformdirs
 
 from .compactor import Compactor, Measured, Outcome, RunState
 from .errors import EngineError
-from .events import EventKind
+from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
 from .messages import Message, ToolCall
 from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
 from .store import ABORTED_TEXT, InvalidTransition, Store, display_url, normalize_url
-from .summarizers.base import Summarizer, make_summarizer_from_env
+from .summarizers.protocol import Summarizer
+from .summarizers.factory import make_summarizer_from_env
 from .surface import shown_message
 from .views import (
     CompactionEvent,
@@ -195,7 +196,7 @@ class Service:
         with its ``waiting_for_user`` event)."""
         with self.store.locked(key) as tx:
             tx.set_run_status(run_id, "waiting_for_user")
-            tx.add_event(EventKind.WAITING_FOR_USER, {"tool": call.name, "call_id": call.id, "question": question}, run_id=run_id)
+            write_event(tx, WaitingForUserEvent(tool=call.name, call_id=call.id, question=question), run_id=run_id)
 
     def finish_run(self, key: str, run_id: int, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
         """End a running run as completed, or as failed with the error that ended it."""
@@ -217,13 +218,12 @@ class Service:
         aborted_text: str = ABORTED_TEXT,
         error_code: str | None = None,
         error_message: str | None = None,
-        event: EventKind | None = None,
-        event_data: Mapping[str, Any] | None = None,
+        event: CancelledEvent | HarnessErrorEvent | None = None,
         trigger: str | None = None,
     ) -> int | None:
         """End a run as ``status`` (``cancelled`` / ``failed``) and answer every call it left
         unanswered with ``aborted_text`` (no orphan call is left), with, when ``event`` is given,
-        that event (``{"aborted_calls": n, **event_data}``) in the same transaction. Returns how
+        that event (its ``aborted_calls`` set to that number) in the same transaction. Returns how
         many calls were answered, or None when the run could not take that status (already
         ended): then nothing is written."""
         with self.store.locked(key) as tx:
@@ -232,7 +232,7 @@ class Service:
             except InvalidTransition:
                 return None
             if event is not None:
-                tx.add_event(event, {"aborted_calls": aborted, **(event_data or {})}, trigger=trigger, run_id=run_id)
+                write_event(tx, replace(event, aborted_calls=aborted), trigger=trigger, run_id=run_id)
             return aborted
 
     # -- model requests and events ----------------------------------------------------------
@@ -279,9 +279,10 @@ class Service:
         """The newest request that completed (``ok``): its route is what pressure measures for."""
         return self.store.last_completed_request(key)
 
-    def add_event(self, key: str, kind: EventKind, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
-        """Record one event (``invalid_event`` unless ``kind`` is an :class:`EventKind`)."""
-        return self.store.add_event(key, kind, data, trigger=trigger, run_id=run_id)
+    def add_event(self, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
+        """Record one typed event (:mod:`engine.events`); a trigger its kind is never written with
+        raises ``ValueError``."""
+        return write_thread_event(self.store, key, event, trigger=trigger, run_id=run_id)
 
     # -- compaction -----------------------------------------------------------------------
     def compact(self, key: str) -> ManualResult:

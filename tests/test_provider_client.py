@@ -1,4 +1,4 @@
-"""ChatClient (the harness's ChatProvider, the summarizer's transport) against the simulator over a real loopback socket."""
+"""ChatClient (the harness's ChatClient, the summarizer's transport) against the simulator over a real loopback socket."""
 
 from __future__ import annotations
 

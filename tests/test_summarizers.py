@@ -15,15 +15,8 @@ from engine.harness.simulator import ProviderSimulator, Reply
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, RATE_LIMITED, SERVER_ERROR
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
-from engine.summarizers.base import (
-    contains_verbatim,
-    Summarizer,
-    SummarizerError,
-    SummaryRequest,
-    SummaryResult,
-    make_summarizer_from_env,
-    validate_summary,
-)
+from engine.summarizers.protocol import contains_verbatim, Summarizer, SummarizerError, SummaryRequest, SummaryResult, validate_summary
+from engine.summarizers.factory import make_summarizer_from_env
 from engine.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
 from engine.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
 

@@ -14,16 +14,16 @@ import asyncio
 import inspect
 import json
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from ..compactor import Outcome, RunState
-from ..events import EventKind
+from ..events import CancelledEvent, GaveUpEvent, HarnessErrorEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
 from ..messages import Message, ToolCall
 from ..service import Service
 from ..store import ABORTED_TEXT
-from .errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
-from .provider import ChatProvider
+from ..llm.client import ChatClient
+from ..llm.errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
 
 
 FAILED_TEXT = "aborted: the run failed before this tool call ran"
@@ -113,7 +113,7 @@ class AgentHarness:
     def __init__(
         self,
         service: Service,
-        provider: ChatProvider,
+        provider: ChatClient,
         *,
         model: str,
         provider_name: str | None = None,
@@ -234,24 +234,18 @@ class AgentHarness:
                 if not outcome.progressed:
                     reason = "recovery_failed" if crash is not None else "no_progress"
                     return await asyncio.to_thread(self._fail, thread, state, err, step, reason, outcome, crash)
-                await asyncio.to_thread(
-                    svc.add_event,
-                    thread,
-                    EventKind.RETRY,
-                    {
-                        "attempt": state.overflow_attempts,
-                        "failed_step": step,
-                        "next_step": step + 1,
-                        "tokens_before": outcome.tokens_before,
-                        "tokens_after": outcome.tokens_after,
-                        "generation_before": outcome.generation_before,
-                        "generation_after": outcome.generation_after,
-                        "summarizer_calls": outcome.summarizer_calls,
-                        **({"recovery_error": _describe(crash)} if crash is not None else {}),
-                    },
-                    trigger="overflow",
-                    run_id=state.run_id,
+                retry = RetryEvent(
+                    attempt=state.overflow_attempts,
+                    failed_step=step,
+                    next_step=step + 1,
+                    tokens_before=outcome.tokens_before,
+                    tokens_after=outcome.tokens_after,
+                    generation_before=outcome.generation_before,
+                    generation_after=outcome.generation_after,
+                    summarizer_calls=outcome.summarizer_calls,
+                    recovery_error=_describe(crash) if crash is not None else None,
                 )
+                await asyncio.to_thread(svc.add_event, thread, retry, trigger="overflow", run_id=state.run_id)
                 recovering = True
                 continue  # a new step from the persisted state
             await asyncio.to_thread(
@@ -263,9 +257,8 @@ class AgentHarness:
                 reported_completion_tokens=completion.completion_tokens,
             )
             if recovering:
-                await asyncio.to_thread(
-                    svc.add_event, thread, EventKind.RECOVERED, {"attempt": state.overflow_attempts, "step": step, "tokens": measured.tokens}, trigger="overflow", run_id=state.run_id
-                )
+                recovered = RecoveredEvent(attempt=state.overflow_attempts, step=step, tokens=measured.tokens)
+                await asyncio.to_thread(svc.add_event, thread, recovered, trigger="overflow", run_id=state.run_id)
                 recovering = False
             reply = completion.message
             await _io(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
@@ -323,7 +316,7 @@ class AgentHarness:
             raise
         except Exception as exc:
             log.warning("pressure compaction failed on thread %r; continuing", thread, exc_info=True)
-            await _io(svc.add_event, thread, EventKind.PRESSURE_FAILED, {"step": step, "error_message": _describe(exc)}, trigger="pressure", run_id=state.run_id)
+            await _io(svc.add_event, thread, PressureFailedEvent(step=step, error_message=_describe(exc)), trigger="pressure", run_id=state.run_id)
             outcome = None
         m = outcome.measured if outcome is not None else None
         if m is not None and (m.policy.provider, m.policy.model) == (self.provider_name, self.model):
@@ -335,25 +328,25 @@ class AgentHarness:
 
     def _provider_error(self, thread: str, state: RunState, err: ProviderError, measured: Any, step: int) -> None:
         snap = measured.snapshot
+        event = ProviderErrorEvent(
+            error_code=err.code,
+            error_message=err.message,
+            status=err.status,
+            inband=err.inband,
+            provider=self.provider_name,
+            model=self.model,
+            attempt=state.overflow_attempts + 1,
+            step=step,
+            tokens=measured.tokens,
+            tokens_before=measured.tokens,
+            threshold=measured.policy.threshold,
+            generation=snap.state.generation,
+            last_message_id=max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
+            ephemeral=tuple(m.content for m in state.ephemeral),  # so the replay shows what was sent
+        )
         self.service.add_event(
             thread,
-            EventKind.PROVIDER_ERROR,
-            {
-                "error_code": err.code,
-                "error_message": err.message,
-                "status": err.status,
-                "inband": err.inband,
-                "provider": self.provider_name,
-                "model": self.model,
-                "attempt": state.overflow_attempts + 1,
-                "step": step,
-                "tokens": measured.tokens,
-                "tokens_before": measured.tokens,
-                "threshold": measured.policy.threshold,
-                "generation": snap.state.generation,
-                "last_message_id": max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
-                "ephemeral": [m.content for m in state.ephemeral],  # so the replay shows what was sent
-            },
+            event,
             trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider",
             run_id=state.run_id,
         )
@@ -379,32 +372,46 @@ class AgentHarness:
         the retried request of an open recovery episode failed for another reason)."""
         svc = self.service
         if err.code == CONTEXT_WINDOW_EXCEEDED or episode_open:
-            data: dict[str, Any] = {"reason": reason, "error_code": err.code, "error_message": err.message, "attempt": state.overflow_attempts, "step": step}
+            gave_up = GaveUpEvent(
+                reason=reason,
+                error_code=err.code,
+                error_message=err.message,
+                attempt=state.overflow_attempts,
+                step=step,
+                recovery_error=_describe(crash) if crash is not None else None,
+            )
             if outcome is not None:
-                data.update(
+                gave_up = replace(
+                    gave_up,
                     tokens_before=outcome.tokens_before,
                     tokens_after=outcome.tokens_after,
                     generation_before=outcome.generation_before,
                     generation_after=outcome.generation_after,
                     summarizer_calls=outcome.summarizer_calls,
                 )
-            if crash is not None:
-                data["recovery_error"] = _describe(crash)
-            svc.add_event(thread, EventKind.GAVE_UP, data, trigger="overflow", run_id=state.run_id)
+            svc.add_event(thread, gave_up, trigger="overflow", run_id=state.run_id)
         svc.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
         return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     def _cancel(self, thread: str, state: RunState) -> RunResult:
         """Cancel the run; every call of the last assistant message that never ran gets an aborted
         result, so no orphan tool call is left behind (§3.5). Idempotent."""
-        self._close_run(thread, state, "cancelled", EventKind.CANCELLED, ABORTED_TEXT)
+        self._close_run(thread, state, "cancelled", CancelledEvent(attempt=state.overflow_attempts), ABORTED_TEXT)
         return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     def _abandon(self, thread: str, state: RunState, exc: Exception) -> None:
         """The harness itself failed: fail the run with :data:`HARNESS_ERROR` so the thread does not
         stay busy forever. Best effort: the caller re-raises ``exc`` whatever happens here."""
         try:
-            self._close_run(thread, state, "failed", EventKind.HARNESS_ERROR, FAILED_TEXT, error_code=HARNESS_ERROR, error_message=_describe(exc))
+            self._close_run(
+                thread,
+                state,
+                "failed",
+                HarnessErrorEvent(attempt=state.overflow_attempts, error_code=HARNESS_ERROR, error_message=_describe(exc)),
+                FAILED_TEXT,
+                error_code=HARNESS_ERROR,
+                error_message=_describe(exc),
+            )
         except Exception:
             log.exception("could not record the failure of run %s on thread %r", state.run_id, thread)
 
@@ -413,7 +420,7 @@ class AgentHarness:
         thread: str,
         state: RunState,
         status: str,
-        event: EventKind,
+        event: CancelledEvent | HarnessErrorEvent,
         aborted_text: str,
         *,
         error_code: str | None = None,
@@ -421,9 +428,6 @@ class AgentHarness:
     ) -> None:
         """Settle the run as ``status`` and answer its calls that never ran; nothing if already settled."""
         assert state.run_id is not None
-        data: dict[str, Any] = {"attempt": state.overflow_attempts}
-        if error_code is not None:
-            data.update(error_code=error_code, error_message=error_message)
         self.service.settle_run(
             thread,
             state.run_id,
@@ -432,7 +436,6 @@ class AgentHarness:
             error_code=error_code,
             error_message=error_message,
             event=event,
-            event_data=data,
             trigger="overflow" if state.overflow_attempts else None,
         )
 

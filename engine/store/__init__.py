@@ -19,7 +19,7 @@ from .db import (
     migrate,
     normalize_url,
 )
-from .door import ABORTED_TEXT, InvalidTransition, Locked, NewOffload
+from .door import ABORTED_TEXT, InvalidTransition, Locked
 from .invariants import CallLedger
 from .store import DuplicateThread, Store, ThreadLocked
 
@@ -32,7 +32,6 @@ __all__ = [
     "InvalidDatabaseURL",
     "InvalidTransition",
     "Locked",
-    "NewOffload",
     "NotADatabase",
     "SchemaMissing",
     "SchemaOutdated",

@@ -37,10 +37,6 @@ from .records import MESSAGES, message_values
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
 
-#: kept for callers that still name the prune input by its old name: one offload record type
-#: (``generation`` is left out on input and set by :meth:`Locked.record_prune`)
-NewOffload = Offload
-
 MODEL_REQUEST_OUTCOMES: tuple[str, ...] = ("pending", "ok", "error", "cancelled")
 
 _RUN_TRANSITIONS: dict[str, tuple[str, ...]] = {

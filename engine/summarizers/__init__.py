@@ -2,7 +2,7 @@
 and offline extractive. :func:`make_summarizer_from_env` picks one from the environment.
 
 Module order (no cycles): :mod:`.protocol` < :mod:`.openai_compat`, :mod:`.extractive` <
-:mod:`.factory`; :mod:`.base` re-exports the protocol and the factory under their old home."""
+:mod:`.factory`."""
 
 from .extractive import ExtractiveSummarizer
 from .factory import make_summarizer_from_env

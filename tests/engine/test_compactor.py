@@ -13,7 +13,7 @@ from engine.events import EventKind, SummaryRejectedEvent, parse_event
 from engine.surface import build_surface, envelope_of
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import open_service
-from engine.summarizers.base import contains_verbatim
+from engine.summarizers.protocol import contains_verbatim
 from engine.units import assert_valid_cut
 
 from .conftest import (

@@ -7,7 +7,7 @@ import pytest
 from engine.surface import build_surface
 from engine.errors import CannotCompact, ThreadBusy
 from engine.messages import user
-from engine.summarizers.base import contains_verbatim
+from engine.summarizers.protocol import contains_verbatim
 from engine.units import assert_valid_cut
 
 from .conftest import (

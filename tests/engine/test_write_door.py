@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine.errors import EngineError
-from engine.events import EventKind
+from engine.events import CancelledEvent, EventKind
 from engine.messages import InvalidMessage, Message, ToolCall, assistant, tool_result, user
 from engine.service import Service
 from tests.store.support import conversation_counters, insert_legacy_rows
@@ -231,7 +231,7 @@ def test_settle_run_answers_only_what_is_pending(svc: Service, new_key) -> None:
     svc.create_thread(key)
     run = svc.start_run(key, message=user("go"))
     svc.append_messages(key, [assistant("", _call("s1"), _call("s2"), _call("s3")), tool_result("s2", "done")], run_id=run)
-    assert svc.settle_run(key, run, "cancelled", event=EventKind.CANCELLED, event_data={"attempt": 0}) == 2
+    assert svc.settle_run(key, run, "cancelled", event=CancelledEvent(attempt=0)) == 2
     results = [s.message for s in svc.messages_page(key) if s.message.role == "tool"]
     assert [(m.tool_call_id, bool(m.metadata.get("aborted"))) for m in results] == [("s2", False), ("s1", True), ("s3", True)]
     assert svc.settle_run(key, run, "cancelled") is None  # already ended: nothing written
@@ -244,7 +244,6 @@ def _event_in_door(svc: Service, key: str, kind: Any) -> int:
 
 
 EVENT_PATHS: dict[str, Callable[[Service, str, Any], int]] = {
-    "Service.add_event": lambda svc, key, kind: svc.add_event(key, kind, {}),
     "Store.add_event": lambda svc, key, kind: svc.store.add_event(key, kind, {}),
     "door.add_event": _event_in_door,
 }
@@ -260,3 +259,14 @@ def test_event_kinds_outside_the_enum_are_refused(svc: Service, new_key, path: s
         EVENT_PATHS[path](svc, key, "gave up")
     assert err.value.code == "invalid_event" and "'gave up'" in err.value.message and repr(key) in err.value.message
     assert [e.kind for e in svc.events(key)] == ["retry", "recovered"]
+
+
+def test_service_add_event_takes_only_a_typed_payload_with_a_trigger_of_its_kind(svc: Service, new_key) -> None:
+    from engine.events import RecoveredEvent, RetryEvent
+
+    key = new_key("typed-events")
+    svc.create_thread(key)
+    svc.add_event(key, RetryEvent(attempt=1, failed_step=2), trigger="overflow")
+    with pytest.raises(ValueError):
+        svc.add_event(key, RecoveredEvent(attempt=1), trigger="manual")  # recovered is only ever an overflow event
+    assert [(e.kind, e.trigger, e.data["attempt"]) for e in svc.events(key)] == [("retry", "overflow", 1)]

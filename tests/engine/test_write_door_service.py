@@ -8,11 +8,10 @@ from collections.abc import Iterator
 import pytest
 
 from engine.errors import EngineError, ThreadBusy
-from engine.events import EventKind
+from engine.events import RetryEvent
 from engine.messages import META_PRUNED, InvalidMessage, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.service import Service, open_service
-from engine.store import NewOffload
 from engine.views import Offload, VisibleTokens
 
 from .conftest import POLICY, Counting, ServiceFactory, filler
@@ -58,10 +57,10 @@ def test_record_prune_takes_the_one_offload_record_and_sets_its_generation(svc: 
     key = new_key("offload")
     svc.create_thread(key)
     ids = svc.append_messages(key, [user("q"), assistant("", ToolCall("c", "t", "{}")), tool_result("c", "full text", name="t")])
-    old_style = NewOffload(message_id=ids[2], tool_name="t", path="/p", sha256="cd" * 32, preview="pre", original_tokens=3, preview_tokens=1)
-    assert NewOffload is Offload and old_style.generation is None
+    new = Offload(message_id=ids[2], tool_name="t", path="/p", sha256="cd" * 32, preview="pre", original_tokens=3, preview_tokens=1)
+    assert new.generation is None
     with svc.store.locked(key) as tx:
-        assert tx.record_prune([old_style], trigger="pressure") == 1
+        assert tx.record_prune([new], trigger="pressure") == 1
     stored = svc.offloads(key)[ids[2]]
     assert (stored.generation, stored.preview, stored.sha256) == (1, "pre", "cd" * 32)
 
@@ -119,7 +118,7 @@ def test_policies_have_one_holder_and_measure_takes_a_route(tmp_path) -> None:
         svc.append_message("measure", user("hello"))
         assert svc.measure("measure", provider="sim", model="small").policy.threshold == svc.policy_for("sim", "small").threshold
         assert svc.measure("measure").policy.threshold == svc.policy_for(None, None).threshold
-        svc.add_event("measure", EventKind.RETRY, {"attempt": 1}, trigger="overflow")
+        svc.add_event("measure", RetryEvent(attempt=1), trigger="overflow")
         assert [(e.kind, e.trigger) for e in svc.events("measure")] == [("retry", "overflow")]
     finally:
         svc.close()

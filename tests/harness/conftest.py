@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from engine.harness.errors import ProviderError
+from engine.llm.errors import ProviderError
 from engine.harness.loop import AgentHarness, Tool, ToolRegistry
-from engine.harness.provider import ChatProvider, Completion
+from engine.llm import ChatClient, Completion
 from engine.harness.simulator import ProviderSimulator, overflow_body
 from engine.messages import Message, ToolCall
 from engine.service import Service, open_service
-from engine.summarizers.base import SummarizerError, SummaryRequest, SummaryResult
+from engine.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
 from engine.summarizers.extractive import ExtractiveSummarizer
 
 PROVIDER = "sim"
@@ -74,8 +74,8 @@ class SteeredSummarizer:
         return self.inner.summarize(request)
 
 
-class RecordingProvider(ChatProvider):
-    """A real ChatProvider that keeps every error it raised (the very objects) and every completion."""
+class RecordingProvider(ChatClient):
+    """A real ChatClient that keeps every error it raised (the very objects) and every completion."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

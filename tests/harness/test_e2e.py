@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main as cli
-from engine.harness.errors import CONTEXT_WINDOW_EXCEEDED
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.service import open_service
 

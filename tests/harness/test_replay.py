@@ -6,7 +6,7 @@ import asyncio
 from datetime import datetime, timezone
 
 from engine.events import parse_event
-from engine.harness.errors import CONTEXT_WINDOW_EXCEEDED
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.replay import episodes_from

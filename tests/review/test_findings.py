@@ -16,7 +16,7 @@ from engine.errors import EngineError
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.policy import PolicyError
 from engine.service import Service, open_service
-from engine.summarizers.base import ENV_BASE_URL, ENV_MODEL
+from engine.summarizers.factory import ENV_BASE_URL, ENV_MODEL
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.units import is_balanced
 from engine.workdir import SavedResult, Workdir

@@ -9,12 +9,13 @@ import pytest
 
 from engine.errors import CompareAndSwapConflict, EngineError
 from engine.messages import ToolCall, assistant, tool_result, user
-from engine.store import Locked, NewOffload, Store
+from engine.store import Locked, Store
+from engine.views import Offload
 
 
-def _offload(message_id: int, text: str = "full text") -> NewOffload:
+def _offload(message_id: int, text: str = "full text") -> Offload:
     digest = hashlib.sha256(text.encode()).hexdigest()
-    return NewOffload(
+    return Offload(
         message_id=message_id, tool_name="query_kb", path=f"/workdir/{digest}.txt", sha256=digest,
         preview=f"[query_kb result, {digest[:8]}…]", original_tokens=5000, preview_tokens=120,
     )

@@ -6,7 +6,8 @@ import hashlib
 from collections.abc import Callable
 
 from engine.messages import ToolCall, assistant, tool_result, user
-from engine.store import NewOffload, Store
+from engine.store import Store
+from engine.views import Offload
 
 
 def test_configure_under_the_lock(store: Store, conv: str) -> None:
@@ -41,7 +42,7 @@ def test_snapshot_reads_state_messages_offloads_and_request_together(store: Stor
             summary="the old turn", summary_tokens=5, kind="summary", trigger="pressure",
         )
         digest = hashlib.sha256(b"big").hexdigest()
-        tx.record_prune([NewOffload(ids[4], "query_kb", f"/w/{digest}", digest, "preview", 900, 10)], trigger="pressure")
+        tx.record_prune([Offload(ids[4], "query_kb", f"/w/{digest}", digest, "preview", 900, 10)], trigger="pressure")
         run = tx.start_run()
         locked_snap = tx.snapshot()
     snap = store.snapshot(conv)
