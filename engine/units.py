@@ -49,7 +49,7 @@ Selection rules (``select_prefix``)
    tokens sum to at least ``retained_tail_tokens``, and always at least the newest unit.
    Running turn (``"turn_user"``/``"round"`` units present): the newest ``recent_rounds`` rounds
    of the running turn (a headless orphan group counts as a round); the token tail does not
-   apply (seed 002 §5.1.1 constraint 1: the target stop is what keeps recent history).
+   apply (§2.5: with a contiguous prefix it would force a hole; the target stop keeps recent history).
    ``tail="tokens"`` applies the token tail to every unit, split rounds included (the idle
    trajectory: its newest rounds holding the retained tail stay verbatim, at least one);
    ``tail="rounds"`` forces the round rule.
