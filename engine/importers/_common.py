@@ -69,6 +69,14 @@ def as_source(path_or_text: str | Path) -> Source:
     return Source("<text>", text=text)
 
 
+class NameSet(frozenset):
+    """A set of type / role names. Asking about a value that is not a string (real files hold
+    junk where a name should be) is simply ``False``, never a ``TypeError``."""
+
+    def __contains__(self, item: object) -> bool:
+        return isinstance(item, str) and frozenset.__contains__(self, item)
+
+
 # -- content helpers -----------------------------------------------------------------------------
 _DATA_URL = re.compile(r"^data:([^;,]*)(;base64)?,", re.I)
 
@@ -111,6 +119,22 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+def str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def as_str(value: Any) -> str:
+    """Text fields that hold junk become ``""`` (numbers are kept as their text)."""
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
+
+
+def as_list(value: Any) -> list:
+    """``value`` if it is a list, else ``[]`` (a field that should be a list but holds junk)."""
+    return value if isinstance(value, list) else []
 
 
 def text_parts(text: Any) -> tuple[TextPart, ...]:
@@ -165,8 +189,25 @@ class SessionBuilder:
         self._usage.append(record)
 
     # building -------------------------------------------------------------------------------
+    def _unique_keys(self) -> list[ImportedMessage]:
+        """Source keys must be unique: a repeated source id (real files have them) gets ``~<n>``."""
+        seen: set[str] = set()
+        out: list[ImportedMessage] = []
+        for m in self.messages:
+            key = m.source_key
+            if key in seen:
+                n = 2
+                while f"{key}~{n}" in seen:
+                    n += 1
+                self.warn(f"source id {key!r} appears more than once; the repeat is keyed {key}~{n}")
+                key = f"{key}~{n}"
+                m = replace(m, source_key=key)
+            seen.add(key)
+            out.append(m)
+        return out
+
     def build(self, *, final: bool = True, **session: Any) -> ImportedSession:
-        messages, index_map = repair(self.messages, final=final)
+        messages, index_map = repair(self._unique_keys(), final=final)
 
         def remap(pos: int) -> int:
             return index_map[pos] if pos < len(index_map) else len(messages)

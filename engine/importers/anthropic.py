@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, base64_size
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size
 from .model import (
     DocumentPart,
     ImagePart,
@@ -42,7 +42,7 @@ from .model import (
 )
 
 FORMAT = "anthropic"
-CONTENT_BLOCKS = frozenset({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"})
+CONTENT_BLOCKS = NameSet({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 
 @dataclass(slots=True)
@@ -137,7 +137,7 @@ def system_text(system: Any) -> str | None:
     if isinstance(system, str):
         return system or None
     if isinstance(system, list):
-        texts = [b.get("text", "") for b in system if isinstance(b, Mapping) and b.get("type") == "text"]
+        texts = [as_str(b.get("text")) for b in system if isinstance(b, Mapping) and b.get("type") == "text"]
         return "\n\n".join(t for t in texts if t) or None
     return None
 
@@ -193,7 +193,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
                            response_id=data.get("id") if isinstance(data.get("id"), str) else None)
         if rec:
             b.usage(rec)
-    tools = tuple(t for t in data.get("tools") or () if isinstance(t, Mapping))
+    tools = tuple(t for t in as_list(data.get("tools")) if isinstance(t, Mapping))
     return [b.build(final=final, model=model, system_prompt=system_text(data.get("system")), tools=tools)]
 
 

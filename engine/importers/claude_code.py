@@ -44,14 +44,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int
+from ._common import NameSet, SessionBuilder, Source, as_int, as_list, str_or_none
 from .anthropic import ToolResultBlock, convert_blocks, usage_record
 from .jsonl import iter_lines
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, Part, TextPart
 
 FORMAT = "claude-code"
-ENTRY_TYPES = frozenset({"user", "assistant", "system"})
-BOOKKEEPING = frozenset({"file-history-snapshot", "queue-operation", "attachment", "progress", "summary",
+ENTRY_TYPES = NameSet({"user", "assistant", "system"})
+BOOKKEEPING = NameSet({"file-history-snapshot", "queue-operation", "attachment", "progress", "summary",
                          "custom-title"})
 SYNTHETIC_MODEL = "<synthetic>"
 
@@ -125,7 +125,8 @@ def _live_uuids(entries: list[tuple[int, dict]], b: SessionBuilder) -> set[str] 
             b.warn(f"parentUuid chain broken at {cur!r}; importing every entry in file order")
             return None
         live.add(cur)
-        cur = obj.get("parentUuid") or obj.get("logicalParentUuid")
+        nxt = obj.get("parentUuid") or obj.get("logicalParentUuid")
+        cur = nxt if isinstance(nxt, str) else None
     return live
 
 
@@ -142,11 +143,11 @@ def parse(source: Source, *, final: bool = True, discover: bool = True) -> list[
     if not any(looks_like(obj) for _, obj in entries):
         raise ImportFormatError(f"{source.name}: not a Claude Code session (no user/assistant/system entries)")
     if _is_subagent_file(source, entries):
-        agent = next((o.get("agentId") for _, o in entries if o.get("agentId")), None)
+        agent = next((o["agentId"] for _, o in entries if isinstance(o.get("agentId"), str)), None)
         if agent is None and source.path is not None:
             agent = source.path.stem.removeprefix("agent-")
-        parent = next((o.get("sessionId") for _, o in entries if o.get("sessionId")), None)
-        call = next((o.get("parentToolUseId") for _, o in entries if o.get("parentToolUseId")), None)
+        parent = next((o["sessionId"] for _, o in entries if isinstance(o.get("sessionId"), str)), None)
+        call = next((o["parentToolUseId"] for _, o in entries if isinstance(o.get("parentToolUseId"), str)), None)
         sub = _convert(source, entries, probe, final=final, session_id=agent, parent=parent, parent_call=call)
         return [_with_agent_meta(sub, source)]
     main_entries = [(n, o) for n, o in entries if not o.get("isSidechain")]
@@ -154,7 +155,7 @@ def parse(source: Source, *, final: bool = True, discover: bool = True) -> list[
     for n, o in entries:
         if o.get("isSidechain"):
             side.setdefault(str(o.get("agentId") or "sidechain"), []).append((n, o))
-    session_id = next((o.get("sessionId") for _, o in main_entries if o.get("sessionId")), None)
+    session_id = next((o["sessionId"] for _, o in main_entries if isinstance(o.get("sessionId"), str)), None)
     main = _convert(source, main_entries, probe, final=final, session_id=session_id, parent=None)
     links = _agent_links(main_entries)
     subs = [_convert(source, es, SessionBuilder(FORMAT, source), final=final, session_id=agent, parent=session_id,
@@ -226,7 +227,7 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
         if live is not None and uuid is not None and uuid not in live and etype in ENTRY_TYPES:
             b.skipped["off_branch"] += 1
             continue
-        cwd = cwd or o.get("cwd")
+        cwd = cwd or str_or_none(o.get("cwd"))
         for k_src, k_dst in (("version", "version"), ("gitBranch", "git_branch")):
             if o.get(k_src) and k_dst not in extra:
                 extra[k_dst] = o[k_src]
@@ -300,7 +301,7 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
 def _microcompact(b: SessionBuilder, o: Mapping[str, Any], uuid: str | None, ts: str | None) -> None:
     """``microcompact_boundary``: Claude Code cleared some tool results (a prune, not a summary)."""
     meta = o.get("microcompactMetadata") if isinstance(o.get("microcompactMetadata"), Mapping) else {}
-    ids = tuple(str(x) for x in meta.get("compactedToolIds") or ())
+    ids = tuple(str(x) for x in as_list(meta.get("compactedToolIds")))
     wanted = set(ids)
     hit = [i for i, m in enumerate(b.messages) if m.role == "tool" and m.tool_call_id in wanted]
     pos = len(b.messages)

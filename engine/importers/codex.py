@@ -38,13 +38,13 @@ import json
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int
+from ._common import NameSet, SessionBuilder, Source, as_int, str_or_none
 from .jsonl import iter_lines
 from .model import ImportedSession, ImportFormatError
 from .openai_responses import ITEM_TYPES, ItemReader, usage_record
 
 FORMAT = "codex"
-LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+LINE_TYPES = NameSet({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 
 _META_PREFIXES = (
     ("<environment_context>", "environment_context"),
@@ -133,11 +133,11 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
             if "source_session_id" in session:  # a fork repeats its parent's meta: keep the first
                 b.skipped["session_meta:repeated"] += 1
                 continue
-            session["source_session_id"] = meta.get("id") or meta.get("session_id")
+            session["source_session_id"] = str_or_none(meta.get("id")) or str_or_none(meta.get("session_id"))
             parent = _parent_thread(meta.get("source"))
             if parent:
                 session["parent_session_id"] = parent
-            session.setdefault("cwd", meta.get("cwd"))
+            session.setdefault("cwd", str_or_none(meta.get("cwd")))
             instr = meta.get("base_instructions") or meta.get("instructions")
             if isinstance(instr, Mapping):
                 instr = instr.get("text")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, base64_size, image_from_url
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, base64_size, image_from_url
 from .model import (
     DocumentPart,
     ImportedMessage,
@@ -35,8 +35,8 @@ from .model import (
 )
 
 FORMAT = "openai-chat"
-ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
-ANTHROPIC_ONLY = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking"})
+ROLES = NameSet({"system", "developer", "user", "assistant", "tool", "function"})
+ANTHROPIC_ONLY = NameSet({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 
 def chat_parts(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
@@ -157,5 +157,5 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
         rec = usage_record(body["usage"], max(last, 0), model=model)
         if rec:
             b.usage(rec)
-    tools = tuple(t for t in body.get("tools") or () if isinstance(t, Mapping))
+    tools = tuple(t for t in as_list(body.get("tools")) if isinstance(t, Mapping))
     return [b.build(final=final, model=model, tools=tools)]

@@ -29,7 +29,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, base64_size, image_from_url
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size, image_from_url
 from .model import (
     DocumentPart,
     ImportedMessage,
@@ -43,7 +43,7 @@ from .model import (
 )
 
 FORMAT = "openai-responses"
-ITEM_TYPES = frozenset({"message", "function_call", "function_call_output", "custom_tool_call",
+ITEM_TYPES = NameSet({"message", "function_call", "function_call_output", "custom_tool_call",
                         "custom_tool_call_output", "local_shell_call", "reasoning", "compaction"})
 
 
@@ -83,8 +83,8 @@ def content_parts(content: Any, unknown: Callable[[str], None]) -> tuple[Part, .
 
 
 def reasoning_part(item: Mapping[str, Any]) -> ReasoningPart:
-    full = [c.get("text", "") for c in item.get("content") or () if isinstance(c, Mapping)]
-    summary = [s.get("text", "") if isinstance(s, Mapping) else str(s) for s in item.get("summary") or ()]
+    full = [as_str(c.get("text")) for c in as_list(item.get("content")) if isinstance(c, Mapping)]
+    summary = [as_str(s.get("text")) if isinstance(s, Mapping) else as_str(s) for s in as_list(item.get("summary"))]
     encrypted = bool(item.get("encrypted_content"))
     if any(full):
         return ReasoningPart("\n\n".join(t for t in full if t), encrypted=encrypted)
@@ -213,7 +213,7 @@ def _items_like(items: list) -> bool:
     typed = [i for i in items if isinstance(i, Mapping) and "type" in i]
     if not typed:
         return False
-    if any(i.get("type") in ITEM_TYPES - {"message"} for i in typed):
+    if any(i.get("type") in ITEM_TYPES and i.get("type") != "message" for i in typed):
         return True
     return any(isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text", "input_image")
                for i in typed for p in (i.get("content") if isinstance(i.get("content"), list) else ()))
@@ -234,13 +234,13 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     for i, item in enumerate(inp if isinstance(inp, list) else ()):
         reader.item(item, f"input.{i}", model=model)
     reader.close()
-    for i, item in enumerate(body.get("output") or ()):
+    for i, item in enumerate(as_list(body.get("output"))):
         reader.item(item, f"output.{i}", model=model, response_id=rid)
     if isinstance(body.get("usage"), Mapping) and b.messages:
         rec = usage_record(body["usage"], len(b.messages) - 1, model=model, response_id=rid)
         if rec:
             b.usage(rec)
     instructions = body.get("instructions") if isinstance(body.get("instructions"), str) else None
-    tools = tuple(t for t in body.get("tools") or () if isinstance(t, Mapping))
+    tools = tuple(t for t in as_list(body.get("tools")) if isinstance(t, Mapping))
     return [b.build(final=final, model=model, system_prompt=instructions or None, tools=tools,
                     source_session_id=rid)]

@@ -45,7 +45,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, text_parts
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, image_from_url, str_or_none, text_parts
 from .model import (
     ImportedMessage,
     ImportedSession,
@@ -60,8 +60,8 @@ from .model import (
 from .openai_chat import chat_parts, usage_record as chat_usage
 
 FORMAT = "openhands"
-STATE_ACTIONS = frozenset({"change_agent_state", "recall", "null", "pause", "resume", "reject", "mcp_init"})
-V1_SKIPPED = frozenset({"CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent", "CondensationSummaryEvent"})
+STATE_ACTIONS = NameSet({"change_agent_state", "recall", "null", "pause", "resume", "reject", "mcp_init"})
+V1_SKIPPED = NameSet({"CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent", "CondensationSummaryEvent"})
 
 
 def looks_like_v0(data: Any) -> bool:
@@ -109,7 +109,8 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
         if not isinstance(e, Mapping):
             b.warn(f"event [{n}] is not an object; skipped")
             continue
-        eid = str(e.get("id", n))
+        raw_id = e.get("id")
+        eid = str(raw_id) if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) and str(raw_id) else f"#{n}"
         ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
         args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
         tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), Mapping) else None
@@ -117,13 +118,13 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
             action = e.get("action")
             if action == "system":
                 system_prompt = args.get("content") or system_prompt
-                tools = tuple(t for t in args.get("tools") or () if isinstance(t, Mapping)) or tools
+                tools = tuple(t for t in as_list(args.get("tools")) if isinstance(t, Mapping)) or tools
                 b.skipped["action:system"] += 1
             elif action == "condensation":
                 _condensation_v0(b, args, msg_of_event, eid, ts)
             elif action == "message" and tcm is None:
                 parts: tuple[Part, ...] = text_parts(args.get("content"))
-                parts += tuple(image_from_url(u) for u in args.get("image_urls") or ())
+                parts += tuple(image_from_url(u) for u in as_list(args.get("image_urls")))
                 role = "user" if e.get("source") == "user" else "assistant"
                 msg_of_event[eid] = b.add(ImportedMessage(role=role, parts=parts, source_key=eid, source_ids=(eid,),
                                                           timestamp=ts))
@@ -145,7 +146,7 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
             cause = str(e.get("cause")) if e.get("cause") is not None else None
             call_id = name = None
             if tcm is not None and tcm.get("tool_call_id"):
-                call_id, name = str(tcm["tool_call_id"]), tcm.get("function_name")
+                call_id, name = str(tcm["tool_call_id"]), str_or_none(tcm.get("function_name"))
             elif cause is not None and cause in call_of_event:
                 call_id, name = call_of_event[cause]
             if call_id is None:
@@ -157,7 +158,7 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
                                                       source_key=eid, source_ids=(eid,), timestamp=ts))
         else:
             b.unknown["event"] += 1
-    return b.build(final=final, system_prompt=system_prompt, tools=tools, model=model)
+    return b.build(final=final, system_prompt=str_or_none(system_prompt), tools=tools, model=model)
 
 
 def _v0_call(b: SessionBuilder, e: Mapping, eid: str, ts: str | None, args: Mapping, tcm: Mapping,
@@ -169,8 +170,12 @@ def _v0_call(b: SessionBuilder, e: Mapping, eid: str, ts: str | None, args: Mapp
     choices = resp.get("choices") if isinstance(resp.get("choices"), list) else []
     rmsg = choices[0].get("message") if choices and isinstance(choices[0], Mapping) else {}
     rmsg = rmsg if isinstance(rmsg, Mapping) else {}
-    arguments = next((as_json_text((c.get("function") or {}).get("arguments", "{}")) for c in rmsg.get("tool_calls") or ()
-                      if isinstance(c, Mapping) and c.get("id") == call_id), None)
+    arguments = None
+    for c in as_list(rmsg.get("tool_calls")):
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        if isinstance(fn, Mapping) and c.get("id") == call_id:
+            arguments = as_json_text(fn.get("arguments", "{}"))
+            break
     call = ImportedToolCall(id=call_id, name=name, arguments=arguments or as_json_text(dict(args)),
                             synthetic_id=not tcm.get("tool_call_id"))
     call_of_event[eid] = (call_id, name)
@@ -195,7 +200,7 @@ def _v0_call(b: SessionBuilder, e: Mapping, eid: str, ts: str | None, args: Mapp
 
 
 def _condensation_v0(b: SessionBuilder, args: Mapping, msg_of_event: dict, eid: str, ts: str | None) -> None:
-    ids = [str(x) for x in args.get("forgotten_event_ids") or ()]
+    ids = [str(x) for x in as_list(args.get("forgotten_event_ids"))]
     start, end = as_int(args.get("forgotten_events_start_id")), as_int(args.get("forgotten_events_end_id"))
     if not ids and start is not None and end is not None:
         ids = [str(x) for x in range(start, end + 1)]
@@ -250,7 +255,7 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
         if kind == "SystemPromptEvent":
             sp = ev.get("system_prompt")
             system_prompt = sp.get("text") if isinstance(sp, Mapping) else sp
-            tools = tuple(t for t in ev.get("tools") or () if isinstance(t, Mapping))
+            tools = tuple(t for t in as_list(ev.get("tools")) if isinstance(t, Mapping))
             b.skipped[kind] += 1
         elif kind == "MessageEvent":
             _message_v1(b, ev, eid, ts, msg_of_event)
@@ -265,10 +270,10 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
                 text = ev.get("rejection_reason") or ev.get("error") or ""
                 parts, is_error = (TextPart(str(text)),) if text else (), True
             msg_of_event[eid] = b.add(ImportedMessage(role="tool", parts=parts, tool_call_id=str(ev.get("tool_call_id") or ""),
-                                                      tool_name=ev.get("tool_name"), is_error=is_error, source_key=eid,
+                                                      tool_name=str_or_none(ev.get("tool_name")), is_error=is_error, source_key=eid,
                                                       source_ids=(eid,), timestamp=ts))
         elif kind == "Condensation":
-            _record_condensation(b, [str(x) for x in ev.get("forgotten_event_ids") or ()], ev.get("summary"),
+            _record_condensation(b, [str(x) for x in as_list(ev.get("forgotten_event_ids"))], ev.get("summary"),
                                  as_int(ev.get("summary_offset")), msg_of_event, eid, ts)
         elif kind in V1_SKIPPED:
             b.skipped[kind] += 1
@@ -278,8 +283,8 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
         b.usage(rec)
     agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
     llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
-    return b.build(final=final, source_session_id=state.get("id") or root.name, system_prompt=system_prompt,
-                   tools=tools, model=llm.get("model"))
+    return b.build(final=final, source_session_id=str_or_none(state.get("id")) or root.name,
+                   system_prompt=str_or_none(system_prompt), tools=tools, model=str_or_none(llm.get("model")))
 
 
 def _event_index(path: Path) -> tuple[int, str]:
@@ -292,7 +297,7 @@ def _v1_content(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
     parts: list[Part] = []
     for c in content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else []):
         if isinstance(c, Mapping) and c.get("type") == "image":
-            parts.extend(image_from_url(u) for u in c.get("image_urls") or ())
+            parts.extend(image_from_url(u) for u in as_list(c.get("image_urls")))
         else:
             parts.extend(chat_parts([c], b))
     return tuple(parts)
@@ -324,7 +329,7 @@ def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups:
         b.replace_at(i, replace(old, tool_calls=old.tool_calls + (call,), source_ids=old.source_ids + (eid,)))
     else:
         parts: tuple[Part, ...] = ()
-        for block in ev.get("thinking_blocks") or ():
+        for block in as_list(ev.get("thinking_blocks")):
             if isinstance(block, Mapping):
                 parts += (ReasoningPart(str(block.get("thinking") or ""), redacted=block.get("type") == "redacted_thinking",
                                         signed=bool(block.get("signature"))),)
@@ -332,7 +337,7 @@ def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups:
             parts += (ReasoningPart(ev["reasoning_content"]),)
         parts += _v1_content(ev.get("thought"), b)
         i = b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=(call,), source_key=eid, source_ids=(eid,),
-                                  response_id=ev.get("llm_response_id"), timestamp=ts))
+                                  response_id=str_or_none(ev.get("llm_response_id")), timestamp=ts))
         groups[rid] = i
     msg_of_event[eid] = i
 
@@ -342,16 +347,17 @@ def _v1_usage(state: Mapping[str, Any], groups: dict[str, int]) -> list[UsageRec
     metrics = stats.get("usage_to_metrics") if isinstance(stats.get("usage_to_metrics"), Mapping) else {}
     out: list[UsageRecord] = []
     for m in metrics.values():
-        for u in (m.get("token_usages") or ()) if isinstance(m, Mapping) else ():
-            if not isinstance(u, Mapping) or u.get("response_id") not in groups:
+        for u in as_list(m.get("token_usages")) if isinstance(m, Mapping) else ():
+            rid = u.get("response_id") if isinstance(u, Mapping) else None
+            if not isinstance(rid, str) or rid not in groups:
                 continue
             prompt = as_int(u.get("prompt_tokens"))
             if prompt is None:
                 continue
-            out.append(UsageRecord(position=groups[u["response_id"]], prompt_tokens=prompt,
+            out.append(UsageRecord(position=groups[rid], prompt_tokens=prompt,
                                    completion_tokens=as_int(u.get("completion_tokens")),
                                    cache_read_tokens=as_int(u.get("cache_read_tokens")),
                                    cache_creation_tokens=as_int(u.get("cache_write_tokens")),
-                                   reasoning_tokens=as_int(u.get("reasoning_tokens")), model=u.get("model"),
-                                   response_id=u["response_id"], context_window=as_int(u.get("context_window"))))
+                                   reasoning_tokens=as_int(u.get("reasoning_tokens")), model=str_or_none(u.get("model")),
+                                   response_id=rid, context_window=as_int(u.get("context_window"))))
     return sorted(out, key=lambda r: r.position)

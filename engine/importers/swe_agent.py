@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, text_parts
+from ._common import SessionBuilder, Source, as_list, text_parts
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, TextPart
 from .openai_chat import chat_calls, chat_parts
 
@@ -102,7 +102,7 @@ def _history(b: SessionBuilder, history: list, model: str | None) -> None:
                     parts = text_parts(thought)
             b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=calls, source_key=key, model=model))
         elif role == "tool":
-            ids = h.get("tool_call_ids") or ([h["tool_call_id"]] if h.get("tool_call_id") else [])
+            ids = as_list(h.get("tool_call_ids")) or ([h["tool_call_id"]] if h.get("tool_call_id") else [])
             if len(ids) > 1:
                 b.warn(f"history[{i}]: one observation for {len(ids)} calls; kept as the result of the first")
             b.add(ImportedMessage(role="tool", parts=parts, tool_call_id=str(ids[0]) if ids else "", source_key=key))
