@@ -59,23 +59,27 @@ FORMATS: dict[str, Parser] = {
 #: the formats that are append-only JSON Lines files (``--follow`` can tail them)
 JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT})
 
-_SNIFF_BYTES = 256 * 1024
 _SNIFF_LINES = 8
 
 
-def _sniff_jsonl(head: str) -> str | None:
-    seen = 0
-    for line in head.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        seen += 1
-        if seen > _SNIFF_LINES:
-            break
+def _first_lines(lines: Any) -> list[str]:
+    """The first few non-blank lines (a JSONL line may be megabytes long: lines are read whole)."""
+    out: list[str] = []
+    for raw in lines:
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        if text.strip():
+            out.append(text.strip())
+            if len(out) >= _SNIFF_LINES:
+                break
+    return out
+
+
+def _sniff_jsonl(lines: list[str]) -> str | None:
+    for line in lines:
         try:
             obj = json.loads(line)
         except ValueError:
-            continue  # a malformed (or cut) line: look at the next one
+            continue  # a malformed (or cut) line, or a pretty-printed document: look at the next one
         if codex.looks_like(obj) or codex.looks_like_legacy_header(obj) or (
                 isinstance(obj, dict) and "record_type" in obj):
             return codex.FORMAT
@@ -99,7 +103,11 @@ def _sniff_json(data: Any) -> str | None:
 
 
 def detect_format(path_or_text: str | Path) -> str | None:
-    """The format of a file, directory or literal text, judged from its content; ``None`` if none fits."""
+    """The format of a file, directory or literal text, judged from its content; ``None`` if none fits.
+
+    JSON Lines formats are recognized from their first lines; whole-document formats (JSON) from the
+    parsed document.
+    """
     src = as_source(path_or_text)
     if src.path is not None:
         p = src.path.expanduser()
@@ -111,21 +119,18 @@ def detect_format(path_or_text: str | Path) -> str | None:
             return None
         try:
             with p.open("rb") as fh:
-                head = fh.read(_SNIFF_BYTES).decode("utf-8", errors="replace")
+                head = _first_lines(fh)
         except OSError:
             return None
-        whole = p.stat().st_size <= _SNIFF_BYTES
     else:
-        head = src.text or ""
-        whole = True
+        head = _first_lines((src.text or "").splitlines())
     found = _sniff_jsonl(head)
     if found:
         return found
-    stripped = head.lstrip()
-    if not stripped.startswith(("{", "[")):
+    if not head or not head[0].startswith(("{", "[")):
         return None
     try:
-        data = json.loads(head if whole else p.read_text(encoding="utf-8"))
+        data = json.loads(src.text if src.path is None else p.read_text(encoding="utf-8", errors="replace"))
     except (ValueError, OSError):
         return None
     return _sniff_json(data)

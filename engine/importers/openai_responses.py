@@ -14,7 +14,8 @@ items. Items:
 - ``reasoning {summary: [{summary_text}], content: [{reasoning_text}], encrypted_content}`` → a
   reasoning part (``summary`` when only the summary exists, ``encrypted`` when the rest is opaque);
 - ``compaction {encrypted_content}`` → a recorded compaction with no readable summary;
-- anything else (``web_search_call``, ``file_search_call``, ``computer_call``, …) → ``unknown``.
+- ``ghost_snapshot`` (Codex workspace snapshots) → ``skipped``; anything else (``web_search_call``,
+  ``file_search_call``, ``computer_call``, …) → ``unknown``.
 
 Mapping: consecutive assistant-side items (reasoning, assistant message, calls) become one
 ``assistant`` message with parallel calls, like one chat completion; a user / developer message or a
@@ -45,6 +46,10 @@ from .model import (
 FORMAT = "openai-responses"
 ITEM_TYPES = NameSet({"message", "function_call", "function_call_output", "custom_tool_call",
                         "custom_tool_call_output", "local_shell_call", "reasoning", "compaction"})
+
+
+#: items that carry no conversation (Codex's workspace snapshots)
+BOOKKEEPING_ITEMS = NameSet({"ghost_snapshot"})
 
 
 def content_parts(content: Any, unknown: Callable[[str], None]) -> tuple[Part, ...]:
@@ -179,6 +184,8 @@ class ItemReader:
         elif t == "compaction":
             self.close()
             b.compaction(summary=None, source_id=sid, timestamp=ts, details={"encrypted": bool(item.get("encrypted_content"))})
+        elif t in BOOKKEEPING_ITEMS:
+            b.skipped[f"item:{t}"] += 1
         else:
             b.unknown[f"item:{t}"] += 1
 

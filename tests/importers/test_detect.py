@@ -88,3 +88,11 @@ def test_an_unknown_format_name():
     with pytest.raises(ImportFormatError) as err:
         parse(CC, format="gemini")
     assert err.value.code == "unknown_format" and "claude-code" in err.value.message
+
+
+def test_a_session_whose_first_line_is_huge_is_still_detected(tmp_path):
+    path = tmp_path / "big-first-line.jsonl"
+    first = {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s",
+             "message": {"role": "user", "content": "x" * 600_000}}
+    path.write_text(json.dumps(first) + "\n")
+    assert detect_format(path) == "claude-code"
