@@ -3,9 +3,12 @@ source loading and small content helpers (data URLs, base64 sizes)."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import mimetypes
 import re
+import struct
 from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -92,6 +95,69 @@ def base64_size(data: str | None) -> int | None:
     return n * 3 // 4 - pad
 
 
+_HEAD_CHARS = 64 * 1024  # base64 characters decoded to find an image's size (JPEG headers can be long)
+_JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def image_size(head: bytes) -> tuple[int, int] | None:
+    """(width, height) from the first bytes of a PNG, GIF, WebP or JPEG file; ``None`` otherwise."""
+    try:
+        if head[:8] == b"\x89PNG\r\n\x1a\n" and head[12:16] == b"IHDR":
+            w, h = struct.unpack(">II", head[16:24])
+            return w, h
+        if head[:6] in (b"GIF87a", b"GIF89a"):
+            w, h = struct.unpack("<HH", head[6:10])
+            return w, h
+        if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+            chunk = head[12:16]
+            if chunk == b"VP8X":
+                return 1 + int.from_bytes(head[24:27], "little"), 1 + int.from_bytes(head[27:30], "little")
+            if chunk == b"VP8 ":
+                w, h = struct.unpack("<HH", head[26:30])
+                return w & 0x3FFF, h & 0x3FFF
+            if chunk == b"VP8L":
+                b = head[21:25]
+                return 1 + (((b[1] & 0x3F) << 8) | b[0]), 1 + (((b[3] & 0x0F) << 10) | (b[2] << 2) | (b[1] >> 6))
+        if head[:2] == b"\xff\xd8":
+            i = 2
+            while i + 9 <= len(head):
+                if head[i] != 0xFF:
+                    i += 1
+                    continue
+                marker = head[i + 1]
+                if marker in _JPEG_SOF:
+                    h, w = struct.unpack(">HH", head[i + 5:i + 9])
+                    return w, h
+                if marker == 0xFF:
+                    i += 1
+                elif marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:
+                    i += 2
+                else:
+                    i += 2 + struct.unpack(">H", head[i + 2:i + 4])[0]
+    except (struct.error, IndexError):
+        return None
+    return None
+
+
+def base64_image_size(data: str | None) -> tuple[int, int] | None:
+    """The pixel size of base64 image data, decoding only its first bytes."""
+    if not isinstance(data, str):
+        return None
+    chunk = data[:_HEAD_CHARS].strip()
+    chunk = chunk[: len(chunk) // 4 * 4]
+    try:
+        return image_size(base64.b64decode(chunk))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def inline_image(media_type: str | None, data: str | None) -> ImagePart:
+    """An inline (base64) image: media type, decoded size and pixel size; the bytes are dropped."""
+    wh = base64_image_size(data)
+    return ImagePart(media_type=media_type, byte_size=base64_size(data), source="base64",
+                     width=wh[0] if wh else None, height=wh[1] if wh else None)
+
+
 def image_from_url(url: str | None, media_type: str | None = None) -> ImagePart:
     """An image reference from a URL: a ``data:`` URL gives media type and size, nothing is kept."""
     if not isinstance(url, str):
@@ -99,8 +165,9 @@ def image_from_url(url: str | None, media_type: str | None = None) -> ImagePart:
     m = _DATA_URL.match(url)
     if m:
         payload = url[m.end():]
-        size = base64_size(payload) if m.group(2) else len(payload.encode())
-        return ImagePart(media_type=m.group(1) or media_type, byte_size=size, source="base64")
+        if m.group(2):
+            return inline_image(m.group(1) or media_type, payload)
+        return ImagePart(media_type=m.group(1) or media_type, byte_size=len(payload.encode()), source="base64")
     guessed = media_type or mimetypes.guess_type(url.split("?", 1)[0])[0]
     return ImagePart(media_type=guessed, byte_size=None, source="url", url=url)
 

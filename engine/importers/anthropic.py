@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size, inline_image
 from .model import (
     DocumentPart,
     ImagePart,
@@ -78,6 +78,8 @@ def media_part(block: Mapping[str, Any]) -> ImagePart | DocumentPart:
     elif stype == "file":
         url = src.get("file_id")
     if block.get("type") == "image":
+        if stype == "base64":
+            return inline_image(media, src.get("data"))
         return ImagePart(media_type=media, byte_size=size, source=stype, url=url)
     return DocumentPart(media_type=media, byte_size=size, source=stype, title=block.get("title"), url=url)
 

@@ -84,6 +84,9 @@ class ImagePart:
     #: where the bytes were: ``base64`` (inline), ``url``, ``file`` (a provider file id or path)
     source: str = "base64"
     url: str | None = None  # a remote URL or file id (never a data: URL)
+    #: pixel size read from the image header of inline data (PNG, JPEG, GIF, WebP), for token costs
+    width: int | None = None
+    height: int | None = None
     kind: Literal["image"] = "image"
 
 

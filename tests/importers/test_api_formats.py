@@ -25,7 +25,7 @@ def test_openai_chat_request_exactly():
         ("user", "m7", "Thanks!", (), None, None, False, None, None),
     ]
     m = s.messages
-    assert m[2].attachments == (ImagePart("image/png", 16, "base64"),
+    assert m[2].attachments == (ImagePart("image/png", 33, "base64", width=32, height=16),
                                 ImagePart("image/jpeg", None, "url", url="https://img.example.com/lisbon.jpg"))
     assert m[3].parts == (ReasoningPart("The photo shows Lisbon; ask both tools at once."),)
     assert m[8].name == "ana" and m[3].model == "gpt-4.1-mini"

@@ -73,10 +73,10 @@ def test_parallel_entries_merge_into_one_message_with_thinking_and_ids(sessions)
 def test_images_kept_as_references_in_requests_and_tool_results(sessions):
     m = sessions[0].messages[3]
     assert kinds(m) == ["text", "image"]
-    assert m.parts[1] == ImagePart(media_type="image/png", byte_size=16, source="base64")
+    assert m.parts[1] == ImagePart(media_type="image/png", byte_size=33, source="base64", width=640, height=480)
     result = sessions[0].messages[5]
     assert kinds(result) == ["text", "image"]
-    assert result.parts[1] == ImagePart(media_type="image/jpeg", byte_size=13, source="base64")
+    assert result.parts[1] == ImagePart(media_type="image/jpeg", byte_size=41, source="base64", width=1024, height=768)
 
 
 def test_session_metadata_skips_unknowns_and_warnings(sessions):

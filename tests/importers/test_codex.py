@@ -52,7 +52,7 @@ def test_messages_exactly(session):
 
 def test_parts_calls_and_models(session):
     m = session.messages
-    assert m[3].parts[1] == ImagePart(media_type="image/jpeg", byte_size=13, source="base64")
+    assert m[3].parts[1] == ImagePart(media_type="image/jpeg", byte_size=41, source="base64", width=1024, height=768)
     assert m[4].parts == (ReasoningPart("**Inspecting the CLI**\n\nLooking for the argument parser first.", summary=True,
                                         encrypted=True),)
     assert json.loads(m[4].tool_calls[0].arguments) == {"command": ["bash", "-lc", "rg -n argparse"],

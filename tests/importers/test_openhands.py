@@ -28,7 +28,7 @@ def test_v0_parallel_calls_grouped_by_model_response():
         ("tool", "11#missing:toolu_D", MISSING_RESULT_TEXT, (), "toolu_D", "finish", False, None, "missing_result"),
     ]
     m = s.messages
-    assert m[0].attachments == (ImagePart("image/png", 16, "base64"),)
+    assert m[0].attachments == (ImagePart("image/png", 33, "base64", width=640, height=480),)
     assert (m[1].response_id, m[1].source_ids) == ("chatcmpl-01", ("4", "5"))
     assert json.loads(m[1].tool_calls[1].arguments) == {"command": "view", "path": "/workspace/utils.py"}
     assert s.system_prompt == "You are OpenHands agent, a helpful AI assistant."
