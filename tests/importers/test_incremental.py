@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from engine.importers import JsonlFollower, iter_new_entries, parse
+from engine.importers import ImportFormatError, JsonlFollower, iter_new_entries, parse
 
 from .helpers import FIXTURES
 from .test_detect import CASES
@@ -149,3 +149,32 @@ def test_a_2mb_claude_code_session_parses_quickly(tmp_path):
           f"{len(s.messages)} messages, parsed in {elapsed:.3f} s")
     assert len(s.messages) == 4 * i and len(s.usage) == 2 * i and s.warnings == ()
     assert elapsed < 10  # generous: the target is well under a second or two
+
+
+@pytest.mark.parametrize("source", [CC, CODEX], ids=["claude-code", "codex"])
+def test_a_follower_writing_stable_messages_ends_with_the_full_import(tmp_path, source):
+    """Replay the file as it is being written (cut at every line end and in the middle of lines), and
+    write what each re-parse calls stable and new. The result is the full import, in order; only a
+    message of a branch the user later rewound (Claude Code) stays written as an extra."""
+    data = source.read_bytes()
+    path = tmp_path / source.name
+    cuts = sorted({i + 1 for i, ch in enumerate(data) if ch == 0x0A} | set(range(7, len(data), 911)))
+    written: list[str] = []
+    for cut in cuts:
+        path.write_bytes(data[:cut])
+        try:
+            s = parse(path, format=fmt_of(source), final=False)[0]
+        except ImportFormatError:  # an almost empty prefix is not yet the format
+            continue
+        for m in s.messages[:s.stable_messages]:
+            if m.source_key not in written:
+                written.append(m.source_key)
+    final = [m.source_key for m in parse(source)[0].messages]
+    written += [k for k in final if k not in written]
+    assert [k for k in written if k in final] == final
+    # u19 was stable before the user rewound past it; u19x (its answer) was still the open tail then
+    assert [k for k in written if k not in final] == (["u19"] if source == CC else [])
+
+
+def fmt_of(path):
+    return "claude-code" if path == CC else "codex"
