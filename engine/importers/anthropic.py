@@ -6,8 +6,9 @@ Shape handled::
      "input_schema"}], "max_tokens", "messages": [{"role": "user" | "assistant",
      "content": str | [block]}], "usage"?}
 
-Blocks: ``text``; ``image`` / ``document`` with ``source`` ``base64`` (media type and decoded size
-kept, bytes dropped), ``url``, ``file`` or ``text``; ``thinking`` (text, signature → ``signed``);
+Blocks: ``text``; ``image`` / ``document`` with ``source`` ``base64`` (media type, decoded size and,
+for images, the pixel size from the header are kept; the bytes are dropped), ``url``, ``file`` or
+``text``; ``thinking`` (text, signature → ``signed``);
 ``redacted_thinking`` (an empty, ``redacted`` reasoning part); ``tool_use {id, name, input}``
 (arguments = ``input`` as JSON text); ``tool_result {tool_use_id, content: str | [text | image],
 is_error}``. Other blocks (``server_tool_use``, ``web_search_tool_result``, …) are counted in
@@ -17,7 +18,8 @@ Mapping: ``system`` → ``ImportedSession.system_prompt``; ``tools`` → ``tools
 becomes its ``tool_result`` blocks as ``tool`` messages (one per block, in order) and its other blocks
 as ``user`` messages between them; each assistant message becomes one ``assistant`` message (text,
 reasoning, calls). A top-level ``usage`` (a logged response) becomes one usage record on the last
-assistant message. Source keys are ``m<index>`` (``m<index>.<block>`` for split user messages).
+assistant message. Source keys are ``m<index>`` (a split user message: ``m<index>.<block>`` for
+each result, ``m<index>.t<block>`` for the text after it).
 
 The block conversion here is shared with the ``claude-code`` parser.
 """

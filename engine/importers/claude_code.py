@@ -35,6 +35,11 @@ Mapping:
   to the parent and, when the parent's ``Task`` result names the agent (or the entries carry
   ``parentToolUseId``), to that call (``extra["parent_tool_call_id"]``). An ``agent-<id>.meta.json``
   beside the file gives the title (``description``) and ``extra["agentType"]``.
+
+Images (also inside tool results) keep media type, byte size and pixel size, never the bytes.
+Source keys: the entry ``uuid`` (the first entry's, for a merged assistant message; every merged
+uuid is in ``source_ids`` and ``message.id`` is the ``response_id``), ``<uuid>:<tool_use_id>`` for a
+tool result, ``<uuid>:t<block>`` for text that follows results in the same entry.
 """
 
 from __future__ import annotations

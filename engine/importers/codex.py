@@ -11,7 +11,7 @@ Shape handled: one ``{timestamp, type, payload}`` object per line.
   ``custom_tool_call`` (+ output; arguments kept as free text), ``local_shell_call`` (a ``local_shell``
   call whose arguments are its ``action``), ``reasoning``). User messages that are injected context,
   not requests, are ``meta``: ``environment_context``, ``user_instructions`` (incl. ``AGENTS.md``
-  instructions), ``turn_aborted``. A function output ``{"output", "metadata": {"exit_code"}}`` with a
+  instructions), ``turn_aborted``, ``shell_command`` (``<user_shell_command>``). A function output ``{"output", "metadata": {"exit_code"}}`` with a
   non-zero exit code is ``is_error``; the text is kept as written;
 - ``event_msg`` ``token_count {info {last_token_usage {input_tokens, cached_input_tokens,
   output_tokens, reasoning_output_tokens}, model_context_window}}`` → a usage record on the last

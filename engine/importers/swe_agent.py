@@ -16,8 +16,8 @@ Mapping (from ``history``, what the model saw; from ``trajectory`` when there is
   its ``thought`` (else its content); the next ``user`` ``observation`` entry becomes **that call's
   tool result**, not a user turn. A user entry with no action waiting (the problem statement) stays a
   ``user`` request;
-- ``is_demo`` entries (in-context demonstrations) are ``meta`` user messages (``meta_kind="demo"``),
-  whatever their role; system entries stay ``system`` messages;
+- ``is_demo`` / ``message_type: demonstration`` entries (in-context demonstrations) are ``meta`` user
+  messages (``meta_kind="demo"``), whatever their role; system entries stay ``system`` messages;
 - the model name from ``replay_config`` → ``model``; ``info`` (exit status, submission, model stats)
   → ``extra``. ``model_stats`` are cumulative totals, not per-request prompt sizes, so they give no
   usage records.
