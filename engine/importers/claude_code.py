@@ -26,7 +26,8 @@ Mapping:
   the entry's text (not a message). ``microcompact_boundary`` (``microcompactMetadata.trigger``,
   ``preTokens``, ``tokensSaved``, ``compactedToolIds``) → a recorded compaction of kind ``prune`` over
   those tool results. Other ``system`` entries count as ``skipped["system:<subtype>"]``.
-- ``summary`` / ``custom-title`` give the session title; ``file-history-snapshot``,
+- ``custom-title`` (the user's) or else ``summary`` (preferring one whose ``leafUuid`` is on the live
+  branch) gives the session title; ``file-history-snapshot``,
   ``queue-operation``, ``attachment``, ``progress`` are skipped; other types are ``unknown``.
 - **Sub-agents**: a file named ``agent-*.jsonl``, under ``subagents/``, or made only of
   ``isSidechain`` entries is a sub-agent session: id ``agentId``, parent ``sessionId``. Parsing a main
@@ -224,6 +225,7 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
     by_mid: dict[str, int] = {}
     usage: dict[str, tuple[int, Mapping[str, Any], str | None, str | None]] = {}
     title: str | None = None
+    title_on_branch = custom_title = False
     cwd = model = None
     extra: dict[str, Any] = {}
     for line, o in entries:
@@ -284,10 +286,15 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
             else:
                 b.skipped[f"system:{subtype or '?'}"] += 1
         elif etype == "summary":
-            title = o.get("summary") if isinstance(o.get("summary"), str) else title
+            # a file can list summaries of several leaves: prefer one of the live branch
+            leaf = str_or_none(o.get("leafUuid"))
+            on_branch = live is not None and leaf in live
+            if isinstance(o.get("summary"), str) and not custom_title and (on_branch or not title_on_branch):
+                title, title_on_branch = o["summary"], on_branch
             b.skipped["summary"] += 1
         elif etype == "custom-title":
-            title = o.get("customTitle") if isinstance(o.get("customTitle"), str) else title
+            if isinstance(o.get("customTitle"), str):
+                title, custom_title = o["customTitle"], True
             b.skipped["custom-title"] += 1
         elif etype in BOOKKEEPING:
             b.skipped[str(etype)] += 1

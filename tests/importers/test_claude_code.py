@@ -171,3 +171,17 @@ def test_microcompaction_is_a_recorded_prune_of_the_named_tool_results(sessions)
     assert prune.forgotten_ids == ("toolu_01Read", "toolu_02Grep")
     assert (prune.position, prune.replaced_start, prune.replaced_end) == (10, 5, 7)  # the two results, messages 5-6
     assert prune.details == {"tokens_saved": 2100, "forgotten_messages": 2}
+
+
+def test_title_prefers_the_users_title_then_a_summary_of_the_live_branch(tmp_path):
+    entries = [
+        {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s", "message": {"role": "user", "content": "hi"}},
+        {"type": "summary", "summary": "Live branch summary", "leafUuid": "a"},
+        {"type": "summary", "summary": "Summary of another leaf", "leafUuid": "elsewhere"},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    assert parse(path)[0].title == "Live branch summary"
+    with path.open("a") as fh:
+        fh.write(json.dumps({"type": "custom-title", "customTitle": "My title", "sessionId": "s"}) + "\n")
+    assert parse(path)[0].title == "My title"
