@@ -19,8 +19,10 @@ Mapping:
 - **User** entries: each ``tool_result`` block becomes a ``tool`` message (``is_error`` kept, tool
   name resolved from its call, key ``<uuid>:<tool_use_id>``); the other blocks become a ``user``
   message. ``meta`` is set for ``isMeta`` entries and for texts that are not requests: ``command``
-  (``<command-name>``…), ``command_output`` (``<local-command-stdout>``), ``system_reminder``,
-  ``caveat``, ``skill`` (injected skill text), ``interrupted``, ``hook``.
+  (``<command-name>``…), ``command_output`` (``<local-command-stdout>``, ``<bash-stdout>``…),
+  ``shell_command`` (``<bash-input>``), ``task_notification``, ``system_reminder``, ``caveat``,
+  ``skill`` (injected skill text), ``interrupted``, ``hook``, ``continuation`` (a summary written as
+  a plain message), ``meta`` / ``transcript_only`` (other ``isMeta`` / ``isVisibleInTranscriptOnly``).
 - **Compaction**: ``system`` ``compact_boundary`` (``compactMetadata.trigger`` / ``preTokens``)
   followed by the ``isCompactSummary`` user entry → one recorded compaction at that point, its summary
   the entry's text (not a message). ``microcompact_boundary`` (``microcompactMetadata.trigger``,
@@ -81,8 +83,16 @@ def meta_kind(entry: Mapping[str, Any], text: str) -> str | None:
     t = text.lstrip()
     if t.startswith(("<command-name>", "<command-message>", "<command-args>")):
         return "command"
-    if t.startswith(("<local-command-stdout>", "<local-command-stderr>")):
+    if t.startswith(("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>", "<bash-stderr>")):
         return "command_output"
+    if t.startswith("<bash-input>"):
+        return "shell_command"
+    if t.startswith("<task-notification>"):
+        return "task_notification"
+    if t.startswith("<local-command-caveat>"):
+        return "caveat"
+    if t.startswith("This session is being continued from a previous conversation"):
+        return "continuation"
     if t.startswith("Base directory for this skill:"):
         return "skill"
     if t.startswith("<system-reminder>") and t.rstrip().endswith("</system-reminder>"):

@@ -185,3 +185,19 @@ def test_title_prefers_the_users_title_then_a_summary_of_the_live_branch(tmp_pat
     with path.open("a") as fh:
         fh.write(json.dumps({"type": "custom-title", "customTitle": "My title", "sessionId": "s"}) + "\n")
     assert parse(path)[0].title == "My title"
+
+
+@pytest.mark.parametrize(("text", "entry", "kind"), [
+    ("<bash-input>git status</bash-input>", {}, "shell_command"),
+    ("<bash-stdout>On branch main</bash-stdout><bash-stderr></bash-stderr>", {}, "command_output"),
+    ("<task-notification>\n<task-id>b1</task-id>\n</task-notification>", {}, "task_notification"),
+    ("<local-command-caveat>Caveat: the messages below…</local-command-caveat>", {}, "caveat"),
+    ("Base directory for this skill: /home/dev/.claude/skills/pdf\n\n# PDF", {"isMeta": True}, "skill"),
+    ("<user-prompt-submit-hook>ok</user-prompt-submit-hook>", {}, "hook"),
+    ("This session is being continued from a previous conversation that ran out of context.", {}, "continuation"),
+    ("anything injected", {"isMeta": True}, "meta"),
+    ("Please fix the <system-reminder> parsing", {}, None),  # a request that mentions a tag
+])
+def test_meta_kinds(text, entry, kind):
+    from engine.importers.claude_code import meta_kind
+    assert meta_kind(entry, text) == kind
