@@ -5,7 +5,8 @@ before, between or after them is one *gap row* that asks for a page from its upp
 or its lower side (backward) through :meth:`Timeline.gap_request`. The owner reads the page off the
 GUI thread and splices it in with :meth:`Timeline.insert_page`: only the rows at the gap's edges are
 regrouped, and rows that already exist are updated in place (selection, expansion and scroll
-survive), so a page costs O(page) however much is loaded.
+survive), so a page costs O(page) however much is loaded (plus the rounds of a running turn it
+continues: their grouping depends on the calls before them).
 
 Every structural change is told to a :class:`TreeListener` before and after it happens, in the
 order a ``QAbstractItemModel`` must signal it; :class:`inspector_app.models.timeline.TimelineModel`

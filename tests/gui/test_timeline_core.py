@@ -10,6 +10,8 @@ tree, describe exactly what happened. Then unit tests of the gap/segment arithme
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -452,3 +454,10 @@ def test_gap_counts_and_labels() -> None:
     assert segments.gap_label(2800, loading=False, failed=False) == "… 2,800 messages not loaded — Enter to load"
     assert segments.gap_label(None, loading=True, failed=False) == "… loading (more messages not loaded)"
     assert segments.gap_label(5, loading=False, failed=True) == "… 5 messages not loaded: loading failed — Enter to retry"
+
+
+def test_the_core_imports_no_qt() -> None:
+    """The package is plain Python: importing it loads neither PySide6 nor the Qt model."""
+    code = "import sys, inspector_app.timeline; print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'qasync') or m.startswith('inspector_app.models')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
