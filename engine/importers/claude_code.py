@@ -263,15 +263,18 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
             parts = tuple(p for p in conv.items if not isinstance(p, (ImportedToolCall, ToolResultBlock)))
             calls = tuple(p for p in conv.items if isinstance(p, ImportedToolCall))
             mid = msg.get("id") if isinstance(msg.get("id"), str) else None
+            details = {k: v for k, v in (("stop_reason", str_or_none(msg.get("stop_reason"))),
+                                         ("api_error", True if o.get("isApiErrorMessage") else None)) if v}
             if mid is not None and mid in by_mid:
                 i = by_mid[mid]
                 old = b.messages[i]
                 b.replace_at(i, replace(old, parts=old.parts + parts, tool_calls=old.tool_calls + calls,
-                                        source_ids=old.source_ids + ((uuid,) if uuid else ())))
+                                        source_ids=old.source_ids + ((uuid,) if uuid else ()),
+                                        details={**old.details, **details}))
             else:
                 i = b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=calls,
                                           source_key=uuid or mid or f"L{line}", source_ids=(uuid,) if uuid else (),
-                                          response_id=mid, timestamp=ts, model=m_model))
+                                          response_id=mid, timestamp=ts, model=m_model, details=details))
                 if mid is not None:
                     by_mid[mid] = i
             if isinstance(msg.get("usage"), Mapping) and m_model != SYNTHETIC_MODEL:

@@ -11,8 +11,9 @@ Shape handled: one ``{timestamp, type, payload}`` object per line.
   ``custom_tool_call`` (+ output; arguments kept as free text), ``local_shell_call`` (a ``local_shell``
   call whose arguments are its ``action``), ``reasoning``). User messages that are injected context,
   not requests, are ``meta``: ``environment_context``, ``user_instructions`` (incl. ``AGENTS.md``
-  instructions), ``turn_aborted``, ``shell_command`` (``<user_shell_command>``). A function output ``{"output", "metadata": {"exit_code"}}`` with a
-  non-zero exit code is ``is_error``; the text is kept as written;
+  instructions), ``turn_aborted``, ``shell_command`` (``<user_shell_command>``). A function output
+  ``{"output", "metadata": {"exit_code"}}`` keeps its text as written (what the model saw), its exit
+  code in ``details["exit_code"]`` and is ``is_error`` when that code is not 0;
 - ``event_msg`` ``token_count {info {last_token_usage {input_tokens, cached_input_tokens,
   output_tokens, reasoning_output_tokens}, model_context_window}}`` → a usage record on the last
   message (repeats of the same totals are dropped), ``model_context_window`` → the session's
@@ -81,14 +82,16 @@ def _parent_thread(source: Any) -> str | None:
     return parent if isinstance(parent, str) else None
 
 
-def _exit_error(text: str) -> bool:
+def _exit_code(text: str) -> int | None:
+    """``metadata.exit_code`` of a shell output written as ``{"output", "metadata"}`` JSON."""
+    if not text.startswith("{"):
+        return None
     try:
         data = json.loads(text)
     except ValueError:
-        return False
+        return None
     meta = data.get("metadata") if isinstance(data, Mapping) else None
-    code = as_int(meta.get("exit_code")) if isinstance(meta, Mapping) else None
-    return code is not None and code != 0
+    return as_int(meta.get("exit_code")) if isinstance(meta, Mapping) else None
 
 
 def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
@@ -156,10 +159,12 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
         elif kind == "response_item":
             before = len(b.messages)
             reader.item(payload, key, ts=ts, model=model, line=e.line)
-            if len(b.messages) > before and b.messages[-1].role == "tool" and not b.messages[-1].is_error:
+            if len(b.messages) > before and b.messages[-1].role == "tool":
                 last = b.messages[-1]
-                if _exit_error(last.text):
-                    b.replace_at(len(b.messages) - 1, replace(last, is_error=True))
+                code = _exit_code(last.text)
+                if code is not None:
+                    b.replace_at(len(b.messages) - 1, replace(last, is_error=last.is_error or code != 0,
+                                                              details={**last.details, "exit_code": code}))
         elif kind == "event_msg":
             etype = payload.get("type")
             if etype == "token_count":

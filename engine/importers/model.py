@@ -162,10 +162,15 @@ class ImportedMessage:
     timestamp: str | None = None
     model: str | None = None
     name: str | None = None  # chat ``name`` field
+    #: small source facts with no field: ``exit_code``, ``observation`` (OpenHands kind),
+    #: ``stop_reason``, ``api_error`` (a locally made Claude Code error message)
+    details: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
     def __post_init__(self) -> None:
         if self.role not in IMPORTED_ROLES:
             raise ValueError(f"unknown role {self.role!r}")
+        if not isinstance(self.details, MappingProxyType):
+            object.__setattr__(self, "details", _frozen(self.details))
         if not isinstance(self.parts, tuple):
             object.__setattr__(self, "parts", tuple(self.parts))
         if not isinstance(self.tool_calls, tuple):

@@ -153,9 +153,15 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
                 b.skipped[f"observation:{obs}"] += 1
                 continue
             text = e.get("content") if isinstance(e.get("content"), str) else e.get("message", "")
+            extras = e.get("extras") if isinstance(e.get("extras"), Mapping) else {}
+            meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else {}
+            code = as_int(meta.get("exit_code"))
+            code = as_int(extras.get("exit_code")) if code is None else code
+            details = {"observation": str_or_none(obs), **({"exit_code": code} if code is not None else {})}
             msg_of_event[eid] = b.add(ImportedMessage(role="tool", parts=text_parts(text),
                                                       tool_call_id=call_id, tool_name=name, is_error=obs == "error",
-                                                      source_key=eid, source_ids=(eid,), timestamp=ts))
+                                                      source_key=eid, source_ids=(eid,), timestamp=ts,
+                                                      details=details))
         else:
             b.unknown["event"] += 1
     return b.build(final=final, system_prompt=str_or_none(system_prompt), tools=tools, model=model)
@@ -263,15 +269,19 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
             _action_v1(b, ev, eid, ts, groups, msg_of_event)
         elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
             obs = ev.get("observation") if isinstance(ev.get("observation"), Mapping) else {}
+            details: dict[str, Any] = {"observation": str_or_none(obs.get("kind")) or kind}
             if kind == "ObservationEvent":
                 parts = _v1_content(obs.get("content"), b)
                 is_error = bool(obs.get("is_error"))
+                if as_int(obs.get("exit_code")) is not None:
+                    details["exit_code"] = as_int(obs.get("exit_code"))
             else:
                 text = ev.get("rejection_reason") or ev.get("error") or ""
                 parts, is_error = (TextPart(str(text)),) if text else (), True
-            msg_of_event[eid] = b.add(ImportedMessage(role="tool", parts=parts, tool_call_id=str(ev.get("tool_call_id") or ""),
-                                                      tool_name=str_or_none(ev.get("tool_name")), is_error=is_error, source_key=eid,
-                                                      source_ids=(eid,), timestamp=ts))
+            msg_of_event[eid] = b.add(ImportedMessage(
+                role="tool", parts=parts, tool_call_id=str(ev.get("tool_call_id") or ""),
+                tool_name=str_or_none(ev.get("tool_name")), is_error=is_error, source_key=eid, source_ids=(eid,),
+                timestamp=ts, details=details))
         elif kind == "Condensation":
             _record_condensation(b, [str(x) for x in as_list(ev.get("forgotten_event_ids"))], ev.get("summary"),
                                  as_int(ev.get("summary_offset")), msg_of_event, eid, ts)

@@ -68,6 +68,8 @@ def test_parallel_entries_merge_into_one_message_with_thinking_and_ids(sessions)
     assert m.response_id == "msg_01A" and m.model == "claude-opus-4-5-20251101"
     assert m.timestamp == sessions[0].messages[4].timestamp and m.timestamp.endswith("Z")
     assert json.loads(m.tool_calls[1].arguments) == {"pattern": "re.compile(", "path": "."}
+    assert m.details == {"stop_reason": "tool_use"}  # from the entry that carried it
+    assert sessions[0].messages[-1].details == {"stop_reason": "end_turn"}
 
 
 def test_images_kept_as_references_in_requests_and_tool_results(sessions):
@@ -201,3 +203,18 @@ def test_title_prefers_the_users_title_then_a_summary_of_the_live_branch(tmp_pat
 def test_meta_kinds(text, entry, kind):
     from engine.importers.claude_code import meta_kind
     assert meta_kind(entry, text) == kind
+
+
+def test_a_locally_made_api_error_message_is_marked_and_reports_no_usage(tmp_path):
+    entries = [
+        {"type": "user", "uuid": "a", "parentUuid": None, "sessionId": "s", "message": {"role": "user", "content": "hi"}},
+        {"type": "assistant", "uuid": "b", "parentUuid": "a", "sessionId": "s", "isApiErrorMessage": True,
+         "message": {"id": "x1", "role": "assistant", "model": "<synthetic>", "stop_reason": "stop_sequence",
+                     "content": [{"type": "text", "text": "API Error: 529 overloaded"}],
+                     "usage": {"input_tokens": 0, "output_tokens": 0}}},
+    ]
+    path = tmp_path / "s.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in entries))
+    (s,) = parse(path)
+    assert s.messages[1].details == {"stop_reason": "stop_sequence", "api_error": True}
+    assert s.usage == () and s.model is None

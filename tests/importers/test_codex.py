@@ -63,6 +63,7 @@ def test_parts_calls_and_models(session):
     assert shell.kind == "local_shell" and json.loads(shell.arguments)["command"] == ["pytest", "-q"]
     assert [x.model for x in m if x.role == "assistant"] == ["gpt-5.1-codex"] * 3 + ["gpt-5.1-codex-max"]
     assert m[0].timestamp == "2026-11-30T10:00:06.250Z"
+    assert (m[5].details, m[6].details, m[8].details) == ({"exit_code": 0}, {"exit_code": 2}, {})
 
 
 def test_session_metadata(session):

@@ -30,6 +30,7 @@ def test_v0_parallel_calls_grouped_by_model_response():
     m = s.messages
     assert m[0].attachments == (ImagePart("image/png", 33, "base64", width=640, height=480),)
     assert (m[1].response_id, m[1].source_ids) == ("chatcmpl-01", ("4", "5"))
+    assert (m[2].details, m[5].details) == ({"observation": "run", "exit_code": 1}, {"observation": "error"})
     assert json.loads(m[1].tool_calls[1].arguments) == {"command": "view", "path": "/workspace/utils.py"}
     assert s.system_prompt == "You are OpenHands agent, a helpful AI assistant."
     assert [t["function"]["name"] for t in s.tools] == ["execute_bash"]
@@ -82,6 +83,9 @@ def test_v1_event_directory():
     assert m[0].attachments == (ImagePart("image/png", None, "url", url="https://img.example.com/app.png"),)
     assert m[2].reasoning == (ReasoningPart("Two independent reads: run them in parallel.", signed=True),)
     assert (m[2].response_id, m[2].source_ids) == ("resp-1", (e(2), e(3)))
+    assert (m[3].details, m[4].details, m[6].details) == (
+        {"observation": "TerminalObservation", "exit_code": 0}, {"observation": "FileEditorObservation"},
+        {"observation": "UserRejectObservation"})
     assert s.source_session_id == "5e2f9a0c-4b7d-4e2a-9c11-7d3b2a1f0e9d"
     assert s.model == "litellm_proxy/claude-sonnet-4-5-20250929" and s.system_prompt == "You are OpenHands agent (V1)."
     (c,) = s.compactions
