@@ -34,6 +34,8 @@ class ThreadInfo:
     busy_reason: BusyReason | None
     created_at: datetime
     updated_at: datetime
+    #: the transcript format the thread was imported from (``claude-code``, ``codex``, …); None: written live
+    source_format: str | None = None
 
     @property
     def busy(self) -> bool:
@@ -163,6 +165,10 @@ class PressureStatus:
     compact_count: int
     busy_reason: BusyReason | None
     anchored_tokens: int | None = None
+    #: where the context window came from: ``override`` / ``reported`` / ``catalog`` / ``assumed``
+    window_source: str | None = None
+    #: what matched (catalogue entry, reporting source) in words, for the status line and the gauge
+    window_detail: str | None = None
 
     @property
     def pressure_ratio(self) -> float:
@@ -203,6 +209,9 @@ class ManualResult:
     boundary: int | None
     generation: int
     summarizer_calls: int
+    #: the compaction ran but the thread is still at or over its threshold (``note`` says why)
+    still_over_threshold: bool = False
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
