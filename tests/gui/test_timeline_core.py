@@ -4,7 +4,7 @@ The property: for a random thread (turns, parallel and late tool results, open r
 notes, pruned results, a boundary at a unit end, a running last turn or not), any sequence of page
 loads (from the start, the newest page, gap fills from above and below, a page around one message)
 and evictions, finished by filling every gap, gives the tree that loading the whole thread at once
-gives. After every step the tree's invariants hold and the change notices, replayed on a shadow
+gives — also while the thread grows. After every step the tree's invariants hold and the change notices, replayed on a shadow
 tree, describe exactly what happened. Then unit tests of the gap/segment arithmetic.
 """
 
@@ -37,14 +37,20 @@ class Thread:
     stored: list[StoredMessage]
     running: bool
     boundary: int | None
+    #: how many messages exist so far (the thread grows while it is inspected)
+    visible: int = -1
+
+    def __post_init__(self) -> None:
+        if self.visible < 0:
+            self.visible = len(self.stored)
 
     @property
     def ids(self) -> list[int]:
-        return [s.id for s in self.stored]
+        return [s.id for s in self.stored[: self.visible]]
 
     def page(self, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500) -> list[StoredMessage]:
         """The store's keyset read: the first ``limit`` after ``after_id``, or the last before ``before_id``."""
-        rows = [s for s in self.stored if (after_id is None or s.id > after_id) and (before_id is None or s.id < before_id)]
+        rows = [s for s in self.stored[: self.visible] if (after_id is None or s.id > after_id) and (before_id is None or s.id < before_id)]
         return rows[-limit:] if before_id is not None and after_id is None else rows[:limit]
 
     def tokens(self, rows: list[StoredMessage]) -> tuple[dict[int, int], dict[int, int]]:
@@ -101,7 +107,8 @@ def threads(draw: Any) -> Thread:
     running = draw(st.booleans())
     ends = [u.last_id for u in build_units([s.message for s in stored], running_turn=running)]
     boundary = draw(st.one_of(st.none(), st.sampled_from(ends)))
-    return Thread(stored, running, boundary)
+    shown = next(i + 1 for i, s in enumerate(stored) if s.id == boundary) if boundary is not None else 1
+    return Thread(stored, running, boundary, draw(st.integers(shown, len(stored))))  # the rest arrives later
 
 
 # -- signatures, invariants, a shadow of the change notices --------------------------------------
@@ -238,7 +245,7 @@ def loaded_at_once(thread: Thread) -> Timeline:
 
 
 OPS = st.lists(
-    st.tuples(st.sampled_from(["start", "end", "forward", "backward", "around", "evict_top", "evict_bottom"]), st.integers(0, 10_000), st.integers(1, 9), st.booleans()),
+    st.tuples(st.sampled_from(["start", "end", "forward", "backward", "around", "evict_top", "evict_bottom", "grow"]), st.integers(0, 10_000), st.integers(1, 9), st.booleans()),
     max_size=18,
 )
 
@@ -266,11 +273,24 @@ def apply(timeline: Timeline, thread: Thread, op: str, pick: int, limit: int, wi
         timeline.evict_before(pick % (len(timeline.root.children) + 1))
     elif op == "evict_bottom":
         timeline.evict_after(pick % (len(timeline.root.children) + 1))
+    elif op == "grow":
+        grow(timeline, thread, 1 + pick % 6, limit)
     if page is not None:
         timeline.insert_page(page)
         if not with_tokens:  # counted after the rows were shown
             timeline.set_tokens(*thread.tokens(list(page.messages)))
     timeline.gap_cancelled()  # reads still marked in flight are dropped, as the window does on a move
+
+
+def grow(timeline: Timeline, thread: Thread, count: int, limit: int) -> None:
+    """``count`` more messages arrive; a timeline that shows the end reads what follows its newest
+    row, as the window does when the thread's count grows."""
+    if thread.visible == len(thread.stored):
+        return
+    thread.visible = min(len(thread.stored), thread.visible + count)
+    timeline.set_total(thread.visible)
+    if timeline.reaches_end:
+        timeline.append_page(thread.read(PageRequest(after_id=timeline.last_id(), limit=limit)))
 
 
 def fill(timeline: Timeline, thread: Thread, limit: int) -> None:
@@ -303,6 +323,7 @@ def test_any_order_of_loads_and_evictions_gives_the_tree_of_loading_everything(t
         apply(timeline, thread, op, pick, limit, with_tokens)
         check_invariants(timeline, thread)
         shadow.check()
+    grow(timeline, thread, len(thread.stored), fill_limit)
     fill(timeline, thread, fill_limit)
     check_invariants(timeline, thread)
     shadow.check()

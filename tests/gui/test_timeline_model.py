@@ -19,7 +19,7 @@ from engine.views import StoredMessage
 from inspector_app.models.timeline import COLUMNS, CompactedRole, MarkersRole, MessageIdRole, NodeKindRole, PageRequest, TimelineModel, TimelinePage, TokensRole
 from inspector_app.timeline import UNKNOWN, Node
 from inspector_app.timeline.tree import display_text
-from tests.gui.test_timeline_core import OPS, T0, Thread, apply, fill, loaded_at_once, signature, threads
+from tests.gui.test_timeline_core import OPS, T0, Thread, apply, fill, grow, loaded_at_once, signature, threads
 
 pytestmark = pytest.mark.gui
 ROOT = QModelIndex()
@@ -146,6 +146,7 @@ def test_random_sessions_keep_every_model_rule(qapp: QApplication, thread: Threa
         if loaded:
             message_id = loaded[data.draw(st.integers(0, len(loaded) - 1))]
             pinned.append((QPersistentModelIndex(model.index_for_message(message_id)), message_id))
+    grow(model.core, thread, len(thread.stored), fill_limit)
     fill(model.core, thread, fill_limit)
     check(model)
     assert signature(model.core.root) == signature(loaded_at_once(thread).root)
