@@ -279,6 +279,8 @@ def apply(timeline: Timeline, thread: Thread, op: str, pick: int, limit: int, wi
         timeline.insert_page(page)
         if not with_tokens:  # counted after the rows were shown
             timeline.set_tokens(*thread.tokens(list(page.messages)))
+        if op in ("end", "forward", "backward"):
+            assert not timeline.loading, "the answer to a gap's read clears its loading state"
     timeline.gap_cancelled()  # reads still marked in flight are dropped, as the window does on a move
 
 
