@@ -22,7 +22,8 @@ SQL = "SQL lives only in engine.store"
 LAYERS = "Engine layers: each module imports only from the layers below it"
 PUBLIC = "The inspector uses only the engine's public surface"
 CYCLES = "No import cycles between sibling modules"
-ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES)
+TIMELINE = "The timeline core is plain Python"
+ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, TIMELINE)
 
 
 def _lint(cwd: Path) -> tuple[int, str]:
@@ -68,6 +69,7 @@ PLANTED = [
     pytest.param({"engine/workdir.py": "from engine import harness"}, {LAYERS, CYCLES}, id="pure-core-imports-harness"),
     pytest.param({"engine/brand_new.py": "X = 1"}, {LAYERS}, id="engine-module-outside-every-layer"),
     pytest.param({"engine/messages.py": "import PySide6"}, {QT}, id="engine-imports-qt"),
+    pytest.param({"inspector_app/timeline/pages.py": "import PySide6"}, {TIMELINE}, id="timeline-core-imports-qt"),
     pytest.param(
         {"engine/cli/output.py": "from engine.cli import preview", "engine/cli/preview.py": "from engine.cli import output"},
         {CYCLES},
