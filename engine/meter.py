@@ -18,6 +18,16 @@ cookbook): every message costs 3 tokens plus its role and content, a ``name`` co
 name, and every reply is primed with 3 tokens. Tool calls (id, name, arguments, plus a 3-token frame
 each), ``tool_call_id`` and tool schemas (their compact JSON) are not part of that documentation:
 they are counted as stated approximations. Provider-reported usage corrects the rest (:meth:`anchor`).
+
+Reasoning blocks count as their text (and summary text); an opaque encrypted blob has no
+readable text and counts nothing of its own. Attachments are never dropped from the count (their
+bytes are not kept, so their cost is estimated from what is known, see :func:`attachment_tokens`):
+an image of known size costs ``ceil(w·h / 750)`` after the provider's downscaling (Anthropic's
+published rule of thumb: long edge at most 1568 px, at most about 1.15 megapixels, so about 1,600
+tokens at most); an image of unknown size the documented fixed :data:`IMAGE_UNKNOWN_TOKENS`;
+a text document one token per 4 bytes; any other document (PDF, …) 2,000 tokens per page, a
+page estimated as 50 KB (Anthropic: 1,500 to 3,000 tokens per page), and
+:data:`DOCUMENT_UNKNOWN_TOKENS` (one page) when its size is unknown.
 """
 
 from __future__ import annotations
@@ -41,7 +51,7 @@ from typing import Any, Mapping, Sequence
 import tiktoken
 import tiktoken.model
 
-from engine.messages import META_SUMMARY, Envelope, Message, ToolCall
+from engine.messages import META_SUMMARY, Attachment, Envelope, Message, Reasoning, ToolCall
 
 __all__ = [
     "CATEGORIES",
@@ -53,6 +63,9 @@ __all__ = [
     "TokenMeter",
     "UnknownEncoding",
     "default_meter",
+    "attachment_tokens",
+    "IMAGE_UNKNOWN_TOKENS",
+    "DOCUMENT_UNKNOWN_TOKENS",
 ]
 
 #: breakdown keys of :class:`Measurement`, in display order
@@ -67,7 +80,34 @@ TOKENS_PER_TOOL_CALL = 3  # approximation: a tool call is framed like a message
 _BATCH_MIN_CHARS = 64_000
 _BATCH_THREADS = 2
 
-_ROLE_CATEGORY = {"system": "system", "user": "user", "assistant": "assistant", "tool": "tool_results"}
+_ROLE_CATEGORY = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant", "tool": "tool_results"}
+
+#: attachment costs (stated approximations; see the module docstring)
+IMAGE_PIXELS_PER_TOKEN = 750  # Anthropic: tokens ≈ width * height / 750
+IMAGE_MAX_EDGE = 1568  # Anthropic resizes images whose long edge is larger
+IMAGE_MAX_PIXELS = 1_150_000  # ... or that have more than about 1.15 megapixels
+IMAGE_UNKNOWN_TOKENS = 1600  # an image of unknown size: the cost of one at the maximum size
+DOCUMENT_TEXT_BYTES_PER_TOKEN = 4
+DOCUMENT_PAGE_BYTES = 50_000
+DOCUMENT_TOKENS_PER_PAGE = 2000
+DOCUMENT_UNKNOWN_TOKENS = DOCUMENT_TOKENS_PER_PAGE  # a document of unknown size: one page
+_TEXTUAL_MEDIA = ("text/", "application/json", "application/xml", "application/x-yaml", "application/yaml")
+
+
+def attachment_tokens(a: Attachment) -> int:
+    """The estimated tokens of one attachment (never 0: its presence costs something)."""
+    if a.kind == "image":
+        if not a.width or not a.height:
+            return IMAGE_UNKNOWN_TOKENS
+        w, h = float(a.width), float(a.height)
+        scale = min(1.0, IMAGE_MAX_EDGE / max(w, h), (IMAGE_MAX_PIXELS / (w * h)) ** 0.5)
+        return max(1, -(-int(w * scale) * int(h * scale) // IMAGE_PIXELS_PER_TOKEN))
+    if a.byte_size is None:
+        return DOCUMENT_UNKNOWN_TOKENS
+    if (a.media_type or "").startswith(_TEXTUAL_MEDIA):
+        return max(1, -(-a.byte_size // DOCUMENT_TEXT_BYTES_PER_TOKEN))
+    pages = max(1, -(-a.byte_size // DOCUMENT_PAGE_BYTES))
+    return pages * DOCUMENT_TOKENS_PER_PAGE
 
 # pattern strings and special tokens are tiktoken's own (tiktoken_ext/openai_public.py); the
 # expected hashes are the SHA-256 tiktoken checks for the official data files
@@ -216,11 +256,11 @@ def _model_encoding(model: str | None) -> tuple[str, bool]:
     return "cl100k_base", True  # legacy r50k/p50k models: not packaged
 
 
-_MessageKey = tuple[str, str, tuple[ToolCall, ...], str | None, str | None]
+_MessageKey = tuple[str, str, tuple[ToolCall, ...], str | None, str | None, tuple[Reasoning, ...], tuple[Attachment, ...]]
 
 
 def _key(m: Message) -> _MessageKey:
-    return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name)
+    return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.reasoning, m.attachments)
 
 
 class _CountCache:
@@ -311,6 +351,12 @@ class TokenMeter:
         """Fixed tokens of ``m`` and the texts still to encode (content first)."""
         fixed = TOKENS_PER_MESSAGE + self._role_tokens[m.role]
         texts = [m.content]
+        for r in m.reasoning:  # what the model produced and, for the next turn, may see again
+            texts.append(r.text)
+            if r.summary:
+                texts.append(r.summary)
+        for a in m.attachments:
+            fixed += attachment_tokens(a)
         for call in m.tool_calls:
             fixed += TOKENS_PER_TOOL_CALL
             texts += (call.id, call.name, call.arguments)

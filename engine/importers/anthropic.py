@@ -86,6 +86,10 @@ def media_part(block: Mapping[str, Any]) -> ImagePart | DocumentPart:
     return DocumentPart(media_type=media, byte_size=size, source=stype, title=block.get("title"), url=url)
 
 
+def _opt_str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
 def convert_blocks(content: Any) -> Converted:
     """Anthropic content (a string or a list of blocks) → parts, calls and tool results."""
     out = Converted()
@@ -108,9 +112,10 @@ def convert_blocks(content: Any) -> Converted:
         elif btype in ("image", "document"):
             out.items.append(media_part(block))
         elif btype == "thinking":
-            out.items.append(ReasoningPart(str(block.get("thinking") or ""), signed=bool(block.get("signature"))))
+            out.items.append(ReasoningPart(str(block.get("thinking") or ""), signed=bool(block.get("signature")),
+                                           signature=_opt_str(block.get("signature"))))
         elif btype == "redacted_thinking":
-            out.items.append(ReasoningPart("", redacted=True, encrypted=bool(block.get("data"))))
+            out.items.append(ReasoningPart("", redacted=True, encrypted=bool(block.get("data")), blob=_opt_str(block.get("data"))))
         elif btype == "tool_use":
             out.items.append(ImportedToolCall(id=str(block.get("id") or f"tool_use_{i}"), name=str(block.get("name") or "?"),
                                               arguments=as_json_text(block.get("input", {})),

@@ -112,6 +112,10 @@ class ReasoningPart:
     encrypted: bool = False
     redacted: bool = False
     signed: bool = False
+    #: the opaque provider blob (Anthropic ``redacted_thinking.data``, Responses
+    #: ``encrypted_content``) and the Anthropic ``signature``, kept for lossless round trips
+    blob: str | None = None
+    signature: str | None = None
     kind: Literal["reasoning"] = "reasoning"
 
 

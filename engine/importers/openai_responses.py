@@ -90,10 +90,11 @@ def content_parts(content: Any, unknown: Callable[[str], None]) -> tuple[Part, .
 def reasoning_part(item: Mapping[str, Any]) -> ReasoningPart:
     full = [as_str(c.get("text")) for c in as_list(item.get("content")) if isinstance(c, Mapping)]
     summary = [as_str(s.get("text")) if isinstance(s, Mapping) else as_str(s) for s in as_list(item.get("summary"))]
-    encrypted = bool(item.get("encrypted_content"))
+    blob = item.get("encrypted_content") if isinstance(item.get("encrypted_content"), str) and item.get("encrypted_content") else None
+    encrypted = blob is not None
     if any(full):
-        return ReasoningPart("\n\n".join(t for t in full if t), encrypted=encrypted)
-    return ReasoningPart("\n\n".join(t for t in summary if t), summary=True, encrypted=encrypted)
+        return ReasoningPart("\n\n".join(t for t in full if t), encrypted=encrypted, blob=blob)
+    return ReasoningPart("\n\n".join(t for t in summary if t), summary=True, encrypted=encrypted, blob=blob)
 
 
 def output_text(output: Any, unknown: Callable[[str], None]) -> tuple[tuple[Part, ...], bool]:
