@@ -34,7 +34,7 @@ from .pruning import PruneReport, prune_surface
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, validate_summary
-from .units import Selection, Unit, build_units, select_overflow_head, select_prefix
+from .units import Selection, TailRule, Unit, build_units, current_request, is_request, select_overflow_head, select_prefix
 from .views import ManualResult, Offload, Snapshot
 from .workdir import Workdir
 
@@ -217,37 +217,74 @@ class Compactor:
 
     # -- §4 manual ------------------------------------------------------------------------
     def manual(self, thread: str) -> ManualResult:
-        """Manual compaction (§4): row lock from the idle check to the commit, summarizer included."""
+        """Manual compaction (§4): row lock from the idle check to the commit, summarizer included.
+
+        The finished last turn is split into its request and one unit per round
+        (``split_last_turn``) and the retained tail is counted in tokens over every unit, so an idle
+        agent trajectory (one request, hundreds of rounds) compacts too. A compaction that leaves
+        the thread at or over its threshold says so (``still_over_threshold`` and ``note``)."""
         failure: CannotCompact | None = None
         with self.store.locked(thread) as tx:
             tx.require_idle()
             m = self.measure(tx.snapshot())
             before = m.tokens
-            units = build_units(history_part(m.surface), running_turn=False)
-            sel = self._select(m, units, target=-1)
+            sel = self._manual_selection(m)
             if not sel.units:
-                return ManualResult("no_op", "insufficient_history", before, before, 0, m.snapshot.state.boundary, m.snapshot.state.generation, 0)
+                state = m.snapshot.state
+                over, note = self._over_threshold(m, reached_limit=False, nothing_selectable=True)
+                return ManualResult("no_op", "insufficient_history", before, before, 0, state.boundary, state.generation, 0, still_over_threshold=over, note=note)
             calls = compacted = 0
             att = None
-            for _ in range(max(1, m.policy.policy.loop_max_compaction_rounds)):
+            limit = max(1, m.policy.policy.loop_max_compaction_rounds)
+            for _ in range(limit):
                 att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx)
                 calls += att.calls
                 if not att.advanced:
                     break
                 compacted += att.compacted_messages
                 m = self.measure(tx.snapshot())
-                sel = self._select(m, build_units(history_part(m.surface), running_turn=False), target=-1)
+                sel = self._manual_selection(m)
                 if not sel.units:
                     break
             assert att is not None
             if compacted == 0:
                 failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected", reason=att.reason)
             else:
-                return ManualResult("completed", None, before, m.tokens, compacted, m.snapshot.state.boundary, m.snapshot.state.generation, calls)
+                state = m.snapshot.state
+                more = bool(sel.units) and att.advanced  # stopped at the call limit with more to take
+                over, note = self._over_threshold(m, reached_limit=more, rejected=None if att.advanced else att.reason)
+                return ManualResult("completed", None, before, m.tokens, compacted, state.boundary, state.generation, calls, still_over_threshold=over, note=note)
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
 
+    def _manual_selection(self, m: Measured) -> Selection:
+        """Everything before the retained tail (§4.3), the finished last turn split into rounds."""
+        units = build_units(history_part(m.surface), running_turn=False, split_last_turn=True)
+        return self._select(m, units, target=-1, tail="tokens")
+
+    def _over_threshold(self, m: Measured, *, reached_limit: bool, nothing_selectable: bool = False, rejected: str | None = None) -> tuple[bool, str | None]:
+        """(still at or over the threshold, why in words) for a manual result."""
+        threshold = m.policy.threshold
+        if m.tokens < threshold:
+            return False, None
+        parts = m.measurement.breakdown
+        fixed, summary = parts["system"] + parts["tools"], parts["summary"]
+        kept = history_part(m.surface)
+        kept_tokens = sum(m.meter.count_message(x) for x in kept)
+        head = f"{m.tokens:,} tokens, threshold {threshold:,}"
+        if rejected is not None:
+            return True, f"{head}: a later summary was rejected ({rejected}); compact again to retry"
+        if reached_limit:
+            return True, f"{head}: stopped after loop_max_compaction_rounds ({m.policy.policy.loop_max_compaction_rounds}) summary calls; compact again to continue"
+        open_unit = next((u for u in build_units(kept, running_turn=False, split_last_turn=True) if u.open), None)
+        if open_unit is not None:
+            return True, f"{head}: message #{open_unit.first_id} has a call without a result, so it and everything after it stay verbatim"
+        if fixed >= threshold:
+            return True, f"{head}: the system prompt, system notes and tool schemas alone take {fixed:,} tokens"
+        what = "nothing before the retained tail can be summarized" if nothing_selectable else "the rest is the retained tail"
+        return True, f"{head}: {what} ({kept_tokens:,} tokens kept verbatim, the newest unit at least; system prompt and tools {fixed:,}, summary {summary:,})"
+
     # -- shared steps ---------------------------------------------------------------------
-    def _select(self, m: Measured, units: Sequence[Unit], *, target: int) -> Selection:
+    def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto") -> Selection:
         pol = m.policy
         sel = select_prefix(
             units,
@@ -257,6 +294,7 @@ class Compactor:
             retained_tail_tokens=pol.retained_tail_tokens,
             recent_rounds=pol.policy.loop_recent_tool_rounds,
             summary_tokens=_summary_estimate(pol, m.meter),
+            tail=tail,
         )
         # one call must fit a summarizer model with the same window: input + the summary it writes
         return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)))
@@ -321,7 +359,7 @@ class Compactor:
         snap = m.snapshot
         state = snap.state
         meter = m.meter
-        current = snap.current_request.content if snap.current_request is not None else None
+        current = _request_text(snap)
         replaced = sum(meter.count_message(x) for x in sel.messages) + (meter.count_text(state.summary) if state.summary else 0)
         summarizer_name = getattr(self.summarizer, "name", type(self.summarizer).__name__)
         # the keys both the summary and the rejection event carry
@@ -438,6 +476,17 @@ def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int) -> Selection:
             return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
         total += cost
     return sel
+
+
+def _request_text(snap: Snapshot) -> str | None:
+    """The user's current request (§2.5): the store's, when it is a real request
+    (:func:`engine.units.is_request`), else the newest real request in view, else none (a command's
+    output such as ``/exit``'s "Goodbye!" is never copied into a summary as the request)."""
+    stored = snap.current_request
+    if stored is not None and is_request(stored):
+        return stored.content
+    visible = current_request(snap.messages)
+    return visible.content if visible is not None else None
 
 
 def _failures(report: PruneReport) -> tuple[PruneFailure, ...]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from .messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Envelope, Message, Surface
+from .units import place_closing_markers
 from .views import Offload, Snapshot
 
 __all__ = ["SYNTHETIC_USER_TEXT", "build_surface", "envelope_of", "history_part", "shown_message", "shown_messages"]
@@ -34,8 +35,12 @@ def shown_messages(messages: Sequence[Message], offloads: Mapping[int, Offload])
 
 def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> Surface:
     """The model-visible surface of a snapshot: pruned results as previews, a synthetic user
-    message when the first non-system message would not be a user message, ephemeral notes last."""
-    shown = shown_messages(snapshot.messages, snapshot.offloads)
+    message when the first non-system message would not be a user message, ephemeral notes last.
+
+    Closing markers (a call's recorded "no result", appended when the thread went idle) are placed
+    right after their call's round, and one whose call is behind the boundary is left out: an
+    OpenAI-compatible provider rejects a result that does not follow its call."""
+    shown = place_closing_markers(shown_messages(snapshot.messages, snapshot.offloads))
     first = next((m for m in shown if m.role != "system"), None)
     if first is not None and first.role != "user":
         shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True}))
@@ -55,5 +60,9 @@ def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
 
 
 def history_part(surface: Surface) -> tuple[Message, ...]:
-    """The persisted messages of a surface (what units are built from): no synthetic or ephemeral ones."""
-    return tuple(m for m in surface.messages if m.id is not None)
+    """The persisted messages of a surface in physical (id) order, what units are built from: no
+    synthetic or ephemeral ones, closing markers back where they were recorded."""
+    persisted = [m for m in surface.messages if m.id is not None]
+    if any(a.id > b.id for a, b in zip(persisted, persisted[1:])):  # type: ignore[operator]
+        persisted.sort(key=lambda m: m.id)  # type: ignore[arg-type, return-value]
+    return tuple(persisted)

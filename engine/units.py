@@ -104,6 +104,7 @@ __all__ = [
     "is_request",
     "late_closures",
     "orphan_call_ids",
+    "place_closing_markers",
     "select_overflow_head",
     "select_prefix",
     "split_rounds",
@@ -302,6 +303,45 @@ def late_closures(messages: Sequence[Message]) -> dict[int, Counter[str]]:
             continue
         if any(m.role in ("assistant", "user") for m in messages[at + 1 : answered]):
             out.setdefault(id(assistant), Counter())[call.id] += 1
+    return out
+
+
+def place_closing_markers(messages: Sequence[Message]) -> list[Message]:
+    """``messages`` in the order a provider accepts: each late closing marker moved to right after
+    its call's round (after the results already there), and a closing marker whose call is not in
+    ``messages`` (it is behind the boundary) left out, since it would be an orphan. Everything else
+    keeps its place; without closing markers this is ``list(messages)``."""
+    out = list(messages)
+    if not any(m.role == "tool" and m.metadata and is_closing_marker(m) for m in messages):
+        return out
+    call_of: dict[int, int] = {}  # index of a marker -> index of the assistant whose call it answers
+    for _, _, at, answered in _match_calls(messages):
+        if answered is not None and is_closing_marker(messages[answered]):
+            call_of[answered] = at
+    moved: dict[int, list[Message]] = {}  # assistant index -> the late markers of its round
+    keep: list[int] = []
+    for index, m in enumerate(messages):
+        if m.role == "tool" and m.metadata and is_closing_marker(m):
+            at = call_of.get(index)
+            if at is None:
+                continue  # its call is behind the boundary: an orphan on the surface
+            if any(x.role in ("assistant", "user") for x in messages[at + 1 : index]):
+                moved.setdefault(at, []).append(m)
+                continue
+        keep.append(index)
+    if not moved and len(keep) == len(messages):
+        return out
+    out = []
+    pending: list[Message] = []  # markers waiting for the end of their round's results
+    for index in keep:
+        m = messages[index]
+        if pending and m.role != "tool":
+            out.extend(pending)
+            pending = []
+        out.append(m)
+        if index in moved:
+            pending = moved[index]
+    out.extend(pending)
     return out
 
 

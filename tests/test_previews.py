@@ -30,7 +30,7 @@ def parse_structured(text: str) -> tuple[dict[str, object], list[dict[str, objec
     """Split a structured preview into its ``key: value`` lines and its result objects."""
     meta: dict[str, object] = {}
     rows: list[dict[str, object]] = []
-    for line in text.splitlines():
+    for line in text.split("\n"):  # not splitlines(): a value may hold U+0085 or U+2028 unescaped
         if line.startswith("{"):
             rows.append(json.loads(line))
         else:

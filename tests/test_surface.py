@@ -141,3 +141,72 @@ def test_the_compactor_measures_the_envelope_of_build_surface(case: tuple[Snapsh
     assert first is None or first.role == "user"
     tail = measured.surface.messages[len(measured.surface.messages) - len(ephemeral) :] if ephemeral else ()
     assert [(m.content, m.is_ephemeral) for m in tail] == [(e.content, True) for e in ephemeral]
+
+
+# -- closing markers (a call's recorded "no result") ------------------------------------------------
+
+
+def _marker(call_id: str, message_id: int) -> Message:
+    return tool_result(call_id, "[no result was recorded for this call]", id=message_id, missing_result=True)
+
+
+def _call(message_id: int, *call_ids: str) -> Message:
+    return assistant("", *(ToolCall(c, "shell", "{}") for c in call_ids), id=message_id)
+
+
+def _wire_valid(messages: tuple[Message, ...]) -> bool:
+    """What an OpenAI-compatible provider checks: every tool message directly follows (with other
+    tool messages only) the assistant message whose call it answers, and every call is answered."""
+    pending: set[str] = set()
+    for m in messages:
+        if m.role == "tool":
+            if m.tool_call_id not in pending:
+                return False
+            pending.discard(m.tool_call_id)
+        else:
+            if pending:
+                return False
+            pending = {c.id for c in m.tool_calls}
+    return not pending
+
+
+def test_a_late_closing_marker_is_placed_right_after_its_calls_round() -> None:
+    msgs = (
+        user("Run the four checks", id=1),
+        _call(2, "a", "b", "c", "d"),
+        tool_result("a", "ok a", id=3),
+        tool_result("c", "ok c", id=4),
+        _call(5, "e"),
+        tool_result("e", "ok e", id=6),
+        assistant("Done, two checks never reported.", id=7),
+        _marker("b", 8),
+        _marker("d", 9),
+    )
+    surface = build_surface(snapshot(msgs))
+    assert [m.id for m in surface.messages] == [1, 2, 3, 4, 8, 9, 5, 6, 7]
+    assert _wire_valid(surface.messages)
+    assert [m.id for m in history_part(surface)] == [1, 2, 3, 4, 5, 6, 7, 8, 9]  # units see physical order
+
+
+def test_a_closing_marker_whose_call_is_behind_the_boundary_is_left_out() -> None:
+    # the parallel call (ids 2-4) was compacted; its late marker (id 8) would be an orphan
+    msgs = (user("next", id=5), _call(6, "f"), tool_result("f", "ok", id=7), _marker("b", 8))
+    surface = build_surface(snapshot(msgs, summary="earlier work", boundary=4))
+    assert [m.id for m in surface.messages] == [5, 6, 7]
+    assert _wire_valid(surface.messages)
+    assert [m.id for m in history_part(surface)] == [5, 6, 7]
+
+
+def test_markers_in_place_and_surfaces_without_markers_are_unchanged() -> None:
+    in_place = (user("go", id=1), _call(2, "a", "b"), tool_result("a", "ok", id=3), _marker("b", 4), assistant("ok", id=5))
+    assert [m.id for m in build_surface(snapshot(in_place)).messages] == [1, 2, 3, 4, 5]
+    plain = (user("go", id=1), _call(2, "a"), tool_result("a", "ok", id=3))
+    assert build_surface(snapshot(plain)).messages == plain
+
+
+def test_the_running_turns_pending_calls_stay_and_only_the_marker_moves() -> None:
+    # an older call closed late, the newest assistant's call still running: nothing invented for it
+    msgs = (user("go", id=1), _call(2, "a", "b"), tool_result("a", "ok", id=3), _call(4, "z"), _marker("b", 5))
+    shown = build_surface(snapshot(msgs)).messages
+    assert [m.id for m in shown] == [1, 2, 3, 5, 4]
+    assert shown[-1].tool_calls and not any(m.tool_call_id == "z" for m in shown)

@@ -6,17 +6,19 @@ import pytest
 
 from engine.surface import build_surface
 from engine.errors import CannotCompact, ThreadBusy
-from engine.messages import user
+from engine.messages import ToolCall, assistant, tool_result, user
 from engine.summarizers.protocol import contains_verbatim
 from engine.units import assert_valid_cut
 
 from .conftest import (
+    WINDOW,
     Counting,
     Failing,
     Growing,
     add,
     all_messages,
     assert_surface_valid,
+    filler,
     finished_turns,
     new_thread,
     thread_state,
@@ -133,4 +135,115 @@ def test_rejected_manual_summary_changes_nothing_but_records_why(make_service, n
     assert {k: v for k, v in after.items() if k != "events"} == {k: v for k, v in before.items() if k != "events"}
     (event,) = after["events"]
     assert (event.kind, event.trigger, event.data["reason"]) == ("summary_rejected", "manual", reason)
+    assert_surface_valid(svc, key)
+
+
+# -- idle agent trajectories (one request, hundreds of tool rounds) --------------------------------
+
+TRAJECTORY_REQUEST = "Fix the failing refund test in tests/test_refunds.py and explain the cause."
+
+
+def trajectory(svc, key: str, rounds: int = 300) -> None:
+    """One request and ``rounds`` finished tool rounds (~95 tokens each): one finished turn."""
+    new_thread(svc, key)
+    add(svc, key, user(TRAJECTORY_REQUEST))
+    for i in range(rounds):
+        call = ToolCall(f"call-{i}", "bash", f'{{"command": "pytest tests/test_refunds.py -k case_{i}"}}')
+        add(svc, key, assistant(f"Step {i}: run case {i}.", call), tool_result(call.id, filler(60, f"case {i} output, see src/refunds/case_{i}.py"), name="bash"))
+
+
+def test_a_300_round_single_request_trajectory_compacts_to_the_target(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("trajectory")
+    trajectory(svc, key)
+    status = svc.status(key)
+    assert status.tokens > 4 * status.threshold  # far over: the old whole-turn rule was a no_op here
+
+    r = svc.compact(key)
+
+    target = status.threshold // 2
+    assert r.status == "completed" and r.reason is None
+    assert r.after_tokens <= target < r.before_tokens  # the target is reached, not just "smaller"
+    assert not r.still_over_threshold and r.note is None
+    assert r.summarizer_calls == counter.calls <= 5
+    msgs = all_messages(svc, key)
+    assert_valid_cut(msgs, r.boundary, running_turn=True)  # a round end inside the one turn
+    state = svc.compaction_state(key)
+    assert contains_verbatim(state.summary, TRAJECTORY_REQUEST)  # the request is behind the boundary now
+    assert all(req.current_request == TRAJECTORY_REQUEST and not req.running_turn for req in counter.requests)
+    surface = build_surface(svc.store.snapshot(key))
+    assert surface.messages[0].is_synthetic  # the tail starts with a round, so the synthetic user opens it
+    assert surface.messages[-1].role == "tool" and surface.messages[-1].tool_call_id == "call-299"
+    assert_surface_valid(svc, key)
+    assert svc.status(key).tokens == r.after_tokens
+
+
+def test_a_manual_compaction_that_cannot_reach_the_threshold_says_why(make_service, new_key):
+    svc = make_service(Counting(), policies={"context_window": WINDOW, "default": {"summary_max_tokens": 400, "retained_tail_ratio": 0.2}})
+    key = new_key("too-big")
+    new_thread(svc, key)
+    finished_turns(svc, key, 12)
+    add(svc, key, user("Summarize the appendix."), assistant(filler(7000, "The appendix, in full:")))  # the newest unit alone
+
+    r = svc.compact(key)
+
+    status = svc.status(key)
+    assert r.status == "completed" and r.after_tokens == status.tokens >= status.threshold
+    assert r.still_over_threshold and r.note is not None
+    assert f"threshold {status.threshold:,}" in r.note and "retained tail" in r.note
+
+
+def test_a_no_op_over_the_threshold_is_still_honest(make_service, new_key):
+    svc = make_service(Counting())
+    key = new_key("no-op-over")
+    new_thread(svc, key)
+    add(svc, key, user("Summarize the appendix."), assistant(filler(7000, "The appendix, in full:")))
+
+    r = svc.compact(key)
+
+    assert (r.status, r.reason) == ("no_op", "insufficient_history")
+    assert r.still_over_threshold and "nothing before the retained tail" in (r.note or "")
+
+
+def test_a_parallel_call_with_missing_results_on_an_idle_thread_is_closed_and_compaction_proceeds(make_service, new_key):
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("parallel-missing")
+    trajectory(svc, key, rounds=120)
+    calls = [ToolCall(f"p-{x}", "read_file", f'{{"path": "src/refunds/{x}.py"}}') for x in "abcd"]
+    add(svc, key, assistant("Reading the four modules at once.", *calls))
+    add(svc, key, tool_result("p-a", filler(40, "module a"), name="read_file"), tool_result("p-c", filler(40, "module c"), name="read_file"))
+    # the thread is idle and two results never came: the same closing mechanism as cancellation
+    for call_id in ("p-b", "p-d"):
+        add(svc, key, tool_result(call_id, "[no result was recorded for this call]", name="read_file", missing_result=True))
+
+    r = svc.compact(key)
+
+    assert r.status == "completed" and r.after_tokens <= svc.status(key).threshold // 2
+    assert counter.calls == r.summarizer_calls >= 1
+    surface = build_surface(svc.store.snapshot(key))
+    tail = [m.tool_call_id for m in surface.messages if m.role == "tool"][-4:]
+    assert tail == ["p-a", "p-c", "p-b", "p-d"]  # every call on the surface has its (recorded) result
+    assert_surface_valid(svc, key)
+
+
+@pytest.mark.skipif(not hasattr(__import__("engine.service").service.Service, "close_dangling_calls"), reason="Service.close_dangling_calls (the door's closing of older dangling calls) not landed yet")
+def test_an_older_dangling_call_closed_on_the_idle_thread_unblocks_compaction(make_service, new_key):
+    svc = make_service(Counting())
+    key = new_key("older-dangling")
+    new_thread(svc, key)
+    add(svc, key, user(TRAJECTORY_REQUEST))
+    calls = [ToolCall(f"p-{x}", "read_file", f'{{"path": "src/refunds/{x}.py"}}') for x in "abcd"]
+    add(svc, key, assistant("Reading the four modules at once.", *calls))
+    add(svc, key, tool_result("p-a", "module a", name="read_file"), tool_result("p-c", "module c", name="read_file"))
+    for i in range(120):  # the agent went on without the two results
+        call = ToolCall(f"call-{i}", "bash", f'{{"command": "pytest -k case_{i}"}}')
+        add(svc, key, assistant(f"Step {i}.", call), tool_result(call.id, filler(60, f"case {i}"), name="bash"))
+    assert svc.compact(key).status == "no_op"  # the open parallel round blocks everything after it
+
+    svc.close_dangling_calls(key)
+    r = svc.compact(key)
+
+    assert r.status == "completed" and not r.still_over_threshold
     assert_surface_valid(svc, key)
