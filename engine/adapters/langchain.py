@@ -1,0 +1,290 @@
+"""LangChain v1: ``CompactionMiddleware``, a drop-in for ``SummarizationMiddleware``.
+
+::
+
+    agent = create_agent(model, tools, middleware=[CompactionMiddleware(db=URL, thread="support-42")])
+
+It works in ``wrap_model_call`` / ``awrap_model_call``, where the system message and the tools are
+visible. Before every model call it persists the graph state's messages the store does not have
+(each with its serialized LangChain form, so tool calls, tool results and thinking blocks come back
+exactly), runs pressure compaction on the stored thread (prune first, then a summary if still at the
+threshold) and sends the model the compacted surface in place of ``request.messages``. The graph
+state is never edited: its history stays whole whatever compaction or a failing summarizer does.
+Each call is recorded as a model request with the usage the provider reported; a context overflow
+(LangChain's ``ContextOverflowError`` or the provider's HTTP error, classified by
+:mod:`engine.llm.errors`) is recovered at most ``max_overflow_retries`` times per run, and only when
+the recovery changed the surface; otherwise the original error is raised.
+
+Requires ``compaction-inspector[langchain]`` (``langchain>=1.5``, ``langchain-core>=1.8``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from typing import Any, Callable, Mapping, Sequence
+from uuid import uuid4
+
+try:
+    from langchain.agents.middleware import AgentMiddleware
+    from langchain.agents.middleware.types import ModelRequest, ModelResponse
+    from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage, message_to_dict, messages_from_dict
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("engine.adapters.langchain needs LangChain v1: pip install 'compaction-inspector[langchain]'") from exc
+
+from engine.messages import Message, ToolCall
+
+from .core import (
+    META_ATTACHMENTS,
+    META_IS_ERROR,
+    META_RAW,
+    META_REASONING,
+    META_SOURCE,
+    META_SOURCE_ID,
+    AdapterError,
+    Call,
+    EngineThread,
+    text_of,
+)
+
+SOURCE = "langchain"
+
+__all__ = ["CompactionMiddleware", "from_engine", "to_engine"]
+
+
+# -- mapping ---------------------------------------------------------------------------------------
+def _source_id(msg: BaseMessage, raw: Mapping[str, Any]) -> str:
+    if msg.id:
+        return f"lc:{msg.id}"
+    return "lc-sha:" + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _reasoning(msg: BaseMessage) -> list[dict[str, Any]]:
+    """Thinking / reasoning blocks of an AI message: Anthropic ``thinking`` / ``redacted_thinking``,
+    LangChain v1 ``reasoning`` blocks, and DeepSeek-style ``reasoning_content``."""
+    out: list[dict[str, Any]] = []
+    if isinstance(msg.content, list):
+        for block in msg.content:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "thinking":
+                out.append({"text": block.get("thinking") or "", "signature": block.get("signature")})
+            elif kind == "redacted_thinking":
+                out.append({"text": "", "redacted": True, "encrypted": block.get("data")})
+            elif kind == "reasoning":
+                summary = block.get("summary")
+                text = block.get("reasoning") or text_of(summary if isinstance(summary, list) else None)
+                out.append({"text": text or "", "encrypted": block.get("encrypted_content"), "summary": summary if isinstance(summary, str) else None})
+    extra = msg.additional_kwargs.get("reasoning_content")
+    if isinstance(extra, str) and extra:
+        out.append({"text": extra})
+    return out
+
+
+def _attachments(msg: BaseMessage) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if isinstance(msg.content, list):
+        for block in msg.content:
+            if isinstance(block, Mapping) and block.get("type") in ("image_url", "image", "file", "audio", "input_audio"):
+                image = block.get("image_url")
+                url = image.get("url") if isinstance(image, Mapping) else image if isinstance(image, str) else block.get("url")
+                out.append({"type": block.get("type"), "url": url if isinstance(url, str) and not url.startswith("data:") else None, "media_type": block.get("mime_type")})
+    return out
+
+
+def to_engine(msg: BaseMessage) -> Message:
+    """A LangChain message as an engine message; the serialized original rides in the metadata."""
+    raw = message_to_dict(msg)
+    meta: dict[str, Any] = {META_SOURCE: SOURCE, META_SOURCE_ID: _source_id(msg, raw), META_RAW: raw}
+    attachments = _attachments(msg)
+    if attachments:
+        meta[META_ATTACHMENTS] = attachments
+    content = text_of(msg.content)
+    if isinstance(msg, AIMessage):
+        reasoning = _reasoning(msg)
+        if reasoning:
+            meta[META_REASONING] = reasoning
+        calls = tuple(ToolCall(c["id"], c["name"], json.dumps(c.get("args") or {}, ensure_ascii=False)) for c in msg.tool_calls if c.get("id") and c.get("name"))
+        return Message("assistant", content, tool_calls=calls, name=msg.name, metadata=meta)
+    if isinstance(msg, ToolMessage):
+        if msg.status == "error":
+            meta[META_IS_ERROR] = True
+        return Message("tool", content, tool_call_id=msg.tool_call_id, name=msg.name, metadata=meta)
+    if isinstance(msg, SystemMessage):
+        return Message("system", content, name=msg.name, metadata=meta)
+    if isinstance(msg, HumanMessage) or msg.type == "human":
+        return Message("user", content, name=msg.name, metadata=meta)
+    return Message("user", content, name=msg.name, metadata=meta)  # ChatMessage / FunctionMessage: kept raw
+
+
+def from_engine(message: Message, *, preview: bool = False) -> BaseMessage:
+    """The LangChain message an engine message was made from; with ``preview``, the message's
+    content (a pruned result's preview) replaces the original's. Messages the engine made itself
+    (summary, synthetic request, notes) become system / human messages."""
+    raw = message.metadata.get(META_RAW)
+    if isinstance(raw, Mapping):
+        (msg,) = messages_from_dict([dict(raw)])
+        return msg.model_copy(update={"content": message.content}) if preview else msg
+    if message.role == "user":
+        return HumanMessage(content=message.content)
+    if message.role == "system":
+        return SystemMessage(content=message.content)
+    raise AdapterError(f"cannot map a stored {message.role} message without its LangChain form back to LangChain")
+
+
+def _usage(response: ModelResponse) -> tuple[int | None, int | None]:
+    for m in response.result:
+        if isinstance(m, AIMessage) and m.usage_metadata:
+            return m.usage_metadata.get("input_tokens"), m.usage_metadata.get("output_tokens")
+    return None, None
+
+
+def _route(model: Any) -> tuple[str | None, str | None]:
+    name = getattr(model, "model_name", None) or getattr(model, "model", None)
+    provider = None
+    try:
+        provider = model._get_ls_params().get("ls_provider")  # the provider name LangChain traces with
+    except Exception:
+        provider = None
+    return provider, name if isinstance(name, str) else None
+
+
+def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
+    out = []
+    for t in tools:
+        try:
+            out.append(convert_to_openai_tool(t))
+        except Exception:  # a provider-native tool dict LangChain passes through unchanged
+            out.append(dict(t) if isinstance(t, Mapping) else {"name": str(getattr(t, "name", t))})
+    return out
+
+
+# -- the middleware --------------------------------------------------------------------------------
+class CompactionMiddleware(AgentMiddleware):
+    """Compaction by the engine for a ``create_agent`` loop (see the module docstring).
+
+    ``thread`` names the store's thread (default: the LangGraph ``thread_id`` of the run's config);
+    ``db`` is the store URL (or pass an open ``service``); ``summarizer`` / ``policies`` /
+    ``workdir`` as for :func:`engine.service.open_service`; ``provider`` / ``model`` fix the route
+    the policy is resolved for (default: from the chat model); ``max_overflow_retries`` overrides
+    the policy's."""
+
+    def __init__(
+        self,
+        db: str | None = None,
+        thread: str | None = None,
+        *,
+        service: Any = None,
+        title: str = "",
+        provider: str | None = None,
+        model: str | None = None,
+        summarizer: Any = None,
+        policies: Any = None,
+        workdir: Any = None,
+        max_overflow_retries: int | None = None,
+    ) -> None:
+        super().__init__()
+        if service is None:
+            from engine.service import open_service
+
+            service = open_service(db, workdir=workdir, summarizer=summarizer, policies=policies, create=True)
+            self._owns = True
+        else:
+            self._owns = False
+        self.service = service
+        self._key = thread
+        self._options = {"title": title, "provider": provider, "model": model, "max_overflow_retries": max_overflow_retries}
+        self._threads: dict[str, EngineThread] = {}
+
+    def close(self) -> None:
+        """Close the service if this middleware opened it."""
+        if self._owns:
+            self.service.close()
+
+    def thread(self, key: str | None = None) -> EngineThread:
+        """The engine thread for ``key`` (default: the configured one, else the run's ``thread_id``)."""
+        key = key or self._key or _config_thread_id()
+        if not key:
+            raise AdapterError("CompactionMiddleware needs thread=KEY, or a LangGraph config with configurable.thread_id")
+        t = self._threads.get(key)
+        if t is None:
+            t = self._threads[key] = EngineThread(self.service, key, SOURCE, **self._options)
+        return t
+
+    # -- blocking steps (async paths run them in a worker thread) --------------------------------
+    def _intake(self, t: EngineThread, request: ModelRequest) -> None:
+        t.route(*_route(request.model))
+        system = request.system_message.text if request.system_message is not None else None
+        t.configure(system, _tool_schemas(request.tools))
+        t.persist(to_engine(m) for m in request.messages)
+
+    def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
+        messages: list[AnyMessage] = []
+        for item in call.surface():
+            messages.append(from_engine(item.message, preview=item.pruned))  # type: ignore[arg-type]
+        return request.override(messages=messages)
+
+    def _done(self, t: EngineThread, call: Call, response: ModelResponse) -> None:
+        prompt, completion = _usage(response)
+        t.succeeded(call, prompt_tokens=prompt, completion_tokens=completion)
+        for m in response.result:
+            if m.id is None:  # the graph's reducer would give it a fresh id: give it ours so it is stored once
+                m.id = f"lc-run-{uuid4()}"
+        t.persist(to_engine(m) for m in response.result)
+
+    def _fail(self, t: EngineThread, call: Call, exc: BaseException) -> bool:
+        if t.failed(call, exc):
+            return True
+        err_code = getattr(exc, "code", None)
+        t.end_run(failed=True, error_code=err_code if isinstance(err_code, str) else type(exc).__name__, error_message=str(exc)[:2000])
+        return False
+
+    # -- hooks -----------------------------------------------------------------------------------
+    def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
+        t = self.thread()
+        self._intake(t, request)
+        while True:
+            call = t.begin_call()
+            try:
+                response = handler(self._compacted(request, call))
+            except Exception as exc:
+                if self._fail(t, call, exc):
+                    continue
+                raise
+            self._done(t, call, response)
+            return response
+
+    async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> ModelResponse:
+        t = self.thread()
+        await asyncio.to_thread(self._intake, t, request)
+        while True:
+            call = await asyncio.to_thread(t.begin_call)
+            try:
+                response = await handler(await asyncio.to_thread(self._compacted, request, call))
+            except Exception as exc:
+                if await asyncio.to_thread(self._fail, t, call, exc):
+                    continue
+                raise
+            await asyncio.to_thread(self._done, t, call, response)
+            return response
+
+    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        self.thread().end_run()
+        return None
+
+    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+        await asyncio.to_thread(self.thread().end_run)
+        return None
+
+
+def _config_thread_id() -> str | None:
+    try:
+        from langgraph.config import get_config
+
+        value = (get_config().get("configurable") or {}).get("thread_id")
+    except Exception:  # outside a LangGraph run
+        return None
+    return str(value) if value is not None else None
