@@ -36,10 +36,22 @@ class ThreadInfo:
     updated_at: datetime
     #: the transcript format the thread was imported from (``claude-code``, ``codex``, …); None: written live
     source_format: str | None = None
+    #: imported threads: the file read, the source's session id, its working directory, the
+    #: context window the source reported, the parent session (a sub-agent) and its thread key
+    source_file: str | None = None
+    source_session_id: str | None = None
+    source_cwd: str | None = None
+    reported_context_window: int | None = None
+    parent_source_session_id: str | None = None
+    parent_thread: str | None = None
 
     @property
     def busy(self) -> bool:
         return self.busy_reason is not None
+
+    @property
+    def imported(self) -> bool:
+        return self.source_format is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +161,45 @@ class ModelRequest:
     error_code: str | None
     error_message: str | None
     created_at: datetime
+    #: what the provider reported beside the prompt (parts of ``reported_prompt_tokens``)
+    reported_cache_read_tokens: int | None = None
+    reported_cache_creation_tokens: int | None = None
+    reported_reasoning_tokens: int | None = None
+    response_id: str | None = None
+    context_window: int | None = None
+    #: ``engine`` (sent by our harness or a platform) or ``imported`` (a source's usage record)
+    origin: Literal["engine", "imported"] = "engine"
+    #: imported: the (last) message that response produced
+    message_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SourceCompaction:
+    """A compaction the source itself recorded (not one of ours): Claude Code ``compact_boundary``
+    + its summary, a Claude Code microcompaction (``kind="prune"``), Codex ``compacted``,
+    OpenHands ``Condensation``. Shown in the timeline as the source's boundary; never applied."""
+
+    id: int
+    conversation_id: int
+    source: str  # the format that recorded it (``claude-code``, ``codex``, ``openhands`` …)
+    kind: Literal["summary", "prune"]
+    trigger: str | None  # ``auto`` / ``manual`` … as the source wrote it
+    tokens_before: int | None
+    summary: str | None  # None when the source kept it only encrypted
+    #: the compaction happened right after this message (None: before the first message)
+    after_message_id: int | None
+    #: the messages it replaced (first and last id; None when none of them were imported)
+    replaced_first_id: int | None
+    replaced_last_id: int | None
+    source_id: str
+    source_timestamp: str | None
+    #: what the source put back besides the summary (Codex ``replacement_history``), as
+    #: ``{"role", "text", "meta_kind"?}`` objects
+    kept: tuple[Mapping[str, Any], ...] = ()
+    #: source ids of what was forgotten (OpenHands event ids, Claude Code tool-use ids)
+    forgotten: tuple[str, ...] = ()
+    details: Mapping[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

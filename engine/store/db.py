@@ -261,25 +261,70 @@ def _enable_wal(engine: Engine, url: URL) -> None:
         raw.close()
 
 
-def migrate(url_or_path: str) -> tuple[str | None, str]:
-    """Create or upgrade the schema to the head revision. Returns (before, after)."""
-    url = normalize_url(url_or_path)
-    ensure_sqlite_file(url, create=True)
+def _migration_engine(url: URL) -> Engine:
+    """An engine for schema changes. On SQLite its connections run with foreign keys OFF: Alembic's
+    batch mode rebuilds a table by copying it and dropping the old one, and with foreign keys on,
+    that DROP would cascade into every table that references it (``tool_offloads`` → ``messages``).
+    The references are checked once the change is made (:func:`_check_foreign_keys`)."""
     engine = create_db_engine(url)
+    if url.get_backend_name() == "sqlite":
+
+        @event.listens_for(engine, "connect")
+        def _keys_off(dbapi_conn, _record) -> None:  # pragma: no cover - exercised by every migration
+            dbapi_conn.execute("PRAGMA foreign_keys=OFF")
+
+    return engine
+
+
+def _check_foreign_keys(conn) -> None:
+    if conn.dialect.name == "sqlite":
+        broken = conn.exec_driver_sql("PRAGMA foreign_key_check").fetchall()
+        if broken:
+            raise StoreError(f"migration left {len(broken)} broken references (first: {tuple(broken[0])}); nothing was changed")
+
+
+def _alembic(url_or_path: str, action: str, revision: str) -> tuple[str | None, str | None]:
+    url = normalize_url(url_or_path)
+    ensure_sqlite_file(url, create=action == "upgrade")
+    engine = _migration_engine(url)
     try:
         check_reachable(engine, url)
         info = schema_info(engine)
         if info.status in ("too_new", "unstamped"):
             raise info.problem(url)  # type: ignore[misc]
         try:
-            if info.status != "current":
+            after: str | None = info.head
+            if action == "upgrade":
+                if info.status != "current":
+                    cfg = _alembic_config()
+                    with engine.begin() as conn:
+                        cfg.attributes["connection"] = conn
+                        command.upgrade(cfg, revision)
+                        _check_foreign_keys(conn)
+                        after = MigrationContext.configure(conn).get_current_revision()
+                _enable_wal(engine, url)
+            else:
                 cfg = _alembic_config()
                 with engine.begin() as conn:
                     cfg.attributes["connection"] = conn
-                    command.upgrade(cfg, "head")
-            _enable_wal(engine, url)
+                    command.downgrade(cfg, revision)
+                    _check_foreign_keys(conn)
+                    after = MigrationContext.configure(conn).get_current_revision()
         except (DBAPIError, SQLAlchemyError) as exc:
             raise translate_error(exc, url) from None
-        return info.current, info.head
+        return info.current, after
     finally:
         engine.dispose()
+
+
+def migrate(url_or_path: str, revision: str = "head") -> tuple[str | None, str]:
+    """Create or upgrade the schema to ``revision`` (default: the head), in one transaction.
+    Returns (before, after)."""
+    before, after = _alembic(url_or_path, "upgrade", revision)
+    return before, after or code_head()
+
+
+def downgrade(url_or_path: str, revision: str) -> tuple[str | None, str | None]:
+    """Take the schema back to ``revision`` (``base`` removes it), in one transaction; for tests
+    and for going back to an older program. Returns (before, after)."""
+    return _alembic(url_or_path, "downgrade", revision)

@@ -18,8 +18,10 @@ from sqlalchemy.orm import Session
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
 from ..events import EventKind
 from ..messages import Message, ToolCall
+from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
 from .invariants import CallLedger
+from .sources import SourceWrites
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -36,6 +38,8 @@ from .reads import ConversationReader
 from .records import MESSAGES, message_values
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
+#: the text of a closing marker (``close_dangling_calls``); the reason follows it
+MISSING_RESULT_TEXT = "no result was recorded for this tool call"
 
 MODEL_REQUEST_OUTCOMES: tuple[str, ...] = ("pending", "ok", "error", "cancelled")
 
@@ -64,7 +68,7 @@ def event_kind(kind: EventKind | str, thread: str) -> str:
         ) from None
 
 
-class Locked(ConversationReader):
+class Locked(SourceWrites, ConversationReader):
     """A transaction holding one conversation's row lock: the write door. Use only inside
     ``Store.locked``; it commits when the block ends and rolls back if the block raises."""
 
@@ -159,6 +163,40 @@ class Locked(ConversationReader):
         """Calls of the newest assistant message that have no tool result yet (this transaction's
         own appends included)."""
         return self.call_ledger().pending
+
+    def close_dangling_calls(self, reason: str) -> int:
+        """On an idle thread (``thread_busy`` otherwise, nothing written), give every call after the
+        boundary that no result answers a closing marker: a ``tool`` result whose text says no
+        result was recorded (and why), metadata ``{"missing_result": True, "reason": reason}``.
+        Returns how many were written.
+
+        The door can only append, so the marker of a call of an older round lands at the end of
+        the thread: it is admitted because :func:`engine.units.dangling_calls` found that call
+        without a result, and :mod:`engine.units` reads it as closing that call (a late closure),
+        not as an orphan. Markers for the newest assistant message's calls go through the ledger
+        like any result."""
+        self.require_idle()
+        boundary = self.state().boundary
+        messages = self.messages_after(boundary)
+        groups = dangling_calls(messages)
+        if not groups:
+            return 0
+        text = f"[{MISSING_RESULT_TEXT}: {reason}]" if reason else f"[{MISSING_RESULT_TEXT}]"
+        newest = next((m for m in reversed(messages) if m.role == "assistant"), None)
+        pending = {c.id for c in self.call_ledger().pending}
+
+        def marker(c: ToolCall) -> Message:
+            return Message("tool", text, tool_call_id=c.id, name=c.name, metadata={META_MISSING_RESULT: True, "reason": reason})
+
+        late = [marker(c) for g in groups if g.assistant is not newest for c in g.calls]
+        current = [marker(c) for g in groups if g.assistant is newest for c in g.calls if c.id in pending]
+        late += [marker(c) for g in groups if g.assistant is newest for c in g.calls if c.id not in pending]
+        ids = [self.session.execute(insert(MessageRow).values(**message_values(self.conv.id, m, None)).returning(MessageRow.id)).scalar_one() for m in late]
+        if ids:
+            self.conv.message_count += len(ids)
+            self.conv.last_message_id = ids[-1]
+            self.conv.updated_at = utcnow()
+        return len(ids) + len(self.append_messages(current))
 
     # -- queued requests and runs ---------------------------------------------------------
     def queue_request(self, content: str) -> int:

@@ -11,6 +11,7 @@ from typing import Any
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     CheckConstraint,
     DateTime,
     ForeignKey,
@@ -51,13 +52,25 @@ class Conversation(Base):
     last_message_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    # where an imported thread came from (all NULL for threads our harness or a platform wrote)
+    source_format: Mapped[str | None] = mapped_column(String(32))
+    source_file: Mapped[str | None] = mapped_column(Text)
+    source_session_id: Mapped[str | None] = mapped_column(String(200))
+    source_cwd: Mapped[str | None] = mapped_column(Text)
+    reported_context_window: Mapped[int | None] = mapped_column(Integer)
+    parent_source_session_id: Mapped[str | None] = mapped_column(String(200))
+    source_meta: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    #: ``--follow``: the byte offset and line number the next read of the source file starts at
+    follow_offset: Mapped[int | None] = mapped_column(BigInteger)
+    follow_line: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class MessageRow(Base):
     __tablename__ = "messages"
     __table_args__ = (
         Index("ix_messages_conversation_id_id", "conversation_id", "id"),
-        CheckConstraint("role IN ('system','user','assistant','tool')", name="ck_messages_role"),
+        CheckConstraint("role IN ('system','developer','user','assistant','tool')", name="ck_messages_role"),
+        UniqueConstraint("conversation_id", "source_key", name="uq_messages_conversation_source_key"),
     )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
@@ -70,6 +83,11 @@ class MessageRow(Base):
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", NullableJSON)
     run_id: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    #: reasoning blocks and attachments (``Message.parts_json()``); NULL when none
+    parts: Mapped[list[Any] | None] = mapped_column(NullableJSON)
+    is_error: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    meta_kind: Mapped[str | None] = mapped_column(String(64))
+    source_key: Mapped[str | None] = mapped_column(String(300))
 
 
 class Run(Base):
@@ -108,7 +126,11 @@ class QueuedRequest(Base):
 
 class ModelRequestRow(Base):
     __tablename__ = "model_requests"
-    __table_args__ = (Index("ix_model_requests_conversation_id_id", "conversation_id", "id"),)
+    __table_args__ = (
+        Index("ix_model_requests_conversation_id_id", "conversation_id", "id"),
+        CheckConstraint("origin IN ('engine','imported')", name="ck_model_requests_origin"),
+        UniqueConstraint("conversation_id", "source_key", name="uq_model_requests_conversation_source_key"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
@@ -123,6 +145,46 @@ class ModelRequestRow(Base):
     outcome: Mapped[str] = mapped_column(String(32), nullable=False, default="pending")
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    reported_cache_read_tokens: Mapped[int | None] = mapped_column(Integer)
+    reported_cache_creation_tokens: Mapped[int | None] = mapped_column(Integer)
+    reported_reasoning_tokens: Mapped[int | None] = mapped_column(Integer)
+    response_id: Mapped[str | None] = mapped_column(String(200))
+    context_window: Mapped[int | None] = mapped_column(Integer)
+    #: ``engine``: sent by our harness / a platform; ``imported``: a usage record of a source
+    origin: Mapped[str] = mapped_column(String(16), nullable=False, default="engine")
+    #: imported requests: the (last) message that response produced, and the importer's key
+    message_id: Mapped[int | None] = mapped_column(BigInteger)
+    source_key: Mapped[str | None] = mapped_column(String(300))
+
+
+class SourceCompactionRow(Base):
+    """A compaction the source itself recorded (Claude Code ``compact_boundary``, Codex
+    ``compacted``, OpenHands ``Condensation``): shown, never applied to our surface."""
+
+    __tablename__ = "source_compactions"
+    __table_args__ = (
+        Index("ix_source_compactions_conversation_id_id", "conversation_id", "id"),
+        UniqueConstraint("conversation_id", "source_id", name="uq_source_compactions_conversation_source_id"),
+        CheckConstraint("kind IN ('summary','prune')", name="ck_source_compactions_kind"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    source: Mapped[str] = mapped_column(String(32), nullable=False)
+    kind: Mapped[str] = mapped_column(String(16), nullable=False)
+    trigger: Mapped[str | None] = mapped_column(String(32))
+    tokens_before: Mapped[int | None] = mapped_column(Integer)
+    summary: Mapped[str | None] = mapped_column(Text)
+    #: the compaction happened right after this message (NULL: before the first one)
+    after_message_id: Mapped[int | None] = mapped_column(BigInteger)
+    replaced_first_id: Mapped[int | None] = mapped_column(BigInteger)
+    replaced_last_id: Mapped[int | None] = mapped_column(BigInteger)
+    source_id: Mapped[str] = mapped_column(String(300), nullable=False)
+    source_timestamp: Mapped[str | None] = mapped_column(String(64))
+    kept: Mapped[list[Any] | None] = mapped_column(NullableJSON)
+    forgotten: Mapped[list[Any] | None] = mapped_column(NullableJSON)
+    details: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
 
 

@@ -12,6 +12,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..messages import Message, ToolCall
+from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, Offload, Snapshot
 from .invariants import CallLedger
 from .models import CompactionStateRow, Conversation, MessageRow, QueuedRequest, Run, ToolOffloadRow
@@ -80,15 +81,24 @@ class ConversationReader:
         row = self.session.get(MessageRow, message_id)
         return to_message(row) if row is not None and row.conversation_id == self.conv.id else None
 
-    def last_user_message(self) -> Message | None:
-        """The newest persisted user message (the user's current request), wherever the boundary is."""
-        row = self.session.scalars(
-            select(MessageRow)
-            .where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "user")
-            .order_by(MessageRow.id.desc())
-            .limit(1)
-        ).first()
-        return to_message(row) if row is not None else None
+    def last_user_message(self, *, batch: int = 64) -> Message | None:
+        """The user's current request, wherever the boundary is: the newest persisted user message
+        that :func:`engine.units.current_request` accepts (not meta, not synthetic, not a command,
+        its output or a reminder, not a carrier of tool results). Read newest first, ``batch`` user
+        messages at a time, so a thread ending in many meta messages still costs a few queries."""
+        q = select(*MESSAGE_COLUMNS).where(
+            MessageRow.conversation_id == self.conv.id, MessageRow.role == "user", MessageRow.meta_kind.is_(None)
+        )
+        before: int | None = None
+        while True:
+            page = q if before is None else q.where(MessageRow.id < before)
+            rows = self.session.execute(page.order_by(MessageRow.id.desc()).limit(batch)).all()
+            if not rows:
+                return None
+            found = current_request([to_message(r) for r in reversed(rows)])
+            if found is not None:
+                return found
+            before = rows[-1].id
 
     def offloads(self) -> dict[int, Offload]:
         rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id))

@@ -11,8 +11,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import EngineError
-from ..messages import InvalidMessage, Message, ToolCall
-from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo
+from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
+from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, SourceCompaction
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -20,6 +20,7 @@ from .models import (
     MessageRow,
     ModelRequestRow,
     Run,
+    SourceCompactionRow,
     ToolOffloadRow,
     utcnow,
 )
@@ -34,7 +35,32 @@ def aware(dt: datetime | None) -> datetime | None:
     return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
 
 
-MESSAGE_COLUMNS = (MessageRow.id, MessageRow.role, MessageRow.content, MessageRow.tool_calls, MessageRow.tool_call_id, MessageRow.name, MessageRow.meta)
+MESSAGE_COLUMNS = (
+    MessageRow.id, MessageRow.role, MessageRow.content, MessageRow.tool_calls, MessageRow.tool_call_id, MessageRow.name,
+    MessageRow.meta, MessageRow.parts, MessageRow.is_error, MessageRow.meta_kind, MessageRow.source_key,
+)
+
+
+def _parts(raw: Any) -> tuple[tuple[Reasoning, ...], tuple[Attachment, ...]]:
+    """The ``parts`` column, read tolerantly: anything that is not a list of objects (NULL, the
+    JSON text ``null``, a program that wrote it by hand) gives no parts; an unknown part type is
+    skipped rather than refused (the message itself stays readable)."""
+    if not isinstance(raw, list):
+        return (), ()
+    reasoning: list[Reasoning] = []
+    attachments: list[Attachment] = []
+    for p in raw:
+        if not isinstance(p, dict):
+            continue
+        kind = p.get("type")
+        try:
+            if kind == "reasoning":
+                reasoning.append(Reasoning.from_json(p))
+            elif kind in ("image", "document"):
+                attachments.append(Attachment.from_json(p))
+        except InvalidMessage:
+            continue
+    return tuple(reasoning), tuple(attachments)
 
 
 def to_message(row: Any) -> Message:
@@ -49,14 +75,23 @@ def to_message(row: Any) -> Message:
         )
     except InvalidMessage as exc:
         raise InvalidMessage(f"message {row.id} has a malformed tool call: {exc.message}") from None
+    reasoning, attachments = _parts(getattr(row, "parts", None))
+    meta_kind = getattr(row, "meta_kind", None)
+    role = row.role
     return Message(
-        role=row.role,  # type: ignore[arg-type]
+        role=role,  # type: ignore[arg-type]
         content=row.content,
         id=row.id,
         tool_calls=calls,
         tool_call_id=row.tool_call_id,
         name=row.name,
-        metadata=row.meta or {},
+        metadata=row.meta if isinstance(row.meta, dict) else {},
+        reasoning=reasoning,
+        attachments=attachments,
+        is_error=bool(getattr(row, "is_error", False)),
+        # a meta kind on an assistant or tool row (written by hand) is not readable as such: dropped
+        meta_kind=meta_kind if isinstance(meta_kind, str) and meta_kind and role not in ("assistant", "tool") else None,
+        source_key=getattr(row, "source_key", None) or None,
     )
 
 
@@ -73,6 +108,10 @@ def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict
         "meta": dict(m.metadata) or None,
         "run_id": run_id,
         "created_at": utcnow(),
+        "parts": m.parts_json() or None,
+        "is_error": m.is_error,
+        "meta_kind": m.meta_kind,
+        "source_key": m.source_key,
     }
 
 
@@ -162,6 +201,37 @@ def model_request_record(row: ModelRequestRow) -> ModelRequest:
         outcome=row.outcome,
         error_code=row.error_code,
         error_message=row.error_message,
+        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        reported_cache_read_tokens=row.reported_cache_read_tokens,
+        reported_cache_creation_tokens=row.reported_cache_creation_tokens,
+        reported_reasoning_tokens=row.reported_reasoning_tokens,
+        response_id=row.response_id,
+        context_window=row.context_window,
+        origin=row.origin or "engine",
+        message_id=row.message_id,
+    )
+
+
+def source_compaction_record(row: SourceCompactionRow) -> SourceCompaction:
+    def as_list(v: Any) -> tuple[Any, ...]:
+        return tuple(v) if isinstance(v, list) else ()
+
+    return SourceCompaction(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        source=row.source,
+        kind=row.kind,  # type: ignore[arg-type]
+        trigger=row.trigger,
+        tokens_before=row.tokens_before,
+        summary=row.summary,
+        after_message_id=row.after_message_id,
+        replaced_first_id=row.replaced_first_id,
+        replaced_last_id=row.replaced_last_id,
+        source_id=row.source_id,
+        source_timestamp=row.source_timestamp,
+        kept=as_list(row.kept),
+        forgotten=as_list(row.forgotten),
+        details=dict(row.details) if isinstance(row.details, dict) else {},
         created_at=aware(row.created_at),  # type: ignore[arg-type]
     )
 

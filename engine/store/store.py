@@ -1,3 +1,4 @@
+# Over 500 lines: every read and write use case of the store is one short method here; the door, reads and import writes live in their own modules.
 """The session store: opening a database, the conversation row lock, and the keyset reads.
 
 This package is the only place in the code with SQL. Callers get plain records from
@@ -24,7 +25,9 @@ from sqlalchemy.orm import Session
 from ..errors import EngineError, ThreadNotFound
 from ..events import EventKind
 from ..messages import Message
-from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, StoredMessage, ThreadInfo
+from ..views import (
+    CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
+)
 from . import db
 from .door import Locked
 from .models import (
@@ -37,11 +40,14 @@ from .models import (
     QueuedRequest,
     Run,
     Setting,
+    SourceCompactionRow,
     ToolOffloadRow,
     utcnow,
 )
 from .reads import ConversationReader, busy_reasons
-from .records import aware, event_record, history_record, model_request_record, offload_record, run_record, state_record, to_message
+from .records import (
+    aware, event_record, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
+)
 
 
 class DuplicateThread(EngineError):
@@ -386,7 +392,27 @@ class Store:
             busy_reason=busy,  # type: ignore[arg-type]
             created_at=aware(c.created_at),  # type: ignore[arg-type]
             updated_at=aware(c.updated_at),  # type: ignore[arg-type]
+            source_format=c.source_format,
+            source_file=c.source_file,
+            source_session_id=c.source_session_id,
+            source_cwd=c.source_cwd,
+            reported_context_window=c.reported_context_window,
+            parent_source_session_id=c.parent_source_session_id,
+            parent_thread=(c.source_meta or {}).get("parent_thread") if isinstance(c.source_meta, dict) else None,
         )
+
+    def source_compactions(self, key: str) -> list[SourceCompaction]:
+        """The compactions the thread's source recorded, in order (empty for a live thread)."""
+        with self._session(write=False) as s:
+            conv = self._conv(s, key)
+            q = select(SourceCompactionRow).where(SourceCompactionRow.conversation_id == conv.id)
+            return [source_compaction_record(r) for r in s.scalars(q.order_by(SourceCompactionRow.id))]
+
+    def follow_position(self, key: str) -> tuple[int | None, int | None]:
+        """(byte offset, line) a ``--follow`` of the thread's source file resumes from."""
+        with self._session(write=False) as s:
+            conv = self._conv(s, key)
+            return conv.follow_offset, conv.follow_line
 
     def messages_page(
         self, key: str, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500

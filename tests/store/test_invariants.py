@@ -43,8 +43,8 @@ def test_a_refused_message_leaves_the_ledger_unchanged_and_copies_are_independen
 def test_messages_that_skipped_their_constructor_checks_are_refused() -> None:
     ledger = CallLedger("t", [_c("a")])
     odd = user("x")
-    object.__setattr__(odd, "role", "developer")
-    with pytest.raises(InvalidMessage, match="unknown role 'developer'"):
+    object.__setattr__(odd, "role", "critic")
+    with pytest.raises(InvalidMessage, match="unknown role 'critic'"):
         ledger.admit(odd)
     no_id = tool_result("a", "r")
     object.__setattr__(no_id, "tool_call_id", "")
