@@ -15,7 +15,8 @@ A :class:`Pruned` carries the one offload record type, :class:`engine.views.Offl
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from pathlib import Path
+from typing import Callable, Literal, Sequence
 
 from engine.messages import META_PRUNED, Message
 from engine.previews import PreviewBudgetError, build_replacement
@@ -104,11 +105,16 @@ def prune_tool_result(
     limit_tokens: int,
     preview_tokens: int,
     tool_name: str | None = None,
+    saved_as: Literal["path", "name"] = "path",
 ) -> Pruned | PruneFailed | None:
     """Offload ``message`` if it counts more than ``limit_tokens``.
 
     ``None``: at or under the limit, or already pruned. :class:`PruneFailed`: the Workdir write
     failed, nothing replaced. ``tool_name`` defaults to :func:`tool_name_of` ``(message)``.
+    ``saved_as`` is what the replacement's ``saved:`` line shows: the full ``path``, or the file's
+    ``name`` in the Workdir (``<tool>-<sha256>.txt``, about 13 tokens shorter than a typical data
+    directory path, room for two more result ids in a structured preview); the offload record
+    always keeps the full path.
     Raises ``ValueError`` for a non-tool message or bad limits, and
     :class:`~engine.previews.PreviewBudgetError` when the budget cannot hold the header.
     """
@@ -132,7 +138,7 @@ def prune_tool_result(
         name,
         message.content,
         sha256=sha,
-        path=str(workdir.path_for(name, sha)),
+        path=_shown_path(workdir.path_for(name, sha), saved_as),
         original_tokens=original_tokens,
         budget_tokens=min(preview_tokens, limit_tokens),
         count_tokens=count_tokens,
@@ -154,6 +160,14 @@ def prune_tool_result(
     return Pruned(offload=offload, replacement=shown_message(message, offload))
 
 
+def _shown_path(path: Path, saved_as: str) -> str:
+    if saved_as == "name":
+        return path.name
+    if saved_as != "path":
+        raise ValueError(f"saved_as must be 'path' or 'name', got {saved_as!r}")
+    return str(path)
+
+
 def prune_surface(
     messages: Sequence[Message],
     *,
@@ -162,7 +176,8 @@ def prune_surface(
     limit_tokens: int,
     preview_tokens: int,
 ) -> PruneReport:
-    """Apply :func:`prune_tool_result` to every tool message of ``messages``, keeping their order:
+    """Apply :func:`prune_tool_result` (``saved_as="name"``: the compactor's previews name the file in
+    the Workdir, not its whole path) to every tool message of ``messages``, keeping their order:
     ``messages`` of the report is the input with each pruned result replaced by its
     :attr:`Pruned.replacement` (the input messages themselves elsewhere)."""
     out: list[Message] = []
@@ -180,6 +195,7 @@ def prune_surface(
                     limit_tokens=limit_tokens,
                     preview_tokens=preview_tokens,
                     tool_name=m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME),
+                    saved_as="name",
                 )
             except PreviewBudgetError as exc:  # a policy too tight for the header: keep the original
                 outcome = PruneFailed(message_id=m.id, reason=exc.message)

@@ -175,3 +175,40 @@ def test_prune_surface_keeps_originals_when_the_workdir_fails(tmp_path: Path) ->
                            preview_tokens=PREVIEW)
     assert report.messages == messages and report.pruned == ()
     assert [f.message_id for f in report.failed] == [2]
+
+
+def test_the_compactors_previews_name_the_saved_file_in_the_workdir_not_its_whole_path(tmp_path: Path) -> None:
+    """The saved: line of a surface prune is the file name (the sha is in it); the record keeps the path."""
+    deep = Workdir(tmp_path / "home" / "user" / ".local" / "share" / "compaction-inspector" / "workdir")
+    msg = tool_result("call-1", text_of_tokens(3000), name="shell", id=9)
+    report = prune_surface([assistant("", ToolCall("call-1", "shell", "{}"), id=8), msg], workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
+    (p,) = report.pruned
+    assert f"\nsaved: shell-{p.sha256}.txt\n" in p.preview and f"sha256: {p.sha256}\n" in p.preview
+    assert str(deep.root) not in p.preview and Path(p.path) == deep.path_for("shell", p.sha256)
+    full = prune_tool_result(msg, workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
+    assert isinstance(full, Pruned) and f"saved: {full.path}\n" in full.preview  # the CLI's default: the path
+    with pytest.raises(ValueError):
+        prune_tool_result(msg, workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600, saved_as="url")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_every_url_of_20_url_only_web_results_is_visible_in_the_surface_preview(tmp_path: Path, seed: int) -> None:
+    """Web results without an id are named by their URL: all 20 survive the default budget (600)."""
+    import random
+
+    rng = random.Random(seed)
+    words = "postgres standby promote replication lag failover timeline wal archive recovery".split()
+    sites = ["stackoverflow.com", "www.postgresql.org", "github.com", "docs.aws.amazon.com", "learn.microsoft.com"]
+    results = []
+    for _ in range(20):
+        site, slug = rng.choice(sites), "-".join(rng.choice(words) for _ in range(rng.randint(2, 4)))
+        results.append({"title": slug.replace("-", " ").title(), "url": f"https://{site}/{rng.choice(['docs', 'blog', 'q'])}/{slug}",
+                        "snippet": " ".join(rng.choice(words) for _ in range(150)), "published_date": "2025-03-11", "score": 0.4})
+    content = json.dumps({"query": "postgres promote standby", "results": results})
+    wd = Workdir(tmp_path / "home" / "user" / ".local" / "share" / "compaction-inspector" / "workdir")
+    call = ToolCall("w1", "web_search", "{}")
+    report = prune_surface([assistant("", call, id=1), tool_result("w1", content, name="web_search", id=2)],
+                           workdir=wd, count_tokens=count, limit_tokens=2000, preview_tokens=600)
+    (p,) = report.pruned
+    assert count(p.preview) <= 600 and "omitted_results" not in p.preview
+    assert [r["url"] for r in results if f'"{r["url"]}"' not in p.preview] == []
