@@ -24,8 +24,8 @@ from .llm import ChatClient
 from .harness.simulator import ProviderSimulator, Reply, SimRequest
 from .messages import Message
 from .meter import default_meter
-from .service import Service, default_workdir, open_service
-from .store import normalize_url
+from .service import Service, data_dir, default_workdir, open_service
+from .store import migrate, normalize_url
 from .summarizers.extractive import ExtractiveSummarizer
 
 PROVIDER = "sim"
@@ -358,9 +358,19 @@ def raise_if_shared(svc: Service) -> None:
 
 
 def ensure_demo(url: str) -> bool:
-    """Build the demo database if ``url`` is a SQLite file that does not exist yet. Returns True if built."""
+    """Build the demo database if ``url`` is a SQLite file that does not exist yet. Returns True if built.
+
+    The embedded demo database (the default one, in the user's data directory) is ours: one made by
+    an older version is upgraded in place (Alembic, nothing lost), so an upgrade of the package
+    never leaves the first window on a "schema outdated" banner. Any other database is only ever
+    migrated on request (``compaction migrate``)."""
     u = normalize_url(url)
-    if u.get_backend_name() == "sqlite" and u.database and not Path(u.database).exists():
+    if u.get_backend_name() != "sqlite" or not u.database:
+        return False
+    path = Path(u.database)
+    if not path.exists():
         build_demo(url)
         return True
+    if path.resolve() == (data_dir() / "demo.db").resolve():
+        migrate(url)
     return False

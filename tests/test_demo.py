@@ -141,3 +141,40 @@ def test_compact_now_has_work_on_the_coding_thread(demo: tuple[Path, Path, dict[
         assert result.status == "completed" and result.after_tokens < result.before_tokens
     finally:
         svc.close()
+
+
+def _threads(url: str) -> list[str]:
+    svc = open_service(url)
+    try:
+        return [t.key for t in svc.list_threads()]
+    finally:
+        svc.close()
+
+
+def test_the_embedded_demo_database_made_by_an_older_version_is_upgraded_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A package upgrade must not leave the first window on "schema outdated": the demo database in
+    the data directory is ours and is migrated (nothing lost); a user's database never is."""
+    import shutil
+
+    from engine.demo import ensure_demo
+    from engine.service import data_dir
+    from engine.store.db import SchemaOutdated, downgrade
+
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    demo_db = data_dir() / "demo.db"
+    assert str(demo_db).startswith(str(tmp_path))
+    assert ensure_demo(str(demo_db)) is True  # built on first run
+    threads = _threads(str(demo_db))
+    other = tmp_path / "mine.db"
+    shutil.copy(demo_db, other)
+
+    downgrade(str(demo_db), "0001")
+    with pytest.raises(SchemaOutdated):
+        open_service(str(demo_db))
+    assert ensure_demo(str(demo_db)) is False  # not rebuilt...
+    assert _threads(str(demo_db)) == threads  # ...but upgraded, nothing lost
+
+    downgrade(str(other), "0001")
+    assert ensure_demo(str(other)) is False
+    with pytest.raises(SchemaOutdated):  # a user's database is migrated only on request
+        open_service(str(other))
