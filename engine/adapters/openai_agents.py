@@ -1,0 +1,362 @@
+"""OpenAI Agents SDK: ``EngineSession`` (a ``Session``) and ``CompactionModel`` (a ``Model`` wrapper).
+
+::
+
+    session = EngineSession("support-42", db=URL)
+    model = CompactionModel(OpenAIChatCompletionsModel("gpt-4.1", client), session)
+    agent = Agent(name="support", instructions="...", tools=[...], model=model)
+    await Runner.run(agent, "Where is my order?", session=session)
+
+The session stores every raw item the runner adds (``add_items``) in the engine's store, grouped
+into engine messages: a model turn's ``reasoning`` / ``message`` / ``function_call`` items become one
+assistant message (its calls intact), each ``function_call_output`` a tool result. ``get_items``
+returns the compacted surface: the rolling summary first, a preview in place of each pruned
+``function_call_output``, every call with its output and reasoning items where they were.
+
+The Agents SDK reads a session once per run (``get_items`` at the start) and adds each turn's items
+before the next model call; compaction *inside* a run, the recorded model requests and the overflow
+recovery therefore live in the model wrapper — the SDK has no error hook for model calls (its
+``RunErrorHandlers`` cover only max-turns, refusals and invalid output), and ``RunHooks.on_llm_start``
+cannot change the input. ``CompactionModel`` replaces the runner's input by the session's surface
+after pressure compaction, records the request with the usage the provider reported, and on a
+context overflow (classified by :mod:`engine.llm.errors`) recovers at most ``max_overflow_retries``
+times per run, only when the surface changed, else re-raises the original error.
+
+``pop_item`` raises :class:`engine.adapters.core.AdapterError`: the engine's history is append-only
+(the runner only pops to roll back OpenAI server-conversation retries, and logs a failed pop).
+``clear_session`` starts a fresh thread (``<key>~2``, ``<key>~3`` …); the old one stays in the store
+for the inspector.
+
+Requires ``compaction-inspector[openai-agents]`` (``openai-agents>=0.24``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+from typing import Any, AsyncIterator, Iterable, Mapping, Sequence
+
+try:
+    from agents.items import ModelResponse
+    from agents.models.chatcmpl_converter import Converter
+    from agents.models.interface import Model
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("engine.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'compaction-inspector[openai-agents]'") from exc
+
+from engine.messages import Message, ToolCall
+from engine.service import RunState
+
+from .core import META_ATTACHMENTS, META_IS_ERROR, META_RAW, META_REASONING, META_SOURCE, AdapterError, Call, EngineThread, surface_items, text_of
+
+SOURCE = "openai_agents"
+log = logging.getLogger(__name__)
+
+__all__ = ["CompactionModel", "EngineSession", "from_engine", "to_engine"]
+
+#: output item types answered by a ``*_output`` item (the call side travels with the assistant turn)
+_OUTPUT_TYPES = frozenset({"function_call_output", "custom_tool_call_output", "computer_call_output", "local_shell_call_output", "shell_call_output", "apply_patch_call_output", "mcp_approval_response"})
+_CALL_TYPES = {"function_call": "name", "custom_tool_call": "name"}
+
+
+# -- mapping ---------------------------------------------------------------------------------------
+def _assistant(group: list[dict[str, Any]]) -> Message:
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    reasoning: list[dict[str, Any]] = []
+    for item in group:
+        kind = item.get("type")
+        if item.get("role") == "assistant":
+            texts.append(text_of(item.get("content")))
+        elif kind in _CALL_TYPES and item.get("call_id") and item.get("name"):
+            args = item.get("arguments", item.get("input", "{}"))
+            calls.append(ToolCall(str(item["call_id"]), str(item["name"]), args if isinstance(args, str) else json.dumps(args)))
+        elif kind == "reasoning":
+            summary = item.get("summary") or []
+            content = item.get("content") or []
+            reasoning.append(
+                {
+                    "text": text_of([{"type": "text", "text": c.get("text")} for c in content if isinstance(c, Mapping)]),
+                    "summary": "\n".join(s.get("text", "") for s in summary if isinstance(s, Mapping)) or None,
+                    "encrypted": item.get("encrypted_content"),
+                }
+            )
+    meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: group}
+    if reasoning:
+        meta[META_REASONING] = reasoning
+    return Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta)
+
+
+def _attachments(content: Any) -> list[dict[str, Any]]:
+    if not isinstance(content, list):
+        return []
+    out = []
+    for p in content:
+        if isinstance(p, Mapping) and p.get("type") in ("input_image", "input_file", "input_audio"):
+            url = p.get("image_url") or p.get("file_url")
+            out.append({"type": p.get("type"), "url": url if isinstance(url, str) and not url.startswith("data:") else None, "file_id": p.get("file_id")})
+    return out
+
+
+def to_engine(items: Iterable[Mapping[str, Any]]) -> list[Message]:
+    """Raw items (as the runner adds them) as engine messages; each message keeps its items."""
+    out: list[Message] = []
+    group: list[dict[str, Any]] = []
+
+    def flush() -> None:
+        if group:
+            out.append(_assistant(list(group)))
+            group.clear()
+
+    for item in items:
+        item = copy.deepcopy(dict(item))
+        kind, role = item.get("type"), item.get("role")
+        if kind in _OUTPUT_TYPES:
+            flush()
+            output = item.get("output")
+            meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: [item]}
+            attachments = _attachments(output)
+            if attachments:
+                meta[META_ATTACHMENTS] = attachments
+            if item.get("status") == "incomplete" or (isinstance(output, Mapping) and output.get("error")):
+                meta[META_IS_ERROR] = True
+            text = output if isinstance(output, str) else text_of(output) if isinstance(output, list) else json.dumps(output, ensure_ascii=False)
+            out.append(Message("tool", text, tool_call_id=str(item.get("call_id") or item.get("approval_request_id") or ""), metadata=meta))
+        elif role in ("user", "system", "developer") and kind in (None, "message"):
+            flush()
+            meta = {META_SOURCE: SOURCE, META_RAW: [item]}
+            attachments = _attachments(item.get("content"))
+            if attachments:
+                meta[META_ATTACHMENTS] = attachments
+            out.append(Message("user" if role == "user" else "system", text_of(item.get("content")), metadata=meta))
+        else:  # assistant messages, calls, reasoning and any other output item travel together
+            group.append(item)
+    flush()
+    return out
+
+
+def from_engine(message: Message, *, preview: bool = False) -> list[dict[str, Any]]:
+    """The raw items an engine message was made from; with ``preview``, a pruned output's preview
+    replaces its ``output``. Messages the engine made itself become easy input messages."""
+    raw = message.metadata.get(META_RAW)
+    if isinstance(raw, (list, tuple)):
+        items = [copy.deepcopy(dict(i)) for i in raw]
+        if preview and message.role == "tool" and items:
+            items[0]["output"] = message.content
+        return items
+    return [{"role": "user" if message.role == "user" else "system", "content": message.content}]
+
+
+def _fingerprint(item: Any) -> str:
+    return json.dumps(item, sort_keys=True, default=str)
+
+
+# -- the session -----------------------------------------------------------------------------------
+class EngineSession:
+    """An Agents SDK session kept in the engine's store (see the module docstring).
+
+    ``session_id`` is the thread key the inspector lists; ``db`` the store URL (or pass an open
+    ``service``); ``compact_on_get`` runs pressure compaction when the runner reads the history at
+    the start of a run (``CompactionModel`` also does it before every model call)."""
+
+    session_settings = None
+
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        db: str | None = None,
+        service: Any = None,
+        title: str = "",
+        provider: str | None = None,
+        model: str | None = None,
+        summarizer: Any = None,
+        policies: Any = None,
+        workdir: Any = None,
+        max_overflow_retries: int | None = None,
+        compact_on_get: bool = True,
+    ) -> None:
+        self.thread = EngineThread.open(
+            session_id,
+            source=SOURCE,
+            db=db,
+            service=service,
+            summarizer=summarizer,
+            policies=policies,
+            workdir=workdir,
+            title=title,
+            provider=provider,
+            model=model,
+            max_overflow_retries=max_overflow_retries,
+        )
+        self.compact_on_get = compact_on_get
+        self._base_key = session_id
+        self._generation = 1
+        self._last: str | None = None  # fingerprint of the newest item this process stored
+        self.final_pending = False  # the model answered without calls: end the run once that answer is stored
+
+    @property
+    def session_id(self) -> str:
+        return self.thread.key
+
+    @property
+    def service(self) -> Any:
+        return self.thread.service
+
+    def close(self) -> None:
+        self.thread.close()
+
+    # -- blocking ------------------------------------------------------------------------------
+    def _add(self, items: list[Mapping[str, Any]]) -> None:
+        if not items:
+            return
+        self.thread.persist(to_engine(items))
+        self._last = _fingerprint(dict(items[-1]))
+        if self.final_pending:
+            self.final_pending = False
+            self.thread.end_run()
+
+    def surface(self, *, compact: bool) -> list[dict[str, Any]]:
+        """The compacted surface as raw items (after pressure compaction when ``compact``)."""
+        t = self.thread
+        t.ensure()
+        svc = t.service
+        run = t.run
+        if compact:
+            try:
+                svc.compact_for_pressure(t.key, run or RunState(), running_turn=run is not None)
+            except Exception:  # §2.9: the read goes on with the persisted surface
+                log.warning("pressure compaction failed on thread %r while reading the session", t.key, exc_info=True)
+        m = svc.measure(t.key, ephemeral=run.ephemeral if run else (), provider=t.provider, model=t.model)
+        return self.items_of(m)
+
+    @staticmethod
+    def items_of(measured: Any) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for item in surface_items(measured):
+            out.extend(from_engine(item.message, preview=item.pruned))
+        return out
+
+    def in_sync(self, items: Any) -> bool:
+        """True when ``items`` (the runner's model input) ends with the newest item stored here,
+        so the stored surface holds everything the runner would send."""
+        return isinstance(items, list) and bool(items) and self._last is not None and _fingerprint(dict(items[-1])) == self._last
+
+    # -- the Session protocol --------------------------------------------------------------------
+    async def get_items(self, limit: int | None = None) -> list[dict[str, Any]]:
+        items = await asyncio.to_thread(self.surface, compact=self.compact_on_get and limit is None)
+        return items[-limit:] if limit else items
+
+    async def add_items(self, items: list[Any]) -> None:
+        await asyncio.to_thread(self._add, list(items))
+
+    async def pop_item(self) -> Any:
+        raise AdapterError("EngineSession keeps an append-only history: an item cannot be popped (the thread stays as stored)")
+
+    async def clear_session(self) -> None:
+        """Start a fresh thread; the previous one stays in the store."""
+        await asyncio.to_thread(self.thread.end_run)
+        self._generation += 1
+        old = self.thread
+        self.thread = EngineThread(old.service, f"{self._base_key}~{self._generation}", SOURCE, title=old.title, provider=old.provider, model=old.model, max_overflow_retries=old.max_overflow_retries, owns_service=old.owns_service)
+        self._last = None
+
+
+# -- the model wrapper -----------------------------------------------------------------------------
+class CompactionModel(Model):
+    """Wraps an Agents SDK ``Model``: pressure compaction before every call, the session's surface as
+    the input, recorded model requests, bounded overflow recovery (see the module docstring)."""
+
+    def __init__(self, model: Model, session: EngineSession, *, provider: str = "openai", model_name: str | None = None) -> None:
+        self.inner = model
+        self.session = session
+        self.provider = provider
+        self.model_name = model_name or (model.model if isinstance(getattr(model, "model", None), str) else None)
+
+    def _prepare(self, system_instructions: str | None, input: Any, tools: Sequence[Any], handoffs: Sequence[Any]) -> bool:
+        t = self.session.thread
+        t.route(self.provider, self.model_name)
+        schemas: list[dict[str, Any]] = []
+        for tool in tools:
+            try:
+                schemas.append(dict(Converter.tool_to_openai(tool)))
+            except Exception:  # a hosted tool the chat converter does not express
+                schemas.append({"type": getattr(tool, "name", type(tool).__name__)})
+        schemas.extend(dict(Converter.convert_handoff_tool(h)) for h in handoffs)
+        t.configure(system_instructions, schemas)
+        synced = self.session.in_sync(input)
+        if not synced:
+            log.warning("the model input does not end with the session's newest item: sent as given, not compacted (is the session passed to Runner.run?)")
+        return synced
+
+    def _input(self, call: Call, input: Any, synced: bool) -> Any:
+        return EngineSession.items_of(call.measured) if synced else input
+
+    def _done(self, call: Call, response: ModelResponse | None, usage: Any) -> None:
+        t = self.session.thread
+        t.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
+        output = response.output if response is not None else []
+        if not any(getattr(o, "type", None) in _CALL_TYPES or (isinstance(o, Mapping) and o.get("type") in _CALL_TYPES) for o in output):
+            self.session.final_pending = True
+
+    def _fail(self, call: Call, exc: BaseException, synced: bool) -> bool:
+        t = self.session.thread
+        if t.failed(call, exc) and synced:
+            return True
+        code = getattr(exc, "code", None)
+        t.end_run(failed=True, error_code=code if isinstance(code, str) else type(exc).__name__, error_message=str(exc)[:2000])
+        return False
+
+    async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> ModelResponse:
+        synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+        t = self.session.thread
+        while True:
+            call = await asyncio.to_thread(t.begin_call)
+            try:
+                response = await self.inner.get_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs)
+            except Exception as exc:
+                if await asyncio.to_thread(self._fail, call, exc, synced):
+                    continue
+                raise
+            await asyncio.to_thread(self._done, call, response, response.usage)
+            return response
+
+    async def stream_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+        """Streamed calls: an error before the first event may be recovered (nothing reached the
+        runner yet); one after it is recorded and raised."""
+        synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+        t = self.session.thread
+        while True:
+            call = await asyncio.to_thread(t.begin_call)
+            started = False
+            final: Any = None
+            try:
+                async for event in self.inner.stream_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs):
+                    started = True
+                    if getattr(event, "type", None) == "response.completed":
+                        final = getattr(event, "response", None)
+                    yield event
+            except Exception as exc:
+                if await asyncio.to_thread(self._fail, call, exc, synced and not started):
+                    continue
+                raise
+            usage = getattr(final, "usage", None)
+            output = list(getattr(final, "output", None) or [])
+            await asyncio.to_thread(self._done, call, _Streamed(output), usage)
+            return
+
+    async def close(self) -> None:
+        closer = getattr(self.inner, "close", None)
+        if closer is not None:
+            result = closer()
+            if asyncio.iscoroutine(result):
+                await result
+
+
+class _Streamed:
+    """The output of a streamed response, as ``_done`` reads it."""
+
+    def __init__(self, output: list[Any]) -> None:
+        self.output = output
+
