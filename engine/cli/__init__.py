@@ -2,7 +2,10 @@
 
 Exit codes: 0 success · 1 the operation ran but failed (e.g. a summary was rejected) ·
 2 bad input or an unusable database · 3 ``thread_busy``. Errors are one line on stderr
-(``error: …``), or a JSON object ``{"error": {...}}`` on stdout with ``--json``; never a traceback.
+(``error: …``), or a JSON object ``{"error": {...}}`` on stdout with ``--json``; never a traceback:
+a failure that is not one of the engine's typed errors (a row another program wrote that breaks
+docs/schema.md, most often) is described in words by :func:`output.describe_failure` and exits 2.
+The password of the ``--db`` URL is masked in every message.
 """
 
 from __future__ import annotations
@@ -12,13 +15,26 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
-from ..errors import EngineError, ThreadBusy
-from . import demo, preview
-from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json
+from ..errors import CannotCompact, EngineError, ThreadBusy
+from . import check, demo, preview
+from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
+
+#: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
+MAX_LIMIT = 1_000_000
 
 
 def _db_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="database URL or SQLite file path (default: the demo database)")
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT:,}")
+    return value
 
 
 @contextmanager
@@ -26,7 +42,7 @@ def _service(args: argparse.Namespace) -> Iterator[Any]:
     """The service on ``--db`` for the length of one command."""
     from ..service import open_service
 
-    svc = open_service(getattr(args, "db", None))
+    svc = open_service(database_url(getattr(args, "db", None)))
     try:
         yield svc
     finally:
@@ -37,10 +53,9 @@ def _service(args: argparse.Namespace) -> Iterator[Any]:
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    from ..service import default_database_url
     from ..store import display_url, migrate, normalize_url
 
-    url = args.db or default_database_url()
+    url = database_url(args.db)
     before, after = migrate(url)
     shown = display_url(normalize_url(url))
     if args.json:
@@ -118,7 +133,12 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_compact(args: argparse.Namespace) -> int:
     with _service(args) as svc:
-        r = svc.compact(args.thread)
+        try:
+            r = svc.compact(args.thread)
+        except CannotCompact as exc:
+            if exc.code == "summary_rejected":
+                explain_rejection(svc, args.thread, exc)
+            raise
     data = {
         "thread": args.thread,
         "status": r.status,
@@ -140,6 +160,41 @@ def cmd_compact(args: argparse.Namespace) -> int:
             f"boundary {r.boundary}, generation {r.generation}, {r.summarizer_calls} summarizer call(s)"
         )
     return EXIT_OK
+
+
+def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
+    """Say why a summary was rejected: the cause the compactor recorded in the thread's newest
+    ``summary_rejected`` event (e.g. ``summarizer_failed: HTTP 429 from … after 2 attempts``) goes
+    into the message and into ``exc.detail``. Best effort: when it cannot be read the message stays."""
+    from ..events import EventKind
+
+    if getattr(exc, "detail", None):  # already carried by the error
+        return
+    try:
+        newest, after = None, None
+        while True:
+            page = svc.events(key, after_id=after, limit=1000)
+            newest = next((e for e in reversed(page) if e.kind == EventKind.SUMMARY_REJECTED), newest)
+            if len(page) < 1000:
+                break
+            after = page[-1].id
+    except Exception:  # noqa: BLE001: the rejection itself is what must be reported
+        return
+    if newest is None or newest.data.get("reason") != exc.reason:
+        return
+    data = newest.data
+    message, code = data.get("error_message"), data.get("error_code")
+    if isinstance(message, str) and message.strip():
+        detail = message.strip()
+    elif isinstance(code, str) and code:
+        detail = code
+    elif exc.reason == "not_smaller" and isinstance(data.get("summary_tokens"), int) and isinstance(data.get("replaced_tokens"), int):
+        detail = f"the summary has {data['summary_tokens']} tokens, what it would replace {data['replaced_tokens']}"
+    else:
+        return
+    exc.detail = detail  # type: ignore[attr-defined]
+    exc.message = f"summary rejected ({exc.reason}: {detail}); nothing was changed"
+    exc.args = (exc.message,)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
@@ -202,7 +257,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("threads", help="list threads")
     _db_arg(t)
     t.add_argument("--filter", help="only threads whose key or title contains this text")
-    t.add_argument("--limit", type=int, default=500)
+    t.add_argument("--limit", type=_limit, default=500, help=f"at most this many threads (1 to {MAX_LIMIT:,}; default 500)")
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_threads)
 
@@ -224,6 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_replay)
 
+    check.add_parser(sub)
     for register in _optional_commands():
         register(sub)
     return p
@@ -237,14 +293,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     want_json = bool(getattr(args, "json", False))
+    secrets = url_secrets(getattr(args, "db", None))
     try:
         run = getattr(args, "run", None) or args.func
         return int(run(args) or 0)
     except ThreadBusy as exc:
-        _report(exc, want_json)
+        _report(exc, want_json, secrets)
         return EXIT_BUSY
     except EngineError as exc:
-        _report(exc, want_json)
+        _report(exc, want_json, secrets)
         return EXIT_FAILED if exc.code in ("summary_rejected", "cannot_compact") else EXIT_USAGE
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
@@ -254,17 +311,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001: never a traceback (docs/cli.md); one line in words
+        _report(exc, want_json, secrets)
+        return EXIT_USAGE
 
 
-def _report(exc: EngineError, want_json: bool) -> None:
+def _report(exc: BaseException, want_json: bool, secrets: Sequence[str] = ()) -> None:
+    code, message = describe_failure(exc)
+    message = mask_secrets(message, secrets)
     if want_json:
-        data = exc.to_json()
-        reason = getattr(exc, "reason", None)
-        if reason is not None:
-            data["error"]["reason"] = reason
+        data: dict[str, Any] = {"error": {"code": code, "message": message}}
+        for key in ("reason", "detail"):
+            value = getattr(exc, key, None)
+            if value is not None:
+                data["error"][key] = mask_secrets(str(value), secrets)
         emit_json(data)
     else:
-        print(f"error: {exc.message}", file=sys.stderr)
+        print(f"error: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

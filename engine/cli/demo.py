@@ -16,10 +16,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..demo import build_demo
-    from ..service import default_database_url
-    from .output import emit_json
+    from .output import database_url, emit_json
 
-    report = build_demo(args.db or default_database_url(), seed=args.seed, force=args.force)
+    report = build_demo(database_url(args.db), seed=args.seed, force=args.force)
     if args.json:
         emit_json({"db": report.url, "threads": report.threads, "seconds": round(report.seconds, 2)})
     else:

@@ -1,17 +1,25 @@
-"""What every ``compaction`` command shares: exit codes and the JSON writer (no command imports
-the package that registers it, so there is no import cycle)."""
+"""What every ``compaction`` command shares: exit codes, the JSON writer, and how a failure reads
+(one line, in words, with any password of the database URL masked). No command imports the package
+that registers it, so there is no import cycle."""
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Iterable
+from urllib.parse import quote
 
-__all__ = ["EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "emit_json", "jsonable"]
+from ..errors import EngineError
+
+__all__ = ["EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets", "url_secrets"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
+
+#: a message longer than this is cut (a row's whole content must not flood the terminal)
+MAX_MESSAGE = 300
 
 
 def jsonable(value: Any) -> Any:
@@ -29,3 +37,88 @@ def jsonable(value: Any) -> Any:
 def emit_json(data: Any) -> None:
     json.dump(jsonable(data), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def describe_failure(exc: BaseException) -> tuple[str, str]:
+    """``(code, message)`` of any failure, the message one line in words (no Python type names).
+
+    An :class:`EngineError` keeps its own code and message. Anything else escaped the engine's
+    typed errors: most often a row another program wrote that breaks docs/schema.md (JSON that is
+    not JSON or nests too deeply, text that is not UTF-8, a timestamp that is not one, a value of
+    the wrong type); its code is ``unreadable_data``. What is not about data is ``unexpected_error``."""
+    if isinstance(exc, EngineError):
+        return exc.code, _one_line(exc.message)
+    detail = str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return "unreadable_data", f"the database holds a JSON value that is not valid JSON ({exc.msg} at character {exc.pos})"
+    if isinstance(exc, RecursionError):
+        return "unreadable_data", "the database holds a JSON value nested too deeply to read"
+    if isinstance(exc, UnicodeDecodeError):
+        return "unreadable_data", "the database holds text that is not valid UTF-8"
+    if isinstance(exc, UnicodeEncodeError):
+        return "unreadable_data", "a text holds a character that cannot be encoded (a lone surrogate?)"
+    if isinstance(exc, OverflowError):
+        return "unreadable_data", _one_line(f"a number is too large for the database ({detail})")
+    if isinstance(exc, ValueError) and "isoformat" in detail:
+        found = re.search(r"'(.*)'", detail)
+        return "unreadable_data", _one_line(f"the database holds a timestamp that cannot be read: {found.group(0) if found else detail}")
+    if isinstance(exc, (TypeError, ValueError, KeyError, AttributeError, IndexError)):
+        return "unreadable_data", _one_line(f"the database holds a value of an unexpected type or shape ({detail or 'no detail'})")
+    if isinstance(exc, MemoryError):
+        return "unexpected_error", "out of memory"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return "io_error", _one_line(f"{exc.strerror or detail or 'input/output error'}{where}")
+    return "unexpected_error", _one_line(f"unexpected failure: {detail}" if detail else "unexpected failure")
+
+
+def url_secrets(url: str | None) -> list[str]:
+    """The forms in which the password of database URL ``url`` may appear in a message (as typed,
+    as parsed, percent-encoded): what :func:`mask_secrets` hides."""
+    if not url or "://" not in url:
+        return []
+    found: set[str] = set()
+    rest = url.split("://", 1)[1]
+    if "@" in rest and ":" in rest.rsplit("@", 1)[0]:
+        found.add(rest.rsplit("@", 1)[0].split(":", 1)[1])
+    try:
+        from ..store import normalize_url
+
+        password = normalize_url(url).password
+    except Exception:  # noqa: BLE001: the typed form is all there is
+        password = None
+    if password:
+        found.update({password, quote(password, safe=""), quote(password)})
+    return sorted((s for s in found if len(s) >= 3), key=len, reverse=True)
+
+
+def mask_secrets(text: str, secrets: Iterable[str]) -> str:
+    for secret in secrets:
+        text = text.replace(secret, "***")
+    return text
+
+
+def database_url(arg: str | None) -> str:
+    """The database a command works on: ``--db`` when given (a blank one is an error, never the
+    demo database), else ``$COMPACTION_DB``, else the demo database. The URL is parsed here, so a
+    malformed one (a port that is not a number, …) is a one-line ``invalid_db_url``."""
+    from ..service import default_database_url
+    from ..store import InvalidDatabaseURL, normalize_url
+
+    if arg is not None and not arg.strip():
+        raise InvalidDatabaseURL('empty database URL (--db ""): give a SQLite file or a database URL')
+    url = arg if arg is not None else default_database_url()
+    try:
+        normalize_url(url)
+    except EngineError:
+        raise
+    except Exception as exc:  # noqa: BLE001: the parser's own ValueError (e.g. int("abc") for the port)
+        why = "the port is not a number" if "int()" in str(exc) else "it cannot be parsed"
+        shown = mask_secrets(url.split("@")[-1], url_secrets(url))
+        raise InvalidDatabaseURL(f"not a database URL: {shown!r} ({why})") from None
+    return url
