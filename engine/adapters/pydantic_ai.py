@@ -1,0 +1,324 @@
+"""Pydantic AI: ``EngineCompaction``, a capability (and a history processor) backed by the engine.
+
+::
+
+    compaction = EngineCompaction(db=URL, thread="support-42")
+    agent = Agent(OpenAIChatModel("gpt-4.1", provider=provider), tools=[...], capabilities=[compaction])
+    result = await agent.run("Where is my order?", message_history=history)
+
+The hooks it uses are Pydantic AI's own capability hooks: ``prepare_model_request`` (before each
+attempt, once the serving model is known — the documented place for compaction) persists the run's
+messages the store does not have yet, runs pressure compaction and replaces the request's messages
+by the compacted surface (the agent's own message history is not changed: Pydantic AI does not
+persist changes made there); ``after_model_request`` records the provider-reported usage;
+``on_model_request_error`` is the framework's model-error hook: a context overflow (Pydantic AI's
+``ModelContextWindowExceededError`` or an HTTP error, classified by :mod:`engine.llm.errors`) is
+recovered at most ``max_overflow_retries`` times per run and only when the surface changed, by
+raising ``RetryModelRequest`` (the same request step, attempted again from the compacted store);
+anything else re-raises the original error. ``after_run`` / ``on_run_error`` end the engine run.
+
+``EngineCompaction.history_processor`` is the same intake and prune + summary as a plain history
+processor (``Agent(history_processors=[compaction.history_processor])``) for agents that do not use
+capabilities; it records no model requests and recovers no overflow (a history processor sees no
+errors).
+
+Requires ``compaction-inspector[pydantic-ai]`` (``pydantic-ai-slim[openai]>=2.68``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import hashlib
+import json
+from dataclasses import replace
+from typing import Any, Sequence
+
+try:
+    from pydantic_ai.capabilities import AbstractCapability
+    from pydantic_ai.exceptions import RetryModelRequest
+    from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, SystemPromptPart, UserPromptPart
+except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    raise ImportError("engine.adapters.pydantic_ai needs Pydantic AI: pip install 'compaction-inspector[pydantic-ai]'") from exc
+
+from engine.messages import Message, ToolCall
+
+from .core import META_ATTACHMENTS, META_IS_ERROR, META_RAW, META_REASONING, META_SOURCE, META_SOURCE_ID, Call, EngineThread, surface_items
+
+SOURCE = "pydantic_ai"
+#: metadata key: the source id of the Pydantic AI request message a part came from (parts of one
+#: request are stored as separate engine messages and regrouped on the way back)
+META_GROUP = "group"
+
+__all__ = ["EngineCompaction", "from_engine", "to_engine"]
+
+
+# -- mapping ---------------------------------------------------------------------------------------
+def _dump(msg: ModelMessage) -> dict[str, Any]:
+    return ModelMessagesTypeAdapter.dump_python([msg], mode="json")[0]
+
+
+def _load(data: dict[str, Any]) -> ModelMessage:
+    return ModelMessagesTypeAdapter.validate_python([data])[0]
+
+
+def _sid(raw: dict[str, Any]) -> str:
+    return "pai:" + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _part_text(part: dict[str, Any]) -> str:
+    content = part.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        out = []
+        for c in content:
+            if isinstance(c, str):
+                out.append(c)
+            elif isinstance(c, dict) and isinstance(c.get("text"), str):
+                out.append(c["text"])
+        return "".join(out) if out or not content else json.dumps(content, ensure_ascii=False, default=str)
+    return "" if content is None else json.dumps(content, ensure_ascii=False, default=str)
+
+
+def _attachments(part: dict[str, Any]) -> list[dict[str, Any]]:
+    content = part.get("content")
+    out = []
+    if isinstance(content, list):
+        for c in content:
+            if isinstance(c, dict) and c.get("kind") in ("image-url", "binary", "document-url", "audio-url", "video-url", "file-url"):
+                out.append({"type": c.get("kind"), "url": c.get("url"), "media_type": c.get("media_type")})
+    return out
+
+
+def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
+    """Pydantic AI messages as engine messages: a request becomes one message per part (system
+    prompt parts excluded: they are the thread's system prompt), a response one assistant message.
+    Each carries its serialized source, so :func:`from_engine` rebuilds it exactly."""
+    out: list[Message] = []
+    for msg in messages:
+        raw = _dump(msg)
+        sid = _sid(raw)
+        if isinstance(msg, ModelResponse):
+            texts: list[str] = []
+            calls: list[ToolCall] = []
+            reasoning: list[dict[str, Any]] = []
+            for part in raw.get("parts", []):
+                kind = str(part.get("part_kind"))
+                if kind == "text":
+                    texts.append(part.get("content") or "")
+                elif kind == "thinking":
+                    reasoning.append({"text": part.get("content") or "", "signature": part.get("signature"), "id": part.get("id")})
+                elif kind.endswith("-call") and not kind.startswith("builtin-") and part.get("tool_call_id") and part.get("tool_name"):
+                    args = part.get("args")
+                    calls.append(ToolCall(str(part["tool_call_id"]), str(part["tool_name"]), args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)))
+            meta: dict[str, Any] = {META_SOURCE: SOURCE, META_SOURCE_ID: sid, META_RAW: raw}
+            if reasoning:
+                meta[META_REASONING] = reasoning
+            out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta))
+            continue
+        for i, part in enumerate(raw.get("parts", [])):
+            kind = str(part.get("part_kind"))
+            if kind == "system-prompt":
+                continue
+            one = {**raw, "parts": [part]}
+            meta = {META_SOURCE: SOURCE, META_SOURCE_ID: f"{sid}:{i}", META_GROUP: sid, META_RAW: one}
+            attachments = _attachments(part)
+            if attachments:
+                meta[META_ATTACHMENTS] = attachments
+            if part.get("tool_call_id") and (kind.endswith("-return") or kind == "retry-prompt" and part.get("tool_name")):
+                if part.get("outcome") in ("retried", "error", "failed") or kind == "retry-prompt":
+                    meta[META_IS_ERROR] = True
+                out.append(Message("tool", _part_text(part), tool_call_id=str(part["tool_call_id"]), name=part.get("tool_name"), metadata=meta))
+            else:
+                if kind in ("retry-feedback", "retry-prompt"):
+                    meta[META_IS_ERROR] = True
+                out.append(Message("user", _part_text(part), metadata=meta))
+    return out
+
+
+def system_parts(messages: Sequence[ModelMessage]) -> list[Any]:
+    """The system prompt parts of the history (Pydantic AI puts them in the first request)."""
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)]
+
+
+def from_engine(stored: Sequence[tuple[Message, bool]]) -> list[ModelMessage]:
+    """Engine messages (each with "show its content as a preview") back as Pydantic AI messages:
+    consecutive parts of one request are one request again; engine-made messages (summary,
+    synthetic request, notes) become requests with a system prompt or user prompt part."""
+    out: list[ModelMessage] = []
+    group: str | None = None
+    merged: dict[str, Any] | None = None
+
+    def flush() -> None:
+        nonlocal merged, group
+        if merged is not None:
+            out.append(_load(merged))
+        merged, group = None, None
+
+    for message, preview in stored:
+        raw = message.metadata.get(META_RAW)
+        if not isinstance(raw, dict):
+            flush()
+            part = UserPromptPart(message.content) if message.role == "user" else SystemPromptPart(message.content)
+            out.append(ModelRequest(parts=[part]))
+            continue
+        raw = copy.deepcopy(raw)
+        if preview and raw.get("parts"):
+            raw["parts"][0]["content"] = message.content
+        g = message.metadata.get(META_GROUP)
+        if raw.get("kind") == "request" and g is not None and g == group and merged is not None:
+            merged["parts"].extend(raw["parts"])
+            continue
+        flush()
+        if raw.get("kind") == "request" and g is not None:
+            merged, group = raw, g
+        else:
+            out.append(_load(raw))
+    flush()
+    return out
+
+
+def _with_system(messages: list[ModelMessage], parts: list[Any]) -> list[ModelMessage]:
+    """Put the history's system prompt parts back in front of the first request."""
+    if not parts:
+        return messages
+    if messages and isinstance(messages[0], ModelRequest):
+        return [replace(messages[0], parts=[*parts, *messages[0].parts]), *messages[1:]]
+    return [ModelRequest(parts=list(parts)), *messages]
+
+
+def _route(model: Any) -> tuple[str | None, str | None]:
+    name = getattr(model, "model_name", None)
+    provider = getattr(model, "system", None)
+    return (provider if isinstance(provider, str) else None), (name if isinstance(name, str) else None)
+
+
+def _tools(params: Any) -> list[dict[str, Any]]:
+    out = []
+    for t in [*(getattr(params, "function_tools", None) or ()), *(getattr(params, "output_tools", None) or ())]:
+        fn: dict[str, Any] = {"name": t.name, "parameters": t.parameters_json_schema}
+        if t.description:
+            fn["description"] = t.description
+        out.append({"type": "function", "function": fn})
+    return out
+
+
+def _system_prompt(messages: Sequence[ModelMessage], params: Any) -> str:
+    texts = [p.content for p in system_parts(messages)]
+    texts.extend(p.content for p in getattr(params, "instruction_parts", None) or () if getattr(p, "content", None))
+    return "\n\n".join(texts)
+
+
+# -- the capability --------------------------------------------------------------------------------
+class EngineCompaction(AbstractCapability[Any]):
+    """The engine's compaction for a Pydantic AI agent (see the module docstring)."""
+
+    def __init__(
+        self,
+        db: str | None = None,
+        thread: str | None = None,
+        *,
+        service: Any = None,
+        title: str = "",
+        provider: str | None = None,
+        model: str | None = None,
+        summarizer: Any = None,
+        policies: Any = None,
+        workdir: Any = None,
+        max_overflow_retries: int | None = None,
+    ) -> None:
+        if not thread:
+            raise ValueError("EngineCompaction needs thread=KEY (the thread the inspector shows)")
+        self.engine = EngineThread.open(
+            thread,
+            source=SOURCE,
+            db=db,
+            service=service,
+            summarizer=summarizer,
+            policies=policies,
+            workdir=workdir,
+            title=title,
+            provider=provider,
+            model=model,
+            max_overflow_retries=max_overflow_retries,
+        )
+        self._call: Call | None = None
+
+    @property
+    def service(self) -> Any:
+        return self.engine.service
+
+    def close(self) -> None:
+        self.engine.close()
+
+    # -- blocking steps ---------------------------------------------------------------------------
+    def _intake(self, model: Any, messages: Sequence[ModelMessage], params: Any) -> None:
+        t = self.engine
+        t.route(*_route(model))
+        t.configure(_system_prompt(messages, params), _tools(params))
+        t.persist(to_engine(messages))
+
+    def _surface(self, measured: Any, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        items = [(i.message, i.pruned) for i in surface_items(measured)]
+        return _with_system(from_engine(items), system_parts(messages))
+
+    def _prepare(self, model: Any, messages: list[ModelMessage], params: Any) -> tuple[Call, list[ModelMessage]]:
+        self._intake(model, messages, params)
+        call = self.engine.begin_call()
+        return call, self._surface(call.measured, messages)
+
+    def _compacted(self, model: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Intake and pressure compaction without a recorded request (the history processor)."""
+        t = self.engine
+        self._intake(model, messages, None)
+        run = t.ensure_run()
+        try:
+            t.service.compact_for_pressure(t.key, run)
+        except Exception:  # §2.9: go on with the persisted surface
+            pass
+        m = t.service.measure(t.key, ephemeral=run.ephemeral, provider=t.provider, model=t.model)
+        return self._surface(m, messages)
+
+    def _fail(self, call: Call, error: BaseException) -> bool:
+        return self.engine.failed(call, error)
+
+    # -- hooks -----------------------------------------------------------------------------------
+    async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
+        call, messages = await asyncio.to_thread(self._prepare, request_context.model, list(request_context.messages), request_context.model_request_parameters)
+        self._call = call
+        return replace(request_context, messages=messages)
+
+    async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
+        call, self._call = self._call, None
+        if call is not None:
+            usage = getattr(response, "usage", None)
+            await asyncio.to_thread(
+                self.engine.succeeded, call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None
+            )
+        return response
+
+    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
+        call, self._call = self._call, None
+        if call is not None and await asyncio.to_thread(self._fail, call, error):
+            raise RetryModelRequest()
+        raise error
+
+    async def after_run(self, ctx: Any, *, result: Any) -> Any:
+        await asyncio.to_thread(self._finish, result)
+        return result
+
+    def _finish(self, result: Any) -> None:
+        try:  # the final response is not in any later request: store it before the run ends
+            self.engine.persist(to_engine(result.all_messages()))
+        finally:
+            self.engine.end_run()
+
+    async def on_run_error(self, ctx: Any, *, error: BaseException) -> Any:
+        code = getattr(error, "code", None)
+        await asyncio.to_thread(self.engine.end_run, failed=True, error_code=code if isinstance(code, str) else type(error).__name__, error_message=str(error)[:2000])
+        raise error
+
+    async def history_processor(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
+        """Intake + prune + summary as a plain Pydantic AI history processor."""
+        return await asyncio.to_thread(self._compacted, ctx.model, messages)
