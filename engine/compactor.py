@@ -388,6 +388,8 @@ class Compactor:
             running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
             max_tokens=max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0),
             retries=m.policy.policy.summary_retries,
+            # what stays verbatim after the range: the identifiers it mentions are kept first
+            retained=tuple(x for x in history_part(m.surface) if x.id is not None and x.id > sel.boundary) if sel.boundary is not None else (),
         )
         try:
             result = self.summarizer.summarize(request)
@@ -433,6 +435,7 @@ class Compactor:
                 summary_tokens=summary_tokens,
                 usage=usage,
                 calls=1,
+                dropped_identifiers=len(result.dropped_identifiers),
                 duration_ms=_ms_since(started),
             )
             write_event(t, event, trigger=trigger, run_id=run_id)

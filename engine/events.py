@@ -246,6 +246,8 @@ class SummaryEvent(Event):
     summarizer: str | None = None
     usage: SummaryUsage | None = None
     calls: int | None = None
+    #: identifiers of the range the summarizer reported leaving out for its budget
+    dropped_identifiers: int | None = None
     duration_ms: float | None = None
 
 

@@ -3,6 +3,7 @@ the extractive one offline, summary validation and configuration from the enviro
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 from typing import Any, Iterator
@@ -474,3 +475,47 @@ def test_validate_without_current_request_only_checks_size() -> None:
 def test_summary_request_rejects_a_nonsense_budget() -> None:
     with pytest.raises(ValueError, match="max_tokens must be a positive whole number"):
         SummaryRequest((), max_tokens=0)
+
+
+def _id_heavy(n: int = 120) -> tuple[Message, ...]:
+    msgs: list[Message] = [user("Collect the documents about refunds", id=1)]
+    for i in range(n):
+        call = ToolCall(f"c{i}", "query_kb", json.dumps({"query": f"refund rule {i}"}))
+        msgs.append(assistant("", call, id=2 + 2 * i))
+        msgs.append(tool_result(call.id, f"found doc-{i:06d} at https://kb.example.com/articles/{i:06d}.html", id=3 + 2 * i))
+    return tuple(msgs)
+
+
+def test_extractive_keeps_the_identifiers_the_request_and_the_retained_tail_mention_first() -> None:
+    msgs = _id_heavy()
+    retained = (assistant("Now comparing doc-000003 with doc-000007.", id=500),)
+    req = SummaryRequest(msgs, current_request="Which of doc-000001 and doc-000002 is newer?", retained=retained, max_tokens=400)
+    result = ExtractiveSummarizer().summarize(req)
+    text = result.text
+    assert count(text) <= 400
+    for ident in ("doc-000001", "doc-000002", "doc-000003", "doc-000007"):  # old, but named by the request or the tail
+        assert f"- {ident}\n" in text + "\n"
+    assert f"- doc-{119:06d}\n" in text + "\n"  # then the newest
+    assert "- doc-000004\n" not in text + "\n"  # an old one nobody mentions is the one to go
+    listed = [line[2:] for line in text.splitlines() if line.startswith("- doc-") or line.startswith("- https://")]
+    assert len(listed) == len(set(listed))  # each identifier once
+    # what was left out is recorded, exactly: every identifier of the range is kept or listed as dropped
+    everything = {x for m in msgs for x in extract_identifiers(m.content + " " + " ".join(c.arguments for c in m.tool_calls))}
+    assert result.dropped_identifiers and "doc-000004" in result.dropped_identifiers
+    assert set(result.dropped_identifiers) | set(listed) == everything
+    assert not set(result.dropped_identifiers) & set(listed)
+
+
+def test_extractive_ranks_identifiers_above_older_tool_calls() -> None:
+    result = ExtractiveSummarizer().summarize(SummaryRequest(_id_heavy(40), current_request="go on", max_tokens=1000))
+    text = result.text
+    assert count(text) <= 1000
+    ids = [line for line in text.splitlines() if line.startswith(("- doc-", "- https://"))]
+    calls = [line for line in text.splitlines() if "query_kb(" in line]
+    assert len(ids) == 80 and result.dropped_identifiers == ()  # every document id and URL stays
+    assert 0 < len(calls) < 40  # tool-call lines make room, the newest kept
+
+
+def test_extractive_dropped_identifiers_is_empty_when_everything_fits() -> None:
+    result = ExtractiveSummarizer().summarize(request(max_tokens=4000))
+    assert result.dropped_identifiers == ()

@@ -1,10 +1,12 @@
 """The offline extractive summarizer: no language model, deterministic, always available.
 
 It copies instead of writing: the previous summary, the user's requests verbatim (the current request
-always in full), the tool calls with their key arguments, the identifiers, paths and URLs seen, and
-the latest assistant conclusions. When that exceeds the budget, the least important and oldest parts
-go first (older conclusions, the previous summary beyond a quarter of the budget, older identifiers,
-older tool calls, older requests).
+always in full), the identifiers, paths and URLs seen (each once), the tool calls with their key
+arguments, and the latest assistant conclusions. When that exceeds the budget, the least important
+and oldest parts go first: older conclusions, the previous summary beyond a quarter of the budget,
+older tool calls, then identifiers (those the current request or the retained tail mention last,
+the others newest first), then older requests. The identifiers left out are listed in the result's
+``dropped_identifiers``.
 Same input, same output: ordering is positional, nothing depends on time or randomness.
 """
 
@@ -29,7 +31,6 @@ KEY_ARGUMENTS = (
     "file_id", "kb_id", "knowledge_base_id", "name",
 )  # fmt: skip
 _ARG_VALUE_CHARS = 200
-_MAX_IDENTIFIERS = 200
 _CONCLUSIONS = 3
 _MIN_TRUNCATED_TOKENS = 16
 #: share of the budget the previous summary's head keeps ahead of new material (then it goes first)
@@ -93,8 +94,10 @@ _S_CONCLUSIONS = "Latest assistant conclusions"
 _S_STATE = "Current state"
 _SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_REQUESTS, _S_TOOLS, _S_ACTIONS, _S_IDS, _S_CONCLUSIONS, _S_STATE)
 
-# ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first
-_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_TOOLS, _T_IDS, _T_PREVIOUS, _T_OLDER = range(7)
+# ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first.
+# Identifiers rank above tool-call lines: a call's line is mostly its arguments, and the ids a later
+# step may need (a document, a file, a URL) are what a summary cannot rebuild.
+_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS_FIRST, _T_IDS, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(8)
 
 
 class ExtractiveSummarizer:
@@ -112,8 +115,10 @@ class ExtractiveSummarizer:
         goal = _S_GOAL if request.running_turn else _S_CURRENT
         mandatory = [_Item(goal, (0, 0), (_T_MANDATORY, 0), request.current_request)] if request.current_request else []
         items = mandatory + list(self._candidates(request))
-        text = self._fit(mandatory, items, request.max_tokens)
-        return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True)
+        text, kept = self._fit(mandatory, items, request.max_tokens)
+        chosen = {id(it) for it in kept}
+        dropped = tuple(it.text[2:] for it in items if it.section == _S_IDS and id(it) not in chosen)
+        return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True, dropped_identifiers=dropped)
 
     # -- candidates ------------------------------------------------------------------------------
     def _candidates(self, request: SummaryRequest) -> Iterable[_Item]:
@@ -121,9 +126,10 @@ class ExtractiveSummarizer:
         n = len(msgs)
         actions = _S_ACTIONS if request.running_turn else _S_TOOLS
         carried_ids: set[str] = set()
+        first = _priority_identifiers(request)
         if request.previous_summary and request.previous_summary.strip().startswith(HEADER):
             # our own format: merge its sections instead of nesting it (a rolling summary stays flat)
-            for item in self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions):
+            for item in self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions, first):
                 if item.section == _S_IDS:
                     carried_ids.add(item.text)
                 yield item
@@ -157,15 +163,15 @@ class ExtractiveSummarizer:
             if i in conclusions:
                 tier = _T_LATEST if i == conclusions[-1] else _T_OLDER
                 yield _Item(_S_CONCLUSIONS, (i, 0), (tier, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
-        newest = sorted(last_seen, key=lambda ident: (-last_seen[ident], first_seen[ident]))[:_MAX_IDENTIFIERS]
-        for ident in newest:
+        for ident in last_seen:  # each once; the budget decides how many stay
             if f"- {ident}" in carried_ids:
                 continue
-            yield _Item(_S_IDS, first_seen[ident], (_T_IDS, n - last_seen[ident]), f"- {ident}")
+            tier = _T_IDS_FIRST if ident in first else _T_IDS
+            yield _Item(_S_IDS, first_seen[ident], (tier, n - last_seen[ident]), f"- {ident}")
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
 
-    def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str) -> Iterable[_Item]:
+    def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str, first: set[str]) -> Iterable[_Item]:
         """Items of a previous extractive summary, placed before (and ranked below) the new material."""
         tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS}
         section: str | None = None
@@ -193,12 +199,14 @@ class ExtractiveSummarizer:
                 continue
             if sec not in tiers:
                 continue  # e.g. the previous "Current state": replaced by the new one
-            yield _Item(sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_REQUESTS, _S_CONCLUSIONS, _S_PREVIOUS))
+            tier = _T_IDS_FIRST if sec == _S_IDS and text[2:] in first else tiers[sec]
+            yield _Item(sec, (-1, k), (tier, age), text, truncatable=sec in (_S_REQUESTS, _S_CONCLUSIONS, _S_PREVIOUS))
 
     # -- budget ----------------------------------------------------------------------------------
-    def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int) -> str:
+    def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int) -> tuple[str, list[_Item]]:
         """Keep items by rank while the estimate fits, truncate the first one that does not (if it
-        may be truncated), then drop the lowest-ranked items until the exact count fits."""
+        may be truncated), then drop the lowest-ranked items until the exact count fits. Returns
+        the text and the items kept (a truncated item is its shortened copy)."""
         if self._count(_render(mandatory)) > max_tokens:
             raise SummarizerError(
                 f"the current user request alone does not fit the summary budget of {max_tokens} tokens", "over_budget"
@@ -216,7 +224,7 @@ class ExtractiveSummarizer:
                 continue
             room = max_tokens - used - heading - 1
             if item.truncatable and room >= _MIN_TRUNCATED_TOKENS:
-                kept.append(_Item(item.section, item.order, item.rank, self._truncate(item.text, room)))
+                kept.append(_Item(item.section, item.order, item.rank, self._truncate(item.text, room)))  # never an id: not truncatable
                 sections.add(item.section)
                 used += room + heading + 1
         kept.sort(key=lambda it: it.rank)
@@ -224,7 +232,7 @@ class ExtractiveSummarizer:
         while kept and kept[-1].rank[0] != _T_MANDATORY and self._count(text) > max_tokens:
             kept.pop()
             text = _render(kept)
-        return text
+        return text, kept
 
     def _truncate(self, text: str, max_tokens: int) -> str:
         """The longest head of ``text`` that fits ``max_tokens`` together with the omission marker."""
@@ -236,6 +244,15 @@ class ExtractiveSummarizer:
             else:
                 hi = mid - 1
         return _cut(text, lo)
+
+
+def _priority_identifiers(request: SummaryRequest) -> set[str]:
+    """Identifiers the current request or the retained tail mention: a summary keeps them first."""
+    texts = [request.current_request or ""]
+    for m in request.retained:
+        texts.append(m.content)
+        texts.extend(c.arguments for c in m.tool_calls)
+    return set(extract_identifiers("\n".join(texts)))
 
 
 def _cut(text: str, chars: int) -> str:

@@ -53,10 +53,15 @@ class SummaryRequest:
     max_tokens: int = 8192
     #: retries for a failed call (the policy's ``summary_retries``); ``None``: the summarizer's own
     retries: int | None = None
+    #: the messages that stay verbatim after the range (the retained tail, as the model sees them):
+    #: identifiers they or the current request mention are the ones a summary keeps first
+    retained: tuple[Message, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):
             object.__setattr__(self, "messages", tuple(self.messages))
+        if not isinstance(self.retained, tuple):
+            object.__setattr__(self, "retained", tuple(self.retained))
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive whole number, got {self.max_tokens!r}")
 
@@ -64,7 +69,9 @@ class SummaryRequest:
 @dataclass(frozen=True, slots=True)
 class SummaryResult:
     """A produced summary. ``calls`` counts HTTP requests made (retries included; 0 when no language
-    model was involved); token counts are the endpoint's reported usage, ``None`` when unreported."""
+    model was involved); token counts are the endpoint's reported usage, ``None`` when unreported.
+    ``dropped_identifiers``: identifiers of the range a summarizer knows it left out for the budget
+    (the extractive one lists them; a language model's summary cannot say, so it stays empty)."""
 
     text: str
     model: str
@@ -72,6 +79,7 @@ class SummaryResult:
     completion_tokens: int | None
     calls: int
     extractive: bool
+    dropped_identifiers: tuple[str, ...] = ()
 
 
 @runtime_checkable

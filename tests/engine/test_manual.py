@@ -177,6 +177,11 @@ def test_a_300_round_single_request_trajectory_compacts_to_the_target(make_servi
     assert surface.messages[-1].role == "tool" and surface.messages[-1].tool_call_id == "call-299"
     assert_surface_valid(svc, key)
     assert svc.status(key).tokens == r.after_tokens
+    # the last call was told what stays verbatim (its identifiers are kept first), and every summary
+    # event says how many identifiers the summarizer had to leave out
+    assert [x.id for x in counter.requests[-1].retained] == [x.id for x in surface.messages if x.id is not None]
+    events = [e for e in svc.events(key) if e.kind == "summary"]
+    assert len(events) == r.summarizer_calls and all(isinstance(e.data["dropped_identifiers"], int) for e in events)
 
 
 def test_a_manual_compaction_that_cannot_reach_the_threshold_says_why(make_service, new_key):
