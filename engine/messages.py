@@ -208,8 +208,9 @@ class Message:
 
     Beyond the text: ``reasoning`` (an assistant's thinking blocks), ``attachments`` (images and
     documents, without their bytes), ``is_error`` (a tool result that reports a failure),
-    ``meta_kind`` (set on a user / system / developer message that is not a request: an imported
-    command, its output, an injected context or skill text, ``orphan_result`` …, see
+    ``meta_kind`` (set on a message that is not part of the conversation proper; on a user /
+    system / developer message: not a request, e.g. an imported command, its output, an injected
+    context or skill text, ``orphan_result``; on any role: an in-context ``demo``; see
     docs/import.md) and ``source_key`` (an importer's stable key, unique within a thread: a
     re-import skips what it already wrote). ``name`` on a tool result is the tool's name."""
 
@@ -249,8 +250,6 @@ class Message:
             raise InvalidMessage("attachments must be Attachment records")
         if self.meta_kind is not None and (not isinstance(self.meta_kind, str) or not self.meta_kind):
             raise InvalidMessage("meta_kind must be a non-empty string or None")
-        if self.meta_kind is not None and self.role in ("assistant", "tool"):
-            raise InvalidMessage(f"a {self.role} message cannot be meta (meta_kind marks user / system / developer messages that are not requests)")
         if self.source_key is not None and (not isinstance(self.source_key, str) or not self.source_key):
             raise InvalidMessage("source_key must be a non-empty string or None")
         if not isinstance(self.is_error, bool):

@@ -89,8 +89,7 @@ def to_message(row: Any) -> Message:
         reasoning=reasoning,
         attachments=attachments,
         is_error=bool(getattr(row, "is_error", False)),
-        # a meta kind on an assistant or tool row (written by hand) is not readable as such: dropped
-        meta_kind=meta_kind if isinstance(meta_kind, str) and meta_kind and role not in ("assistant", "tool") else None,
+        meta_kind=meta_kind if isinstance(meta_kind, str) and meta_kind else None,
         source_key=getattr(row, "source_key", None) or None,
     )
 

@@ -160,6 +160,31 @@ class Store:
                 raise
             raise ThreadLocked(f"thread {thread!r} is locked by another writer; try again later") from None
 
+    @contextmanager
+    def locked_or_created(self, key: str, *, title: str = "") -> Iterator[tuple[Locked, bool]]:
+        """The write door on thread ``key``, creating the thread in the same transaction when it
+        does not exist: ``(door, created)``. An import writes a whole session in one transaction,
+        so a failure leaves no empty thread behind. Two creators racing on PostgreSQL: the second
+        fails with :class:`DuplicateThread` and writes nothing."""
+        if not key or not isinstance(key, str):
+            raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
+        with self._session(write=True) as s:
+            q = select(Conversation).where(Conversation.thread_key == key)
+            if not self.is_sqlite:
+                q = q.with_for_update()
+            conv = s.scalars(q).first()
+            created = conv is None
+            if conv is None:
+                conv = Conversation(thread_key=key, title=title[:500], system_prompt="", tools=[], message_count=0)
+                s.add(conv)
+                try:
+                    s.flush()
+                except IntegrityError:
+                    raise DuplicateThread(f"thread {key!r} was created by another writer at the same time; try again") from None
+                s.add(CompactionStateRow(conversation_id=conv.id, generation=0, compact_count=0, summary_tokens=0))
+                s.flush()
+            yield Locked(s, conv), created
+
     # -- settings -------------------------------------------------------------------------
     def get_setting(self, key: str) -> dict[str, Any] | None:
         with self._session(write=False) as s:
