@@ -2,24 +2,15 @@
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit, urlunsplit
-
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from ..urls import strip_password
+
+__all__ = ["ConnectDialog", "RecentConnections", "strip_password", "to_url"]
+
 RECENT_KEY = "connections/recent"
 MAX_RECENT = 10
-
-
-def strip_password(url: str) -> str:
-    """``url`` without its password (``postgresql://u:secret@h/db`` → ``postgresql://u@h/db``); plain
-    file paths and SQLite URLs come back unchanged."""
-    parts = urlsplit(url)
-    if not parts.netloc or "@" not in parts.netloc:
-        return url
-    userinfo, _, host = parts.netloc.rpartition("@")
-    user = userinfo.split(":", 1)[0]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
 
 
 def to_url(text: str) -> str:
@@ -35,10 +26,17 @@ class RecentConnections:
         self._settings = settings
 
     def urls(self) -> list[str]:
+        """The saved URLs, most recent first (an entry saved by an older version with a password
+        in it is shown without it)."""
         value = self._settings.value(RECENT_KEY, [])
         if isinstance(value, str):
             value = [value]
-        return [str(v) for v in (value or [])]
+        out: list[str] = []
+        for v in value if isinstance(value, list) else []:
+            safe = strip_password(str(v))
+            if safe not in out:
+                out.append(safe)
+        return out
 
     def add(self, url: str) -> None:
         safe = strip_password(url)
