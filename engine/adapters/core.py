@@ -295,6 +295,15 @@ class EngineThread:
         else:
             self.service.finish_run(self.key, run.run_id)
 
+    def fail_run(self, exc: BaseException) -> None:
+        """End the active run as failed by ``exc``: its classified provider code when it is a
+        provider error (as the harness records it), else its type name."""
+        err = provider_error_of(exc, self.provider or "unknown")
+        if err is not None:
+            self.end_run(failed=True, error_code=err.code, error_message=err.message)
+        else:
+            self.end_run(failed=True, error_code=type(exc).__name__, error_message=str(exc)[:2000])
+
     # -- one model call -------------------------------------------------------------------------
     def begin_call(self) -> Call:
         """Pressure compaction, then the measured request (for this route) and its recorded id.

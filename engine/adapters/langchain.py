@@ -238,8 +238,7 @@ class CompactionMiddleware(AgentMiddleware):
     def _fail(self, t: EngineThread, call: Call, exc: BaseException) -> bool:
         if t.failed(call, exc):
             return True
-        err_code = getattr(exc, "code", None)
-        t.end_run(failed=True, error_code=err_code if isinstance(err_code, str) else type(exc).__name__, error_message=str(exc)[:2000])
+        t.fail_run(exc)
         return False
 
     # -- hooks -----------------------------------------------------------------------------------

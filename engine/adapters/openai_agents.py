@@ -304,8 +304,7 @@ class CompactionModel(Model):
         t = self.session.thread
         if t.failed(call, exc) and synced:
             return True
-        code = getattr(exc, "code", None)
-        t.end_run(failed=True, error_code=code if isinstance(code, str) else type(exc).__name__, error_message=str(exc)[:2000])
+        t.fail_run(exc)
         return False
 
     async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> ModelResponse:

@@ -315,8 +315,7 @@ class EngineCompaction(AbstractCapability[Any]):
             self.engine.end_run()
 
     async def on_run_error(self, ctx: Any, *, error: BaseException) -> Any:
-        code = getattr(error, "code", None)
-        await asyncio.to_thread(self.engine.end_run, failed=True, error_code=code if isinstance(code, str) else type(error).__name__, error_message=str(error)[:2000])
+        await asyncio.to_thread(self.engine.fail_run, error)
         raise error
 
     async def history_processor(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:

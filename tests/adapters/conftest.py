@@ -1,0 +1,137 @@
+"""Fixtures for the framework adapters: a service per test on each backend, the provider simulator
+on a real loopback socket, steerable summarizers and the scenario numbers every framework shares.
+
+The frameworks drive real agents against the simulator through their own OpenAI-compatible model
+classes; nothing of a framework is mocked. Each test module skips with a clear reason when its
+framework is not installed (``pip install 'compaction-inspector[<extra>]'``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.events import EventKind
+from engine.harness.simulator import ProviderSimulator
+from engine.service import Service, open_service
+from engine.summarizers.extractive import ExtractiveSummarizer
+from engine.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
+
+PROVIDER = "openai"  # the route LangChain, the Agents SDK and Pydantic AI report for an OpenAI-compatible model
+MODEL = "sim-model"
+SYSTEM = "You are a support agent. Use the knowledge base when it helps."
+PROSE = "The team reviewed the quarterly figures and agreed that the rollout can continue as planned. "
+
+#: a long tool-using session: results above the prune limit, assistant prose that only a summary removes
+LONG = {"context_window": 6000, "tool_result_limit_tokens": 250, "preview_tokens": 200}
+ROUNDS = 12
+
+
+def bulk(rows: int, tag: str = "row") -> str:
+    """Filler text of roughly 7 tokens per row."""
+    return " ".join(f"{tag}{i} value{i * 7} lorem ipsum" for i in range(rows))
+
+
+def skip_without(module: str, extra: str) -> Any:
+    """Import ``module`` or skip the test module, naming the extra that installs it."""
+    return pytest.importorskip(module, reason=f"{module} is not installed: pip install 'compaction-inspector[{extra}]'")
+
+
+class Summarizer:
+    """The extractive summarizer, counting calls; ``fail`` makes every call a SummarizerError."""
+
+    name = "test-extractive"
+
+    def __init__(self) -> None:
+        self.inner = ExtractiveSummarizer()
+        self.calls = 0
+        self.fail = False
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        self.calls += 1
+        if self.fail:
+            raise SummarizerError("scripted summarizer failure", "http_error", status=503)
+        return self.inner.summarize(request)
+
+
+@pytest.fixture
+def summarizer() -> Summarizer:
+    return Summarizer()
+
+
+@pytest.fixture
+def key() -> str:
+    return f"adapter-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def make_service(db_url: str, tmp_path: Path, summarizer: Summarizer) -> Iterator[Callable[..., Service]]:
+    """Factory: a service on the backend's shared database whose policy for (openai, sim-model) is
+    ``policy`` (context window and limits)."""
+    opened: list[Service] = []
+
+    def make(**policy: Any) -> Service:
+        svc = open_service(
+            db_url,
+            workdir=tmp_path / f"wd{len(opened)}",
+            summarizer=summarizer,
+            policies={"models": [{"provider": PROVIDER, "model": MODEL, **policy}]},
+        )
+        opened.append(svc)
+        return svc
+
+    yield make
+    for svc in opened:
+        svc.close()
+
+
+@pytest.fixture
+def sim() -> Iterator[ProviderSimulator]:
+    with ProviderSimulator(context_window=100_000, model=MODEL) as s:
+        yield s
+
+
+def kinds(svc: Service, key: str) -> list[str]:
+    return [str(e.kind) for e in svc.events(key)]
+
+
+def assert_pruned_and_summarized(svc: Service, key: str) -> None:
+    """What the inspector shows of a long session: listed under its key, offloads with their
+    originals readable, a boundary and a summary, prune and summary events, no busy run left."""
+    listed = {t.key: t for t in svc.list_threads()}
+    assert key in listed
+    info = svc.thread(key)
+    assert info.busy_reason is None, info.busy_reason
+    state = svc.compaction_state(key)
+    assert state.boundary is not None and state.summary, state
+    assert state.generation >= 2 and state.compact_count >= 1
+    offloads = svc.offloads(key)
+    assert offloads, "no tool result was pruned"
+    for message_id, off in offloads.items():
+        original = next(s for s in svc.messages_page(key) if s.id == message_id)
+        assert svc.read_original(off) == original.message.content  # the full text is in the Workdir
+        assert len(off.preview) < len(original.message.content)
+    got = kinds(svc, key)
+    assert EventKind.PRUNE in got and EventKind.SUMMARY in got, got
+    assert got.index(EventKind.PRUNE) < got.index(EventKind.SUMMARY)  # prune first
+    status = svc.status(key)
+    assert status.boundary == state.boundary and status.tokens < status.threshold
+
+
+def stored_roles(svc: Service, key: str) -> list[str]:
+    return [s.message.role for s in svc.messages_page(key, limit=10_000)]
+
+
+def assert_calls_answered(svc: Service, key: str) -> None:
+    """Every stored call has exactly one stored result (no orphan either way)."""
+    counts: dict[str, int] = {}
+    for s in svc.messages_page(key, limit=10_000):
+        for c in s.message.tool_calls:
+            counts.setdefault(c.id, 0)
+        if s.message.role == "tool":
+            counts[s.message.tool_call_id] = counts.get(s.message.tool_call_id, 0) + 1  # type: ignore[index]
+    assert counts and set(counts.values()) == {1}, counts

@@ -1,0 +1,208 @@
+"""LangChain v1: ``CompactionMiddleware`` in a real ``create_agent`` loop with ``ChatOpenAI`` talking
+to the provider simulator over a socket."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import openai
+import pytest
+
+from .conftest import LONG, MODEL, PROSE, ROUNDS, SYSTEM, assert_calls_answered, assert_pruned_and_summarized, bulk, kinds, skip_without, stored_roles
+
+skip_without("langchain.agents", "langchain")
+skip_without("langchain_openai", "langchain")
+
+from langchain.agents import create_agent  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage  # noqa: E402
+from langchain_core.tools import tool  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
+
+from engine.adapters.core import META_ATTACHMENTS, META_IS_ERROR, META_REASONING  # noqa: E402
+from engine.adapters.langchain import CompactionMiddleware, from_engine, to_engine  # noqa: E402
+from engine.events import EventKind  # noqa: E402
+from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
+from engine.messages import META_PRUNED  # noqa: E402
+
+
+@tool
+def lookup(q: str) -> str:
+    """Look something up in the knowledge base."""
+    return f"{q}: " + bulk(150)
+
+
+def agent_for(sim: ProviderSimulator, middleware: CompactionMiddleware) -> Any:
+    model = ChatOpenAI(model=MODEL, base_url=sim.base_url, api_key="sim-key", max_retries=0, timeout=10)
+    return create_agent(model, [lookup], system_prompt=SYSTEM, middleware=[middleware])
+
+
+def long_script(rounds: int = ROUNDS) -> list[Reply]:
+    calls = [Reply(content=f"Step {i}. " + PROSE * 15, tool_calls=(("lookup", {"q": f"topic {i}"}),)) for i in range(rounds)]
+    return [*calls, Reply(content="All topics are covered.")]
+
+
+# -- mapping -------------------------------------------------------------------------------------
+def test_messages_round_trip_without_loss() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.org/chart.png"}}
+    originals = [
+        SystemMessage("Be brief.", id="s1"),
+        HumanMessage(content=[{"type": "text", "text": "What does this chart say?"}, image], id="h1"),
+        AIMessage(
+            content=[
+                {"type": "thinking", "thinking": "The user wants the chart read.", "signature": "sig-1"},
+                {"type": "redacted_thinking", "data": "opaque"},
+                {"type": "text", "text": "Let me look it up."},
+            ],
+            tool_calls=[{"id": "call_1", "name": "lookup", "args": {"q": "chart"}}, {"id": "call_2", "name": "lookup", "args": {"q": "axis"}}],
+            id="a1",
+            usage_metadata={"input_tokens": 10, "output_tokens": 5, "total_tokens": 15},
+        ),
+        ToolMessage("chart: revenue up", tool_call_id="call_1", name="lookup", id="t1"),
+        ToolMessage("error: axis not found", tool_call_id="call_2", name="lookup", status="error", id="t2"),
+        AIMessage("Revenue is up.", additional_kwargs={"reasoning_content": "Reading the result."}, id="a2"),
+    ]
+    ours = [to_engine(m) for m in originals]
+    assert [m.role for m in ours] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert ours[1].content == "What does this chart say?" and ours[1].metadata[META_ATTACHMENTS][0]["url"] == "https://example.org/chart.png"
+    assert ours[2].content == "Let me look it up." and [(c.id, c.name, json.loads(c.arguments)) for c in ours[2].tool_calls] == [
+        ("call_1", "lookup", {"q": "chart"}),
+        ("call_2", "lookup", {"q": "axis"}),
+    ]
+    assert [b["text"] for b in ours[2].metadata[META_REASONING]] == ["The user wants the chart read.", ""]
+    assert ours[2].metadata[META_REASONING][0]["signature"] == "sig-1" and ours[2].metadata[META_REASONING][1]["redacted"]
+    assert (ours[3].tool_call_id, ours[3].name, ours[3].content) == ("call_1", "lookup", "chart: revenue up")
+    assert ours[4].metadata[META_IS_ERROR] and META_IS_ERROR not in ours[3].metadata
+    assert ours[5].metadata[META_REASONING] == [{"text": "Reading the result."}]
+    back = [from_engine(m) for m in ours]
+    assert back == originals
+    # stored and read back through JSON, as the store keeps it
+    reloaded = [from_engine(m.__class__(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, metadata=json.loads(json.dumps(dict(m.metadata))))) for m in ours]
+    assert reloaded == originals
+    pruned = from_engine(ours[3].with_content("preview of the result", **{META_PRUNED: "abc"}), preview=True)
+    assert isinstance(pruned, ToolMessage) and (pruned.content, pruned.tool_call_id, pruned.id) == ("preview of the result", "call_1", "t1")
+
+
+# -- a real agent -----------------------------------------------------------------------------------
+def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, summarizer, key) -> None:
+    svc = make_service(**LONG)
+    sim.script(long_script())
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key, title="LangChain support agent"))
+    out = agent.invoke({"messages": [HumanMessage("Cover every topic in the knowledge base.")]}, {"recursion_limit": 200})
+
+    state = out["messages"]
+    assert state[-1].content == "All topics are covered."
+    # the graph state is whole: every tool result with its full text, nothing removed
+    results = [m for m in state if isinstance(m, ToolMessage)]
+    assert len(results) == ROUNDS and all(m.content == lookup.invoke({"q": f"topic {i}"}) for i, m in enumerate(results))
+    # and the store has every message of it, in order, exactly once
+    assert stored_roles(svc, key) == [{"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in state]
+    assert_calls_answered(svc, key)
+    assert_pruned_and_summarized(svc, key)
+    assert summarizer.calls >= 1
+    info = svc.thread(key)
+    assert (info.title, info.agent, info.provider, info.model) == ("LangChain support agent", "langchain", "openai", MODEL)
+
+    # every model call is recorded with the usage the provider reported; later calls got the compacted surface
+    requests = svc.store.model_requests(key)
+    assert len(requests) == len(sim.requests) == ROUNDS + 1
+    assert [r.outcome for r in requests] == ["ok"] * (ROUNDS + 1)
+    assert [r.reported_prompt_tokens for r in requests] == [r.prompt_tokens for r in sim.requests]
+    for r in requests:  # our meter measured the real request (system message and tool schemas included)
+        assert abs(r.estimated_tokens - r.reported_prompt_tokens) <= max(8, r.reported_prompt_tokens // 25), r
+    last = sim.requests[-1].body["messages"]
+    assert last[0] == {"role": "system", "content": SYSTEM}
+    assert last[1]["role"] == "system" and "Summary of the earlier conversation" in last[1]["content"]
+    assert len(last) < len(state) + 1
+    full = sum(len(m.content) for m in results)
+    sent = sum(len(m["content"]) for m in last if m["role"] == "tool")
+    assert sent < full
+
+
+def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key) -> None:
+    svc = make_service(context_window=8000)  # the engine believes 8000: no pressure work
+    sim.script(long_script(2))
+    sim.context_window = 1800  # the provider refuses what the engine thought fits
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
+    out = agent.invoke({"messages": [HumanMessage("Cover two topics.")]})
+
+    assert out["messages"][-1].content == "All topics are covered."
+    outcomes = [r.outcome for r in sim.requests]
+    assert "overflow" in outcomes and outcomes[-1] == "ok"
+    got = kinds(svc, key)
+    assert EventKind.PROVIDER_ERROR in got and EventKind.RETRY in got and EventKind.RECOVERED in got
+    errors = [e for e in svc.events(key) if e.kind == EventKind.PROVIDER_ERROR]
+    assert errors[0].data["error_code"] == "CONTEXT_WINDOW_EXCEEDED" and errors[0].trigger == "overflow"
+    recorded = svc.store.model_requests(key)
+    assert [r.outcome for r in recorded] == ["error" if o == "overflow" else "ok" for o in outcomes]
+    assert all(r.error_code == "CONTEXT_WINDOW_EXCEEDED" for r in recorded if r.outcome == "error")
+    assert svc.compaction_state(key).generation > 0
+    assert outcomes == ["ok", "ok", "overflow", "ok"]
+    assert sim.requests[-1].prompt_tokens < 1800 < sim.requests[-2].prompt_tokens
+    assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [lookup.invoke({"q": f"topic {i}"}) for i in range(2)]
+    assert_calls_answered(svc, key)
+    assert svc.thread(key).busy_reason is None
+
+
+def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, sim, key) -> None:
+    svc = make_service(context_window=8000)
+    sim.context_window = 30  # nothing ever fits
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
+    with pytest.raises(openai.BadRequestError) as caught:  # what ChatOpenAI raised, unchanged
+        agent.invoke({"messages": [HumanMessage("Hello there, please answer.")]})
+    assert "maximum context length is 30 tokens" in str(caught.value)
+    gave_up = [e for e in svc.events(key) if e.kind == EventKind.GAVE_UP]
+    assert len(gave_up) == 1 and gave_up[0].data["reason"] in ("no_progress", "retries_exhausted")
+    assert len(sim.requests) <= 2  # at most max_overflow_retries (1) retries, and only after progress
+    run = svc.store.runs(key)[-1]
+    assert (run.status, run.error_code) == ("failed", "CONTEXT_WINDOW_EXCEEDED")
+    assert svc.thread(key).busy_reason is None
+
+
+def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, sim, summarizer, key) -> None:
+    svc = make_service(context_window=3000, tool_result_limit_tokens=100_000)  # nothing to prune: a summary is needed
+    summarizer.fail = True
+    sim.script(long_script(8))
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
+    out = agent.invoke({"messages": [HumanMessage("Cover eight topics.")]}, {"recursion_limit": 100})
+
+    assert out["messages"][-1].content == "All topics are covered."
+    assert summarizer.calls >= 1
+    got = kinds(svc, key)
+    assert EventKind.SUMMARY_REJECTED in got and EventKind.SUMMARY not in got
+    state = svc.compaction_state(key)
+    assert (state.boundary, state.summary) == (None, None)  # no error text stored as a summary
+    assert stored_roles(svc, key) == [{"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in out["messages"]]
+    assert all(r.outcome == "ok" for r in svc.store.model_requests(key))
+    last = sim.requests[-1].body["messages"]
+    assert len(last) == len(out["messages"])  # system + everything but the final answer: nothing dropped
+
+
+def test_the_async_agent_uses_the_same_path(make_service, sim, key) -> None:
+    svc = make_service(**LONG)
+    sim.script(long_script(3))
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
+
+    async def scenario() -> Any:
+        return await agent.ainvoke({"messages": [HumanMessage("Cover three topics.")]})
+
+    out = asyncio.run(asyncio.wait_for(scenario(), 30))
+    assert out["messages"][-1].content == "All topics are covered."
+    assert stored_roles(svc, key) == ["user", "assistant", "tool", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * 4
+    assert [r.status for r in svc.store.runs(key)] == ["completed"]
+
+
+def test_the_thread_defaults_to_the_langgraph_thread_id(make_service, sim, key) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    svc = make_service(context_window=8000)
+    sim.script([Reply("first"), Reply("second")])
+    model = ChatOpenAI(model=MODEL, base_url=sim.base_url, api_key="sim-key", max_retries=0)
+    agent = create_agent(model, [lookup], middleware=[CompactionMiddleware(service=svc)], checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": key}}
+    agent.invoke({"messages": [HumanMessage("one")]}, config)
+    agent.invoke({"messages": [HumanMessage("two")]}, config)  # the checkpointed history is not stored twice
+    assert [(s.message.role, s.message.content) for s in svc.messages_page(key)] == [("user", "one"), ("assistant", "first"), ("user", "two"), ("assistant", "second")]
+    assert [r.status for r in svc.store.runs(key)] == ["completed", "completed"]
