@@ -20,6 +20,7 @@ import platformdirs
 from .compactor import Compactor, Measured, Outcome, RunState
 from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
+from .importing import ImportReport, follow_path, import_path
 from .messages import Message, ToolCall
 from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
@@ -38,6 +39,7 @@ from .views import (
     Offload,
     PressurePoint,
     PressureStatus,
+    SourceCompaction,
     StoredMessage,
     ThreadInfo,
     VisibleTokens,
@@ -123,9 +125,19 @@ class Service:
     def policies(self, policies: PolicySet) -> None:
         self.compactor.policies = policies
 
-    def policy_for(self, provider: str | None, model: str | None) -> ResolvedPolicy:
-        """The policy resolved for one route (threshold, target, retries, …)."""
-        return self.policies.resolve(provider, model)
+    def policy_for(self, provider: str | None, model: str | None, *, reported_window: int | None = None,
+                   reported_by: str | None = None) -> ResolvedPolicy:
+        """The policy resolved for one route (threshold, target, retries, …); ``reported_window``
+        is a window the thread's source reported (used when no override names the route)."""
+        return self.policies.resolve(provider, model, reported_window=reported_window, reported_by=reported_by)
+
+    def _with_reported_window(self, m: Measured, info: ThreadInfo, provider: str | None, model: str | None) -> Measured:
+        """An imported thread whose source reported its context window is measured against it."""
+        if not info.reported_context_window:
+            return m
+        policy = self.policies.resolve(provider or m.snapshot.provider, model or m.snapshot.model,
+                                       reported_window=info.reported_context_window, reported_by=info.source_format)
+        return replace(m, policy=policy)
 
     @property
     def url(self) -> str:
@@ -302,7 +314,8 @@ class Service:
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         """The envelope the model would get now (from a fresh snapshot) and its token count, for the
         given route (default: the thread's)."""
-        return self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral, provider=provider, model=model)
+        m = self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral, provider=provider, model=model)
+        return self._with_reported_window(m, self.store.thread(key), provider, model)
 
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Token badges for ``stored`` (messages of thread ``key``), counted with the meter of the
@@ -365,10 +378,15 @@ class Service:
         if kept is not None and kept[0] == stamp:
             return replace(kept[1], busy_reason=info.busy_reason)
         snap = self.store.snapshot(key)
-        m = self.compactor.measure(snap)
+        m = self._with_reported_window(self.compactor.measure(snap), info, None, None)
         anchored = None
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
             anchored = m.meter.anchor(m.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
+        elif last is not None and last.origin == "imported" and last.reported_prompt_tokens and snap.state.generation == 0:
+            # the source's own count of the prompt at its last response, plus what came after it
+            # (only while our engine has not changed the surface of the imported history)
+            after = [x for x in snap.messages if x.id is not None and last.message_id is not None and x.id > last.message_id]
+            anchored = last.reported_prompt_tokens + (last.reported_completion_tokens or 0) + sum(m.meter.count_messages(after))
         status = PressureStatus(
             thread=key,
             tokens=m.tokens,
@@ -380,6 +398,8 @@ class Service:
             compact_count=snap.state.compact_count,
             busy_reason=snap.busy_reason,
             anchored_tokens=anchored,
+            window_source=m.policy.window_source,
+            window_detail=m.policy.window_detail,
         )
         self._status_cache[key] = (stamp, status)
         return status
@@ -413,6 +433,44 @@ class Service:
                 )
             )
         return points
+
+    def source_compactions(self, key: str) -> list[SourceCompaction]:
+        """The compactions the thread's source recorded (Claude Code, Codex, OpenHands), in order;
+        empty for a thread written live. Shown as the source's boundaries, never applied."""
+        return self.store.source_compactions(key)
+
+    # -- import ---------------------------------------------------------------------------
+    def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> list[ImportReport]:
+        """Import one transcript file or directory (format detected from its content, or
+        ``format``): one report per session (a Claude Code session comes with its sub-agents),
+        each written in one transaction, idempotent by source keys (docs/import.md). Raises
+        :class:`engine.importers.ImportFormatError` (one line) when it is not that format."""
+        reports = import_path(self.store, Path(path), format=format, thread=thread)
+        self._status_cache.clear()
+        return reports
+
+    def follow_file(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        format: str | None = None,
+        thread: str | None = None,
+        poll_seconds: float = 0.5,
+        stop: Any = None,
+        seconds: float | None = None,
+        on_reports: Any = None,
+    ) -> list[ImportReport]:
+        """Tail a growing Claude Code / Codex JSONL file, appending entries as they are written,
+        until ``stop`` (a ``threading.Event``) is set, ``seconds`` passed, or SIGINT / SIGTERM.
+        ``on_reports(reports)`` is called after each pass that wrote something."""
+        return follow_path(self.store, Path(path), format=format, thread=thread, poll_seconds=poll_seconds, stop=stop,
+                           seconds=seconds, on_reports=on_reports)
+
+    def close_dangling_calls(self, key: str, reason: str = "closed by the inspector") -> int:
+        """On an idle thread (``thread_busy`` otherwise), close every call after the boundary that
+        has no result with a ``missing_result`` marker. Returns how many were closed."""
+        with self.store.locked(key) as tx:
+            return tx.close_dangling_calls(reason)
 
     def replay(self, key: str) -> list[Episode]:
         """Every overflow-recovery episode of the thread, step by step, from recorded events."""

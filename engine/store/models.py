@@ -20,6 +20,8 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    false,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -85,7 +87,8 @@ class MessageRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
     #: reasoning blocks and attachments (``Message.parts_json()``); NULL when none
     parts: Mapped[list[Any] | None] = mapped_column(NullableJSON)
-    is_error: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False)
+    #: server default false: a program written for the 0001 schema that inserts SQL directly still works
+    is_error: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     meta_kind: Mapped[str | None] = mapped_column(String(64))
     source_key: Mapped[str | None] = mapped_column(String(300))
 
@@ -152,7 +155,7 @@ class ModelRequestRow(Base):
     response_id: Mapped[str | None] = mapped_column(String(200))
     context_window: Mapped[int | None] = mapped_column(Integer)
     #: ``engine``: sent by our harness / a platform; ``imported``: a usage record of a source
-    origin: Mapped[str] = mapped_column(String(16), nullable=False, default="engine")
+    origin: Mapped[str] = mapped_column(String(16), nullable=False, default="engine", server_default=text("'engine'"))
     #: imported requests: the (last) message that response produced, and the importer's key
     message_id: Mapped[int | None] = mapped_column(BigInteger)
     source_key: Mapped[str | None] = mapped_column(String(300))

@@ -4,8 +4,9 @@ Messages gain the developer role, ``parts`` (reasoning blocks and attachments), 
 ``meta_kind`` and ``source_key`` (unique per conversation); conversations their source columns;
 model requests the reported cache / reasoning tokens, response id, context window, ``origin``,
 ``message_id`` and ``source_key``; a new ``source_compactions`` table holds a source's own
-compactions. Nothing is lost: every new column is nullable or filled for the existing rows
-(``is_error`` false, ``origin`` 'engine') before it becomes NOT NULL. The downgrade drops what was
+compactions. Nothing is lost: every new column is nullable, or NOT NULL with a server default
+(``is_error`` false, ``origin`` 'engine') that fills the existing rows and keeps a program written
+for 0001 that inserts rows itself working. The downgrade drops what was
 added; a ``developer`` message becomes a ``system`` message (the old schema has no such role).
 
 Revision ID: 0002
@@ -40,15 +41,12 @@ def upgrade() -> None:
 
     with op.batch_alter_table('messages', schema=None) as batch_op:
         batch_op.add_column(sa.Column('parts', sa.JSON(), nullable=True))
-        batch_op.add_column(sa.Column('is_error', sa.Boolean(), nullable=True))
+        batch_op.add_column(sa.Column('is_error', sa.Boolean(), nullable=False, server_default=sa.false()))
         batch_op.add_column(sa.Column('meta_kind', sa.String(length=64), nullable=True))
         batch_op.add_column(sa.Column('source_key', sa.String(length=300), nullable=True))
         batch_op.drop_constraint('ck_messages_role', type_='check')
         batch_op.create_check_constraint('ck_messages_role', NEW_ROLES)
         batch_op.create_unique_constraint('uq_messages_conversation_source_key', ['conversation_id', 'source_key'])
-    op.execute(sa.text("UPDATE messages SET is_error = :f").bindparams(f=False))
-    with op.batch_alter_table('messages', schema=None) as batch_op:
-        batch_op.alter_column('is_error', existing_type=sa.Boolean(), nullable=False)
 
     with op.batch_alter_table('model_requests', schema=None) as batch_op:
         batch_op.add_column(sa.Column('reported_cache_read_tokens', sa.Integer(), nullable=True))
@@ -56,12 +54,10 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column('reported_reasoning_tokens', sa.Integer(), nullable=True))
         batch_op.add_column(sa.Column('response_id', sa.String(length=200), nullable=True))
         batch_op.add_column(sa.Column('context_window', sa.Integer(), nullable=True))
-        batch_op.add_column(sa.Column('origin', sa.String(length=16), nullable=True))
+        batch_op.add_column(sa.Column('origin', sa.String(length=16), nullable=False, server_default=sa.text("'engine'")))
         batch_op.add_column(sa.Column('message_id', sa.BigInteger(), nullable=True))
         batch_op.add_column(sa.Column('source_key', sa.String(length=300), nullable=True))
-    op.execute(sa.text("UPDATE model_requests SET origin = 'engine'"))
     with op.batch_alter_table('model_requests', schema=None) as batch_op:
-        batch_op.alter_column('origin', existing_type=sa.String(length=16), nullable=False)
         batch_op.create_check_constraint('ck_model_requests_origin', "origin IN ('engine','imported')")
         batch_op.create_unique_constraint('uq_model_requests_conversation_source_key', ['conversation_id', 'source_key'])
 
