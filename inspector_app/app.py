@@ -40,7 +40,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
 async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) -> int:
     from .widgets.connect import to_url
 
-    url = to_url(args.db) if args.db else None
+    url = to_url(args.db) if args.db is not None else None  # --db "" is an error, not the demo
     opened = await window.open_database(url, select=args.thread)
     await window.settle()
     if opened and args.message is not None:

@@ -28,6 +28,7 @@ from .controllers.theming import ThemeController
 from .controllers.threads import Opener, ThreadsController
 from .layout import TABS, InspectorLayout
 from .service_client import ServiceClient
+from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
 
 __all__ = ["TABS", "MainWindow"]
@@ -90,9 +91,11 @@ class MainWindow(InspectorLayout):
         return self.tasks.spawn(coro, what)
 
     def report(self, exc: BaseException, what: str = "") -> None:
-        """Show ``exc`` in the error banner and emit :attr:`failed`."""
-        code, text = error_code(exc), error_text(exc)
-        self.banner.show_error(code, f"{what}: {text}" if what else text)
+        """Show ``exc`` in the error banner (in words, the database password masked) and emit
+        :attr:`failed`."""
+        secrets = self.threads.secrets if hasattr(self, "threads") else ()
+        code, text = error_code(exc), redact(error_text(exc), secrets)
+        self.banner.show_error(code, redact(f"{what}: {text}", secrets) if what else text)
         self.failed.emit(code, text)
 
     @property

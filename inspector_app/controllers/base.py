@@ -1,7 +1,17 @@
-"""What the window's components share: the open thread's state and how errors read."""
+"""What the window's components share: the open thread's state and how errors read.
+
+A failure shows as ``code: message`` with the message in words: an engine error keeps its code and
+message; anything else (most often a row another program wrote that breaks docs/schema.md: JSON
+that is not JSON or nests too deeply, text that is not UTF-8, a timestamp that is not one, a value
+of the wrong type) is described without Python type names, as ``compaction`` does on the command
+line (``engine.cli.output.describe_failure``: the inspector may not import the CLI, so the rules
+are repeated here and ``tests/gui/test_robust_window.py`` checks that the two agree).
+"""
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 
 from engine.errors import EngineError
@@ -26,9 +36,45 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n:,} {one if n == 1 else (many or one + 's')}"
 
 
+MAX_MESSAGE = 300  # longer messages are cut (a row's content must not fill the banner)
+
+
+def _one_line(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
+
+
+def describe(exc: BaseException) -> tuple[str, str]:
+    """``(code, message)`` of any failure, the message one line in words."""
+    if isinstance(exc, EngineError):
+        return exc.code, _one_line(exc.message)
+    detail = str(exc)
+    if isinstance(exc, json.JSONDecodeError):
+        return "unreadable_data", f"the database holds a JSON value that is not valid JSON ({exc.msg} at character {exc.pos})"
+    if isinstance(exc, RecursionError):
+        return "unreadable_data", "the database holds a JSON value nested too deeply to read"
+    if isinstance(exc, UnicodeDecodeError):
+        return "unreadable_data", "the database holds text that is not valid UTF-8"
+    if isinstance(exc, UnicodeEncodeError):
+        return "unreadable_data", "a text holds a character that cannot be encoded (a lone surrogate?)"
+    if isinstance(exc, OverflowError):
+        return "unreadable_data", _one_line(f"a number is too large for the database ({detail})")
+    if isinstance(exc, ValueError) and "isoformat" in detail:
+        found = re.search(r"'(.*)'", detail)
+        return "unreadable_data", _one_line(f"the database holds a timestamp that cannot be read: {found.group(0) if found else detail}")
+    if isinstance(exc, (TypeError, ValueError, KeyError, AttributeError, IndexError)):
+        return "unreadable_data", _one_line(f"the database holds a value of an unexpected type or shape ({detail or 'no detail'})")
+    if isinstance(exc, MemoryError):
+        return "unexpected_error", "out of memory"
+    if isinstance(exc, OSError):
+        where = f": {exc.filename}" if exc.filename else ""
+        return "io_error", _one_line(f"{exc.strerror or detail or 'input/output error'}{where}")
+    return "unexpected_error", _one_line(f"unexpected failure: {detail}" if detail else "unexpected failure")
+
+
 def error_code(exc: BaseException) -> str:
-    return exc.code if isinstance(exc, EngineError) else type(exc).__name__
+    return describe(exc)[0]
 
 
 def error_text(exc: BaseException) -> str:
-    return exc.message if isinstance(exc, EngineError) else (str(exc) or type(exc).__name__)
+    return describe(exc)[1]

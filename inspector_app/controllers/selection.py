@@ -65,7 +65,11 @@ class SelectionController:
         key, info = self.model.key, node.info
         if key is None or info is None:
             return
-        (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
+        try:
+            (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
+        except Exception as exc:  # noqa: BLE001: the message shows why in place; the rest stays usable
+            self.ui.detail.show_text(f"Message #{info.id} cannot be read", f"{error_code(exc)}: {error_text(exc)}")
+            raise
         if stored is None or stored.id != info.id:
             return  # no longer in the thread
         offload = self.model.offload(info.id)

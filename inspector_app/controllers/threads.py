@@ -8,7 +8,7 @@ flight is cancelled, and the new view's reads run as its tasks.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable
+from typing import Any, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
@@ -19,8 +19,9 @@ from ..models.threads import KeyRole
 from ..models.timeline import BoundaryInfo
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
+from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
-from .base import ThreadState, plural
+from .base import ThreadState, error_code, error_text, plural
 from .compaction import CompactionController
 from .paging import PagingController
 from .tasks import Report, TaskSet, ThreadTasks, finished
@@ -60,15 +61,20 @@ class ThreadsController:
         self._settings = settings
         self._loaded = loaded
         self._measuring: asyncio.Task[Any] | None = None
+        #: the forms of the open database's password: masked in every message the window shows
+        self.secrets: tuple[str, ...] = ()
         ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
 
     # == database ===============================================================================
     async def open_database(self, url: str | None, *, select: str | None = None) -> bool:
         """Open ``url`` (the embedded demo database when ``None``), list its threads, select one.
 
-        Returns False (with the error in the banner) when it could not be opened."""
+        Returns False (with the error in the banner) when it could not be opened or its threads
+        could not be listed. A thread that cannot be read does not stop the opening: it shows
+        its error in place, the others stay usable."""
         bar = self.ui.statusBar()
         bar.showMessage("Opening database…")
+        self.secrets = secrets_of(url)  # masked in every message from now on (the banner, the log)
         try:
             if url is None:
                 url = await self.client.run(default_database_url)
@@ -80,10 +86,17 @@ class ThreadsController:
         RecentConnections(self._settings).add(url)
         self.ui.banner.clear()
         self.ui.setWindowTitle(f"Compaction Inspector · {strip_password(url)}")
-        await self.load_threads(select=select)
+        try:
+            await self.load_threads(select=select)
+        except Exception as exc:  # noqa: BLE001: the list itself cannot be read (a row every listing reads)
+            self.report(exc, "list threads")
+            bar.showMessage("Cannot list the threads of this database")
+            return False
         return True
 
     async def load_threads(self, *, select: str | None = None) -> None:
+        """List the threads and open one (``select``, the open one, else the one with the most
+        compaction history); a thread that fails to load shows its error in place."""
         threads = await self.client.call(InspectorService.list_threads)
         model = self.ui.thread_model
         current = select or (self.state.thread.key if self.state.thread else None)
@@ -100,9 +113,21 @@ class ThreadsController:
         self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH]]), "measure pressure")
 
     async def _measure_pressures(self, keys: list[str]) -> None:
+        """The list's pressure column, thread by thread: one that cannot be measured says "error"
+        (its reason in the tooltip) and the next is measured all the same."""
+        failed: list[tuple[str, BaseException]] = []
         for key in keys:
-            status = await self.client.call(InspectorService.status, key)
+            try:
+                status = await self.client.call(InspectorService.status, key)
+            except Exception as exc:  # noqa: BLE001: marked in its row; the list goes on
+                self.ui.thread_model.set_failed(key, error_text(exc))
+                failed.append((key, exc))
+                continue
             self.ui.thread_model.set_pressure(key, status.pressure_ratio)
+        if failed and not self.ui.banner.isVisible():
+            key, exc = failed[0]
+            more = f" (and {plural(len(failed) - 1, 'other thread')})" if len(failed) > 1 else ""
+            self.report(exc, f"measure pressure of {key!r}{more}")
 
     # == threads ================================================================================
     async def select_thread(self, key: str) -> None:
@@ -133,46 +158,105 @@ class ThreadsController:
 
     async def _load(self, key: str, keep: int | None, scroll: int | None) -> None:
         """The first page is shown before the side panels (status, pressure history, replay,
-        events) are read: those read the whole thread and must not hold up the timeline."""
+        events) are read: those read the whole thread and must not hold up the timeline.
+
+        Nothing that fails here ends the view: a thread whose header cannot be read shows the
+        reason in place of its timeline; a state, page or panel that cannot be read leaves that
+        part empty (a failed page is a gap row to retry) and the banner says why."""
         ui, model = self.ui, self.ui.timeline_model
         ui.confirm.hide()
-        info = await self.client.call_interactive(InspectorService.thread, key)
-        state = await self.client.call_interactive(InspectorService.compaction_state, key)
-        history = await self.client.call_interactive(InspectorService.history, key)
+        try:
+            info = await self.client.call_interactive(InspectorService.thread, key)
+        except Exception as exc:  # noqa: BLE001: shown in place of the thread
+            self._show_broken(key, exc)
+            raise
+        problems: list[tuple[str, BaseException]] = []
+        try:
+            state = await self.client.call_interactive(InspectorService.compaction_state, key)
+            history = await self.client.call_interactive(InspectorService.history, key)
+            boundary = BoundaryInfo.from_state(state, history)
+        except Exception as exc:  # noqa: BLE001: the timeline still shows, without its summary card
+            problems.append(("read compaction state", exc))
+            boundary = None
         self.state.thread = info
+        self.state.status = None
         ui.thread_model.update_thread(info)
-        boundary = BoundaryInfo.from_state(state, history)
         model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=info.message_count)
         ui.summary_button.setVisible(boundary is not None)
+        ui.thread_title.setText(info.title or key)
+        ui.thread_meta.setText(plural(info.message_count, "message"))
+        self.compaction.update_button()
         if keep is None:
             ui.detail.clear()
-        await self.paging.load_first()
-        if keep is not None:
-            await self.paging.ensure_loaded(keep)
-        index = model.index_for_message(keep) if keep is not None else model.boundary_index()
-        if not index.isValid() and keep is None and model.exhausted:
-            index = model.newest_message_index()  # nothing compacted: open on what happens now
-        if index.isValid():  # a fresh thread opens on its summary card
-            ui.timeline.setCurrentIndex(index)
-        elif keep is None and boundary is not None:
-            ui.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
-        if scroll is not None:
-            ui.timeline.verticalScrollBar().setValue(scroll)
-            if index.isValid():
-                ui.timeline.scrollTo(index)
-        await self._load_side(key)
+        try:
+            await self.paging.load_first()
+        except Exception as exc:  # noqa: BLE001: the first page is a failed gap row (Enter retries)
+            model.gap_failed()
+            problems.append(("read messages", exc))
+        else:
+            if keep is not None:
+                await self.paging.ensure_loaded(keep)
+            index = model.index_for_message(keep) if keep is not None else model.boundary_index()
+            if not index.isValid() and keep is None and model.exhausted:
+                index = model.newest_message_index()  # nothing compacted: open on what happens now
+            if index.isValid():  # a fresh thread opens on its summary card
+                ui.timeline.setCurrentIndex(index)
+            elif keep is None and boundary is not None:
+                ui.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
+            if scroll is not None:
+                ui.timeline.verticalScrollBar().setValue(scroll)
+                if index.isValid():
+                    ui.timeline.scrollTo(index)
+        problems += await self._load_side(key)
+        if problems:
+            what, exc = problems[0]
+            others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            self.report(exc, f"{what} of {key!r}{others}")
+            if any(w in ("read messages", "read status") for w, _ in problems):
+                ui.thread_model.set_failed(key, error_text(exc))
         self._loaded(key)
 
-    async def _load_side(self, key: str) -> None:
-        status = await self.client.call(InspectorService.status, key)
-        points = await self.client.call(InspectorService.pressure_history, key)
-        episodes = await self.client.call(InspectorService.replay, key)
-        events = await self.client.call(InspectorService.events, key, limit=10_000)
-        self.apply_status(status)
-        self.ui.chart.set_points(points)
-        self.ui.replay.set_episodes(episodes)
-        self.ui.events_model.set_events(events)
-        self.ui.set_events_count(len(events))
+    def _show_broken(self, key: str, exc: BaseException) -> None:
+        """A thread that cannot be read at all: an empty timeline, the reason in the header, the
+        detail pane and the list's row; the compact button off."""
+        ui, reason = self.ui, error_text(exc)
+        self.state.thread = None
+        self.state.status = None
+        ui.timeline_model.reset(key)
+        ui.summary_button.setVisible(False)
+        ui.thread_title.setText(key)
+        ui.thread_meta.setText(f"Cannot read this thread: {reason}")
+        ui.detail.show_text("Cannot read this thread", f"{key}\n\n{error_code(exc)}: {reason}\n\nThe other threads of this database are not affected.")
+        ui.thread_model.set_failed(key, reason)
+        self.compaction.update_button()
+
+    async def _load_side(self, key: str) -> list[tuple[str, BaseException]]:
+        """Status, pressure history, replay and events, each on its own: one that fails leaves its
+        panel empty (saying so) and the others are still read. Returns what failed."""
+        problems: list[tuple[str, BaseException]] = []
+        ui = self.ui
+
+        async def read(what: str, call: Coroutine[Any, Any, Any]) -> Any:
+            try:
+                return await call
+            except Exception as exc:  # noqa: BLE001: collected, reported once
+                problems.append((what, exc))
+                return None
+
+        status = await read("read status", self.client.call(InspectorService.status, key))
+        points = await read("read pressure history", self.client.call(InspectorService.pressure_history, key))
+        episodes = await read("read replay", self.client.call(InspectorService.replay, key))
+        events = await read("read events", self.client.call(InspectorService.events, key, limit=10_000))
+        if status is not None:
+            self.apply_status(status)
+        ui.chart.set_points(points or [])
+        if episodes is None:
+            ui.replay.show_error(next(error_text(e) for w, e in problems if w == "read replay"))
+        else:
+            ui.replay.set_episodes(episodes)
+        ui.events_model.set_events(events or [])
+        ui.set_events_count(len(events or []))
+        return problems
 
     async def reread_status(self, key: str) -> None:
         """Read the open thread's header and status again (as a task of its view)."""

@@ -43,6 +43,8 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._pressure: dict[str, float] = {}
+        #: threads that could not be measured or read: why, in words (shown in the row)
+        self._failed: dict[str, str] = {}
 
     # -- data in -------------------------------------------------------------------------------
     def set_threads(self, threads: Sequence[ThreadInfo]) -> None:
@@ -57,6 +59,7 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
         self._rows = threads
         keys = {t.key for t in threads}
         self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
+        self._failed = {k: v for k, v in self._failed.items() if k in keys}
         self.endResetModel()
 
     def update_thread(self, info: ThreadInfo) -> None:
@@ -70,10 +73,23 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
     def set_pressure(self, key: str, ratio: float) -> None:
         """Record a thread's pressure (tokens / threshold) once it has been measured."""
         self._pressure[key] = ratio
+        self._failed.pop(key, None)
+        self._changed(key)
+
+    def set_failed(self, key: str, reason: str) -> None:
+        """A thread that could not be measured or read: its pressure cell says "error" and the
+        row's tooltip says why; the other rows are untouched."""
+        self._failed[key] = reason
+        self._changed(key)
+
+    def failure(self, key: str) -> str | None:
+        """Why ``key`` could not be read, or None."""
+        return self._failed.get(key)
+
+    def _changed(self, key: str) -> None:
         row = self.row_of(key)
         if row is not None:
-            idx = self.index(row, COL_PRESSURE)
-            self.dataChanged.emit(idx, idx)
+            self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
 
     # -- queries -------------------------------------------------------------------------------
     def row_of(self, key: str) -> int | None:
@@ -103,6 +119,8 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
             return self._pressure.get(t.key)
         if role == SearchTextRole:
             return " ".join(filter(None, (t.title, t.key, t.agent, t.model, t.provider)))
+        if role == Qt.ItemDataRole.ToolTipRole and t.key in self._failed:
+            return f"Cannot read this thread: {self._failed[t.key]}"
         if role == Qt.ItemDataRole.ToolTipRole and col == COL_TITLE:
             details = [f"key: {t.key}"]
             if t.agent:
@@ -121,6 +139,8 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
         if col == COL_MESSAGES:
             return f"{t.message_count:,}"
         if col == COL_PRESSURE:
+            if t.key in self._failed:
+                return "error"
             ratio = self._pressure.get(t.key)
             return "–" if ratio is None else f"{math.floor(ratio * 100)}%"  # 84.9% must not read 85%
         if col == COL_GENERATION:

@@ -14,9 +14,10 @@ MAX_RECENT = 10
 
 
 def to_url(text: str) -> str:
-    """What the user typed, as a database URL: a bare file path becomes a SQLite URL."""
+    """What the user typed, as a database URL: a bare file path becomes a SQLite URL; nothing
+    stays nothing (opening it is an error: "empty database URL")."""
     text = text.strip()
-    return text if "://" in text else f"sqlite:///{text}"
+    return text if "://" in text or not text else f"sqlite:///{text}"
 
 
 class RecentConnections:

@@ -77,6 +77,7 @@ class ReplayPanel(QWidget):
         self.surface_title = QLabel("Surface the model would have seen")
         self.surface_title.setObjectName("sectionTitle")
         self.empty = QLabel("No overflow-recovery episodes recorded for this thread.")
+        self.empty.setWordWrap(True)
         self.empty.setObjectName("muted")
 
         nav = QHBoxLayout()
@@ -111,13 +112,23 @@ class ReplayPanel(QWidget):
         self.model.currentChanged.connect(self._show_step)
         self._show_step(-1)
 
+    EMPTY_TEXT = "No overflow-recovery episodes recorded for this thread."
+
     def set_episodes(self, episodes: Sequence[Episode]) -> None:
         self.episodes.blockSignals(True)
         self.episodes.clear()
         self.episodes.addItems([episode_label(e) for e in episodes])
         self.episodes.blockSignals(False)
+        self.empty.setText(self.EMPTY_TEXT)
+        self.empty.setObjectName("muted")
         self.empty.setVisible(not episodes)
         self.model.set_episodes(episodes)
+
+    def show_error(self, reason: str) -> None:
+        """The episodes could not be rebuilt: no episodes, and the reason in their place."""
+        self.set_episodes([])
+        self.empty.setObjectName("errorText")
+        self.empty.setText(f"The replay cannot be rebuilt: {reason}")
 
     def _show_step(self, index: int) -> None:
         step: ReplayStep | None = self.model.current_step()
