@@ -30,7 +30,7 @@ from .events import (
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
-from .pruning import PruneReport, prune_surface
+from .pruning import PruneReport, prune_surface, stale_results
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, validate_summary
@@ -300,14 +300,20 @@ class Compactor:
         return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)))
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
+        """One prune step (§2.3): results over the limit, and results before the protected tail
+        (the retained tail and the newest ``loop_recent_tool_rounds`` rounds) whose preview is
+        smaller; both keep their ids in the preview and cost no summarizer call."""
         pol = m.policy.policy
         started = time.perf_counter()
+        history = history_part(m.surface)
+        stale = stale_results(history, message_tokens=m.meter.count_message, tail_tokens=m.policy.retained_tail_tokens, recent_rounds=pol.loop_recent_tool_rounds)
         report = prune_surface(
-            history_part(m.surface),
+            history,
             workdir=self.workdir,
             count_tokens=m.meter.count_text,
             limit_tokens=pol.tool_result_limit_tokens,
             preview_tokens=pol.preview_tokens,
+            stale=stale,
         )
         if not report.pruned:
             if report.failed:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Literal, Sequence
+from typing import Callable, Collection, Literal, Sequence
 
 from engine.messages import META_PRUNED, Message
 from engine.previews import PreviewBudgetError, build_replacement
@@ -24,7 +24,7 @@ from engine.surface import shown_message
 from engine.views import Offload
 from engine.workdir import Workdir, WorkdirError, sha256_text
 
-__all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "tool_name_of"]
+__all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "stale_results", "tool_name_of"]
 
 FALLBACK_TOOL_NAME = "tool"
 
@@ -168,6 +168,21 @@ def _shown_path(path: Path, saved_as: str) -> str:
     return str(path)
 
 
+def stale_results(messages: Sequence[Message], *, message_tokens: Callable[[Message], int], tail_tokens: int, recent_rounds: int) -> frozenset[int]:
+    """Ids of the tool results of ``messages`` (persisted history in order) that lie before the
+    protected tail: the newest messages holding ``tail_tokens`` and the newest ``recent_rounds``
+    assistant rounds both stay as they are. Under pressure these are offloaded when their preview is
+    smaller (:func:`prune_surface` ``stale=``): their ids stay visible in the preview and a prune
+    costs no summarizer call."""
+    start = len(messages)
+    kept = rounds = 0
+    while start > 0 and (kept < tail_tokens or rounds < recent_rounds):
+        start -= 1
+        kept += message_tokens(messages[start])
+        rounds += messages[start].role == "assistant"
+    return frozenset(m.id for m in messages[:start] if m.role == "tool" and m.id is not None)
+
+
 def prune_surface(
     messages: Sequence[Message],
     *,
@@ -175,11 +190,16 @@ def prune_surface(
     count_tokens: Callable[[str], int],
     limit_tokens: int,
     preview_tokens: int,
+    stale: Collection[int] = (),
 ) -> PruneReport:
     """Apply :func:`prune_tool_result` (``saved_as="name"``: the compactor's previews name the file in
     the Workdir, not its whole path) to every tool message of ``messages``, keeping their order:
     ``messages`` of the report is the input with each pruned result replaced by its
-    :attr:`Pruned.replacement` (the input messages themselves elsewhere)."""
+    :attr:`Pruned.replacement` (the input messages themselves elsewhere).
+
+    A result whose id is in ``stale`` (:func:`stale_results`) is offloaded when it counts more than
+    ``min(preview_tokens, limit_tokens)`` (its replacement is smaller), the others only over
+    ``limit_tokens``."""
     out: list[Message] = []
     pruned: list[Pruned] = []
     failed: list[PruneFailed] = []
@@ -192,7 +212,7 @@ def prune_surface(
                     m,
                     workdir=workdir,
                     count_tokens=count_tokens,
-                    limit_tokens=limit_tokens,
+                    limit_tokens=min(limit_tokens, preview_tokens) if m.id in stale else limit_tokens,
                     preview_tokens=preview_tokens,
                     tool_name=m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME),
                     saved_as="name",

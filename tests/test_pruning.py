@@ -11,7 +11,7 @@ import pytest
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.previews import PreviewBudgetError
-from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, tool_name_of
+from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, stale_results, tool_name_of
 from engine.surface import shown_message
 from engine.views import Offload
 from engine.workdir import Workdir
@@ -212,3 +212,29 @@ def test_every_url_of_20_url_only_web_results_is_visible_in_the_surface_preview(
     (p,) = report.pruned
     assert count(p.preview) <= 600 and "omitted_results" not in p.preview
     assert [r["url"] for r in results if f'"{r["url"]}"' not in p.preview] == []
+
+
+def _rounds(n: int, tokens: int) -> list:
+    msgs: list = [user("go", id=1)]
+    for i in range(n):
+        msgs.append(assistant("", ToolCall(f"c{i}", "shell", "{}"), id=2 + 2 * i))
+        msgs.append(tool_result(f"c{i}", text_of_tokens(tokens), name="shell", id=3 + 2 * i))
+    return msgs
+
+
+def test_stale_results_are_the_tool_results_before_the_token_tail_and_the_recent_rounds() -> None:
+    msgs = _rounds(6, 500)  # ids 3, 5, ..., 13 are results
+    cost = lambda m: count(m.content) + 3  # noqa: E731
+    assert stale_results(msgs, message_tokens=cost, tail_tokens=1000, recent_rounds=1) == {3, 5, 7, 9}
+    assert stale_results(msgs, message_tokens=cost, tail_tokens=0, recent_rounds=3) == {3, 5, 7}
+    assert stale_results(msgs, message_tokens=cost, tail_tokens=10**6, recent_rounds=0) == frozenset()
+    assert stale_results(msgs, message_tokens=cost, tail_tokens=0, recent_rounds=0) == {3, 5, 7, 9, 11, 13}
+
+
+def test_stale_results_are_pruned_when_their_preview_is_smaller_and_fresh_ones_only_over_the_limit(tmp_path: Path) -> None:
+    msgs = _rounds(4, 450)
+    report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT * 10, preview_tokens=PREVIEW, stale={3, 5})
+    assert [p.message_id for p in report.pruned] == [3, 5]  # 450 > 200 (the preview) for the stale two only
+    assert all(p.preview_tokens <= PREVIEW < p.original_tokens for p in report.pruned)
+    small = _rounds(2, PREVIEW)  # a stale result no bigger than its preview would not shrink: kept
+    assert prune_surface(small, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT, preview_tokens=PREVIEW, stale={3, 5}).pruned == ()

@@ -293,7 +293,7 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
     policy = {**POLICY, "default": {**POLICY["default"], "loop_recent_tool_rounds": 1}}
     svc = make_service(counter, policy)
     key = new_thread(svc, new_key("synthetic"))
-    running_turn(svc, key, rounds=6, result_tokens=1100)
+    running_turn(svc, key, rounds=12, result_tokens=1100)  # enough that pruning the older results is not enough
     route(svc, key)
     count_before = svc.message_count(key)
 
@@ -301,8 +301,8 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
 
     state = svc.compaction_state(key)
     msgs = all_messages(svc, key)
-    assert out.action == "summarized" and counter.calls == 1
-    assert counter.requests[0].running_turn is True  # the range lies in the running turn
+    assert out.action == "summarized" and counter.calls >= 1
+    assert all(r.running_turn for r in counter.requests)  # the range lies in the running turn
     assert msgs[0].id < state.boundary < msgs[-1].id  # the user message went, later rounds stayed
     assert_valid_cut(msgs, state.boundary, running_turn=True)
     assert contains_verbatim(state.summary, CURRENT_REQUEST)
@@ -498,3 +498,27 @@ def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
         assert_events_are_payloads(svc, "t")
     finally:
         svc.close()
+
+
+def test_older_mid_size_results_are_pruned_before_any_summary_and_keep_their_ids(make_service, new_key):
+    """Results under the limit but before the protected tail are offloaded when their preview is
+    smaller: under pressure this alone can be enough, and costs no summarizer call (§2.3)."""
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("stale"))
+    add(svc, key, user(CURRENT_REQUEST))
+    for r in range(8):  # 8 results of ~1,000 tokens: each under the 2,000 limit, together over the threshold
+        call = ToolCall(f"kb-{r}", "query_kb", json.dumps({"query": f"doc-42 owner, try {r}"}))
+        rows = [{"doc_id": f"doc-{r}{i:02d}", "title": f"Owners list {r}.{i}", "content": filler(150)} for i in range(5)]
+        add(svc, key, assistant(f"Searching ({r}).", call), tool_result(call.id, json.dumps({"results": rows}), name="query_kb"))
+    route(svc, key)
+    before = svc.status(key)
+    assert before.tokens >= before.threshold
+
+    out = svc.compact_for_pressure(key, RunState())
+
+    assert (out.action, out.reason, counter.calls) == ("pruned", "prune_enough", 0)
+    pruned = svc.offloads(key)
+    assert 0 < len(pruned) < 8  # the newest rounds (the protected tail) stay whole
+    shown = "\n".join(m.content for m in build_surface(svc.store.snapshot(key)).messages)
+    assert all(f'"doc-{r}{i:02d}"' in shown for r in range(8) for i in range(5))  # every id still visible
