@@ -18,9 +18,12 @@ raising ``RetryModelRequest`` (the same request step, attempted again from the c
 anything else re-raises the original error. ``after_run`` / ``on_run_error`` end the engine run.
 
 ``EngineCompaction.history_processor`` is the same intake and prune + summary as a plain history
-processor (``Agent(history_processors=[compaction.history_processor])``) for agents that do not use
-capabilities; it records no model requests and recovers no overflow (a history processor sees no
-errors).
+processor (``Agent(capabilities=[ProcessHistory(compaction.history_processor)])``, the form history
+processors take in Pydantic AI 2); it records no model requests and recovers no overflow (a history
+processor sees no errors; a call it prepared is recorded as succeeded when the next history shows
+its response, and :meth:`EngineCompaction.end` settles the last one), and Pydantic AI then makes its
+output the run's history (the store keeps everything; messages it built are marked with
+:data:`MARK` and not stored again).
 
 Requires ``compaction-inspector[pydantic-ai]`` (``pydantic-ai-slim[openai]>=2.68``).
 """
@@ -35,6 +38,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 try:
+    from pydantic_ai import RunContext
     from pydantic_ai.capabilities import AbstractCapability
     from pydantic_ai.exceptions import RetryModelRequest
     from pydantic_ai.messages import ModelMessage, ModelMessagesTypeAdapter, ModelRequest, ModelResponse, SystemPromptPart, UserPromptPart
@@ -46,6 +50,10 @@ from engine.messages import Message, ToolCall
 from .core import META_ATTACHMENTS, META_IS_ERROR, META_RAW, META_REASONING, META_SOURCE, META_SOURCE_ID, Call, EngineThread, surface_items
 
 SOURCE = "pydantic_ai"
+#: ``ModelMessage.metadata`` key marking a message this adapter built from the store: when a history
+#: processor's output becomes the run's history (Pydantic AI's ``ProcessHistory`` writes it back),
+#: later intake knows these are stored already
+MARK = "compaction_inspector_surface"
 #: metadata key: the source id of the Pydantic AI request message a part came from (parts of one
 #: request are stored as separate engine messages and regrouped on the way back)
 META_GROUP = "group"
@@ -257,11 +265,12 @@ class EngineCompaction(AbstractCapability[Any]):
         t = self.engine
         t.route(*_route(model))
         t.configure(_system_prompt(messages, params), _tools(params))
-        t.persist(to_engine(messages))
+        t.persist(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
 
     def _surface(self, measured: Any, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         items = [(i.message, i.pruned) for i in surface_items(measured)]
-        return _with_system(from_engine(items), system_parts(messages))
+        built = [replace(m, metadata={**(m.metadata or {}), MARK: True}) for m in from_engine(items)]
+        return _with_system(built, system_parts(messages))
 
     def _prepare(self, model: Any, messages: list[ModelMessage], params: Any) -> tuple[Call, list[ModelMessage]]:
         self._intake(model, messages, params)
@@ -269,16 +278,31 @@ class EngineCompaction(AbstractCapability[Any]):
         return call, self._surface(call.measured, messages)
 
     def _compacted(self, model: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
-        """Intake and pressure compaction without a recorded request (the history processor)."""
-        t = self.engine
+        """The history processor's work: settle the previous call from the response that arrived
+        since, intake, pressure compaction, and the recorded request this history is for."""
+        self._settle(messages)
         self._intake(model, messages, None)
-        run = t.ensure_run()
-        try:
-            t.service.compact_for_pressure(t.key, run)
-        except Exception:  # §2.9: go on with the persisted surface
-            pass
-        m = t.service.measure(t.key, ephemeral=run.ephemeral, provider=t.provider, model=t.model)
-        return self._surface(m, messages)
+        self._call = self.engine.begin_call()
+        return self._surface(self._call.measured, messages)
+
+    def _settle(self, messages: Sequence[ModelMessage]) -> None:
+        """A history processor sees no responses: the call it prepared succeeded when a response
+        follows in the next history (its usage is the provider's report)."""
+        call, self._call = self._call, None
+        if call is None:
+            return
+        last = next((m for m in reversed(messages) if isinstance(m, ModelResponse)), None)
+        usage = getattr(last, "usage", None)
+        self.engine.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
+
+    def end(self, result: Any = None) -> None:
+        """For the history-processor form (the capability does this in ``after_run``): store the
+        run's final response, settle its call and end the engine run. Blocking."""
+        if result is not None:
+            messages = result.all_messages()
+            self._settle(messages)
+            self.engine.persist(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
+        self.engine.end_run()
 
     def _fail(self, call: Call, error: BaseException) -> bool:
         return self.engine.failed(call, error)
@@ -310,7 +334,7 @@ class EngineCompaction(AbstractCapability[Any]):
 
     def _finish(self, result: Any) -> None:
         try:  # the final response is not in any later request: store it before the run ends
-            self.engine.persist(to_engine(result.all_messages()))
+            self.engine.persist(to_engine([m for m in result.all_messages() if not (m.metadata or {}).get(MARK)]))
         finally:
             self.engine.end_run()
 
@@ -318,6 +342,6 @@ class EngineCompaction(AbstractCapability[Any]):
         await asyncio.to_thread(self.engine.fail_run, error)
         raise error
 
-    async def history_processor(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
+    async def history_processor(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """Intake + prune + summary as a plain Pydantic AI history processor."""
         return await asyncio.to_thread(self._compacted, ctx.model, messages)

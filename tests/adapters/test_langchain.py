@@ -206,3 +206,29 @@ def test_the_thread_defaults_to_the_langgraph_thread_id(make_service, sim, key) 
     agent.invoke({"messages": [HumanMessage("two")]}, config)  # the checkpointed history is not stored twice
     assert [(s.message.role, s.message.content) for s in svc.messages_page(key)] == [("user", "one"), ("assistant", "first"), ("user", "two"), ("assistant", "second")]
     assert [r.status for r in svc.store.runs(key)] == ["completed", "completed"]
+
+
+def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, key, db_url, tmp_path) -> None:
+    from engine.service import open_service
+
+    svc = make_service(context_window=8000)
+    seen: list[tuple[Any, ...]] = []
+
+    @tool
+    def peek(q: str) -> str:
+        """Look something up."""
+        inspector = open_service(db_url, workdir=tmp_path / "inspector-wd")  # another reader, as the GUI is
+        try:
+            listed = [t for t in inspector.list_threads() if t.key == key]
+            info = inspector.thread(key)
+            seen.append((len(listed), info.busy_reason, [s.message.role for s in inspector.messages_page(key)]))
+        finally:
+            inspector.close()
+        return "found"
+
+    sim.script([Reply(tool_calls=(("peek", {"q": "x"}),)), Reply("done")])
+    model = ChatOpenAI(model=MODEL, base_url=sim.base_url, api_key="sim-key", max_retries=0)
+    create_agent(model, [peek], middleware=[CompactionMiddleware(service=svc, thread=key)]).invoke({"messages": [HumanMessage("go")]})
+    assert seen == [(1, "running", ["user", "assistant"])]  # listed, busy, the call already stored
+    assert svc.thread(key).busy_reason is None
+    assert [s.message.role for s in svc.messages_page(key)] == ["user", "assistant", "tool", "assistant"]
