@@ -14,7 +14,7 @@ from .conftest import LONG, MODEL, PROSE, ROUNDS, SYSTEM, assert_calls_answered,
 
 skip_without("agents", "openai-agents")
 
-from agents import Agent, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
+from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
 
 from engine.adapters.core import META_ATTACHMENTS, META_IS_ERROR, META_REASONING, AdapterError  # noqa: E402
 from engine.adapters.openai_agents import CompactionModel, EngineSession, from_engine, to_engine  # noqa: E402
@@ -39,10 +39,10 @@ def run(coro: Any, timeout: float = 60) -> Any:
     return asyncio.run(asyncio.wait_for(coro, timeout))
 
 
-def make_agent(sim: ProviderSimulator, session: EngineSession) -> Agent:
+def make_agent(sim: ProviderSimulator, session: EngineSession, **settings: Any) -> Agent:
     client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="sim-key", max_retries=0, timeout=10)
     model = CompactionModel(OpenAIChatCompletionsModel(model=MODEL, openai_client=client), session)
-    return Agent(name="support", instructions=SYSTEM, tools=[lookup], model=model)
+    return Agent(name="support", instructions=SYSTEM, tools=[lookup], model=model, model_settings=ModelSettings(**settings))
 
 
 def long_script(rounds: int = ROUNDS) -> list[Reply]:
@@ -190,3 +190,26 @@ def test_pop_is_refused_and_clear_starts_a_fresh_thread(make_service, sim, key) 
     run(session.clear_session())
     assert session.session_id == f"{key}~2" and run(session.get_items()) == []
     assert stored_roles(svc, key) == ["user", "assistant"]  # the old thread stays for the inspector
+
+
+def test_a_streamed_run_is_compacted_and_recorded_the_same_way(make_service, sim, key) -> None:
+    svc = make_service(context_window=8000)
+    sim.script(long_script(2))
+    sim.context_window = 1800  # the third call overflows before its stream opens, and recovers
+    session = EngineSession(key, service=svc)
+
+    async def streamed() -> Any:
+        # the SDK asks a non-OpenAI host for streamed usage only when told to
+        result = Runner.run_streamed(make_agent(sim, session, include_usage=True), "Cover two topics.", session=session)
+        async for _ in result.stream_events():
+            pass
+        return result
+
+    result = run(streamed())
+    assert result.final_output == "All topics are covered."
+    assert [(r.outcome, r.stream) for r in sim.requests] == [("ok", True), ("ok", True), ("overflow", True), ("ok", True)]
+    recorded = svc.store.model_requests(key)
+    assert [r.outcome for r in recorded] == ["ok", "ok", "error", "ok"]
+    assert [r.reported_prompt_tokens for r in recorded if r.outcome == "ok"] == [r.prompt_tokens for r in sim.requests if r.outcome == "ok"]
+    assert stored_roles(svc, key) == ["user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert [r.status for r in svc.store.runs(key)] == ["completed"]
