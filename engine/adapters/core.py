@@ -369,28 +369,29 @@ class EngineThread:
             return False
         run.overflow_attempts += 1
         crash: Exception | None = None
+        gen_before, tokens_before = call.measured.snapshot.state.generation, call.tokens
+        outcome: Any = None
         try:
             outcome = svc.recover_overflow(self.key, run, provider=self.provider, model=self.model)
-            progressed, before, after = outcome.progressed, outcome, outcome
+            gen_before, tokens_before = outcome.generation_before, outcome.tokens_before
+            gen_after, tokens_after, calls = outcome.generation_after, outcome.tokens_after, outcome.summarizer_calls
         except Exception as exc2:  # what already landed still counts: generation growth decides (§3.3)
             log.warning("overflow recovery failed on thread %r: %s", self.key, exc2, exc_info=exc2)
             crash = exc2
             now = svc.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
-            progressed = now.snapshot.state.generation > call.measured.snapshot.state.generation
-            before = after = None
-        gen_before = call.measured.snapshot.state.generation
-        if not progressed:
-            self._gave_up(call, err, run, "recovery_failed" if crash is not None else "no_progress", outcome=before, crash=crash)
+            gen_after, tokens_after, calls = now.snapshot.state.generation, now.tokens, None
+        if gen_after <= gen_before:
+            self._gave_up(call, err, run, "recovery_failed" if crash is not None else "no_progress", outcome=outcome, crash=crash)
             return False
         retry = RetryEvent(
             attempt=run.overflow_attempts,
             failed_step=call.step,
             next_step=call.step + 1,
-            tokens_before=after.tokens_before if after is not None else call.tokens,
-            tokens_after=after.tokens_after if after is not None else None,
-            generation_before=after.generation_before if after is not None else gen_before,
-            generation_after=after.generation_after if after is not None else None,
-            summarizer_calls=after.summarizer_calls if after is not None else None,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+            generation_before=gen_before,
+            generation_after=gen_after,
+            summarizer_calls=calls,
             recovery_error=_describe(crash) if crash is not None else None,
         )
         svc.add_event(self.key, retry, trigger="overflow", run_id=run.run_id)

@@ -138,6 +138,8 @@ def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key)
     assert [r.outcome for r in recorded] == ["error" if o == "overflow" else "ok" for o in outcomes]
     assert all(r.error_code == "CONTEXT_WINDOW_EXCEEDED" for r in recorded if r.outcome == "error")
     assert svc.compaction_state(key).generation > 0
+    (episode,) = svc.replay(key)  # the inspector's replay view rebuilds the episode from the events
+    assert episode.outcome == "recovered"
     assert outcomes == ["ok", "ok", "overflow", "ok"]
     assert sim.requests[-1].prompt_tokens < 1800 < sim.requests[-2].prompt_tokens
     assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [lookup.invoke({"q": f"topic {i}"}) for i in range(2)]
