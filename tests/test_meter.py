@@ -396,3 +396,53 @@ def test_encodings_load_and_count_without_network(no_network: None, tmp_path: Pa
     assert list(tmp_path.iterdir()) == []  # nothing downloaded or cached
     with pytest.raises(_NetworkUsed):  # the guard itself works: tiktoken's downloader is stopped by it
         tiktoken.get_encoding("r50k_base")
+
+
+# -- what imported transcripts carry: reasoning, attachments, the developer role ------------------
+
+
+def test_reasoning_text_and_summary_are_counted(meter: TokenMeter) -> None:
+    from engine.messages import Message, Reasoning
+
+    plain = Message("assistant", "done")
+    thought = Message("assistant", "done", reasoning=(Reasoning("first check the parser, then the tests"),))
+    summarized = Message("assistant", "done", reasoning=(Reasoning("", summary="checked the parser"),))
+    opaque = Message("assistant", "done", reasoning=(Reasoning("", encrypted="gAAAAB" * 200, redacted=True),))
+    assert meter.count_message(thought) - meter.count_message(plain) == meter.count_text("first check the parser, then the tests")
+    assert meter.count_message(summarized) - meter.count_message(plain) == meter.count_text("checked the parser")
+    assert meter.count_message(opaque) == meter.count_message(plain)  # an opaque blob has no readable text
+    # the cache keys on reasoning too: the same text with other reasoning is another count
+    assert meter.count_messages([plain, thought]) == [meter.count_message(plain), meter.count_message(thought)]
+
+
+def test_attachments_never_vanish_from_the_count(meter: TokenMeter) -> None:
+    from engine.messages import Attachment, Message
+
+    text = Message("user", "what is in this picture?")
+    for a in (
+        Attachment("image", media_type="image/png", width=800, height=600),
+        Attachment("image", media_type="image/jpeg"),  # size unknown
+        Attachment("document", media_type="application/pdf", byte_size=120_000),
+        Attachment("document", media_type="text/plain", byte_size=4000),
+        Attachment("document"),
+    ):
+        with_it = Message("user", "what is in this picture?", attachments=(a,))
+        assert meter.count_message(with_it) - meter.count_message(text) == meter_mod.attachment_tokens(a) > 0
+    # the providers' rule of thumb: w*h/750, after downscaling to a long edge of 1568 / 1.15 MP
+    assert meter_mod.attachment_tokens(Attachment("image", width=800, height=600)) == 640
+    assert meter_mod.attachment_tokens(Attachment("image", width=200, height=200)) == 54
+    big = meter_mod.attachment_tokens(Attachment("image", width=8000, height=6000))
+    assert 1400 <= big <= meter_mod.IMAGE_UNKNOWN_TOKENS
+    assert meter_mod.attachment_tokens(Attachment("image")) == meter_mod.IMAGE_UNKNOWN_TOKENS
+    assert meter_mod.attachment_tokens(Attachment("document", media_type="text/markdown", byte_size=4001)) == 1001
+    assert meter_mod.attachment_tokens(Attachment("document", media_type="application/pdf", byte_size=120_000)) == 3 * 2000
+    assert meter_mod.attachment_tokens(Attachment("document")) == meter_mod.DOCUMENT_UNKNOWN_TOKENS
+
+
+def test_developer_messages_count_as_system(meter: TokenMeter) -> None:
+    from engine.messages import Envelope, Message, Surface
+
+    dev = Message("developer", "use tabs")
+    assert meter.count_message(dev) == 3 + meter.count_text("developer") + meter.count_text("use tabs")
+    m = meter.measure(Envelope("", Surface((dev,))))
+    assert m.breakdown["system"] == meter_mod.TOKENS_REPLY_PRIMING + meter.count_message(dev)

@@ -114,7 +114,10 @@ class Locked(SourceWrites, ConversationReader):
         ledger = self.call_ledger().copy()
         ledger.admit_all(messages)
         rows = [message_values(self.conv.id, m, run_id) for m in messages]
-        ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
+        try:
+            ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
+        except IntegrityError as exc:
+            raise self._duplicate_key(exc) from None
         self._ledger = ledger
         self.conv.message_count += len(ids)
         self.conv.last_message_id = ids[-1]
@@ -133,6 +136,21 @@ class Locked(SourceWrites, ConversationReader):
         ledger = self.call_ledger().copy()
         admit = ledger.admit
         cid = self.conv.id
+        try:
+            n = self._bulk_insert(messages, admit, cid, run_id, batch)
+        except IntegrityError as exc:
+            raise self._duplicate_key(exc) from None
+        self._ledger = ledger
+        return self._after_bulk(n, cid)
+
+    def _duplicate_key(self, exc: IntegrityError) -> EngineError:
+        """The one constraint a valid message can break: its ``source_key`` is already stored."""
+        return EngineError(
+            f"thread {self.conv.thread_key!r}: a message with that source_key is already stored ({str(exc.orig).splitlines()[0]})",
+            code="duplicate_source_key",
+        )
+
+    def _bulk_insert(self, messages: Iterable[Message], admit: Any, cid: int, run_id: int | None, batch: int) -> int:
         n = 0
         buf: list[dict[str, Any]] = []
         with self.session.begin_nested():
@@ -148,7 +166,9 @@ class Locked(SourceWrites, ConversationReader):
             if buf:
                 self.session.execute(insert(MESSAGES), buf)
                 n += len(buf)
-        self._ledger = ledger
+        return n
+
+    def _after_bulk(self, n: int, cid: int) -> int:
         if n >= 10_000 and not self.session.get_bind().dialect.name == "sqlite":
             # fresh planner statistics: without them PostgreSQL picks slow plans for keyset pages
             # right after a large import (measured: a middle page 11.7 ms -> 3.0 ms at 20k rows)
