@@ -257,9 +257,16 @@ class Compactor:
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
 
     def _manual_selection(self, m: Measured) -> Selection:
-        """Everything before the retained tail (§4.3), the finished last turn split into rounds."""
+        """Everything before the retained tail (§4.3), the finished last turn split into rounds;
+        empty when what it would replace is no bigger than the smallest summary of it (the framing,
+        the current request verbatim and a line), which could only be rejected as not smaller."""
         units = build_units(history_part(m.surface), running_turn=False, split_last_turn=True)
-        return self._select(m, units, target=-1, tail="tokens")
+        sel = self._select(m, units, target=-1, tail="tokens")
+        state = m.snapshot.state
+        request = _request_text(m.snapshot)
+        replaced = sel.removed_tokens + (m.meter.count_text(state.summary) if state.summary else 0)
+        smallest = m.meter.count_message(summary_message(request or "")) + 64
+        return sel if replaced > smallest else Selection((), None, 0)
 
     def _over_threshold(self, m: Measured, *, reached_limit: bool, nothing_selectable: bool = False, rejected: str | None = None) -> tuple[bool, str | None]:
         """(still at or over the threshold, why in words) for a manual result."""
@@ -281,7 +288,14 @@ class Compactor:
         if fixed >= threshold:
             return True, f"{head}: the system prompt, system notes and tool schemas alone take {fixed:,} tokens"
         what = "nothing before the retained tail can be summarized" if nothing_selectable else "the rest is the retained tail"
-        return True, f"{head}: {what} ({kept_tokens:,} tokens kept verbatim, the newest unit at least; system prompt and tools {fixed:,}, summary {summary:,})"
+        units = build_units(kept, running_turn=False, split_last_turn=True)
+        costs = [(sum(m.meter.count_message(x) for x in u.messages), u.first_id) for u in units]
+        big, big_id = max(costs, key=lambda c: c[0]) if costs else (0, None)
+        request = _request_text(m.snapshot)
+        why = f"; the largest unit kept, from message #{big_id}, is {big:,} tokens and is indivisible" if big_id is not None else ""
+        if request and m.meter.count_text(request) * 2 >= threshold:
+            why += f"; the current request alone is {m.meter.count_text(request):,} tokens and stays verbatim"
+        return True, f"{head}: {what} ({kept_tokens:,} tokens kept verbatim; system prompt and tools {fixed:,}, summary {summary:,}{why})"
 
     # -- shared steps ---------------------------------------------------------------------
     def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto") -> Selection:
@@ -297,7 +311,7 @@ class Compactor:
             tail=tail,
         )
         # one call must fit a summarizer model with the same window: input + the summary it writes
-        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)))
+        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)), floor=summary_budget(pol))
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
         """One prune step (§2.3): results over the limit, and results before the protected tail
@@ -474,13 +488,15 @@ class Compactor:
 # -- small helpers ----------------------------------------------------------------------------
 
 
-def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int) -> Selection:
+def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int, floor: int = 0) -> Selection:
     """Cut a selection at a unit end so one summary call sees at most ``budget`` tokens (a single
-    unit larger than the budget is taken whole: units are indivisible)."""
+    unit larger than the budget is taken whole: units are indivisible). A batch is never cut below
+    ``floor`` tokens (the summary budget): a summary of less could not be smaller than it, so the
+    next unit, which a later call would take whole anyway, joins it."""
     total = 0
     for i, unit in enumerate(sel.units):
         cost = sum(meter.count_message(x) for x in unit.messages)
-        if i > 0 and total + cost > budget:
+        if i > 0 and total + cost > budget and total >= floor:
             kept = sel.units[:i]
             return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
         total += cost

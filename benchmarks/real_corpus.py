@@ -1,0 +1,219 @@
+"""Manual compaction ("compact now") of real-shaped sessions and of the benchmark traces, one row each.
+
+Real-shaped sessions are the importer fixtures under ``tests/fixtures/sessions/`` (Claude Code with a
+sub-agent, Codex, OpenAI chat / responses, Anthropic, OpenHands v0 / v1, SWE-agent), imported through
+the service (``Service.import_file``: the parsers, the repairs and the one write door). Each imported
+thread is made idle, its dangling calls closed (``Service.close_dangling_calls``), and compacted under a
+window small enough that it must compact: the envelope is twice the threshold (window = tokens / 1.6,
+set as an override for the thread's exact provider and model). The traces are compacted whole and idle
+under their benchmark window.
+
+Per row: the result (status, reason, ``still_over_threshold`` and its note), tokens before → after
+against the target, identifiers from tool outputs still visible (surface or summary), the current
+request verbatim afterwards, results whose call is not before them on the surface (orphans) and calls
+without a result (dangling), and summarizer calls.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable
+
+from engine.errors import CannotCompact
+from engine.importers import detect_format
+from engine.messages import Envelope
+from engine.service import Service, open_service
+from engine.summarizers.extractive import extract_identifiers
+from engine.summarizers.protocol import contains_verbatim
+from engine.surface import build_surface, envelope_of
+from engine.units import current_request
+from engine.views import ManualResult
+
+from ours import MODEL, PROVIDER, CountingExtractive, summary_budget
+from traces import IDENTIFIER, Trace, envelope_texts
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
+
+
+@dataclass
+class CorpusRow:
+    name: str
+    kind: str  # the import format, or "trace"
+    window: int
+    status: str
+    before: int
+    after: int
+    target: int
+    threshold: int
+    identifiers: int
+    identifiers_kept: int
+    request_kept: bool | None  # None: the session has no real request
+    orphans: int
+    dangling: int
+    calls: int
+    closed: int = 0
+    note: str | None = None
+
+    @property
+    def kept_share(self) -> float:
+        return self.identifiers_kept / self.identifiers if self.identifiers else math.nan
+
+
+def sources() -> list[Path]:
+    """One path per fixture session source: files a parser recognises (a sub-agent file belongs
+    to its parent session and is read with it), and the OpenHands v1 conversation directories."""
+    out: list[Path] = []
+    for path in sorted(FIXTURES.rglob("*")):
+        if path.is_dir():
+            if (path / "base_state.json").exists():
+                out.append(path)
+            continue
+        if "subagents" in path.parts or path.name.endswith(".meta.json") or any((p / "base_state.json").exists() for p in path.parents):
+            continue
+        try:
+            if detect_format(path) is not None:
+                out.append(path)
+        except Exception:  # noqa: BLE001 - not a session file
+            continue
+    return out
+
+
+def _wire(envelope: Envelope) -> tuple[int, int]:
+    """(tool results not answering a call still open before them, calls left without a result)."""
+    orphans = dangling = 0
+    pending: set[str] = set()
+    for m in envelope.messages():
+        if m.role == "tool":
+            if m.tool_call_id in pending:
+                pending.discard(m.tool_call_id)
+            else:
+                orphans += 1
+        elif m.role == "assistant":
+            dangling += len(pending)
+            pending = {c.id for c in m.tool_calls}
+        elif pending and m.role == "user":
+            dangling += len(pending)
+            pending = set()
+    return orphans, dangling + len(pending)
+
+
+def _tool_identifiers(texts: Iterable[str], pattern: object = None) -> set[str]:
+    found: set[str] = set()
+    for t in texts:
+        found.update(IDENTIFIER.findall(t) if pattern is not None else extract_identifiers(t))
+    return found
+
+
+def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | None, closed: int) -> CorpusRow:
+    messages = [s.message for s in svc.messages_page(key, limit=1_000_000)]
+    tool_texts = [m.content for m in messages if m.role == "tool"]
+    ids = _tool_identifiers(tool_texts, IDENTIFIER if trace is not None else None)
+    request = current_request(messages)
+    m0 = svc.compactor.measure(svc.store.snapshot(key))
+    try:
+        r = svc.compact(key)
+    except CannotCompact as exc:  # e.g. summary_rejected (not_smaller): nothing changed, say why
+        r = ManualResult("rejected", exc.reason or exc.code, m0.tokens, m0.tokens, 0, None, 0, 1, still_over_threshold=m0.tokens >= m0.policy.threshold, note=exc.message)
+    snap = svc.store.snapshot(key)
+    env = envelope_of(snap, build_surface(snap))
+    text = "\n".join(envelope_texts(env))
+    visible = ids.intersection(IDENTIFIER.findall(text)) if trace is not None else {i for i in ids if i in text}
+    orphans, dangling = _wire(env)
+    calls = svc.compactor.summarizer.calls  # type: ignore[attr-defined]
+    return CorpusRow(
+        name, kind, m0.policy.context_window, f"{r.status}" + (f" ({r.reason})" if r.reason else "") + (" · still over" if r.still_over_threshold else ""),
+        r.before_tokens, r.after_tokens, m0.policy.target_tokens, m0.policy.threshold, len(ids), len(visible),
+        None if request is None else contains_verbatim(text, request.content), orphans, dangling, calls, closed, r.note,
+    )
+
+
+def session_rows(work: Path) -> list[CorpusRow]:
+    rows: list[CorpusRow] = []
+    for i, src in enumerate(sources()):
+        counter = CountingExtractive()
+        svc = open_service(f"sqlite:///{work / f'corpus-{i}.db'}", workdir=work / f"wd-corpus-{i}", summarizer=counter, policies={"context_window": 128_000}, create=True)
+        try:
+            try:
+                reports = svc.import_file(src)
+            except Exception as exc:  # noqa: BLE001 - a fixture the importer refuses is a row too
+                rows.append(CorpusRow(src.name, "?", 0, f"import failed: {exc}", 0, 0, 0, 0, 0, 0, None, 0, 0, 0))
+                continue
+            for rep in reports:
+                info = svc.thread(rep.thread)
+                counter.calls = 0
+                closed = svc.close_dangling_calls(rep.thread)
+                tokens = svc.compactor.measure(svc.store.snapshot(rep.thread)).tokens
+                window = max(1024, math.ceil(tokens / 1.6))
+                budget = {"summary_max_tokens": summary_budget(window)}
+                if info.provider and info.model:  # an override beats the catalogue for that exact route
+                    svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
+                else:  # an unrouted thread is measured against the configured (assumed) window
+                    svc.set_policy({"context_window": window, "default": budget})
+                name = f"{src.relative_to(FIXTURES)}" + (f" · {rep.thread.rsplit('/', 1)[-1]}" if rep.parent_thread else "")
+                rows.append(_compact(svc, rep.thread, name=name, kind=rep.format, trace=None, closed=closed))
+        finally:
+            svc.close()
+    return rows
+
+
+def trace_rows(trace_list: Iterable[Trace], windows: dict[int, int], work: Path) -> list[CorpusRow]:
+    rows: list[CorpusRow] = []
+    for t in trace_list:
+        window = windows[t.size]
+        counter = CountingExtractive()
+        svc = open_service(f"sqlite:///{work / f'corpus-{t.name}.db'}", workdir=work / f"wd-corpus-{t.name}", summarizer=counter,
+                           policies={"context_window": window, "default": {"summary_max_tokens": summary_budget(window)}}, create=True)
+        try:
+            key = "trace"
+            svc.create_thread(key, title=t.name, system_prompt=t.system_prompt, tools=t.tools, provider=PROVIDER, model=MODEL)
+            with svc.store.locked(key) as tx:
+                tx.bulk_append(t.messages)
+            closed = svc.close_dangling_calls(key)
+            rows.append(_compact(svc, key, name=t.name, kind="trace", trace=t, closed=closed))
+        finally:
+            svc.close()
+    return rows
+
+
+def render(rows: list[CorpusRow]) -> list[list[str]]:
+    out = []
+    for r in rows:
+        share = "–" if not r.identifiers else f"{r.identifiers_kept}/{r.identifiers} ({100 * r.kept_share:.0f} %)"
+        request = "–" if r.request_kept is None else ("yes" if r.request_kept else "no")
+        reach = "≤ target" if r.after <= r.target else ("< threshold" if r.after < r.threshold else "over threshold")
+        out.append([
+            r.name, r.kind, f"{r.window:,}", r.status, f"{r.before:,} → {r.after:,} (target {r.target:,}; {reach})",
+            share, request, f"{r.orphans} / {r.dangling}" + (f" ({r.closed} closed)" if r.closed else ""), str(r.calls),
+        ])
+    return out
+
+
+HEADER = ["Session", "Source", "Window", "Result", "Tokens before → after", "Identifiers kept", "Request kept", "Orphans / dangling", "Calls"]
+
+
+def run(trace_list: Iterable[Trace], windows: dict[int, int]) -> tuple[list[CorpusRow], list[list[str]]]:
+    with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:
+        work = Path(tmp)
+        rows = session_rows(work) + trace_rows(trace_list, windows, work)
+    return rows, render(rows)
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.path[:0] = [str(Path(__file__).resolve().parent)]
+    import traces
+    from own_figures import WINDOWS
+
+    sizes = [int(a) for a in sys.argv[1:]] or [10_000]
+    found, table_rows = run([traces.generate(f, s) for s in sizes for f in traces.FAMILIES], WINDOWS)
+    print("| " + " | ".join(HEADER) + " |")
+    print("|" + "|".join("---" for _ in HEADER) + "|")
+    for row, r in zip(table_rows, found):
+        print("| " + " | ".join(row) + " |")
+        if r.note:
+            print(f"|   note: {r.note} |")
