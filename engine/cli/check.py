@@ -101,7 +101,7 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
             m = stored.message
             count += 1
             kinds[stored.id] = m.role
-            if m.role == "assistant" and m.tool_calls:
+            if m.role == "assistant":  # a newer assistant message replaces the pending calls with its own
                 pending = {c.id: False for c in m.tool_calls}
             elif m.role == "tool":
                 call = m.tool_call_id
