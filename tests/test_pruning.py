@@ -238,3 +238,10 @@ def test_stale_results_are_pruned_when_their_preview_is_smaller_and_fresh_ones_o
     assert all(p.preview_tokens <= PREVIEW < p.original_tokens for p in report.pruned)
     small = _rounds(2, PREVIEW)  # a stale result no bigger than its preview would not shrink: kept
     assert prune_surface(small, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT, preview_tokens=PREVIEW, stale={3, 5}).pruned == ()
+
+
+def test_a_stale_results_replacement_gets_half_the_preview_budget_when_its_frame_fits(tmp_path: Path) -> None:
+    msgs = _rounds(3, 1500)  # under the 2,000 limit: only the stale ones are pruned
+    report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=2000, preview_tokens=600, stale={3})
+    (p,) = report.pruned
+    assert p.message_id == 3 and p.preview_tokens <= 300 < p.original_tokens

@@ -293,7 +293,7 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
     policy = {**POLICY, "default": {**POLICY["default"], "loop_recent_tool_rounds": 1}}
     svc = make_service(counter, policy)
     key = new_thread(svc, new_key("synthetic"))
-    running_turn(svc, key, rounds=12, result_tokens=1100)  # enough that pruning the older results is not enough
+    running_turn(svc, key, rounds=30, result_tokens=1100)  # enough that pruning the older results is not enough
     route(svc, key)
     count_before = svc.message_count(key)
 
@@ -402,7 +402,7 @@ def test_nothing_to_compact_does_not_trip_the_breaker(make_service, new_key):
     assert (first.action, first.reason, first.summarizer_calls) == ("summarized", "nothing_to_compact", 1)
     assert not run.breaker_tripped and "breaker_tripped" not in [e.kind for e in svc.events(key)]
 
-    for r in (3, 4):  # the same run goes on: two more rounds, now the oldest rounds are unprotected
+    for r in (3, 4, 5, 6):  # the same run goes on: more rounds than pruning the unprotected ones can absorb
         call = ToolCall(f"call-{r}", "query_kb", "{}")
         add(svc, key, assistant(f"Step {r}.", call), tool_result(call.id, filler(1850, f"result {r}"), name="query_kb"))
     boundary = svc.compaction_state(key).boundary
