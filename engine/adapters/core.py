@@ -4,8 +4,9 @@ A :class:`EngineThread` does, through :class:`engine.service.Service` only, what
 (:mod:`engine.harness.loop`) does around each model step:
 
 1. **intake** — :meth:`EngineThread.persist` appends the framework's messages that the store does
-   not have yet (each carries its framework's raw form and a source id in ``Message.metadata``, so
-   nothing is lost and nothing is stored twice), starting a run when none is active;
+   not have yet (each carries its framework's raw form in ``Message.metadata["raw"]`` and, where
+   the framework identifies messages, a ``source_key``, so nothing is lost and nothing is stored
+   twice), starting a run when none is active;
 2. **pressure** — :meth:`EngineThread.begin_call` runs pressure compaction (prune first, then a
    summary only if still at the threshold), measures the request the model will really get (system
    prompt and tool schemas included: :meth:`EngineThread.configure` keeps them current) and records
@@ -22,6 +23,7 @@ back into their framework's message types.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Literal, Mapping, Sequence
@@ -35,24 +37,17 @@ from engine.llm.errors import (
     classify_inband,
     is_context_overflow,
 )
-from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Message
+from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.service import RunState, Service, open_service
 
 log = logging.getLogger(__name__)
 
-#: metadata key: the framework's own id (or a fingerprint) of a stored message, to store it once
-META_SOURCE_ID = "source_id"
 #: metadata key: which framework wrote the message (``langchain``, ``openai_agents``, ``pydantic_ai``)
 META_SOURCE = "source"
 #: metadata key: the framework's serialized message (the lossless form the adapter maps back from)
 META_RAW = "raw"
-#: metadata key: reasoning / thinking blocks of an assistant message, as a list of
-#: ``{"text", "summary", "encrypted", "redacted", "signature"}`` dicts (until ``Message.reasoning``)
-META_REASONING = "reasoning_blocks"
-#: metadata key: the tool result is an error (until ``Message.is_error``)
-META_IS_ERROR = "is_error"
-#: metadata key: non-text content parts (images, files) as ``{"type", "url"|"media_type", ...}``
-META_ATTACHMENTS = "attachments"
+#: the store's limit on ``Message.source_key``
+_SOURCE_KEY_MAX = 300
 
 SurfaceKind = Literal["summary", "synthetic", "ephemeral", "history"]
 
@@ -236,9 +231,8 @@ class EngineThread:
         while True:
             page = self.service.messages_page(self.key, after_id=after, limit=500)
             for s in page:
-                sid = s.message.metadata.get(META_SOURCE_ID)
-                if isinstance(sid, str):
-                    known.add(sid)
+                if s.message.source_key is not None:
+                    known.add(s.message.source_key)
             if len(page) < 500:
                 return known
             after = page[-1].id
@@ -259,21 +253,24 @@ class EngineThread:
 
     # -- intake ---------------------------------------------------------------------------------
     def persist(self, messages: Iterable[Message]) -> list[int]:
-        """Append, in one transaction, the messages whose source id the store does not have yet;
-        starts a run first when none is active. Returns the new ids."""
+        """Append, in one transaction, the messages whose ``source_key`` the store does not have yet
+        (a message without one is always new); starts a run first when none is active. Returns
+        the new ids."""
         self.ensure()
         assert self._known is not None
         new: list[Message] = []
+        keys: set[str] = set()
         for m in messages:
-            sid = m.metadata.get(META_SOURCE_ID)
-            if isinstance(sid, str) and (sid in self._known or any(n.metadata.get(META_SOURCE_ID) == sid for n in new)):
+            if m.source_key is not None and (m.source_key in self._known or m.source_key in keys):
                 continue
+            if m.source_key is not None:
+                keys.add(m.source_key)
             new.append(m)
         if not new:
             return []
         self.ensure_run()
         ids = self.service.append_messages(self.key, new, run_id=self.run.run_id if self.run else None)
-        self._known.update(m.metadata[META_SOURCE_ID] for m in new if isinstance(m.metadata.get(META_SOURCE_ID), str))
+        self._known.update(keys)
         return ids
 
     def ensure_run(self) -> RunState:
@@ -444,6 +441,31 @@ def _describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def source_key(prefix: str, value: str) -> str:
+    """``prefix:value`` as a store source key (a hash of it when too long for the column)."""
+    key = f"{prefix}:{value}"
+    if len(key) <= _SOURCE_KEY_MAX:
+        return key
+    return f"{prefix}-sha:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def attachment(kind: str, *, url: Any = None, media_type: Any = None, file_id: Any = None, title: Any = None) -> Attachment:
+    """An engine attachment (never the bytes) from what a framework's content part says: an http(s)
+    URL, a ``data:`` URL or inline bytes (``base64``, its media type read from the URL), or a file id."""
+    media = media_type if isinstance(media_type, str) else None
+    if isinstance(url, str) and url.startswith("data:"):
+        media = media or (url[5:].split(";", 1)[0].split(",", 1)[0] or None)
+        where, ref = "base64", None
+    elif isinstance(url, str) and url:
+        where, ref = "url", url
+    elif isinstance(file_id, str) and file_id:
+        where, ref = "file", file_id
+    else:
+        where, ref = "base64", None
+    image = kind == "image" or (media or "").startswith("image/")
+    return Attachment("image" if image else "document", media_type=media, source=where, url=ref, title=title if isinstance(title, str) else None)  # type: ignore[arg-type]
+
+
 def text_of(content: Any) -> str:
     """The text of a content value that is a string or a list of parts (``{"type": "text", ...}``)."""
     if content is None:
@@ -465,14 +487,12 @@ __all__ = [
     "AdapterError",
     "Call",
     "EngineThread",
-    "META_ATTACHMENTS",
-    "META_IS_ERROR",
     "META_RAW",
-    "META_REASONING",
     "META_SOURCE",
-    "META_SOURCE_ID",
     "SurfaceItem",
+    "attachment",
     "provider_error_of",
+    "source_key",
     "surface_items",
     "text_of",
 ]

@@ -34,20 +34,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.langchain needs LangChain v1: pip install 'compaction-inspector[langchain]'") from exc
 
-from engine.messages import Message, ToolCall
+from engine.messages import Attachment, Message, Reasoning, ToolCall
 
-from .core import (
-    META_ATTACHMENTS,
-    META_IS_ERROR,
-    META_RAW,
-    META_REASONING,
-    META_SOURCE,
-    META_SOURCE_ID,
-    AdapterError,
-    Call,
-    EngineThread,
-    text_of,
-)
+from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, text_of
 
 SOURCE = "langchain"
 
@@ -55,69 +44,72 @@ __all__ = ["CompactionMiddleware", "from_engine", "to_engine"]
 
 
 # -- mapping ---------------------------------------------------------------------------------------
-def _source_id(msg: BaseMessage, raw: Mapping[str, Any]) -> str:
+def _source_key(msg: BaseMessage, raw: Mapping[str, Any]) -> str:
     if msg.id:
-        return f"lc:{msg.id}"
-    return "lc-sha:" + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()
+        return source_key("lc", msg.id)
+    return source_key("lc-sha", hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest())
 
 
-def _reasoning(msg: BaseMessage) -> list[dict[str, Any]]:
+def _reasoning(msg: BaseMessage) -> list[Reasoning]:
     """Thinking / reasoning blocks of an AI message: Anthropic ``thinking`` / ``redacted_thinking``,
     LangChain v1 ``reasoning`` blocks, and DeepSeek-style ``reasoning_content``."""
-    out: list[dict[str, Any]] = []
+    out: list[Reasoning] = []
     if isinstance(msg.content, list):
         for block in msg.content:
             if not isinstance(block, Mapping):
                 continue
             kind = block.get("type")
             if kind == "thinking":
-                out.append({"text": block.get("thinking") or "", "signature": block.get("signature")})
+                out.append(Reasoning(text=_str(block.get("thinking")) or "", signature=_str(block.get("signature"))))
             elif kind == "redacted_thinking":
-                out.append({"text": "", "redacted": True, "encrypted": block.get("data")})
+                out.append(Reasoning(redacted=True, encrypted=_str(block.get("data"))))
             elif kind == "reasoning":
                 summary = block.get("summary")
-                text = block.get("reasoning") or text_of(summary if isinstance(summary, list) else None)
-                out.append({"text": text or "", "encrypted": block.get("encrypted_content"), "summary": summary if isinstance(summary, str) else None})
+                text = _str(block.get("reasoning")) or (text_of(summary) if isinstance(summary, list) else "")
+                out.append(Reasoning(text=text, summary=_str(summary), encrypted=_str(block.get("encrypted_content"))))
     extra = msg.additional_kwargs.get("reasoning_content")
     if isinstance(extra, str) and extra:
-        out.append({"text": extra})
+        out.append(Reasoning(text=extra))
     return out
 
 
-def _attachments(msg: BaseMessage) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _attachments(msg: BaseMessage) -> list[Attachment]:
+    """Images and files of the content: OpenAI ``image_url`` parts and LangChain v1 ``image`` /
+    ``file`` blocks (URL, inline base64 or a provider file id)."""
+    out: list[Attachment] = []
     if isinstance(msg.content, list):
         for block in msg.content:
-            if isinstance(block, Mapping) and block.get("type") in ("image_url", "image", "file", "audio", "input_audio"):
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "image_url":
                 image = block.get("image_url")
-                url = image.get("url") if isinstance(image, Mapping) else image if isinstance(image, str) else block.get("url")
-                out.append({"type": block.get("type"), "url": url if isinstance(url, str) and not url.startswith("data:") else None, "media_type": block.get("mime_type")})
+                out.append(attachment("image", url=image.get("url") if isinstance(image, Mapping) else image))
+            elif kind in ("image", "file"):
+                url = block.get("url") or (("data:" + str(block.get("mime_type") or "") + ";base64,") if block.get("base64") else None)
+                out.append(attachment("image" if kind == "image" else "document", url=url, media_type=block.get("mime_type"), file_id=block.get("file_id") or block.get("id")))
     return out
 
 
 def to_engine(msg: BaseMessage) -> Message:
-    """A LangChain message as an engine message; the serialized original rides in the metadata."""
+    """A LangChain message as an engine message; the serialized original rides in the metadata,
+    the message id is the source key (stored once however often the graph state repeats it)."""
     raw = message_to_dict(msg)
-    meta: dict[str, Any] = {META_SOURCE: SOURCE, META_SOURCE_ID: _source_id(msg, raw), META_RAW: raw}
-    attachments = _attachments(msg)
-    if attachments:
-        meta[META_ATTACHMENTS] = attachments
+    meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: raw}
+    common: dict[str, Any] = {"name": msg.name, "metadata": meta, "source_key": _source_key(msg, raw), "attachments": tuple(_attachments(msg))}
     content = text_of(msg.content)
     if isinstance(msg, AIMessage):
-        reasoning = _reasoning(msg)
-        if reasoning:
-            meta[META_REASONING] = reasoning
         calls = tuple(ToolCall(c["id"], c["name"], json.dumps(c.get("args") or {}, ensure_ascii=False)) for c in msg.tool_calls if c.get("id") and c.get("name"))
-        return Message("assistant", content, tool_calls=calls, name=msg.name, metadata=meta)
+        return Message("assistant", content, tool_calls=calls, reasoning=tuple(_reasoning(msg)), **common)
     if isinstance(msg, ToolMessage):
-        if msg.status == "error":
-            meta[META_IS_ERROR] = True
-        return Message("tool", content, tool_call_id=msg.tool_call_id, name=msg.name, metadata=meta)
+        return Message("tool", content, tool_call_id=msg.tool_call_id, is_error=msg.status == "error", **common)
     if isinstance(msg, SystemMessage):
-        return Message("system", content, name=msg.name, metadata=meta)
-    if isinstance(msg, HumanMessage) or msg.type == "human":
-        return Message("user", content, name=msg.name, metadata=meta)
-    return Message("user", content, name=msg.name, metadata=meta)  # ChatMessage / FunctionMessage: kept raw
+        return Message("system", content, **common)
+    return Message("user", content, **common)  # HumanMessage; ChatMessage / FunctionMessage kept raw
 
 
 def from_engine(message: Message, *, preview: bool = False) -> BaseMessage:
@@ -130,7 +122,7 @@ def from_engine(message: Message, *, preview: bool = False) -> BaseMessage:
         return msg.model_copy(update={"content": message.content}) if preview else msg
     if message.role == "user":
         return HumanMessage(content=message.content)
-    if message.role == "system":
+    if message.role in ("system", "developer"):
         return SystemMessage(content=message.content)
     raise AdapterError(f"cannot map a stored {message.role} message without its LangChain form back to LangChain")
 

@@ -45,10 +45,10 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'compaction-inspector[openai-agents]'") from exc
 
-from engine.messages import Message, ToolCall
+from engine.messages import Attachment, Message, Reasoning, ToolCall
 from engine.service import RunState
 
-from .core import META_ATTACHMENTS, META_IS_ERROR, META_RAW, META_REASONING, META_SOURCE, AdapterError, Call, EngineThread, surface_items, text_of
+from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, surface_items, text_of
 
 SOURCE = "openai_agents"
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ _CALL_TYPES = {"function_call": "name", "custom_tool_call": "name"}
 def _assistant(group: list[dict[str, Any]]) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
-    reasoning: list[dict[str, Any]] = []
+    reasoning: list[Reasoning] = []
     for item in group:
         kind = item.get("type")
         if item.get("role") == "assistant":
@@ -75,28 +75,29 @@ def _assistant(group: list[dict[str, Any]]) -> Message:
         elif kind == "reasoning":
             summary = item.get("summary") or []
             content = item.get("content") or []
+            encrypted = item.get("encrypted_content")
             reasoning.append(
-                {
-                    "text": text_of([{"type": "text", "text": c.get("text")} for c in content if isinstance(c, Mapping)]),
-                    "summary": "\n".join(s.get("text", "") for s in summary if isinstance(s, Mapping)) or None,
-                    "encrypted": item.get("encrypted_content"),
-                }
+                Reasoning(
+                    text=text_of([{"type": "text", "text": c.get("text")} for c in content if isinstance(c, Mapping)]),
+                    summary="\n".join(str(s.get("text", "")) for s in summary if isinstance(s, Mapping)) or None,
+                    encrypted=encrypted if isinstance(encrypted, str) else None,
+                )
             )
     meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: group}
-    if reasoning:
-        meta[META_REASONING] = reasoning
-    return Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta)
+    return Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta, reasoning=tuple(reasoning))
 
 
-def _attachments(content: Any) -> list[dict[str, Any]]:
+def _attachments(content: Any) -> tuple[Attachment, ...]:
     if not isinstance(content, list):
-        return []
+        return ()
     out = []
     for p in content:
-        if isinstance(p, Mapping) and p.get("type") in ("input_image", "input_file", "input_audio"):
-            url = p.get("image_url") or p.get("file_url")
-            out.append({"type": p.get("type"), "url": url if isinstance(url, str) and not url.startswith("data:") else None, "file_id": p.get("file_id")})
-    return out
+        if isinstance(p, Mapping) and p.get("type") in ("input_image", "input_file"):
+            url = p.get("image_url") or p.get("file_url") or p.get("file_data")
+            if isinstance(url, str) and p.get("file_data") and not url.startswith("data:"):
+                url = "data:;base64,"  # inline bytes, never kept
+            out.append(attachment("image" if p.get("type") == "input_image" else "document", url=url, file_id=p.get("file_id"), title=p.get("filename")))
+    return tuple(out)
 
 
 def to_engine(items: Iterable[Mapping[str, Any]]) -> list[Message]:
@@ -116,20 +117,14 @@ def to_engine(items: Iterable[Mapping[str, Any]]) -> list[Message]:
             flush()
             output = item.get("output")
             meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: [item]}
-            attachments = _attachments(output)
-            if attachments:
-                meta[META_ATTACHMENTS] = attachments
-            if item.get("status") == "incomplete" or (isinstance(output, Mapping) and output.get("error")):
-                meta[META_IS_ERROR] = True
+            failed = item.get("status") == "incomplete" or (isinstance(output, Mapping) and bool(output.get("error")))
             text = output if isinstance(output, str) else text_of(output) if isinstance(output, list) else json.dumps(output, ensure_ascii=False)
-            out.append(Message("tool", text, tool_call_id=str(item.get("call_id") or item.get("approval_request_id") or ""), metadata=meta))
+            call_id = str(item.get("call_id") or item.get("approval_request_id") or "")
+            out.append(Message("tool", text, tool_call_id=call_id, metadata=meta, attachments=_attachments(output), is_error=failed))
         elif role in ("user", "system", "developer") and kind in (None, "message"):
             flush()
             meta = {META_SOURCE: SOURCE, META_RAW: [item]}
-            attachments = _attachments(item.get("content"))
-            if attachments:
-                meta[META_ATTACHMENTS] = attachments
-            out.append(Message("user" if role == "user" else "system", text_of(item.get("content")), metadata=meta))
+            out.append(Message(role, text_of(item.get("content")), metadata=meta, attachments=_attachments(item.get("content"))))
         else:  # assistant messages, calls, reasoning and any other output item travel together
             group.append(item)
     flush()
@@ -145,7 +140,7 @@ def from_engine(message: Message, *, preview: bool = False) -> list[dict[str, An
         if preview and message.role == "tool" and items:
             items[0]["output"] = message.content
         return items
-    return [{"role": "user" if message.role == "user" else "system", "content": message.content}]
+    return [{"role": message.role if message.role in ("user", "developer") else "system", "content": message.content}]
 
 
 def _fingerprint(item: Any) -> str:

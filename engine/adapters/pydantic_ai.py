@@ -45,9 +45,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.pydantic_ai needs Pydantic AI: pip install 'compaction-inspector[pydantic-ai]'") from exc
 
-from engine.messages import Message, ToolCall
+from engine.messages import Attachment, Message, Reasoning, ToolCall
 
-from .core import META_ATTACHMENTS, META_IS_ERROR, META_RAW, META_REASONING, META_SOURCE, META_SOURCE_ID, Call, EngineThread, surface_items
+from .core import META_RAW, META_SOURCE, Call, EngineThread, attachment, source_key, surface_items
 
 SOURCE = "pydantic_ai"
 #: ``ModelMessage.metadata`` key marking a message this adapter built from the store: when a history
@@ -71,7 +71,9 @@ def _load(data: dict[str, Any]) -> ModelMessage:
 
 
 def _sid(raw: dict[str, Any]) -> str:
-    return "pai:" + hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    """A message's source key: its serialized form (timestamps included) hashed — Pydantic AI
+    messages carry no ids, and a run hands the whole history to every request."""
+    return source_key("pai", hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32])
 
 
 def _part_text(part: dict[str, Any]) -> str:
@@ -89,14 +91,20 @@ def _part_text(part: dict[str, Any]) -> str:
     return "" if content is None else json.dumps(content, ensure_ascii=False, default=str)
 
 
-def _attachments(part: dict[str, Any]) -> list[dict[str, Any]]:
+def _attachments(part: dict[str, Any]) -> tuple[Attachment, ...]:
+    """Images and documents of a part's content (URLs, or inline bytes that are never kept)."""
     content = part.get("content")
     out = []
     if isinstance(content, list):
         for c in content:
-            if isinstance(c, dict) and c.get("kind") in ("image-url", "binary", "document-url", "audio-url", "video-url", "file-url"):
-                out.append({"type": c.get("kind"), "url": c.get("url"), "media_type": c.get("media_type")})
-    return out
+            if not isinstance(c, dict):
+                continue
+            kind = c.get("kind")
+            if kind == "binary":
+                out.append(attachment("document", url="data:;base64,", media_type=c.get("media_type"), title=c.get("identifier")))
+            elif kind in ("image-url", "document-url", "file-url"):
+                out.append(attachment("image" if kind == "image-url" else "document", url=c.get("url"), media_type=c.get("media_type")))
+    return tuple(out)
 
 
 def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
@@ -110,38 +118,32 @@ def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
         if isinstance(msg, ModelResponse):
             texts: list[str] = []
             calls: list[ToolCall] = []
-            reasoning: list[dict[str, Any]] = []
+            reasoning: list[Reasoning] = []
             for part in raw.get("parts", []):
                 kind = str(part.get("part_kind"))
                 if kind == "text":
                     texts.append(part.get("content") or "")
                 elif kind == "thinking":
-                    reasoning.append({"text": part.get("content") or "", "signature": part.get("signature"), "id": part.get("id")})
+                    sig = part.get("signature")
+                    reasoning.append(Reasoning(text=part.get("content") or "", signature=sig if isinstance(sig, str) else None))
                 elif kind.endswith("-call") and not kind.startswith("builtin-") and part.get("tool_call_id") and part.get("tool_name"):
                     args = part.get("args")
                     calls.append(ToolCall(str(part["tool_call_id"]), str(part["tool_name"]), args if isinstance(args, str) else json.dumps(args or {}, ensure_ascii=False)))
-            meta: dict[str, Any] = {META_SOURCE: SOURCE, META_SOURCE_ID: sid, META_RAW: raw}
-            if reasoning:
-                meta[META_REASONING] = reasoning
-            out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta))
+            meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: raw}
+            out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta, reasoning=tuple(reasoning), source_key=sid))
             continue
         for i, part in enumerate(raw.get("parts", [])):
             kind = str(part.get("part_kind"))
             if kind == "system-prompt":
                 continue
             one = {**raw, "parts": [part]}
-            meta = {META_SOURCE: SOURCE, META_SOURCE_ID: f"{sid}:{i}", META_GROUP: sid, META_RAW: one}
-            attachments = _attachments(part)
-            if attachments:
-                meta[META_ATTACHMENTS] = attachments
+            meta = {META_SOURCE: SOURCE, META_GROUP: sid, META_RAW: one}
+            common: dict[str, Any] = {"metadata": meta, "attachments": _attachments(part), "source_key": f"{sid}:{i}"}
             if part.get("tool_call_id") and (kind.endswith("-return") or kind == "retry-prompt" and part.get("tool_name")):
-                if part.get("outcome") in ("retried", "error", "failed") or kind == "retry-prompt":
-                    meta[META_IS_ERROR] = True
-                out.append(Message("tool", _part_text(part), tool_call_id=str(part["tool_call_id"]), name=part.get("tool_name"), metadata=meta))
+                failed = part.get("outcome") in ("retried", "error", "failed") or kind == "retry-prompt"
+                out.append(Message("tool", _part_text(part), tool_call_id=str(part["tool_call_id"]), name=part.get("tool_name"), is_error=failed, **common))
             else:
-                if kind in ("retry-feedback", "retry-prompt"):
-                    meta[META_IS_ERROR] = True
-                out.append(Message("user", _part_text(part), metadata=meta))
+                out.append(Message("user", _part_text(part), is_error=kind in ("retry-feedback", "retry-prompt"), **common))
     return out
 
 

@@ -20,11 +20,10 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
-from engine.adapters.core import META_ATTACHMENTS, META_IS_ERROR, META_REASONING  # noqa: E402
 from engine.adapters.langchain import CompactionMiddleware, from_engine, to_engine  # noqa: E402
 from engine.events import EventKind  # noqa: E402
 from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED  # noqa: E402
+from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 
 @tool
@@ -44,7 +43,7 @@ def long_script(rounds: int = ROUNDS) -> list[Reply]:
 
 
 # -- mapping -------------------------------------------------------------------------------------
-def test_messages_round_trip_without_loss() -> None:
+def test_messages_round_trip_without_loss(make_service, key) -> None:
     image = {"type": "image_url", "image_url": {"url": "https://example.org/chart.png"}}
     originals = [
         SystemMessage("Be brief.", id="s1"),
@@ -65,21 +64,24 @@ def test_messages_round_trip_without_loss() -> None:
     ]
     ours = [to_engine(m) for m in originals]
     assert [m.role for m in ours] == ["system", "user", "assistant", "tool", "tool", "assistant"]
-    assert ours[1].content == "What does this chart say?" and ours[1].metadata[META_ATTACHMENTS][0]["url"] == "https://example.org/chart.png"
+    assert ours[1].content == "What does this chart say?" and ours[1].attachments == (Attachment("image", source="url", url="https://example.org/chart.png"),)
     assert ours[2].content == "Let me look it up." and [(c.id, c.name, json.loads(c.arguments)) for c in ours[2].tool_calls] == [
         ("call_1", "lookup", {"q": "chart"}),
         ("call_2", "lookup", {"q": "axis"}),
     ]
-    assert [b["text"] for b in ours[2].metadata[META_REASONING]] == ["The user wants the chart read.", ""]
-    assert ours[2].metadata[META_REASONING][0]["signature"] == "sig-1" and ours[2].metadata[META_REASONING][1]["redacted"]
+    assert ours[2].reasoning == (Reasoning("The user wants the chart read.", signature="sig-1"), Reasoning(redacted=True, encrypted="opaque"))
     assert (ours[3].tool_call_id, ours[3].name, ours[3].content) == ("call_1", "lookup", "chart: revenue up")
-    assert ours[4].metadata[META_IS_ERROR] and META_IS_ERROR not in ours[3].metadata
-    assert ours[5].metadata[META_REASONING] == [{"text": "Reading the result."}]
-    back = [from_engine(m) for m in ours]
-    assert back == originals
-    # stored and read back through JSON, as the store keeps it
-    reloaded = [from_engine(m.__class__(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, metadata=json.loads(json.dumps(dict(m.metadata))))) for m in ours]
-    assert reloaded == originals
+    assert ours[4].is_error and not ours[3].is_error
+    assert ours[5].reasoning == (Reasoning("Reading the result."),)
+    assert [m.source_key for m in ours] == ["lc:s1", "lc:h1", "lc:a1", "lc:t1", "lc:t2", "lc:a2"]
+    assert [from_engine(m) for m in ours] == originals
+    # stored through the write door and read back, as the store keeps it
+    svc = make_service(context_window=8000)
+    svc.create_thread(key)
+    svc.append_messages(key, ours)
+    stored = [s.message for s in svc.messages_page(key)]
+    assert [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in stored] == [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in ours]
+    assert [from_engine(m) for m in stored] == originals
     pruned = from_engine(ours[3].with_content("preview of the result", **{META_PRUNED: "abc"}), preview=True)
     assert isinstance(pruned, ToolMessage) and (pruned.content, pruned.tool_call_id, pruned.id) == ("preview of the result", "call_1", "t1")
 

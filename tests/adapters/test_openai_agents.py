@@ -16,11 +16,11 @@ skip_without("agents", "openai-agents")
 
 from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, function_tool, set_tracing_disabled  # noqa: E402
 
-from engine.adapters.core import META_ATTACHMENTS, META_IS_ERROR, META_REASONING, AdapterError  # noqa: E402
+from engine.adapters.core import AdapterError  # noqa: E402
 from engine.adapters.openai_agents import CompactionModel, EngineSession, from_engine, to_engine  # noqa: E402
 from engine.events import EventKind  # noqa: E402
 from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED  # noqa: E402
+from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 set_tracing_disabled(True)  # no trace export from tests
 
@@ -51,9 +51,9 @@ def long_script(rounds: int = ROUNDS) -> list[Reply]:
 
 
 # -- mapping -------------------------------------------------------------------------------------
-def test_items_round_trip_without_loss() -> None:
+def test_items_round_trip_without_loss(make_service, key) -> None:
     items = [
-        {"role": "system", "content": "Be brief."},
+        {"role": "developer", "content": "Be brief."},
         {"role": "user", "content": [{"type": "input_text", "text": "What does this chart say?"}, {"type": "input_image", "image_url": "https://example.org/c.png", "detail": "auto"}]},
         {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text", "text": "Read the chart."}], "encrypted_content": "gAAA"},
         {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Let me look.", "annotations": []}]},
@@ -64,19 +64,22 @@ def test_items_round_trip_without_loss() -> None:
         {"id": "msg_2", "type": "message", "role": "assistant", "status": "completed", "content": [{"type": "output_text", "text": "Revenue is up.", "annotations": []}]},
     ]
     ours = to_engine(items)
-    assert [m.role for m in ours] == ["system", "user", "assistant", "tool", "tool", "assistant"]
-    assert ours[1].content == "What does this chart say?" and ours[1].metadata[META_ATTACHMENTS][0]["url"] == "https://example.org/c.png"
+    assert [m.role for m in ours] == ["developer", "user", "assistant", "tool", "tool", "assistant"]
+    assert ours[1].content == "What does this chart say?" and ours[1].attachments == (Attachment("image", source="url", url="https://example.org/c.png"),)
     call_turn = ours[2]  # reasoning, text and both calls: one assistant message, kept together
     assert call_turn.content == "Let me look." and [(c.id, c.name, json.loads(c.arguments)) for c in call_turn.tool_calls] == [
         ("call_1", "lookup", {"q": "chart"}),
         ("call_2", "lookup", {"q": "axis"}),
     ]
-    assert call_turn.metadata[META_REASONING] == [{"text": "", "summary": "Read the chart.", "encrypted": "gAAA"}]
+    assert call_turn.reasoning == (Reasoning("", summary="Read the chart.", encrypted="gAAA"),)
     assert (ours[3].tool_call_id, ours[3].content) == ("call_1", "chart: revenue up")
-    assert ours[4].content == "error: no axis" and ours[4].metadata[META_IS_ERROR]
-    back = [item for m in ours for item in from_engine(m)]
-    assert back == items
-    stored = [m.__class__(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, metadata=json.loads(json.dumps(dict(m.metadata)))) for m in ours]
+    assert ours[4].content == "error: no axis" and ours[4].is_error and not ours[3].is_error
+    assert [item for m in ours for item in from_engine(m)] == items
+    svc = make_service(context_window=8000)  # through the write door and back
+    svc.create_thread(key)
+    svc.append_messages(key, ours)
+    stored = [s.message for s in svc.messages_page(key)]
+    assert [(m.role, m.reasoning, m.attachments, m.is_error) for m in stored] == [(m.role, m.reasoning, m.attachments, m.is_error) for m in ours]
     assert [item for m in stored for item in from_engine(m)] == items
     preview = from_engine(ours[3].with_content("preview", **{META_PRUNED: "abc"}), preview=True)
     assert preview == [{"type": "function_call_output", "call_id": "call_1", "output": "preview"}]

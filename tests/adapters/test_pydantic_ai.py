@@ -30,11 +30,10 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
-from engine.adapters.core import META_ATTACHMENTS, META_IS_ERROR, META_REASONING  # noqa: E402
 from engine.adapters.pydantic_ai import EngineCompaction, from_engine, system_parts, to_engine  # noqa: E402
 from engine.events import EventKind  # noqa: E402
 from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED  # noqa: E402
+from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 
 def result_of(q: str) -> str:
@@ -71,7 +70,7 @@ def long_script(rounds: int = ROUNDS) -> list[Reply]:
 
 
 # -- mapping -------------------------------------------------------------------------------------
-def test_messages_round_trip_without_loss() -> None:
+def test_messages_round_trip_without_loss(make_service, key) -> None:
     originals = [
         ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart(["What does this chart say?", ImageUrl("https://example.org/c.png")])]),
         ModelResponse(
@@ -88,15 +87,19 @@ def test_messages_round_trip_without_loss() -> None:
     ]
     ours = to_engine(originals)
     assert [m.role for m in ours] == ["user", "assistant", "tool", "tool", "assistant"]  # the system prompt is the thread's
-    assert ours[0].content == "What does this chart say?" and ours[0].metadata[META_ATTACHMENTS][0]["url"] == "https://example.org/c.png"
+    assert ours[0].content == "What does this chart say?" and ours[0].attachments == (Attachment("image", media_type="image/png", source="url", url="https://example.org/c.png"),)
     assert ours[1].content == "Let me look." and [(c.id, c.name, json.loads(c.arguments)) for c in ours[1].tool_calls] == [
         ("call_1", "lookup", {"q": "chart"}),
         ("call_2", "lookup", {"q": "axis"}),
     ]
-    assert ours[1].metadata[META_REASONING][0]["text"] == "The user wants the chart read." and ours[1].metadata[META_REASONING][0]["signature"] == "sig-1"
+    assert ours[1].reasoning == (Reasoning("The user wants the chart read.", signature="sig-1"),)
     assert (ours[2].tool_call_id, ours[2].name, ours[2].content) == ("call_1", "lookup", "chart: revenue up")
-    assert ours[3].metadata[META_IS_ERROR] and META_IS_ERROR not in ours[2].metadata
-    stored = [m.__class__(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, metadata=json.loads(json.dumps(dict(m.metadata)))) for m in ours]
+    assert ours[3].is_error and not ours[2].is_error
+    svc = make_service(context_window=8000)  # through the write door and back
+    svc.create_thread(key)
+    svc.append_messages(key, ours)
+    stored = [s.message for s in svc.messages_page(key)]
+    assert [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in stored] == [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in ours]
     back = from_engine([(m, False) for m in stored])
     first = back[0]
     assert isinstance(first, ModelRequest)
