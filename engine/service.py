@@ -405,31 +405,51 @@ class Service:
         return status
 
     def pressure_history(self, key: str) -> list[PressurePoint]:
-        """Every recorded model request with the compaction (if any) that happened just before it."""
+        """Every recorded model request with the compaction (if any) that happened just before it.
+
+        An imported request (``origin="imported"``) has no estimate of ours: its point is the
+        prompt size the source reported, against the threshold in force for the thread now (the
+        source's reported window included), and ``compaction="recorded"`` marks a compaction the
+        source recorded since its previous request."""
         requests = self.store.model_requests(key, limit=100_000)
         events = [e for e in self.store.events(key, limit=100_000) if e.kind in (EventKind.PRUNE, EventKind.SUMMARY)]
+        recorded: list[int] = []
+        imported_threshold: int | None = None
+        if any(r.origin == "imported" for r in requests):
+            info = self.store.thread(key)
+            recorded = sorted(c.after_message_id or 0 for c in self.store.source_compactions(key))
+            imported_threshold = self.policy_for(info.provider, info.model, reported_window=info.reported_context_window,
+                                                 reported_by=info.source_format).threshold
         points: list[PressurePoint] = []
         ei = 0
+        ri = 0
         for r in requests:
             kinds: list[str] = []
             while ei < len(events) and events[ei].created_at <= r.created_at:
                 e = events[ei]
                 kinds.append("overflow" if e.trigger == "overflow" else ("manual" if e.trigger == "manual" else e.kind))
                 ei += 1
+            if r.origin == "imported" and r.message_id is not None:
+                while ri < len(recorded) and recorded[ri] < r.message_id:
+                    kinds.append("recorded")
+                    ri += 1
             marker = None
-            for k in ("overflow", "manual", "summary", "prune"):
+            for k in ("overflow", "manual", "summary", "prune", "recorded"):
                 if k in kinds:
                     marker = k
                     break
+            imported = r.origin == "imported"
             points.append(
                 PressurePoint(
                     request_id=r.id,
                     run_id=r.run_id,
                     step=r.step,
-                    tokens=r.estimated_tokens or 0,
-                    threshold=r.threshold,
+                    tokens=(r.reported_prompt_tokens or 0) if imported else (r.estimated_tokens or 0),
+                    threshold=imported_threshold if imported else r.threshold,
                     compaction=marker,
                     created_at=r.created_at,
+                    origin=r.origin,
+                    reported_tokens=r.reported_prompt_tokens,
                 )
             )
         return points

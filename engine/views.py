@@ -244,8 +244,13 @@ class PressurePoint:
     step: int
     tokens: int
     threshold: int | None
-    compaction: str | None  # "prune" / "summary" / "manual" / "overflow" when one happened before it
+    #: "prune" / "summary" / "manual" / "overflow" when one of ours happened before it; "recorded"
+    #: when the imported source recorded one of its own since its previous request
+    compaction: str | None
     created_at: datetime
+    #: ``imported``: a source's usage record; ``tokens`` is then the prompt size the source reported
+    origin: str = "engine"
+    reported_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -222,3 +222,12 @@ def test_a_copied_fixture_tree_imports_its_subagents(svc: Service, tmp_path: Pat
     assert len(reports) == 3 and all(r.source.startswith(str(tree)) for r in reports)
 
 
+
+
+def test_pressure_history_of_an_imported_thread_uses_the_recorded_usage(svc: Service) -> None:
+    svc.import_file(CC_MAIN)
+    points = svc.pressure_history(CC_KEY)
+    assert [p.tokens for p in points] == [2312, 2616, 2734, 943, 977]
+    assert all(p.origin == "imported" and p.reported_tokens == p.tokens and p.threshold for p in points)
+    # the microcompaction (after u13's boundary) and the summary come before the 3rd and 4th requests
+    assert [p.compaction for p in points] == [None, None, "recorded", "recorded", None]
