@@ -195,6 +195,77 @@ def render(rows: list[CorpusRow]) -> list[list[str]]:
 HEADER = ["Session", "Source", "Window", "Result", "Tokens before → after", "Identifiers kept", "Request kept", "Orphans / dangling", "Calls"]
 
 
+def table_text(found: list[CorpusRow], rows: list[list[str]]) -> str:
+    """The markdown table, then the note of every row that has one (why it stayed over)."""
+    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    notes = [f"- **{r.name}**: {r.note}" for r in found if r.note]
+    return "\n".join(lines) + ("\n\nWhy a row stayed over its threshold (the result's `note`):\n\n" + "\n".join(notes) if notes else "")
+
+
+def preview_ids(trace_list: Iterable[Trace], *, preview_tokens: int = 600) -> tuple[int, int, int]:
+    """(results, identifiers, identifiers visible) over every ``query_kb`` / ``web_search`` result of
+    the traces, offloaded at the default preview budget exactly as pressure pruning does."""
+    from engine.meter import default_meter
+    from engine.pruning import Pruned, prune_tool_result
+    from engine.workdir import Workdir
+
+    count = default_meter().count_text
+    results = total = shown = 0
+    with tempfile.TemporaryDirectory(prefix="bench-previews-") as tmp:
+        wd = Workdir(Path(tmp))
+        for t in trace_list:
+            for m in t.messages:
+                if m.role != "tool" or m.name not in ("query_kb", "web_search") or count(m.content) <= preview_tokens:
+                    continue  # a result no bigger than its preview is never pruned
+                out = prune_tool_result(m, workdir=wd, count_tokens=count, limit_tokens=preview_tokens,
+                                        preview_tokens=preview_tokens, saved_as="name")
+                if not isinstance(out, Pruned):
+                    continue
+                ids = set(IDENTIFIER.findall(m.content))
+                results += 1
+                total += len(ids)
+                shown += sum(1 for i in ids if i in out.preview)
+    return results, total, shown
+
+
+def targets_text(rows: list, r: dict, corpus: list[CorpusRow]) -> str:
+    """The issue's targets against this run: one line each, met or not, with the figure."""
+    def value(prefix: str, who: str = "ours") -> float | None:
+        row = next((x for x in rows if x.metric.startswith(prefix)), None)
+        return None if row is None else row.values.get(who)
+
+    calls, lc_calls = value("Summarizer (model) calls"), value("Summarizer (model) calls", "langchain")
+    over = value("Model steps sent over the context window")
+    kept = value("Identifiers seen so far still visible right after each compaction")
+    res, ids, shown = preview_ids(r["traces"])
+    idle = [c for c in corpus if c.status.startswith(("completed", "no_op", "rejected"))]
+    reached = [c for c in idle if c.after < c.threshold]
+    said = [c for c in idle if c.after >= c.threshold and c.note]
+    silent = [c for c in idle if c.after >= c.threshold and not c.note]
+    fmt = lambda x: "n/a" if x is None or math.isnan(x) else f"{x:,.0f}"  # noqa: E731
+
+    def line(target: str, figure: str, met: bool | None) -> str:
+        return f"| {target} | {figure} | {'n/a' if met is None else ('met' if met else '**not met**')} |"
+
+    out = ["| Target | This run | |", "|---|---|---|"]
+    out.append(line("Summarizer calls ≤ LangChain's on the traces", f"{fmt(calls)} vs {fmt(lc_calls)}",
+                    None if calls is None or lc_calls is None else calls <= lc_calls))
+    out.append(line("0 model steps over the window", fmt(over), None if over is None else over == 0))
+    out.append(line("≥ 90 % of the identifiers seen still visible right after each compaction (mean)",
+                    "n/a" if kept is None else f"{kept:.1f} %", None if kept is None or math.isnan(kept) else kept >= 90))
+    out.append(line("100 % of the ids of pruned query_kb / web_search results in their previews (default budget)",
+                    f"{shown:,} of {ids:,} in {res:,} previews", ids > 0 and shown == ids if res else None))
+    out.append(line("Compact now on an idle session reaches below the threshold, or says why",
+                    f"{len(reached)} below, {len(said)} over with a note, {len(silent)} over silently (of {len(idle)})", not silent))
+    requests = [c for c in corpus if c.request_kept is not None]
+    out.append(line("Current request verbatim after compact now", f"{sum(1 for c in requests if c.request_kept)} of {len(requests)}",
+                    all(c.request_kept for c in requests)))
+    out.append(line("No orphan result or dangling call on any surface after compact now",
+                    f"{sum(c.orphans for c in corpus)} orphans, {sum(c.dangling for c in corpus)} dangling", not any(c.orphans or c.dangling for c in corpus)))
+    return "\n".join(out)
+
+
 def run(trace_list: Iterable[Trace], windows: dict[int, int]) -> tuple[list[CorpusRow], list[list[str]]]:
     with tempfile.TemporaryDirectory(prefix="bench-corpus-") as tmp:
         work = Path(tmp)

@@ -1,3 +1,4 @@
+# Over 500 lines: one driver renders every table of docs/benchmarks.md from one run (the rows and their reasons live together).
 """All benchmarks in one run: our engine against its peers on the same seeded traces, and our own figures.
 
 Run: ``make bench`` (= ``.venv/bin/python benchmarks/run_all.py``); ``--quick`` for a small run
@@ -25,6 +26,7 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 
 import ours  # noqa: E402
 import peers  # noqa: E402
+import real_corpus  # noqa: E402
 import traces  # noqa: E402
 from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_store  # noqa: E402
 
@@ -376,7 +378,7 @@ def losses(rows: list[Row]) -> list[str]:
     return out or ["- None in this run."]
 
 
-def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None) -> str:
+def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "") -> str:
     peers_line = f"\n**Peers not run:** {missing}\n" if missing else ""
     return f"""# Benchmarks
 
@@ -410,6 +412,14 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
 ### Per trace (ours / LangChain / chars/4)
 
 {details}
+
+## Targets (issue 12)
+
+{targets}
+
+## Compact now on real-shaped sessions and on every trace
+
+{corpus}
 
 ## Our own figures
 
@@ -446,6 +456,14 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   session (document ids, article/post URLs, CI URLs, file paths) found verbatim anywhere on the final
   surface (summary, messages, previews, tool-call arguments); "right after each compaction" uses the
   identifiers shown so far at that step.
+- **Compact now** (`benchmarks/real_corpus.py`): every importer fixture session under
+  `tests/fixtures/sessions/` imported through `Service.import_file`, its dangling calls closed
+  (`Service.close_dangling_calls`), then `Service.compact` under a window that puts the envelope at
+  twice the threshold (window = tokens / 1.6, an override for the thread's exact route; at least
+  1,024); every trace bulk-written whole and idle, compacted under its benchmark window. Identifiers
+  are those tool outputs showed (the traces' identifier pattern; for the fixtures, the extractive
+  summarizer's), kept when found verbatim on the surface or in the summary. Orphans are tool results
+  not following their call; dangling, calls left without a result.
 - **Own figures**: `benchmarks/meter.py` (TokenMeter on a ~200k-token envelope), the pressure check
   timed on the final thread of each largest replay, `benchmarks/compaction.py` (manual compaction of a
   ~100k-token thread, 128k window), `benchmarks/store.py` (bulk intake and 100-row keyset pages on a
@@ -469,6 +487,10 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         r = run_head_to_head(args.sizes, Path(tmp), with_peers=missing is None)
     rows = head_to_head_rows(r)
+    log("compact now: fixture sessions and traces (benchmarks/real_corpus.py)")
+    corpus_found, corpus_rows = real_corpus.run(r["traces"], WINDOWS)
+    corpus = real_corpus.table_text(corpus_found, corpus_rows)
+    targets = real_corpus.targets_text(rows, r, corpus_found)
     log("own figures: meter")
     own = own_meter() + own_pressure(r)
     log("own figures: manual compaction (benchmarks/compaction.py)")
@@ -485,10 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     own_table = table(["Figure", "Value", "Notes"], own)
     lost = losses(rows)
     print("## Head to head\n\n" + head + "\n\n### Where we lose\n\n" + "\n".join(lost) + "\n\n### Per trace (ours / LangChain / chars/4)\n\n" + details)
+    print("\n## Targets\n\n" + targets + "\n\n## Compact now\n\n" + corpus)
     print("\n## Our own figures\n\n" + own_table)
     print(f"\n(total {seconds:.0f} s)")
     if not args.quick or args.write:
-        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing))
+        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets))
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
