@@ -234,10 +234,11 @@ def head_to_head_rows(r: dict[str, Any]) -> list[Row]:
             total("summarizer_calls"),
             count,
             "Our summarization target is half the threshold (40 % of the window), and the newest history "
-            "(the retained tail, whole units only) stays verbatim, so a compaction frees less than the "
-            "middleware's cut to `keep` (16 %) and the next one comes sooner. In long tool-heavy turns the "
-            "middleware often makes no call at all: it replaces the history with a fixed sentence (next row). "
-            "Pruning first saves calls we would otherwise make (see benchmarks/compaction.py).",
+            "(the retained tail, whole units only) stays verbatim, so a summary frees less than the "
+            "middleware's cut to `keep` (16 %). Pruning comes first and costs no call: results over the limit, "
+            "and older results before the protected tail whose half-size preview is smaller (their ids stay). "
+            "In long tool-heavy turns the middleware often makes no call at all: it replaces the history with "
+            "a fixed sentence (next row).",
         ),
         Row(
             "History replacements that kept no summary of what they dropped",
@@ -309,8 +310,9 @@ def head_to_head_rows(r: dict[str, Any]) -> list[Row]:
             "lower",
             each(lambda s: 100 * r["manual"][s]["tokens_after"] / r["manual_window"]),
             apct,
-            "Manual compaction keeps the retained tail (the newest whole user turn at least, here the long "
-            "last one) verbatim; the middleware keeps `keep` tokens and cuts inside the turn.",
+            "Manual compaction keeps the retained tail verbatim (whole units: finished turns, and the rounds "
+            "of the last turn, which is split like a running one) and adds a summary of up to its budget; "
+            "the middleware keeps `keep` tokens and a summary of only the last 4000 tokens it drops.",
         ),
         Row(
             f"Manual compaction: current request verbatim afterwards ({r['manual_trace']}), 1 = yes",
