@@ -231,3 +231,14 @@ def test_pressure_history_of_an_imported_thread_uses_the_recorded_usage(svc: Ser
     assert all(p.origin == "imported" and p.reported_tokens == p.tokens and p.threshold for p in points)
     # the microcompaction (after u13's boundary) and the summary come before the 3rd and 4th requests
     assert [p.compaction for p in points] == [None, None, "recorded", "recorded", None]
+
+
+def test_reasoning_blobs_and_documents_survive_the_import(svc: Service) -> None:
+    (r,) = svc.import_file(FIXTURES / "anthropic" / "request.json")
+    ms = _messages(svc, r.thread)
+    doc = ms[0].attachments[0]
+    assert (doc.kind, doc.media_type, doc.byte_size, doc.title) == ("document", "application/pdf", 18, "design.pdf")
+    signed, redacted = ms[1].reasoning
+    assert (signed.text, signed.signature) == ("Read both changed files.", "ErUBCkYI")
+    assert (redacted.text, redacted.redacted, redacted.encrypted) == ("", True, "EmwKAhgBEgy")
+    assert svc.store.conversation_config(r.thread)[0] == "You review pull requests.\n\nBe concise."

@@ -60,7 +60,7 @@ def test_openai_responses_exactly():
     m = s.messages
     assert m[1].attachments == (DocumentPart("application/pdf", 9, "base64", title="roadmap.pdf"),
                                 ImagePart(None, None, "file", url="file-img123"))
-    assert m[2].parts == (ReasoningPart("Need the changelog first.", summary=True, encrypted=True),)
+    assert m[2].parts == (ReasoningPart("Need the changelog first.", summary=True, encrypted=True, blob="gAAAAABenc"),)
     assert m[2].source_ids == ("rs_01",) and m[2].tool_calls[0].source_id == "fc_01"
     assert m[5].parts[0] == ReasoningPart("Write two bullets.")
     assert (m[5].response_id, m[5].source_ids) == ("resp_0a1b2c3d", ("rs_02", "msg_02"))
@@ -90,8 +90,9 @@ def test_anthropic_request_exactly():
     m = s.messages
     assert m[0].attachments == (DocumentPart("application/pdf", 18, "base64", title="design.pdf"),
                                 ImagePart(None, None, "url", url="https://img.example.com/ui.png"))
-    assert m[1].reasoning == (ReasoningPart("Read both changed files.", signed=True),
-                              ReasoningPart("", redacted=True, encrypted=True))
+    # the signature and the redacted block's opaque data are kept for lossless round trips
+    assert m[1].reasoning == (ReasoningPart("Read both changed files.", signed=True, signature="ErUBCkYI"),
+                              ReasoningPart("", redacted=True, encrypted=True, blob="EmwKAhgBEgy"))
     assert json.loads(m[1].tool_calls[1].arguments) == {"path": "b.py"}
     assert s.system_prompt == "You review pull requests.\n\nBe concise."
     assert s.model == "claude-sonnet-4-5-20250929" and s.tools[0]["name"] == "read_file"

@@ -54,7 +54,7 @@ def test_parts_calls_and_models(session):
     m = session.messages
     assert m[3].parts[1] == ImagePart(media_type="image/jpeg", byte_size=41, source="base64", width=1024, height=768)
     assert m[4].parts == (ReasoningPart("**Inspecting the CLI**\n\nLooking for the argument parser first.", summary=True,
-                                        encrypted=True),)
+                                        encrypted=True, blob="gAAAAABpQ2x5ZW5jcnlwdGVk"),)
     assert json.loads(m[4].tool_calls[0].arguments) == {"command": ["bash", "-lc", "rg -n argparse"],
                                                         "workdir": "/home/dev/app"}
     patch = m[7].tool_calls[0]
