@@ -294,12 +294,25 @@ class EngineThread:
 
     def fail_run(self, exc: BaseException) -> None:
         """End the active run as failed by ``exc``: its classified provider code when it is a
-        provider error (as the harness records it), else its type name."""
+        provider error (as the harness records it), an engine error's code, else its type name."""
         err = provider_error_of(exc, self.provider or "unknown")
         if err is not None:
             self.end_run(failed=True, error_code=err.code, error_message=err.message)
         else:
-            self.end_run(failed=True, error_code=type(exc).__name__, error_message=str(exc)[:2000])
+            code = exc.code if isinstance(exc, EngineError) else type(exc).__name__
+            self.end_run(failed=True, error_code=code, error_message=str(exc)[:2000])
+
+    def abandon(self, exc: BaseException) -> None:
+        """The adapter's own work failed (the store, a message the write door refused): fail the
+        run, if one is still active, so the thread does not stay busy. Best effort: the caller
+        re-raises ``exc`` whatever happens here."""
+        if self.run is None:
+            return
+        try:
+            self.fail_run(exc)
+        except Exception:
+            log.exception("could not record the failure of run %s on thread %r", self.run.run_id if self.run else None, self.key)
+            self.run = None
 
     # -- one model call -------------------------------------------------------------------------
     def begin_call(self) -> Call:

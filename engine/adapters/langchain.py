@@ -236,31 +236,39 @@ class CompactionMiddleware(AgentMiddleware):
     # -- hooks -----------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         t = self.thread()
-        self._intake(t, request)
-        while True:
-            call = t.begin_call()
-            try:
-                response = handler(self._compacted(request, call))
-            except Exception as exc:
-                if self._fail(t, call, exc):
-                    continue
-                raise
-            self._done(t, call, response)
-            return response
+        try:
+            self._intake(t, request)
+            while True:
+                call = t.begin_call()
+                try:
+                    response = handler(self._compacted(request, call))
+                except Exception as exc:
+                    if self._fail(t, call, exc):
+                        continue
+                    raise
+                self._done(t, call, response)
+                return response
+        except Exception as exc:  # never leave the thread busy with a run nobody drives
+            t.abandon(exc)
+            raise
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> ModelResponse:
         t = self.thread()
-        await asyncio.to_thread(self._intake, t, request)
-        while True:
-            call = await asyncio.to_thread(t.begin_call)
-            try:
-                response = await handler(await asyncio.to_thread(self._compacted, request, call))
-            except Exception as exc:
-                if await asyncio.to_thread(self._fail, t, call, exc):
-                    continue
-                raise
-            await asyncio.to_thread(self._done, t, call, response)
-            return response
+        try:
+            await asyncio.to_thread(self._intake, t, request)
+            while True:
+                call = await asyncio.to_thread(t.begin_call)
+                try:
+                    response = await handler(await asyncio.to_thread(self._compacted, request, call))
+                except Exception as exc:
+                    if await asyncio.to_thread(self._fail, t, call, exc):
+                        continue
+                    raise
+                await asyncio.to_thread(self._done, t, call, response)
+                return response
+        except Exception as exc:
+            await asyncio.to_thread(t.abandon, exc)
+            raise
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         self.thread().end_run()

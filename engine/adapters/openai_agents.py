@@ -303,42 +303,50 @@ class CompactionModel(Model):
         return False
 
     async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> ModelResponse:
-        synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
         t = self.session.thread
-        while True:
-            call = await asyncio.to_thread(t.begin_call)
-            try:
-                response = await self.inner.get_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs)
-            except Exception as exc:
-                if await asyncio.to_thread(self._fail, call, exc, synced):
-                    continue
-                raise
-            await asyncio.to_thread(self._done, call, response, response.usage)
-            return response
+        try:
+            synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+            while True:
+                call = await asyncio.to_thread(t.begin_call)
+                try:
+                    response = await self.inner.get_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs)
+                except Exception as exc:
+                    if await asyncio.to_thread(self._fail, call, exc, synced):
+                        continue
+                    raise
+                await asyncio.to_thread(self._done, call, response, response.usage)
+                return response
+        except Exception as exc:  # never leave the thread busy with a run nobody drives
+            await asyncio.to_thread(t.abandon, exc)
+            raise
 
     async def stream_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
         """Streamed calls: an error before the first event may be recovered (nothing reached the
         runner yet); one after it is recorded and raised."""
-        synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
         t = self.session.thread
-        while True:
-            call = await asyncio.to_thread(t.begin_call)
-            started = False
-            final: Any = None
-            try:
-                async for event in self.inner.stream_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs):
-                    started = True
-                    if getattr(event, "type", None) == "response.completed":
-                        final = getattr(event, "response", None)
-                    yield event
-            except Exception as exc:
-                if await asyncio.to_thread(self._fail, call, exc, synced and not started):
-                    continue
-                raise
-            usage = getattr(final, "usage", None)
-            output = list(getattr(final, "output", None) or [])
-            await asyncio.to_thread(self._done, call, _Streamed(output), usage)
-            return
+        try:
+            synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+            while True:
+                call = await asyncio.to_thread(t.begin_call)
+                started = False
+                final: Any = None
+                try:
+                    async for event in self.inner.stream_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs):
+                        started = True
+                        if getattr(event, "type", None) == "response.completed":
+                            final = getattr(event, "response", None)
+                        yield event
+                except Exception as exc:
+                    if await asyncio.to_thread(self._fail, call, exc, synced and not started):
+                        continue
+                    raise
+                usage = getattr(final, "usage", None)
+                output = list(getattr(final, "output", None) or [])
+                await asyncio.to_thread(self._done, call, _Streamed(output), usage)
+                return
+        except Exception as exc:
+            await asyncio.to_thread(t.abandon, exc)
+            raise
 
     async def close(self) -> None:
         closer = getattr(self.inner, "close", None)

@@ -236,3 +236,17 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
     assert seen == [(1, "running", ["user", "assistant"])]  # listed, busy, the call already stored
     assert svc.thread(key).busy_reason is None
     assert [s.message.role for s in svc.messages_page(key)] == ["user", "assistant", "tool", "assistant"]
+
+
+def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_idle(make_service, sim, key) -> None:
+    from engine.messages import InvalidMessage
+
+    svc = make_service(context_window=8000)
+    agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
+    orphan = ToolMessage("a result nobody asked for", tool_call_id="call_missing", id="t-orphan")
+    with pytest.raises(InvalidMessage):  # providers reject an orphan result; the store refuses it first
+        agent.invoke({"messages": [HumanMessage("hi", id="h"), orphan]})
+    assert sim.requests == ()  # nothing was sent
+    (run_info,) = svc.store.runs(key)
+    assert (run_info.status, run_info.error_code) == ("failed", "invalid_message")
+    assert svc.thread(key).busy_reason is None and svc.message_count(key) == 0
