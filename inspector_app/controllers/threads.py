@@ -12,6 +12,7 @@ from typing import Any, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
+from engine.errors import EngineError
 from engine.views import PressureStatus, ThreadInfo
 
 from ..layout import InspectorLayout
@@ -78,6 +79,8 @@ class ThreadsController:
         try:
             if url is None:
                 url = await self.client.run(default_database_url)
+            elif not url.strip():  # never the demo database in disguise
+                raise EngineError("empty database URL: give a SQLite file or a database URL", code="invalid_db_url")
             await self.client.open(self._opener or open_engine_service, url)
         except Exception as exc:  # noqa: BLE001: any failure to open is shown, not raised
             self.report(exc, "open database")
@@ -190,9 +193,14 @@ class ThreadsController:
             ui.detail.clear()
         try:
             await self.paging.load_first()
-        except Exception as exc:  # noqa: BLE001: the first page is a failed gap row (Enter retries)
+        except Exception as exc:  # noqa: BLE001: the timeline stays empty and the detail pane says why
             model.gap_failed()
             problems.append(("read messages", exc))
+            ui.thread_meta.setText(f"{plural(info.message_count, 'message')} · cannot be read")
+            ui.detail.show_text(
+                "Cannot read the messages of this thread",
+                f"{error_code(exc)}: {error_text(exc)}\n\nThe thread's other panels and the other threads of this database are not affected.",
+            )
         else:
             if keep is not None:
                 await self.paging.ensure_loaded(keep)

@@ -122,8 +122,16 @@ def content_fingerprint(url: str) -> Any:
 @pytest.fixture(scope="session")
 def demo_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
     db = tmp_path_factory.mktemp("robust-demo") / "demo.db"
-    build_demo(str(db), workdir=db.with_name(db.name + ".workdir"))
+    _build_off_loop(str(db), db.with_name(db.name + ".workdir"))
     return db
+
+
+def _build_off_loop(url: str, workdir: Path) -> None:
+    """``build_demo`` on a plain thread: its ``asyncio.run`` must not meet a GUI test's running loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(build_demo, url, workdir=workdir).result(timeout=300)
 
 
 def copy_sqlite(demo: Path, target_dir: Path) -> str:
@@ -143,7 +151,7 @@ def demo_pg_template(pg_server: sa.Engine, tmp_path_factory: pytest.TempPathFact
     with pg_server.connect() as conn:
         conn.exec_driver_sql(f'CREATE DATABASE "{name}"')
     url = pg_server.url.set(database=name).render_as_string(hide_password=False)
-    build_demo(url, workdir=tmp_path_factory.mktemp("robust-pg-workdir"))
+    _build_off_loop(url, tmp_path_factory.mktemp("robust-pg-workdir"))
     yield name
     with pg_server.connect() as conn:
         conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

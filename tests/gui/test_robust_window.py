@@ -1,0 +1,243 @@
+"""The inspector never dies of data, and never shows a password.
+
+Malformed rows are written with plain SQL into a copy of the real demo database (the plants of
+``tests/engine/test_cli_robust.py``); the window opens it offscreen through the real service, with
+no ``--thread`` (so it opens the broken thread: it is made the one with the most compactions).
+Whatever the row, no exception escapes, the broken thread says why in place (its row in the list,
+the header or a panel, the banner in words: no Python type names), the other threads load fully,
+and the list's pressure is measured past the failing thread.
+
+Sync tests with ``qtbot.waitUntil`` on the per-test qasync loop (see conftest.py).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from PySide6.QtCore import QSettings
+
+from engine.cli.output import describe_failure
+from engine.service import open_service
+from engine.store import normalize_url
+from engine.summarizers.extractive import ExtractiveSummarizer
+from inspector_app.controllers.base import describe
+from inspector_app.main_window import MainWindow
+from inspector_app.models.threads import PressureRole
+from tests.engine.test_cli_robust import OTHER, PLANTS, PYTHON_NAME, VICTIM, copy_pg, demo_pg_template, plant  # noqa: F401 (fixtures)
+from tests.gui.conftest import run
+from tests.gui.fake_service import FakeService
+from tests.gui.test_window_real import Demo, _build
+
+pytestmark = pytest.mark.gui
+WAIT_MS = 15_000
+SECRET = "pa/SECRET#x?y"
+
+
+@pytest.fixture(scope="session")
+def robust_demo(tmp_path_factory: pytest.TempPathFactory) -> Demo:
+    return _build(tmp_path_factory.mktemp("robust-gui") / "demo.db")
+
+
+def _copy(demo: Demo, tmp_path: Path) -> Demo:
+    import shutil
+
+    db = tmp_path / demo.db.name
+    for suffix in ("", "-wal", "-shm"):
+        if Path(str(demo.db) + suffix).exists():
+            shutil.copy2(str(demo.db) + suffix, str(db) + suffix)
+    workdir = tmp_path / demo.workdir.name
+    shutil.copytree(demo.workdir, workdir)
+    return Demo(db, workdir)
+
+
+def _make_default(url: str, key: str) -> None:
+    """Make ``key`` the thread the window opens without ``--thread`` (the most compactions)."""
+    engine = sa.create_engine(normalize_url(url))
+    with engine.begin() as conn:
+        conn.execute(
+            sa.text("UPDATE compaction_state SET compact_count = 99 WHERE conversation_id = (SELECT id FROM conversations WHERE thread_key = :k)"),
+            {"k": key},
+        )
+    engine.dispose()
+
+
+@pytest.fixture
+def unhandled(qloop: Any, monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every exception that reaches the loop's handler or ``sys.excepthook``."""
+    seen: list[Any] = []
+    qloop.set_exception_handler(lambda _loop, context: seen.append(context))
+    monkeypatch.setattr(sys, "excepthook", lambda *exc: seen.append(exc))
+    return seen
+
+
+def open_window(qtbot: Any, window_factory: Any, demo: Demo) -> tuple[MainWindow, bool, list[tuple[str, str]]]:
+    def opener(url: str) -> Any:
+        return open_service(url, workdir=demo.workdir, summarizer=ExtractiveSummarizer(), policies=None)
+
+    w = window_factory(opener)
+    failures: list[tuple[str, str]] = []
+    w.failed.connect(lambda code, text: failures.append((code, text)))
+    opened = run(qtbot, w, w.open_database(demo.url), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    return w, opened, failures
+
+
+def assert_in_words(w: MainWindow, failures: list[tuple[str, str]]) -> None:
+    texts = [w.banner.text()] + [f"{c}: {t}" for c, t in failures]
+    for text in texts:
+        assert not PYTHON_NAME.search(text), text
+
+
+@pytest.mark.parametrize("name", list(PLANTS))
+def test_a_malformed_row_never_kills_the_window(
+    name: str, qtbot: Any, window_factory: Any, robust_demo: Demo, tmp_path: Path, unhandled: list[Any]
+) -> None:
+    demo = _copy(robust_demo, tmp_path)
+    exercise(qtbot, window_factory, demo, PLANTS[name], unhandled)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("name", [n for n, p in PLANTS.items() if not p.sqlite_only])
+def test_a_malformed_row_never_kills_the_window_on_postgresql(
+    name: str, qtbot: Any, window_factory: Any, copy_pg: Any, tmp_path: Path, unhandled: list[Any]
+) -> None:
+    exercise(qtbot, window_factory, Demo(copy_pg(), tmp_path / "workdir"), PLANTS[name], unhandled)  # type: ignore[arg-type]
+
+
+def exercise(qtbot: Any, window_factory: Any, demo: Demo, p: Any, unhandled: list[Any]) -> None:
+    """Plant ``p``, open the window on the database (no --thread), then use the other threads."""
+    name = p.name
+    plant(demo.url, p)
+    _make_default(demo.url, VICTIM)
+    w, opened, failures = open_window(qtbot, window_factory, demo)
+    assert not unhandled, unhandled
+    assert_in_words(w, failures)
+    if not opened:  # the database itself cannot be used (a store-wide setting): the banner says why
+        assert p.global_ or name == "thread_updated_at_garbage", (name, w.banner.text())
+        assert w.banner.isVisible() and w.banner.text()
+        return
+    assert w.timeline_model.key == VICTIM  # opened on the broken thread without dying
+    victim_failed = bool(failures) or w.thread_model.failure(VICTIM) is not None
+    if victim_failed:  # the reason is shown, in words
+        assert w.banner.isVisible() and w.banner.text()
+    # the other threads are usable: OTHER loads completely, with its status
+    svc = open_service(demo.url, workdir=demo.workdir, summarizer=ExtractiveSummarizer(), policies=None)
+    try:
+        total = svc.thread(OTHER).message_count
+    finally:
+        svc.close()
+    run(qtbot, w, w.select_thread(OTHER), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    assert not unhandled, unhandled
+    assert w.timeline_model.key == OTHER and w.timeline_model.loaded_count() == total
+    assert w.gauge.status is not None and w.gauge.status.thread == OTHER
+    assert w.thread_model.failure(OTHER) is None
+    # the pressure prefetch went on past the broken thread: every other thread was measured
+    for row in range(w.thread_model.rowCount()):
+        key = w.thread_model.keys()[row]
+        if key != VICTIM:
+            assert w.thread_model.index(row, 0).data(PressureRole) is not None, (key, w.thread_model.failure(key))
+    # and back to the broken thread: still no exception, still in words
+    run(qtbot, w, w.select_thread(VICTIM), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    for message_id in w.timeline_model.message_ids()[-3:]:  # the planted rows are the newest: read their bodies
+        w.timeline.setCurrentIndex(w.timeline_model.index_for_message(message_id))
+        qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    assert not unhandled, unhandled
+    assert_in_words(w, failures)
+
+
+def test_a_broken_default_thread_shows_why_in_place(qtbot: Any, window_factory: Any, robust_demo: Demo, tmp_path: Path, unhandled: list[Any]) -> None:
+    """The thread opened at start-up cannot even be read: the window still opens, the thread's
+    row, header and detail pane say why, the compact button is off."""
+    demo = _copy(robust_demo, tmp_path)
+    plant(demo.url, PLANTS["metadata_deep"])
+    _make_default(demo.url, VICTIM)
+    w, opened, failures = open_window(qtbot, window_factory, demo)
+    assert opened and not unhandled
+    assert w.timeline_model.key == VICTIM
+    reason = w.thread_model.failure(VICTIM)
+    assert reason is not None and "nested too deeply" in reason, (reason, failures)
+    assert "nested too deeply" in w.banner.text() and not PYTHON_NAME.search(w.banner.text())
+    assert w.detail.header.text().startswith("Cannot read") and "nested too deeply" in w.detail.body.toPlainText()
+    assert w.thread_model.index(w.thread_model.row_of(VICTIM), 2).data() == "error"
+    assert not w.compact_button.isEnabled()
+
+
+def test_the_pressure_prefetch_goes_past_a_failing_thread(qtbot: Any, make_window: Any, fake: FakeService, unhandled: list[Any]) -> None:
+    original = fake.status
+
+    def status(key: str) -> Any:
+        if key == "acme-vat":
+            raise ValueError("measure pressure: bad row")
+        return original(key)
+
+    fake.status = status  # type: ignore[method-assign]
+    w = make_window()
+    failures: list[tuple[str, str]] = []
+    w.failed.connect(lambda code, text: failures.append((code, text)))
+    assert run(qtbot, w, w.open_database("sqlite:///fake.db", select="omega-long"))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    model = w.thread_model
+    keys = model.keys()
+    assert model.failure("acme-vat") and model.index(keys.index("acme-vat"), 2).data() == "error"
+    assert all(model.index(i, 0).data(PressureRole) is not None for i, k in enumerate(keys) if k != "acme-vat")
+    assert failures and all(not PYTHON_NAME.search(f"{c}: {t}") for c, t in failures), failures
+    assert "ValueError" not in w.banner.text() and "bad row" in w.banner.text()
+    assert not unhandled
+
+
+# -- passwords -----------------------------------------------------------------------------------
+
+
+def test_no_password_in_the_title_the_recent_connections_or_an_error(
+    qtbot: Any, make_window: Any, fake: FakeService, settings: QSettings, tmp_path: Path
+) -> None:
+    url = f"postgresql://alice:{SECRET}@127.0.0.1:5432/threads"
+    w = make_window(opener=lambda _url: fake)
+    assert run(qtbot, w, w.open_database(url))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    settings.sync()
+    stored = (tmp_path / "inspector.ini").read_text(encoding="utf-8")
+    for text in (w.windowTitle(), stored, w.banner.text()):
+        assert "SECRET" not in text and "SECRET" not in text.replace("%2F", "/"), text
+    assert "alice@127.0.0.1:5432/threads" in w.windowTitle()
+
+    def broken(u: str) -> Any:  # a driver error that repeats the URL and the password as given
+        raise ConnectionError(f"could not connect to {u}: password {SECRET!r} rejected")
+
+    failures: list[str] = []
+    w2 = make_window(opener=broken)
+    w2.failed.connect(lambda _c, text: failures.append(text))
+    assert run(qtbot, w2, w2.open_database(url)) is False
+    assert "SECRET" not in w2.banner.text() and failures and all("SECRET" not in f for f in failures), (w2.banner.text(), failures)
+    assert "rejected" in w2.banner.text()
+
+
+def test_an_empty_url_is_an_error_not_the_demo(qtbot: Any, window_factory: Any) -> None:
+    def opener(url: str) -> Any:
+        return open_service(url)
+
+    w = window_factory(opener)
+    assert run(qtbot, w, w.open_database(""), timeout=WAIT_MS) is False
+    assert "empty database URL" in w.banner.text()
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        ValueError("Invalid isoformat string: 'garbage'"),
+        RecursionError("maximum recursion depth exceeded while decoding a JSON object"),
+        TypeError("cannot convert dictionary update sequence element #0 to a sequence"),
+        UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"),
+        OSError(2, "No such file or directory", "/x"),
+        RuntimeError("boom"),
+    ],
+)
+def test_the_window_and_the_cli_describe_failures_alike(exc: BaseException) -> None:
+    assert describe(exc) == describe_failure(exc)
+    assert not PYTHON_NAME.search(describe(exc)[1])
