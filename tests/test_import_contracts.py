@@ -23,7 +23,8 @@ LAYERS = "Engine layers: each module imports only from the layers below it"
 PUBLIC = "The inspector uses only the engine's public surface"
 CYCLES = "No import cycles between sibling modules"
 TIMELINE = "The timeline core is plain Python"
-ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, TIMELINE)
+ADAPTERS = "The adapters use only the engine's public surface"
+ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, TIMELINE, ADAPTERS)
 
 
 def _lint(cwd: Path) -> tuple[int, str]:
@@ -71,6 +72,7 @@ PLANTED = [
     # the timeline core imports engine.messages: Qt there would reach it indirectly too
     pytest.param({"engine/messages.py": "import PySide6"}, {QT, TIMELINE}, id="engine-imports-qt"),
     pytest.param({"inspector_app/timeline/pages.py": "import PySide6"}, {TIMELINE}, id="timeline-core-imports-qt"),
+    pytest.param({"engine/adapters/core.py": "from engine import compactor"}, {ADAPTERS}, id="adapter-reaches-into-the-compactor"),
     pytest.param(
         {"engine/cli/output.py": "from engine.cli import preview", "engine/cli/preview.py": "from engine.cli import output"},
         {CYCLES},
