@@ -149,16 +149,21 @@ def cmd_compact(args: argparse.Namespace) -> int:
         "boundary": r.boundary,
         "generation": r.generation,
         "summarizer_calls": r.summarizer_calls,
+        "still_over_threshold": getattr(r, "still_over_threshold", False),
+        "note": getattr(r, "note", None),
     }
     if args.json:
         emit_json(data)
-    elif r.status == "no_op":
+        return EXIT_OK
+    if r.status == "no_op":
         print(f"nothing to compact ({r.reason}); nothing written")
     else:
         print(
             f"compacted {r.compacted_messages} messages: {r.before_tokens} -> {r.after_tokens} tokens, "
             f"boundary {r.boundary}, generation {r.generation}, {r.summarizer_calls} summarizer call(s)"
         )
+    if data["still_over_threshold"]:
+        print(f"still at or over the threshold: {data['note'] or 'the retained part alone reaches it'}")
     return EXIT_OK
 
 

@@ -299,3 +299,44 @@ def test_the_password_is_masked_in_every_message() -> None:
     assert "SECRET" not in proc.stderr + proc.stdout, proc.stderr
     proc = cli("threads", "--json", "--db", f"postgresql://u:{secret}@127.0.0.1:abc/db")
     assert proc.returncode == 2 and "SECRET" not in proc.stderr + proc.stdout, proc.stdout
+
+
+# -- a rejected summary says why ------------------------------------------------------------------
+
+
+class _RateLimited:
+    """A summarizer whose endpoint keeps answering 429 (what the OpenAI-compatible one raises)."""
+
+    name = "rate-limited"
+
+    def summarize(self, request: Any) -> Any:
+        from engine.summarizers.protocol import SummarizerError
+
+        raise SummarizerError("HTTP 429 from http://127.0.0.1:9/v1/chat/completions after 2 attempts", "http_error", status=429)
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_rejected_summary_says_why(as_json: bool, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    import engine.service as service
+    from tests.engine.conftest import POLICY, finished_turns, new_thread
+
+    db = tmp_path / "rejected.db"
+    svc = service.open_service(f"sqlite:///{db}", workdir=tmp_path / "wd", create=True)
+    try:
+        svc.set_policy(POLICY)
+        new_thread(svc, "t")
+        finished_turns(svc, "t", 12)
+    finally:
+        svc.close()
+    monkeypatch.setattr(service, "make_summarizer_from_env", lambda: _RateLimited())
+    code, out, err = run_cli(capsys, "compact", "--thread", "t", "--db", str(db), *(["--json"] if as_json else []))
+    assert code == 1
+    why = "summarizer_failed: HTTP 429 from http://127.0.0.1:9/v1/chat/completions after 2 attempts"
+    if as_json:
+        error = json.loads(out)["error"]
+        assert error["code"] == "summary_rejected" and error["reason"] == "summarizer_failed" and why in error["message"]
+        assert error["detail"].startswith("HTTP 429")
+    else:
+        assert err.strip() == f"error: summary rejected ({why}); nothing was changed", err
