@@ -131,12 +131,14 @@ class Service:
         is a window the thread's source reported (used when no override names the route)."""
         return self.policies.resolve(provider, model, reported_window=reported_window, reported_by=reported_by)
 
-    def _with_reported_window(self, m: Measured, info: ThreadInfo, provider: str | None, model: str | None) -> Measured:
-        """An imported thread whose source reported its context window is measured against it."""
-        if not info.reported_context_window:
+    def _with_reported_window(self, m: Measured, provider: str | None = None, model: str | None = None) -> Measured:
+        """An imported thread whose source reported its context window is measured against it
+        (``Snapshot.reported_context_window``; a window configured for the route still wins)."""
+        snap = m.snapshot
+        if not snap.reported_context_window or m.policy.window_source == "reported":
             return m
-        policy = self.policies.resolve(provider or m.snapshot.provider, model or m.snapshot.model,
-                                       reported_window=info.reported_context_window, reported_by=info.source_format)
+        policy = self.policies.resolve(provider or snap.provider, model or snap.model,
+                                       reported_window=snap.reported_context_window, reported_by=snap.source_format)
         return replace(m, policy=policy)
 
     @property
@@ -315,7 +317,7 @@ class Service:
         """The envelope the model would get now (from a fresh snapshot) and its token count, for the
         given route (default: the thread's)."""
         m = self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral, provider=provider, model=model)
-        return self._with_reported_window(m, self.store.thread(key), provider, model)
+        return self._with_reported_window(m, provider, model)
 
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Token badges for ``stored`` (messages of thread ``key``), counted with the meter of the
@@ -378,7 +380,7 @@ class Service:
         if kept is not None and kept[0] == stamp:
             return replace(kept[1], busy_reason=info.busy_reason)
         snap = self.store.snapshot(key)
-        m = self._with_reported_window(self.compactor.measure(snap), info, None, None)
+        m = self._with_reported_window(self.compactor.measure(snap))
         anchored = None
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
             anchored = m.meter.anchor(m.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored

@@ -314,9 +314,13 @@ class Snapshot:
     messages: tuple[Message, ...]
     #: offload records by message id (for every pruned tool result of the thread)
     offloads: Mapping[int, Offload]
-    #: the newest user message, even when it lies before the boundary
+    #: the user's current request (``engine.units.current_request``), even before the boundary
     current_request: Message | None
     busy_reason: BusyReason | None
+    #: imported threads: the context window the source reported, and the source's format (its
+    #: reporter), for ``PolicySet.resolve(..., reported_window=, reported_by=)``
+    reported_context_window: int | None = None
+    source_format: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

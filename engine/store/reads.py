@@ -160,4 +160,6 @@ class ConversationReader:
             offloads={r.message_id: offload_record(r) for r in self.session.scalars(q)},
             current_request=self.last_user_message(),
             busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
+            reported_context_window=conv.reported_context_window,
+            source_format=conv.source_format,
         )
