@@ -153,7 +153,9 @@ class Compactor:
     def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         provider = provider or snapshot.provider
         model = model or snapshot.model
-        policy = self.policies.resolve(provider, model)
+        # a window the thread's source reported (Codex) counts for the thread's own model (§7)
+        reported = snapshot.reported_context_window if model == snapshot.model else None
+        policy = self.policies.resolve(provider, model, reported_window=reported, reported_by=snapshot.source_format if reported else None)
         meter = default_meter(model)
         surface = build_surface(snapshot, ephemeral=ephemeral)
         env = envelope_of(snapshot, surface)

@@ -252,3 +252,18 @@ def test_an_older_dangling_call_closed_on_the_idle_thread_unblocks_compaction(ma
 
     assert r.status == "completed" and not r.still_over_threshold
     assert_surface_valid(svc, key)
+
+
+def test_a_window_the_source_reported_is_the_one_compaction_uses(make_service, new_key):
+    """A Codex rollout records its model's window: the compactor (every trigger measures through it)
+    uses it (override → reported → catalogue → assumed), not the catalogue's or the assumed one."""
+    from dataclasses import replace
+
+    svc = make_service(Counting(), policies={"context_window": 128_000})
+    key = new_key("reported")
+    long_thread(svc, key)
+    snap = replace(svc.store.snapshot(key), provider="openai", model="gpt-5.5", reported_context_window=8000, source_format="codex")
+    m = svc.compactor.measure(snap)
+    assert (m.policy.context_window, m.policy.window_source) == (8000, "reported")
+    other = svc.compactor.measure(snap, model="gpt-4o")  # another model's request: not its window
+    assert other.policy.window_source != "reported"
