@@ -161,3 +161,41 @@ def db_or_pg(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 def test_follow_refuses_a_whole_document_format(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli("--db", str(tmp_path / "x.db"), "--follow", "--follow-seconds", "0.1", str(FIXTURES / "anthropic" / "request.json")) == 1
     assert "--follow reads growing JSONL files" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_follow_stops_on_a_signal_with_its_report(tmp_path: Path, sig: str) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    target = tmp_path / CODEX.name
+    target.write_bytes(CODEX.read_bytes())
+    db = tmp_path / "sig.db"
+    script = (
+        "import argparse, sys\n"
+        "from engine.cli import import_cmd\n"
+        "p = argparse.ArgumentParser(); import_cmd.add_parser(p.add_subparsers())\n"
+        "a = p.parse_args(['import', *sys.argv[1:]]); sys.exit(a.run(a))\n"
+    )
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", script, "--db", str(db), "--follow", "--poll", "0.1", "--json", str(target)],
+                            cwd=root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    import sqlite3
+
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # until the first pass has written the file's stable part
+        try:
+            with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as conn:
+                if conn.execute("SELECT count(*) FROM messages").fetchone()[0]:
+                    break
+        except sqlite3.Error:
+            pass
+        time.sleep(0.05)
+    proc.send_signal(getattr(signal, sig))
+    out, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    data = json.loads(out)
+    assert data["errors"] == [] and data["imported"][0]["thread"] == CODEX_KEY and data["imported"][0]["messages"] > 0
+    assert os.path.getsize(target) == CODEX.stat().st_size
