@@ -61,6 +61,25 @@ def _reason(exc: BaseException) -> str:
     return describe_failure(exc)[1]
 
 
+def _readable_prefix(reader: ThreadReader, key: str, after: int | None, exc: BaseException) -> tuple[list[StoredMessage], BaseException]:
+    """The longest page after ``after`` that can still be read (halving the page size), and the
+    failure of reading one row more: the bad row is the one right after the returned rows."""
+    good: list[StoredMessage] = []
+    limit = PAGE // 2
+    while limit >= 1:
+        start = good[-1].id if good else after
+        try:
+            rows = reader.messages_page(key, after_id=start, limit=limit)
+        except Exception as failure:  # noqa: BLE001: the bad row is within these ``limit`` rows
+            exc = failure
+            limit //= 2
+            continue
+        good += rows
+        if len(rows) < limit:  # the end, read without failing this time: the first failure stands
+            break
+    return good, exc
+
+
 def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
     """Every violation of docs/schema.md found in thread ``key`` (empty: none)."""
     out: list[Finding] = []
@@ -93,10 +112,11 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
         try:
             page = reader.messages_page(key, after_id=after, limit=PAGE)
         except Exception as exc:  # noqa: BLE001
-            where = f"after #{after}" if after is not None else "from the start"
-            found("unreadable", f"messages {where} cannot be read: {_reason(exc)}", after)
+            page, exc = _readable_prefix(reader, key, after, exc)  # the rows before the bad one are still checked
+            last = page[-1].id if page else after
+            where = f"after #{last}" if last is not None else "first"
+            found("unreadable", f"the message {where} cannot be read: {_reason(exc)}", last)
             complete = False
-            break
         for stored in page:
             m = stored.message
             count += 1
@@ -118,7 +138,7 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
             if stored.id == state.boundary:
                 boundary_message = m
                 open_at_boundary = {c for c, answered in pending.items() if not answered}
-        if len(page) < PAGE:
+        if not complete or len(page) < PAGE:
             break
         after = page[-1].id
     if complete and count != info.message_count:

@@ -159,3 +159,20 @@ def test_an_unknown_thread_is_an_error(demo_sqlite: Path, tmp_path: Path, capsys
     url = copy_sqlite(demo_sqlite, tmp_path)
     assert main(["check", "--db", url, "--thread", "nope"]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_an_unreadable_row_is_located(fresh_demo: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    """A row the store cannot read: the finding names the last message that could be read before it."""
+    from .test_cli_robust import PLANTS, plant
+
+    _backend, url = fresh_demo
+    plant(url, PLANTS["metadata_deep"])  # the victim's newest message
+    engine = sa.create_engine(normalize_url(url))
+    with engine.connect() as conn:
+        ids = [r[0] for r in conn.execute(sa.text(f"SELECT id FROM messages WHERE conversation_id = {_CONV} ORDER BY id"), {"key": VICTIM})]
+    engine.dispose()
+    code, report = check(capsys, url, "--thread", VICTIM)
+    if code == 0:
+        pytest.skip("the store reads deep metadata now")
+    [finding] = [v for v in report["violations"] if v["check"] == "unreadable"]
+    assert finding["id"] == ids[-2] and f"after #{ids[-2]}" in finding["message"] and "nested too deeply" in finding["message"], report
