@@ -20,14 +20,16 @@ from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    from ..importers import FORMATS  # the parsers' table (standard library only: cheap to import)
+
     p = subparsers.add_parser(
         "import",
         help="import Claude Code, Codex, OpenAI, Anthropic, OpenHands or SWE-agent transcripts",
         description="Import transcripts (format detected from the content) into the database, idempotently.",
     )
     p.add_argument("--db", required=True, help="database URL or SQLite file (a missing SQLite file is created)")
-    p.add_argument("--format", help="the files' format (default: detected): claude-code, codex, openai-chat, "
-                                    "openai-responses, anthropic, openhands, swe-agent")
+    p.add_argument("--format", choices=list(FORMATS), metavar="F",
+                   help=f"the files' format (default: detected from the content): {', '.join(FORMATS)}")
     p.add_argument("--thread", help="thread key for the (main) session (only with one FILE)")
     p.add_argument("--follow", action="store_true", help="tail one growing Claude Code / Codex JSONL file until interrupted")
     p.add_argument("--follow-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this long

@@ -199,3 +199,9 @@ def test_follow_stops_on_a_signal_with_its_report(tmp_path: Path, sig: str) -> N
     data = json.loads(out)
     assert data["errors"] == [] and data["imported"][0]["thread"] == CODEX_KEY and data["imported"][0]["messages"] > 0
     assert os.path.getsize(target) == CODEX.stat().st_size
+
+
+def test_an_unknown_format_name_is_a_usage_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli("--db", str(tmp_path / "x.db"), "--format", "cursor", str(CODEX))
+    assert exit_.value.code == 2 and "invalid choice: 'cursor'" in capsys.readouterr().err
