@@ -48,7 +48,8 @@ def event_detail(e: CompactionEvent) -> str:
     if d.get("generation_before") is not None and d.get("generation_after") is not None:
         sizes.append(f"gen {d['generation_before']} → {d['generation_after']}")
     parts = [" · ".join(sizes)] if sizes else []
-    pruned = d.get("pruned") or ()
+    pruned = d.get("pruned")
+    pruned = [p for p in pruned if isinstance(p, Mapping)] if isinstance(pruned, (list, tuple)) else []  # another platform's data may be anything
     if pruned:
         ids = ", ".join(f"#{p.get('message_id')}" for p in pruned[:4]) + (" …" if len(pruned) > 4 else "")
         parts.append(f"pruned {len(pruned)} result{'s' if len(pruned) != 1 else ''}: {ids}")
@@ -67,7 +68,7 @@ def event_detail(e: CompactionEvent) -> str:
 def event_target(e: CompactionEvent) -> int | None:
     """The message to show in the timeline for ``e``: the first pruned result or the new boundary."""
     pruned = e.data.get("pruned") or ()
-    if pruned and isinstance(pruned[0], Mapping) and isinstance(pruned[0].get("message_id"), int):
+    if isinstance(pruned, (list, tuple)) and pruned and isinstance(pruned[0], Mapping) and isinstance(pruned[0].get("message_id"), int):
         return int(pruned[0]["message_id"])
     boundary = e.data.get("boundary_after")
     return boundary if isinstance(boundary, int) else None
@@ -96,10 +97,13 @@ class EventsModel(RecordTableModel[CompactionEvent]):
         col = index.column()
         if role == Qt.ItemDataRole.DisplayRole:
             if col == COL_TIME:
-                return e.created_at.strftime("%H:%M:%S")
+                return e.created_at.strftime("%H:%M:%S") if e.created_at is not None else "–"
             if col == COL_KIND:
                 return f"{e.kind}\n{e.trigger}" if e.trigger else e.kind
-            return event_detail(e)
+            try:
+                return event_detail(e)
+            except Exception:  # noqa: BLE001: a data shape nobody planned for is shown raw, not raised into Qt
+                return json.dumps(dict(e.data), ensure_ascii=False, default=str)[:200]
         if role == EventRole:
             return e
         if role == TargetRole:
@@ -107,6 +111,7 @@ class EventsModel(RecordTableModel[CompactionEvent]):
         if role == Qt.ItemDataRole.ForegroundRole and col == COL_KIND and e.kind in KIND_TOKENS:
             return QBrush(theme.color(KIND_TOKENS[e.kind]))
         if role == Qt.ItemDataRole.ToolTipRole:
-            head = f"event {e.id} · {e.kind} · {e.created_at:%Y-%m-%d %H:%M:%S}" + (f" · run {e.run_id}" if e.run_id is not None else "")
+            when = f"{e.created_at:%Y-%m-%d %H:%M:%S}" if e.created_at is not None else "unknown time"
+            head = f"event {e.id} · {e.kind} · {when}" + (f" · run {e.run_id}" if e.run_id is not None else "")
             return head + "\n" + json.dumps(dict(e.data), indent=2, ensure_ascii=False, default=str)[:4000]
         return None

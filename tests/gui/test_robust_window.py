@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from PySide6.QtCore import QSettings
+from PySide6.QtCore import QSettings, Qt
 
 from engine.cli.output import describe_failure
 from engine.service import open_service
@@ -124,6 +124,12 @@ def exercise(qtbot: Any, window_factory: Any, demo: Demo, p: Any, unhandled: lis
     victim_failed = bool(failures) or w.thread_model.failure(VICTIM) is not None
     if victim_failed:  # the reason is shown, in words
         assert w.banner.isVisible() and w.banner.text()
+    # every cell of the side panels' models can be shown (the data of another platform may be anything)
+    for model in (w.events_model, w.thread_model, w.replay.model):
+        for row in range(model.rowCount()):
+            for col in range(model.columnCount()):
+                for role in (Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.ToolTipRole, Qt.ItemDataRole.ForegroundRole):
+                    model.index(row, col).data(role)
     # the other threads are usable: OTHER loads completely, with its status
     svc = open_service(demo.url, workdir=demo.workdir, summarizer=ExtractiveSummarizer(), policies=None)
     try:
