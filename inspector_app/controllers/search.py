@@ -63,7 +63,11 @@ class SearchController:
         for cursor, until in [(after, None)] + ([(None, after)] if after is not None else []):
             done = False
             while not done:
-                found, cursor, count, done = await self.client.apply(scan_page, key, needle, cursor, SEARCH_PAGE, until)
+                try:
+                    found, cursor, count, done = await self.client.apply(scan_page, key, needle, cursor, SEARCH_PAGE, until)
+                except Exception:  # noqa: BLE001: the banner says why (the task's report); the bar must not say "Searching…"
+                    bar.showMessage(f"Search for {text!r} stopped: part of the thread cannot be read")
+                    raise
                 if found is not None:
                     if await self.paging.go_to(found):
                         bar.showMessage(f"Match: message #{found}")
