@@ -247,3 +247,25 @@ def test_an_empty_url_is_an_error_not_the_demo(qtbot: Any, window_factory: Any) 
 def test_the_window_and_the_cli_describe_failures_alike(exc: BaseException) -> None:
     assert describe(exc) == describe_failure(exc)
     assert not PYTHON_NAME.search(describe(exc)[1])
+
+
+def test_a_rejected_manual_compaction_says_why_in_the_banner(qtbot: Any, window_factory: Any, tmp_path: Path, unhandled: list[Any]) -> None:
+    from tests.engine.conftest import POLICY, finished_turns, new_thread
+    from tests.engine.test_cli_robust import _RateLimited
+
+    db = tmp_path / "rejected.db"
+    svc = open_service(f"sqlite:///{db}", workdir=tmp_path / "wd", create=True)
+    try:
+        svc.set_policy(POLICY)
+        new_thread(svc, "t")
+        finished_turns(svc, "t", 12)
+    finally:
+        svc.close()
+    w = window_factory(lambda url: open_service(url, workdir=tmp_path / "wd", summarizer=_RateLimited(), policies=None))
+    assert run(qtbot, w, w.open_database(str(db), select="t"), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    run(qtbot, w, w.compact("t"), timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
+    text = w.banner.text()
+    assert text.startswith("summary_rejected: compact: summary rejected (summarizer_failed: HTTP 429 from http://127.0.0.1:9"), text
+    assert "after 2 attempts" in text and not unhandled
