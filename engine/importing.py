@@ -175,19 +175,32 @@ def _timestamp(text: str | None) -> datetime | None:
 
 
 def _reasoning(p: ReasoningPart) -> Reasoning:
+    text = p.text if isinstance(p.text, str) else ""
+    blob, signature = _text(p.blob), _text(p.signature)
     if p.summary:
-        return Reasoning(text="", summary=p.text, encrypted=p.blob, redacted=p.redacted, signature=p.signature)
-    return Reasoning(text=p.text, encrypted=p.blob, redacted=p.redacted, signature=p.signature)
+        return Reasoning(text="", summary=text, encrypted=blob, redacted=bool(p.redacted), signature=signature)
+    return Reasoning(text=text, encrypted=blob, redacted=bool(p.redacted), signature=signature)
+
+
+def _size(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _attachment(p: ImagePart | DocumentPart) -> Attachment:
+    """Whatever a (mangled) source said, a valid attachment: sizes that are not non-negative
+    integers and names that are not text become unknown."""
     source = p.source if p.source in ("base64", "url", "file") else "file"
-    url = p.url if p.url and not p.url.startswith("data:") else None
+    url = _text(p.url)
+    url = None if url is not None and url.startswith("data:") else url
     if isinstance(p, ImagePart):
-        return Attachment("image", media_type=p.media_type, byte_size=p.byte_size, width=p.width, height=p.height,
-                          source=source, url=url)  # type: ignore[arg-type]
-    return Attachment("document", media_type=p.media_type, byte_size=p.byte_size, source=source, url=url,  # type: ignore[arg-type]
-                      title=p.title)
+        return Attachment("image", media_type=_text(p.media_type), byte_size=_size(p.byte_size), width=_size(p.width),
+                          height=_size(p.height), source=source, url=url)  # type: ignore[arg-type]
+    return Attachment("document", media_type=_text(p.media_type), byte_size=_size(p.byte_size), source=source,  # type: ignore[arg-type]
+                      url=url, title=_text(p.title))
 
 
 def _metadata(m: ImportedMessage) -> dict[str, Any]:
@@ -221,20 +234,21 @@ def to_message(m: ImportedMessage) -> Message:
     """One imported message as a :class:`Message` (no repair of its pairing: see :func:`_admit`)."""
     reasoning = tuple(_reasoning(p) for p in m.reasoning)
     attachments = tuple(_attachment(p) for p in m.attachments)
-    meta_kind = (m.meta_kind or "meta") if m.meta else None
+    meta_kind = (_text(m.meta_kind) or "meta") if m.meta else None
     seen: set[str] = set()
     calls: list[ToolCall] = []
-    for c in m.tool_calls:
-        if c.id in seen:  # one message never repeats a call id (the door refuses it): keep the first
+    for i, c in enumerate(m.tool_calls):
+        call_id = _text(c.id) or f"{m.source_key}#call{i}"
+        if call_id in seen:  # one message never repeats a call id (the door refuses it): keep the first
             continue
-        seen.add(c.id)
-        calls.append(ToolCall(c.id, c.name or "?", c.arguments if isinstance(c.arguments, str) else "{}"))
+        seen.add(call_id)
+        calls.append(ToolCall(call_id, _text(c.name) or "?", c.arguments if isinstance(c.arguments, str) else "{}"))
     role = m.role
     if role == "tool":
-        return Message("tool", m.text, tool_call_id=m.tool_call_id or "?", name=m.tool_name, metadata=_metadata(m),
-                       reasoning=reasoning, attachments=attachments, is_error=m.is_error, source_key=m.source_key)
-    return Message(role, m.text, tool_calls=tuple(calls) if role == "assistant" else (), name=m.name, metadata=_metadata(m),
-                   reasoning=reasoning, attachments=attachments, is_error=m.is_error, meta_kind=meta_kind,
+        return Message("tool", m.text, tool_call_id=_text(m.tool_call_id) or "?", name=_text(m.tool_name), metadata=_metadata(m),
+                       reasoning=reasoning, attachments=attachments, is_error=bool(m.is_error), source_key=m.source_key)
+    return Message(role, m.text, tool_calls=tuple(calls) if role == "assistant" else (), name=_text(m.name), metadata=_metadata(m),
+                   reasoning=reasoning, attachments=attachments, is_error=bool(m.is_error), meta_kind=meta_kind,
                    source_key=m.source_key)
 
 

@@ -153,6 +153,10 @@ class Attachment:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
                 raise InvalidMessage(f"attachment {name} must be a non-negative integer or None")
+        for name in ("media_type", "url", "title"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise InvalidMessage(f"attachment {name} must be text or None")
         if self.url is not None and self.url.startswith("data:"):
             raise InvalidMessage("an attachment never holds its bytes (a data: URL)")
 
