@@ -1,3 +1,4 @@
+# Over 500 lines: the conversion, the visible repairs, the one-transaction writer and the follower share the report and key rules; split them only together.
 """Writing imported sessions: :class:`engine.importers.ImportedSession` → threads, through the door.
 
 The parsers (:mod:`engine.importers`) read a transcript into the neutral model; this module turns

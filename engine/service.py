@@ -1,3 +1,4 @@
+# Over 500 lines: the one use-case API (intake, runs, requests, compaction, queries, import) by design; each method is a thin call into the store, compactor or importer.
 """Use cases: the one API that the CLI, the inspector, the harness and agent platforms call.
 
 Every write goes through the store's write door (``Store.locked`` → :class:`engine.store.Locked`),
