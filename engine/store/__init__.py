@@ -2,7 +2,8 @@
 
 Modules: ``db`` (URLs, engines, migrations, schema versions), ``models`` (the tables), ``records``
 (rows to :mod:`engine.views` records), ``invariants`` (the conversation rules, pure), ``reads``
-(reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door) and
+(reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door),
+``sources`` (the door's import writes: source facts, imported usage, recorded compactions) and
 ``store`` (:class:`Store`: opening, the lock, every read and write use case).
 """
 
