@@ -303,8 +303,15 @@ class ThreadsController:
         self.compaction.update_button()
 
 
-def _interest(t: ThreadInfo) -> tuple[int, int, Any]:
-    return (t.compact_count, t.generation, t.updated_at)
+def _interest(t: ThreadInfo) -> tuple[int, int, float]:
+    """How much compaction history a thread has (the default thread has the most); a thread
+    without a readable timestamp sorts as the oldest instead of breaking the comparison."""
+    updated = t.updated_at
+    try:
+        stamp = updated.timestamp() if updated is not None else 0.0
+    except (AttributeError, ValueError, OverflowError, OSError):
+        stamp = 0.0
+    return (t.compact_count or 0, t.generation or 0, stamp)
 
 
 def default_database_url() -> str:

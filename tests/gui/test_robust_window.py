@@ -269,3 +269,22 @@ def test_a_rejected_manual_compaction_says_why_in_the_banner(qtbot: Any, window_
     text = w.banner.text()
     assert text.startswith("summary_rejected: compact: summary rejected (summarizer_failed: HTTP 429 from http://127.0.0.1:9"), text
     assert "after 2 attempts" in text and not unhandled
+
+
+def test_the_screenshot_line_of_a_failed_open_has_no_password(tmp_path: Path) -> None:
+    """What the entry point prints (its one log line) when opening fails: the reason, no password."""
+    import subprocess
+
+    code = (
+        "import sys\n"
+        "from inspector_app.app import main\n"
+        "def opener(url):\n"
+        "    raise ConnectionError(f'could not connect to {url}')\n"
+        f"sys.exit(main(['--db', 'postgresql://alice:{SECRET}@127.0.0.1:1/x', '--screenshot', {str(tmp_path / 'shot.png')!r}], opener=opener))\n"
+    )
+    env = {"QT_QPA_PLATFORM": "offscreen", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "QT_API": "pyside6"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env, cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 1, proc.stderr
+    line = [ln for ln in proc.stderr.splitlines() if ln.startswith("compaction-inspector:")]
+    assert line and "could not connect" in line[0], proc.stderr
+    assert "SECRET" not in proc.stderr + proc.stdout, proc.stderr
