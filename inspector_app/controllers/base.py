@@ -27,13 +27,23 @@ class ThreadState:
 
     @property
     def total(self) -> int:
-        """Messages in the open thread (0 when none is open)."""
-        return self.thread.message_count if self.thread is not None else 0
+        """Messages in the open thread (0 when none is open, or when its stored count is not a number)."""
+        n = self.thread.message_count if self.thread is not None else 0
+        return n if isinstance(n, int) else 0
+
+
+def count_of(info: ThreadInfo | None) -> int | None:
+    """A thread's stored message count, or None when there is none or it is not a number (a row
+    another program wrote): the timeline then counts what it loads."""
+    n = info.message_count if info is not None else None
+    return n if isinstance(n, int) and not isinstance(n, bool) else None
 
 
 def plural(n: int, one: str, many: str | None = None) -> str:
-    """``1 message``, ``2 messages``, ``1,200 messages``."""
-    return f"{n:,} {one if n == 1 else (many or one + 's')}"
+    """``1 message``, ``2 messages``, ``1,200 messages`` (a count that is not a number, as another
+    program may have stored, is shown as it is)."""
+    shown = f"{n:,}" if isinstance(n, int) else str(n)
+    return f"{shown} {one if n == 1 else (many or one + 's')}"
 
 
 MAX_MESSAGE = 300  # longer messages are cut (a row's content must not fill the banner)

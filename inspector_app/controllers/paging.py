@@ -20,7 +20,7 @@ from ..layout import InspectorLayout
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
-from .base import ThreadState
+from .base import ThreadState, count_of
 from .tasks import ThreadTasks
 
 JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)
@@ -218,7 +218,8 @@ class PagingController:
     def show_counts(self) -> None:
         """The permanent status-bar label: how much of the thread the timeline holds."""
         loaded = self.model.loaded_count()
-        total = self.state.total if self.state.thread is not None else loaded
+        total = count_of(self.state.thread)  # None: no thread, or a stored count that is not a number
+        total = loaded if total is None else total
         self.ui.counts_label.setText(f"{loaded:,} of {total:,} messages loaded")
         self.ui.counts_label.setToolTip("" if self.model.exhausted else "Scroll to a gap row or press Enter on it to load more; End loads the newest")
 

@@ -11,7 +11,7 @@ from PySide6.QtCore import QObject, QTimer
 from ..layout import InspectorLayout
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
-from .base import ThreadState
+from .base import ThreadState, count_of
 from .paging import PagingController
 from .tasks import TaskSet, ThreadTasks, finished
 from .threads import ThreadsController
@@ -88,8 +88,10 @@ class RefreshController:
         if moved or (old.busy_reason is None) != (info.busy_reason is None):
             return key, self.paging.selected_message_id(), timeline.verticalScrollBar().value()
         self.threads.apply_status(status)
-        self.ui.timeline_model.set_total(info.message_count)
-        if info.message_count > old.message_count and self.ui.timeline_model.reaches_end:
+        total, before = count_of(info), count_of(old)
+        if total is not None:
+            self.ui.timeline_model.set_total(total)
+        if total is not None and before is not None and total > before and self.ui.timeline_model.reaches_end:
             scroll = timeline.verticalScrollBar().value()
             await self.paging.append_newer()  # rows are updated in place: the selection stays
             timeline.verticalScrollBar().setValue(scroll)

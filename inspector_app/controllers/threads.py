@@ -22,7 +22,7 @@ from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
-from .base import ThreadState, error_code, error_text, plural
+from .base import ThreadState, count_of, error_code, error_text, plural
 from .compaction import CompactionController
 from .paging import PagingController
 from .tasks import Report, TaskSet, ThreadTasks, finished
@@ -184,7 +184,7 @@ class ThreadsController:
         self.state.thread = info
         self.state.status = None
         ui.thread_model.update_thread(info)
-        model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=info.message_count)
+        model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=count_of(info))
         ui.summary_button.setVisible(boundary is not None)
         ui.thread_title.setText(info.title or key)
         ui.thread_meta.setText(plural(info.message_count, "message"))

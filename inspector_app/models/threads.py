@@ -137,7 +137,7 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
         if col == COL_TITLE:
             return t.title or t.key
         if col == COL_MESSAGES:
-            return f"{t.message_count:,}"
+            return f"{t.message_count:,}" if isinstance(t.message_count, int) else str(t.message_count)
         if col == COL_PRESSURE:
             if t.key in self._failed:
                 return "error"

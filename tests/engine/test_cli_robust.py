@@ -72,6 +72,8 @@ PLANTS: dict[str, Plant] = {
         Plant("tool_without_call_id", f"UPDATE messages SET tool_call_id = NULL WHERE id = {_LAST_TOOL}"),
         Plant("boundary_missing", "UPDATE compaction_state SET boundary_message_id = 999999999 WHERE conversation_id = :cid"),
         Plant("tools_object", "UPDATE conversations SET tools = {json} WHERE id = :cid", '{"a": 1}'),
+        Plant("message_count_text", "UPDATE conversations SET message_count = 'abc' WHERE id = :cid", sqlite_only=True),
+        Plant("generation_text", "UPDATE compaction_state SET generation = 'x' WHERE conversation_id = :cid", sqlite_only=True),
         Plant("policy_not_json", "UPDATE settings SET value = 'not json' WHERE key = 'policy'", sqlite_only=True, global_=True),
         Plant("policy_wrong_type", "UPDATE settings SET value = {json} WHERE key = 'policy'", "[1, 2]", global_=True),
     ]
