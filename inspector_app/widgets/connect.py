@@ -27,16 +27,21 @@ class RecentConnections:
         self._settings = settings
 
     def urls(self) -> list[str]:
-        """The saved URLs, most recent first (an entry saved by an older version with a password
-        in it is shown without it)."""
+        """The saved URLs, most recent first. An entry an older version saved with a password in
+        it (its ``urlsplit`` missed a raw ``/``, ``#`` or ``?`` in the password) is shown without
+        it, and the file is rewritten without it at once."""
         value = self._settings.value(RECENT_KEY, [])
         if isinstance(value, str):
             value = [value]
+        stored = [str(v) for v in value] if isinstance(value, list) else []
         out: list[str] = []
-        for v in value if isinstance(value, list) else []:
-            safe = strip_password(str(v))
+        for v in stored:
+            safe = strip_password(v)
             if safe not in out:
                 out.append(safe)
+        if out != stored:
+            self._settings.setValue(RECENT_KEY, out[:MAX_RECENT])
+            self._settings.sync()
         return out
 
     def add(self, url: str) -> None:

@@ -288,3 +288,14 @@ def test_the_screenshot_line_of_a_failed_open_has_no_password(tmp_path: Path) ->
     line = [ln for ln in proc.stderr.splitlines() if ln.startswith("compaction-inspector:")]
     assert line and "could not connect" in line[0], proc.stderr
     assert "SECRET" not in proc.stderr + proc.stdout, proc.stderr
+
+
+def test_a_password_saved_by_an_older_version_is_scrubbed_from_the_file(settings: QSettings, tmp_path: Path) -> None:
+    from inspector_app.widgets.connect import RECENT_KEY, RecentConnections
+
+    leaked = f"postgresql://u:{SECRET}@127.0.0.1/db"  # what the urlsplit-based version stored verbatim
+    settings.setValue(RECENT_KEY, [leaked, "sqlite:////tmp/a.db"])
+    settings.sync()
+    assert "SECRET" in (tmp_path / "inspector.ini").read_text(encoding="utf-8")
+    assert RecentConnections(settings).urls() == ["postgresql://u@127.0.0.1/db", "sqlite:////tmp/a.db"]
+    assert "SECRET" not in (tmp_path / "inspector.ini").read_text(encoding="utf-8")
