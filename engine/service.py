@@ -515,4 +515,4 @@ class Service:
 
 
 
-__all__ = ["Service", "open_service", "default_database_url", "data_dir", "EngineError"]
+__all__ = ["EngineError", "ImportReport", "RunState", "Service", "data_dir", "default_database_url", "open_service"]
