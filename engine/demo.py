@@ -204,7 +204,7 @@ class _Builder:
             ("Summarise the root cause with citations and propose a rollback plan.",
              ["rollback plan reranker", "canary analysis retrieval"]),
         ]
-        for i, (question, queries) in enumerate(topics):
+        for i, (question, queries) in enumerate(topics + topics):
             replies: list[Any] = []
             for j, q in enumerate(queries):
                 tool = "web_search" if (i + j) % 3 == 2 else "query_kb"

@@ -85,7 +85,7 @@ def test_pressure_summary_whose_boundary_is_a_pruned_result_is_persisted(tmp_pat
     svc = service(tmp_path)
     key = thread(svc)
     add(svc, key, user(REQUEST))
-    for r in range(12):  # a long running turn of big results: still over the threshold after pruning
+    for r in range(16):  # a long running turn of big results: still over the threshold after pruning
         big_round(svc, key, r)
     route(svc, key)
 
