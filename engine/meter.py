@@ -63,6 +63,7 @@ __all__ = [
     "TokenMeter",
     "UnknownEncoding",
     "default_meter",
+    "message_category",
     "attachment_tokens",
     "IMAGE_UNKNOWN_TOKENS",
     "DOCUMENT_UNKNOWN_TOKENS",
@@ -263,6 +264,11 @@ def _key(m: Message) -> _MessageKey:
     return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.reasoning, m.attachments)
 
 
+def message_category(m: Message) -> str:
+    """The :data:`CATEGORIES` key a message's tokens go to in :meth:`TokenMeter.measure`."""
+    return "summary" if m.metadata.get(META_SUMMARY) else _ROLE_CATEGORY[m.role]
+
+
 class _CountCache:
     """LRU of counts keyed by content, bounded by entries and by the characters the keys hold."""
 
@@ -367,8 +373,17 @@ class TokenMeter:
                 texts.append(m.name)
         return fixed, texts
 
-    def count_messages(self, messages: Sequence[Message]) -> list[int]:
-        """Tokens of each message (framing included); uncached ones are encoded in one batch."""
+    def count_messages(self, messages: Sequence[Message], *, cache: bool = True) -> list[int]:
+        """Tokens of each message (framing included); uncached ones are encoded in one batch (on
+        two threads when it is large). ``cache=False`` neither reads nor fills the per-message
+        cache: a cold pass over a huge thread (:mod:`engine.snapshots`) then keeps no texts alive."""
+        if not cache:
+            frames = [self._frame(m) for m in messages]
+            encoded = iter(self._count_texts([t for _, texts in frames for t in texts]))
+            return [fixed + sum(next(encoded) for _ in texts) for fixed, texts in frames]
+        return self._count_cached(messages)
+
+    def _count_cached(self, messages: Sequence[Message]) -> list[int]:
         cache = self._messages
         counts: list[int | None] = []
         misses: dict[_MessageKey, list[int]] = {}  # key -> positions
@@ -428,8 +443,7 @@ class TokenMeter:
         breakdown["system"] = TOKENS_REPLY_PRIMING
         breakdown["tools"] = self.count_tools(envelope.tools)
         for m, n in zip(messages, self.count_messages(messages)):
-            category = "summary" if m.metadata.get(META_SUMMARY) else _ROLE_CATEGORY[m.role]
-            breakdown[category] += n
+            breakdown[message_category(m)] += n
         return Measurement(
             total=sum(breakdown.values()),
             breakdown=MappingProxyType(breakdown),

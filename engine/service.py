@@ -26,6 +26,7 @@ from .messages import Message, ToolCall
 from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
+from .snapshots import SnapshotCache
 from .store import ABORTED_TEXT, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
 from .summarizers.factory import make_summarizer_from_env
@@ -114,8 +115,10 @@ class Service:
         self.workdir = workdir
         self.summarizer = summarizer
         self.compactor = Compactor(store, summarizer=summarizer, workdir=workdir, policies=policies)
-        #: the last status per thread, with the stamp it was measured at (see :meth:`status`)
-        self._status_cache: dict[str, tuple[tuple[Any, ...], PressureStatus]] = {}
+        #: incremental snapshots and measurements, shared by the pressure path (the compactor reads
+        #: through it), :meth:`status` and :meth:`measure`
+        self.snapshots = SnapshotCache(store)
+        self.compactor.snapshots = self.snapshots
 
     @property
     def policies(self) -> PolicySet:
@@ -317,7 +320,7 @@ class Service:
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         """The envelope the model would get now (from a fresh snapshot) and its token count, for the
         given route (default: the thread's)."""
-        m = self.compactor.measure(self.store.snapshot(key), ephemeral=ephemeral, provider=provider, model=model)
+        m = self.compactor.measure(self.snapshots.snapshot(key, with_busy=True), ephemeral=ephemeral, provider=provider, model=model)
         return self._with_reported_window(m, provider, model)
 
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
@@ -369,43 +372,49 @@ class Service:
     def status(self, key: str) -> PressureStatus:
         """The pressure of a thread for its next turn.
 
-        Measuring means reading every message after the boundary; an inspector polls this every few
-        seconds. So the result is kept per thread with a stamp read from the conversation row
-        (message count, last message, generation, boundary, route, newest model request): an
-        unchanged stamp returns the kept status at the cost of two small queries, with the busy
-        reason always fresh."""
-        info = self.store.thread(key)
+        Measured incrementally (:class:`engine.snapshots.SnapshotCache`, shared with the pressure
+        path): each call reads the thread's key (state, configuration, busy reason) and only the
+        messages appended since the last call, in one read transaction, so an unchanged thread
+        costs a few small queries and one new message one count. A compaction or prune (by any
+        process) changes the key and the thread is measured again, streamed in pages: a thread of
+        any length is measured in bounded memory. ``progress(messages_counted)``, when given, is
+        called after each page of such a cold measurement."""
+        return self._status(key)
+
+    def _status(self, key: str, progress: Any = None) -> PressureStatus:
+        t = self.snapshots.thread_measure(key, progress=progress)
+        head = t.head
         last = self.store.last_completed_request(key)
-        stamp = (info.message_count, info.updated_at, info.generation, info.boundary, info.provider, info.model, last.id if last else None)
-        kept = self._status_cache.get(key)
-        if kept is not None and kept[0] == stamp:
-            return replace(kept[1], busy_reason=info.busy_reason)
-        snap = self.store.snapshot(key)
-        m = self._with_reported_window(self.compactor.measure(snap))
+        reported = head.reported_context_window
+        policy = self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=head.source_format if reported else None)
         anchored = None
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
-            anchored = m.meter.anchor(m.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
-        elif last is not None and last.origin == "imported" and last.reported_prompt_tokens and snap.state.generation == 0:
+            anchored = t.meter.anchor(t.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
+        elif last is not None and last.origin == "imported" and last.reported_prompt_tokens and head.state.generation == 0:
             # the source's own count of the prompt at its last response, plus what came after it
-            # (only while our engine has not changed the surface of the imported history)
-            after = [x for x in snap.messages if x.id is not None and last.message_id is not None and x.id > last.message_id]
-            anchored = last.reported_prompt_tokens + (last.reported_completion_tokens or 0) + sum(m.meter.count_messages(after))
-        status = PressureStatus(
+            # (only while our engine has not changed the surface of the imported history: at
+            # generation 0 nothing is pruned, so what the tally counted is the stored messages)
+            after = t.tokens_after(last.message_id) if last.message_id is not None else 0
+            anchored = last.reported_prompt_tokens + (last.reported_completion_tokens or 0) + after
+        return PressureStatus(
             thread=key,
-            tokens=m.tokens,
-            threshold=m.policy.threshold,
-            context_window=m.policy.context_window,
-            breakdown=dict(m.measurement.breakdown),
-            boundary=snap.state.boundary,
-            generation=snap.state.generation,
-            compact_count=snap.state.compact_count,
-            busy_reason=snap.busy_reason,
+            tokens=t.tokens,
+            threshold=policy.threshold,
+            context_window=policy.context_window,
+            breakdown=dict(t.measurement.breakdown),
+            boundary=head.state.boundary,
+            generation=head.state.generation,
+            compact_count=head.state.compact_count,
+            busy_reason=head.busy_reason,
             anchored_tokens=anchored,
-            window_source=m.policy.window_source,
-            window_detail=m.policy.window_detail,
+            window_source=policy.window_source,
+            window_detail=policy.window_detail,
         )
-        self._status_cache[key] = (stamp, status)
-        return status
+
+    def status_with_progress(self, key: str, progress: Any) -> PressureStatus:
+        """:meth:`status`, calling ``progress(messages_counted)`` after each page of a cold
+        measurement (a huge thread measured for the first time, or after a compaction)."""
+        return self._status(key, progress)
 
     def pressure_history(self, key: str) -> list[PressurePoint]:
         """Every recorded model request with the compaction (if any) that happened just before it.
@@ -469,7 +478,7 @@ class Service:
         each written in one transaction, idempotent by source keys (docs/import.md). Raises
         :class:`engine.importers.ImportFormatError` (one line) when it is not that format."""
         reports = import_path(self.store, Path(path), format=format, thread=thread)
-        self._status_cache.clear()
+        self.snapshots.invalidate()  # not needed for correctness (keys are read); frees memory
         return reports
 
     def follow_file(
@@ -511,7 +520,6 @@ class Service:
             r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
-        self._status_cache.clear()
 
 
 

@@ -22,11 +22,13 @@ from .db import (
 )
 from .door import ABORTED_TEXT, InvalidTransition, Locked
 from .invariants import CallLedger
+from .reads import ConversationReader
 from .store import DuplicateThread, Store, ThreadLocked
 
 __all__ = [
     "ABORTED_TEXT",
     "CallLedger",
+    "ConversationReader",
     "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",

@@ -6,6 +6,7 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from sqlalchemy import select
@@ -70,12 +71,20 @@ class ConversationReader:
     def state(self) -> CompactionState:
         return state_record(self.session.get(CompactionStateRow, self.conv.id), self.conv.id)
 
-    def messages_after(self, boundary: int | None) -> list[Message]:
+    def messages_after(self, boundary: int | None, *, limit: int | None = None) -> list[Message]:
+        """Messages with an id above ``boundary`` (all when None), in id order; at most ``limit``.
+
+        Messages are never changed once written and their ids grow under the conversation lock,
+        so "after the last id seen" is exactly what was appended since (the incremental snapshot
+        of :mod:`engine.snapshots` reads only that, a page at a time)."""
         # plain column rows, not ORM objects: this is the pre-step hot path and may read a long thread
         q = select(*MESSAGE_COLUMNS).where(MessageRow.conversation_id == self.conv.id)
         if boundary is not None:
             q = q.where(MessageRow.id > boundary)
-        return [to_message(r) for r in self.session.execute(q.order_by(MessageRow.id))]
+        q = q.order_by(MessageRow.id)
+        if limit is not None:
+            q = q.limit(limit)
+        return [to_message(r) for r in self.session.execute(q)]
 
     def message(self, message_id: int) -> Message | None:
         row = self.session.get(MessageRow, message_id)
@@ -140,13 +149,20 @@ class ConversationReader:
         done = set(self.session.scalars(select(ToolOffloadRow.message_id).where(ToolOffloadRow.message_id.in_(list(ok)))))
         return [i for i in message_ids if i in ok and i not in done]
 
-    def snapshot(self, *, with_busy: bool = True) -> Snapshot:
-        """State, messages after the boundary, their offloads and the current request (read in this
-        session's transaction). ``with_busy=False`` skips the busy check."""
-        state = self.state()
+    def offloads_after(self, boundary: int | None) -> dict[int, Offload]:
+        """Offload records of the messages after ``boundary`` (those behind it are not on the surface)."""
         q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id)
-        if state.boundary is not None:  # offloads behind the boundary are not on the surface
-            q = q.where(ToolOffloadRow.message_id > state.boundary)
+        if boundary is not None:
+            q = q.where(ToolOffloadRow.message_id > boundary)
+        return {r.message_id: offload_record(r) for r in self.session.scalars(q)}
+
+    def head(self, *, with_busy: bool = True, with_offloads: bool = True, with_request: bool = True) -> Snapshot:
+        """The snapshot without its messages (``messages=()``): configuration, route, state, the
+        offloads after the boundary, the current request and (``with_busy``) the busy reason. Read
+        in this session's transaction; :mod:`engine.snapshots` adds the messages incrementally and
+        skips the offloads (they change only with the generation) and the request (only with a new
+        user message) when it knows them."""
+        state = self.state()
         conv = self.conv
         return Snapshot(
             thread=conv.thread_key,
@@ -156,10 +172,16 @@ class ConversationReader:
             provider=conv.provider,
             model=conv.model,
             state=state,
-            messages=tuple(self.messages_after(state.boundary)),
-            offloads={r.message_id: offload_record(r) for r in self.session.scalars(q)},
-            current_request=self.last_user_message(),
+            messages=(),
+            offloads=self.offloads_after(state.boundary) if with_offloads else {},
+            current_request=self.last_user_message() if with_request else None,
             busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
             reported_context_window=conv.reported_context_window,
             source_format=conv.source_format,
         )
+
+    def snapshot(self, *, with_busy: bool = True) -> Snapshot:
+        """State, messages after the boundary, their offloads and the current request (read in this
+        session's transaction). ``with_busy=False`` skips the busy check."""
+        head = self.head(with_busy=with_busy)
+        return replace(head, messages=tuple(self.messages_after(head.state.boundary)))

@@ -484,6 +484,15 @@ class Store:
         with self._session(write=False, consistent=True) as s:
             return ConversationReader(s, self._conv(s, key)).snapshot(with_busy=with_busy)
 
+    @contextmanager
+    def reading(self, key: str) -> Iterator[ConversationReader]:
+        """One consistent read transaction on thread ``key`` (REPEATABLE READ on PostgreSQL; a
+        SQLite read transaction is one WAL snapshot): every read of the yielded
+        :class:`ConversationReader` sees the same state. Used by :mod:`engine.snapshots` to read
+        a thread's head and its new messages together, and to stream a long thread in pages."""
+        with self._session(write=False, consistent=True) as s:
+            yield ConversationReader(s, self._conv(s, key))
+
     def messages_after(self, key: str, boundary: int | None) -> list[Message]:
         with self._session(write=False) as s:
             conv = self._conv(s, key)

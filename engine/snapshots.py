@@ -1,0 +1,361 @@
+"""Incremental snapshots and measurements per thread: a check costs O(new messages), not O(thread).
+
+A :class:`SnapshotCache` keeps, per thread, what the last read saw: the compaction state (boundary,
+generation, …), the id of the newest message read, and per encoding a :class:`Tally` — running
+per-category token totals of the history part of the surface, the token count of every message
+(ids and counts in two flat arrays, 12 bytes a message) and the little state that decides what
+:func:`engine.surface.build_surface` leaves out (closing markers whose call is behind the boundary,
+matched as :func:`engine.units.place_closing_markers` does; whether the synthetic user message is
+needed). Every check reads the key from the database in one consistent read transaction (so a
+compaction or prune made by another process is seen: nothing is trusted from memory), then
+
+- same state (generation, boundary, summary …): only the messages with an id above the last one
+  seen are read (messages are never changed, and their ids grow under the conversation lock) and
+  each costs one count;
+- another state (a prune or a summary): the entry is dropped and measured again.
+
+Two kinds of entries. A *held* entry (:meth:`SnapshotCache.snapshot`, the pressure path) keeps the
+snapshot's messages and the shown history, since the compactor and the model need them; its
+measurement (:meth:`SnapshotCache.measure`) adds only the envelope's fixed parts (system prompt,
+summary, tools, synthetic message, ephemeral notes) to the tally. A *streamed* entry
+(:meth:`SnapshotCache.thread_measure`, ``status`` and the inspector's panels) never holds messages:
+a cold measurement reads the thread in pages of :data:`PAGE` messages and counts them without the
+meter's per-message cache (on two threads when a page is large), so memory stays bounded by a page
+plus the arrays, whatever the length of the thread.
+
+Pure with respect to the store's transactions: it only reads (``Store.reading``).
+"""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from bisect import bisect_right
+from collections import OrderedDict, deque
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Callable, Iterable, Mapping, Sequence
+
+from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
+from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, default_meter, message_category
+from .store import ConversationReader, Store
+from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
+from .units import is_closing_marker, place_closing_markers
+from .views import Snapshot
+
+__all__ = ["PAGE", "SnapshotCache", "Tally", "ThreadMeasure"]
+
+#: messages read and counted at a time by a cold streamed measurement
+PAGE = 5000
+
+
+class Tally:
+    """Running token totals of a history part (the persisted messages of a surface) for one encoding.
+
+    Messages are added in id order as shown to the model (a pruned result as its preview). A closing
+    marker that answers no call seen before it is left out (its call is behind the boundary), as
+    :func:`engine.units.place_closing_markers` does; the matching follows
+    :func:`engine.units._match_calls` (a result answers the newest assistant message's call with
+    its id, else the oldest earlier one), keeping only the calls still unanswered."""
+
+    __slots__ = ("meter", "totals", "ids", "counts", "_waiting", "_newest", "first_role")
+
+    def __init__(self, meter: TokenMeter) -> None:
+        self.meter = meter
+        self.totals: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
+        self.ids = array("q")
+        self.counts = array("q")
+        self._waiting: dict[str, deque[int]] = {}
+        self._newest = -1
+        #: role of the first non-system message the surface keeps (None: none yet)
+        self.first_role: str | None = None
+
+    def add(self, shown: Sequence[Message], counts: Sequence[int]) -> None:
+        waiting = self._waiting
+        totals = self.totals
+        for m, n in zip(shown, counts):
+            role = m.role
+            keep = True
+            if role == "assistant":
+                self._newest = m.id  # type: ignore[assignment]
+                for call in m.tool_calls:
+                    waiting.setdefault(call.id, deque()).append(m.id)  # type: ignore[arg-type]
+            elif role == "tool":
+                key = m.tool_call_id or ""
+                queue = waiting.get(key)
+                if queue:
+                    queue.pop() if queue[-1] == self._newest else queue.popleft()
+                    if not queue:
+                        del waiting[key]
+                elif m.metadata and is_closing_marker(m):
+                    keep = False  # its call is not on the surface: left out as an orphan
+            self.ids.append(m.id)  # type: ignore[arg-type]
+            self.counts.append(n)
+            if keep:
+                totals[message_category(m)] += n
+                if self.first_role is None and role != "system":
+                    self.first_role = role
+
+    @property
+    def history_tokens(self) -> int:
+        return sum(self.totals.values())
+
+    def tokens_after(self, message_id: int) -> int:
+        """Tokens of the messages with an id above ``message_id`` (as counted, markers included)."""
+        i = bisect_right(self.ids, message_id)
+        return sum(self.counts[i:])
+
+
+@dataclass(frozen=True)
+class ThreadMeasure:
+    """A thread's head (its snapshot without messages) and the measurement of its envelope."""
+
+    head: Snapshot
+    measurement: Measurement
+    meter: TokenMeter
+    tally: Tally
+
+    @property
+    def tokens(self) -> int:
+        return self.measurement.total
+
+    def tokens_after(self, message_id: int) -> int:
+        return self.tally.tokens_after(message_id)
+
+
+class _Entry:
+    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages")
+
+    def __init__(self, head: Snapshot) -> None:
+        self.head = head  # messages=(): state, configuration, offloads, current request
+        self.last_id: int | None = head.state.boundary
+        self.tallies: dict[str, Tally] = {}
+        self.snapshot: Snapshot | None = None  # held entries only
+        self.shown: list[Message] | None = None  # held: the shown history, closing markers placed
+        self.messages: tuple[Message, ...] | None = None  # held: the stored messages after the boundary
+
+    @property
+    def held(self) -> bool:
+        return self.messages is not None
+
+
+def _same_key(entry: _Entry, head: Snapshot) -> bool:
+    return entry.head.conversation_id == head.conversation_id and entry.head.state == head.state
+
+
+class SnapshotCache:
+    """Incremental snapshots and measurements of the threads of one store (thread-safe)."""
+
+    def __init__(self, store: Store, *, max_held: int = 8, max_streamed: int = 64, page: int = PAGE) -> None:
+        self.store = store
+        self.page = page
+        self.max_held = max_held
+        self.max_streamed = max_streamed
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self._thread_locks: dict[str, threading.Lock] = {}
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _key_lock(self, thread: str) -> threading.Lock:
+        with self._lock:
+            lock = self._thread_locks.get(thread)
+            if lock is None:
+                lock = self._thread_locks[thread] = threading.Lock()
+            return lock
+
+    def _get(self, thread: str) -> _Entry | None:
+        with self._lock:
+            entry = self._entries.get(thread)
+            if entry is not None:
+                self._entries.move_to_end(thread)
+            return entry
+
+    def _put(self, thread: str, entry: _Entry) -> None:
+        with self._lock:
+            self._entries[thread] = entry
+            self._entries.move_to_end(thread)
+            for held, limit in ((True, self.max_held), (False, self.max_streamed)):
+                keys = [k for k, e in self._entries.items() if e.held == held]
+                for k in keys[: max(0, len(keys) - limit)]:
+                    del self._entries[k]
+
+    def invalidate(self, thread: str | None = None) -> None:
+        """Forget one thread's entry (or all). Never needed for correctness (the key is read from
+        the database on every call); it frees memory."""
+        with self._lock:
+            if thread is None:
+                self._entries.clear()
+            else:
+                self._entries.pop(thread, None)
+
+    # -- reading --------------------------------------------------------------------------
+    def _read_head(self, reader: ConversationReader, entry: _Entry | None, *, with_busy: bool) -> tuple[Snapshot, bool]:
+        """(head, still valid): the head with the entry's offloads and request when its key holds."""
+        state = reader.state()
+        if entry is not None and entry.head.conversation_id == reader.conversation_id and entry.head.state == state:
+            head = reader.head(with_busy=with_busy, with_offloads=False, with_request=False)
+            return replace(head, offloads=entry.head.offloads, current_request=entry.head.current_request), True
+        return reader.head(with_busy=with_busy), False
+
+    def _new_messages(self, reader: ConversationReader, after: int | None) -> Iterable[list[Message]]:
+        while True:
+            page = reader.messages_after(after, limit=self.page)
+            if not page:
+                return
+            yield page
+            if len(page) < self.page:
+                return
+            after = page[-1].id
+
+    # -- held snapshots (the pressure path) ---------------------------------------------------
+    def snapshot(self, thread: str, *, with_busy: bool = False) -> Snapshot:
+        """The thread's snapshot, equal to ``Store.snapshot(thread, with_busy=with_busy)``, read
+        incrementally: the key and the messages appended since the last call, in one read
+        transaction. Its measurement through :meth:`measure` costs O(new messages)."""
+        with self._key_lock(thread):
+            entry = self._get(thread)
+            with self.store.reading(thread) as reader:
+                head, valid = self._read_head(reader, entry, with_busy=with_busy)
+                if not valid or entry is None or not entry.held:
+                    entry = self._cold_held(reader, head)
+                else:
+                    self._extend_held(reader, entry, head)
+                    head = replace(head, current_request=entry.head.current_request)
+            snap = replace(head, messages=entry.messages, busy_reason=head.busy_reason)  # type: ignore[arg-type]
+            entry.head = replace(head, messages=())
+            entry.snapshot = snap
+            self._put(thread, entry)
+            return snap
+
+    def _cold_held(self, reader: ConversationReader, head: Snapshot) -> _Entry:
+        entry = _Entry(head)
+        messages = reader.messages_after(head.state.boundary)
+        entry.messages = tuple(messages)
+        entry.shown = place_closing_markers(shown_messages(messages, head.offloads))
+        entry.last_id = messages[-1].id if messages else head.state.boundary
+        return entry
+
+    def _extend_held(self, reader: ConversationReader, entry: _Entry, head: Snapshot) -> None:
+        new: list[Message] = []
+        for page in self._new_messages(reader, entry.last_id):
+            new.extend(page)
+        if not new:
+            return
+        if any(m.role == "user" for m in new):  # the current request may have changed
+            entry.head = replace(entry.head, current_request=reader.last_user_message())
+        assert entry.messages is not None and entry.shown is not None
+        entry.messages = entry.messages + tuple(new)
+        shown_new = shown_messages(new, entry.head.offloads)
+        if any(m.role == "tool" and m.metadata and is_closing_marker(m) for m in new):
+            entry.shown = place_closing_markers(shown_messages(entry.messages, entry.head.offloads))
+        else:  # placement of the earlier markers cannot change (see place_closing_markers)
+            entry.shown.extend(shown_new)
+        entry.last_id = new[-1].id
+        for tally in entry.tallies.values():
+            tally.add(shown_new, tally.meter.count_messages(shown_new))
+
+    def measure(self, snapshot: Snapshot, meter: TokenMeter, *, ephemeral: Sequence[Message] = ()) -> tuple[Surface, Envelope, Measurement]:
+        """(surface, envelope, measurement) of ``snapshot``, equal to ``build_surface`` →
+        ``envelope_of`` → ``meter.measure``. For the latest snapshot this cache returned for its
+        thread, the history part comes from the running tally (O(new messages)); any other
+        snapshot is measured in full."""
+        entry = self._get(snapshot.thread)
+        if entry is None or entry.snapshot is not snapshot or entry.shown is None:
+            surface = build_surface(snapshot, ephemeral=ephemeral)
+            env = envelope_of(snapshot, surface)
+            return surface, env, meter.measure(env)
+        with self._key_lock(snapshot.thread):
+            if entry.snapshot is not snapshot:  # extended meanwhile: measure this one in full
+                surface = build_surface(snapshot, ephemeral=ephemeral)
+                env = envelope_of(snapshot, surface)
+                return surface, env, meter.measure(env)
+            tally = entry.tallies.get(meter.encoding_name)
+            if tally is None:
+                tally = entry.tallies[meter.encoding_name] = Tally(meter)
+                ordered = shown_messages(entry.messages or (), snapshot.offloads)
+                tally.add(ordered, meter.count_messages(ordered))
+            shown = list(entry.shown)
+        if tally.first_role is not None and tally.first_role != "user":
+            shown.insert(0, _synthetic())
+        notes = [e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in ephemeral]
+        shown.extend(notes)
+        surface = Surface(messages=tuple(shown), summary=snapshot.state.summary, boundary=snapshot.state.boundary, generation=snapshot.state.generation)
+        env = envelope_of(snapshot, surface)
+        return surface, env, _measurement(snapshot, tally, meter, notes)
+
+    # -- streamed measurements (status, the inspector) ----------------------------------------
+    def thread_measure(self, thread: str, *, with_busy: bool = True, progress: Callable[[int], None] | None = None) -> ThreadMeasure:
+        """The thread's head and the measurement of its envelope (no ephemeral notes), for the
+        thread's own model. Warm: the key and the new messages. Cold: the thread is read in pages
+        and no message is kept (bounded memory); ``progress(messages_counted)`` is called after
+        each page."""
+        with self._key_lock(thread):
+            entry = self._get(thread)
+            with self.store.reading(thread) as reader:
+                head, valid = self._read_head(reader, entry, with_busy=with_busy)
+                meter = default_meter(head.model)
+                if valid and entry is not None and entry.held:
+                    self._extend_held(reader, entry, head)
+                    head = replace(head, current_request=entry.head.current_request)
+                    tally = entry.tallies.get(meter.encoding_name)
+                    if tally is None:
+                        tally = entry.tallies[meter.encoding_name] = Tally(meter)
+                        ordered = shown_messages(entry.messages or (), head.offloads)
+                        tally.add(ordered, meter.count_messages(ordered))
+                    entry.snapshot = replace(head, messages=entry.messages)  # type: ignore[arg-type]
+                else:
+                    if not valid or entry is None or meter.encoding_name not in entry.tallies:
+                        entry = _Entry(replace(head, messages=()))
+                        entry.tallies[meter.encoding_name] = Tally(meter)
+                    tally = entry.tallies[meter.encoding_name]
+                    self._stream(reader, entry, head, tally, meter, progress)
+                    head = replace(head, current_request=entry.head.current_request)
+                entry.head = replace(head, messages=())
+            self._put(thread, entry)
+            return ThreadMeasure(head=replace(head, messages=()), measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally)
+
+    def _stream(self, reader: ConversationReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
+                progress: Callable[[int], None] | None) -> None:
+        saw_user = False
+        counted = 0
+        for page in self._new_messages(reader, entry.last_id):
+            shown = shown_messages(page, head.offloads)
+            tally.add(shown, meter.count_messages(shown, cache=False))
+            saw_user = saw_user or any(m.role == "user" for m in page)
+            entry.last_id = page[-1].id
+            counted += len(page)
+            if progress is not None:
+                progress(counted)
+        if saw_user:
+            entry.head = replace(entry.head, current_request=reader.last_user_message())
+
+
+def _synthetic() -> Message:
+    return Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True})
+
+
+def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequence[Message]) -> Measurement:
+    """The envelope's measurement: the tally plus the fixed parts, as :meth:`TokenMeter.measure`."""
+    breakdown = dict(tally.totals)
+    breakdown["system"] += TOKENS_REPLY_PRIMING
+    breakdown["tools"] += meter.count_tools(head.tools)
+    extra: list[Message] = []
+    if head.system_prompt:
+        extra.append(system(head.system_prompt))
+    if head.state.summary:
+        extra.append(summary_message(head.state.summary))
+    if tally.first_role is not None and tally.first_role != "user":
+        extra.append(_synthetic())
+    extra.extend(notes)
+    for m, n in zip(extra, meter.count_messages(extra)):
+        breakdown[message_category(m)] += n
+    return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)
+
+
+def measured_parts(cache: "SnapshotCache | None", snapshot: Snapshot, meter: TokenMeter, ephemeral: Sequence[Message] = ()) -> tuple[Surface, Envelope, Measurement]:
+    """``cache.measure`` when there is a cache, else the full measurement (one call site for the compactor)."""
+    if cache is not None:
+        return cache.measure(snapshot, meter, ephemeral=ephemeral)
+    surface = build_surface(snapshot, ephemeral=ephemeral)
+    env = envelope_of(snapshot, surface)
+    return surface, env, meter.measure(env)
