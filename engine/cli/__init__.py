@@ -171,9 +171,10 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
     """Say why a summary was rejected: the cause the compactor recorded in the thread's newest
     ``summary_rejected`` event (e.g. ``summarizer_failed: HTTP 429 from … after 2 attempts``) goes
     into the message and into ``exc.detail``. Best effort: when it cannot be read the message stays."""
+    from ..errors import rejection_detail
     from ..events import EventKind
 
-    if getattr(exc, "detail", None):  # already carried by the error
+    if exc.detail:  # already carried by the error
         return
     try:
         newest, after = None, None
@@ -185,21 +186,9 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
             after = page[-1].id
     except Exception:  # noqa: BLE001: the rejection itself is what must be reported
         return
-    if newest is None or newest.data.get("reason") != exc.reason:
-        return
-    data = newest.data
-    message, code = data.get("error_message"), data.get("error_code")
-    if isinstance(message, str) and message.strip():
-        detail = message.strip()
-    elif isinstance(code, str) and code:
-        detail = code
-    elif exc.reason == "not_smaller" and isinstance(data.get("summary_tokens"), int) and isinstance(data.get("replaced_tokens"), int):
-        detail = f"the summary has {data['summary_tokens']} tokens, what it would replace {data['replaced_tokens']}"
-    else:
-        return
-    exc.detail = detail  # type: ignore[attr-defined]
-    exc.message = f"summary rejected ({exc.reason}: {detail}); nothing was changed"
-    exc.args = (exc.message,)
+    detail = rejection_detail(exc, dict(newest.data) if newest is not None else None)
+    if detail:
+        exc.explain(detail)
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -1,25 +1,22 @@
 """What every ``compaction`` command shares: exit codes, the JSON writer, and how a failure reads
-(one line, in words, with any password of the database URL masked). No command imports the package
-that registers it, so there is no import cycle."""
+(one line, in words, with any password of the database URL masked: :func:`describe_failure`, the
+one copy in :mod:`engine.errors` the inspector shares). No command imports the package that
+registers it, so there is no import cycle."""
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any, Iterable
 from urllib.parse import quote
 
-from ..errors import EngineError
+from ..errors import EngineError, describe_failure
 
 __all__ = ["EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets", "url_secrets"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
-
-#: a message longer than this is cut (a row's whole content must not flood the terminal)
-MAX_MESSAGE = 300
 
 
 def jsonable(value: Any) -> Any:
@@ -37,44 +34,6 @@ def jsonable(value: Any) -> Any:
 def emit_json(data: Any) -> None:
     json.dump(jsonable(data), sys.stdout, ensure_ascii=False, indent=2)
     sys.stdout.write("\n")
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
-
-
-def describe_failure(exc: BaseException) -> tuple[str, str]:
-    """``(code, message)`` of any failure, the message one line in words (no Python type names).
-
-    An :class:`EngineError` keeps its own code and message. Anything else escaped the engine's
-    typed errors: most often a row another program wrote that breaks docs/schema.md (JSON that is
-    not JSON or nests too deeply, text that is not UTF-8, a timestamp that is not one, a value of
-    the wrong type); its code is ``unreadable_data``. What is not about data is ``unexpected_error``."""
-    if isinstance(exc, EngineError):
-        return exc.code, _one_line(exc.message)
-    detail = str(exc)
-    if isinstance(exc, json.JSONDecodeError):
-        return "unreadable_data", f"the database holds a JSON value that is not valid JSON ({exc.msg} at character {exc.pos})"
-    if isinstance(exc, RecursionError):
-        return "unreadable_data", "the database holds a JSON value nested too deeply to read"
-    if isinstance(exc, UnicodeDecodeError):
-        return "unreadable_data", "the database holds text that is not valid UTF-8"
-    if isinstance(exc, UnicodeEncodeError):
-        return "unreadable_data", "a text holds a character that cannot be encoded (a lone surrogate?)"
-    if isinstance(exc, OverflowError):
-        return "unreadable_data", _one_line(f"a number is too large for the database ({detail})")
-    if isinstance(exc, ValueError) and "isoformat" in detail:
-        found = re.search(r"'(.*)'", detail)
-        return "unreadable_data", _one_line(f"the database holds a timestamp that cannot be read: {found.group(0) if found else detail}")
-    if isinstance(exc, (TypeError, ValueError, KeyError, AttributeError, IndexError)):
-        return "unreadable_data", _one_line(f"the database holds a value of an unexpected type or shape ({detail or 'no detail'})")
-    if isinstance(exc, MemoryError):
-        return "unexpected_error", "out of memory"
-    if isinstance(exc, OSError):
-        where = f": {exc.filename}" if exc.filename else ""
-        return "io_error", _one_line(f"{exc.strerror or detail or 'input/output error'}{where}")
-    return "unexpected_error", _one_line(f"unexpected failure: {detail}" if detail else "unexpected failure")
 
 
 def url_secrets(url: str | None) -> list[str]:

@@ -4,17 +4,14 @@ A failure shows as ``code: message`` with the message in words: an engine error 
 message; anything else (most often a row another program wrote that breaks docs/schema.md: JSON
 that is not JSON or nests too deeply, text that is not UTF-8, a timestamp that is not one, a value
 of the wrong type) is described without Python type names, as ``compaction`` does on the command
-line (``engine.cli.output.describe_failure``: the inspector may not import the CLI, so the rules
-are repeated here and ``tests/gui/test_robust_window.py`` checks that the two agree).
+line: both use the one :func:`engine.errors.describe_failure`.
 """
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
 
-from engine.errors import EngineError
+from engine.errors import EngineError, describe_failure
 from engine.views import PressureStatus, ThreadInfo
 
 
@@ -46,40 +43,10 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{shown} {one if n == 1 else (many or one + 's')}"
 
 
-MAX_MESSAGE = 300  # longer messages are cut (a row's content must not fill the banner)
-
-
-def _one_line(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 1] + "…"
-
-
 def describe(exc: BaseException) -> tuple[str, str]:
-    """``(code, message)`` of any failure, the message one line in words."""
-    if isinstance(exc, EngineError):
-        return exc.code, _one_line(exc.message)
-    detail = str(exc)
-    if isinstance(exc, json.JSONDecodeError):
-        return "unreadable_data", f"the database holds a JSON value that is not valid JSON ({exc.msg} at character {exc.pos})"
-    if isinstance(exc, RecursionError):
-        return "unreadable_data", "the database holds a JSON value nested too deeply to read"
-    if isinstance(exc, UnicodeDecodeError):
-        return "unreadable_data", "the database holds text that is not valid UTF-8"
-    if isinstance(exc, UnicodeEncodeError):
-        return "unreadable_data", "a text holds a character that cannot be encoded (a lone surrogate?)"
-    if isinstance(exc, OverflowError):
-        return "unreadable_data", _one_line(f"a number is too large for the database ({detail})")
-    if isinstance(exc, ValueError) and "isoformat" in detail:
-        found = re.search(r"'(.*)'", detail)
-        return "unreadable_data", _one_line(f"the database holds a timestamp that cannot be read: {found.group(0) if found else detail}")
-    if isinstance(exc, (TypeError, ValueError, KeyError, AttributeError, IndexError)):
-        return "unreadable_data", _one_line(f"the database holds a value of an unexpected type or shape ({detail or 'no detail'})")
-    if isinstance(exc, MemoryError):
-        return "unexpected_error", "out of memory"
-    if isinstance(exc, OSError):
-        where = f": {exc.filename}" if exc.filename else ""
-        return "io_error", _one_line(f"{exc.strerror or detail or 'input/output error'}{where}")
-    return "unexpected_error", _one_line(f"unexpected failure: {detail}" if detail else "unexpected failure")
+    """``(code, message)`` of any failure, the message one line in words (the CLI's rules:
+    :func:`engine.errors.describe_failure`)."""
+    return describe_failure(exc)
 
 
 def error_code(exc: BaseException) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Awaitable, Callable
 
-from engine.errors import CannotCompact, EngineError, ThreadBusy
+from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_detail
 
 from ..layout import InspectorLayout
 from ..service_api import InspectorService
@@ -102,20 +102,16 @@ class CompactionController:
     async def _explain(self, key: str, exc: CannotCompact) -> None:
         """Put the cause of a rejected summary (recorded in the thread's newest ``summary_rejected``
         event, e.g. ``HTTP 429 from … after 2 attempts``) into its message. Best effort."""
-        if getattr(exc, "detail", None):
+        if exc.detail:
             return
         try:
             events = await self.client.call(InspectorService.events, key, limit=100_000)
         except Exception:  # noqa: BLE001: the rejection itself is what must be shown
             return
         newest = next((e for e in reversed(events) if e.kind == "summary_rejected"), None)
-        if newest is None or newest.data.get("reason") != exc.reason:
-            return
-        message, code = newest.data.get("error_message"), newest.data.get("error_code")
-        detail = message.strip() if isinstance(message, str) and message.strip() else (code if isinstance(code, str) and code else None)
+        detail = rejection_detail(exc, dict(newest.data) if newest is not None else None)
         if detail:
-            exc.detail = detail  # type: ignore[attr-defined]
-            exc.message = f"summary rejected ({exc.reason}: {detail}); nothing was changed"
+            exc.explain(detail)
 
     def update_button(self) -> None:
         """Enabled on an idle thread; otherwise it (and the note under the title) says why not."""

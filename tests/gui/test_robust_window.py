@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from PySide6.QtCore import QSettings, Qt
 
-from engine.cli.output import describe_failure
+from engine.errors import describe_failure
 from engine.service import open_service
 from engine.store import normalize_url
 from engine.summarizers.extractive import ExtractiveSummarizer
@@ -244,7 +244,11 @@ def test_an_empty_url_is_an_error_not_the_demo(qtbot: Any, window_factory: Any) 
         RuntimeError("boom"),
     ],
 )
-def test_the_window_and_the_cli_describe_failures_alike(exc: BaseException) -> None:
+def test_the_window_and_the_cli_describe_failures_with_one_definition(exc: BaseException) -> None:
+    from engine import errors
+    from engine.cli import output
+
+    assert output.describe_failure is errors.describe_failure  # the CLI re-exports the one copy
     assert describe(exc) == describe_failure(exc)
     assert not PYTHON_NAME.search(describe(exc)[1])
 
