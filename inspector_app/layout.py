@@ -32,7 +32,9 @@ from PySide6.QtWidgets import (
 from . import theme
 from .choices import TABS
 from .models.events import COL_KIND, COL_TIME, EventsModel
-from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
+from .models.checks import FindingsModel
+from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
+from .pressure_text import HINT_TEXT, PressureView
 from .models.timeline import COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import PillDelegate
@@ -48,6 +50,11 @@ MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MAR
 def state_pills(index: QModelIndex) -> list[tuple[str, str]]:
     state = index.data(StateRole)
     return [(state, STATE_TOKENS.get(state, "text_muted"))] if state else []
+
+
+def source_pills(index: QModelIndex) -> list[tuple[str, str]]:
+    text = index.data()
+    return [(text, "info")] if text else []
 
 
 def token_pills(index: QModelIndex) -> list[tuple[str, str]]:
@@ -96,11 +103,12 @@ class InspectorLayout(QMainWindow):
         header = self.thread_list.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((COL_PRESSURE, 78), (COL_GENERATION, 40), (COL_STATE, 78)):
+        for col, width in ((COL_SOURCE, 84), (COL_PRESSURE, 72), (COL_GENERATION, 40), (COL_STATE, 74)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             header.resizeSection(col, width)
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(state_pills, self.thread_list))
+        self.thread_list.setItemDelegateForColumn(COL_SOURCE, PillDelegate(source_pills, self.thread_list))
 
         left = QWidget()
         ll = QVBoxLayout(left)
@@ -116,7 +124,7 @@ class InspectorLayout(QMainWindow):
         self.thread_title.setObjectName("threadTitle")
         self.thread_meta = QLabel("")
         self.thread_meta.setObjectName("muted")
-        self.hint_label = QLabel("85% of the threshold reached: consider compacting now")
+        self.hint_label = QLabel(HINT_TEXT)  # the pressure line: its words depend on the state (pressure_text)
         self.hint_label.setObjectName("hintLabel")
         self.hint_label.hide()
         self.busy_label = QLabel()
@@ -221,12 +229,41 @@ class InspectorLayout(QMainWindow):
         el.addWidget(hint)
         el.addWidget(self.events_empty)
         el.addWidget(self.events_view, 1)
+        self.findings_model = FindingsModel(self)
+        self.findings_view = QTreeView()
+        self.findings_view.setObjectName("findingsView")
+        self.findings_view.setModel(self.findings_model)
+        self.findings_view.setRootIsDecorated(False)
+        self.findings_view.setAllColumnsShowFocus(True)
+        self.findings_view.setWordWrap(True)
+        self.findings_view.header().setStretchLastSection(True)
+        self.findings_view.header().resizeSection(0, 150)
+        self.checks_note = QLabel("Checks run when a thread opens.")
+        self.checks_note.setObjectName("muted")
+        self.checks_note.setWordWrap(True)
+        self.checks_note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        checks = QWidget()
+        kl = QVBoxLayout(checks)
+        kl.setContentsMargins(8, 8, 8, 8)
+        about = QLabel("The invariants of docs/schema.md for this thread, as compaction check verifies them: counts, the boundary on a unit end, generation vs history, orphans, offload files.")
+        about.setObjectName("muted")
+        about.setWordWrap(True)
+        about.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        kl.addWidget(about)
+        row = QHBoxLayout()
+        row.addWidget(self.checks_note, 1)
+        self.checks_button = QPushButton("Run checks")
+        self.checks_button.setObjectName("runChecks")
+        row.addWidget(self.checks_button)
+        kl.addLayout(row)
+        kl.addWidget(self.findings_view, 1)
         self.tabs = QTabWidget()
         self.tabs.setObjectName("sideTabs")
         self.tabs.addTab(self.detail, "Detail")
         self.tabs.addTab(pressure, "Pressure")
         self.tabs.addTab(self.replay, "Replay")
         self.tabs.addTab(events, "Events")
+        self.tabs.addTab(checks, "Checks")
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
@@ -255,11 +292,25 @@ class InspectorLayout(QMainWindow):
         bar.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         self.connect_action = QAction(theme.icon("database"), "Open database…", self)
         self.connect_action.setShortcut(QKeySequence.StandardKey.Open)
+        self.import_action = QAction(theme.icon("tool"), "Import…", self)
+        self.import_action.setShortcut(QKeySequence("Ctrl+I"))
+        self.import_action.setToolTip("Import transcripts (Claude Code, Codex, OpenAI, Anthropic, OpenHands, SWE-agent): or drop files on the window")
+        self.quit_action = QAction("Close window", self)
+        self.quit_action.setShortcut(QKeySequence.StandardKey.Close)
+        self.quit_action.triggered.connect(self.close)
+        file_menu = self.menuBar().addMenu("&File")
+        file_menu.setObjectName("fileMenu")
+        file_menu.addAction(self.connect_action)
+        file_menu.addAction(self.import_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+        self.file_menu = file_menu
         self.refresh_action = QAction(theme.icon("refresh"), "Refresh", self)
         self.refresh_action.setShortcut(QKeySequence.StandardKey.Refresh)
         self.newest_action = QAction(theme.icon("forward"), "Jump to newest", self)
         self.newest_action.setToolTip("Load and show the newest messages of the thread (End in the timeline)")
         bar.addAction(self.connect_action)
+        bar.addAction(self.import_action)
         bar.addAction(self.refresh_action)
         bar.addAction(self.newest_action)
         spacer = QWidget()
@@ -275,6 +326,18 @@ class InspectorLayout(QMainWindow):
     def show_tab(self, name: str) -> None:
         """Show the side tab ``name`` (one of :data:`TABS`)."""
         self.tabs.setCurrentIndex(TABS.index(name))
+
+    def show_pressure_line(self, view: PressureView) -> None:
+        """The header's pressure line: the words of the state (none below the 85% hint line)."""
+        self.hint_label.setText(view.text)
+        self.hint_label.setProperty("state", view.state)
+        self.hint_label.setStyleSheet(f"color: {theme.color(view.tone).name()}; font-weight: 600;")
+        self.hint_label.setVisible(view.shown)
+
+    def set_checks_count(self, count: int) -> None:
+        """The Checks tab's title: how many violations the open thread has."""
+        self.tabs.setTabText(TABS.index("checks"), f"Checks ({count})" if count else "Checks")
+        self.tabs.tabBar().setTabTextColor(TABS.index("checks"), theme.color("danger") if count else self.tabs.tabBar().palette().windowText().color())
 
     def set_events_count(self, count: int) -> None:
         """The events tab's title and its empty-state note."""

@@ -1,5 +1,6 @@
 """The main window: the layout of :mod:`inspector_app.layout` wired to the components of
-:mod:`inspector_app.controllers` (threads, paging, search, selection, compaction, refresh, theming).
+:mod:`inspector_app.controllers` (threads, paging, search, selection, compaction, import, refresh,
+theming). Transcript files dropped on the window are imported (:mod:`.controllers.importing`).
 
 Every service call goes through :class:`~inspector_app.service_client.ServiceClient` from an
 asyncio task. Window-wide work (opening a database, measuring the list's pressure, a manual
@@ -14,11 +15,12 @@ import asyncio
 from typing import Any, Coroutine, TypeVar
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QShowEvent
+from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
 
 from . import theme
 from .controllers.base import ThreadState, error_code, error_text
 from .controllers.compaction import CompactionController
+from .controllers.importing import ImportController, dropped_paths
 from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
 from .controllers.search import SearchController
@@ -82,8 +84,13 @@ class MainWindow(InspectorLayout):
             threads=self.threads, paging=self.paging, busy=lambda: self.compaction.compacting, poll_ms=poll_ms, parent=self,
         )  # fmt: skip
         self.poll = self.live.timer
+        self.importer = ImportController(
+            self, client, self.tasks,
+            reload_threads=lambda: self.threads.load_threads(), open_thread=self.select_thread,
+        )  # fmt: skip
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
+        self.setAcceptDrops(True)
 
     # == tasks ==================================================================================
     def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
@@ -175,6 +182,25 @@ class MainWindow(InspectorLayout):
     def find_next(self, *, from_start: bool = False) -> None:
         """Select the next message matching the search box (see :mod:`.controllers.search`)."""
         self.search_control.find_next(from_start=from_start)
+
+    async def import_files(self, paths: list[str]) -> Any:
+        """Import transcript files (as File → Import… and a drop do), then show the result dialog;
+        returns the :class:`~inspector_app.widgets.import_result.ImportOutcome`."""
+        return await self.importer.import_paths(paths)
+
+    def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt name)
+        if self.client.connected and dropped_paths(event.mimeData().urls()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt name)
+        paths = dropped_paths(event.mimeData().urls())
+        if not paths or not self.client.connected:
+            event.ignore()
+            return
+        event.acceptProposedAction()
+        self.importer.start(paths)
 
     def set_theme(self, mode: str) -> None:
         self.theming.set_theme(mode)

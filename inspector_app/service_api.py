@@ -9,7 +9,8 @@ so renaming a method breaks the import or the type check, not a click at run tim
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+import os
+from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
 
 from engine.views import (
     CompactionEvent,
@@ -20,10 +21,14 @@ from engine.views import (
     Offload,
     PressurePoint,
     PressureStatus,
+    SourceCompaction,
     StoredMessage,
     ThreadInfo,
     VisibleTokens,
 )
+
+if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
+    from engine.service import ImportReport
 
 
 class InspectorService(Protocol):
@@ -80,6 +85,16 @@ class InspectorService(Protocol):
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Tokens of each message as the model sees it (a pruned result as its preview) and the
         full count of each pruned one: the timeline's token badges."""
+        ...
+
+    def source_compactions(self, key: str) -> list[SourceCompaction]:
+        """The compactions the thread's source recorded (an imported Claude Code, Codex or
+        OpenHands session), in order; empty for a thread written live."""
+        ...
+
+    def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
+        """Import one transcript file or directory: one report per session (raises
+        ``ImportFormatError`` when it is not that format)."""
         ...
 
     def close(self) -> None:

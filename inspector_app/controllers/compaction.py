@@ -8,6 +8,7 @@ from typing import Awaitable, Callable
 from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_detail
 
 from ..layout import InspectorLayout
+from ..pressure_text import manual_outcome
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from .base import ThreadState
@@ -56,6 +57,9 @@ class CompactionController:
         self._reread_status = reread_status
         self._selected = selected
         self.compacting = False
+        #: thread key -> (its message count then, why the last manual compaction could not bring it
+        #: under its threshold): the header's "cannot compact: <reason>" until the thread changes
+        self._blocked: dict[str, tuple[object, str]] = {}
         ui.compact_button.clicked.connect(self.ask)
         ui.confirm.accepted.connect(self._confirmed)
 
@@ -80,24 +84,48 @@ class CompactionController:
         except EngineError as exc:
             if isinstance(exc, CannotCompact) and exc.code == "summary_rejected":
                 await self._explain(key, exc)
+            if isinstance(exc, CannotCompact):
+                self._block(key, exc.detail or exc.reason or exc.message)
             self.report(exc, "compact")
             bar.showMessage("Compaction refused: nothing changed")
-            if isinstance(exc, ThreadBusy) and self.view.key == key:  # it became busy since we looked: show it
+            if isinstance(exc, (ThreadBusy, CannotCompact)) and self.view.key == key:  # busy since we looked, or cannot compact: show it
                 await self._reread_status(key)
             return
         finally:
             self.compacting = False
             ui.busy.hide()
             self.update_button()
+        why = manual_outcome(result.status, result.reason, result.still_over_threshold, result.note)
+        if why:
+            self._block(key, why)
+        else:
+            self._blocked.pop(key, None)
         if self.view.key == key:  # still the open thread
             ui.banner.clear()
             await self._reload(key, self._selected())
         if result.status == "no_op":
             bar.showMessage(f"Nothing to compact ({result.reason})")
         else:
-            bar.showMessage(
-                f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
-            )
+            done = f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
+            if result.still_over_threshold:
+                done += f" · still over the threshold: {result.note or 'the retained part alone reaches it'}"
+            bar.showMessage(done)
+
+    def _block(self, key: str, why: str) -> None:
+        thread = self.state.thread
+        self._blocked[key] = (thread.message_count if thread is not None and thread.key == key else None, why)
+
+    def blocked_reason(self, key: str) -> str | None:
+        """Why the last manual compaction of ``key`` could not bring it under its threshold, while
+        the thread has not changed since (None otherwise)."""
+        kept = self._blocked.get(key)
+        thread = self.state.thread
+        if kept is None:
+            return None
+        if thread is not None and thread.key == key and kept[0] is not None and thread.message_count != kept[0]:
+            del self._blocked[key]  # new messages: compaction may help now
+            return None
+        return kept[1]
 
     async def _explain(self, key: str, exc: CannotCompact) -> None:
         """Put the cause of a rejected summary (recorded in the thread's newest ``summary_rejected``

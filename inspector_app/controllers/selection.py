@@ -46,6 +46,8 @@ class SelectionController:
         timeline, detail = self.ui.timeline, self.ui.detail
         if node.kind == "boundary" and self.model.boundary is not None:
             detail.show_boundary(self.model.boundary)
+        elif node.kind == "source" and node.source is not None:
+            detail.show_source_compaction(node.source)
         elif node.kind == "message" and node.info is not None:
             self._body = self.view.spawn(self._show_body(node), "read message")
         elif node.kind == "gap":

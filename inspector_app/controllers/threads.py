@@ -12,14 +12,18 @@ from typing import Any, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
+from engine.checks import Finding, ServiceReader, check_thread
 from engine.errors import EngineError
-from engine.views import PressureStatus, ThreadInfo
+from engine.views import PressureStatus, SourceCompaction, ThreadInfo
 
+from ..choices import TABS
 from ..layout import InspectorLayout
-from ..models.threads import KeyRole
+from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo
+from ..pressure_text import percent, pressure_view, window_text, window_tooltip
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
+from ..timeline.pages import source_name
 from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
 from .base import ThreadState, count_of, error_code, error_text, plural
@@ -62,6 +66,9 @@ class ThreadsController:
         self._settings = settings
         self._loaded = loaded
         self._measuring: asyncio.Task[Any] | None = None
+        self._checked: str | None = None  # the thread whose checks the tab shows
+        ui.tabs.currentChanged.connect(self._on_tab)
+        ui.checks_button.clicked.connect(lambda: self.view.key and self.view.spawn(self._check(self.view.key), "check thread"))
         #: the forms of the open database's password: masked in every message the window shows
         self.secrets: tuple[str, ...] = ()
         ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
@@ -104,6 +111,9 @@ class ThreadsController:
         model = self.ui.thread_model
         current = select or (self.state.thread.key if self.state.thread else None)
         model.set_threads(threads)
+        imported = any(t.source_format for t in threads)
+        self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)  # only when something was imported;
+        self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)  # then the title needs Gen's room (it is in the header)
         self.ui.statusBar().showMessage(f"{len(threads)} threads")
         if threads:
             # by default open the thread with the most compaction history: what the inspector is for
@@ -181,13 +191,20 @@ class ThreadsController:
         except Exception as exc:  # noqa: BLE001: the timeline still shows, without its summary card
             problems.append(("read compaction state", exc))
             boundary = None
+        sources: tuple[SourceCompaction, ...] = ()
+        if info.source_format:  # an imported thread: the compactions its source recorded
+            try:
+                sources = tuple(await self.client.call_interactive(InspectorService.source_compactions, key))
+            except Exception as exc:  # noqa: BLE001: the timeline still shows, without the source's boundaries
+                problems.append(("read the source's compactions", exc))
         self.state.thread = info
         self.state.status = None
         ui.thread_model.update_thread(info)
-        model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=count_of(info))
+        model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=count_of(info), sources=sources)
         ui.summary_button.setVisible(boundary is not None)
         ui.thread_title.setText(info.title or key)
         ui.thread_meta.setText(plural(info.message_count, "message"))
+        ui.hint_label.hide()
         self.compaction.update_button()
         if keep is None:
             ui.detail.clear()
@@ -205,6 +222,9 @@ class ThreadsController:
             if keep is not None:
                 await self.paging.ensure_loaded(keep)
             index = model.index_for_message(keep) if keep is not None else model.boundary_index()
+            if not index.isValid() and keep is None and sources:
+                found = model.source_indexes()  # an imported thread opens on the source's newest compaction
+                index = found[-1] if found else index
             if not index.isValid() and keep is None and model.exhausted:
                 index = model.newest_message_index()  # nothing compacted: open on what happens now
             if index.isValid():  # a fresh thread opens on its summary card
@@ -264,7 +284,38 @@ class ThreadsController:
             ui.replay.set_episodes(episodes)
         ui.events_model.set_events(events or [])
         ui.set_events_count(len(events or []))
+        ui.findings_model.set_findings([])
+        ui.set_checks_count(0)
+        self._checked = None
+        count = count_of(self.state.thread)
+        if ui.tabs.currentIndex() == TABS.index("checks") or (count is not None and count <= CHECK_AUTO_LIMIT):
+            await self._check(key)
+        else:  # checking reads every message: a long thread is checked when the tab is opened
+            ui.checks_note.setText(f"This thread has {plural(count or 0, 'message')}: its checks run when this tab is opened (or press Run checks).")
         return problems
+
+    def _on_tab(self, index: int) -> None:
+        key = self.view.key
+        if index == TABS.index("checks") and key is not None and self._checked != key:
+            self.view.spawn(self._check(key), "check thread")
+
+    async def _check(self, key: str) -> None:
+        """The invariants of docs/schema.md for this thread (``engine.checks``, as ``compaction
+        check`` runs them), on a worker: the Checks tab lists what is wrong, its title how many."""
+        ui = self.ui
+        self._checked = key
+        ui.checks_note.setText("Checking…")
+        try:
+            findings = await self.client.apply(run_checks, key)
+        except Exception as exc:  # noqa: BLE001: the checks themselves failed: said in the tab
+            ui.findings_model.set_findings([])
+            ui.checks_note.setText(f"The checks could not run: {error_text(exc)}")
+            return
+        ui.findings_model.set_findings(findings)
+        ui.set_checks_count(len(findings))
+        ui.checks_note.setText(
+            f"{plural(len(findings), 'violation')} of docs/schema.md found in this thread." if findings else "No violations: every invariant of docs/schema.md holds for this thread."
+        )
 
     async def reread_status(self, key: str) -> None:
         """Read the open thread's header and status again (as a task of its view)."""
@@ -285,9 +336,11 @@ class ThreadsController:
         """The thread header, gauge, chart, hint and the list's pressure column from ``status``."""
         ui = self.ui
         self.state.status = status
-        ui.gauge.set_status(status)
+        blocked = self.compaction.blocked_reason(status.thread)
+        view = pressure_view(status, blocked)
+        ui.gauge.set_status(status, blocked)
         ui.chart.set_status(status)
-        ui.hint_label.setVisible(status.hint)
+        ui.show_pressure_line(view)
         ui.thread_model.set_pressure(status.thread, status.pressure_ratio)
         info = self.state.thread
         ui.thread_title.setText(info.title if info else status.thread)
@@ -295,12 +348,25 @@ class ThreadsController:
             plural(info.message_count, "message") if info else "",
             f"generation {status.generation}",
             plural(status.compact_count, "summary", "summaries"),
-            f"{status.pressure_ratio * 100:.1f}% of threshold",
+            f"{percent(status)} of threshold",
+            window_text(status),
         ]
         if info and info.model:
             meta.insert(1, info.model)
+        if info and info.source_format:
+            meta.insert(1, f"imported from {source_name(info.source_format)}")
         ui.thread_meta.setText(" · ".join(m for m in meta if m))
+        ui.thread_meta.setToolTip(window_tooltip(status))
         self.compaction.update_button()
+
+
+#: threads up to this many messages are checked as they open; longer ones when the tab is opened
+CHECK_AUTO_LIMIT = 2_000
+
+
+def run_checks(service: Any, key: str) -> list[Finding]:
+    """:func:`engine.checks.check_thread` over the open service (runs on a worker)."""
+    return check_thread(ServiceReader(service), key)
 
 
 def _interest(t: ThreadInfo) -> tuple[int, int, float]:

@@ -1,4 +1,8 @@
-"""The threads list: one row per conversation (a thin table model over ``ThreadInfo``)."""
+"""The threads list: one row per conversation (a thin table model over ``ThreadInfo``).
+
+An imported thread shows its source (``Claude Code``, ``Codex`` …) in the Source column; a
+sub-agent's key is its parent's key + ``/<id>``, so the key order lists it right under its parent,
+and its title is indented with ``↳``."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyM
 
 from engine.views import ThreadInfo
 
+from ..timeline.pages import source_badge, source_name
 from .table import RecordTableModel
 
 ThreadRole = Qt.ItemDataRole.UserRole + 1
@@ -24,8 +29,9 @@ STATE_LABELS: dict[str | None, str] = {
     "queued": "queued",
 }
 
-COLUMNS: tuple[str, ...] = ("Thread", "Msgs", "Pressure", "Gen", "State")
-COL_TITLE, COL_MESSAGES, COL_PRESSURE, COL_GENERATION, COL_STATE = range(len(COLUMNS))
+COLUMNS: tuple[str, ...] = ("Thread", "Source", "Msgs", "Pressure", "Gen", "State")
+COL_TITLE, COL_SOURCE, COL_MESSAGES, COL_PRESSURE, COL_GENERATION, COL_STATE = range(len(COLUMNS))
+SUBAGENT_PREFIX = "↳ "
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -118,7 +124,7 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
         if role == PressureRole:
             return self._pressure.get(t.key)
         if role == SearchTextRole:
-            return " ".join(filter(None, (t.title, t.key, t.agent, t.model, t.provider)))
+            return " ".join(filter(None, (t.title, t.key, t.agent, t.model, t.provider, source_name(t.source_format))))
         if role == Qt.ItemDataRole.ToolTipRole and t.key in self._failed:
             return f"Cannot read this thread: {self._failed[t.key]}"
         if role == Qt.ItemDataRole.ToolTipRole and col == COL_TITLE:
@@ -128,14 +134,31 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
             if t.provider or t.model:
                 details.append(f"model: {t.provider or '?'} / {t.model or '?'}")
             details.append(f"compactions: {t.compact_count}")
+            if t.source_format:
+                details.append(f"imported from {source_name(t.source_format)}: {t.source_file or '?'}")
+            if t.parent_thread:
+                details.append(f"sub-agent of {t.parent_thread}")
             return "\n".join(details)
+        if role == Qt.ItemDataRole.ToolTipRole and col == COL_SOURCE and t.source_format:
+            lines = [f"imported from {source_name(t.source_format)} ({t.source_format})", f"file: {t.source_file or '?'}"]
+            if t.source_session_id:
+                lines.append(f"session: {t.source_session_id}")
+            if t.source_cwd:
+                lines.append(f"cwd: {t.source_cwd}")
+            if t.reported_context_window:
+                lines.append(f"window reported by the source: {t.reported_context_window:,}")
+            return "\n".join(lines)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_MESSAGES, COL_PRESSURE, COL_GENERATION):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
 
     def _display(self, t: ThreadInfo, col: int) -> str:
         if col == COL_TITLE:
+            if t.parent_thread:  # under its parent: its own id is enough when it has no title
+                return SUBAGENT_PREFIX + (t.title or t.key.rsplit("/", 1)[-1])
             return t.title or t.key
+        if col == COL_SOURCE:
+            return source_badge(t.source_format)
         if col == COL_MESSAGES:
             return f"{t.message_count:,}" if isinstance(t.message_count, int) else str(t.message_count)
         if col == COL_PRESSURE:

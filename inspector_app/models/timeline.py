@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QFont
 
-from engine.views import Offload
+from engine.views import Offload, SourceCompaction
 
 from .. import theme
 from ..timeline import (
@@ -52,7 +52,7 @@ from ..timeline.tree import display_text, tooltip_text
 __all__ = [
     "BoundaryRole", "COLUMNS", "COL_ID", "COL_MARKERS", "COL_TEXT", "COL_TOKENS", "CompactedRole", "IconRole", "MARKER_CONTINUES",
     "MARKER_EPHEMERAL", "MARKER_OPEN", "MARKER_ORPHAN", "MARKER_PRUNED", "MARKER_SYNTHETIC", "MarkersRole", "MessageIdRole",
-    "MessageRole", "NEWEST", "NodeKindRole", "OffloadRole", "PREVIEW_CHARS", "TokensRole", "UNKNOWN", "BoundaryInfo",
+    "MessageRole", "NEWEST", "SourceRole", "NodeKindRole", "OffloadRole", "PREVIEW_CHARS", "TokensRole", "UNKNOWN", "BoundaryInfo",
     "MessageRow", "Node", "PageRequest", "TimelineModel", "TimelinePage", "message_markers", "message_matches",
     "message_preview", "one_line",
 ]
@@ -66,6 +66,7 @@ MessageIdRole = Qt.ItemDataRole.UserRole + 6
 IconRole = Qt.ItemDataRole.UserRole + 7
 BoundaryRole = Qt.ItemDataRole.UserRole + 8
 OffloadRole = Qt.ItemDataRole.UserRole + 9
+SourceRole = Qt.ItemDataRole.UserRole + 10
 
 _Index = QModelIndex | QPersistentModelIndex
 
@@ -152,9 +153,17 @@ class TimelineModel(QAbstractItemModel):
         """The gap rows, top to bottom."""
         return self.core.gaps()
 
-    def reset(self, key: str | None, *, boundary: BoundaryInfo | None = None, running_turn: bool = False, total: int | None = None) -> None:
-        """Forget everything and start over for ``key`` (the owner loads the first page)."""
-        self.core.reset(key, boundary=boundary, running_turn=running_turn, total=total)
+    def reset(
+        self, key: str | None, *, boundary: BoundaryInfo | None = None, running_turn: bool = False, total: int | None = None,
+        sources: tuple[SourceCompaction, ...] = (),
+    ) -> None:  # fmt: skip
+        """Forget everything and start over for ``key`` (the owner loads the first page);
+        ``sources``: the compactions the thread's source recorded (rows of their own)."""
+        self.core.reset(key, boundary=boundary, running_turn=running_turn, total=total, sources=sources)
+
+    def source_indexes(self) -> list[QModelIndex]:
+        """The loaded rows of the source's own compactions."""
+        return [self.index_of(n) for n in self.core.source_nodes()]
 
     def set_total(self, total: int) -> None:
         """The thread's message count (from the service): the gap rows say how many are missing."""
@@ -285,17 +294,31 @@ class TimelineModel(QAbstractItemModel):
 def _foreground(node: Node) -> QBrush | None:
     if node.kind == "boundary":
         return QBrush(theme.color("boundary_text"))
+    if node.kind == "source":
+        return QBrush(theme.color("info"))
     if node.kind == "gap":
         return QBrush(theme.color("danger" if node.failed else "text_muted"))
     return QBrush(theme.color("text_dim")) if node.compacted else None
 
 
+def _background(node: Node) -> QBrush | None:
+    if node.kind == "boundary":
+        return QBrush(theme.color("boundary"))
+    if node.kind == "source":  # the source's own boundary: a tint of its own, never our boundary colour
+        tint = theme.color("info")
+        tint.setAlpha(38)
+        return QBrush(tint)
+    return None
+
+
 def _font(node: Node) -> QFont | None:
-    if node.kind not in ("boundary", "unit", "gap"):
+    if node.kind not in ("boundary", "unit", "gap", "source"):
         return None
     font = QFont()
-    if node.kind == "gap":
+    if node.kind in ("gap", "source"):
         font.setItalic(True)
+        if node.kind == "source":
+            font.setWeight(QFont.Weight.DemiBold)
     else:
         font.setWeight(QFont.Weight.DemiBold if node.kind == "unit" else QFont.Weight.Bold)
     return font
@@ -306,6 +329,8 @@ def _icon(node: Node) -> Any:
         return None
     if node.kind == "boundary":
         token = "boundary_text"
+    elif node.kind == "source":
+        token = "info"
     elif node.compacted:
         token = "text_dim"
     elif MARKER_ORPHAN in node.markers:
@@ -331,9 +356,10 @@ _ROLES: dict[int, Any] = {
     IconRole: lambda m, n, c: n.icon,
     BoundaryRole: lambda m, n, c: m.boundary if n.kind == "boundary" else None,
     OffloadRole: lambda m, n, c: m.offload(n.info.id) if n.info else None,
+    SourceRole: lambda m, n, c: n.source,
     int(Qt.ItemDataRole.DecorationRole): lambda m, n, c: _icon(n) if c == COL_TEXT else None,
     int(Qt.ItemDataRole.ForegroundRole): lambda m, n, c: _foreground(n),
-    int(Qt.ItemDataRole.BackgroundRole): lambda m, n, c: QBrush(theme.color("boundary")) if n.kind == "boundary" else None,
+    int(Qt.ItemDataRole.BackgroundRole): lambda m, n, c: _background(n),
     int(Qt.ItemDataRole.FontRole): lambda m, n, c: _font(n),
     int(Qt.ItemDataRole.ToolTipRole): lambda m, n, c: m._tooltip(n),
     int(Qt.ItemDataRole.TextAlignmentRole): lambda m, n, c: _RIGHT if c in (COL_TOKENS, COL_ID) else None,

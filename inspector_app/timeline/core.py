@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from engine.views import Offload
+from engine.views import Offload, SourceCompaction
 
 from . import segments
 from .pages import UNKNOWN, BoundaryInfo, MessageRow, PageRequest, TimelinePage
@@ -63,6 +63,7 @@ class Timeline:
         self._original_tokens: dict[int, int] = {}
         self._offloads: dict[int, Offload] = {}
         self._boundary: BoundaryInfo | None = None
+        self._sources: tuple[SourceCompaction, ...] = ()
         self._running_turn = False
         self._total: int | None = None
         self._newest: int | None = None
@@ -75,6 +76,15 @@ class Timeline:
     @property
     def boundary(self) -> BoundaryInfo | None:
         return self._boundary
+
+    @property
+    def sources(self) -> tuple[SourceCompaction, ...]:
+        """The compactions the thread's source recorded (shown as their own rows)."""
+        return self._sources
+
+    def source_nodes(self) -> list[Node]:
+        """The rows of the source's compactions that are loaded, top to bottom."""
+        return [n for n in self.root.children if n.kind == "source"]
 
     @property
     def reaches_end(self) -> bool:
@@ -132,12 +142,18 @@ class Timeline:
         if node is None:
             return None
         top = self.root.children
-        nxt = top[node.row + 1] if node.row + 1 < len(top) else None
+        after = segments.with_sources(top, node.row + 1)  # a source's own compaction at the same place comes first
+        nxt = top[after] if after < len(top) else None
         return nxt if nxt is not None and nxt.kind == "boundary" else None
 
-    def reset(self, key: str | None, *, boundary: BoundaryInfo | None = None, running_turn: bool = False, total: int | None = None) -> None:
-        """Forget everything and start over for ``key`` (the owner loads the first page)."""
+    def reset(
+        self, key: str | None, *, boundary: BoundaryInfo | None = None, running_turn: bool = False, total: int | None = None,
+        sources: tuple[SourceCompaction, ...] = (),
+    ) -> None:  # fmt: skip
+        """Forget everything and start over for ``key`` (the owner loads the first page);
+        ``sources``: the compactions the thread's source recorded."""
         self.listener.begin_reset()
+        self._sources = tuple(sources)
         self.root = Node("root")
         self._key = key
         self._by_id, self._gaps = {}, []
@@ -263,7 +279,10 @@ class Timeline:
             self._newest = rows[-1].id
 
     def _partition(self, rows: list[MessageRow], *, cut_before: bool, cut_after: bool, running: bool) -> list[Node]:
-        return partition(rows, self._tokens, self._original_tokens, self._boundary, cut_before=cut_before, cut_after=cut_after, running=self._running_turn and running)
+        return partition(
+            rows, self._tokens, self._original_tokens, self._boundary, cut_before=cut_before, cut_after=cut_after,
+            running=self._running_turn and running, sources=self._sources,
+        )  # fmt: skip
 
     # -- eviction ------------------------------------------------------------------------------
     def evict_before(self, row: int) -> int:

@@ -11,13 +11,74 @@ from datetime import datetime
 from typing import Any, Mapping, Sequence
 
 from engine.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
-from engine.views import CompactionState, HistoryRecord, Offload, StoredMessage
+from engine.units import CLOSING_FLAGS, is_closing_marker
+from engine.views import CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
 
 PREVIEW_CHARS = 240
 #: ``before_id`` that reads the newest page (ids are 64-bit; the store benchmark reads the end the same way)
 NEWEST = 2**62
 _WS = re.compile(r"\s+")
-_KEPT_METADATA = (META_PRUNED, META_SYNTHETIC, META_EPHEMERAL)
+#: metadata the row keeps: its markers, and what grouping reads (closing markers of dangling calls)
+_KEPT_METADATA = (META_PRUNED, META_SYNTHETIC, META_EPHEMERAL, *CLOSING_FLAGS, "repair")
+
+#: the flags a message row shows beside pruned / synthetic / ephemeral (see :func:`message_flags`)
+FLAG_THINKING = "thinking"
+FLAG_IMAGE = "image"
+FLAG_DOCUMENT = "document"
+FLAG_ERROR = "error"
+FLAG_META = "meta"
+FLAG_NO_RESULT = "no result"
+
+#: how a format's name reads (a source the table does not know reads as written)
+SOURCE_NAMES = {
+    "claude-code": "Claude Code", "codex": "Codex", "openai-chat": "OpenAI chat", "openai-responses": "OpenAI Responses",
+    "anthropic": "Anthropic", "openhands": "OpenHands", "swe-agent": "SWE-agent",
+}  # fmt: skip
+
+
+#: the short names of the thread list's Source badges
+SOURCE_BADGES = {"claude-code": "Claude", "openai-chat": "OpenAI", "openai-responses": "OpenAI", "swe-agent": "SWE-agent"}
+
+
+def source_badge(fmt: str | None) -> str:
+    """``Claude`` for ``claude-code``: the short name the thread list's badge shows."""
+    return SOURCE_BADGES.get(fmt, source_name(fmt)) if fmt else ""
+
+
+def source_name(fmt: str | None) -> str:
+    """``Claude Code`` for ``claude-code``; ``""`` for a thread written live (no source)."""
+    return SOURCE_NAMES.get(fmt, fmt) if fmt else ""
+
+
+def human_size(n: int | None) -> str:
+    """``1.2 MB``, ``340 KB``, ``12 B``; ``size unknown`` for None."""
+    if n is None:
+        return "size unknown"
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def message_flags(m: Message) -> tuple[str, ...]:
+    """What the message carries beyond its text, as row markers: reasoning blocks, image and
+    document attachments, an error result, a meta message (not a request: its kind), a closing
+    marker (no result was recorded in the source, or it was closed since)."""
+    out: list[str] = []
+    if m.reasoning:
+        out.append(FLAG_THINKING)
+    kinds = [a.kind for a in m.attachments]
+    if "image" in kinds:
+        out.append(FLAG_IMAGE if kinds.count("image") == 1 else f"{kinds.count('image')} images")
+    if "document" in kinds:
+        out.append(FLAG_DOCUMENT if kinds.count("document") == 1 else f"{kinds.count('document')} documents")
+    if m.is_error:
+        out.append(FLAG_ERROR)
+    if is_closing_marker(m):
+        out.append(FLAG_NO_RESULT)
+    elif m.meta_kind:
+        out.append(FLAG_META)  # its kind is in the tooltip and the detail pane
+    return tuple(out)
 
 
 class _Unknown:
@@ -49,7 +110,25 @@ def message_preview(m: Message) -> str:
         return one_line(text)
     if m.role == "tool":
         return one_line(f"{m.name or m.tool_call_id}: {m.content}")
-    return one_line(m.content) or "(empty)"
+    text = one_line(m.content)
+    if not text and m.attachments:
+        text = ", ".join(attachment_line(a) for a in m.attachments)
+    if not text and m.reasoning:
+        text = "(thinking) " + one_line(m.reasoning[0].text or m.reasoning[0].summary or "")
+    return one_line(text) or "(empty)"
+
+
+def attachment_line(a: Any) -> str:
+    """``image/png 640×480 · 12.0 KB`` (an :class:`engine.messages.Attachment`)."""
+    bits = [a.media_type or a.kind]
+    if a.width and a.height:
+        bits.append(f"{a.width}×{a.height}")
+    bits.append(human_size(a.byte_size))
+    if a.title:
+        bits.append(repr(a.title))
+    if a.source != "base64" and a.url:
+        bits.append(f"{a.source} {a.url}")
+    return f"[{a.kind}] " + " · ".join(bits)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +199,8 @@ class MessageRow:
     created_at: datetime
     shape: Message
     pruned: bool
+    #: :func:`message_flags` of the message (thinking, image, error, meta …)
+    flags: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, stored: StoredMessage) -> "MessageRow":
@@ -132,8 +213,11 @@ class MessageRow:
             tool_call_id=m.tool_call_id,
             name=m.name,
             metadata={k: m.metadata[k] for k in _KEPT_METADATA if k in m.metadata},
+            is_error=m.is_error,
+            meta_kind=m.meta_kind,
         )
-        return cls(stored.id, m.role, message_preview(m), stored.created_at, shape, bool(stored.offload_sha256 or m.metadata.get(META_PRUNED)))
+        pruned = bool(stored.offload_sha256 or m.metadata.get(META_PRUNED))
+        return cls(stored.id, m.role, message_preview(m), stored.created_at, shape, pruned, message_flags(m))
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,3 +263,15 @@ class BoundaryInfo:
         if self.updated_at is not None:
             parts.append(self.updated_at.strftime("%Y-%m-%d %H:%M"))
         return " · ".join(parts)
+
+
+def source_headline(sc: SourceCompaction) -> str:
+    """The one line of a source's own compaction row: who recorded it, what, tokens before, trigger."""
+    who = source_name(sc.source)
+    parts = [f"{who} compacted here" if sc.kind == "summary" else f"{who} pruned tool results here"]
+    if sc.tokens_before is not None:
+        parts.append(f"{sc.tokens_before:,} tokens before")
+    if sc.trigger:
+        parts.append(f"trigger {sc.trigger}")
+    parts.append("recorded by the source")
+    return " · ".join(parts)

@@ -169,19 +169,27 @@ def regroup(top: Sequence[Row], at: int, has_gap: bool, placement: Placement, id
         seam = ids[1] if ids is not None else placement.above  # the last id before the edge
         if side(edge.first_id) == side(seam) or seam == boundary:  # at the boundary: rebuilt as after one
             running = edge.unit_kind in RUNNING_KINDS
-            stop += 1
+            stop = with_sources(top, stop + 1)
             if edge.last_id == boundary and stop < len(top) and top[stop].kind == "boundary":
                 stop += 1
             elif edge.unit_kind == "round":
-                stop = _late_results_end(top, stop)
+                stop = with_sources(top, _late_results_end(top, stop))
     return Regroup(start, at, tail, stop, running)
+
+
+def with_sources(top: Sequence[Row], stop: int) -> int:
+    """Past the rows of source compactions right after ``top[stop - 1]``: they belong to the unit
+    before them and are rebuilt with it."""
+    while stop < len(top) and top[stop].kind == "source":
+        stop += 1
+    return stop
 
 
 def _late_results_end(top: Sequence[Row], stop: int) -> int:
     """Past the rounds of a running turn that follow ``top[stop - 1]``, up to the last one marked
     orphan: its result may answer a call of the run above (a late result, not an orphan)."""
     end = stop
-    while end < len(top) and top[end].kind == "unit" and top[end].unit_kind == "round":
+    while end < len(top) and top[end].kind in ("unit", "source") and (top[end].kind == "source" or top[end].unit_kind == "round"):
         end += 1
         if MARKER_ORPHAN in top[end - 1].markers:
             stop = end
@@ -196,7 +204,9 @@ def evict_before(top: Sequence[Row], row: int, boundary: int | None) -> tuple[in
         row += 1
     if row <= 0 or row >= len(top):
         return None
-    stop = row + 2 if top[row].last_id == boundary and row + 1 < len(top) and top[row + 1].kind == "boundary" else row + 1
+    stop = with_sources(top, row + 1)
+    if top[row].last_id == boundary and stop < len(top) and top[stop].kind == "boundary":
+        stop += 1
     return row, stop
 
 

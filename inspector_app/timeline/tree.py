@@ -12,9 +12,9 @@ from typing import Any, Iterator, Mapping, Sequence
 
 from engine.messages import META_PRUNED, Message
 from engine.units import ToolRound, Unit, build_units, split_rounds
-from engine.views import Offload, StoredMessage
+from engine.views import Offload, SourceCompaction, StoredMessage
 
-from .pages import BoundaryInfo, MessageRow, one_line
+from .pages import FLAG_ERROR, FLAG_META, FLAG_NO_RESULT, BoundaryInfo, MessageRow, message_flags, one_line, source_headline
 
 COLUMNS: tuple[str, ...] = ("Message", "Tokens", "Markers", "#")
 COL_TEXT, COL_TOKENS, COL_MARKERS, COL_ID = range(len(COLUMNS))
@@ -36,7 +36,7 @@ class Node:
     ``row`` is kept current (O(1) ``parent()``/``index()``); a gap knows the loaded ids around it
     (``first_id``: the last id above, ``last_id``: the first id below, ``None``: the thread's edge)."""
 
-    __slots__ = ("kind", "parent", "children", "row", "info", "label", "icon", "tokens", "original_tokens", "markers", "compacted", "first_id", "last_id", "unit_kind", "count", "loading", "failed")
+    __slots__ = ("kind", "parent", "children", "row", "info", "label", "icon", "tokens", "original_tokens", "markers", "compacted", "first_id", "last_id", "unit_kind", "count", "loading", "failed", "source")
 
     def __init__(self, kind: str, parent: "Node | None" = None) -> None:
         self.kind = kind
@@ -56,6 +56,7 @@ class Node:
         self.count: int | None = None  # a gap: messages not loaded, when known
         self.loading = False
         self.failed = False
+        self.source: SourceCompaction | None = None  # a "source" row: the compaction the source recorded
 
     def __repr__(self) -> str:
         return f"<Node {self.kind} {self.first_id}..{self.last_id} {self.label[:30]!r}>"
@@ -83,7 +84,7 @@ class Node:
         """Copy ``other``'s row fields (not its children) into this node."""
         self.info, self.label, self.icon, self.tokens, self.original_tokens = other.info, other.label, other.icon, other.tokens, other.original_tokens
         self.markers, self.compacted, self.first_id, self.last_id, self.unit_kind = other.markers, other.compacted, other.first_id, other.last_id, other.unit_kind
-        self.count, self.loading, self.failed = other.count, other.loading, other.failed
+        self.count, self.loading, self.failed, self.source = other.count, other.loading, other.failed, other.source
 
     def depth(self) -> int:
         """0 for a top-level row (a child of the root)."""
@@ -100,6 +101,8 @@ def same(old: Node, new: Node) -> bool:
         return False
     if old.kind in ("gap", "boundary"):
         return True
+    if old.kind == "source":
+        return old.source is not None and new.source is not None and old.source.id == new.source.id
     if old.kind == "message":
         return old.first_id == new.first_id
     if old.first_id is None or old.last_id is None or new.first_id is None or new.last_id is None:
@@ -110,8 +113,8 @@ def same(old: Node, new: Node) -> bool:
 # -- markers -----------------------------------------------------------------------------------
 
 
-def _markers(shape: Message, pruned: bool, *, orphan: bool = False, open_round: bool = False, continues: bool = False) -> tuple[str, ...]:
-    out: list[str] = []
+def _markers(shape: Message, pruned: bool, *, orphan: bool = False, open_round: bool = False, continues: bool = False, flags: tuple[str, ...] = ()) -> tuple[str, ...]:
+    out: list[str] = list(flags)
     if pruned:
         out.append(MARKER_PRUNED)
     if shape.is_synthetic:
@@ -130,7 +133,7 @@ def _markers(shape: Message, pruned: bool, *, orphan: bool = False, open_round: 
 def message_markers(stored: StoredMessage, *, orphan: bool = False, open_round: bool = False) -> tuple[str, ...]:
     """The markers a message row carries."""
     m = stored.message
-    return _markers(m, bool(stored.offload_sha256 or m.metadata.get(META_PRUNED)), orphan=orphan, open_round=open_round)
+    return _markers(m, bool(stored.offload_sha256 or m.metadata.get(META_PRUNED)), orphan=orphan, open_round=open_round, flags=message_flags(m))
 
 
 def _round_label(messages: Sequence[Message]) -> str:
@@ -184,7 +187,7 @@ class Builder:
         node.icon = m.role
         node.tokens = self._tokens.get(row.id)
         node.original_tokens = self._original.get(row.id)
-        node.markers = _markers(m, row.pruned, orphan=orphan, open_round=open_round, continues=continues)
+        node.markers = _markers(m, row.pruned, orphan=orphan, open_round=open_round, continues=continues, flags=row.flags)
         node.first_id = node.last_id = row.id
         node.compacted = self._boundary is not None and row.id <= self._boundary
         return node
@@ -257,6 +260,32 @@ def boundary_node(boundary: BoundaryInfo) -> Node:
     return node
 
 
+def source_node(sc: SourceCompaction) -> Node:
+    """The row of a compaction the source recorded (not one of ours): after the unit it followed."""
+    node = Node("source")
+    node.label = source_headline(sc)
+    node.icon = "boundary"
+    node.source = sc
+    return node
+
+
+def place_sources(nodes: list[Node], sources: Sequence[SourceCompaction]) -> list[Node]:
+    """``nodes`` (top-level units of a contiguous run) with a row for each source compaction whose
+    place is in the run: right after the unit holding its ``after_message_id`` (a source compacts
+    between turns; one recorded inside a unit still shows after it). One recorded before any
+    imported message (``after_message_id`` None) has no place in the timeline."""
+    if not sources:
+        return nodes
+    out: list[Node] = []
+    pending = sorted((sc for sc in sources if sc.after_message_id is not None), key=lambda sc: (sc.after_message_id, sc.id))
+    for node in nodes:
+        out.append(node)
+        if node.kind != "unit" or node.first_id is None or node.last_id is None:
+            continue
+        out += [source_node(sc) for sc in pending if node.first_id <= sc.after_message_id <= node.last_id]  # type: ignore[operator]
+    return out
+
+
 def partition(
     rows: Sequence[MessageRow],
     tokens: Mapping[int, int],
@@ -266,10 +295,11 @@ def partition(
     cut_before: bool,
     cut_after: bool,
     running: bool,
+    sources: Sequence[SourceCompaction] = (),
 ) -> list[Node]:
     """Top-level nodes of a contiguous run: its units, with the boundary row where the compacted
-    part ends (when that place is in the run). ``running``: the run ends the thread and its last
-    turn is still running."""
+    part ends (when that place is in the run) and a row for each compaction the source recorded
+    (:func:`place_sources`). ``running``: the run ends the thread and its last turn is still running."""
     if not rows:
         return []
     b = boundary.boundary if boundary else None
@@ -284,7 +314,7 @@ def partition(
         nodes.append(boundary_node(boundary))
     if after:
         nodes += Builder(after, tokens, original_tokens, b, cut_before=cut_before and not before, cut_after=cut_after).build(running=running)
-    return nodes
+    return place_sources(nodes, sources)
 
 
 # -- what a row says ---------------------------------------------------------------------------
@@ -308,6 +338,8 @@ def tooltip_text(node: Node, boundary: BoundaryInfo | None, offload: Offload | N
     lines: list[str] = []
     if node.kind == "boundary" and boundary is not None:
         return "Everything above is represented only by the rolling summary.\n" + boundary.headline()
+    if node.kind == "source" and node.source is not None:
+        return "A compaction the source itself recorded (not one of ours): the messages stay, our engine can compact them to compare.\n" + node.label
     if node.kind == "gap":
         where = " and ".join(filter(None, (node.first_id is not None and f"after #{node.first_id}", node.last_id is not None and f"before #{node.last_id}")))
         return f"Messages {where or 'of this thread'} are not loaded yet: they load when this row scrolls into view, or press Enter."
@@ -326,4 +358,10 @@ def tooltip_text(node: Node, boundary: BoundaryInfo | None, offload: Offload | N
         lines.append("open round: a call has no result yet")
     if MARKER_CONTINUES in node.markers:
         lines.append("continues: the rest of this is in messages not loaded yet")
+    if FLAG_ERROR in node.markers:
+        lines.append("error: the tool reported a failure")
+    if FLAG_NO_RESULT in node.markers:
+        lines.append("no result: the call got no result in the source; this recorded marker closes it")
+    if FLAG_META in node.markers and node.info is not None:
+        lines.append(f"meta ({node.info.shape.meta_kind}): not a request, the source recorded it in the user's or system's name")
     return "\n".join(lines) or None

@@ -1,5 +1,6 @@
-"""The detail pane: one message in full, a pruned result beside its verified original, or the
-summary card of the boundary."""
+"""The detail pane: one message in full (with its reasoning, attachments, error and meta marks), a
+pruned result beside its verified original, the summary card of the boundary, or the card of a
+compaction the source recorded."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QSizePolicy, QSpli
 from PySide6.QtCore import Qt
 
 from engine.messages import Message
-from engine.views import Offload, StoredMessage
+from engine.views import Offload, SourceCompaction, StoredMessage
 
+from .. import theme
 from ..models.timeline import BoundaryInfo, message_markers
+from ..timeline.pages import attachment_line, source_name
 
 PREVIEW_TITLE = "What the model sees (preview)"
 ORIGINAL_TITLE = "Original from the Workdir"
@@ -30,8 +33,24 @@ def pretty(text: str) -> str:
 
 
 def message_body(m: Message) -> str:
-    """The full text of a message: content (pretty JSON when it is JSON) and each tool call."""
-    parts = [pretty(m.content)] if m.content else []
+    """The full text of a message: what kind of message it is when it is not plain (a meta message,
+    an error result), its reasoning blocks (marked as such), content (pretty JSON when it is
+    JSON), its attachments (kind, media type, size: never the bytes) and each tool call."""
+    parts: list[str] = []
+    if m.meta_kind:
+        parts.append(f"[meta: {m.meta_kind}] not a request: the source recorded this in the user's or system's name")
+    if m.is_error:
+        parts.append("[error] the tool reported a failure")
+    for i, r in enumerate(m.reasoning, 1):
+        head = f"── thinking {i}/{len(m.reasoning)}" + (" (redacted by the provider)" if r.redacted else "") + (" · encrypted blob kept" if r.encrypted else "")
+        body = r.text or r.summary or ("(withheld)" if r.redacted or r.encrypted else "(empty)")
+        if r.summary and r.text:
+            body += f"\n(summary) {r.summary}"
+        parts.append(f"{head}\n{body}\n──")
+    if m.content:
+        parts.append(pretty(m.content))
+    for a in m.attachments:
+        parts.append(attachment_line(a) + " (the bytes are not stored; their token cost is counted)")
     for call in m.tool_calls:
         parsed = call.parsed_arguments()
         args = json.dumps(parsed, indent=2, ensure_ascii=False) if parsed is not None else call.arguments + "\n(malformed JSON arguments)"
@@ -133,6 +152,9 @@ class DetailPane(QWidget):
             bits.append(m.name)
         if m.tool_call_id:
             bits.append(f"answers {m.tool_call_id}")
+        stamp = m.metadata.get("source_timestamp")
+        if isinstance(stamp, str):
+            bits.append(f"source {stamp[:19]}")
         bits.append(stored.created_at.strftime("%Y-%m-%d %H:%M:%S"))
         bits.extend(message_markers(stored))
         if tokens is not None:
@@ -189,6 +211,44 @@ class DetailPane(QWidget):
             lines.append(f"envelope {info.tokens_before:,} → {info.tokens_after:,} tokens")
         self.card_title.setText("\n".join(lines))
         self.card_text.setPlainText(info.summary or "(no summary text recorded)")
+        self.card.setProperty("source", False)
+        self.card.setStyleSheet("")  # our boundary: the theme's summary card
+        self.stack.setCurrentWidget(self.card)
+
+    def show_source_compaction(self, sc: SourceCompaction) -> None:
+        """The card of a compaction the source recorded: who, trigger, tokens before, what it
+        replaced and kept, and its summary text."""
+        self._offload = None
+        who = source_name(sc.source)
+        self.header.setText(f"Recorded by {who}")
+        what = "compaction (summary)" if sc.kind == "summary" else "microcompaction (pruned tool results)"
+        lines = [
+            f"A {what} that {who} recorded itself, not one of ours: the messages stay in the thread and our engine can compact them to compare.",
+            " · ".join(filter(None, (
+                f"tokens before {sc.tokens_before:,}" if sc.tokens_before is not None else "tokens before: not recorded",
+                f"trigger {sc.trigger}" if sc.trigger else "trigger: not recorded",
+                sc.source_timestamp and f"at {sc.source_timestamp}",
+            ))),
+        ]  # fmt: skip
+        where = f"after #{sc.after_message_id}" if sc.after_message_id is not None else "before the first imported message"
+        if sc.replaced_first_id is not None:
+            where += f"; replaced #{sc.replaced_first_id}–#{sc.replaced_last_id}"
+        lines.append(where)
+        if sc.kept:
+            lines.append(f"kept {len(sc.kept)} item(s) beside the summary")
+        if sc.forgotten:
+            lines.append(f"forgot {len(sc.forgotten)} item(s)")
+        self.card_title.setText("\n".join(lines))
+        text = sc.summary if sc.summary is not None else "(the source kept this summary only encrypted)"
+        kept = "\n".join(f"[{k.get('role', '?')}] {k.get('text', '')}" for k in sc.kept)
+        self.card_text.setPlainText(text + (f"\n\n── kept ──\n{kept}" if kept else ""))
+        self.card.setProperty("source", True)
+        info, tint = theme.color("info"), theme.color("info")
+        tint.setAlpha(30)  # the source's colour, never our boundary's
+        self.card.setStyleSheet(
+            f"QFrame#summaryCard {{ background: rgba({tint.red()}, {tint.green()}, {tint.blue()}, {tint.alpha()}); border: 1px solid {info.name()}; }}"
+            f"QFrame#summaryCard QLabel {{ color: {info.name()}; }}"
+        )
         self.stack.setCurrentWidget(self.card)
 
     @property

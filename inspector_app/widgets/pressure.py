@@ -3,7 +3,7 @@ the breakdown by category) and the per-turn pressure chart with compaction marke
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
@@ -12,12 +12,27 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from engine.views import PressurePoint, PressureStatus
 
 from .. import theme
+from ..pressure_text import HINT_RATIO, HINT_TEXT, PressureView, pressure_view, window_text, window_tooltip
+
+__all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout"]
 
 CATEGORIES: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
 CATEGORY_LABELS = {"tool_results": "tool results"}
-HINT_RATIO = 0.85
-HINT_TEXT = "85% of the threshold reached: consider compacting now"
-_MARK_LETTERS = {"prune": "P", "summary": "S", "manual": "M", "overflow": "O"}
+_MARK_LETTERS = {"prune": "P", "summary": "S", "manual": "M", "overflow": "O", "recorded": "R"}
+LEGEND_ROW = 20.0
+SWATCH = 16.0  # the colour square and its gap before the text
+
+
+def legend_layout(texts: list[str], width: float, advance: Any) -> tuple[int, list[QRectF]]:
+    """Columns (3, 2 or 1) and the text rectangle of each legend entry, so that every text fits
+    its rectangle (``advance(text)`` is its width in pixels): six- and seven-digit counts are never
+    cut. Rectangles are relative to the legend's top-left corner."""
+    for cols in (3, 2, 1):
+        col_w = width / cols
+        if all(advance(t) <= col_w - SWATCH - 2 for t in texts) or cols == 1:
+            rects = [QRectF((i % cols) * col_w + SWATCH, (i // cols) * LEGEND_ROW, col_w - SWATCH - 2, LEGEND_ROW - 2) for i in range(len(texts))]
+            return cols, rects
+    raise AssertionError("unreachable")
 
 
 def _category_color(category: str) -> QColor:
@@ -31,16 +46,33 @@ class PressureGauge(QWidget):
         super().__init__(parent)
         self.setObjectName("pressureGauge")
         self._status: PressureStatus | None = None
-        self.setMinimumHeight(225)
+        self._blocked: str | None = None
+        self.setMinimumHeight(250)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
-        return QSize(360, 225)
+        return QSize(360, 250)
 
-    def set_status(self, status: PressureStatus | None) -> None:
+    def set_status(self, status: PressureStatus | None, blocked: str | None = None) -> None:
+        """``blocked``: why compaction cannot bring the thread down (the "cannot compact" state)."""
         self._status = status
+        self._blocked = blocked
         self.setToolTip(self._tooltip())
         self.update()
+
+    @property
+    def view(self) -> PressureView | None:
+        """The state shown and its words."""
+        return pressure_view(self._status, self._blocked) if self._status is not None else None
+
+    def legend_texts(self) -> list[str]:
+        s = self._status
+        return [f"{CATEGORY_LABELS.get(c, c)}  {(s.breakdown.get(c, 0) if s else 0):,}" for c in CATEGORIES]
+
+    def legend(self) -> tuple[int, list[QRectF]]:
+        """The legend's columns and text rectangles at the current width (see :func:`legend_layout`)."""
+        metrics = QFontMetrics(self.font())
+        return legend_layout(self.legend_texts(), self.width() - 24, metrics.horizontalAdvance)
 
     @property
     def status(self) -> PressureStatus | None:
@@ -48,16 +80,18 @@ class PressureGauge(QWidget):
 
     @property
     def hint_active(self) -> bool:
-        """Whether the hint is highlighted (85.0% of the threshold reached)."""
-        return self._status is not None and self._status.hint
+        """Whether the 85% hint is shown: from 85.0% up to (not including) 100% of the threshold."""
+        view = self.view
+        return view is not None and view.state == "hint"
 
     def _tooltip(self) -> str:
         s = self._status
         if s is None:
             return ""
-        lines = [f"{s.tokens:,} tokens in the envelope", f"threshold {s.threshold:,} · window {s.context_window:,}", f"hint line {int(s.threshold * HINT_RATIO):,} (display only)"]
+        lines = [f"{s.tokens:,} tokens in the envelope", f"threshold {s.threshold:,} · {window_text(s)}", f"hint line {int(s.threshold * HINT_RATIO):,} (display only)"]
         if s.anchored_tokens is not None:
             lines.append(f"anchored to provider usage: {s.anchored_tokens:,}")
+        lines.append(window_tooltip(s))
         return "\n".join(lines)
 
     def paintEvent(self, _event: object) -> None:  # noqa: N802 (Qt name)
@@ -75,13 +109,13 @@ class PressureGauge(QWidget):
         big.setPointSizeF(base.pointSizeF() * 1.5)
         big.setWeight(QFont.Weight.DemiBold)
         p.setFont(big)
-        p.setPen(theme.color("warn") if s.hint else theme.color("text"))
-        pct = s.pressure_ratio * 100
-        headline = f"{pct:.1f}% of threshold"
+        view = pressure_view(s, self._blocked)
+        p.setPen(theme.color(view.tone))
+        headline = view.headline
         p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, headline)
         p.setFont(base)
         p.setPen(theme.color("text_muted"))
-        numbers = f"{s.tokens:,} / {s.threshold:,} tokens · window {s.context_window:,}"
+        numbers = f"{s.tokens:,} / {s.threshold:,} tokens · {window_text(s)}"
         # beside the headline when both fit, else on a line of their own
         fits = QFontMetrics(big).horizontalAdvance(headline) + QFontMetrics(base).horizontalAdvance(numbers) + 16 <= rect.width()
         dy = 0.0 if fits else 20.0
@@ -118,7 +152,8 @@ class PressureGauge(QWidget):
         hx = bar.left() + s.threshold * HINT_RATIO * scale
         p.setPen(QPen(theme.color("danger"), 2))
         p.drawLine(QPointF(tx, bar.top() - 5), QPointF(tx, bar.bottom() + 5))
-        hint_pen = QPen(theme.color("warn"), 3 if s.hint else 1.5, Qt.PenStyle.SolidLine if s.hint else Qt.PenStyle.DashLine)
+        hot = view.state == "hint"
+        hint_pen = QPen(theme.color("warn"), 3 if hot else 1.5, Qt.PenStyle.SolidLine if hot else Qt.PenStyle.DashLine)
         p.setPen(hint_pen)
         p.drawLine(QPointF(hx, bar.top() - 5), QPointF(hx, bar.bottom() + 5))
         small = QFont(base)
@@ -131,27 +166,28 @@ class PressureGauge(QWidget):
         p.drawText(QRectF(tx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "threshold")
 
         y = label_y + 22
-        if s.hint:
-            box = QRectF(rect.left(), y, rect.width(), 22)
+        if view.shown:  # the state's words: the hint (85-100%), over the threshold / window, cannot compact
+            p.setFont(base)
+            flags = Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft | Qt.TextFlag.TextWordWrap
+            need = QFontMetrics(base).boundingRect(QRectF(0, 0, rect.width() - 16, 200).toRect(), int(flags), view.text).height()
+            box = QRectF(rect.left(), y, rect.width(), max(22, need + 6))
             path = QPainterPath()
             path.addRoundedRect(box, 4, 4)
-            fill = theme.color("warn")
+            fill = theme.color(view.tone)
             fill.setAlpha(40)
             p.fillPath(path, fill)
-            p.setPen(theme.color("warn"))
-            p.setFont(base)
-            p.drawText(box.adjusted(8, 0, -8, 0), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, HINT_TEXT)
-            y += 30
+            p.setPen(theme.color(view.tone))
+            p.drawText(box.adjusted(8, 0, -8, 0), flags, view.text)
+            y += box.height() + 8
 
-        # breakdown legend: three columns
+        # breakdown legend: three columns when the counts fit, else two or one
         p.setFont(base)
-        col_w = rect.width() / 3
-        for i, cat in enumerate(CATEGORIES):
-            cx = rect.left() + (i % 3) * col_w
-            cy = y + (i // 3) * 20
-            p.fillRect(QRectF(cx, cy + 4, 10, 10), _category_color(cat))
+        _cols, rects = legend_layout(self.legend_texts(), rect.width(), QFontMetrics(base).horizontalAdvance)
+        for cat, text, r in zip(CATEGORIES, self.legend_texts(), rects):
+            cell = r.translated(rect.left(), y)
+            p.fillRect(QRectF(cell.left() - SWATCH, cell.top() + 4, 10, 10), _category_color(cat))
             p.setPen(theme.color("text"))
-            p.drawText(QRectF(cx + 16, cy, col_w - 18, 18), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, f"{CATEGORY_LABELS.get(cat, cat)}  {s.breakdown.get(cat, 0):,}")
+            p.drawText(cell, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, text)
 
 
 class PressureChart(QWidget):
@@ -191,7 +227,8 @@ class PressureChart(QWidget):
         outer = QRectF(self.rect()).adjusted(12, 8, -12, -8)
         p.setPen(theme.color("text_muted"))
         title = QRectF(outer.left(), outer.top(), outer.width(), 18)
-        p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "Envelope per model request, and the next turn")
+        heading = "Recorded prompt per request, and the next turn" if self.imported() else "Envelope per model request, and the next turn"
+        p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, heading)
         nxt = self._status.tokens if self._status is not None else None
         values = [pt.tokens for pt in self._points] + ([nxt] if nxt is not None else [])
         if not values:
@@ -228,9 +265,10 @@ class PressureChart(QWidget):
         for i, pt in enumerate(self._points):
             if pt.compaction:
                 x = x_of(i)
-                p.setPen(QPen(theme.color("cat_summary"), 1.2, Qt.PenStyle.DashLine))
+                tone = "info" if pt.compaction == "recorded" else "cat_summary"  # the source's own vs ours
+                p.setPen(QPen(theme.color(tone), 1.2, Qt.PenStyle.DotLine if pt.compaction == "recorded" else Qt.PenStyle.DashLine))
                 p.drawLine(QPointF(x, area.top()), QPointF(x, area.bottom()))
-                p.setPen(theme.color("cat_summary"))
+                p.setPen(theme.color(tone))
                 p.drawText(QRectF(x - 8, area.top() - 18, 16, 16), Qt.AlignmentFlag.AlignCenter, _MARK_LETTERS.get(pt.compaction, "C"))
 
         path = QPainterPath()
@@ -243,7 +281,7 @@ class PressureChart(QWidget):
         for i, pt in enumerate(self._points):
             p.drawEllipse(QPointF(x_of(i), y_of(pt.tokens)), 2.5, 2.5)
         if nxt is not None:  # the next turn: hollow, in the hint colour when it is past the line
-            hot = self._status is not None and self._status.hint
+            hot = self._status is not None and self._status.hint  # at or past the hint line
             p.setBrush(theme.color("surface"))
             p.setPen(QPen(theme.color("warn" if hot else "accent"), 2))
             p.drawEllipse(QPointF(x_of(n - 1), y_of(nxt)), 4.5, 4.5)
@@ -252,4 +290,11 @@ class PressureChart(QWidget):
         p.drawText(QRectF(area.left() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, "1")
         if self._points:
             p.drawText(QRectF(x_of(len(self._points) - 1) - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, str(len(self._points)))
-        p.drawText(QRectF(area.left(), area.bottom() + 20, area.width(), 16), Qt.AlignmentFlag.AlignCenter, "request  ·  P prune  S summary  M manual  O overflow")
+        legend = "request  ·  P prune  S summary  M manual  O overflow"
+        if self.imported():
+            legend = "request  ·  R the source's compaction  ·  P S M O ours"
+        p.drawText(QRectF(area.left(), area.bottom() + 20, area.width(), 16), Qt.AlignmentFlag.AlignCenter, legend)
+
+    def imported(self) -> bool:
+        """The points are a source's recorded usage (an imported thread)."""
+        return any(pt.origin == "imported" for pt in self._points)

@@ -9,13 +9,14 @@ records every call, and keeps offloaded tool results in a real ``engine.workdir.
 
 from __future__ import annotations
 
+import os
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from engine.errors import ThreadBusy, ThreadNotFound
+from engine.errors import EngineError, ThreadBusy, ThreadNotFound
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.views import (
     CompactionEvent,
@@ -27,11 +28,15 @@ from engine.views import (
     PressurePoint,
     PressureStatus,
     ReplayStep,
+    SourceCompaction,
     StoredMessage,
     ThreadInfo,
     VisibleTokens,
 )
 from engine.workdir import Workdir
+
+if TYPE_CHECKING:
+    from engine.service import ImportReport
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -52,6 +57,11 @@ class FakeThread:
     window: int = 128_000
     pressure: list[PressurePoint] = field(default_factory=list)
     episodes: list[Episode] = field(default_factory=list)
+    sources: list[SourceCompaction] = field(default_factory=list)
+    window_source: str | None = "catalog"
+    window_detail: str | None = "gpt-4o in the catalogue"
+    #: what a manual compaction of this thread answers instead of compacting (a scripted result)
+    compact_result: ManualResult | None = None
 
 
 class FakeService:
@@ -187,7 +197,10 @@ class FakeService:
         parts = {"system": 0.08, "tools": 0.05, "summary": 0.07 if t.state.summary else 0.0, "user": 0.15, "assistant": 0.25}
         breakdown = {k: int(t.tokens * v) for k, v in parts.items()}
         breakdown["tool_results"] = t.tokens - sum(breakdown.values())
-        return PressureStatus(key, t.tokens, t.threshold, t.window, breakdown, t.state.boundary, t.state.generation, t.state.compact_count, t.info.busy_reason)
+        return PressureStatus(
+            key, t.tokens, t.threshold, t.window, breakdown, t.state.boundary, t.state.generation, t.state.compact_count, t.info.busy_reason,
+            window_source=t.window_source, window_detail=t.window_detail,
+        )  # fmt: skip
 
     def pressure_history(self, key: str) -> list[PressurePoint]:
         t = self._record("pressure_history", key)
@@ -201,6 +214,8 @@ class FakeService:
             raise ThreadBusy(key, self.compact_race)
         if t.info.busy_reason:
             raise ThreadBusy(key, t.info.busy_reason)
+        if t.compact_result is not None:
+            return t.compact_result
         with self._lock:
             users = [m.id for m in t.messages if m.message.role == "user"]
             if len(users) < 2:
@@ -223,6 +238,35 @@ class FakeService:
         seen = {s.id: fake_tokens(offloads[s.id].preview if s.id in offloads else s.message.content, s.message) for s in stored}
         original = {s.id: fake_tokens(s.message.content, s.message) for s in stored if s.id in offloads}
         return VisibleTokens(seen, original)
+
+    def source_compactions(self, key: str) -> list[SourceCompaction]:
+        t = self._record("source_compactions", key)
+        assert t is not None
+        return list(t.sources)
+
+    def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
+        """A JSON or JSONL file becomes a thread ``<format>:<stem>`` (default format
+        ``claude-code``) of one turn with a recorded compaction after its first message; anything
+        else is an ``import_format`` error, like the real importers. A second import of the same
+        file writes nothing."""
+        from engine.service import ImportReport
+
+        self._record("import_file", str(path))
+        p = Path(path)
+        text = p.read_text(encoding="utf-8", errors="replace").lstrip()
+        if not text.startswith(("{", "[")):
+            raise EngineError(f"{p}: not a claude-code session (no JSON entries)", code="import_format")
+        fmt = format or "claude-code"
+        key = thread or f"{fmt}:{p.stem}"
+        with self._lock:
+            if key in self.threads:
+                return [ImportReport(key, str(p), fmt, 0, 0, 0, already_stored=len(self.threads[key].messages))]
+            messages = [user("Please fix the failing test."), assistant("", ToolCall("t1", "Bash", '{"command": "pytest -x"}')),
+                        tool_result("t1", "1 failed", name="Bash"), assistant("Fixed: the test passes now.")]  # fmt: skip
+            t = self.add_thread(key, messages, title=f"Imported {p.stem}")
+            t.info = replace(t.info, provider="anthropic", model="claude-sonnet-4-5", source_format=fmt, source_file=str(p), source_session_id=p.stem)
+            t.sources = [SourceCompaction(1, t.info.id, fmt, "summary", "auto", 155_000, "Summary the source wrote.", t.messages[0].id, None, None, "cb-1", None)]
+            return [ImportReport(key, str(p), fmt, 4, 1, 1, warnings=(f"{p}:3: malformed JSON (skipped)",), created=True, requests=2)]
 
     def close(self) -> None:
         self.closed = True

@@ -13,7 +13,7 @@ from engine.views import CompactionEvent, StoredMessage
 from inspector_app import theme
 from inspector_app.models.events import EventsModel, TargetRole, event_detail
 from inspector_app.models.replay import ReplayModel, SurfaceModel, step_label
-from inspector_app.models.threads import COL_PRESSURE, COL_STATE, KeyRole, ThreadFilterModel, ThreadListModel
+from inspector_app.models.threads import COL_MESSAGES, COL_PRESSURE, COL_STATE, KeyRole, ThreadFilterModel, ThreadListModel
 from inspector_app.models.timeline import (
     COL_MARKERS,
     COL_TOKENS,
@@ -94,7 +94,7 @@ def find_row(model: TimelineModel, message_id: int) -> QModelIndex:
 def test_thread_list_rows_states_pressure_and_filter(qapp: QApplication, fake: FakeService) -> None:
     model = ThreadListModel()
     model.set_threads(fake.list_threads())
-    assert model.rowCount() == 5 and model.columnCount() == 5
+    assert model.rowCount() == 5 and model.columnCount() == 6
     states = {model.data(model.index(r, 0), KeyRole): model.data(model.index(r, COL_STATE)) for r in range(5)}
     assert states == {"acme-vat": "idle", "beta-running": "running", "delta-queued": "queued", "gamma-waiting": "waiting", "omega-long": "idle"}
     assert model.data(model.index(0, COL_PRESSURE)) == "–"
@@ -115,7 +115,7 @@ def test_thread_list_refresh_in_place_keeps_rows(qapp: QApplication, fake: FakeS
     model.modelReset.connect(lambda: resets.append(True))
     fake.append("acme-vat", user("again"))
     model.set_threads(fake.list_threads())
-    assert not resets and model.data(model.index(0, 1)) == "13"
+    assert not resets and model.data(model.index(0, COL_MESSAGES)) == "13"
 
 
 # -- timeline ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from engine.store import normalize_url
 from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.controllers.base import describe
 from inspector_app.main_window import MainWindow
-from inspector_app.models.threads import PressureRole
+from inspector_app.models.threads import COL_PRESSURE, PressureRole
 from tests.engine.test_cli_robust import OTHER, PLANTS, PYTHON_NAME, VICTIM, copy_pg, demo_pg_template, plant  # noqa: F401 (fixtures)
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
@@ -170,7 +170,7 @@ def test_a_broken_default_thread_shows_why_in_place(qtbot: Any, window_factory: 
     assert reason is not None and "nested too deeply" in reason, (reason, failures)
     assert "nested too deeply" in w.banner.text() and not PYTHON_NAME.search(w.banner.text())
     assert w.detail.header.text().startswith("Cannot read") and "nested too deeply" in w.detail.body.toPlainText()
-    assert w.thread_model.index(w.thread_model.row_of(VICTIM), 2).data() == "error"
+    assert w.thread_model.index(w.thread_model.row_of(VICTIM), COL_PRESSURE).data() == "error"
     assert not w.compact_button.isEnabled()
 
 
@@ -190,7 +190,7 @@ def test_the_pressure_prefetch_goes_past_a_failing_thread(qtbot: Any, make_windo
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
     model = w.thread_model
     keys = model.keys()
-    assert model.failure("acme-vat") and model.index(keys.index("acme-vat"), 2).data() == "error"
+    assert model.failure("acme-vat") and model.index(keys.index("acme-vat"), COL_PRESSURE).data() == "error"
     assert all(model.index(i, 0).data(PressureRole) is not None for i, k in enumerate(keys) if k != "acme-vat")
     assert failures and all(not PYTHON_NAME.search(f"{c}: {t}") for c, t in failures), failures
     assert "ValueError" not in w.banner.text() and "bad row" in w.banner.text()

@@ -30,7 +30,8 @@ def shape(fn: Any) -> list[tuple[str, Any, Any]]:
 def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
     assert set(METHODS) == {
         "list_threads", "thread", "messages_page", "compaction_state", "history", "events", "offloads",
-        "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "close",
+        "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "source_compactions",
+        "import_file", "close",
     }  # fmt: skip
 
 
