@@ -150,7 +150,8 @@ def regroup(top: Sequence[Row], at: int, has_gap: bool, placement: Placement, id
     is a round of a running turn, the rounds after it up to the last one with an orphan come too
     (a late result answers a call of an earlier round). Nothing is regrouped across the boundary row;
     a unit right after the boundary is rebuilt when the run closes the gap at the boundary (it is no
-    longer cut)."""
+    longer cut). The rows of a source's own compactions go with the unit before them (rebuilt with
+    it, never without it)."""
 
     def side(i: int | None) -> bool:
         return boundary is None or i is None or i <= boundary
@@ -158,8 +159,13 @@ def regroup(top: Sequence[Row], at: int, has_gap: bool, placement: Placement, id
     start = at
     if placement.attach_top and placement.above is not None:
         probe = ids[0] if ids is not None else placement.above  # an empty run: the segment above ends the thread or meets the one below
-        while start > 0 and top[start - 1].kind == "unit" and side(top[start - 1].last_id) == side(probe):
-            start -= 1
+        while True:
+            prev = start - 1
+            while prev >= 0 and top[prev].kind == "source":
+                prev -= 1  # a source's compaction row goes with the unit before it
+            if prev < 0 or top[prev].kind != "unit" or side(top[prev].last_id) != side(probe):
+                break
+            start = prev
             if top[start].unit_kind != "round":
                 break  # a finished turn, or the user message that opens the running turn
     tail = stop = at + 1 if has_gap else at

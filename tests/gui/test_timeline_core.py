@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from engine.messages import Message, ToolCall
 from engine.units import build_units
-from engine.views import StoredMessage
+from engine.views import SourceCompaction, StoredMessage
 from inspector_app.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage
 from inspector_app.timeline import segments
 from inspector_app.timeline.segments import Placement, Run, Span
@@ -39,6 +39,8 @@ class Thread:
     boundary: int | None
     #: how many messages exist so far (the thread grows while it is inspected)
     visible: int = -1
+    #: compactions the source recorded (an imported thread): rows of their own after their unit
+    sources: tuple[SourceCompaction, ...] = ()
 
     def __post_init__(self) -> None:
         if self.visible < 0:
@@ -108,7 +110,12 @@ def threads(draw: Any) -> Thread:
     ends = [u.last_id for u in build_units([s.message for s in stored], running_turn=running)]
     boundary = draw(st.one_of(st.none(), st.sampled_from(ends)))
     shown = next(i + 1 for i, s in enumerate(stored) if s.id == boundary) if boundary is not None else 1
-    return Thread(stored, running, boundary, draw(st.integers(shown, len(stored))))  # the rest arrives later
+    after = st.sampled_from([s.id for s in stored])
+    sources = tuple(
+        SourceCompaction(i + 1, 1, "claude-code", draw(st.sampled_from(["summary", "prune"])), "auto", 1000 * (i + 1), "s", draw(after), None, None, f"u{i}", None)
+        for i in range(draw(st.integers(0, 3)))
+    )  # several may follow the same unit, or the boundary's
+    return Thread(stored, running, boundary, draw(st.integers(shown, len(stored))), sources)  # the rest arrives later
 
 
 # -- signatures, invariants, a shadow of the change notices --------------------------------------
@@ -212,7 +219,7 @@ def check_invariants(timeline: Timeline, thread: Thread) -> None:
     top = root.children
     assert timeline.gaps() == [n for n in top if n.kind == "gap"]
     for r, node in enumerate(top):
-        assert node.kind in ("unit", "gap", "boundary")
+        assert node.kind in ("unit", "gap", "boundary", "source")
         if node.kind != "gap":
             continue
         above = next((n.last_id for n in reversed(top[:r]) if n.kind == "unit"), None)
@@ -232,13 +239,19 @@ def check_invariants(timeline: Timeline, thread: Thread) -> None:
     assert timeline.reaches_end == (bool(ids) and ids[-1] == thread.ids[-1] and not (top and top[-1].kind == "gap"))
     assert timeline.last_id() == (max(ids) if ids else None)
     assert [n.kind for n in top].count("boundary") <= 1
+    shown = [n.source.id for n in top if n.kind == "source"]  # type: ignore[union-attr]
+    assert len(shown) == len(set(shown)), "a source's compaction shows once"
+    for r, node in enumerate(top):
+        if node.kind == "source":  # right after the unit holding the message it followed (or another source row)
+            unit = next(n for n in reversed(top[:r]) if n.kind != "source")
+            assert unit.kind == "unit" and unit.first_id <= node.source.after_message_id <= unit.last_id  # type: ignore[union-attr,operator]
     marker = timeline.boundary_node()
     assert (marker is not None) == any(n.kind == "boundary" for n in top)
 
 
 def loaded_at_once(thread: Thread) -> Timeline:
     whole = Timeline()
-    whole.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored))
+    whole.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored), sources=thread.sources)
     whole.insert_page(thread.read(PageRequest(limit=10_000)))
     assert whole.exhausted and whole.message_ids() == thread.ids
     return whole
@@ -320,7 +333,7 @@ def test_any_order_of_loads_and_evictions_gives_the_tree_of_loading_everything(t
     timeline = Timeline()
     shadow = Shadow(timeline)
     timeline.listener = shadow
-    timeline.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored))
+    timeline.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored), sources=thread.sources)
     for op, pick, limit, with_tokens in ops:
         apply(timeline, thread, op, pick, limit, with_tokens)
         check_invariants(timeline, thread)
