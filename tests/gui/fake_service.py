@@ -73,6 +73,8 @@ class FakeService:
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.compact_race: str | None = None  # busy reason to raise on compact although status said idle
         self.closed = False
+        #: set to make ``import_file`` wait until the event is set (a slow import, to watch its progress)
+        self.import_gate: threading.Event | None = None
         self._lock = threading.RLock()
         self._next_id = 1
 
@@ -251,7 +253,10 @@ class FakeService:
         file writes nothing."""
         from engine.service import ImportReport
 
-        self._record("import_file", str(path))
+        with self._lock:
+            self.calls.append(("import_file", (str(path),)))
+        if self.import_gate is not None:
+            self.import_gate.wait(10)
         p = Path(path)
         text = p.read_text(encoding="utf-8", errors="replace").lstrip()
         if not text.startswith(("{", "[")):
