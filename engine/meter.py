@@ -1,3 +1,4 @@
+# Over 500 lines: the one token counter (encodings, framing, attachments, the per-message cache, the split counting a worker process can share) by design.
 """TokenMeter: the only token counter in the code.
 
 It counts with tiktoken, always on the whole envelope (system prompt, tool schemas, summary,
@@ -62,7 +63,9 @@ __all__ = [
     "Measurement",
     "TokenMeter",
     "UnknownEncoding",
+    "count_texts",
     "default_meter",
+    "join_counts",
     "message_category",
     "attachment_tokens",
     "IMAGE_UNKNOWN_TOKENS",
@@ -338,13 +341,13 @@ class TokenMeter:
         """Tokens of ``text``; special-token-looking text counts as ordinary text."""
         return len(self._enc.encode_ordinary(text)) if text else 0
 
-    def _count_texts(self, texts: list[str]) -> list[int]:
+    def _count_texts(self, texts: list[str], *, parallel: bool = True) -> list[int]:
         encode = self._enc.encode_ordinary
 
         def count(chunk: list[str]) -> list[int]:
             return [len(encode(t)) if t else 0 for t in chunk]
 
-        if sum(map(len, texts)) < _BATCH_MIN_CHARS or len(texts) < 2:
+        if not parallel or sum(map(len, texts)) < _BATCH_MIN_CHARS or len(texts) < 2:
             return count(texts)
         # tiktoken releases the GIL while encoding: one contiguous chunk per thread (not one task
         # per text, whose scheduling cost dominates on many short messages)
@@ -373,15 +376,29 @@ class TokenMeter:
                 texts.append(m.name)
         return fixed, texts
 
-    def count_messages(self, messages: Sequence[Message], *, cache: bool = True) -> list[int]:
+    def count_messages(self, messages: Sequence[Message], *, cache: bool = True, parallel: bool = True) -> list[int]:
         """Tokens of each message (framing included); uncached ones are encoded in one batch (on
-        two threads when it is large). ``cache=False`` neither reads nor fills the per-message
+        two threads when it is large, unless ``parallel=False``: a caller that already overlaps
+        the encoding with other work). ``cache=False`` neither reads nor fills the per-message
         cache: a cold pass over a huge thread (:mod:`engine.snapshots`) then keeps no texts alive."""
         if not cache:
-            frames = [self._frame(m) for m in messages]
-            encoded = iter(self._count_texts([t for _, texts in frames for t in texts]))
-            return [fixed + sum(next(encoded) for _ in texts) for fixed, texts in frames]
+            fixed, texts, per = self.split_messages(messages)
+            return join_counts(fixed, per, self._count_texts(texts, parallel=parallel))
         return self._count_cached(messages)
+
+    def split_messages(self, messages: Sequence[Message]) -> tuple[list[int], list[str], list[int]]:
+        """(fixed tokens of each message, every text to encode in order, how many texts each has):
+        :meth:`count_messages` without the encoding, so the texts can be encoded elsewhere (another
+        process, :func:`count_texts`) and joined back with :func:`join_counts`."""
+        fixed: list[int] = []
+        flat: list[str] = []
+        per: list[int] = []
+        for m in messages:
+            n, texts = self._frame(m)
+            fixed.append(n)
+            flat.extend(texts)
+            per.append(len(texts))
+        return fixed, flat, per
 
     def _count_cached(self, messages: Sequence[Message]) -> list[int]:
         cache = self._messages
@@ -487,6 +504,23 @@ class TokenMeter:
         self._tools.clear()
 
 
+def count_texts(encoding: str, texts: Sequence[str]) -> list[int]:
+    """Tokens of each text with the packaged ``encoding`` (ordinary text): the encoding half of
+    :meth:`TokenMeter.split_messages`, a plain function so a worker process can run it."""
+    encode = _load_encoding(_canonical_name(encoding)).encode_ordinary
+    return [len(encode(t)) if t else 0 for t in texts]
+
+
+def join_counts(fixed: Sequence[int], per: Sequence[int], counts: Sequence[int]) -> list[int]:
+    """Message counts from :meth:`TokenMeter.split_messages` parts and the texts' counts."""
+    out: list[int] = []
+    i = 0
+    for n, k in zip(fixed, per):
+        out.append(n + sum(counts[i : i + k]))
+        i += k
+    return out
+
+
 _default_lock = threading.Lock()
 _default_meters: dict[tuple[str, bool], TokenMeter] = {}
 
@@ -501,3 +535,24 @@ def default_meter(model: str | None = None) -> TokenMeter:
             meter = sibling._variant(approximate) if sibling else TokenMeter(name)._variant(approximate)
             _default_meters[(name, approximate)] = meter
         return meter
+
+
+def _count_worker(stdin: Any, stdout: Any) -> None:
+    """The loop of a counting worker process (``python -m engine.meter``, started by
+    :mod:`engine.snapshots`): read ``(encoding, texts)`` pickles, write the list of counts of
+    each, until end of input."""
+    import pickle
+
+    while True:
+        try:
+            encoding, texts = pickle.load(stdin)
+        except EOFError:
+            return
+        pickle.dump(count_texts(encoding, texts), stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
+
+
+if __name__ == "__main__":
+    import sys
+
+    _count_worker(sys.stdin.buffer, sys.stdout.buffer)

@@ -28,16 +28,22 @@ Pure with respect to the store's transactions: it only reads (``Store.reading``)
 
 from __future__ import annotations
 
+import os
+import pickle
+import queue
+import subprocess
+import sys
 import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
+from pathlib import Path
 from types import MappingProxyType
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
-from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, default_meter, message_category
+from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_texts, default_meter, join_counts, message_category
 from .store import ConversationReader, Store
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
@@ -146,9 +152,14 @@ def _same_key(entry: _Entry, head: Snapshot) -> bool:
 class SnapshotCache:
     """Incremental snapshots and measurements of the threads of one store (thread-safe)."""
 
-    def __init__(self, store: Store, *, max_held: int = 8, max_streamed: int = 64, page: int = PAGE) -> None:
+    def __init__(self, store: Store, *, max_held: int = 8, max_streamed: int = 64, page: int = PAGE,
+                 worker: bool = True, worker_min_messages: int = 50_000) -> None:
         self.store = store
         self.page = page
+        #: a worker process encodes a cold streamed measurement of a thread of at least
+        #: ``worker_min_messages`` messages (False: count in this process)
+        self.worker = worker
+        self.worker_min_messages = worker_min_messages
         self.max_held = max_held
         self.max_streamed = max_streamed
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
@@ -275,13 +286,13 @@ class SnapshotCache:
                 ordered = shown_messages(entry.messages or (), snapshot.offloads)
                 tally.add(ordered, meter.count_messages(ordered))
             shown = list(entry.shown)
-        if tally.first_role is not None and tally.first_role != "user":
-            shown.insert(0, _synthetic())
-        notes = [e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in ephemeral]
-        shown.extend(notes)
+            if tally.first_role is not None and tally.first_role != "user":
+                shown.insert(0, _synthetic())
+            notes = [e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in ephemeral]
+            shown.extend(notes)
+            measurement = _measurement(snapshot, tally, meter, notes)  # under the lock: the tally is this snapshot's
         surface = Surface(messages=tuple(shown), summary=snapshot.state.summary, boundary=snapshot.state.boundary, generation=snapshot.state.generation)
-        env = envelope_of(snapshot, surface)
-        return surface, env, _measurement(snapshot, tally, meter, notes)
+        return surface, envelope_of(snapshot, surface), measurement
 
     # -- streamed measurements (status, the inspector) ----------------------------------------
     def thread_measure(self, thread: str, *, with_busy: bool = True, progress: Callable[[int], None] | None = None) -> ThreadMeasure:
@@ -318,16 +329,95 @@ class SnapshotCache:
                 progress: Callable[[int], None] | None) -> None:
         saw_user = False
         counted = 0
-        for page in self._new_messages(reader, entry.last_id):
-            shown = shown_messages(page, head.offloads)
-            tally.add(shown, meter.count_messages(shown, cache=False))
-            saw_user = saw_user or any(m.role == "user" for m in page)
-            entry.last_id = page[-1].id
-            counted += len(page)
+        worker: _CountWorker | None = None
+        waiting: deque[tuple[list[Message], list[int], list[int]]] = deque()  # pages the worker encodes
+
+        def settle(shown: list[Message], fixed: list[int], per: list[int], counts: Sequence[int]) -> None:
+            nonlocal counted
+            tally.add(shown, join_counts(fixed, per, counts))
+            counted += len(shown)
             if progress is not None:
                 progress(counted)
+
+        try:
+            for page in self._new_messages(reader, entry.last_id):
+                shown = shown_messages(page, head.offloads)
+                saw_user = saw_user or any(m.role == "user" for m in page)
+                entry.last_id = page[-1].id
+                fixed, texts, per = meter.split_messages(shown)
+                if worker is None and self.worker and len(page) == self.page and reader.message_count() >= self.worker_min_messages:
+                    try:
+                        worker = _CountWorker()
+                    except OSError:  # no interpreter to start (embedded): count here
+                        self.worker = False
+                if worker is None:
+                    settle(shown, fixed, per, count_texts(meter.encoding_name, texts))
+                    continue
+                # the worker encodes this page while this thread reads and frames the next one
+                worker.submit(meter.encoding_name, texts)
+                waiting.append((shown, fixed, per))
+                if len(waiting) > 1:
+                    settle(*waiting.popleft(), worker.result())
+            while waiting:
+                settle(*waiting.popleft(), worker.result())  # type: ignore[union-attr]
+        finally:
+            if worker is not None:
+                worker.close()
         if saw_user:
             entry.head = replace(entry.head, current_request=reader.last_user_message())
+
+
+class _CountWorker:
+    """A worker process counting texts (``python -m engine.meter``): tiktoken holds the GIL while
+    it encodes a short text, so threads do not overlap with reading the next page; a process does.
+    Started with ``subprocess`` (not ``multiprocessing``, which would re-run the caller's main
+    script in the child); pages are sent on a helper thread, so neither side blocks the other on
+    a full pipe. Results come back in the order pages were sent."""
+
+    def __init__(self) -> None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        self.proc = subprocess.Popen([sys.executable, "-m", "engine.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self._outbox: "queue.Queue[Any]" = queue.Queue()
+        self._sender = threading.Thread(target=self._send, name="snapshots-count-sender", daemon=True)
+        self._sender.start()
+
+    def _send(self) -> None:
+        stdin = self.proc.stdin
+        assert stdin is not None
+        try:
+            while True:
+                item = self._outbox.get()
+                if item is None:
+                    break
+                pickle.dump(item, stdin, protocol=pickle.HIGHEST_PROTOCOL)
+                stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+        finally:
+            try:
+                stdin.close()
+            except OSError:
+                pass
+
+    def submit(self, encoding: str, texts: list[str]) -> None:
+        self._outbox.put((encoding, texts))
+
+    def result(self) -> list[int]:
+        assert self.proc.stdout is not None
+        try:
+            return pickle.load(self.proc.stdout)
+        except EOFError:
+            raise RuntimeError(f"the counting worker exited ({self.proc.poll()})") from None
+
+    def close(self) -> None:
+        self._outbox.put(None)
+        self._sender.join(timeout=10)
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
 
 
 def _synthetic() -> Message:

@@ -17,7 +17,7 @@ from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, Offload, Snapshot
 from .invariants import CallLedger
 from .models import CompactionStateRow, Conversation, MessageRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, offload_record, state_record, to_message
+from .records import MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, offload_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -64,6 +64,13 @@ class ConversationReader:
     def thread_key(self) -> str:
         return self.conv.thread_key
 
+    def message_count(self) -> int:
+        """The conversation's stored message count (0 when the stored value is not a number)."""
+        try:
+            return int(self.conv.message_count or 0)
+        except (TypeError, ValueError):
+            return 0
+
     def busy_reason(self) -> str | None:
         """Why the thread is busy (``running`` / ``waiting_for_user`` / ``queued``), or None if idle."""
         return busy_reasons(self.session, [self.conv.id]).get(self.conv.id)
@@ -78,13 +85,17 @@ class ConversationReader:
         so "after the last id seen" is exactly what was appended since (the incremental snapshot
         of :mod:`engine.snapshots` reads only that, a page at a time)."""
         # plain column rows, not ORM objects: this is the pre-step hot path and may read a long thread
-        q = select(*MESSAGE_COLUMNS).where(MessageRow.conversation_id == self.conv.id)
+        # SQLite returns JSON as text: read it as text and decode only what is not empty (a long
+        # thread reads about twice as fast); psycopg decodes JSON itself
+        text = self.session.get_bind().dialect.name == "sqlite"
+        q = select(*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS)).where(MessageRow.conversation_id == self.conv.id)
         if boundary is not None:
             q = q.where(MessageRow.id > boundary)
         q = q.order_by(MessageRow.id)
         if limit is not None:
             q = q.limit(limit)
-        return [to_message(r) for r in self.session.execute(q)]
+        rows = self.session.execute(q)
+        return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
 
     def message(self, message_id: int) -> Message | None:
         row = self.session.get(MessageRow, message_id)

@@ -7,8 +7,11 @@ call these on rows they already hold.
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timezone
 from typing import Any
+
+from sqlalchemy import Text, type_coerce
 
 from ..errors import EngineError
 from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
@@ -40,6 +43,28 @@ MESSAGE_COLUMNS = (
     MessageRow.meta, MessageRow.parts, MessageRow.is_error, MessageRow.meta_kind, MessageRow.source_key,
 )
 
+#: :data:`MESSAGE_COLUMNS` with the JSON columns read as their text (decoded by
+#: :func:`message_from_text_row` only when they hold something): the long-thread read path
+MESSAGE_TEXT_COLUMNS = tuple(type_coerce(c, Text) if c.key in ("tool_calls", "meta", "parts") else c for c in MESSAGE_COLUMNS)
+_EMPTY_JSON: dict[str, Any] = {"null": None, "[]": [], "{}": {}, "": None}
+
+
+def _json(value: Any) -> Any:
+    """A JSON column value as SQLAlchemy's JSON type reads it (text is decoded; a driver that
+    already decoded it, psycopg's jsonb, gives the object)."""
+    if not isinstance(value, str):
+        return value
+    if value in _EMPTY_JSON:
+        empty = _EMPTY_JSON[value]
+        return type(empty)() if empty is not None else None
+    return json.loads(value)
+
+
+def message_from_text_row(row: Any) -> Message:
+    """:func:`build_message` of a row of :data:`MESSAGE_TEXT_COLUMNS`."""
+    id, role, content, tool_calls, tool_call_id, name, meta, parts, is_error, meta_kind, source_key = row
+    return build_message(id, role, content, _json(tool_calls), tool_call_id, name, _json(meta), _json(parts), is_error, meta_kind, source_key)
+
 
 def _parts(raw: Any) -> tuple[tuple[Reasoning, ...], tuple[Attachment, ...]]:
     """The ``parts`` column, read tolerantly: anything that is not a list of objects (NULL, the
@@ -65,32 +90,41 @@ def _parts(raw: Any) -> tuple[tuple[Reasoning, ...], tuple[Attachment, ...]]:
 
 def to_message(row: Any) -> Message:
     """A domain message from an ORM row or a plain row of :data:`MESSAGE_COLUMNS`."""
-    raw_calls = row.tool_calls or []
-    if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
-        raise InvalidMessage(f"message {row.id}: tool_calls must be a list of objects")
-    try:
-        calls = tuple(
-            ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
-            for c in raw_calls
-        )
-    except InvalidMessage as exc:
-        raise InvalidMessage(f"message {row.id} has a malformed tool call: {exc.message}") from None
-    reasoning, attachments = _parts(getattr(row, "parts", None))
-    meta_kind = getattr(row, "meta_kind", None)
-    role = row.role
+    return build_message(
+        row.id, row.role, row.content, row.tool_calls, row.tool_call_id, row.name, row.meta,
+        getattr(row, "parts", None), getattr(row, "is_error", False), getattr(row, "meta_kind", None), getattr(row, "source_key", None),
+    )
+
+
+def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_id: Any, name: Any, meta: Any, parts: Any,
+                  is_error: Any, meta_kind: Any, source_key: Any) -> Message:
+    """A domain message from the values of :data:`MESSAGE_COLUMNS`, in that order (a plain row
+    unpacks into it: ``build_message(*row)``, the long-thread read path)."""
+    calls: tuple[ToolCall, ...] = ()
+    if tool_calls:  # no calls (or an empty value of any type, as before): nothing to check
+        if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
+            raise InvalidMessage(f"message {id}: tool_calls must be a list of objects")
+        try:
+            calls = tuple(
+                ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
+                for c in tool_calls
+            )
+        except InvalidMessage as exc:
+            raise InvalidMessage(f"message {id} has a malformed tool call: {exc.message}") from None
+    reasoning, attachments = _parts(parts) if parts else ((), ())
     return Message(
-        role=role,  # type: ignore[arg-type]
-        content=row.content,
-        id=row.id,
+        role=role,
+        content=content,
+        id=id,
         tool_calls=calls,
-        tool_call_id=row.tool_call_id,
-        name=row.name,
-        metadata=row.meta if isinstance(row.meta, dict) else {},
+        tool_call_id=tool_call_id,
+        name=name,
+        metadata=meta if isinstance(meta, dict) else {},
         reasoning=reasoning,
         attachments=attachments,
-        is_error=bool(getattr(row, "is_error", False)),
+        is_error=bool(is_error),
         meta_kind=meta_kind if isinstance(meta_kind, str) and meta_kind else None,
-        source_key=getattr(row, "source_key", None) or None,
+        source_key=source_key or None,
     )
 
 

@@ -261,3 +261,19 @@ def test_streamed_cold_measurement_reports_progress_and_keeps_no_messages(factor
     assert seen == [4, 8, 12, 16, 20] and m.measurement == full(svc, key)[2]
     entry = cache._entries[key]
     assert entry.messages is None and entry.snapshot is None  # nothing of the thread is held
+
+
+def test_a_worker_process_counts_the_same(factory: Any, new_key: Any) -> None:
+    """The cold streamed measurement of a long thread has a worker process encode each page while
+    the next is read: the counts are the same as in this process."""
+    svc = factory()
+    key = new_thread(svc, new_key())
+    finished_turns(svc, key, 12)
+    running_turn(svc, key, rounds=3)
+    with_worker = SnapshotCache(svc.store, page=5, worker_min_messages=0)
+    seen: list[int] = []
+    m = with_worker.thread_measure(key, progress=seen.append)
+    assert m.measurement == full(svc, key)[2] == SnapshotCache(svc.store, page=5, worker=False).thread_measure(key).measurement
+    assert seen[-1] == len(svc.store.snapshot(key).messages) and len(seen) > 3
+    svc.append_message(key, user("and now?"))
+    assert with_worker.thread_measure(key).measurement == full(svc, key)[2]
