@@ -314,7 +314,7 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
 def score(trace: Trace, strategy: str, fail: bool, probe: Probe, requests: Sequence[Any], final: Sequence[Any], summarizer: Any, window: int, completed: int, error: str | None, seconds: float, stored: int | None) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
-    if len(requests) != len(probe.overhead) - (1 if error and len(probe.overhead) > len(requests) else 0):
+    if len(requests) != len(probe.overhead) - (error is not None and strategy == "langchain"):  # its hook raised: no request
         raise RuntimeError(f"{trace.name}/{strategy}: {len(requests)} model requests for {len(probe.overhead)} middleware calls")
     kept: list[float] = []
     for i, r in enumerate(requests):
