@@ -2,7 +2,9 @@
 
 Before Qt is loaded, :func:`inspector_app.platform_check.check` makes sure the platform Qt will use
 can work here (a display, the system libraries its plugin needs); if not, one line says what is
-missing and how to install it, and the exit code is 2. ``--screenshot`` renders offscreen.
+missing and how to install it, and the exit code is 2. ``--screenshot`` renders offscreen;
+``--import FILE`` (import first, the result dialog shown) and ``--compact`` (a manual compaction
+of the selected thread) prepare what it shows.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--tab", choices=TABS, default="detail", help="the side tab to show (default: detail)")
     parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
     parser.add_argument("--replay-step", metavar="N", type=int, help="show step N (from 1) of the first replay episode")
+    parser.add_argument("--import", dest="import_files", metavar="FILE", action="append", type=Path, default=[],
+                        help="import this transcript into the database first and show the result (repeatable)")
+    parser.add_argument("--compact", action="store_true", help="compact the selected thread by hand once loaded (as Compact now does)")
     return parser.parse_args(argv)
 
 
@@ -43,6 +48,12 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     url = to_url(args.db) if args.db is not None else None  # --db "" is an error, not the demo
     opened = await window.open_database(url, select=args.thread)
     await window.settle()
+    if opened and args.import_files:
+        await window.import_files([str(p) for p in args.import_files])
+        await window.settle()
+    if opened and args.compact and window.state.thread is not None:
+        await window.compact(window.state.thread.key)
+        await window.settle()
     if opened and args.message is not None:
         await window.select_message(args.message)
     if args.replay_step is not None:
@@ -50,7 +61,7 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     window.show_tab(args.tab)
     if args.screenshot is not None:
         app.processEvents()
-        if not window.grab().save(str(args.screenshot), "PNG"):
+        if not _grab(window).save(str(args.screenshot), "PNG"):
             print(f"compaction-inspector: cannot write {args.screenshot}", file=sys.stderr)
             return 1
         if not opened:
@@ -60,6 +71,23 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
     await closed
     return 0
+
+
+def _grab(window: MainWindow) -> Any:
+    """The window as a picture, with an open import result dialog drawn over it where it shows."""
+    from PySide6.QtCore import QPoint
+    from PySide6.QtGui import QColor, QPainter
+
+    picture = window.grab()
+    dialog = window.importer.dialog
+    if dialog is not None and dialog.isVisible():
+        shot = dialog.grab()
+        painter = QPainter(picture)
+        at = QPoint((picture.width() - shot.width()) // 2, (picture.height() - shot.height()) // 2)
+        painter.fillRect(picture.rect(), QColor(0, 0, 0, 70))  # the window dimmed behind its dialog
+        painter.drawPixmap(at, shot)
+        painter.end()
+    return picture
 
 
 def main(argv: Sequence[str] | None = None, *, opener: Callable[[str], Any] | None = None) -> int:

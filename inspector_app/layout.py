@@ -103,7 +103,7 @@ class InspectorLayout(QMainWindow):
         header = self.thread_list.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((COL_SOURCE, 84), (COL_PRESSURE, 72), (COL_GENERATION, 40), (COL_STATE, 74)):
+        for col, width in ((COL_SOURCE, 80), (COL_PRESSURE, 78), (COL_GENERATION, 40), (COL_STATE, 76)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
             header.resizeSection(col, width)
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
@@ -330,6 +330,7 @@ class InspectorLayout(QMainWindow):
     def show_pressure_line(self, view: PressureView) -> None:
         """The header's pressure line: the words of the state (none below the 85% hint line)."""
         self.hint_label.setText(view.text)
+        self.hint_label.setToolTip(view.reason or "")
         self.hint_label.setProperty("state", view.state)
         self.hint_label.setStyleSheet(f"color: {theme.color(view.tone).name()}; font-weight: 600;")
         self.hint_label.setVisible(view.shown)

@@ -86,7 +86,8 @@ class MainWindow(InspectorLayout):
         self.poll = self.live.timer
         self.importer = ImportController(
             self, client, self.tasks,
-            reload_threads=lambda: self.threads.load_threads(), open_thread=self.select_thread,
+            reload_threads=lambda select: self.threads.load_threads(select=select), open_thread=self.select_thread,
+            current=lambda: self.state.thread.key if self.state.thread is not None else None,
         )  # fmt: skip
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)

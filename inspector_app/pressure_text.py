@@ -36,6 +36,8 @@ class PressureView:
     text: str
     #: the theme colour token of the state
     tone: str
+    #: the whole reason when compaction cannot help (the header's tooltip)
+    reason: str | None = None
 
     @property
     def shown(self) -> bool:
@@ -57,24 +59,37 @@ def over_threshold(status: PressureStatus) -> bool:
     return status.threshold > 0 and status.tokens >= status.threshold
 
 
+#: a reason longer than this is cut at its first parenthesis in the header (the tooltip has it all)
+SHORT_REASON = 160
+
+
+def short_reason(reason: str) -> str:
+    """``reason`` for one header line: a long one ends before its first parenthesised detail."""
+    if len(reason) <= SHORT_REASON:
+        return reason
+    cut = reason.find(" (", 40)
+    return reason[:cut] + " (…)" if 0 < cut <= SHORT_REASON else reason[: SHORT_REASON - 1] + "…"
+
+
 def pressure_view(status: PressureStatus, blocked: str | None = None) -> PressureView:
     """The state of ``status``; ``blocked``: why compaction cannot help (from the last manual
     compaction of this thread), or None."""
     pct = percent(status)
     if (over_threshold(status) or over_window(status)) and blocked:
         where = "the context window" if over_window(status) else "the threshold"
-        return PressureView("cannot_compact", f"{pct} of threshold · cannot compact", f"Over {where} ({pct} of the threshold) · cannot compact: {blocked}", "danger")
+        text = f"Over {where} ({pct} of the threshold) · cannot compact: {short_reason(blocked)}"
+        return PressureView("cannot_compact", f"Cannot compact · {pct} of threshold", text, "danger", blocked)
     if over_window(status):
         return PressureView(
             "over_window",
-            f"{pct} of threshold · over the window",
+            f"Over the window · {pct} of threshold",
             f"Over the context window: {status.tokens:,} tokens, the window holds {status.context_window:,}; the provider refuses the next request unless it is compacted",
             "danger",
         )
     if over_threshold(status):
         return PressureView(
             "over_threshold",
-            f"{pct} of threshold · over it",
+            f"Over the threshold · {pct}",
             f"Over the threshold ({pct}): the next model step compacts first; Compact now does it by hand",
             "danger",
         )
@@ -107,7 +122,8 @@ def manual_outcome(status: str, reason: str | None, still_over: bool, note: str 
     """Why a manual compaction did not bring the thread under its threshold, or None when it
     did: what the header then says after "cannot compact:"."""
     if status == "no_op":
-        return f"nothing to compact ({reason})" if reason else "nothing to compact"
+        why = f"nothing to compact ({reason})" if reason else "nothing to compact"
+        return f"{why}: {note}" if note else why
     if still_over:
         return f"still over the threshold after compacting ({note})" if note else "still over the threshold after compacting"
     return None

@@ -34,13 +34,15 @@ class ImportController:
         client: ServiceClient,
         tasks: TaskSet,
         *,
-        reload_threads: Callable[[], Awaitable[None]],
+        reload_threads: Callable[[str | None], Awaitable[None]],
+        current: Callable[[], str | None],
         open_thread: Callable[[str], Awaitable[None]],
     ) -> None:
         self.ui = ui
         self.client = client
         self.tasks = tasks
         self._reload_threads = reload_threads
+        self._current = current
         self._open_thread = open_thread
         self.importing = False
         self.file_dialog: QFileDialog | None = None
@@ -89,8 +91,8 @@ class ImportController:
             ui.busy.setToolTip("")
         outcome = ImportOutcome(tuple(reports), tuple(failures))
         bar.showMessage(outcome.summary())
-        if reports:
-            await self._reload_threads()
+        if reports:  # the list again; the open thread stays open, else the first session imported opens
+            await self._reload_threads(self._current() or reports[0].thread)  # type: ignore[attr-defined]
         self.show_result(outcome)
         return outcome
 

@@ -68,7 +68,8 @@ class ImportOutcome:
         for r in self.reports:
             if r.warnings or r.repairs or r.skipped:
                 lines.append(f"{r.thread}:")
-            lines += [f"  ⚠ {w}" for w in r.warnings]
+            name = Path(r.source).name  # the warnings name the file: its name is enough here (the row's tooltip has the path)
+            lines += [f"  ⚠ {w.replace(r.source, name) if r.source else w}" for w in r.warnings]
             if r.repairs:
                 lines.append("  repaired: " + ", ".join(f"{k} × {v}" for k, v in sorted(r.repairs.items())))
             if r.skipped:
@@ -78,7 +79,7 @@ class ImportOutcome:
 
 def report_row(report: Any) -> list[str]:
     """The cells of one session's row."""
-    thread = ("↳ " if report.parent_thread else "") + report.thread
+    thread = f"↳ …/{report.thread.rsplit('/', 1)[-1]}" if report.parent_thread else report.thread
     return [thread, source_name(report.format), f"{report.messages:,}", f"{report.tool_calls:,}", f"{report.compactions:,}", str(len(report.warnings))]
 
 
@@ -101,6 +102,7 @@ class ImportResultDialog(QDialog):
         self.table.setHeaderLabels(list(COLUMNS))
         self.table.setRootIsDecorated(False)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # keys end in what tells them apart
         for report in outcome.reports:
             item = QTreeWidgetItem(report_row(report))
             item.setData(0, Qt.ItemDataRole.UserRole, report.thread)
@@ -118,7 +120,7 @@ class ImportResultDialog(QDialog):
         self.notes = QPlainTextEdit(outcome.details())
         self.notes.setObjectName("importNotes")
         self.notes.setReadOnly(True)
-        self.notes.setMaximumHeight(150)
+        self.notes.setMaximumHeight(170)
         buttons = QDialogButtonBox()
         self.open_button = QPushButton("Open thread")
         self.open_button.setObjectName("openImported")
@@ -137,7 +139,7 @@ class ImportResultDialog(QDialog):
         layout.addWidget(notes_title)
         layout.addWidget(self.notes)
         layout.addWidget(buttons)
-        self.resize(720, 360)
+        self.resize(860, 440)
 
     def chosen(self) -> str | None:
         item = self.table.currentItem()

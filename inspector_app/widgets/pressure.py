@@ -112,6 +112,9 @@ class PressureGauge(QWidget):
         view = pressure_view(s, self._blocked)
         p.setPen(theme.color(view.tone))
         headline = view.headline
+        while QFontMetrics(big).horizontalAdvance(headline) > rect.width() and big.pointSizeF() > base.pointSizeF():
+            big.setPointSizeF(big.pointSizeF() - 0.5)  # a long state's headline shrinks rather than being cut
+        p.setFont(big)
         p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, headline)
         p.setFont(base)
         p.setPen(theme.color("text_muted"))
@@ -164,6 +167,12 @@ class PressureGauge(QWidget):
         p.drawText(QRectF(hx - 60, label_y, 58, 16), Qt.AlignmentFlag.AlignRight, "85% hint")
         p.setPen(theme.color("danger"))
         p.drawText(QRectF(tx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "threshold")
+        if s.context_window and s.tokens > s.context_window:  # the bar is longer than the window: mark where it ends
+            wx = bar.left() + s.context_window * scale
+            p.setPen(QPen(theme.color("text"), 2, Qt.PenStyle.DotLine))
+            p.drawLine(QPointF(wx, bar.top() - 5), QPointF(wx, bar.bottom() + 5))
+            p.setPen(theme.color("text"))
+            p.drawText(QRectF(wx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "window")
 
         y = label_y + 22
         if view.shown:  # the state's words: the hint (85-100%), over the threshold / window, cannot compact

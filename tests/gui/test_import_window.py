@@ -70,10 +70,12 @@ def test_import_through_the_file_dialog_shows_the_result_and_opens_the_thread(qt
     assert result is not None and result.isVisible()
     rows = {r[0]: r for r in result.rows()}
     assert rows[KEY] == [KEY, "Claude Code", "18", "5", "2", "3"]  # thread, format, messages, tool calls, compactions, warnings
-    assert rows[f"↳ {KEY}/a1b2c3d4"][1:5] == ["Claude Code", "4", "1", "0"]  # a sub-agent, as its own session
+    assert rows["↳ …/a1b2c3d4"][1:5] == ["Claude Code", "4", "1", "0"]  # a sub-agent, as its own session
     assert result.heading.text().startswith("3 sessions imported · 23 new messages · 2 recorded compactions")
     notes = result.notes.toPlainText()
-    assert ".jsonl:12: malformed JSON" in notes and "missing_result" in notes and "unknown:future-entry-kind × 1" in notes
+    assert f"  ⚠ {SESSION.name}:12: malformed JSON" in notes and "missing_result" in notes and "unknown:future-entry-kind × 1" in notes
+
+    assert w.timeline_model.key == KEY  # nothing was open: the imported session opens behind the result
 
     # the list shows each thread's source, the sub-agents right under their parent
     model = w.thread_model

@@ -43,11 +43,12 @@ def test_the_states_say_different_things() -> None:
     over = pressure_view(status(110_000))
     assert over.text.startswith("Over the threshold (110.0%)") and "next model step compacts first" in over.text
     window = pressure_view(status(487_000))
-    assert "Over the context window: 487,000 tokens, the window holds 128,000" in window.text and window.headline == "487.0% of threshold · over the window"
+    assert "Over the context window: 487,000 tokens, the window holds 128,000" in window.text and window.headline == "Over the window · 487.0% of threshold"
     blocked = pressure_view(status(487_000), "nothing to compact (insufficient_history)")
     assert blocked.state == "cannot_compact" and blocked.text == "Over the context window (487.0% of the threshold) · cannot compact: nothing to compact (insufficient_history)"
     assert pressure_view(status(50_000), "nothing to compact").state == "below", "a reason alone is not a state: only over the threshold"
-    assert pressure_view(status(1_439_000, threshold=1000, window=10**7)).headline.startswith("143,900% of threshold")
+    assert pressure_view(status(1_439_000, threshold=1000, window=10**7)).headline == "Over the threshold · 143,900%"
+    assert over.headline == "Over the threshold · 110.0%" and blocked.headline == "Cannot compact · 487.0% of threshold"
 
 
 def test_an_assumed_window_is_shown_as_assumed() -> None:
@@ -61,6 +62,12 @@ def test_an_assumed_window_is_shown_as_assumed() -> None:
 def test_a_manual_compaction_that_stays_over_says_why() -> None:
     assert manual_outcome("completed", None, False, None) is None
     assert manual_outcome("no_op", "insufficient_history", False, None) == "nothing to compact (insufficient_history)"
+    long = "138,013 tokens, threshold 102,400: nothing before the retained tail can be summarized (138,010 tokens kept verbatim; " + "x" * 200 + ")"
+    why = manual_outcome("no_op", "insufficient_history", True, long)
+    assert why == f"nothing to compact (insufficient_history): {long}"
+    view = pressure_view(status(138_013, threshold=102_400), why)
+    assert view.text.endswith("cannot compact: nothing to compact (insufficient_history): 138,013 tokens, threshold 102,400: nothing before the retained tail can be summarized (…)")
+    assert view.reason == why
     assert manual_outcome("completed", None, True, "the retained tail alone is 120,000 tokens") == "still over the threshold after compacting (the retained tail alone is 120,000 tokens)"
 
 
