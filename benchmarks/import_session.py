@@ -21,7 +21,9 @@ cannot run prints ``{"bench": "import_session", "backend": ..., "skipped": reaso
   same file (idempotent: nothing written).
 - **The other thread**: ``AgentHarness`` against the loopback ``ProviderSimulator`` (scripted:
   two parallel tool calls, then an answer, per turn; tool outputs from the same text pools), in the
-  same database, until it has the imported thread's message count.
+  same database, until it has the imported thread's message count (within 4). Its policy window is
+  out of reach, so the engine compacts neither thread (compacted units open collapsed and paint
+  less).
 - **Timeline** (``benchmarks/gui_timeline.py``'s measurement, each thread in a fresh process,
   offscreen): first paint (the database opened before in the process, and cold) and the End key
   once the side panels are in, for both threads, alternating, the median of ``--gui-repeats``.
@@ -42,7 +44,7 @@ import time
 import uuid
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
@@ -211,11 +213,11 @@ def generate(path: Path, megabytes: float = 2.0, *, seed: int = 11) -> dict[str,
 # -- import --------------------------------------------------------------------------------------------
 
 
-def open_svc(url: str, workdir: Path) -> Any:
+def open_svc(url: str, workdir: Path, policies: Any = None) -> Any:
     from engine.service import open_service
     from engine.summarizers.extractive import ExtractiveSummarizer
 
-    return open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), create=True)
+    return open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), policies=policies, create=True)
 
 
 def time_import(url: str, workdir: Path, src: Path) -> dict[str, Any]:
@@ -259,7 +261,9 @@ def write_harness_thread(url: str, workdir: Path, messages: int, *, seed: int = 
         return "\n".join(f"{i + 1:6d}\t{line}" for i, line in enumerate(lines))
 
     tools = ToolRegistry([Tool("read_file", read, "Read a file.", {"type": "object", "properties": {"path": {"type": "string"}}})])
-    svc = open_svc(url, workdir)
+    # a window no turn reaches: like the imported thread, the harness thread is not compacted by
+    # the engine (compacted units open collapsed, which paints less and would flatter it)
+    svc = open_svc(url, workdir, policies={"context_window": 100_000_000})
     try:
         svc.create_thread(HARNESS_KEY, title="harness-written", system_prompt="You are a coding agent.", tools=tools.schemas())
         with ProviderSimulator(context_window=10**9, model="sim-model") as sim:
