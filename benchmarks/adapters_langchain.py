@@ -393,6 +393,8 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "steps_over_window": sum(r["steps_over_window"] for r in normal),
             "model_calls": sum(r["model_calls"] for r in normal),
             "identifiers_kept_pct": 100 * statistics.mean(kept) if kept else None,
+            "steps_over_window_failing": sum(r["steps_over_window"] for r in failing),
+            "model_calls_failing": sum(r["model_calls"] for r in failing),
             "lost_normal": sum(lost_messages(r) for r in normal),
             "lost_on_failure": sum(lost_messages(r) for r in failing),
             "failure_runs_completed": sum(r["error"] is None for r in failing),
@@ -418,6 +420,12 @@ def rows(summary: dict[str, Any]) -> list[list[str]]:
         [f"History lost, working summarizer (messages removed from the agent's state that no summary call saw, {n} sessions)", "lower", str(o["lost_normal"]), str(lc["lost_normal"])],
         [f"History lost, failing summarizer (the same, {n} sessions)", "lower", str(o["lost_on_failure"]), str(lc["lost_on_failure"])],
         [f"Agent runs that finished the session with a failing summarizer (of {n})", "higher", str(o["failure_runs_completed"]), str(lc["failure_runs_completed"])],
+        [
+            "Model requests over the window with a failing summarizer (LangChain's only up to where its runs raised)",
+            "lower",
+            f"{o['steps_over_window_failing']} of {o['model_calls_failing']}",
+            f"{lc['steps_over_window_failing']} of {lc['model_calls_failing']}",
+        ],
     ]
 
 
