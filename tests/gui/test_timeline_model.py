@@ -79,7 +79,7 @@ def test_a_scripted_session_keeps_every_model_rule(qapp: QApplication) -> None:
     model.modelReset.connect(lambda: signals.__setitem__("reset", signals["reset"] + 1))
     thread = scripted_thread()
     ids = thread.ids
-    model.reset("t", boundary=thread.boundary_info(), running_turn=True, total=len(ids))
+    model.reset("t", boundary=thread.boundary_info(), running_turn=True, total=len(ids), sources=thread.sources)
     assert model.rowCount() == 0 and signals["reset"] == 1
     model.insert_page(thread.read(PageRequest(limit=6)))  # the first page
     request = model.end_request(5)
@@ -135,7 +135,7 @@ def test_a_scripted_session_keeps_every_model_rule(qapp: QApplication) -> None:
 def test_random_sessions_keep_every_model_rule(qapp: QApplication, thread: Thread, ops: list[tuple[str, int, int, bool]], fill_limit: int, data: Any) -> None:
     model = TimelineModel()
     tester = QAbstractItemModelTester(model, FATAL)
-    model.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored))
+    model.reset("t", boundary=thread.boundary_info(), running_turn=thread.running, total=len(thread.stored), sources=thread.sources)
     pinned: list[tuple[QPersistentModelIndex, int]] = []
     for op, pick, limit, with_tokens in ops:
         apply(model.core, thread, op, pick, limit, with_tokens)
