@@ -26,6 +26,8 @@ sys.path[:0] = [str(HERE), str(ROOT)]
 
 import ours  # noqa: E402
 import peers  # noqa: E402
+import adapters_langchain  # noqa: E402
+import import_session  # noqa: E402
 import real_corpus  # noqa: E402
 import traces  # noqa: E402
 from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_store  # noqa: E402
@@ -380,7 +382,7 @@ def losses(rows: list[Row]) -> list[str]:
     return out or ["- None in this run."]
 
 
-def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "") -> str:
+def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "") -> str:
     peers_line = f"\n**Peers not run:** {missing}\n" if missing else ""
     return f"""# Benchmarks
 
@@ -422,6 +424,10 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
 ## Compact now on real-shaped sessions and on every trace
 
 {corpus}
+
+## LangChain agents: our middleware vs SummarizationMiddleware (issue 15)
+
+{agents}
 
 ## Our own figures
 
@@ -502,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_gui:
         log("own figures: timeline (offscreen)")
         own += own_gui(20_000 if args.quick else 100_000, args.pg_url)
+    log("own figures: Claude Code session import (benchmarks/import_session.py)")
+    own += import_session.rows(2.0, args.pg_url)
+    log("LangChain agents: CompactionMiddleware vs SummarizationMiddleware (benchmarks/adapters_langchain.py)")
+    agents = adapters_langchain.section((10_000,) if args.quick else (10_000, 100_000))
     seconds = time.perf_counter() - started
 
     head = render_head_to_head(rows)
@@ -510,10 +520,11 @@ def main(argv: list[str] | None = None) -> int:
     lost = losses(rows)
     print("## Head to head\n\n" + head + "\n\n### Where we lose\n\n" + "\n".join(lost) + "\n\n### Per trace (ours / LangChain / chars/4)\n\n" + details)
     print("\n## Targets\n\n" + targets + "\n\n## Compact now\n\n" + corpus)
+    print("\n## LangChain agents\n\n" + agents)
     print("\n## Our own figures\n\n" + own_table)
     print(f"\n(total {seconds:.0f} s)")
     if not args.quick or args.write:
-        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets))
+        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents))
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
