@@ -165,4 +165,7 @@ class CompactionController:
         else:
             button.setEnabled(True)
             button.setText("Compact now")
-            button.setToolTip("Summarize all complete history before the retained tail")
+            blocked = self.blocked_reason(status.thread)
+            button.setToolTip(
+                f"The last manual compaction could not bring this thread under its threshold: {blocked}" if blocked else "Summarize all complete history before the retained tail"
+            )

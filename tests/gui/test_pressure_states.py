@@ -113,6 +113,7 @@ def test_cannot_compact_says_why_until_the_thread_changes(qtbot: Any, window: Ma
     assert window.gauge.view.state == "cannot_compact"  # type: ignore[union-attr]
     assert window.hint_label.text() == "Over the context window (150.0% of the threshold) · cannot compact: still over the threshold after compacting (the retained tail alone is 120,000 tokens)"
     assert "still over the threshold: the retained tail alone is 120,000 tokens" in window.statusBar().currentMessage()
+    assert window.compact_button.toolTip().startswith("The last manual compaction could not bring this thread under its threshold: still over")
     t.compact_result = ManualResult("no_op", "insufficient_history", 150_000, 150_000, 0, 4, 2, 0)
     run(qtbot, window, window.compact("acme-vat"))
     qtbot.waitUntil(lambda: window.idle, timeout=5000)
