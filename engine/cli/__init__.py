@@ -4,7 +4,7 @@ Exit codes: 0 success · 1 the operation ran but failed (e.g. a summary was reje
 2 bad input or an unusable database · 3 ``thread_busy``. Errors are one line on stderr
 (``error: …``), or a JSON object ``{"error": {...}}`` on stdout with ``--json``; never a traceback:
 a failure that is not one of the engine's typed errors (a row another program wrote that breaks
-docs/schema.md, most often) is described in words by :func:`output.describe_failure` and exits 2.
+docs/schema.md, most often) is described in words by :func:`engine.errors.describe_failure` (the one copy the inspector shares) and exits 2.
 The password of the ``--db`` URL is masked in every message.
 """
 
