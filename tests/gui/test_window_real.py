@@ -209,9 +209,11 @@ def test_compact_now_changes_the_database_and_the_view(qtbot: Any, open_demo: An
 
 
 def test_compact_now_with_nothing_to_summarize_says_so_and_changes_nothing(qtbot: Any, open_demo: Any, demo_copy: Demo) -> None:
-    before = snapshot(demo_copy, RESEARCH)  # compacted by pressure down to its retained tail
     w = open_demo(demo_copy, RESEARCH)
-    click_compact_and_confirm(qtbot, w)
+    click_compact_and_confirm(qtbot, w)  # the first one compacts down to the retained tail...
+    qtbot.waitUntil(lambda: w.idle and "Compacted" in w.statusBar().currentMessage(), timeout=WAIT_MS)
+    before = snapshot(demo_copy, RESEARCH)
+    click_compact_and_confirm(qtbot, w)  # ...so the second has nothing left to summarize
     qtbot.waitUntil(lambda: w.idle and "Nothing to compact" in w.statusBar().currentMessage(), timeout=WAIT_MS)
     assert "insufficient_history" in w.statusBar().currentMessage()
     assert snapshot(demo_copy, RESEARCH) == before
