@@ -106,10 +106,12 @@ class Tally:
     def history_tokens(self) -> int:
         return sum(self.totals.values())
 
-    def tokens_after(self, message_id: int) -> int:
-        """Tokens of the messages with an id above ``message_id`` (as counted, markers included)."""
-        i = bisect_right(self.ids, message_id)
-        return sum(self.counts[i:])
+    def tokens_after(self, message_id: int, upto: int | None = None) -> int:
+        """Tokens of the messages with an id above ``message_id`` (as counted, markers included),
+        among the first ``upto`` messages added (all when None)."""
+        end = len(self.ids) if upto is None else upto
+        i = bisect_right(self.ids, message_id, 0, end)
+        return sum(self.counts[i:end])
 
 
 @dataclass(frozen=True)
@@ -120,13 +122,16 @@ class ThreadMeasure:
     measurement: Measurement
     meter: TokenMeter
     tally: Tally
+    #: how many messages the tally had counted for this measurement (it may grow afterwards)
+    counted: int
 
     @property
     def tokens(self) -> int:
         return self.measurement.total
 
     def tokens_after(self, message_id: int) -> int:
-        return self.tally.tokens_after(message_id)
+        """Tokens of this measurement's messages with an id above ``message_id``."""
+        return self.tally.tokens_after(message_id, self.counted)
 
 
 class _Entry:
@@ -247,6 +252,8 @@ class SnapshotCache:
         return entry
 
     def _extend_held(self, reader: ConversationReader, entry: _Entry, head: Snapshot) -> None:
+        if _nothing_new(reader, entry):
+            return
         new: list[Message] = []
         for page in self._new_messages(reader, entry.last_id):
             new.extend(page)
@@ -323,7 +330,8 @@ class SnapshotCache:
                     head = replace(head, current_request=entry.head.current_request)
                 entry.head = replace(head, messages=())
             self._put(thread, entry)
-            return ThreadMeasure(head=replace(head, messages=()), measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally)
+            return ThreadMeasure(head=replace(head, messages=()), measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally,
+                                 counted=len(tally.ids))
 
     def _stream(self, reader: ConversationReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
                 progress: Callable[[int], None] | None) -> None:
@@ -340,7 +348,7 @@ class SnapshotCache:
                 progress(counted)
 
         try:
-            for page in self._new_messages(reader, entry.last_id):
+            for page in () if _nothing_new(reader, entry) else self._new_messages(reader, entry.last_id):
                 shown = shown_messages(page, head.offloads)
                 saw_user = saw_user or any(m.role == "user" for m in page)
                 entry.last_id = page[-1].id
@@ -418,6 +426,13 @@ class _CountWorker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _nothing_new(reader: ConversationReader, entry: _Entry) -> bool:
+    """True when the conversation row says its newest message is the last one this entry read
+    (the write door records it with every append, in the same transaction): the read of the
+    messages after it is skipped. Anything else (another id, none recorded) reads them."""
+    return entry.last_id is not None and reader.last_message_id() == entry.last_id
 
 
 def _synthetic() -> Message:

@@ -71,6 +71,15 @@ class ConversationReader:
         except (TypeError, ValueError):
             return 0
 
+    def last_message_id(self) -> int | None:
+        """The id of the conversation's newest message as the write door recorded it (None when
+        none is recorded or the stored value is not a number)."""
+        try:
+            value = self.conv.last_message_id
+            return int(value) if value is not None else None
+        except (TypeError, ValueError):
+            return None
+
     def busy_reason(self) -> str | None:
         """Why the thread is busy (``running`` / ``waiting_for_user`` / ``queued``), or None if idle."""
         return busy_reasons(self.session, [self.conv.id]).get(self.conv.id)
@@ -94,7 +103,7 @@ class ConversationReader:
         q = q.order_by(MessageRow.id)
         if limit is not None:
             q = q.limit(limit)
-        rows = self.session.execute(q)
+        rows = self.session.connection().execute(q)  # Core: no ORM step for plain column rows
         return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
 
     def message(self, message_id: int) -> Message | None:

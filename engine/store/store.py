@@ -350,15 +350,24 @@ class Store:
 
     def last_completed_request(self, key: str) -> ModelRequest | None:
         """The newest completed, routed model request (pressure compaction needs one)."""
-        with self._session(write=False) as s:
-            conv = self._conv(s, key)
-            row = s.scalars(
-                select(ModelRequestRow)
-                .where(ModelRequestRow.conversation_id == conv.id, ModelRequestRow.outcome == "ok")
-                .order_by(ModelRequestRow.id.desc())
-                .limit(1)
-            ).first()
-            return model_request_record(row) if row is not None else None
+        # one Core query on a plain connection (no ORM session): this runs before every model step
+        requests, conversations = ModelRequestRow.__table__, Conversation.__table__
+        q = (
+            select(requests)
+            .join(conversations, conversations.c.id == requests.c.conversation_id)
+            .where(conversations.c.thread_key == key, requests.c.outcome == "ok")
+            .order_by(requests.c.id.desc())
+            .limit(1)
+        )
+        try:
+            with self.engine.connect() as conn:
+                row = conn.execute(q).first()
+        except DBAPIError as exc:
+            raise db.translate_error(exc, self.url) from None
+        if row is None:
+            self.message_count(key)  # ThreadNotFound for a thread that does not exist
+            return None
+        return model_request_record(row)
 
     def model_requests(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[ModelRequest]:
         with self._session(write=False) as s:
@@ -491,7 +500,14 @@ class Store:
         :class:`ConversationReader` sees the same state. Used by :mod:`engine.snapshots` to read
         a thread's head and its new messages together, and to stream a long thread in pages."""
         with self._session(write=False, consistent=True) as s:
-            yield ConversationReader(s, self._conv(s, key))
+            # the conversation and its state in one query (the state then comes from the session)
+            q = select(Conversation, CompactionStateRow).outerjoin(
+                CompactionStateRow, CompactionStateRow.conversation_id == Conversation.id
+            ).where(Conversation.thread_key == key)
+            row = s.execute(q).first()
+            if row is None:
+                raise ThreadNotFound(f"no thread {key!r}")
+            yield ConversationReader(s, row[0])
 
     def messages_after(self, key: str, boundary: int | None) -> list[Message]:
         with self._session(write=False) as s:
