@@ -70,7 +70,7 @@ class Tally:
         self.meter = meter
         self.totals: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
         self.ids = array("q")
-        self.counts = array("q")
+        self.counts = array("i")  # a message never has 2**31 tokens
         self._waiting: dict[str, deque[int]] = {}
         self._newest = -1
         #: role of the first non-system message the surface keeps (None: none yet)
