@@ -456,11 +456,3 @@ def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequenc
         breakdown[message_category(m)] += n
     return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)
 
-
-def measured_parts(cache: "SnapshotCache | None", snapshot: Snapshot, meter: TokenMeter, ephemeral: Sequence[Message] = ()) -> tuple[Surface, Envelope, Measurement]:
-    """``cache.measure`` when there is a cache, else the full measurement (one call site for the compactor)."""
-    if cache is not None:
-        return cache.measure(snapshot, meter, ephemeral=ephemeral)
-    surface = build_surface(snapshot, ephemeral=ephemeral)
-    env = envelope_of(snapshot, surface)
-    return surface, env, meter.measure(env)
