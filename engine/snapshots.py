@@ -11,7 +11,8 @@ compaction or prune made by another process is seen: nothing is trusted from mem
 
 - same state (generation, boundary, summary …): only the messages with an id above the last one
   seen are read (messages are never changed, and their ids grow under the conversation lock) and
-  each costs one count;
+  each costs one count; when the conversation row's newest message id (recorded by the write door
+  with every append) is the last one seen, not even that read is made;
 - another state (a prune or a summary): the entry is dropped and measured again.
 
 Two kinds of entries. A *held* entry (:meth:`SnapshotCache.snapshot`, the pressure path) keeps the
@@ -20,10 +21,12 @@ measurement (:meth:`SnapshotCache.measure`) adds only the envelope's fixed parts
 summary, tools, synthetic message, ephemeral notes) to the tally. A *streamed* entry
 (:meth:`SnapshotCache.thread_measure`, ``status`` and the inspector's panels) never holds messages:
 a cold measurement reads the thread in pages of :data:`PAGE` messages and counts them without the
-meter's per-message cache (on two threads when a page is large), so memory stays bounded by a page
-plus the arrays, whatever the length of the thread.
+meter's per-message cache, so memory stays bounded by a few pages plus the arrays, whatever the
+length of the thread. For a thread of at least ``worker_min_messages`` messages a worker process
+(``python -m engine.meter``, about 60 MB, only for that measurement) encodes each page while the
+next one is read: tiktoken keeps the GIL on short texts, so threads would not overlap.
 
-Pure with respect to the store's transactions: it only reads (``Store.reading``).
+It only reads (``Store.reading``); nothing here writes to the database.
 """
 
 from __future__ import annotations
