@@ -148,6 +148,13 @@ class Compactor:
         self.summarizer = summarizer
         self.workdir = workdir
         self.policies = policies
+        #: the incremental snapshots (:class:`engine.snapshots.SnapshotCache`) the Service shares;
+        #: None reads and measures every snapshot whole
+        self.snapshots: Any = None
+
+    def _snapshot(self, thread: str) -> Snapshot:
+        """The thread's snapshot for the automatic paths (no busy check), read incrementally."""
+        return self.snapshots.snapshot(thread) if self.snapshots is not None else self.store.snapshot(thread, with_busy=False)
 
     # -- measuring ------------------------------------------------------------------------
     def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
@@ -157,6 +164,9 @@ class Compactor:
         reported = snapshot.reported_context_window if model == snapshot.model else None
         policy = self.policies.resolve(provider, model, reported_window=reported, reported_by=snapshot.source_format if reported else None)
         meter = default_meter(model)
+        if self.snapshots is not None:  # the cache's latest snapshot: O(new messages); any other: whole
+            surface, env, measurement = self.snapshots.measure(snapshot, meter, ephemeral=ephemeral)
+            return Measured(snapshot, surface, env, measurement, policy, meter)
         surface = build_surface(snapshot, ephemeral=ephemeral)
         env = envelope_of(snapshot, surface)
         return Measured(snapshot, surface, env, meter.measure(env), policy, meter)
@@ -165,7 +175,7 @@ class Compactor:
     def pressure(self, thread: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step (§2)."""
         routed = self.store.last_completed_request(thread)
-        snap = self.store.snapshot(thread, with_busy=False)
+        snap = self._snapshot(thread)
         if routed is None:
             g = snap.state.generation
             return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
@@ -195,7 +205,7 @@ class Compactor:
                 reason = att.reason or "no_progress"
                 self._trip(thread, run, reason, m)
                 break
-            m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, **route)
+            m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, **route)
             if m.tokens <= m.policy.target_tokens:
                 reason = "summarized"
                 break
@@ -205,7 +215,7 @@ class Compactor:
     def overflow(self, thread: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
         """Overflow recovery work (§3.2): prune without a threshold check, then one shrinking summary
         of the largest balanced head range that keeps the newest unit. Progress = generation growth."""
-        start = m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, provider=provider, model=model)
+        start = m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
         m = self._prune(thread, m, trigger="overflow", run=run)
         units = build_units(history_part(m.surface), running_turn=True)
         sel = select_overflow_head(units, message_tokens=m.meter.count_message)
@@ -214,7 +224,7 @@ class Compactor:
             att = self._summarize(thread, m, sel, trigger="overflow", kind="summary", run_id=run.run_id, running_turn=True)
             calls = att.calls
             if att.advanced:
-                m = self.measure(self.store.snapshot(thread, with_busy=False), ephemeral=run.ephemeral, provider=provider, model=model)
+                m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
         return Outcome.between("overflow", start, m, calls)
 
     # -- §4 manual ------------------------------------------------------------------------

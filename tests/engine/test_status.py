@@ -94,8 +94,8 @@ def test_status_anchors_on_the_reported_prompt_tokens(make_service, new_key):
 
 
 def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
-    """The inspector polls status: an unchanged thread is not read and measured again, a new
-    message or a busy change is seen at once."""
+    """The inspector polls status: an unchanged thread is not read and measured again (no message
+    is read), a new message (only it is read) or a busy change is seen at once."""
     from engine.messages import assistant, user
     from engine.service import open_service
 
@@ -104,9 +104,11 @@ def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
         svc.create_thread("t", provider="sim", model="m")
         svc.append_message("t", user("hello " * 50))
         first = svc.status("t")
-        reads = []
-        real = svc.store.snapshot
-        monkeypatch.setattr(svc.store, "snapshot", lambda *a, **kw: reads.append(1) or real(*a, **kw))
+        from engine.store import ConversationReader
+
+        reads: list[int] = []  # messages read by each status (only those after the last one seen)
+        real = ConversationReader.messages_after
+        monkeypatch.setattr(ConversationReader, "messages_after", lambda self, *a, **kw: (lambda out: reads.append(len(out)) or out)(real(self, *a, **kw)))
         assert svc.status("t") == first and reads == []
         run = svc.start_run("t")
         assert svc.status("t").busy_reason == "running"
