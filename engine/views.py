@@ -231,6 +231,17 @@ class PressureStatus:
         return self.threshold > 0 and self.tokens * 1000 >= self.threshold * 850
 
     @property
+    def state(self) -> Literal["below", "hint", "over_threshold", "over_window"]:
+        """The one rule for what the CLI and the gauge say: more tokens than the context window
+        holds; at or over the threshold (the next model step compacts first); the hint band (85% up
+        to the threshold); below it. Whether compaction *can* help is the caller's to add."""
+        if self.context_window > 0 and self.tokens > self.context_window:
+            return "over_window"
+        if self.threshold > 0 and self.tokens >= self.threshold:
+            return "over_threshold"
+        return "hint" if self.hint else "below"
+
+    @property
     def busy(self) -> bool:
         return self.busy_reason is not None
 

@@ -52,11 +52,12 @@ def percent(status: PressureStatus) -> str:
 
 
 def over_window(status: PressureStatus) -> bool:
-    return status.context_window > 0 and status.tokens > status.context_window
+    return status.state == "over_window"
 
 
 def over_threshold(status: PressureStatus) -> bool:
-    return status.threshold > 0 and status.tokens >= status.threshold
+    """At or over the threshold (the window may be exceeded too)."""
+    return status.state in ("over_threshold", "over_window")
 
 
 #: a reason longer than this is cut at its first parenthesis in the header (the tooltip has it all)

@@ -234,7 +234,7 @@ def test_the_cli_doc_has_every_command_and_option() -> None:
     synopses = _synopses(_cli_doc())
     assert set(synopses) == set(sub.choices), "commands in docs/cli.md differ from the parser"
     for name, p in sub.choices.items():
-        options = {o for a in p._actions for o in a.option_strings if o.startswith("--") and o != "--help"}
+        options = {o for a in p._actions if a.help != argparse.SUPPRESS for o in a.option_strings if o.startswith("--") and o != "--help"}
         shown = set(re.findall(r"--[a-z][a-z-]*", synopses[name]))
         assert shown == options, f"compaction {name}: documented {sorted(shown)}, parser has {sorted(options)}"
 

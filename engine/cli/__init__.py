@@ -97,6 +97,14 @@ def cmd_threads(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+#: what ``status`` says in each pressure state (``below``: nothing); the hint only up to the threshold
+STATE_WORDS = {
+    "hint": "85% of the threshold reached: consider `compaction compact`",
+    "over_threshold": "over the threshold: the next model step compacts first (or `compaction compact` now)",
+    "over_window": "over the context window: the provider refuses the next request as it stands; compact first",
+}
+
+
 def status_json(st) -> dict[str, Any]:
     return {
         "thread": st.thread,
@@ -106,6 +114,7 @@ def status_json(st) -> dict[str, Any]:
         "context_window": st.context_window,
         "pressure_ratio": round(st.pressure_ratio, 4),
         "hint": st.hint,
+        "state": st.state,
         "breakdown": dict(st.breakdown),
         "boundary": st.boundary,
         "generation": st.generation,
@@ -123,11 +132,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"thread     {data['thread']}")
     print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({data['pressure_ratio']:.1%}), window {data['context_window']}")
-    if data["hint"]:
-        print("hint       at or above 85% of the threshold: consider `compaction compact`")
+    state = STATE_WORDS.get(data["state"])
+    if state:
+        print(f"state      {state}")
     print("breakdown  " + ", ".join(f"{k} {v}" for k, v in data["breakdown"].items()))
     print(f"boundary   {data['boundary']}   generation {data['generation']}   compactions {data['compact_count']}")
-    print(f"state      {data['busy_reason'] or 'idle'}")
+    print(f"busy       {data['busy_reason'] or 'idle'}")
     return EXIT_OK
 
 

@@ -253,3 +253,17 @@ def test_half_configured_summarizer_is_a_one_line_error(db, monkeypatch):
     assert_one_line_error(proc)
     assert "COMPACTION_SUMMARY_MODEL" in proc.stderr
     assert fingerprint(f"sqlite:///{db}") == before
+
+
+def test_status_words_follow_the_pressure_state() -> None:
+    """The hint only between 85% and 100% of the threshold; over the threshold and over the window
+    have their own words (one rule, PressureStatus.state, shared with the gauge)."""
+    from engine.cli import STATE_WORDS
+    from engine.views import PressureStatus
+
+    def state(tokens: int) -> str:
+        return PressureStatus("t", tokens, 1000, 1200, {}, None, 0, 0, None).state
+
+    assert [state(t) for t in (849, 850, 999, 1000, 1200, 1201)] == ["below", "hint", "hint", "over_threshold", "over_threshold", "over_window"]
+    assert "85%" in STATE_WORDS["hint"] and "85%" not in STATE_WORDS["over_threshold"] + STATE_WORDS["over_window"]
+    assert "context window" in STATE_WORDS["over_window"]
