@@ -28,6 +28,7 @@ import ours  # noqa: E402
 import peers  # noqa: E402
 import adapters_langchain  # noqa: E402
 import import_session  # noqa: E402
+import incremental  # noqa: E402
 import real_corpus  # noqa: E402
 from report_doc import document  # noqa: E402
 import traces  # noqa: E402
@@ -410,6 +411,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_gui:
         log("own figures: timeline (offscreen)")
         own += own_gui(20_000 if args.quick else 100_000, args.pg_url)
+    log("own figures: incremental pressure and status (benchmarks/incremental.py)")
+    sizes = [20_000] if args.quick else [100_000, 1_000_000]
+    own += incremental.rows(incremental.run(sizes, ["research", "coding", "chinese"], args.pg_url, 8.0, max(sizes)))
     log("own figures: Claude Code session import (benchmarks/import_session.py)")
     own += import_session.rows(2.0, args.pg_url)
     log("LangChain agents: CompactionMiddleware vs SummarizationMiddleware (benchmarks/adapters_langchain.py)")
