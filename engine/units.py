@@ -8,11 +8,17 @@ turn, round or unit they sit in.
 
 Structure
 ---------
-- **Turn**: a user message and everything up to the next user message. The first turn may have
-  no user message (history that begins after a boundary inside a turn). System messages before
-  the first user message ride with that user's turn.
+- **Turn**: a user message that starts a turn (:func:`starts_turn`: a real request, see
+  :func:`is_request`, or an unflagged user message with no text, e.g. an image-only prompt) and
+  everything up to the next one. A *meta* user message (``meta_kind`` or a :data:`NOT_REQUEST_FLAGS`
+  flag: an imported caveat, command, its output, a system reminder, a skill text, an interruption
+  marker; the compactor's synthetic message; a carrier of tool results) starts no turn: it belongs
+  to the turn it appears in, inside a round like a system note. The first turn may have no request
+  (history that begins after a boundary inside a turn, or a thread of meta messages only). System
+  and meta user messages before the first request, with no assistant or tool message among them,
+  are its leading context: they ride with that request's turn (as its head, before the request).
 - **Tool round**: one assistant message plus the tool results answering its calls, in any
-  order, up to the next assistant message. A text-only assistant message is a round of its own.
+  order (and any system or meta user messages among them), up to the next assistant message. A text-only assistant message is a round of its own.
   A round is *open* if any of its calls has no result inside it. A group of tool results / notes
   before the first assistant message of a turn is a *head group* (a ``ToolRound`` with no
   assistant message, never open).
@@ -109,11 +115,12 @@ __all__ = [
     "select_prefix",
     "split_rounds",
     "split_turns",
+    "starts_turn",
 ]
 
 
 class InvalidHistory(ValueError):
-    """Messages that cannot be split: persisted ids out of order, a user message inside a round."""
+    """Messages that cannot be split: persisted ids out of order, a request inside a round."""
 
 
 class InvalidCut(ValueError):
@@ -143,7 +150,8 @@ class ToolRound:
 
 @dataclass(frozen=True, slots=True)
 class Turn:
-    """A user message and everything until the next one; ``user`` is None for a headless turn."""
+    """A request (:func:`starts_turn`) and everything until the next one, with its leading context
+    and the meta user messages inside it; ``user`` (the request) is None for a headless turn."""
 
     messages: tuple[Message, ...]
     user: Message | None
@@ -190,14 +198,15 @@ class Selection:
 
 
 def split_turns(messages: Sequence[Message]) -> list[Turn]:
-    """Cut at every user message; leading system messages join the first user's turn."""
+    """Cut before every message that :func:`starts_turn`; leading system and meta user messages
+    (no assistant or tool message among them) join the first request's turn."""
     turns: list[Turn] = []
     current: list[Message] = []
     user: Message | None = None
     for m in messages:
-        if m.role == "user":
-            leading_notes = user is None and all(x.role == "system" for x in current)
-            if current and not leading_notes:
+        if m.role == "user" and starts_turn(m):
+            leading_context = user is None and all(x.role in ("system", "user") for x in current)
+            if current and not leading_context:
                 turns.append(Turn(tuple(current), user))
                 current = []
             user = m
@@ -228,8 +237,8 @@ def split_rounds(messages: Sequence[Message], *, closed_late: Mapping[int, Count
             rounds.append(ToolRound(tuple(current), open=bool(still), orphans=tuple(orphans)))
 
     for m in messages:
-        if m.role == "user":
-            raise InvalidHistory(f"split_rounds got a user message (id {m.id}); pass the part after it")
+        if m.role == "user" and starts_turn(m):
+            raise InvalidHistory(f"split_rounds got a user message that starts a turn (id {m.id}); pass the part after it")
         if m.role == "assistant":
             flush()
             earlier.update(+pending)
@@ -249,7 +258,7 @@ def split_rounds(messages: Sequence[Message], *, closed_late: Mapping[int, Count
 
 
 def _turn_parts(turn: Turn, closures: Mapping[int, Counter[str]]) -> tuple[tuple[Message, ...], list[ToolRound]]:
-    """(messages up to and including the user message, rounds of the rest)."""
+    """(messages up to and including the request, rounds of the rest)."""
     if turn.user is None:
         return (), split_rounds(turn.messages, closed_late=closures)
     cut = next(i for i, m in enumerate(turn.messages) if m is turn.user) + 1
@@ -437,16 +446,31 @@ _NOT_REQUEST_TEXT = re.compile(
 )
 
 
+def _flagged(message: Message) -> bool:
+    """Marked as not a request: ``meta_kind`` set or a :data:`NOT_REQUEST_FLAGS` metadata flag."""
+    return message.meta_kind is not None or any(message.metadata.get(flag) for flag in NOT_REQUEST_FLAGS)
+
+
 def is_request(message: Message) -> bool:
-    """True for a user message that is a real request: not meta, not synthetic, not a command,
-    its output or a reminder (text made only of :data:`WRAPPER_TAGS` elements), not a carrier of
-    tool results, not an interruption marker or a continuation summary, not empty."""
-    if message.role != "user" or any(message.metadata.get(flag) for flag in NOT_REQUEST_FLAGS):
+    """True for a user message that is a real request: not meta (``meta_kind`` or the ``meta``
+    flag), not synthetic, not a command, its output or a reminder (text made only of
+    :data:`WRAPPER_TAGS` elements), not a carrier of tool results, not an interruption marker or a
+    continuation summary, not empty."""
+    if message.role != "user" or _flagged(message):
         return False
     text = message.content.strip()
     if not text or _NOT_REQUEST_TEXT.search(text):
         return False
     return bool(_WRAPPED.sub("", text).strip()) if "<" in text else True
+
+
+def starts_turn(message: Message) -> bool:
+    """True for a user message that starts a turn: a request (:func:`is_request`), or an unflagged
+    user message with no text (what the user sent, e.g. only an image; it is no current request,
+    as it has no text to keep). Every other user message is meta and rides in the turn it is in."""
+    if message.role != "user":
+        return False
+    return is_request(message) or (not message.content.strip() and not _flagged(message))
 
 
 def current_request(messages: Sequence[Message]) -> Message | None:

@@ -1,7 +1,9 @@
 """The timeline tree without Qt: nodes, markers, and the builder that groups a contiguous run of
 messages into units → tool rounds → messages with the boundary row where compacted history ends.
 
-Grouping comes from ``engine.units`` (the same cut points compaction uses). A run cut by a gap is
+Grouping comes from ``engine.units`` (the same cut points compaction uses): a turn opens at a
+request (``engine.units.starts_turn``); meta user messages (caveats, commands and their output,
+reminders, interruption markers) are rows inside the turn they appear in. A run cut by a gap is
 built knowing it (``cut_before`` / ``cut_after``): a unit whose missing part is not loaded is marked
 "continues" instead of "open round" or "orphan".
 """
@@ -11,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping, Sequence
 
 from engine.messages import META_PRUNED, Message
-from engine.units import ToolRound, Unit, build_units, split_rounds
+from engine.units import ToolRound, Unit, build_units, split_rounds, starts_turn
 from engine.views import Offload, SourceCompaction, StoredMessage
 
 from .pages import FLAG_ERROR, FLAG_META, FLAG_NO_RESULT, BoundaryInfo, MessageRow, message_flags, one_line, source_headline
@@ -213,9 +215,11 @@ class Builder:
         return out
 
     def _round_nodes(self, r: ToolRound, orphan_ids: set[int], *, open_continues: bool, orphans_continue: bool) -> list[Node]:
-        """A round with tool calls becomes a round row; a lone message stays a message row."""
+        """A round with tool calls (or a group of tool results) becomes a round row; the messages
+        of a round without either (a text answer, with the notes or meta messages after it) stay
+        message rows of the turn."""
         children = self._round_children(r, orphan_ids, open_continues=open_continues, orphans_continue=orphans_continue)
-        if len(children) == 1 and not any(m.tool_calls for m in r.messages):
+        if not any(m.tool_calls or m.role == "tool" for m in r.messages):
             return children
         markers = _flags(r.open, bool(r.orphans), open_continues=open_continues, orphans_continue=orphans_continue)
         return [self._group("round", _round_label(r.messages), "round", children, markers)]
@@ -223,14 +227,14 @@ class Builder:
     def _unit_node(self, unit: Unit, *, first: bool, last: bool) -> Node:
         msgs = unit.messages
         orphan_ids = {id(m) for m in unit.orphans}
-        orphans_continue = first and self._cut_before and not any(m.role == "user" for m in msgs)
+        orphans_continue = first and self._cut_before and not any(starts_turn(m) for m in msgs)
         open_continues = last and self._cut_after
         if unit.kind == "round":
             r = ToolRound(msgs, unit.open, unit.orphans)
             children = self._round_children(r, orphan_ids, open_continues=open_continues, orphans_continue=orphans_continue)
             markers = _flags(unit.open, bool(unit.orphans), open_continues=open_continues, orphans_continue=orphans_continue)
             return self._group("unit", _round_label(msgs) + " · running turn", "round", children, markers, "round")
-        cut = next((i + 1 for i, m in enumerate(msgs) if m.role == "user"), 0)
+        cut = next((i + 1 for i, m in enumerate(msgs) if starts_turn(m)), 0)  # after the request (and its leading context)
         head, rest = msgs[:cut], msgs[cut:]
         user = head[-1] if head else None
         user_label = self._rows[id(user)].preview if user else ""

@@ -164,8 +164,8 @@ def test_open_round_synthetic_and_ephemeral_markers(qapp: QApplication) -> None:
     assert "open round" in model.data(find_row(model, 3), MarkersRole)
     assert "ephemeral" in model.data(find_row(model, 5), MarkersRole)
     kinds = [(d, k) for d, k, _ in tree(model) if d == 0]
-    assert kinds == [(0, "unit"), (0, "unit"), (0, "unit")]  # running turn: turn_user, then rounds
-    assert "open round" in model.data(model.index(2, 0), MarkersRole)
+    assert kinds == [(0, "unit"), (0, "unit")]  # running turn: turn_user (the synthetic message starts no turn), then the round
+    assert "open round" in model.data(model.index(1, 0), MarkersRole)
 
 
 def test_keyset_paging_across_unit_boundaries_gives_the_same_tree(qapp: QApplication, fake: FakeService) -> None:

@@ -19,7 +19,7 @@ from engine.views import StoredMessage
 from inspector_app.models.timeline import COLUMNS, CompactedRole, MarkersRole, MessageIdRole, NodeKindRole, PageRequest, TimelineModel, TimelinePage, TokensRole
 from inspector_app.timeline import UNKNOWN, Node
 from inspector_app.timeline.tree import display_text
-from tests.gui.test_timeline_core import OPS, T0, Thread, apply, fill, grow, loaded_at_once, signature, threads
+from tests.gui.test_timeline_core import OPS, T0, Thread, apply, fill, grow, loaded_at_once, meta_message, signature, threads
 
 pytestmark = pytest.mark.gui
 ROOT = QModelIndex()
@@ -44,22 +44,25 @@ def core_tree(node: Node) -> tuple[Any, ...]:
 
 
 def scripted_thread() -> Thread:
-    """Finished turns with parallel calls, a pruned result, an orphan and a late result; a boundary
-    after the second turn; a running last turn."""
+    """Finished turns with parallel calls, a pruned result, an orphan and a late result; meta user
+    messages of an imported session (a leading caveat and command, a reminder and an interruption
+    inside turns: no turn of their own); a boundary after the second turn; a running last turn."""
     def call(*names: str) -> Message:
         return Message("assistant", "", tool_calls=tuple(ToolCall(n, "lookup", f'{{"q": "{n}"}}') for n in names))
 
     def result(name: str) -> Message:
         return Message("tool", f"result {name}", tool_call_id=name, name="lookup")
 
-    messages: list[Message] = [Message("system", "you are helpful")]
+    messages: list[Message] = [Message("system", "you are helpful"), meta_message(0), meta_message(1)]
     for turn in range(6):
         messages += [Message("user", f"question {turn}"), call(f"a{turn}", f"b{turn}"), result(f"b{turn}"), result(f"a{turn}"), Message("assistant", f"answer {turn}")]
+        if turn in (2, 4):
+            messages += [meta_message(3 if turn == 2 else 4)]
     messages += [Message("tool", "stray", tool_call_id="zz", name="lookup"), Message("user", "and now?"), call("x"), call("y"), result("x"), result("y"), call("z")]
     stored, next_id = [], 10
     for m in messages:
         pruned = m.role == "tool" and m.tool_call_id in ("a1", "b4")
-        stored.append(StoredMessage(Message(m.role, m.content, id=next_id, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name), 1, T0, "cd" * 32 if pruned else None))
+        stored.append(StoredMessage(Message(m.role, m.content, id=next_id, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, metadata=m.metadata, meta_kind=m.meta_kind), 1, T0, "cd" * 32 if pruned else None))
         next_id += 1 + next_id % 3
     boundary = next(s.id for s in stored if s.message.content == "answer 1")
     return Thread(stored, True, boundary)
