@@ -27,7 +27,7 @@ from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
 from .snapshots import SnapshotCache
-from .store import ABORTED_TEXT, InvalidTransition, Store, display_url, normalize_url
+from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
 from .summarizers.factory import make_summarizer_from_env
 from .surface import shown_message
@@ -78,13 +78,22 @@ def default_workdir(url: str) -> Path:
 
 
 def load_policies(store: Store, explicit: PolicySet | Mapping[str, Any] | None = None) -> PolicySet:
-    """Explicit configuration, else the store-wide ``policy`` setting, else the defaults."""
+    """Explicit configuration, else the store-wide ``policy`` setting, else the defaults.
+
+    A stored setting that is not a JSON object, or does not make a policy, raises
+    :class:`engine.store.InvalidSetting` (``invalid_setting``) naming the key."""
     if isinstance(explicit, PolicySet):
         return explicit
-    data: Mapping[str, Any] | None = explicit if explicit is not None else store.get_setting(POLICY_SETTING)
-    data = dict(data or {})
+    if explicit is not None:
+        data = dict(explicit)
+        data.setdefault("context_window", DEFAULT_CONTEXT_WINDOW)
+        return PolicySet.from_mapping(data)
+    data = dict(store.get_setting(POLICY_SETTING) or {})  # InvalidSetting for non-JSON / not an object
     data.setdefault("context_window", DEFAULT_CONTEXT_WINDOW)
-    return PolicySet.from_mapping(data)
+    try:
+        return PolicySet.from_mapping(data)
+    except EngineError as exc:
+        raise InvalidSetting(f"setting {POLICY_SETTING!r} does not make a policy ({exc.message}); set it again") from None
 
 
 def open_service(
@@ -95,7 +104,10 @@ def open_service(
     policies: PolicySet | Mapping[str, Any] | None = None,
     create: bool = False,
 ) -> "Service":
-    url = url or default_database_url()
+    if url is None:
+        url = default_database_url()
+    elif not isinstance(url, str) or not url.strip():
+        raise InvalidDatabaseURL("empty database URL: name a SQLite file or a postgresql:// URL (omit it for the default database)")
     store = Store.open(url, create=create)
     try:
         return Service(

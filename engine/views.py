@@ -44,6 +44,9 @@ class ThreadInfo:
     reported_context_window: int | None = None
     parent_source_session_id: str | None = None
     parent_thread: str | None = None
+    #: set when the thread's own rows cannot be read (``corrupt_row`` …): the reason in words; the
+    #: other fields are then placeholders (0, empty, the epoch) and the thread cannot be opened
+    error: str | None = None
 
     @property
     def busy(self) -> bool:

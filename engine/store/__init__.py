@@ -3,7 +3,7 @@
 Modules: ``db`` (URLs, engines, migrations, schema versions), ``models`` (the tables), ``records``
 (rows to :mod:`engine.views` records), ``invariants`` (the conversation rules, pure), ``reads``
 (reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door),
-``sources`` (the door's import writes: source facts, imported usage, recorded compactions) and
+``rules`` (the data rules: what a read refuses as ``corrupt_row``, what the door escapes or refuses), ``sources`` (the door's import writes: source facts, imported usage, recorded compactions) and
 ``store`` (:class:`Store`: opening, the lock, every read and write use case).
 """
 
@@ -23,19 +23,24 @@ from .db import (
 from .door import ABORTED_TEXT, InvalidTransition, Locked
 from .invariants import CallLedger
 from .reads import ConversationReader
+from .rules import NUL_ESCAPE, CorruptRow, InvalidSetting, ReadOnlyDatabase
 from .store import DuplicateThread, Store, ThreadLocked
 
 __all__ = [
     "ABORTED_TEXT",
     "CallLedger",
     "ConversationReader",
+    "CorruptRow",
     "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",
     "InvalidDatabaseURL",
+    "InvalidSetting",
     "InvalidTransition",
     "Locked",
+    "NUL_ESCAPE",
     "NotADatabase",
+    "ReadOnlyDatabase",
     "SchemaMissing",
     "SchemaOutdated",
     "SchemaTooNew",

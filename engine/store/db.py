@@ -8,10 +8,13 @@ turned into one-line :class:`StoreError` subclasses; passwords never appear in m
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote
 
 from alembic import command
 from alembic.config import Config
@@ -23,6 +26,7 @@ from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
 from ..errors import EngineError
+from .rules import CorruptRow, tolerant_json_loads
 
 
 class StoreError(EngineError):
@@ -110,14 +114,41 @@ def _sqlite_path(url: URL) -> str | None:
     return db
 
 
-def create_db_engine(url: URL) -> Engine:
-    """An Engine with the per-backend settings the store relies on."""
+def sqlite_read_only(url: URL) -> bool:
+    """True for an existing SQLite file this process may not write (the file, or its directory,
+    which SQLite needs for its journal): the store then opens it read-only and writes nothing."""
+    path = _sqlite_path(url) if url.get_backend_name() == "sqlite" else None
+    if path is None or not Path(path).is_file():
+        return False
+    parent = Path(path).parent
+    # the permission bits as well as access(): root may write a chmod 444 file, but it is meant read-only
+    no_bits = not (os.stat(path).st_mode & 0o222) or not (os.stat(parent).st_mode & 0o222)
+    return no_bits or not os.access(path, os.W_OK) or not os.access(parent, os.W_OK)
+
+
+def _read_only_uri(path: str) -> str:
+    """The SQLite URI of a read-only open: ``mode=ro``; also ``immutable=1`` when no write-ahead
+    log is beside the file (nothing can be pending, and SQLite then needs no ``-shm`` either)."""
+    uri = "file:" + quote(str(Path(path).absolute())) + "?mode=ro"
+    return uri if Path(path + "-wal").exists() else uri + "&immutable=1"
+
+
+def create_db_engine(url: URL, *, read_only: bool = False) -> Engine:
+    """An Engine with the per-backend settings the store relies on (``read_only``: a SQLite file
+    opened with ``mode=ro``, see :func:`sqlite_read_only`)."""
     try:
         if url.get_backend_name() == "sqlite":
-            engine = create_engine(url, connect_args={"timeout": 60, "check_same_thread": False})
+            args: dict = {"timeout": 60, "check_same_thread": False}
+            if read_only and _sqlite_path(url) is not None:
+                uri = _read_only_uri(_sqlite_path(url))  # type: ignore[arg-type]
+                engine = create_engine("sqlite://", creator=lambda: sqlite3.connect(uri, uri=True, **args),
+                                       json_deserializer=tolerant_json_loads)
+            else:
+                engine = create_engine(url, connect_args=args, json_deserializer=tolerant_json_loads)
             _install_sqlite_hooks(engine)
         else:
-            engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5})
+            engine = create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5, connect_args={"connect_timeout": 5},
+                                   json_deserializer=tolerant_json_loads)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:  # ImportError: a driver we do not ship
         raise InvalidDatabaseURL(f"cannot use {display_url(url)}: {exc}") from None
     return engine
@@ -154,11 +185,14 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         conn.exec_driver_sql(f"BEGIN {opts.get('sqlite_begin', 'DEFERRED')}")
 
 
-def translate_error(exc: BaseException, url: URL) -> StoreError:
+def translate_error(exc: BaseException, url: URL) -> EngineError:
     """A one-line, password-free error for a DB failure the user can act on."""
     where = display_url(url)
     msg = str(getattr(exc, "orig", exc) or exc).strip().splitlines()[0] if str(exc) else type(exc).__name__
     low = msg.lower()
+    if "could not decode to utf-8" in low:  # sqlite3: a text value that is not UTF-8
+        found = re.search(r"column '([^']*)'", msg)
+        return CorruptRow(None, None, found.group(1) if found else None, "text that is not valid UTF-8")
     if getattr(getattr(exc, "orig", None), "sqlstate", None) == _LOCK_SQLSTATE or "database is locked" in low:
         return DatabaseLocked(f"{where} is locked by another writer: {msg}")
     if "file is not a database" in low or "file is encrypted" in low:

@@ -36,6 +36,7 @@ from .models import (
 )
 from .reads import ConversationReader
 from .records import MESSAGES, message_values
+from .rules import check_json, clean_text, scrub_text
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
 #: the text of a closing marker (``close_dangling_calls``); the reason follows it
@@ -79,15 +80,17 @@ class Locked(SourceWrites, ConversationReader):
     def configure(self, *, system_prompt: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Set the agent's system prompt and tool schemas (part of every envelope of this thread)."""
         if system_prompt is not None:
-            self.conv.system_prompt = system_prompt
+            self.conv.system_prompt = clean_text(system_prompt, "system prompt", code="invalid_thread")
         if tools is not None:
-            self.conv.tools = [dict(t) for t in tools]
+            tool_list = [dict(t) for t in tools]
+            check_json(tool_list, "tool schemas", code="invalid_thread")
+            self.conv.tools = tool_list
         self.conv.updated_at = utcnow()  # part of every envelope: readers' cached status is stale
 
     def set_route(self, *, provider: str, model: str) -> None:
         """The route (provider, model) the thread's next requests are measured for."""
-        self.conv.provider = provider
-        self.conv.model = model
+        self.conv.provider = clean_text(provider, "provider", code="invalid_thread", limit=100)
+        self.conv.model = clean_text(model, "model", code="invalid_thread", limit=200)
 
     def require_idle(self) -> None:
         reason = self.busy_reason()
@@ -220,7 +223,7 @@ class Locked(SourceWrites, ConversationReader):
 
     # -- queued requests and runs ---------------------------------------------------------
     def queue_request(self, content: str) -> int:
-        row = QueuedRequest(conversation_id=self.conv.id, content=content, status="queued")
+        row = QueuedRequest(conversation_id=self.conv.id, content=clean_text(content, "request content"), status="queued")
         self.session.add(row)
         self.session.flush()
         self.conv.updated_at = utcnow()
@@ -276,8 +279,8 @@ class Locked(SourceWrites, ConversationReader):
         if run.status not in allowed:
             raise InvalidTransition(f"run {run_id} cannot go from {run.status} to {status}")
         run.status = status
-        run.error_code = error_code
-        run.error_message = error_message
+        run.error_code = scrub_text(error_code)[:64] if isinstance(error_code, str) else error_code
+        run.error_message = scrub_text(error_message)
         if status in ("completed", "failed", "cancelled"):
             run.finished_at = utcnow()
         self.conv.updated_at = utcnow()
@@ -350,13 +353,14 @@ class Locked(SourceWrites, ConversationReader):
         row.reported_prompt_tokens = reported_prompt_tokens
         row.reported_completion_tokens = reported_completion_tokens
         row.error_code = error_code
-        row.error_message = error_message
+        row.error_message = scrub_text(error_message)
 
     def add_event(self, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
         """Record one event. ``kind`` must be an :class:`engine.events.EventKind` member (or its
         value); anything else raises ``invalid_event`` and nothing is written."""
         row = CompactionEventRow(
-            conversation_id=self.conv.id, run_id=run_id, kind=event_kind(kind, self.conv.thread_key), trigger=trigger, data=dict(data)
+            conversation_id=self.conv.id, run_id=run_id, kind=event_kind(kind, self.conv.thread_key), trigger=trigger,
+            data=scrub_text(dict(data)),
         )
         self.session.add(row)
         self.session.flush()
@@ -398,7 +402,7 @@ class Locked(SourceWrites, ConversationReader):
                 ToolOffloadRow(
                     conversation_id=self.conv.id,
                     message_id=o.message_id,
-                    tool_name=o.tool_name,
+                    tool_name=clean_text(o.tool_name, "tool name")[:200],  # a display label: cut, not refused
                     path=o.path,
                     sha256=o.sha256,
                     preview=o.preview,
@@ -448,7 +452,9 @@ class Locked(SourceWrites, ConversationReader):
         """Compare-and-swap the boundary and rolling summary; bump generation and count.
 
         Raises :class:`CompareAndSwapConflict` (nothing written) if the stored boundary or the hash of
-        the boundary message no longer matches what the caller compacted against."""
+        the boundary message no longer matches what the caller compacted against. The summary is
+        stored under the data rules (NUL escaped; a lone surrogate refused: ``invalid_summary``)."""
+        summary = clean_text(summary, "summary", code="invalid_summary")
         st = self._state_row()
         if st.boundary_message_id != expected_boundary or (st.boundary_hash or None) != (expected_boundary_hash or None):
             raise CompareAndSwapConflict(

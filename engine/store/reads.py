@@ -16,8 +16,9 @@ from ..messages import Message, ToolCall
 from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, Offload, Snapshot
 from .invariants import CallLedger
+from .rules import as_int
 from .models import CompactionStateRow, Conversation, MessageRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, offload_record, state_record, to_message
+from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, offload_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -188,7 +189,7 @@ class ConversationReader:
             thread=conv.thread_key,
             conversation_id=conv.id,
             system_prompt=conv.system_prompt,
-            tools=tuple(conv.tools or ()),
+            tools=conversation_tools(conv),
             provider=conv.provider,
             model=conv.model,
             state=state,
@@ -196,7 +197,7 @@ class ConversationReader:
             offloads=self.offloads_after(state.boundary) if with_offloads else {},
             current_request=self.last_user_message() if with_request else None,
             busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
-            reported_context_window=conv.reported_context_window,
+            reported_context_window=as_int(conv.reported_context_window, "conversations", conv.id, "reported_context_window"),
             source_format=conv.source_format,
         )
 

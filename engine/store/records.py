@@ -7,17 +7,18 @@ call these on rows they already hold.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Text, type_coerce
 
 from ..errors import EngineError
+from .rules import CorruptRow, as_int, check_json, checked, clean_text, tolerant_json_loads
 from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
 from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, SourceCompaction
 from .models import (
     CompactionEventRow,
+    Conversation,
     CompactionHistoryRow,
     CompactionStateRow,
     MessageRow,
@@ -57,7 +58,7 @@ def _json(value: Any) -> Any:
     if value in _EMPTY_JSON:
         empty = _EMPTY_JSON[value]
         return type(empty)() if empty is not None else None
-    return json.loads(value)
+    return tolerant_json_loads(value)  # a CorruptJSON marker, not an exception: build_message names the row
 
 
 def message_from_text_row(row: Any) -> Message:
@@ -99,19 +100,36 @@ def to_message(row: Any) -> Message:
 def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_id: Any, name: Any, meta: Any, parts: Any,
                   is_error: Any, meta_kind: Any, source_key: Any) -> Message:
     """A domain message from the values of :data:`MESSAGE_COLUMNS`, in that order (a plain row
-    unpacks into it: ``build_message(*row)``, the long-thread read path)."""
+    unpacks into it: ``build_message(*row)``, the long-thread read path).
+
+    A row that breaks docs/schema.md raises :class:`CorruptRow` naming the message and the column."""
+    tool_calls = checked(tool_calls, "messages", id, "tool_calls")
+    meta = checked(meta, "messages", id, "metadata")
+    parts = checked(parts, "messages", id, "parts")
     calls: tuple[ToolCall, ...] = ()
     if tool_calls:  # no calls (or an empty value of any type, as before): nothing to check
         if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
-            raise InvalidMessage(f"message {id}: tool_calls must be a list of objects")
+            raise CorruptRow("messages", id, "tool_calls", "not a list of objects")
         try:
             calls = tuple(
                 ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
                 for c in tool_calls
             )
         except InvalidMessage as exc:
-            raise InvalidMessage(f"message {id} has a malformed tool call: {exc.message}") from None
+            raise CorruptRow("messages", id, "tool_calls", f"a malformed tool call ({exc.message})") from None
     reasoning, attachments = _parts(parts) if parts else ((), ())
+    if role == "tool" and not tool_call_id:
+        raise CorruptRow("messages", id, "tool_call_id", "a tool message without the id of the call it answers")
+    if not isinstance(content, str):
+        raise CorruptRow("messages", id, "content", "not text")
+    try:
+        return _message(id, role, content, calls, tool_call_id, name, meta, reasoning, attachments, is_error, meta_kind, source_key)
+    except InvalidMessage as exc:
+        raise CorruptRow("messages", id, "role" if "role" in exc.message else "content", exc.message) from None
+
+
+def _message(id: Any, role: Any, content: Any, calls: tuple[ToolCall, ...], tool_call_id: Any, name: Any, meta: Any,
+             reasoning: tuple[Reasoning, ...], attachments: tuple[Attachment, ...], is_error: Any, meta_kind: Any, source_key: Any) -> Message:
     return Message(
         role=role,
         content=content,
@@ -128,24 +146,48 @@ def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_i
     )
 
 
+#: the lengths of the messages table's bounded text columns (models.py; PostgreSQL enforces them)
+_MESSAGE_LIMITS = {"tool_call_id": 200, "name": 200, "meta_kind": 64, "source_key": 300}
+
+
 def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict[str, Any]:
+    """The column values of a new message row, under the data rules of :mod:`.rules` (the same on
+    both backends): NUL in a text column escaped, lone surrogates, too-deep JSON and too-long
+    bounded columns refused with ``invalid_message``."""
     if m.id is not None:
         raise EngineError(f"message already persisted with id {m.id}", code="already_persisted")
+    calls = [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None
+    meta = dict(m.metadata) or None
+    check_json(calls, "tool calls")
+    check_json(meta, "metadata")
+    bounded = {k: clean_text(getattr(m, k), f"message {k}", limit=n) for k, n in _MESSAGE_LIMITS.items()}
+    parts = m.parts_json() or None
+    check_json(parts, "reasoning / attachments")
     return {
         "conversation_id": conversation_id,
         "role": m.role,
-        "content": m.content,
-        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in m.tool_calls] or None,
-        "tool_call_id": m.tool_call_id,
-        "name": m.name,
-        "meta": dict(m.metadata) or None,
+        "content": clean_text(m.content, "message content"),
+        "tool_calls": calls,
+        "tool_call_id": bounded["tool_call_id"],
+        "name": bounded["name"],
+        "meta": meta,
         "run_id": run_id,
         "created_at": utcnow(),
-        "parts": m.parts_json() or None,
+        "parts": parts,
         "is_error": m.is_error,
-        "meta_kind": m.meta_kind,
-        "source_key": m.source_key,
+        "meta_kind": bounded["meta_kind"],
+        "source_key": bounded["source_key"],
     }
+
+
+def conversation_tools(conv: Conversation) -> tuple[dict[str, Any], ...]:
+    """The tool schemas of a conversation row; ``tools`` that is not a JSON list of objects is corrupt."""
+    tools = checked(conv.tools, "conversations", conv.id, "tools")
+    if tools is None:
+        return ()
+    if not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools):
+        raise CorruptRow("conversations", conv.id, "tools", "not a JSON list of tool schemas")
+    return tuple(tools)
 
 
 def state_record(row: CompactionStateRow | None, conversation_id: int) -> CompactionState:
@@ -153,12 +195,12 @@ def state_record(row: CompactionStateRow | None, conversation_id: int) -> Compac
         return CompactionState(conversation_id=conversation_id)
     return CompactionState(
         conversation_id=conversation_id,
-        boundary=row.boundary_message_id,
+        boundary=as_int(row.boundary_message_id, "compaction_state", conversation_id, "boundary_message_id"),
         summary=row.summary,
-        summary_tokens=row.summary_tokens,
-        generation=row.generation,
+        summary_tokens=as_int(row.summary_tokens, "compaction_state", conversation_id, "summary_tokens") or 0,
+        generation=as_int(row.generation, "compaction_state", conversation_id, "generation") or 0,
         boundary_hash=row.boundary_hash,
-        compact_count=row.compact_count,
+        compact_count=as_int(row.compact_count, "compaction_state", conversation_id, "compact_count") or 0,
         updated_at=aware(row.updated_at),
     )
 
@@ -185,8 +227,14 @@ def event_record(row: CompactionEventRow) -> CompactionEvent:
         kind=row.kind,
         trigger=row.trigger,
         created_at=aware(row.created_at),  # type: ignore[arg-type]
-        data=dict(row.data or {}),
+        # readers treat every key as optional (docs/schema.md): data that is not an object reads as {}
+        data=_event_data(row),
     )
+
+
+def _event_data(row: CompactionEventRow) -> dict[str, Any]:
+    data = checked(row.data, "compaction_events", row.id, "data")
+    return dict(data) if isinstance(data, dict) else {}
 
 
 def history_record(row: CompactionHistoryRow) -> HistoryRecord:
@@ -200,11 +248,15 @@ def history_record(row: CompactionHistoryRow) -> HistoryRecord:
         boundary_before=row.boundary_before,
         boundary_after=row.boundary_after,
         summary=row.summary,
-        pruned_message_ids=tuple(row.pruned_message_ids or ()),
+        pruned_message_ids=_ids(checked(row.pruned_message_ids, "compaction_history", row.id, "pruned_message_ids")),
         tokens_before=row.tokens_before,
         tokens_after=row.tokens_after,
         created_at=aware(row.created_at),  # type: ignore[arg-type]
     )
+
+
+def _ids(value: Any) -> tuple[Any, ...]:
+    return tuple(value) if isinstance(value, list) else ()
 
 
 def run_record(row: Run) -> RunInfo:
@@ -262,9 +314,9 @@ def source_compaction_record(row: SourceCompactionRow) -> SourceCompaction:
         replaced_last_id=row.replaced_last_id,
         source_id=row.source_id,
         source_timestamp=row.source_timestamp,
-        kept=as_list(row.kept),
-        forgotten=as_list(row.forgotten),
-        details=dict(row.details) if isinstance(row.details, dict) else {},
+        kept=as_list(checked(row.kept, "source_compactions", row.id, "kept")),
+        forgotten=as_list(checked(row.forgotten, "source_compactions", row.id, "forgotten")),
+        details=dict(row.details) if isinstance(checked(row.details, "source_compactions", row.id, "details"), dict) else {},
         created_at=aware(row.created_at),  # type: ignore[arg-type]
     )
 

@@ -14,7 +14,9 @@ settings are the only writes outside a conversation.
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import func, or_, select
@@ -45,9 +47,35 @@ from .models import (
     utcnow,
 )
 from .reads import ConversationReader, busy_reasons
+from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
 from .records import (
     aware, event_record, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
 )
+
+
+log = logging.getLogger(__name__)
+#: the created / updated time of a thread whose row cannot be read (``ThreadInfo.error``)
+_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+#: the bounded text columns of a conversation (models.py; PostgreSQL enforces them, SQLite does not)
+THREAD_KEY_MAX = 200
+_CONVERSATION_LIMITS = {"title": 500, "agent": 200, "provider": 100, "model": 200}
+
+
+def check_thread_key(key: Any) -> str:
+    """A thread key as the store accepts it on both backends (``invalid_thread_key`` otherwise)."""
+    if not key or not isinstance(key, str):
+        raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
+    return clean_text(key, "thread key", code="invalid_thread_key", limit=THREAD_KEY_MAX)
+
+
+def _corrupt_from(exc: Exception) -> CorruptRow | None:
+    """A value error SQLAlchemy raised while reading a row (an unparsable SQLite timestamp) as a
+    :class:`CorruptRow`; None for anything else."""
+    detail = str(exc)
+    if isinstance(exc, ValueError) and "isoformat" in detail:
+        return CorruptRow(None, None, "a timestamp column", f"not a timestamp ({detail.split(':', 1)[-1].strip()[:60]})")
+    return None
+
 
 
 class DuplicateThread(EngineError):
@@ -77,11 +105,14 @@ class Store:
         Raises a :class:`db.StoreError` subclass with a one-line message for a bad URL, an
         unreachable server, a file that is not a database, or a missing / outdated schema. A
         schema newer than the code opens read-only: every write raises :class:`db.SchemaTooNew`."""
+        if not isinstance(url_or_path, str) or not url_or_path.strip():
+            raise db.InvalidDatabaseURL("empty database URL: name a SQLite file or a postgresql:// URL")
         url = db.normalize_url(url_or_path)
         if create:
             db.migrate(url.render_as_string(hide_password=False))
         db.ensure_sqlite_file(url, create=False)
-        engine = db.create_db_engine(url)
+        read_only = db.sqlite_read_only(url)
+        engine = db.create_db_engine(url, read_only=read_only)
         try:
             db.check_reachable(engine, url)
             info = db.schema_info(engine)
@@ -94,11 +125,16 @@ class Store:
         if info.status in ("missing", "outdated", "unstamped"):
             engine.dispose()
             raise info.problem(url)  # type: ignore[misc]
-        return cls(engine, url, info)
+        store = cls(engine, url, info)
+        store.read_only = read_only
+        return store
+
+    #: opened read-only (a SQLite file or directory without write permission): every write raises ``read_only``
+    read_only = False
 
     @property
     def writable(self) -> bool:
-        return self.schema.status == "current"
+        return self.schema.status == "current" and not self.read_only
 
     @property
     def display_url(self) -> str:
@@ -108,6 +144,8 @@ class Store:
         self.engine.dispose()
 
     def _check_writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyDatabase(f"{self.display_url} is read-only (no write permission); nothing was written")
         problem = self.schema.problem(self.url)
         if problem is not None:
             raise problem
@@ -134,6 +172,11 @@ class Store:
             raise  # a constraint the caller handles (e.g. DuplicateThread), not a connection problem
         except DBAPIError as exc:
             raise db.translate_error(exc, self.url) from None
+        except ValueError as exc:
+            corrupt = _corrupt_from(exc)
+            if corrupt is None:
+                raise
+            raise corrupt from None
 
     @contextmanager
     def locked(self, thread: str | int, *, nowait: bool = False) -> Iterator[Locked]:
@@ -166,8 +209,7 @@ class Store:
         does not exist: ``(door, created)``. An import writes a whole session in one transaction,
         so a failure leaves no empty thread behind. Two creators racing on PostgreSQL: the second
         fails with :class:`DuplicateThread` and writes nothing."""
-        if not key or not isinstance(key, str):
-            raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
+        key = check_thread_key(key)
         with self._session(write=True) as s:
             q = select(Conversation).where(Conversation.thread_key == key)
             if not self.is_sqlite:
@@ -175,7 +217,8 @@ class Store:
             conv = s.scalars(q).first()
             created = conv is None
             if conv is None:
-                conv = Conversation(thread_key=key, title=title[:500], system_prompt="", tools=[], message_count=0)
+                conv = Conversation(thread_key=key, title=clean_text(title, "thread title", code="invalid_thread")[:500],
+                                    system_prompt="", tools=[], message_count=0)
                 s.add(conv)
                 try:
                     s.flush()
@@ -189,7 +232,16 @@ class Store:
     def get_setting(self, key: str) -> dict[str, Any] | None:
         with self._session(write=False) as s:
             row = s.get(Setting, key)
-            return dict(row.value) if row is not None else None
+            if row is None:
+                return None
+            value = row.value
+        try:
+            value = checked(value, "settings", key, "value")
+        except CorruptRow as exc:
+            raise InvalidSetting(f"setting {key!r} is not valid JSON ({exc.why}); set it again") from None
+        if not isinstance(value, dict):
+            raise InvalidSetting(f"setting {key!r} must be a JSON object, not {type(value).__name__ if value is not None else 'null'}; set it again")
+        return dict(value)
 
     def put_setting(self, key: str, value: Mapping[str, Any]) -> None:
         """Insert or replace a setting (last writer wins; two first writes racing on PostgreSQL
@@ -220,18 +272,21 @@ class Store:
         system_prompt: str = "",
         tools: Sequence[Mapping[str, Any]] = (),
     ) -> int:
-        if not key or not isinstance(key, str):
-            raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
+        key = check_thread_key(key)
+        named = {f: clean_text(v, f"thread {f}", code="invalid_thread", limit=n)
+                 for f, n, v in [(f, n, {"title": title, "agent": agent, "provider": provider, "model": model}[f]) for f, n in _CONVERSATION_LIMITS.items()]}
+        tool_list = [dict(t) for t in tools]
+        check_json(tool_list, "tool schemas", code="invalid_thread")
         try:
             with self._session(write=True) as s:
                 conv = Conversation(
                     thread_key=key,
-                    title=title,
-                    agent=agent,
-                    provider=provider,
-                    model=model,
-                    system_prompt=system_prompt,
-                    tools=[dict(t) for t in tools],
+                    title=named["title"],
+                    agent=named["agent"],
+                    provider=named["provider"],
+                    model=named["model"],
+                    system_prompt=clean_text(system_prompt, "system prompt", code="invalid_thread"),
+                    tools=tool_list,
                     message_count=0,
                 )
                 s.add(conv)
@@ -242,10 +297,13 @@ class Store:
             raise DuplicateThread(f"thread {key!r} already exists") from None
 
     def conversation_config(self, key: str) -> tuple[str, tuple[dict[str, Any], ...], str | None, str | None]:
-        """(system prompt, tool schemas, provider, model) of a thread."""
+        """(system prompt, tool schemas, provider, model) of a thread, as stored: ``tools`` that is
+        JSON but not a list is returned as it is (``compaction check`` reports it; the snapshot
+        read refuses it as ``corrupt_row``); text that is not JSON raises ``corrupt_row``."""
         with self._session(write=False) as s:
             conv = self._conv(s, key)
-            return conv.system_prompt, tuple(conv.tools or ()), conv.provider, conv.model
+            tools = checked(conv.tools, "conversations", conv.id, "tools")
+            return conv.system_prompt, tuple(tools) if isinstance(tools, list) else (() if tools is None else tools), conv.provider, conv.model
 
     def set_route(self, key: str, *, provider: str, model: str) -> None:
         with self.locked(key) as tx:
@@ -399,10 +457,47 @@ class Store:
                 )
             if after_key is not None:
                 q = q.where(Conversation.thread_key > after_key)
-            rows = s.execute(q.order_by(Conversation.thread_key).limit(limit)).all()
+            q = q.order_by(Conversation.thread_key).limit(limit)
+            try:
+                rows = s.execute(q).all()
+            except (ValueError, DBAPIError) as exc:  # a row SQLAlchemy cannot even load: one thread at a time
+                if isinstance(exc, ValueError) and _corrupt_from(exc) is None:
+                    raise
+                s.rollback()
+                return self._list_threads_one_by_one(s, q)
             ids = [c.id for c, _ in rows]
             busy = busy_reasons(s, ids)
-            return [self._thread_info(c, st, busy.get(c.id)) for c, st in rows]
+            return [self._safe_thread_info(c.id, c.thread_key, lambda c=c, st=st: self._thread_info(c, st, busy.get(c.id))) for c, st in rows]
+
+    def _list_threads_one_by_one(self, s: Session, q: Any) -> list[ThreadInfo]:
+        """:meth:`list_threads` when one of the listed rows cannot be loaded: the ids and keys
+        first, then each thread alone, a broken one listed with its ``error``."""
+        keys = s.execute(q.with_only_columns(Conversation.id, Conversation.thread_key)).all()
+        busy = busy_reasons(s, [cid for cid, _ in keys])
+        out: list[ThreadInfo] = []
+        for cid, key in keys:
+            def load(cid: int = cid) -> ThreadInfo:
+                with s.begin_nested():
+                    c = s.get(Conversation, cid)
+                    return self._thread_info(c, s.get(CompactionStateRow, cid), busy.get(cid))  # type: ignore[arg-type]
+            out.append(self._safe_thread_info(cid, key, load))
+        return out
+
+    def _safe_thread_info(self, cid: int, key: str, load: Any) -> ThreadInfo:
+        """``load()``, or a placeholder :class:`ThreadInfo` whose ``error`` says why it failed (the
+        list goes on past one broken thread; a warning is logged)."""
+        try:
+            return load()
+        except (CorruptRow, ValueError, TypeError, OverflowError, DBAPIError) as exc:
+            corrupt = exc if isinstance(exc, CorruptRow) else _corrupt_from(exc) if isinstance(exc, ValueError) else None
+            if corrupt is None and isinstance(exc, DBAPIError):
+                corrupt = db.translate_error(exc, self.url)  # type: ignore[assignment]
+            reason = corrupt.message if corrupt is not None else f"unreadable row ({exc})"
+            if isinstance(corrupt, CorruptRow) and corrupt.table is None:
+                reason = CorruptRow("conversations", cid, corrupt.column, corrupt.why).message
+            log.warning("thread %r cannot be listed: %s", key, reason)
+            return ThreadInfo(id=cid, key=key, title="", agent=None, provider=None, model=None, message_count=0, generation=0,
+                              compact_count=0, boundary=None, busy_reason=None, created_at=_EPOCH, updated_at=_EPOCH, error=reason)
 
     def thread(self, key: str) -> ThreadInfo:
         with self._session(write=False) as s:
@@ -419,10 +514,10 @@ class Store:
             agent=c.agent,
             provider=c.provider,
             model=c.model,
-            message_count=c.message_count,
-            generation=st.generation if st else 0,
-            compact_count=st.compact_count if st else 0,
-            boundary=st.boundary_message_id if st else None,
+            message_count=as_int(c.message_count, "conversations", c.id, "message_count") or 0,
+            generation=(as_int(st.generation, "compaction_state", c.id, "generation") or 0) if st else 0,
+            compact_count=(as_int(st.compact_count, "compaction_state", c.id, "compact_count") or 0) if st else 0,
+            boundary=as_int(st.boundary_message_id, "compaction_state", c.id, "boundary_message_id") if st else None,
             busy_reason=busy,  # type: ignore[arg-type]
             created_at=aware(c.created_at),  # type: ignore[arg-type]
             updated_at=aware(c.updated_at),  # type: ignore[arg-type]
@@ -434,6 +529,7 @@ class Store:
             parent_source_session_id=c.parent_source_session_id,
             parent_thread=(c.source_meta or {}).get("parent_thread") if isinstance(c.source_meta, dict) else None,
         )
+
 
     def source_compactions(self, key: str) -> list[SourceCompaction]:
         """The compactions the thread's source recorded, in order (empty for a live thread)."""
