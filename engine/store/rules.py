@@ -33,12 +33,11 @@ class CorruptRow(EngineError):
     code = "corrupt_row"
 
     def __init__(self, table: str | None, id: Any, column: str | None, why: str) -> None:
-        where = f"in {table}" if table else "in a table"
-        if id is not None:
-            where += f" (id {id})"
-        if column:
-            where += f", column {column}"
-        super().__init__(f"corrupt row {where}: {why}")
+        if table:
+            where = f" in {table}" + (f" (id {id})" if id is not None else "") + (f", column {column}" if column else "")
+        else:  # SQLite did not say which row (an unparsable timestamp, text that is not UTF-8)
+            where = f" (column {column})" if column else ""
+        super().__init__(f"corrupt row{where}: {why}")
         self.table = table
         self.id = id
         self.column = column

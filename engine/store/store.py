@@ -73,7 +73,7 @@ def _corrupt_from(exc: Exception) -> CorruptRow | None:
     :class:`CorruptRow`; None for anything else."""
     detail = str(exc)
     if isinstance(exc, ValueError) and "isoformat" in detail:
-        return CorruptRow(None, None, "a timestamp column", f"not a timestamp ({detail.split(':', 1)[-1].strip()[:60]})")
+        return CorruptRow(None, None, None, f"a timestamp that cannot be read ({detail.split(':', 1)[-1].strip()[:60]})")
     return None
 
 

@@ -257,3 +257,33 @@ def test_read_only_sqlite_opens_read_only_and_writes_nothing(tmp_path: Path, wha
         assert (sorted(os.listdir(d)), path.read_bytes()) == before  # no -wal / -shm, nothing changed
     finally:
         target.chmod(mode)
+
+
+def _summarize(store: Store, key: str, boundary: int, summary: str) -> None:
+    with store.locked(key) as tx:
+        msg = tx.message(boundary)
+        assert msg is not None
+        tx.persist_summary(expected_boundary=None, expected_boundary_hash=None, new_boundary=boundary,
+                           new_boundary_hash=msg.content_hash(), summary=summary, summary_tokens=3, kind="summary",
+                           trigger="manual")
+
+
+def test_summary_with_nul_is_persisted_escaped_and_a_surrogate_is_refused(store: Store) -> None:
+    key, tool_id, _ = _thread(store)
+    with pytest.raises(EngineError) as info:
+        _summarize(store, key, tool_id, "bad \udc00")
+    assert info.value.code == "invalid_summary"
+    assert store.compaction_state(key).generation == 0  # nothing was written
+    _summarize(store, key, tool_id, "kept\x00this")
+    state = store.compaction_state(key)
+    assert (state.generation, state.summary) == (1, f"kept{NUL_ESCAPE}this")
+    assert store.history(key)[0].summary == f"kept{NUL_ESCAPE}this"
+
+
+def test_unparsable_message_timestamp_is_corrupt_row_on_sqlite(store: Store) -> None:
+    if _pg(store):
+        pytest.skip("PostgreSQL's timestamp type refuses it")
+    key, _, last = _thread(store)
+    _sql(store, "UPDATE messages SET created_at = 'not a date' WHERE id = :i", i=last)
+    exc = _corrupt(lambda: store.messages_page(key))
+    assert exc.message.startswith("corrupt row: a timestamp that cannot be read") and "not a date" in exc.message
