@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 
 from ..errors import EngineError
 from .models import Conversation, MessageRow, ModelRequestRow, SourceCompactionRow, utcnow
+from .rules import check_json, clean_text
 
 __all__ = ["SourceWrites"]
 
@@ -40,7 +41,16 @@ class SourceWrites:
         meta: Mapping[str, Any] | None = None,
         title: str | None = None,
     ) -> None:
-        """Record where the thread came from (an unset argument keeps what is stored)."""
+        """Record where the thread came from (an unset argument keeps what is stored). Text is
+        checked by the data rules (docs/schema.md): ``invalid_thread`` for a lone surrogate or a
+        value longer than its column."""
+        rule = {"code": "invalid_thread"}
+        format = clean_text(format, "source format", limit=32, **rule)
+        file, cwd = clean_text(file, "source file", **rule), clean_text(cwd, "source directory", **rule)
+        session_id = clean_text(session_id, "source session id", limit=200, **rule)
+        parent_session_id = clean_text(parent_session_id, "parent session id", limit=200, **rule)
+        title = clean_text(title, "thread title", limit=500, **rule)
+        check_json(meta, "source meta", **rule)
         c = self.conv
         c.source_format = format
         if file is not None:
@@ -150,6 +160,12 @@ class SourceWrites:
         """Record one compaction the source made (``kind`` ``summary`` or ``prune``)."""
         if kind not in ("summary", "prune"):
             raise EngineError(f"unknown source compaction kind {kind!r} (expected summary or prune)", code="invalid_compaction")
+        # the data rules of the door (docs/schema.md): NUL escaped, lone surrogates and over-long keys refused
+        summary = clean_text(summary, "source compaction summary", code="invalid_compaction")
+        source_id = clean_text(source_id, "source compaction id", code="invalid_compaction", limit=300)
+        source_timestamp = clean_text(source_timestamp, "source timestamp", code="invalid_compaction", limit=64)
+        for field, value in (("kept", list(kept)), ("forgotten", list(forgotten)), ("details", details)):
+            check_json(value, f"source compaction {field}", code="invalid_compaction")
         row = SourceCompactionRow(
             conversation_id=self.conv.id,
             source=source,

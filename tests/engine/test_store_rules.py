@@ -287,3 +287,14 @@ def test_unparsable_message_timestamp_is_corrupt_row_on_sqlite(store: Store) -> 
     _sql(store, "UPDATE messages SET created_at = 'not a date' WHERE id = :i", i=last)
     exc = _corrupt(lambda: store.messages_page(key))
     assert exc.message.startswith("corrupt row: a timestamp that cannot be read") and "not a date" in exc.message
+
+
+def test_source_compaction_text_follows_the_rules(store: Store) -> None:
+    key, _, _ = _thread(store)
+    with store.locked(key) as tx:
+        tx.record_source_compaction(source="codex", source_id="s1", summary="a\x00b")
+    assert store.source_compactions(key)[0].summary == f"a{NUL_ESCAPE}b"
+    with pytest.raises(EngineError) as info, store.locked(key) as tx:
+        tx.record_source_compaction(source="codex", source_id="s" * 301, summary="x")
+    assert info.value.code == "invalid_compaction" and "at most 300" in info.value.message
+    assert len(store.source_compactions(key)) == 1
