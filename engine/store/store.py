@@ -238,7 +238,7 @@ class Store:
         try:
             value = checked(value, "settings", key, "value")
         except CorruptRow as exc:
-            raise InvalidSetting(f"setting {key!r} is not valid JSON ({exc.why}); set it again") from None
+            raise InvalidSetting(f"setting {key!r} cannot be read: {exc.why}; set it again") from None
         if not isinstance(value, dict):
             raise InvalidSetting(f"setting {key!r} must be a JSON object, not {type(value).__name__ if value is not None else 'null'}; set it again")
         return dict(value)
