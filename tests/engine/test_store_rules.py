@@ -47,6 +47,16 @@ def _sql(store: Store, sql: str, **params) -> None:
         conn.execute(sa.text(sql), params)
 
 
+def _refused_on_pg(store: Store, key: str, sql: str, **params) -> None:
+    """On PostgreSQL the malformed row cannot exist: its types refuse the write. Check that they do,
+    and that the thread reads as before (the test for SQLite, where the row can exist, follows)."""
+    before = store.snapshot(key)
+    with pytest.raises(sa.exc.DBAPIError):
+        _sql(store, sql, **params)
+    after = store.snapshot(key)
+    assert (after.messages, after.state) == (before.messages, before.state)
+
+
 def _thread(store: Store) -> tuple[str, int, int]:
     """A thread with a call, its tool result and an answer: (key, tool message id, last id)."""
     key = f"t-{uuid.uuid4().hex[:8]}"
@@ -88,9 +98,9 @@ def test_deeply_nested_metadata_is_corrupt_row(store: Store) -> None:
 
 
 def test_non_json_metadata_is_corrupt_row_on_sqlite(store: Store) -> None:
-    if _pg(store):
-        pytest.skip("PostgreSQL's json type refuses text that is not JSON")
     key, _, last = _thread(store)
+    if _pg(store):
+        return _refused_on_pg(store, key, "UPDATE messages SET metadata = CAST(:v AS JSON) WHERE id = :i", v="not json{", i=last)
     _sql(store, "UPDATE messages SET metadata = 'not json{' WHERE id = :i", i=last)
     exc = _corrupt(lambda: store.snapshot(key))
     assert (exc.table, exc.id, exc.column) == ("messages", last, "metadata") and "not valid JSON" in exc.message
@@ -131,10 +141,10 @@ def test_list_threads_marks_a_broken_thread_and_lists_the_others(store: Store) -
     ("UPDATE compaction_state SET generation = 'x' WHERE conversation_id = (SELECT id FROM conversations WHERE thread_key = :k)", "compaction_state"),
 ])
 def test_sqlite_only_plants_do_not_stop_the_thread_list(store: Store, plant: str, table: str) -> None:
-    if _pg(store):
-        pytest.skip("PostgreSQL's column types refuse these values")
     good, _, _ = _thread(store)
     bad, _, _ = _thread(store)
+    if _pg(store):
+        return _refused_on_pg(store, bad, plant, k=bad)
     _sql(store, plant, k=bad)
     by_key = {t.key: t for t in store.list_threads()}
     assert by_key[good].error is None
@@ -143,9 +153,9 @@ def test_sqlite_only_plants_do_not_stop_the_thread_list(store: Store, plant: str
 
 
 def test_invalid_utf8_is_corrupt_row_not_cannot_connect(store: Store) -> None:
-    if _pg(store):
-        pytest.skip("PostgreSQL refuses invalid UTF-8 in text")
     key, _, last = _thread(store)
+    if _pg(store):
+        return _refused_on_pg(store, key, "UPDATE messages SET content = convert_from(decode('41fffe42', 'hex'), 'UTF8') WHERE id = :i", i=last)
     _sql(store, "UPDATE messages SET content = CAST(x'41fffe42' AS TEXT) WHERE id = :i", i=last)
     exc = _corrupt(lambda: store.snapshot(key))
     assert exc.column == "content" and "UTF-8" in exc.message
@@ -220,9 +230,12 @@ def test_empty_url_is_an_error() -> None:
 
 @pytest.mark.parametrize("value", ["not json", "[1, 2]", '{"nonsense": 1}'])
 def test_broken_policy_setting_is_invalid_setting(store: Store, value: str) -> None:
-    if value == "not json" and _pg(store):
-        pytest.skip("PostgreSQL's json type refuses text that is not JSON")
     store.put_setting("policy", {})
+    if value == "not json" and _pg(store):
+        with pytest.raises(sa.exc.DBAPIError):  # its json type refuses the text: the setting cannot break
+            _sql(store, "UPDATE settings SET value = CAST(:v AS JSON) WHERE key = 'policy'", v=value)
+        load_policies(store)
+        return
     _sql(store, "UPDATE settings SET value = " + ("{json}" if value != "not json" else ":v") + " WHERE key = 'policy'", v=value)
     with pytest.raises(InvalidSetting) as info:
         load_policies(store)
@@ -281,9 +294,9 @@ def test_summary_with_nul_is_persisted_escaped_and_a_surrogate_is_refused(store:
 
 
 def test_unparsable_message_timestamp_is_corrupt_row_on_sqlite(store: Store) -> None:
-    if _pg(store):
-        pytest.skip("PostgreSQL's timestamp type refuses it")
     key, _, last = _thread(store)
+    if _pg(store):
+        return _refused_on_pg(store, key, "UPDATE messages SET created_at = 'not a date' WHERE id = :i", i=last)
     _sql(store, "UPDATE messages SET created_at = 'not a date' WHERE id = :i", i=last)
     exc = _corrupt(lambda: store.messages_page(key))
     assert exc.message.startswith("corrupt row: a timestamp that cannot be read") and "not a date" in exc.message
