@@ -81,6 +81,8 @@ def cmd_threads(args: argparse.Namespace) -> int:
             "busy": t.busy,
             "busy_reason": t.busy_reason,
             "model": t.model,
+            "source_format": t.source_format,
+            "error": t.error,
         }
         for t in threads
     ]
@@ -93,7 +95,9 @@ def cmd_threads(args: argparse.Namespace) -> int:
     width = max(len(r["thread"]) for r in rows)
     print(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'STATE':<16}  TITLE")
     for r in rows:
-        print(f"{r['thread']:<{width}}  {r['messages']:>7}  {r['generation']:>4}  {(r['busy_reason'] or 'idle'):<16}  {r['title']}")
+        state = "unreadable" if r["error"] else (r["busy_reason"] or "idle")
+        title = f"(cannot be read: {r['error']})" if r["error"] else r["title"]
+        print(f"{r['thread']:<{width}}  {r['messages']:>7}  {r['generation']:>4}  {state:<16}  {title}")
     return EXIT_OK
 
 

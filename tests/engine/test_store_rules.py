@@ -311,3 +311,25 @@ def test_source_compaction_text_follows_the_rules(store: Store) -> None:
         tx.record_source_compaction(source="codex", source_id="s" * 301, summary="x")
     assert info.value.code == "invalid_compaction" and "at most 300" in info.value.message
     assert len(store.source_compactions(key)) == 1
+
+
+def test_threads_command_lists_a_broken_thread_as_unreadable_and_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from engine.cli import main
+
+    url = f"sqlite:///{tmp_path / 'broken.db'}"
+    migrate(url)
+    store = Store.open(url)
+    try:
+        good, _, _ = _thread(store)
+        bad, _, _ = _thread(store)
+        _sql(store, "UPDATE conversations SET message_count = 'abc' WHERE thread_key = :k", k=bad)
+    finally:
+        store.close()
+    assert main(["threads", "--db", url, "--json"]) == 0
+    rows = {r["thread"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows[good]["error"] is None and "corrupt row" in rows[bad]["error"]
+    assert main(["threads", "--db", url]) == 0
+    out = capsys.readouterr().out
+    assert "unreadable" in out and "cannot be read: corrupt row" in out and good in out
