@@ -111,6 +111,9 @@ class ThreadsController:
         model = self.ui.thread_model
         current = select or (self.state.thread.key if self.state.thread else None)
         model.set_threads(threads)
+        for t in threads:
+            if t.error:  # the store could not read this thread's row: say so in its row (opening it says why too)
+                model.set_failed(t.key, t.error)
         imported = any(t.source_format for t in threads)
         self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)  # only when something was imported;
         self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)  # then the title needs Gen's room (it is in the header)
@@ -123,7 +126,7 @@ class ThreadsController:
             await self.select_thread(key)
         if self._measuring is not None:
             self._measuring.cancel()  # the list of another database (or an older listing)
-        self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH]]), "measure pressure")
+        self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH] if not t.error]), "measure pressure")
 
     async def _measure_pressures(self, keys: list[str]) -> None:
         """The list's pressure column, thread by thread: one that cannot be measured says "error"

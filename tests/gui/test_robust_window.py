@@ -120,10 +120,13 @@ def exercise(qtbot: Any, window_factory: Any, demo: Demo, p: Any, unhandled: lis
         assert p.global_ or name == "thread_updated_at_garbage", (name, w.banner.text())
         assert w.banner.isVisible() and w.banner.text()
         return
-    assert w.timeline_model.key == VICTIM  # opened on the broken thread without dying
-    victim_failed = bool(failures) or w.thread_model.failure(VICTIM) is not None
-    if victim_failed:  # the reason is shown, in words
-        assert w.banner.isVisible() and w.banner.text()
+    # the store lists a thread whose own row cannot be read with the reason (ThreadInfo.error) and no
+    # compaction figures, so the default may then open another thread; the broken one is marked
+    listed_broken = w.thread_model.failure(VICTIM) is not None and w.timeline_model.key != VICTIM
+    if not listed_broken:
+        assert w.timeline_model.key == VICTIM  # opened on the broken thread without dying
+        if failures or w.thread_model.failure(VICTIM) is not None:  # the reason is shown, in words
+            assert w.banner.isVisible() and w.banner.text()
     # every cell of the side panels' models can be shown (the data of another platform may be anything)
     for model in (w.events_model, w.thread_model, w.replay.model):
         for row in range(model.rowCount()):
