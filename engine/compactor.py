@@ -33,7 +33,7 @@ from .policy import PolicySet, ResolvedPolicy
 from .pruning import PruneReport, prune_surface, stale_results
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
-from .summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, validate_summary
+from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, TailRule, Unit, build_units, current_request, is_request, select_overflow_head, select_prefix
 from .views import ManualResult, Offload, Snapshot
 from .workdir import Workdir
@@ -434,7 +434,8 @@ class Compactor:
         why = validate_summary(result, replaced_tokens=replaced, count_tokens=meter.count_text, current_request=current)
         usage = SummaryUsage(http_requests=result.calls, prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens, model=result.model, extractive=result.extractive)
         if why is not None:
-            return reject(why, 1, usage=usage, summary_tokens=meter.count_text(result.text))
+            huge = len(result.text.encode("utf-8", "surrogatepass")) // MAX_TOKEN_BYTES >= replaced  # never tokenized
+            return reject(why, 1, usage=usage, summary_tokens=None if huge else meter.count_text(result.text))
         assert sel.boundary is not None
         # the compare-and-swap hash is over the STORED message (a pruned result's surface is its preview)
         boundary_msg = next(x for x in snap.messages if x.id == sel.boundary)

@@ -519,3 +519,35 @@ def test_extractive_ranks_identifiers_above_older_tool_calls() -> None:
 def test_extractive_dropped_identifiers_is_empty_when_everything_fits() -> None:
     result = ExtractiveSummarizer().summarize(request(max_tokens=4000))
     assert result.dropped_identifiers == ()
+
+
+def test_a_reply_that_reads_as_a_refusal_or_an_error_is_rejected_like_an_empty_one() -> None:
+    from engine.summarizers.protocol import REJECT_REFUSAL, SummaryResult, validate_summary
+
+    def why(text: str) -> str | None:
+        return validate_summary(SummaryResult(text=text, model="m", prompt_tokens=None, completion_tokens=None, calls=1, extractive=False), replaced_tokens=10_000, count_tokens=lambda t: len(t) // 4)
+
+    for text in (
+        "I'm sorry, but I can't help with that. Error code: 429. Summarize the conversation so far.",
+        "Error: upstream timeout (code 504)",
+        '{"error": {"message": "rate limited", "code": 429}}',
+        "As an AI language model, I cannot summarize this.",
+        "  Sorry, I am unable to process this request.",
+    ):
+        assert why(text) == REJECT_REFUSAL, text
+    # a real summary that talks about errors is a summary
+    assert why("## State\nThe build failed with Error: E0425 in parser.rs; the fix is in progress.") is None
+
+
+def test_a_huge_reply_is_refused_without_being_tokenized() -> None:
+    from engine.summarizers.protocol import REJECT_NOT_SMALLER, SummaryResult, validate_summary
+
+    counted: list[int] = []
+
+    def count(text: str) -> int:
+        counted.append(len(text))
+        return len(text)
+
+    text = "x" * 10_000_000  # a 10 MB reply used to be counted for 15-17 s under the thread lock
+    assert validate_summary(SummaryResult(text=text, model="m", prompt_tokens=None, completion_tokens=None, calls=1, extractive=False), replaced_tokens=50_000, count_tokens=count) == REJECT_NOT_SMALLER
+    assert counted == []

@@ -19,6 +19,19 @@ from ..messages import Message
 REJECT_EMPTY = "empty"
 REJECT_NOT_SMALLER = "not_smaller"
 REJECT_MISSING_REQUEST = "missing_request"
+REJECT_REFUSAL = "refusal"
+
+#: no BPE token of the encodings we count with is longer than this many bytes, so a text of N bytes
+#: has at least N / this many tokens: enough to refuse a huge reply without tokenizing it
+MAX_TOKEN_BYTES = 128
+
+#: a reply that opens like this is the model refusing or reporting an error, not a summary (an HTTP 200
+#: with an apology and an error code was once stored as the summary)
+_REFUSAL = re.compile(
+    r"^\W{0,3}(i'?m sorry|i am sorry|sorry,|i apologi[sz]e|i cannot|i can'?t|i'?m unable|i am unable|i'?m not able|"
+    r"as an ai\b|error\b|an error occurred|\{\s*\"error\"|request failed|unable to (summari[sz]e|process|complete))",
+    re.IGNORECASE,
+)
 
 
 class SummarizerError(EngineError):
@@ -107,11 +120,17 @@ def validate_summary(
     count_tokens: Callable[[str], int],
     current_request: str | None = None,
 ) -> str | None:
-    """Why the summary must be rejected (``"empty"``, ``"not_smaller"``, ``"missing_request"``),
+    """Why the summary must be rejected (``"empty"``, ``"not_smaller"``, ``"refusal"`` (it reads as a
+    refusal or an error report), ``"missing_request"``),
     or ``None`` when it is acceptable. ``replaced_tokens`` is the size of what it would replace
     (the compacted messages plus the previous summary), counted with the same ``count_tokens``."""
-    if not result.text.strip():
+    text = result.text.strip()
+    if not text:
         return REJECT_EMPTY
+    if len(result.text.encode("utf-8", "surrogatepass")) // MAX_TOKEN_BYTES >= replaced_tokens:
+        return REJECT_NOT_SMALLER  # certainly not smaller, and never tokenized (a 10 MB reply costs nothing)
+    if _REFUSAL.match(text):
+        return REJECT_REFUSAL
     if count_tokens(result.text) >= replaced_tokens:
         return REJECT_NOT_SMALLER
     if current_request and not contains_verbatim(result.text, current_request):
