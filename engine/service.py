@@ -147,16 +147,6 @@ class Service:
         is a window the thread's source reported (used when no override names the route)."""
         return self.policies.resolve(provider, model, reported_window=reported_window, reported_by=reported_by)
 
-    def _with_reported_window(self, m: Measured, provider: str | None = None, model: str | None = None) -> Measured:
-        """An imported thread whose source reported its context window is measured against it
-        (``Snapshot.reported_context_window``; a window configured for the route still wins)."""
-        snap = m.snapshot
-        if not snap.reported_context_window or m.policy.window_source == "reported":
-            return m
-        policy = self.policies.resolve(provider or snap.provider, model or snap.model,
-                                       reported_window=snap.reported_context_window, reported_by=snap.source_format)
-        return replace(m, policy=policy)
-
     @property
     def url(self) -> str:
         return display_url(self.store.url)
@@ -332,8 +322,8 @@ class Service:
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         """The envelope the model would get now (from a fresh snapshot) and its token count, for the
         given route (default: the thread's)."""
-        m = self.compactor.measure(self.snapshots.snapshot(key, with_busy=True), ephemeral=ephemeral, provider=provider, model=model)
-        return self._with_reported_window(m, provider, model)
+        # the compactor measures against a window the thread's source reported (for its own model)
+        return self.compactor.measure(self.snapshots.snapshot(key, with_busy=True), ephemeral=ephemeral, provider=provider, model=model)
 
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Token badges for ``stored`` (messages of thread ``key``), counted with the meter of the
