@@ -79,30 +79,34 @@ def looks_like(obj: Any) -> bool:
 
 
 # -- meta user messages --------------------------------------------------------------------------
+#: how a user entry's text opens -> the kind of meta message it is (checked in this order)
+_META_PREFIXES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("<command-name>", "<command-message>", "<command-args>"), "command"),
+    (("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>", "<bash-stderr>"), "command_output"),
+    (("<bash-input>",), "shell_command"),
+    (("<task-notification>",), "task_notification"),
+    (("<local-command-caveat>",), "caveat"),
+    (("This session is being continued from a previous conversation",), "continuation"),
+    (("Base directory for this skill:",), "skill"),
+)
+#: checked after a whole-text system reminder
+_META_PREFIXES_LATE: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("Caveat:",), "caveat"),
+    (("[Request interrupted by user",), "interrupted"),
+    (("<user-prompt-submit-hook>",), "hook"),
+)
+
+
 def meta_kind(entry: Mapping[str, Any], text: str) -> str | None:
     t = text.lstrip()
-    if t.startswith(("<command-name>", "<command-message>", "<command-args>")):
-        return "command"
-    if t.startswith(("<local-command-stdout>", "<local-command-stderr>", "<bash-stdout>", "<bash-stderr>")):
-        return "command_output"
-    if t.startswith("<bash-input>"):
-        return "shell_command"
-    if t.startswith("<task-notification>"):
-        return "task_notification"
-    if t.startswith("<local-command-caveat>"):
-        return "caveat"
-    if t.startswith("This session is being continued from a previous conversation"):
-        return "continuation"
-    if t.startswith("Base directory for this skill:"):
-        return "skill"
+    for prefixes, kind in _META_PREFIXES:
+        if t.startswith(prefixes):
+            return kind
     if t.startswith("<system-reminder>") and t.rstrip().endswith("</system-reminder>"):
         return "system_reminder"
-    if t.startswith("Caveat:"):
-        return "caveat"
-    if t.startswith("[Request interrupted by user"):
-        return "interrupted"
-    if t.startswith("<user-prompt-submit-hook>"):
-        return "hook"
+    for prefixes, kind in _META_PREFIXES_LATE:
+        if t.startswith(prefixes):
+            return kind
     if entry.get("isMeta"):
         return "meta"
     if entry.get("isVisibleInTranscriptOnly"):
