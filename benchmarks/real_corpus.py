@@ -26,7 +26,7 @@ from engine.errors import CannotCompact
 from engine.importers import detect_format
 from engine.messages import Envelope
 from engine.service import Service, open_service
-from engine.summarizers.extractive import extract_identifiers
+from engine.specifics import extract_identifiers
 from engine.summarizers.protocol import contains_verbatim
 from engine.surface import build_surface, envelope_of
 from engine.units import current_request
