@@ -31,6 +31,7 @@ import import_session  # noqa: E402
 import incremental  # noqa: E402
 import real_corpus  # noqa: E402
 from report_doc import document  # noqa: E402
+from store import DEFAULT_PG_URL  # noqa: E402
 import traces  # noqa: E402
 from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_store  # noqa: E402
 
@@ -386,7 +387,8 @@ def losses(rows: list[Row]) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10k and 100k traces, small store and timeline runs; does not write the docs")
-    ap.add_argument("--pg-url", default=os.environ.get("COMPACTION_TEST_PG_URL"), help="PostgreSQL server for the store row")
+    ap.add_argument("--pg-url", default=os.environ.get("COMPACTION_TEST_PG_URL") or DEFAULT_PG_URL,
+                    help="PostgreSQL server for the store, timeline, status-under-load and import rows")
     ap.add_argument("--no-gui", action="store_true", help="skip the timeline benchmark")
     ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md even with --quick")
     args = ap.parse_args(argv)
