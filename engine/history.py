@@ -1,0 +1,1 @@
+"""A thread's compaction history: before/after diffs, the envelope of every request, cost, export."""
