@@ -89,6 +89,17 @@ def rejection_detail(exc: CannotCompact, rejected: "dict | None") -> str | None:
     return None
 
 
+class Cancelled(EngineError):
+    """A long operation (a what-if run or sweep) was stopped by its caller's ``should_stop``.
+
+    Nothing it had built is kept (a what-if's scratch copy is removed); the source is untouched."""
+
+    code = "cancelled"
+
+    def __init__(self, message: str = "cancelled; nothing was kept", *, code: str | None = None) -> None:
+        super().__init__(message, code=code)
+
+
 class CompareAndSwapConflict(EngineError):
     """The boundary moved underneath us: another writer compacted first. Nothing was written."""
 
