@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 from .messages import Message
+
+if TYPE_CHECKING:
+    from .specifics import DroppedSpecifics
 
 BusyReason = Literal["running", "waiting_for_user", "queued"]
 RunStatus = Literal["queued", "running", "waiting_for_user", "completed", "failed", "cancelled"]
@@ -345,3 +348,122 @@ class VisibleTokens:
     seen: dict[int, int]
     #: message id -> tokens of the full original, for each pruned message only
     original: dict[int, int]
+
+
+# --- issue #14: compaction history (engine/history.py builds these) -----------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RequestEnvelope:
+    """One recorded model request of a thread, replayed: the envelope the model received.
+
+    ``index`` is the request's 0-based position among the thread's recorded requests (id order).
+    ``messages`` is the model-visible surface at that request (pruned results as previews, the
+    synthetic user message, the ephemeral notes last); ``summary`` the summary in force.
+    ``tokens`` is the meter's count of the whole envelope (system prompt, tools, summary, surface),
+    ``breakdown`` its categories (``engine.meter.CATEGORIES``). ``exact`` is True when the rebuilt
+    envelope is known to be the one sent (the engine recorded its estimate and the count matches
+    it); False for imported requests (the source's own prompt is not stored) and on a mismatch,
+    which ``note`` explains."""
+
+    index: int
+    request_id: int | None
+    run_id: int | None
+    step: int | None
+    created_at: datetime | None
+    generation: int
+    boundary: int | None
+    summary: str | None
+    messages: tuple[Message, ...]
+    pruned_ids: tuple[int, ...]
+    ephemeral: tuple[Message, ...]
+    tokens: int
+    breakdown: Mapping[str, int]
+    reported_prompt_tokens: int | None
+    context_window: int | None
+    threshold: int | None
+    outcome: str | None
+    #: ``engine`` or ``imported`` (``ModelRequest.origin``)
+    origin: str
+    exact: bool
+    note: str | None = None
+    #: the engine's own estimate recorded with the request (``ModelRequest.estimated_tokens``)
+    estimated_tokens: int | None = None
+    #: the newest persisted message the envelope holds
+    last_message_id: int | None = None
+    #: overflow recovery: the episode step (``ReplayStep.kind``) this request retried after, if any
+    episode_step: str | None = None
+
+
+#: token categories of :class:`CompactionDiff` ``tokens_before`` / ``tokens_after``
+DIFF_CATEGORIES: tuple[str, ...] = ("system", "tools", "summary", "messages", "previews", "total")
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionDiff:
+    """One compaction, before and after: what went into the summary, the summary, what stayed, what
+    was pruned to a preview, and tokens by category (:data:`DIFF_CATEGORIES`) on both sides.
+
+    ``index`` is the 1-based ordinal in the thread's compaction list (engine history records and the
+    source's recorded compactions, in time order). ``origin`` is ``engine`` or the source's format."""
+
+    index: int
+    kind: str  # summary / manual / prune
+    trigger: str | None
+    origin: str
+    created_at: datetime | None
+    generation_before: int | None
+    generation_after: int | None
+    previous_summary: str | None
+    summarized: tuple[Message, ...]
+    summary: str | None
+    kept: tuple[Message, ...]
+    pruned: tuple[Offload, ...]
+    tokens_before: Mapping[str, int]
+    tokens_after: Mapping[str, int]
+    dropped: "DroppedSpecifics | None"
+    note: str | None = None
+    #: the surface the model saw right before / right after (``before`` includes what was summarized)
+    before: tuple[Message, ...] = ()
+    after: tuple[Message, ...] = ()
+    #: the compaction's history record id (engine) or source compaction id
+    record_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionCost:
+    """What a compaction cost (the summarizer's tokens) against what it saved (prompt tokens over the
+    requests that followed it, until the next compaction). ``source``: ``recorded`` when the saved
+    tokens come from provider-reported usage, ``meter`` when from our count. ``money`` (from the
+    ``genai-prices`` offline snapshot) is None when the model or its price is unknown
+    (``price_note`` says why)."""
+
+    summarizer_prompt_tokens: int | None
+    summarizer_completion_tokens: int | None
+    saved_prompt_tokens: int
+    following_requests: int
+    source: Literal["recorded", "meter"]
+    model: str | None
+    money: float | None
+    currency: str | None
+    price_note: str | None
+    #: money spent on the summarizer call / saved on the following requests (same currency)
+    summarizer_money: float | None = None
+    saved_money: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEntry:
+    """One line of a thread's compaction history (and of its export)."""
+
+    index: int
+    kind: str
+    trigger: str | None
+    origin: str
+    created_at: datetime | None
+    tokens_before: int | None
+    tokens_after: int | None
+    summary: str | None
+    dropped: "DroppedSpecifics | None"
+    cost: CompactionCost | None
+    note: str | None = None
