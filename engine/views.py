@@ -428,6 +428,8 @@ class CompactionDiff:
     after: tuple[Message, ...] = ()
     #: the compaction's history record id (engine) or source compaction id
     record_id: int | None = None
+    #: a source's prune (Claude Code microcompaction): the tool results it cleared (no preview kept)
+    cleared: tuple[Message, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
