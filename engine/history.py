@@ -1,1 +1,1009 @@
-"""A thread's compaction history: before/after diffs, the envelope of every request, cost, export."""
+"""A thread's compaction history: before/after diffs, the envelope of every request, cost, export.
+
+A reader only (nothing is written, nothing is re-executed against a provider). Everything is
+rebuilt from what the store recorded: the append-only compaction history and offload records (our
+compactions), the source's recorded compactions (an imported thread), the model requests, and the
+events (summary usage, dropped specifics, the ephemeral notes of a run that hit a provider error).
+Surfaces come from :func:`engine.replay.snapshot_at` + :func:`engine.surface.build_surface` (the
+one surface builder), tokens from :mod:`engine.meter` (the one meter).
+
+Where a request sits in the history: an engine request is placed by the provider error it got
+(generation and newest message recorded), else by time (the generation of the last history record
+and the newest message written before the request row); the rebuilt envelope is ``exact`` when its
+count equals the estimate the engine recorded with the request. An imported request saw what the
+*source's* model saw: the source's own summary and cleared tool results (never ours), the messages
+before the one its response produced.
+
+Scale: the thread is read once (messages, history, offloads, requests, events; O(messages) memory);
+each envelope is built on demand (:class:`RequestEnvelopes` is a lazy sequence: O(surface) time and
+memory per envelope, nothing kept), so a thread with thousands of requests is never held as
+thousands of surfaces.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import threading
+import weakref
+from collections import Counter
+from collections.abc import Sequence as SequenceABC
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from decimal import Decimal
+from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
+
+from .errors import EngineError
+from .events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event
+from .messages import META_PRUNED, Message
+from .meter import default_meter
+from .replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
+from .surface import build_surface, envelope_of, history_part
+from .units import current_request
+from .views import (
+    DIFF_CATEGORIES,
+    CompactionCost,
+    CompactionDiff,
+    CompactionEntry,
+    CompactionEvent,
+    CompactionState,
+    HistoryRecord,
+    ModelRequest,
+    Offload,
+    RequestEnvelope,
+    Snapshot,
+    SourceCompaction,
+    StoredMessage,
+    ThreadInfo,
+)
+
+__all__ = [
+    "EXPORT_FORMAT",
+    "CompactionNotFound",
+    "HistorySource",
+    "InvalidExport",
+    "RequestEnvelopes",
+    "ThreadHistory",
+    "compaction_diff",
+    "compaction_history",
+    "entry_from_json",
+    "entry_to_json",
+    "export_history",
+    "load_export",
+    "price_tokens",
+    "read_history",
+    "request_envelope",
+    "request_envelopes",
+]
+
+#: ``format`` of the JSON export (and its ``version``)
+EXPORT_FORMAT = "compaction-history"
+EXPORT_VERSION = 1
+#: what a tool result the source cleared (Claude Code microcompaction) reads as in a rebuilt envelope
+SOURCE_CLEARED_TEXT = "[tool result cleared by the source]"
+META_SOURCE_CLEARED = "source_cleared"
+_PAGE = 5000
+_ALL = 1_000_000_000
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+class CompactionNotFound(EngineError):
+    """``--compaction N`` names no compaction of the thread (or the thread has none)."""
+
+    code = "compaction_not_found"
+
+
+class InvalidExport(EngineError):
+    """Text given to :func:`load_export` is not a compaction-history JSON export."""
+
+    code = "invalid_export"
+
+
+class HistorySource(Protocol):
+    """The reads history needs (``engine.store.Store`` has them)."""
+
+    def thread(self, key: str) -> ThreadInfo: ...
+
+    def snapshot(self, key: str, *, with_busy: bool = ...) -> Snapshot: ...
+
+    def messages_page(self, key: str, *, after_id: int | None = ..., before_id: int | None = ..., limit: int = ...) -> list[StoredMessage]: ...
+
+    def history(self, key: str, *, after_id: int | None = ..., limit: int = ...) -> Sequence[HistoryRecord]: ...
+
+    def events(self, key: str, *, after_id: int | None = ..., limit: int = ..., kinds: Sequence[str] | None = ...) -> Sequence[CompactionEvent]: ...
+
+    def offloads(self, key: str) -> Mapping[int, Offload]: ...
+
+    def model_requests(self, key: str, *, after_id: int | None = ..., limit: int = ...) -> Sequence[ModelRequest]: ...
+
+    def source_compactions(self, key: str) -> Sequence[SourceCompaction]: ...
+
+
+# -- reading a thread once ---------------------------------------------------------------------
+
+
+def _paged(read: Callable[..., Sequence[Any]], key: str, **kw: Any) -> list[Any]:
+    out: list[Any] = []
+    after: int | None = None
+    while True:
+        page = list(read(key, after_id=after, limit=_PAGE, **kw))
+        out.extend(page)
+        if len(page) < _PAGE:
+            return out
+        after = page[-1].id
+
+
+def _aware(t: datetime | None) -> datetime | None:
+    if t is None:
+        return None
+    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+
+
+def _parse_ts(text: str | None) -> datetime | None:
+    if not text:
+        return None
+    try:
+        return _aware(datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class _Compaction:
+    """One item of the thread's compaction list (ours or the source's), in time order."""
+
+    index: int  # 1-based
+    origin: str  # "engine" or the source format
+    at: datetime | None
+    record: HistoryRecord | None = None
+    source: SourceCompaction | None = None
+    event: CompactionEvent | None = None
+
+    @property
+    def kind(self) -> str:
+        return self.record.kind if self.record is not None else self.source.kind  # type: ignore[union-attr]
+
+    @property
+    def trigger(self) -> str | None:
+        return self.record.trigger if self.record is not None else self.source.trigger  # type: ignore[union-attr]
+
+
+@dataclass
+class _Sides:
+    """A surface measured: the envelope's messages split by category."""
+
+    snapshot: Snapshot
+    messages: tuple[Message, ...]
+    summary: str | None
+    tokens: dict[str, int]
+    total: int
+    breakdown: Mapping[str, int]
+
+
+class ThreadHistory:
+    """Everything recorded about one thread's compactions and requests, read once; envelopes,
+    diffs and costs are computed from it on demand. Build with :func:`read_history`."""
+
+    def __init__(
+        self,
+        key: str,
+        *,
+        info: ThreadInfo,
+        snapshot: Snapshot,
+        stored: Sequence[StoredMessage],
+        history: Sequence[HistoryRecord],
+        events: Sequence[CompactionEvent],
+        offloads: Mapping[int, Offload],
+        requests: Sequence[ModelRequest],
+        source_compactions: Sequence[SourceCompaction],
+    ) -> None:
+        self.key = key
+        self.info = info
+        self.snapshot = snapshot
+        self.messages: list[Message] = [s.message for s in stored]
+        self.ids: list[int] = [s.id for s in stored]
+        self.by_id: dict[int, int] = {i: n for n, i in enumerate(self.ids)}
+        # newest message written at or before a time: sorted times + the running max of ids
+        order = sorted(range(len(stored)), key=lambda n: stored[n].created_at)
+        self._times = [_aware(stored[n].created_at) for n in order]
+        top: list[int] = []
+        best = -1
+        for n in order:
+            best = max(best, self.ids[n])
+            top.append(best)
+        self._top = top
+        self.history = list(history)
+        self._hist_times = [_aware(h.created_at) for h in self.history]
+        self.offloads = dict(offloads)
+        self.requests = list(requests)
+        self.source = list(source_compactions)
+        self.events = list(events)
+        self._errors: dict[tuple[int | None, int | None], ProviderErrorEvent] = {}
+        self._notes: dict[int | None, tuple[str, ...]] = {}
+        self._retries: dict[tuple[int | None, int | None], RetryEvent] = {}
+        self._by_generation: dict[tuple[str, int], CompactionEvent] = {}
+        for e in self.events:
+            p = parse_event(e.kind, e.data)
+            if isinstance(p, ProviderErrorEvent):
+                self._errors.setdefault((e.run_id, p.step), p)
+                if p.ephemeral and e.run_id is not None:
+                    self._notes.setdefault(e.run_id, tuple(p.ephemeral))
+            elif isinstance(p, RetryEvent):
+                self._retries[(e.run_id, p.next_step)] = p
+            elif isinstance(p, (SummaryEvent, PruneEvent)) and p.generation_after is not None:
+                self._by_generation[("prune" if isinstance(p, PruneEvent) else "summary", p.generation_after)] = e
+        self.compactions = self._list_compactions()
+
+    # -- placement ----------------------------------------------------------------------
+    def last_message_at(self, t: datetime | None) -> int | None:
+        """The newest message written at or before ``t``."""
+        if t is None:
+            return self.ids[-1] if self.ids else None
+        n = bisect.bisect_right(self._times, _aware(t))  # type: ignore[arg-type]
+        return self._top[n - 1] if n else None
+
+    def generation_at(self, t: datetime | None) -> int:
+        """The generation in force at ``t`` (the last history record written by then)."""
+        if t is None:
+            return self.history[-1].generation_after if self.history else 0
+        gen = 0
+        for h, ht in zip(self.history, self._hist_times):
+            if ht is not None and ht <= _aware(t):  # type: ignore[operator]
+                gen = max(gen, h.generation_after)
+        return gen
+
+    def _list_compactions(self) -> list[_Compaction]:
+        items: list[tuple[datetime, int, int, _Compaction]] = []
+        for h in self.history:
+            ev = self._by_generation.get(("prune" if h.kind == "prune" else "summary", h.generation_after))
+            items.append((_aware(h.created_at) or _EPOCH, 1, h.id, _Compaction(0, "engine", _aware(h.created_at), record=h, event=ev)))
+        for c in self.source:
+            at = _parse_ts(c.source_timestamp) or _aware(c.created_at)
+            items.append((at or _EPOCH, 0, c.id, _Compaction(0, c.source, at, source=c)))
+        items.sort(key=lambda x: (x[0], x[1], x[2]))
+        return [replace(c, index=i) for i, (_, _, _, c) in enumerate(items, 1)]
+
+    def compaction(self, index: int | None) -> _Compaction:
+        if not self.compactions:
+            raise CompactionNotFound(f"thread {self.key!r} has no compactions")
+        if index is None:
+            return self.compactions[-1]
+        if not isinstance(index, int) or isinstance(index, bool) or not 1 <= index <= len(self.compactions):
+            raise CompactionNotFound(
+                f"thread {self.key!r} has {len(self.compactions)} compaction{'s' if len(self.compactions) != 1 else ''}: "
+                f"--compaction takes 1 to {len(self.compactions)}, not {index!r}"
+            )
+        return self.compactions[index - 1]
+
+    # -- measuring ------------------------------------------------------------------------
+    def _measure(self, snap: Snapshot, model: str | None, notes: Sequence[str] = ()) -> _Sides:
+        surface = build_surface(snap, ephemeral=ephemeral_notes(notes))
+        env = envelope_of(snap, surface)
+        meter = default_meter(model)
+        m = meter.measure(env)
+        pruned = [x for x in surface.messages if x.metadata.get(META_PRUNED) or x.metadata.get(META_SOURCE_CLEARED)]
+        previews = sum(meter.count_messages(pruned)) if pruned else 0
+        b = m.breakdown
+        tokens = {"system": b["system"], "tools": b["tools"], "summary": b["summary"], "previews": previews}
+        tokens["messages"] = m.total - sum(tokens.values())
+        tokens["total"] = m.total
+        return _Sides(snap, surface.messages, surface.summary, {k: tokens[k] for k in DIFF_CATEGORIES}, m.total, dict(b))
+
+    def _engine_snapshot(self, generation: int, last_id: int | None, state: CompactionState | None = None) -> Snapshot:
+        return snapshot_at(self.snapshot, self.history, self.messages, self.offloads, generation=generation,
+                           last_message_id=last_id, state=state, message_ids=self.ids)
+
+    def _source_state(self, before: int) -> tuple[SourceCompaction | None, set[int]]:
+        """The source's summary compaction in force for a prompt made of the messages with id <
+        ``before``, and the message ids the source's prunes had cleared by then."""
+        in_force: SourceCompaction | None = None
+        cleared: set[int] = set()
+        for c in self.source:
+            at = c.after_message_id if c.after_message_id is not None else 0
+            if at >= before:
+                continue
+            if c.kind == "summary":
+                in_force = c
+            else:
+                cleared.update(self._cleared_by(c))
+        return in_force, cleared
+
+    def _cleared_by(self, c: SourceCompaction) -> list[int]:
+        if c.replaced_first_id is None or c.replaced_last_id is None:
+            return []
+        lo = bisect.bisect_left(self.ids, c.replaced_first_id)
+        hi = bisect.bisect_right(self.ids, c.replaced_last_id)
+        wanted = set(c.forgotten)
+        return [m.id for m in self.messages[lo:hi] if m.role == "tool" and m.id is not None and (not wanted or m.tool_call_id in wanted)]
+
+    def _source_snapshot(self, summary_c: SourceCompaction | None, cleared: set[int], upto: int | None, extra: Sequence[Message] = ()) -> Snapshot:
+        """The source's view: its summary, what it put back (``kept``), the messages after its
+        boundary up to ``upto``, cleared results as :data:`SOURCE_CLEARED_TEXT`."""
+        boundary = None
+        summary = None
+        if summary_c is not None:
+            boundary = summary_c.replaced_last_id if summary_c.replaced_last_id is not None else summary_c.after_message_id
+            summary = summary_c.summary
+        lo = 0 if boundary is None else bisect.bisect_right(self.ids, boundary)
+        hi = len(self.ids) if upto is None else bisect.bisect_right(self.ids, upto)
+        msgs: list[Message] = list(extra)
+        if summary_c is not None:
+            msgs.extend(_kept_messages(summary_c))
+        for m in self.messages[lo:hi]:
+            if m.id in cleared:
+                m = m.with_content(SOURCE_CLEARED_TEXT, **{META_SOURCE_CLEARED: True})
+            msgs.append(m)
+        state = CompactionState(conversation_id=self.snapshot.conversation_id, boundary=boundary, summary=summary, generation=0)
+        return replace(self.snapshot, state=state, messages=tuple(msgs), offloads={})
+
+    # -- envelopes ------------------------------------------------------------------------
+    def envelope(self, index: int) -> RequestEnvelope:
+        """The envelope of request ``index`` (0-based, id order)."""
+        if not 0 <= index < len(self.requests):
+            raise IndexError(f"thread {self.key!r} has {len(self.requests)} recorded requests; no request {index}")
+        r = self.requests[index]
+        if r.origin == "imported":
+            return self._imported_envelope(index, r)
+        return self._engine_envelope(index, r)
+
+    def _engine_envelope(self, index: int, r: ModelRequest) -> RequestEnvelope:
+        err = self._errors.get((r.run_id, r.step)) if r.run_id is not None else None
+        placed_by = "time"
+        if err is not None and err.generation is not None:
+            gen, last_id, placed_by = err.generation, err.last_message_id, "provider_error"
+        else:
+            gen, last_id = self.generation_at(r.created_at), self.last_message_at(r.created_at)
+        notes = self._notes.get(r.run_id, ()) if r.run_id is not None else ()
+        state = state_at(self.history, gen, self.snapshot.conversation_id)
+        state = replace(state, generation=gen)
+        sides = self._measure(self._engine_snapshot(gen, last_id, state), r.model, notes)
+        notes_msgs = tuple(m for m in sides.messages if m.is_ephemeral)
+        exact = r.estimated_tokens is not None and sides.total == r.estimated_tokens
+        note = None
+        if r.estimated_tokens is None:
+            note = "no estimate was recorded with this request: the envelope is rebuilt from the history"
+        elif not exact:
+            note = (f"rebuilt envelope counts {sides.total:,} tokens, the engine recorded {r.estimated_tokens:,} "
+                    f"(placed by {placed_by}; the system prompt or tools may have changed since)")
+        step_kind = None
+        retry = self._retries.get((r.run_id, r.step))
+        if err is not None and err.error_code == OVERFLOW_CODE:
+            step_kind = "provider_error"
+        elif retry is not None:
+            step_kind = "retry"
+        return RequestEnvelope(
+            index=index, request_id=r.id, run_id=r.run_id, step=r.step, created_at=r.created_at,
+            generation=gen, boundary=state.boundary, summary=state.summary, messages=sides.messages,
+            pruned_ids=tuple(m.id for m in sides.messages if m.id is not None and m.metadata.get(META_PRUNED)),
+            ephemeral=notes_msgs, tokens=sides.total, breakdown=sides.breakdown,
+            reported_prompt_tokens=r.reported_prompt_tokens, context_window=r.context_window, threshold=r.threshold,
+            outcome=r.outcome, origin=r.origin, exact=exact, note=note, estimated_tokens=r.estimated_tokens,
+            last_message_id=last_id, episode_step=step_kind,
+        )
+
+    def _imported_envelope(self, index: int, r: ModelRequest) -> RequestEnvelope:
+        before = r.message_id if r.message_id is not None else (self.ids[-1] + 1 if self.ids else 0)
+        n = bisect.bisect_left(self.ids, before)
+        last_id = self.ids[n - 1] if n else None
+        summary_c, cleared = self._source_state(before)
+        snap = self._source_snapshot(summary_c, cleared, last_id)
+        sides = self._measure(snap, r.model or self.info.model)
+        note = "imported: the source's own system prompt and tools are not recorded; tokens is our count of the stored messages"
+        if summary_c is not None and summary_c.summary is None:
+            note += "; the source kept its summary only encrypted"
+        return RequestEnvelope(
+            index=index, request_id=r.id, run_id=r.run_id, step=r.step, created_at=r.created_at,
+            generation=0, boundary=snap.state.boundary, summary=snap.state.summary, messages=sides.messages,
+            pruned_ids=tuple(sorted(i for i in cleared if last_id is not None and i <= last_id)),
+            ephemeral=(), tokens=sides.total, breakdown=sides.breakdown,
+            reported_prompt_tokens=r.reported_prompt_tokens, context_window=r.context_window, threshold=r.threshold,
+            outcome=r.outcome, origin=r.origin, exact=False, note=note, estimated_tokens=r.estimated_tokens,
+            last_message_id=last_id,
+        )
+
+    # -- diffs ----------------------------------------------------------------------------
+    def diff(self, index: int | None = None) -> CompactionDiff:
+        c = self.compaction(index)
+        return self._engine_diff(c) if c.record is not None else self._source_diff(c)
+
+    def _engine_diff(self, c: _Compaction) -> CompactionDiff:
+        h = c.record
+        assert h is not None
+        last_id = self.last_message_at(h.created_at)
+        model = self.info.model
+        sb = state_at(self.history, h.generation_before, self.snapshot.conversation_id)
+        sa = state_at(self.history, h.generation_after, self.snapshot.conversation_id)
+        before = self._measure(self._engine_snapshot(h.generation_before, last_id, replace(sb, generation=h.generation_before)), model)
+        after = self._measure(self._engine_snapshot(h.generation_after, last_id, replace(sa, generation=h.generation_after)), model)
+        lo, hi = h.boundary_before, h.boundary_after
+        summarized: tuple[Message, ...] = ()
+        if h.kind != "prune" and hi is not None and hi != lo:
+            summarized = tuple(m for m in before.messages if m.id is not None and (lo is None or m.id > lo) and m.id <= hi)
+        after_ids = {m.id for m in after.messages if m.id is not None}
+        kept = tuple(m for m in after.messages if m.id is not None and m.id in after_ids)
+        pruned = tuple(self.offloads[i] for i in h.pruned_message_ids if i in self.offloads)
+        notes: list[str] = []
+        if h.tokens_before is not None and h.tokens_before != before.total:
+            notes.append(f"the compaction measured {h.tokens_before:,} tokens before it (with the run's ephemeral notes "
+                         f"and the route's meter); the rebuilt surface counts {before.total:,}")
+        dropped, why = self._recorded_dropped(c, summarized, before, after)
+        if why:
+            notes.append(why)
+        return CompactionDiff(
+            index=c.index, kind=h.kind, trigger=h.trigger, origin="engine", created_at=h.created_at,
+            generation_before=h.generation_before, generation_after=h.generation_after,
+            previous_summary=sb.summary, summarized=summarized, summary=sa.summary, kept=kept, pruned=pruned,
+            tokens_before=before.tokens, tokens_after=after.tokens, dropped=dropped, note="; ".join(notes) or None,
+            before=before.messages, after=after.messages, record_id=h.id,
+        )
+
+    def _recorded_dropped(self, c: _Compaction, summarized: Sequence[Message], before: _Sides, after: _Sides) -> tuple[Any, str | None]:
+        if c.kind == "prune":
+            return None, "a prune drops no specifics by definition (each preview keeps the result's identifiers)"
+        data = c.event.data if c.event is not None and isinstance(c.event.data, Mapping) else {}
+        recorded = _dropped_from_event(data)
+        if recorded is not None:
+            return recorded, None
+        computed = _compute_dropped(summarized, before, after, self.snapshot.system_prompt)
+        if computed is None:
+            return None, "dropped specifics: not recorded with this compaction and engine.specifics.dropped_specifics is not available"
+        return computed, "dropped specifics computed now from the rebuilt surfaces (not recorded with the compaction)"
+
+    def _source_diff(self, c: _Compaction) -> CompactionDiff:
+        sc = c.source
+        assert sc is not None
+        at = sc.after_message_id
+        upto = at
+        before_id = (at + 1) if at is not None else 0
+        prev, cleared = self._source_state(before_id)
+        before = self._measure(self._source_snapshot(prev, cleared, upto), self.info.model)
+        summarized: tuple[Message, ...] = ()
+        newly_cleared: list[int] = []
+        if sc.kind == "summary":
+            if sc.replaced_first_id is not None and sc.replaced_last_id is not None:
+                summarized = tuple(m for m in before.messages if m.id is not None and sc.replaced_first_id <= m.id <= sc.replaced_last_id)
+            after_snap = self._source_snapshot(sc, cleared, upto)
+        else:
+            newly_cleared = [i for i in self._cleared_by(sc) if i not in cleared]
+            after_snap = self._source_snapshot(prev, cleared | set(newly_cleared), upto)
+        after = self._measure(after_snap, self.info.model)
+        kept = tuple(m for m in after.messages if not m.metadata.get(META_SOURCE_CLEARED))
+        notes = [f"recorded by {sc.source}; tokens are our count of the stored messages (the source's own system prompt and tools are not recorded)"]
+        if sc.tokens_before is not None:
+            notes.append(f"the source reported {sc.tokens_before:,} tokens before it")
+        if sc.kind == "summary" and sc.summary is None:
+            notes.append("the source kept its summary only encrypted")
+        if sc.kind == "summary" and sc.replaced_first_id is None:
+            notes.append("none of the messages it replaced were imported")
+        dropped = None
+        if sc.kind == "prune":
+            notes.append("a prune drops no specifics by definition; cleared results are listed in 'cleared'")
+        else:
+            dropped = _compute_dropped(summarized, before, after, self.snapshot.system_prompt, summary=sc.summary)
+            if dropped is None:
+                notes.append("dropped specifics: engine.specifics.dropped_specifics is not available")
+        cleared_msgs = tuple(self.messages[self.by_id[i]] for i in newly_cleared if i in self.by_id)
+        return CompactionDiff(
+            index=c.index, kind=sc.kind, trigger=sc.trigger, origin=sc.source, created_at=c.at,
+            generation_before=None, generation_after=None, previous_summary=prev.summary if prev is not None else None,
+            summarized=summarized, summary=sc.summary if sc.kind == "summary" else (prev.summary if prev is not None else None),
+            kept=kept, pruned=(), tokens_before=before.tokens, tokens_after=after.tokens, dropped=dropped,
+            note="; ".join(notes), before=before.messages, after=after.messages, record_id=sc.id, cleared=cleared_msgs,
+        )
+
+    # -- cost -----------------------------------------------------------------------------
+    def following_requests(self, c: _Compaction) -> list[ModelRequest]:
+        """The requests that went out with this compaction in force, until the next one of the same
+        origin (ours affect engine requests, the source's its imported ones)."""
+        same = [x for x in self.compactions if (x.record is not None) == (c.record is not None)]
+        nxt = next((x for x in same if x.index > c.index), None)
+        if c.record is not None:
+            start = _aware(c.record.created_at)
+            end = _aware(nxt.record.created_at) if nxt is not None and nxt.record is not None else None
+            return [r for r in self.requests if r.origin == "engine" and _aware(r.created_at) >= start  # type: ignore[operator]
+                    and (end is None or _aware(r.created_at) < end)]  # type: ignore[operator]
+        sc = c.source
+        assert sc is not None
+        lo = sc.after_message_id or 0
+        hi = nxt.source.after_message_id if nxt is not None and nxt.source is not None else None
+        return [r for r in self.requests if r.origin == "imported" and r.message_id is not None and r.message_id > lo
+                and (hi is None or r.message_id <= hi)]
+
+    def cost(self, index: int | None = None, *, diff: CompactionDiff | None = None) -> CompactionCost:
+        c = self.compaction(index)
+        following = self.following_requests(c)
+        # what the summarizer cost
+        sp: int | None
+        scp: int | None
+        summarizer_model: str | None = None
+        extractive = False
+        if c.kind == "prune":
+            sp, scp, extractive = 0, 0, True
+        elif c.event is not None and isinstance(c.event.data, Mapping):
+            p = parse_event(c.event.kind, c.event.data)
+            usage = p.usage if isinstance(p, SummaryEvent) else None
+            if usage is not None and usage.extractive:
+                sp, scp, extractive = 0, 0, True
+            else:
+                sp = usage.prompt_tokens if usage is not None else None
+                scp = usage.completion_tokens if usage is not None else None
+            summarizer_model = usage.model if usage is not None else None
+        else:
+            sp = scp = None
+        # what it saved on each following request
+        if c.record is not None:
+            h = c.record
+            if h.tokens_before is not None and h.tokens_after is not None:
+                delta = h.tokens_before - h.tokens_after
+            else:
+                d = diff or self.diff(c.index)
+                delta = d.tokens_before["total"] - d.tokens_after["total"]
+            recorded = bool(following) and all(r.reported_prompt_tokens and r.estimated_tokens for r in following)
+            if recorded:
+                saved = sum(_scale(delta, r.reported_prompt_tokens, r.estimated_tokens) for r in following)  # type: ignore[arg-type]
+            else:
+                saved = delta * len(following)
+            source: Literal["recorded", "meter"] = "recorded" if recorded else "meter"
+        else:
+            sc = c.source
+            assert sc is not None
+            first = following[0].reported_prompt_tokens if following else None
+            if sc.tokens_before is not None and first is not None:
+                delta, source = sc.tokens_before - first, "recorded"
+            else:
+                d = diff or self.diff(c.index)
+                delta, source = d.tokens_before["total"] - d.tokens_after["total"], "meter"
+            saved = delta * len(following)
+        models = Counter(r.model for r in following if r.model)
+        model = models.most_common(1)[0][0] if models else self.info.model
+        provider = next((r.provider for r in following if r.model == model), self.info.provider)
+        return price_cost(
+            summarizer_prompt_tokens=sp, summarizer_completion_tokens=scp, saved_prompt_tokens=saved,
+            following_requests=len(following), source=source, model=model, provider=provider,
+            summarizer_model=summarizer_model, extractive=extractive,
+        )
+
+    # -- entries --------------------------------------------------------------------------
+    def entry(self, index: int) -> CompactionEntry:
+        c = self.compaction(index)
+        d = self.diff(index)
+        if c.record is not None and c.record.tokens_before is not None:
+            tb, ta = c.record.tokens_before, c.record.tokens_after
+        elif c.source is not None and c.source.tokens_before is not None:
+            tb, ta = c.source.tokens_before, d.tokens_after["total"]
+        else:
+            tb, ta = d.tokens_before["total"], d.tokens_after["total"]
+        return CompactionEntry(
+            index=c.index, kind=c.kind, trigger=c.trigger, origin=c.origin, created_at=c.at, tokens_before=tb,
+            tokens_after=ta, summary=d.summary if c.kind != "prune" else None, dropped=d.dropped,
+            cost=self.cost(index, diff=d), note=d.note,
+        )
+
+    def entries(self) -> list[CompactionEntry]:
+        return [self.entry(c.index) for c in self.compactions]
+
+
+def _scale(delta: int, reported: int, estimated: int) -> int:
+    """``delta`` in the provider's tokens: scaled by reported/estimated, rounded half up."""
+    return (2 * delta * reported + estimated) // (2 * estimated)
+
+
+def _kept_messages(c: SourceCompaction) -> list[Message]:
+    out: list[Message] = []
+    for k in c.kept:
+        role = k.get("role") if isinstance(k, Mapping) else None
+        text = k.get("text") if isinstance(k, Mapping) else None
+        if role not in ("user", "assistant", "system", "developer") or not isinstance(text, str):
+            continue
+        try:
+            out.append(Message(role, text, meta_kind=k.get("meta_kind") if isinstance(k.get("meta_kind"), str) else None))
+        except EngineError:
+            continue
+    return out
+
+
+# -- dropped specifics (helper S's engine.specifics, read tolerantly) -----------------------------
+
+
+def _specifics() -> Any:
+    from . import specifics
+
+    return specifics
+
+
+def _dropped_from_event(data: Mapping[str, Any]) -> Any:
+    """The dropped specifics recorded with a summary event (``dropped``, ``specifics_seen``,
+    ``dropped_truncated``), or None when the event has none (an older database)."""
+    dropped = data.get("dropped")
+    seen = data.get("specifics_seen")
+    if not isinstance(dropped, list) or not isinstance(seen, int):
+        return None
+    mod = _specifics()
+    cls = getattr(mod, "DroppedSpecifics", None)
+    if cls is None:
+        return None
+    payload = {"seen": seen, "dropped": dropped, "truncated": bool(data.get("dropped_truncated"))}
+    from_json = getattr(cls, "from_json", None)
+    if from_json is not None:
+        try:
+            return from_json(payload)
+        except Exception:  # noqa: BLE001: a malformed record reads as not recorded
+            return None
+    return None
+
+
+def _compute_dropped(summarized: Sequence[Message], before: _Sides, after: _Sides, system_prompt: str, *, summary: str | None = None) -> Any:
+    fn = getattr(_specifics(), "dropped_specifics", None)
+    if fn is None:
+        return None
+    before_texts = [m.content for m in summarized]
+    if before.summary:
+        before_texts.append(before.summary)
+    after_texts = [m.content for m in after.messages]
+    if system_prompt:
+        after_texts.append(system_prompt)
+    persisted = list(history_part(build_surface(after.snapshot)))
+    req = current_request(list(before.messages))
+    referenced = ([req.content] if req is not None else []) + [m.content for m in persisted]
+    text = summary if summary is not None else after.summary
+    return fn(before=before_texts, summary=text, after=after_texts, referenced=referenced)
+
+
+# -- money (genai-prices, its bundled snapshot only) -----------------------------------------------
+
+
+def price_tokens(model: str | None, *, input_tokens: int = 0, output_tokens: int = 0, provider: str | None = None) -> tuple[float | None, str | None]:
+    """(USD, None) for the tokens at ``model``'s list price in the ``genai-prices`` data bundled
+    with the installed package (never downloaded: its updater is not started), or (None, why)."""
+    if not model:
+        return None, "the model is not known"
+    if input_tokens == 0 and output_tokens == 0:
+        return 0.0, None
+    try:
+        from genai_prices import Usage, data_snapshot
+    except ImportError:
+        return None, "genai-prices is not installed"
+    sign = -1 if input_tokens < 0 else 1
+    usage = Usage(input_tokens=abs(input_tokens), output_tokens=max(0, output_tokens))
+    snap = data_snapshot.get_snapshot()
+    if snap.from_auto_update:  # someone started its updater in this process: use the bundled data
+        snap = data_snapshot._bundled_snapshot()  # noqa: SLF001
+    attempts = [provider, None] if provider else [None]
+    for pid in attempts:
+        try:
+            calc = snap.calc(usage, model, pid, None, None)
+        except (LookupError, ValueError):
+            continue
+        total = calc.total_price
+        return float(Decimal(sign) * Decimal(total)), None
+    return None, f"model {model!r} is not in the genai-prices data"
+
+
+def price_cost(
+    *,
+    summarizer_prompt_tokens: int | None,
+    summarizer_completion_tokens: int | None,
+    saved_prompt_tokens: int,
+    following_requests: int,
+    source: Literal["recorded", "meter"],
+    model: str | None,
+    provider: str | None = None,
+    summarizer_model: str | None = None,
+    extractive: bool = False,
+) -> CompactionCost:
+    """A :class:`CompactionCost` with money: ``money`` = saved − summarizer cost (USD, positive when
+    the compaction paid for itself), at uncached list input prices."""
+    notes: list[str] = []
+    saved_money, why = price_tokens(model, input_tokens=saved_prompt_tokens, provider=provider)
+    if why:
+        notes.append(f"saved tokens not priced: {why}")
+    if extractive:
+        summ_money: float | None = 0.0
+    elif summarizer_prompt_tokens is None and summarizer_completion_tokens is None:
+        summ_money = None
+        notes.append("the summarizer's usage was not recorded")
+    else:
+        summ_money, why = price_tokens(summarizer_model or model, input_tokens=summarizer_prompt_tokens or 0,
+                                       output_tokens=summarizer_completion_tokens or 0)
+        if why:
+            notes.append(f"summarizer not priced: {why}")
+    money = saved_money - summ_money if saved_money is not None and summ_money is not None else None
+    if money is not None:
+        notes.append("list prices of the genai-prices snapshot bundled with the package, uncached input")
+    return CompactionCost(
+        summarizer_prompt_tokens=summarizer_prompt_tokens, summarizer_completion_tokens=summarizer_completion_tokens,
+        saved_prompt_tokens=saved_prompt_tokens, following_requests=following_requests, source=source, model=model,
+        money=money, currency="USD" if money is not None or saved_money is not None else None,
+        price_note="; ".join(notes) or None, summarizer_money=summ_money, saved_money=saved_money,
+    )
+
+
+# -- reading, with a small cache so stepping request by request reads the thread once ------------
+
+_cache: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ThreadHistory]]]" = weakref.WeakKeyDictionary()
+_cache_lock = threading.Lock()
+
+
+def _fingerprint(info: ThreadInfo, requests: Sequence[ModelRequest]) -> Any:
+    last = requests[-1] if requests else None
+    return (info.id, info.message_count, info.generation, info.compact_count, info.updated_at, len(requests),
+            last.id if last else None, last.outcome if last else None, last.reported_prompt_tokens if last else None)
+
+
+def read_history(source: HistorySource, key: str) -> ThreadHistory:
+    """Read thread ``key`` once (``ThreadNotFound`` for an unknown key). A second read of an
+    unchanged thread from the same source returns the same object (the store is asked only for the
+    thread row and its requests)."""
+    info = source.thread(key)
+    requests = _paged(source.model_requests, key)
+    fp = _fingerprint(info, requests)
+    try:
+        with _cache_lock:
+            hit = _cache.get(source, {}).get(key)
+    except TypeError:  # a source that cannot be weakly referenced: no cache
+        hit = None
+    if hit is not None and hit[0] == fp:
+        return hit[1]
+    th = ThreadHistory(
+        key,
+        info=info,
+        snapshot=source.snapshot(key, with_busy=False),
+        stored=_paged(source.messages_page, key),
+        history=_paged(source.history, key),
+        events=_paged(source.events, key, kinds=[EventKind.PROVIDER_ERROR.value, EventKind.RETRY.value,
+                                                 EventKind.SUMMARY.value, EventKind.PRUNE.value]),
+        offloads=source.offloads(key),
+        requests=requests,
+        source_compactions=source.source_compactions(key),
+    )
+    try:
+        with _cache_lock:
+            _cache.setdefault(source, {})
+            per = _cache[source]
+            per.clear()  # one thread per source: bounded memory
+            per[key] = (fp, th)
+    except TypeError:
+        pass
+    return th
+
+
+class RequestEnvelopes(SequenceABC):  # type: ignore[type-arg]
+    """Every recorded request's envelope, built when indexed (nothing kept between calls)."""
+
+    def __init__(self, history: ThreadHistory) -> None:
+        self.history = history
+
+    def __len__(self) -> int:
+        return len(self.history.requests)
+
+    @overload
+    def __getitem__(self, index: int) -> RequestEnvelope: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[RequestEnvelope]: ...
+
+    def __getitem__(self, index: int | slice) -> RequestEnvelope | list[RequestEnvelope]:
+        if isinstance(index, slice):
+            return [self.history.envelope(i) for i in range(*index.indices(len(self)))]
+        n = len(self)
+        if index < 0:
+            index += n
+        return self.history.envelope(index)
+
+    def __iter__(self) -> Iterator[RequestEnvelope]:
+        for i in range(len(self)):
+            yield self.history.envelope(i)
+
+
+def request_envelopes(source: HistorySource, key: str) -> RequestEnvelopes:
+    """The envelope of every recorded model request of ``key`` (imported ones too), in id order:
+    a lazy sequence (``len``, indexing, iteration; ``list(...)`` materializes it)."""
+    return RequestEnvelopes(read_history(source, key))
+
+
+def request_envelope(source: HistorySource, key: str, index: int) -> RequestEnvelope:
+    """The envelope of request ``index`` (0-based; negative counts from the end) of ``key``;
+    ``IndexError`` out of range."""
+    return request_envelopes(source, key)[index]
+
+
+def compaction_diff(source: HistorySource, key: str, compaction: int | None = None) -> CompactionDiff:
+    """Before/after of compaction ``compaction`` (1-based, :func:`compaction_history` order; None:
+    the latest). :class:`CompactionNotFound` when there is no such compaction."""
+    return read_history(source, key).diff(compaction)
+
+
+def compaction_history(source: HistorySource, key: str) -> list[CompactionEntry]:
+    """Every compaction of ``key`` (ours and the source's recorded ones), in time order."""
+    return read_history(source, key).entries()
+
+
+# -- export ----------------------------------------------------------------------------------------
+
+
+def _dropped_to_json(d: Any) -> Any:
+    if d is None:
+        return None
+    to_json = getattr(d, "to_json", None)
+    return to_json() if to_json is not None else None
+
+
+def _dropped_from_json(data: Any) -> Any:
+    if data is None:
+        return None
+    cls = getattr(_specifics(), "DroppedSpecifics", None)
+    if cls is None or not hasattr(cls, "from_json"):
+        raise InvalidExport("the export lists dropped specifics but engine.specifics cannot read them")
+    return cls.from_json(data)
+
+
+def _cost_to_json(c: CompactionCost | None) -> Any:
+    if c is None:
+        return None
+    return {f: getattr(c, f) for f in CompactionCost.__dataclass_fields__}
+
+
+def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
+    return {
+        "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
+        "created_at": e.created_at.isoformat() if e.created_at is not None else None,
+        "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
+        "dropped": _dropped_to_json(e.dropped), "cost": _cost_to_json(e.cost), "note": e.note,
+    }
+
+
+_INT_FIELDS = ("index",)
+_OPT_INT = ("tokens_before", "tokens_after")
+_COST_INT = ("summarizer_prompt_tokens", "summarizer_completion_tokens")
+
+
+def _opt(value: Any, types: tuple[type, ...], what: str) -> Any:
+    if value is None or (isinstance(value, types) and not isinstance(value, bool)):
+        return value
+    raise InvalidExport(f"{what}: expected {' or '.join(t.__name__ for t in types)} or null, got {type(value).__name__}")
+
+
+def entry_from_json(data: Any) -> CompactionEntry:
+    """An entry of :func:`entry_to_json`'s shape back (``InvalidExport`` when it is not one)."""
+    if not isinstance(data, Mapping):
+        raise InvalidExport("an entry is not a JSON object")
+    idx = data.get("index")
+    if not isinstance(idx, int) or isinstance(idx, bool):
+        raise InvalidExport("an entry has no integer 'index'")
+    kind = data.get("kind")
+    origin = data.get("origin")
+    if not isinstance(kind, str) or not isinstance(origin, str):
+        raise InvalidExport(f"entry {idx}: 'kind' and 'origin' must be strings")
+    at = data.get("created_at")
+    created = None
+    if at is not None:
+        if not isinstance(at, str):
+            raise InvalidExport(f"entry {idx}: 'created_at' must be an ISO time or null")
+        try:
+            created = datetime.fromisoformat(at)
+        except ValueError:
+            raise InvalidExport(f"entry {idx}: 'created_at' is not an ISO time: {at!r}") from None
+    cost = data.get("cost")
+    cost_v: CompactionCost | None = None
+    if cost is not None:
+        if not isinstance(cost, Mapping):
+            raise InvalidExport(f"entry {idx}: 'cost' must be an object or null")
+        saved = cost.get("saved_prompt_tokens")
+        following = cost.get("following_requests")
+        if not isinstance(saved, int) or not isinstance(following, int):
+            raise InvalidExport(f"entry {idx}: cost needs integer 'saved_prompt_tokens' and 'following_requests'")
+        if cost.get("source") not in ("recorded", "meter"):
+            raise InvalidExport(f"entry {idx}: cost 'source' must be 'recorded' or 'meter'")
+        cost_v = CompactionCost(
+            summarizer_prompt_tokens=_opt(cost.get("summarizer_prompt_tokens"), (int,), f"entry {idx} cost"),
+            summarizer_completion_tokens=_opt(cost.get("summarizer_completion_tokens"), (int,), f"entry {idx} cost"),
+            saved_prompt_tokens=saved, following_requests=following, source=cost["source"],
+            model=_opt(cost.get("model"), (str,), f"entry {idx} cost model"),
+            money=_num(cost.get("money"), idx), currency=_opt(cost.get("currency"), (str,), f"entry {idx} cost currency"),
+            price_note=_opt(cost.get("price_note"), (str,), f"entry {idx} cost price_note"),
+            summarizer_money=_num(cost.get("summarizer_money"), idx), saved_money=_num(cost.get("saved_money"), idx),
+        )
+    try:
+        dropped = _dropped_from_json(data.get("dropped"))
+    except InvalidExport:
+        raise
+    except Exception as exc:  # noqa: BLE001: S's parser refusing the object
+        raise InvalidExport(f"entry {idx}: 'dropped' cannot be read ({exc})") from None
+    return CompactionEntry(
+        index=idx, kind=kind, trigger=_opt(data.get("trigger"), (str,), f"entry {idx} trigger"), origin=origin,
+        created_at=created, tokens_before=_opt(data.get("tokens_before"), (int,), f"entry {idx} tokens_before"),
+        tokens_after=_opt(data.get("tokens_after"), (int,), f"entry {idx} tokens_after"),
+        summary=_opt(data.get("summary"), (str,), f"entry {idx} summary"), dropped=dropped, cost=cost_v,
+        note=_opt(data.get("note"), (str,), f"entry {idx} note"),
+    )
+
+
+def _num(value: Any, idx: int) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidExport(f"entry {idx}: a money amount must be a number or null")
+    return float(value)
+
+
+def export_history(source: HistorySource, key: str, format: str = "md") -> str:
+    """The compaction history of ``key`` as Markdown (``md``) or JSON (``json``; read back with
+    :func:`load_export`). ``InvalidExport`` for another format."""
+    if format not in ("md", "json"):
+        raise InvalidExport(f"unknown export format {format!r}: use md or json")
+    th = read_history(source, key)
+    entries = th.entries()
+    if format == "json":
+        return export_json(key, entries)
+    return export_markdown(key, entries, th.info)
+
+
+def export_json(key: str, entries: Sequence[CompactionEntry]) -> str:
+    data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "thread": key, "compactions": [entry_to_json(e) for e in entries]}
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def load_export(text: str) -> list[CompactionEntry]:
+    """The entries of a JSON export (:func:`export_history` ``format="json"``), equal to the ones
+    exported. ``InvalidExport`` (one line) for anything else."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidExport(f"not a JSON export: {exc}") from None
+    if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
+        raise InvalidExport(f"not a compaction-history export (no \"format\": \"{EXPORT_FORMAT}\")")
+    if data.get("version") != EXPORT_VERSION:
+        raise InvalidExport(f"unsupported export version {data.get('version')!r} (this version reads {EXPORT_VERSION})")
+    items = data.get("compactions")
+    if not isinstance(items, list):
+        raise InvalidExport("the export has no 'compactions' list")
+    return [entry_from_json(x) for x in items]
+
+
+def _md_money(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:,.6f}"
+
+
+def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadInfo | None = None) -> str:
+    out = [f"# Compaction history of `{key}`", ""]
+    if info is not None:
+        route = " / ".join(x for x in (info.provider, info.model) if x) or "unknown route"
+        out += [f"{info.message_count:,} messages · generation {info.generation} · {route}"
+                + (f" · imported from {info.source_format}" if info.source_format else ""), ""]
+    if not entries:
+        out += ["No compactions.", ""]
+    for e in entries:
+        when = e.created_at.isoformat() if e.created_at else "time unknown"
+        out += [f"## {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
+        tb = f"{e.tokens_before:,}" if e.tokens_before is not None else "?"
+        ta = f"{e.tokens_after:,}" if e.tokens_after is not None else "?"
+        out += [f"- Tokens: {tb} → {ta}"]
+        if e.cost is not None:
+            c = e.cost
+            summ = ("unknown" if c.summarizer_prompt_tokens is None and c.summarizer_completion_tokens is None
+                    else f"{c.summarizer_prompt_tokens or 0:,} prompt + {c.summarizer_completion_tokens or 0:,} completion")
+            out += [f"- Summarizer: {summ} tokens",
+                    f"- Saved: {c.saved_prompt_tokens:,} prompt tokens over {c.following_requests} following request"
+                    f"{'s' if c.following_requests != 1 else ''} ({c.source})",
+                    f"- Money ({c.model or 'model unknown'}): net {_md_money(c.money)}"
+                    f" (saved {_md_money(c.saved_money)}, summarizer {_md_money(c.summarizer_money)})"]
+            if c.price_note:
+                out += [f"  - {c.price_note}"]
+        d = e.dropped
+        if d is not None:
+            items = list(getattr(d, "dropped", ()) or ())
+            refd = sum(1 for x in items if getattr(x, "referenced", False))
+            out += [f"- Dropped specifics: {len(items)} of {getattr(d, 'seen', '?')} seen"
+                    + (f", {refd} still referenced" if refd else "") + (" (list truncated)" if getattr(d, "truncated", False) else "")]
+            for x in items:
+                flag = " ⚠ referenced" if getattr(x, "referenced", False) else ""
+                out += [f"  - {getattr(x, 'kind', '?')}: `{getattr(x, 'value', '')}`{flag}"]
+        else:
+            out += ["- Dropped specifics: not known"]
+        if e.note:
+            out += [f"- Note: {e.note}"]
+        if e.summary:
+            fence = "````" if "```" in e.summary else "```"
+            out += ["", "Summary:", "", fence + "text", e.summary, fence]
+        out.append("")
+    return "\n".join(out)

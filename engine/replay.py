@@ -14,6 +14,7 @@ come from the caller (:func:`episodes_from`) or from anything shaped like the st
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 from typing import Mapping, Protocol, Sequence
 
@@ -34,7 +35,7 @@ from .messages import META_EPHEMERAL, Message
 from .surface import build_surface
 from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
 
-__all__ = ["OVERFLOW_CODE", "ReplaySource", "build_episodes", "episodes_from", "state_at", "surface_at"]
+__all__ = ["OVERFLOW_CODE", "ReplaySource", "build_episodes", "episodes_from", "ephemeral_notes", "snapshot_at", "state_at", "surface_at"]
 
 OVERFLOW_CODE = "CONTEXT_WINDOW_EXCEEDED"
 
@@ -93,19 +94,46 @@ def surface_at(
     ephemeral: Sequence[str] = (),
 ) -> tuple[Message, ...]:
     """The model-visible surface at a generation, limited to messages that existed then."""
+    snap = snapshot_at(snapshot, history, all_messages, offloads, generation=generation, last_message_id=last_message_id)
+    return build_surface(snap, ephemeral=ephemeral_notes(ephemeral)).messages
 
-    state = state_at(history, generation, snapshot.conversation_id)
-    msgs = tuple(
-        m
-        for m in all_messages
-        if m.id is not None
-        and (state.boundary is None or m.id > state.boundary)
-        and (last_message_id is None or m.id <= last_message_id)
-    )
+
+def snapshot_at(
+    snapshot: Snapshot,
+    history: Sequence[HistoryRecord],
+    all_messages: Sequence[Message],
+    offloads: Mapping[int, Offload],
+    *,
+    generation: int,
+    last_message_id: int | None,
+    state: CompactionState | None = None,
+    message_ids: Sequence[int] | None = None,
+) -> Snapshot:
+    """``snapshot`` as it was at ``generation``: the state then (``state`` when the caller already
+    has it), the messages after its boundary that existed then (id at most ``last_message_id``),
+    the offloads recorded by then. With ``message_ids`` (the ascending ids of ``all_messages``) the
+    messages are cut by bisection (O(log n) plus the slice), else filtered."""
+    if state is None:
+        state = state_at(history, generation, snapshot.conversation_id)
+    msgs = _between(all_messages, state.boundary, last_message_id, message_ids)
     offs = {k: v for k, v in offloads.items() if v.generation is not None and v.generation <= generation}
-    snap = replace(snapshot, state=state, messages=msgs, offloads=offs)
-    notes = [Message("system", text, metadata={META_EPHEMERAL: True}) for text in ephemeral]
-    return build_surface(snap, ephemeral=notes).messages
+    return replace(snapshot, state=state, messages=msgs, offloads=offs)
+
+
+def ephemeral_notes(texts: Sequence[str]) -> list[Message]:
+    """Recorded ephemeral note texts as the system messages the run sent."""
+    return [Message("system", text, metadata={META_EPHEMERAL: True}) for text in texts]
+
+
+def _between(messages: Sequence[Message], after: int | None, upto: int | None, ids: Sequence[int] | None) -> tuple[Message, ...]:
+    if ids is not None:  # ascending ids of ``messages``: bisect
+        lo = 0 if after is None else bisect.bisect_right(ids, after)
+        hi = len(ids) if upto is None else bisect.bisect_right(ids, upto)
+        return tuple(messages[lo:hi])
+    return tuple(
+        m for m in messages
+        if m.id is not None and (after is None or m.id > after) and (upto is None or m.id <= upto)
+    )
 
 
 @dataclass(frozen=True)
