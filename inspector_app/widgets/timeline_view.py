@@ -5,6 +5,12 @@ emit :attr:`TimelineView.jumpToEnd` while the newest page is not loaded (the own
 :meth:`TimelineView.show_end`); Home and Ctrl+Home emit :attr:`TimelineView.jumpToStart` likewise. A gap row that scrolls into view emits :attr:`TimelineView.gapVisible`
 with the side to read from: its lower side (backward) when it shows in the upper half of the
 viewport, its upper side otherwise.
+
+The vertical scroll bar is always shown: a first page that overflows the viewport would otherwise
+make it appear, narrowing the viewport and the stretched Message column, and ``QTreeView`` repaints
+the whole viewport a second time from its column-resize timer in a later event-loop turn (an
+extra full paint of every freshly opened thread, landing before or after the first one depending
+on what else that turn does, e.g. a thread that opens on a selected row).
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ class TimelineView(QTreeView):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setUniformRowHeights(True)
+        # the viewport keeps its width whether or not the rows overflow it (see the module doc)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOn)
         self._check = QTimer(self)
         self._check.setSingleShot(True)
         self._check.setInterval(0)
