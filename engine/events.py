@@ -31,9 +31,12 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, ClassVar, Mapping, Protocol, Union
 
+from .specifics import DroppedSpecifics
+
 __all__ = [
     "BreakerTrippedEvent",
     "CancelledEvent",
+    "DroppedEntry",
     "EVENT_TYPES",
     "Event",
     "EventKind",
@@ -191,6 +194,15 @@ class SummaryUsage(Record):
     extractive: bool | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class DroppedEntry(Record):
+    """One specific a summary dropped (an entry of ``summary.dropped``; see engine/specifics.py)."""
+
+    kind: str | None = None
+    value: str | None = None
+    referenced: bool | None = None
+
+
 # -- the payloads, one per kind ------------------------------------------------------------------
 
 _COMPACTION_TRIGGERS: tuple[str | None, ...] = ("pressure", "overflow")
@@ -249,6 +261,19 @@ class SummaryEvent(Event):
     #: identifiers of the range the summarizer reported leaving out for its budget
     dropped_identifiers: int | None = None
     duration_ms: float | None = None
+    #: specifics visible before (range + previous summary) and shown neither by the summary nor the
+    #: surface after it (engine.specifics.dropped_specifics); None on events written before
+    specifics_seen: int | None = None
+    dropped_specifics: int | None = None
+    dropped_referenced: int | None = None
+    dropped: tuple[DroppedEntry, ...] | None = None
+    dropped_truncated: bool | None = None
+    specifics_ms: float | None = None
+
+    def specifics(self) -> "DroppedSpecifics | None":
+        """The dropped specifics as :class:`engine.specifics.DroppedSpecifics`; ``None`` for an
+        event written before they were recorded."""
+        return DroppedSpecifics.from_json(self)
 
 
 @dataclass(frozen=True, slots=True)

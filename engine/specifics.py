@@ -2,13 +2,49 @@
 
 One extractor, shared by the extractive summarizer (which keeps them first), the compactor (which
 records the ones a compaction dropped) and the benchmarks. Pure functions over text: no I/O, no state.
+
+- :func:`extract_identifiers`: URLs, hashes, UUIDs, paths, document / chunk / kb ids (the
+  summarizer's list, unchanged).
+- :func:`extract_specifics`: those, classified, plus shell commands, numbers with units, error
+  messages and decisions, each a :class:`Specific`.
+- :func:`dropped_specifics`: which specifics visible before a compaction are neither in its summary
+  nor on the surface after it (:class:`DroppedSpecifics`), over texts, so the caller decides what
+  the model saw; :func:`message_texts` is what the engine counts as seen of a message.
+
+Every pattern uses ASCII classes: CJK text around a specific never becomes part of it, and a
+specific inside Chinese text is found as in English.
 """
 
 from __future__ import annotations
 
+import json
 import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Literal, Mapping, Sequence
 
-__all__ = ["extract_identifiers"]
+from .messages import Message
+
+__all__ = [
+    "KINDS",
+    "MAX_DROPPED",
+    "MAX_VALUE_CHARS",
+    "DroppedSpecific",
+    "DroppedSpecifics",
+    "Specific",
+    "SpecificKind",
+    "dropped_specifics",
+    "extract_identifiers",
+    "extract_specifics",
+    "message_texts",
+]
+
+SpecificKind = Literal["identifier", "path", "url", "command", "quantity", "error", "decision"]
+#: the kinds, in the order a list of specifics is grouped by
+KINDS: tuple[str, ...] = ("identifier", "path", "url", "command", "quantity", "error", "decision")
+#: dropped specifics listed in full at most (the counts are always complete)
+MAX_DROPPED = 500
+#: a command, error or decision longer than this is kept as its head (and matched by it)
+MAX_VALUE_CHARS = 240
 
 # ASCII-only classes: CJK text around an identifier must not become part of it.
 _URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+", re.ASCII)
@@ -20,27 +56,472 @@ _PREFIXED_ID = re.compile(
     r"\b(?:doc|docs|document|chunk|kb|file|ticket|order|case|item|ref)[-_](?=[\w\-]*\d)[A-Za-z0-9][\w\-]*",
     re.ASCII | re.IGNORECASE,
 )
-_JSON_ID = re.compile(
-    r'"(doc_id|document_id|chunk_id|kb_id|knowledge_base_id|file_id|source_id)"\s*:\s*"?([A-Za-z0-9][\w\-.:]*)',
+_ID_KEYS = r"doc_id|document_id|chunk_id|kb_id|knowledge_base_id|file_id|source_id"
+_JSON_ID = re.compile(rf'"({_ID_KEYS})"\s*:\s*"?([A-Za-z0-9][\w\-.:]*)', re.ASCII)
+_TRAILING = ".,;:!?'\")"
+
+# only in extract_specifics (extract_identifiers keeps its list)
+#: ``doc_id=doc-9`` as a summary writes a JSON pair back
+_PAIR_ID = re.compile(rf"(?<![\w\"])({_ID_KEYS})=([A-Za-z0-9][\w\-.:]*)", re.ASCII)
+#: a short or full git commit hash: 7-40 lower-case hex characters with a letter and a digit
+_GIT_SHA = re.compile(r"\b(?=[0-9a-f]{0,39}[a-f])(?=[0-9a-f]{0,39}[0-9])[0-9a-f]{7,40}\b", re.ASCII)
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?!\w|\.\w)", re.ASCII)
+
+_CMD_LINE = re.compile(r"^[ \t]*\$[ \t]+(\S[^\n]*)", re.ASCII | re.MULTILINE)
+_CMD_ARG = re.compile(r'"(?:command|cmd)"\s*:\s*("(?:[^"\\\n]|\\.)*"|\[[^\]\n]*\])', re.ASCII)
+
+_NUMBER = r"(?<![\w.,\-])\d+(?:,\d{3})*(?:\.\d+)?"
+_QUANTITY = re.compile(
+    _NUMBER + r"(?:"
+    r"[ \t]?(?:[KMGTP]i?B|[kKMG]b(?:ps)?|[KMG]Bps|bytes|ms|us|ns|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?"
+    r"|tokens?|[kMG]?Hz|rps|qps|req/s|cores?|s|h)(?![A-Za-z0-9_])"
+    r"|[ \t]?%|[kKM](?:[ \t](?:tokens?|rows|messages|requests))?(?![A-Za-z0-9_])|x(?![A-Za-z0-9_]))",
     re.ASCII,
 )
-_TRAILING = ".,;:!?'\")"
+_VERSION = re.compile(r"(?<![\w.\-])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\w|\.\w)", re.ASCII)
+
+_DECADE = re.compile(r"\d{4}s", re.ASCII)  # "the 1990s" is not a duration
+
+_TRACEBACK = "Traceback (most recent call last):"
+_EXCEPTION = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::[ \t]+\S[^\n]*)", re.ASCII)
+_ERROR_LINE = re.compile(
+    r"(?:^|(?<=[\s:\]]))(?:Error|ERROR|FATAL|Fatal|panic)(?:\[[\w\-]+\])?:[ \t]+\S[^\n]*"
+    r"|(?:^|(?<=:)|(?<=: ))(?:error|fatal)(?:\[[\w\-]+\])?:[ \t]+\S[^\n]*"
+    r"|^[ \t]*(?:FAILED|FAIL:?)[ \t]+\S[^\n]*",
+    re.ASCII | re.MULTILINE,
+)
+_EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))\b", re.ASCII)
+_FAILED_TEST = re.compile(r"^(?:FAILED|FAIL:?)[ \t]+(\S+)", re.ASCII)
+
+_DECISION = re.compile(
+    r"(?<![A-Za-z])(?:(?:[Ww]e(?:'ll| will| are going to| shall| have decided to| decided to| agreed to| chose to))|[Ll]et's|[Dd]ecided to)"
+    r"[ \t]+(?:use|go with|switch to|stick with|adopt|migrate to|move to|pin|standardi[sz]e on|replace|drop|remove|disable|enable|revert)\b"
+    r"[^.;!?\n]*"
+    r"|(?<![A-Za-z])[Dd]ecision:[ \t]+\S[^\n]*"
+    r"|(?:我们|我)?(?:决定|确定)(?:使用|采用|改用|用|保留|不再|放弃)[^。；！？\n]*"
+    r"|我们(?:将|会)(?:使用|采用|改用)[^。；！？\n]*",
+    re.ASCII,
+)
+
+_SPACE = re.compile(r"\s+")
+#: the words of a text a reference is looked up by (paths, ids, names, hash prefixes)
+_WORD = re.compile(r"[A-Za-z0-9_][\w.\-/:~]*", re.ASCII)
+_HEX = re.compile(r"[0-9a-fA-F\-]+", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class Specific:
+    """One concrete thing a text mentions: ``kind`` is one of :data:`KINDS`, ``value`` as written
+    (an identifier from a JSON pair as ``key=value``; a command, error or decision with its
+    whitespace collapsed and at most :data:`MAX_VALUE_CHARS` long)."""
+
+    kind: SpecificKind
+    value: str
 
 
 def extract_identifiers(text: str) -> list[str]:
     """URLs, SHA-256 hashes, UUIDs, file paths and document/chunk/kb ids in ``text``, in order."""
-    found = [(m.start(), m.group().rstrip(_TRAILING)) for m in _URL.finditer(text)]
-    rest = _URL.sub(_blank, text)  # same offsets, URL innards hidden from the other patterns
-    found.extend((m.start(), f"{m.group(1)}={m.group(2).rstrip(_TRAILING)}") for m in _JSON_ID.finditer(rest))
-    rest = _JSON_ID.sub(_blank, rest)  # "doc_id": "doc-1" gives doc_id=doc-1, not also doc-1
-    for pattern in (_SHA256, _UUID, _ABS_PATH, _REL_PATH, _PREFIXED_ID):
-        found.extend((m.start(), m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
     seen: dict[str, None] = {}
-    for _, ident in sorted(found, key=lambda f: f[0]):
-        if len(ident) > 3:
-            seen.setdefault(ident, None)
+    for *_, ident in _identifier_hits(text, more=False):
+        seen.setdefault(ident, None)
     return list(seen)
+
+
+def extract_specifics(text: str) -> list[Specific]:
+    """Every specific ``text`` mentions, in order of first appearance, each ``(kind, value)`` once:
+    identifiers (those of :func:`extract_identifiers`, ``doc_id=…`` pairs, git hashes, IPv4
+    addresses), paths, URLs, shell commands (``$ …`` lines, ``"command"`` / ``"cmd"`` values of
+    tool-call arguments), numbers with units (``512 MB``, ``3.2s``, ``45%``, ``3x``, ``v1.2.3``),
+    error messages (a traceback's last line, ``ValueError: …``, ``Error: …``, ``error: …`` after a
+    location, ``FAILED …``) and decisions (``we will use …``, ``let's switch to …``, ``decided to
+    …``, ``Decision: …``, 决定使用…). Conservative: ordinary prose gives nothing but what it names."""
+    spans = _identifier_hits(text, more=True)
+    hits = [(start, kind, value) for start, _, kind, value in spans]
+    hits.extend(_more_hits(text, spans))
+    hits.extend(_command_hits(text))
+    hits.extend(_error_hits(text))
+    hits.extend((m.start(), "decision", _clip(m.group())) for m in _DECISION.finditer(text))
+    seen: dict[tuple[str, str], None] = {}
+    for _, kind, value in sorted(hits, key=lambda h: h[0]):
+        if value:
+            seen.setdefault((kind, value), None)
+    return [Specific(kind, value) for kind, value in seen]  # type: ignore[arg-type]
+
+
+def message_texts(messages: Iterable[Message]) -> list[str]:
+    """What a model sees of ``messages``, as texts: each content (a pruned result's preview when
+    the messages are a surface's) and each tool call as ``name arguments``. Reasoning blocks and
+    attachment bytes are not counted as seen."""
+    out: list[str] = []
+    for m in messages:
+        if m.content:
+            out.append(m.content)
+        out.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
+    return out
+
+
+# -- dropped specifics ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedSpecific:
+    """A specific visible before a compaction that neither its summary nor the surface after it
+    shows. ``referenced``: the current request or the retained tail names it (or a short form of
+    it), so the model is asked about something it can no longer see."""
+
+    kind: str
+    value: str
+    referenced: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kind": self.kind, "value": self.value, "referenced": self.referenced}
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DroppedSpecific | None":
+        """Tolerant: ``None`` unless an object with string ``kind`` and ``value`` (also an object
+        with those attributes, such as an event's entry)."""
+        if not isinstance(data, Mapping):
+            data = {k: getattr(data, k, None) for k in ("kind", "value", "referenced")}
+        kind, value = data.get("kind"), data.get("value")
+        if not isinstance(kind, str) or not kind or not isinstance(value, str) or not value:
+            return None
+        return cls(kind, value, data.get("referenced") is True)
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedSpecifics:
+    """What one compaction dropped. ``seen``: distinct specifics visible before it; ``dropped``: the
+    dropped ones in order of appearance, at most :data:`MAX_DROPPED` (the referenced ones kept first
+    when there are more; ``truncated`` says so); ``dropped_count`` / ``referenced_count``: all of
+    them, listed or not (default: counted from ``dropped``)."""
+
+    seen: int
+    dropped: tuple[DroppedSpecific, ...] = ()
+    truncated: bool = False
+    dropped_count: int | None = None
+    referenced_count: int | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.dropped, tuple):
+            object.__setattr__(self, "dropped", tuple(self.dropped))
+        if self.dropped_count is None:
+            object.__setattr__(self, "dropped_count", len(self.dropped))
+        if self.referenced_count is None:
+            object.__setattr__(self, "referenced_count", sum(1 for d in self.dropped if d.referenced))
+
+    @property
+    def referenced(self) -> tuple[DroppedSpecific, ...]:
+        """The listed dropped specifics the request or the retained tail refers to."""
+        return tuple(d for d in self.dropped if d.referenced)
+
+    def by_kind(self) -> dict[str, tuple[DroppedSpecific, ...]]:
+        """The listed dropped specifics grouped by kind, in :data:`KINDS` order (unknown kinds last)."""
+        order = {k: i for i, k in enumerate(KINDS)}
+        groups: dict[str, list[DroppedSpecific]] = {}
+        for d in sorted(self.dropped, key=lambda d: order.get(d.kind, len(KINDS))):
+            groups.setdefault(d.kind, []).append(d)
+        return {k: tuple(v) for k, v in groups.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "seen": self.seen,
+            "dropped_count": self.dropped_count,
+            "referenced_count": self.referenced_count,
+            "truncated": self.truncated,
+            "dropped": [d.to_json() for d in self.dropped],
+        }
+
+    def event_fields(self) -> dict[str, Any]:
+        """The ``summary`` event keys (docs/events.md): ``specifics_seen``, ``dropped_specifics``,
+        ``dropped_referenced``, ``dropped`` (a list of ``{kind, value, referenced}``),
+        ``dropped_truncated``."""
+        return {
+            "specifics_seen": self.seen,
+            "dropped_specifics": self.dropped_count,
+            "dropped_referenced": self.referenced_count,
+            "dropped": [d.to_json() for d in self.dropped],
+            "dropped_truncated": self.truncated,
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> "DroppedSpecifics | None":
+        """Tolerant read of :meth:`to_json` or of a ``summary`` event's data (:meth:`event_fields`'
+        keys; a parsed ``SummaryEvent`` too): ``None`` when ``data`` carries no count of specifics
+        seen (not an object, or an event written before these keys existed). Entries that are not
+        ``{kind, value}`` objects are skipped; a count missing or of the wrong type is recounted."""
+        if not isinstance(data, Mapping):
+            if not hasattr(data, "specifics_seen"):
+                return None
+            data = {k: getattr(data, k, None) for k in ("specifics_seen", "dropped_specifics", "dropped_referenced", "dropped", "dropped_truncated")}
+        event = "specifics_seen" in data
+        seen = data.get("specifics_seen" if event else "seen")
+        if not _count(seen):
+            return None
+        raw = data.get("dropped")
+        items = tuple(d for d in (DroppedSpecific.from_json(x) for x in (raw if isinstance(raw, (list, tuple)) else ())) if d is not None)
+        total = data.get("dropped_specifics" if event else "dropped_count")
+        referenced = data.get("dropped_referenced" if event else "referenced_count")
+        truncated = data.get("dropped_truncated" if event else "truncated")
+        return cls(
+            seen=seen,
+            dropped=items,
+            truncated=truncated is True,
+            dropped_count=total if _count(total) and total >= len(items) else None,
+            referenced_count=referenced if _count(referenced) else None,
+        )
+
+
+def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequence[str], referenced: Sequence[str] = (), limit: int = MAX_DROPPED) -> DroppedSpecifics:
+    """The specifics of ``before`` that are neither in ``summary`` nor in ``after``.
+
+    ``before``: the texts visible before the compaction in the range it replaced (a pruned result
+    as its preview) and the previous summary; ``after``: every text on the surface after it (system
+    prompt, kept messages, previews); ``referenced``: the current request and the retained tail.
+
+    Kept means shown again: the same value is extracted from the summary or the surface (a number
+    with its unit regardless of spacing and case, an id of a ``doc_id=…`` pair also by its bare
+    value, a path also at the end of a longer path or URL), or, for a command, an error or a
+    decision, the text contains it verbatim (for a command also JSON-escaped). A dropped specific
+    is ``referenced`` when the ``referenced`` texts name it or a short form of it: a path's or URL's
+    trailing part (``main.py``), a hash's 7+-character prefix, a pair's bare value, an error's
+    exception name or failed test."""
+    memo: dict[str, list[Specific]] = {}
+    seen = _specifics_of(before, memo)
+    shown = _Index(([summary] if summary else []) + list(after), memo)
+    dropped = [s for s in seen if not shown.has(s)]
+    if not dropped:
+        return DroppedSpecifics(seen=len(seen))
+    refs = _References(referenced, memo)
+    flagged = [DroppedSpecific(s.kind, s.value, refs.names(s)) for s in dropped]
+    total_ref = sum(1 for d in flagged if d.referenced)
+    listed = flagged
+    if len(flagged) > limit:
+        first = [i for i, d in enumerate(flagged) if d.referenced][:limit]
+        rest = [i for i, d in enumerate(flagged) if not d.referenced][: limit - len(first)]
+        listed = [flagged[i] for i in sorted(first + rest)]
+    return DroppedSpecifics(seen=len(seen), dropped=tuple(listed), truncated=len(listed) < len(flagged), dropped_count=len(flagged), referenced_count=total_ref)
+
+
+# -- extraction -----------------------------------------------------------------------------------
+
+
+def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]]:
+    """(start, end, kind, value) of every identifier, path and URL; ``more`` adds the kinds only
+    :func:`extract_specifics` reports (pairs, git hashes, IPv4)."""
+    found = [(m.start(), m.end(), "url", m.group().rstrip(_TRAILING)) for m in _URL.finditer(text)]
+    rest = _URL.sub(_blank, text) if found else text  # same offsets, URL innards hidden from the other patterns
+    pairs = [(m.start(), m.end(), "identifier", f"{m.group(1)}={m.group(2).rstrip(_TRAILING)}") for m in _JSON_ID.finditer(rest)]
+    if more:
+        pairs.extend((m.start(), m.end(), "identifier", f"{m.group(1)}={m.group(2).rstrip(_TRAILING)}") for m in _PAIR_ID.finditer(rest))
+    if pairs:  # "doc_id": "doc-9" gives doc_id=doc-9, not also doc-9
+        rest = _blank_spans(rest, pairs)
+        found.extend(pairs)
+    for pattern, kind in ((_SHA256, "identifier"), (_UUID, "identifier"), (_ABS_PATH, "path"), (_REL_PATH, "path"), (_PREFIXED_ID, "identifier")):
+        found.extend((m.start(), m.end(), kind, m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
+    found.sort(key=lambda f: f[0])
+    return [f for f in found if len(f[3]) > 3]
+
+
+def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterable[tuple[int, str, str]]:
+    """Git hashes, IPv4 addresses and numbers with units outside the identifiers, paths and URLs."""
+    rest = _blank_spans(text, spans) if spans else text
+    if any(c in rest for c in "abcdef"):
+        for m in _GIT_SHA.finditer(rest):
+            yield m.start(), "identifier", m.group()
+    for m in _IPV4.finditer(rest):
+        yield m.start(), "identifier", m.group()
+    versions = list(_VERSION.finditer(rest))
+    for m in versions:
+        yield m.start(), "quantity", m.group()
+    if versions:
+        rest = _VERSION.sub(_blank, rest)
+    for m in _QUANTITY.finditer(rest):
+        if not _DECADE.fullmatch(m.group()):
+            yield m.start(), "quantity", _SPACE.sub(" ", m.group())
+
+
+def _command_hits(text: str) -> Iterable[tuple[int, str, str]]:
+    for m in _CMD_LINE.finditer(text):
+        yield m.start(1), "command", _clip(m.group(1))
+    if '"c' not in text:
+        return
+    for m in _CMD_ARG.finditer(text):
+        try:
+            value = json.loads(m.group(1))
+        except ValueError:
+            continue
+        if isinstance(value, list):
+            value = " ".join(v for v in value if isinstance(v, str))
+        if isinstance(value, str):
+            yield m.start(1), "command", _clip(value)
+
+
+def _error_hits(text: str) -> list[tuple[int, str, str]]:
+    hits: list[tuple[int, int, str]] = []
+    at = text.find(_TRACEBACK)
+    while at >= 0:  # the exception line: the first unindented line after the frames
+        pos = text.find("\n", at) + 1
+        while 0 < pos < len(text):
+            end = text.find("\n", pos)
+            end = len(text) if end < 0 else end
+            line = text[pos:end]
+            if line.strip() and not line[0].isspace():
+                if not line.startswith(_TRACEBACK):
+                    hits.append((pos, end, line))
+                break
+            pos = end + 1
+        at = text.find(_TRACEBACK, at + len(_TRACEBACK))
+    for pattern in (_ERROR_LINE, _EXCEPTION):
+        hits.extend((m.start(), m.end(), m.group()) for m in pattern.finditer(text))
+    out: list[tuple[int, str, str]] = []
+    covered = -1
+    for start, end, value in sorted(hits, key=lambda h: (h[0], -h[1])):  # one error per span
+        if start >= covered:
+            out.append((start, "error", _clip(value)))
+            covered = end
+    return out
+
+
+def _clip(text: str) -> str:
+    return _SPACE.sub(" ", text).strip()[:MAX_VALUE_CHARS].rstrip()
 
 
 def _blank(match: re.Match[str]) -> str:
     return " " * len(match.group())
+
+
+def _blank_spans(text: str, spans: Iterable[tuple[int, int, Any, Any]]) -> str:
+    """``text`` with each ``(start, end, ...)`` span replaced by spaces (same offsets)."""
+    out: list[str] = []
+    at = 0
+    for start, end, *_ in sorted(spans, key=lambda s: s[0]):
+        if start < at:
+            start = at
+        if end <= start:
+            continue
+        out.append(text[at:start])
+        out.append(" " * (end - start))
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+# -- matching -------------------------------------------------------------------------------------
+
+_VERBATIM = frozenset({"command", "error", "decision"})
+
+
+def _specifics_of(texts: Iterable[str], memo: dict[str, list[Specific]]) -> list[Specific]:
+    """The distinct specifics of ``texts``, in order (each text extracted once per call)."""
+    out: dict[Specific, None] = {}
+    for text in texts:
+        if not text:
+            continue
+        found = memo.get(text)
+        if found is None:
+            found = memo[text] = extract_specifics(text)
+        for s in found:
+            out.setdefault(s, None)
+    return list(out)
+
+
+def _key(s: Specific) -> str:
+    return s.value.replace(" ", "").lower() if s.kind == "quantity" else s.value
+
+
+def _pair_value(s: Specific) -> str | None:
+    """``doc-9`` of ``doc_id=doc-9``."""
+    if s.kind == "identifier" and "=" in s.value:
+        value = s.value.split("=", 1)[1]
+        return value if len(value) > 3 else None
+    return None
+
+
+def _tails(value: str) -> Iterable[str]:
+    """The trailing parts of a path or URL at each ``/``: ``a/b/c.py`` gives ``b/c.py``, ``c.py``."""
+    at = value.find("/")
+    while at >= 0:
+        tail = value[at + 1 :]
+        if tail:
+            yield tail
+        at = value.find("/", at + 1)
+
+
+class _Index:
+    """What a set of texts shows: the keys of its specifics, the trailing parts of its paths and
+    URLs, and the text itself for verbatim lookups."""
+
+    def __init__(self, texts: Sequence[str], memo: dict[str, list[Specific]]) -> None:
+        self.texts = [t for t in texts if t]
+        self.keys: set[str] = set()
+        self.tails: set[str] = set()
+        for s in _specifics_of(self.texts, memo):
+            self.keys.add(_key(s))
+            bare = _pair_value(s)
+            if bare is not None:
+                self.keys.add(bare)
+            if s.kind in ("path", "url"):
+                self.tails.update(_tails(s.value))
+        self._joined: str | None = None
+
+    @property
+    def joined(self) -> str:
+        if self._joined is None:
+            self._joined = "\n".join(self.texts)
+        return self._joined
+
+    def has(self, s: Specific) -> bool:
+        if _key(s) in self.keys:
+            return True
+        if s.kind == "identifier":
+            bare = _pair_value(s)
+            return bare is not None and bare in self.keys
+        if s.kind == "path":
+            return s.value.lstrip("./~") in self.tails or s.value in self.tails
+        if s.kind in _VERBATIM:
+            if s.value in self.joined:
+                return True
+            escaped = json.dumps(s.value, ensure_ascii=False)[1:-1]
+            return s.kind == "command" and escaped != s.value and escaped in self.joined
+        return False
+
+
+class _References(_Index):
+    """The request and the retained tail: their specifics and their words, for short forms."""
+
+    def __init__(self, texts: Sequence[str], memo: dict[str, list[Specific]]) -> None:
+        super().__init__(texts, memo)
+        self.words: set[str] = set()
+        for text in self.texts:
+            for w in _WORD.findall(text):
+                w = w.rstrip(_TRAILING)
+                self.words.add(w)
+                if "/" in w:
+                    self.words.update(_tails(w))
+
+    def names(self, s: Specific) -> bool:
+        if self.has(s):
+            return True
+        words = self.words
+        if s.kind in ("path", "url"):
+            # a trailing part that says something (a file name, a segment with a digit), not "a" or "docs"
+            return any(t in words for t in _tails(s.value) if len(t) >= 4 and ("." in t or "/" in t or any(c.isdigit() for c in t)))
+        if s.kind == "identifier":
+            bare = _pair_value(s)
+            if bare is not None:
+                return bare in words
+            if _HEX.fullmatch(s.value) and len(s.value) > 7:
+                return any(s.value[:n] in words for n in range(7, len(s.value)))
+            return False
+        if s.kind == "error":
+            failed = _FAILED_TEST.match(s.value)
+            if failed:
+                node = failed.group(1)
+                return node in words or node.rsplit("::", 1)[-1] in words
+            name = _EXCEPTION_NAME.match(s.value)
+            return name is not None and name.group(1) in words
+        return False
