@@ -7,7 +7,8 @@ budget it was given: the final text is always measured as a whole, so tokenizer 
 joins cannot push it over.
 
 - :func:`generic_preview`: labelled head / middle / tail slices; error, URL and path lines from the
-  part left out replace the middle slice when there are any.
+  part left out replace the middle slice when there are any (cut shorter, then reduced to the
+  identifiers they name, when they do not all fit).
 - :func:`structured_preview`: for ``query_kb`` / ``web_search`` JSON, one compact JSON line per
   result with only the keep-listed fields (ids, source, title, URL, site, time, scores) and a
   bounded content preview, in the original order. A tight budget shortens the content, then drops
@@ -28,6 +29,7 @@ import re
 from typing import Any, Callable, Mapping, Sequence
 
 from engine.errors import EngineError
+from engine.specifics import extract_identifiers
 
 __all__ = [
     "STRUCTURED_TOOLS",
@@ -180,18 +182,28 @@ def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: C
 _ERROR_LINE = re.compile(
     r"Traceback \(most recent call last\)|(?:Error|Exception)\b|\bFAILED\b|\bFAIL\b|\bERROR\b"
     r"|\b(?:error|fatal|panic)(?:\[\w+\])?:|\bexit (?:code|status)\b|\bexited with\b|returned non-zero"
-    r"|Segmentation fault|command not found|No such file or directory|Permission denied|^E {2,}\S|\bKilled\b",
+    r"|Segmentation fault|command not found|No such file or directory|Permission denied|^E {2,}\S|\bKilled\b"
+    r"|^\s*File \"[^\"]+\", line \d+",  # a Python traceback frame: where the error happened
 )
 _URL = re.compile(r"\bhttps?://[^\s\"'<>()]+")
 _PATH = re.compile(r"(?<![\w/.~])(?:~|\.{1,2})?/[\w.@%+-]+(?:/[\w.@%+-]+)+|\b[\w.-]+(?:/[\w.@%+-]+)+\.\w{1,8}\b")
+#: a line reporting a success (a passed or skipped test, an ``ok`` step): notable only for its path,
+#: and after every other path line (a verbose test run prints one per test)
+_SUCCESS_LINE = re.compile(r"\b(?:PASSED|PASS|passed|SKIPPED|skipped|XFAIL|xfail|ok|OK)\b")
 NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made it notable
+#: what each kept line may still hold when they do not all fit: its first characters around what
+#: made it notable, shorter and shorter, then only the identifiers (paths, URLs, ids) it names
+#: (an error line keeps its shortest cut instead)
+LINE_LEVELS: tuple[int, ...] = (NOTABLE_LINE_CHARS, 120, 72, 0)
+#: share of the preview the kept lines may take from head and tail when they need it (30 % to 60 %)
+_KEPT_SHARE_MIN, _KEPT_SHARE_MAX = 30, 60
 _NOTABLE_KINDS = ("errors", "URLs", "paths")
 
 
 #: literals one of which every notable line contains: found with str.find (fast), then checked
 _NOTABLE_LITERALS: tuple[str, ...] = (
     "Traceback", "Error", "Exception", "FAIL", "ERROR", "error", "fatal", "panic", "exit", "non-zero",
-    "Segmentation", "not found", "No such file", "Permission denied", "Killed", "E  ", "://", "/",
+    "Segmentation", "not found", "No such file", "Permission denied", "Killed", "E  ", "://", "/", 'File "',
 )
 
 
@@ -205,13 +217,36 @@ def _lines_containing(content: str, literal: str, starts: Sequence[int], into: s
         at = content.find(literal, starts[index + 1])
 
 
-def _notable_lines(content: str) -> list[tuple[int, int, int, int, str]]:
-    """(start, end, line number, priority, text) of every error / URL / path line, in order."""
+class _Notable:
+    """One error / URL / path line of a log, renderable at each of :data:`LINE_LEVELS`."""
+
+    __slots__ = ("start", "end", "number", "priority", "body", "hit", "_texts")
+
+    def __init__(self, start: int, end: int, number: int, priority: int, body: str, hit: int) -> None:
+        self.start, self.end, self.number, self.priority, self.body, self.hit = start, end, number, priority, body, hit
+        self._texts: dict[int, str] = {}
+
+    def text(self, level: int) -> str:
+        """The line cut to ``level`` characters around its hit; level 0: its identifiers only
+        (an error line: its shortest cut; ``""`` when a line names none)."""
+        if level not in self._texts:
+            if level == 0:
+                self._texts[0] = self.text(LINE_LEVELS[-2]) if self.priority == 0 else " ".join(extract_identifiers(self.body))
+            elif len(self.body) <= level:
+                self._texts[level] = self.body
+            else:
+                left = max(0, min(self.hit - level // 4, len(self.body) - level))
+                self._texts[level] = (ELLIPSIS if left else "") + self.body[left : left + level - 2] + ELLIPSIS
+        return self._texts[level]
+
+
+def _notable_lines(content: str) -> list[_Notable]:
+    """Every error / URL / path line of ``content``, in order, with its priority (0 first)."""
     starts = [0, *(m.end() for m in re.finditer("\n", content))]
     candidates: set[int] = set()
     for literal in _NOTABLE_LITERALS:
         _lines_containing(content, literal, starts, candidates)
-    found: list[tuple[int, int, int, int, str]] = []
+    found: list[_Notable] = []
     for index in sorted(candidates):
         start = starts[index]
         end = starts[index + 1] if index + 1 < len(starts) else len(content)
@@ -223,51 +258,95 @@ def _notable_lines(content: str) -> list[tuple[int, int, int, int, str]]:
                 break
         if hit is None or not body.strip():
             continue
-        text = _CONTROL.sub(" ", body).rstrip()
-        if len(text) > NOTABLE_LINE_CHARS:
-            left = max(0, min(hit.start() - NOTABLE_LINE_CHARS // 4, len(text) - NOTABLE_LINE_CHARS))
-            text = (ELLIPSIS if left else "") + text[left : left + NOTABLE_LINE_CHARS - 2] + ELLIPSIS
-        found.append((start, end, index + 1, priority, text))
+        if priority == 2 and _SUCCESS_LINE.search(body):
+            priority = 3
+        found.append(_Notable(start, end, index + 1, priority, _CONTROL.sub(" ", body).rstrip(), hit.start()))
     return found
 
 
-def _pick_notable(
-    lines: Sequence[tuple[int, int, int, int, str]], lo: int, hi: int, budget: int, count: CountTokens
-) -> list[tuple[int, str]]:
-    """Notable lines inside chars [lo, hi): by priority, then in order, deduplicated, within budget;
-    returned as (line number, text) in document order."""
-    inside = [x for x in lines if x[0] >= lo and x[1] <= hi]
+def _pick_notable(lines: Sequence[_Notable], budget: int, levels: tuple[int, int], count: CountTokens, *, shown: str = "") -> list[tuple[int, str]]:
+    """Lines by priority, then in order, deduplicated, within ``budget``: error lines at
+    ``levels[0]``, the others at ``levels[1]`` (at level 0 deduplicated by identifier, leaving out
+    those ``shown`` already holds); returned as (line number, text) in document order."""
     chosen: dict[int, str] = {}
-    seen: set[str] = set()
+    seen: set[str] = set(extract_identifiers(shown)) if levels[1] == 0 else set()
     used = 0
-    for _, _, number, _, text in sorted(inside, key=lambda x: (x[3], x[0])):
+    for line in sorted(lines, key=lambda x: (x.priority, x.start)):
+        if budget - used < 4:  # no numbered line costs less
+            break
+        level = levels[0] if line.priority == 0 else levels[1]
+        text = line.text(level)
+        if level == 0 and line.priority != 0:
+            text = " ".join(i for i in text.split(" ") if i and i not in seen)
         key = text.strip()
-        if key in seen:
+        if not key or key in seen:
             continue
-        cost = count(f"L{number}: {text}") + 1
+        cost = count(f"L{line.number}: {text}") + 1
         if used + cost > budget:
             continue  # a shorter line of the same or a later kind may still fit
         seen.add(key)
-        chosen[number] = text
+        if level == 0:
+            seen.update(key.split(" "))
+        chosen[line.number] = text
         used += cost
     return sorted(chosen.items())
 
 
-def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable, count: CountTokens) -> str | None:
+def _need(lines: Sequence[_Notable], level: int, room: int, count: CountTokens) -> int:
+    """Tokens ``lines`` take at ``level`` (each text once); stops counting past ``room``."""
+    texts: set[str] = set()
+    need = 0
+    for line in lines:
+        text = line.text(level)
+        if text and text not in texts:
+            texts.add(text)
+            need += count(f"L{line.number}: {text}") + 1
+            if need > room:
+                break
+    return need
+
+
+def _notable_plan(lines: Sequence[_Notable], avail: int, count: CountTokens) -> tuple[int, tuple[int, int]]:
+    """(share of ``avail`` for the kept lines, in %, and the levels of the error lines and of the
+    others): the error lines at the richest level at which they fit 60 %, then the others at the
+    richest level at which they fit what is left (the poorest otherwise); 30 % when that is
+    enough, up to 60 % when they need it."""
+    room = avail * _KEPT_SHARE_MAX // 100
+    errors = [x for x in lines if x.priority == 0]
+    others = [x for x in lines if x.priority != 0]
+    chosen: list[int] = []
+    need = 0
+    for group in (errors, others):
+        level, used = LINE_LEVELS[-1], room
+        for candidate in LINE_LEVELS:
+            used = _need(group, candidate, room - need, count)
+            if used <= room - need:
+                level = candidate
+                break
+        chosen.append(level)
+        need += min(used, room - need)
+    return max(_KEPT_SHARE_MIN, -(-100 * need // max(1, avail))), (chosen[0], chosen[1])
+
+
+def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable: Sequence[_Notable], levels: tuple[int, int], count: CountTokens) -> str | None:
     n = len(content)
     head = _snap_end(_fit(content, head_b, count))
     head_end = len(head)
     tail = _snap_start(_fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
-    picked = _pick_notable(notable, head_end, tail_start, kept_b, count)
+    inside = [x for x in notable if x.start >= head_end and x.end <= tail_start]
+    picked = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
     if not picked:
         return None
-    total = sum(1 for x in notable if x[0] >= head_end and x[1] <= tail_start)
+    how = "".join(
+        f", {what} {f'cut to {level} characters' if level else 'as the paths, URLs and ids they name'}"
+        for what, level in (("error lines", levels[0]), ("other lines", levels[1])) if level != LINE_LEVELS[0]
+    )
     parts = [
         f"[head: chars 0-{head_end} of {n}]",
         head.rstrip("\n"),
-        f"[... {tail_start - head_end} chars omitted; {len(picked)} of their {total} lines with "
-        f"{', '.join(_NOTABLE_KINDS)} kept below ...]",
+        f"[... {tail_start - head_end} chars omitted; {len(picked)} of their {len(inside)} lines with "
+        f"{', '.join(_NOTABLE_KINDS)} kept below{how} ...]",
         *(f"L{number}: {text}" for number, text in picked),
     ]
     if tail:
@@ -279,10 +358,15 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     """Labelled head, middle and tail slices of ``content`` within ``budget_tokens``.
 
     When the part between head and tail holds error lines (``Traceback``, ``…Error``, ``FAILED``,
-    ``exit code`` …), URLs or paths, they replace the middle slice: head (35%), those lines by that
-    priority, deduplicated and numbered ``L<n>:`` (30%), tail (35%). Otherwise head (45%), a slice
-    from the middle (15%) and tail (40%). ``content`` itself when it fits; ``""`` when the budget
-    cannot hold even the labels.
+    ``exit code``, traceback frames ``File "…", line N`` …), URLs or paths, they replace the middle
+    slice: head and tail share what the kept lines leave, the lines take 30% of the budget, up to 60%
+    when they need it, numbered ``L<n>:``. When they do not all fit even then they are cut around
+    what made them notable (:data:`LINE_LEVELS`: 240, 120, 72 characters), then shown as the
+    identifiers they name (paths, URLs, ids, each once; an error line keeps 72 characters), and the
+    note line says so; what still does not fit goes by priority (errors, URL lines, path lines,
+    path lines of passed / skipped tests), then in order. Otherwise head (45%), a slice from the
+    middle (15%) and tail (40%). ``content`` itself when it fits; ``""`` when the budget cannot hold
+    even the labels.
     """
     if budget_tokens <= 0:
         return ""
@@ -299,8 +383,10 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     while avail > 0:
         text = None
         if notable:
-            head_b, kept_b = avail * 35 // 100, avail * 30 // 100
-            text = _notable_layout(content, head_b, kept_b, avail - head_b - kept_b, notable, count_tokens)
+            share, levels = _notable_plan(notable, avail, count_tokens)
+            kept_b = avail * share // 100
+            head_b = (avail - kept_b) // 2
+            text = _notable_layout(content, head_b, kept_b, avail - head_b - kept_b, notable, levels, count_tokens)
         if text is None:
             head_b = avail * 45 // 100 if with_middle else avail // 2
             mid_b = avail * 15 // 100 if with_middle else 0
