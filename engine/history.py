@@ -293,14 +293,17 @@ class ThreadHistory:
         return snapshot_at(self.snapshot, self.history, self.messages, self.offloads, generation=generation,
                            last_message_id=last_id, state=state, message_ids=self.ids)
 
-    def _source_state(self, before: int) -> tuple[SourceCompaction | None, set[int]]:
+    def _source_state(self, before: int | None = None, *, until: SourceCompaction | None = None) -> tuple[SourceCompaction | None, set[int]]:
         """The source's summary compaction in force for a prompt made of the messages with id <
-        ``before``, and the message ids the source's prunes had cleared by then."""
+        ``before`` (or: right before compaction ``until``), and the message ids the source's prunes
+        had cleared by then."""
         in_force: SourceCompaction | None = None
         cleared: set[int] = set()
         for c in self.source:
+            if until is not None and c.id == until.id:
+                break
             at = c.after_message_id if c.after_message_id is not None else 0
-            if at >= before:
+            if before is not None and at >= before:
                 continue
             if c.kind == "summary":
                 in_force = c
@@ -331,7 +334,7 @@ class ThreadHistory:
             msgs.extend(_kept_messages(summary_c))
         for m in self.messages[lo:hi]:
             if m.id in cleared:
-                m = m.with_content(SOURCE_CLEARED_TEXT, **{META_SOURCE_CLEARED: True})
+                m = replace(m.with_content(SOURCE_CLEARED_TEXT, **{META_SOURCE_CLEARED: True}), attachments=())
             msgs.append(m)
         state = CompactionState(conversation_id=self.snapshot.conversation_id, boundary=boundary, summary=summary, generation=0)
         return replace(self.snapshot, state=state, messages=tuple(msgs), offloads={})
@@ -394,7 +397,7 @@ class ThreadHistory:
         return RequestEnvelope(
             index=index, request_id=r.id, run_id=r.run_id, step=r.step, created_at=r.created_at,
             generation=0, boundary=snap.state.boundary, summary=snap.state.summary, messages=sides.messages,
-            pruned_ids=tuple(sorted(i for i in cleared if last_id is not None and i <= last_id)),
+            pruned_ids=tuple(m.id for m in sides.messages if m.id is not None and m.metadata.get(META_SOURCE_CLEARED)),
             ephemeral=(), tokens=sides.total, breakdown=sides.breakdown,
             reported_prompt_tokens=r.reported_prompt_tokens, context_window=r.context_window, threshold=r.threshold,
             outcome=r.outcome, origin=r.origin, exact=False, note=note, estimated_tokens=r.estimated_tokens,
@@ -452,10 +455,8 @@ class ThreadHistory:
     def _source_diff(self, c: _Compaction) -> CompactionDiff:
         sc = c.source
         assert sc is not None
-        at = sc.after_message_id
-        upto = at
-        before_id = (at + 1) if at is not None else 0
-        prev, cleared = self._source_state(before_id)
+        upto = sc.after_message_id if sc.after_message_id is not None else 0
+        prev, cleared = self._source_state(until=sc)
         before = self._measure(self._source_snapshot(prev, cleared, upto), self.info.model)
         summarized: tuple[Message, ...] = ()
         newly_cleared: list[int] = []
@@ -475,14 +476,13 @@ class ThreadHistory:
             notes.append("the source kept its summary only encrypted")
         if sc.kind == "summary" and sc.replaced_first_id is None:
             notes.append("none of the messages it replaced were imported")
-        dropped = None
-        if sc.kind == "prune":
-            notes.append("a prune drops no specifics by definition; cleared results are listed in 'cleared'")
+        cleared_msgs = tuple(self.messages[self.by_id[i]] for i in newly_cleared if i in self.by_id)
+        if sc.kind == "prune":  # the source cleared them whole (no preview): what they alone showed is gone
+            dropped = _compute_dropped(cleared_msgs, before, after, self.snapshot.system_prompt, summary=None, with_summary=False)
         else:
             dropped = _compute_dropped(summarized, before, after, self.snapshot.system_prompt, summary=sc.summary)
-            if dropped is None:
-                notes.append("dropped specifics: engine.specifics.dropped_specifics is not available")
-        cleared_msgs = tuple(self.messages[self.by_id[i]] for i in newly_cleared if i in self.by_id)
+        if dropped is None:
+            notes.append("dropped specifics: engine.specifics.dropped_specifics is not available")
         return CompactionDiff(
             index=c.index, kind=sc.kind, trigger=sc.trigger, origin=sc.source, created_at=c.at,
             generation_before=None, generation_after=None, previous_summary=prev.summary if prev is not None else None,
@@ -545,15 +545,8 @@ class ThreadHistory:
                 saved = delta * len(following)
             source: Literal["recorded", "meter"] = "recorded" if recorded else "meter"
         else:
-            sc = c.source
-            assert sc is not None
-            first = following[0].reported_prompt_tokens if following else None
-            if sc.tokens_before is not None and first is not None:
-                delta, source = sc.tokens_before - first, "recorded"
-            else:
-                d = diff or self.diff(c.index)
-                delta, source = d.tokens_before["total"] - d.tokens_after["total"], "meter"
-            saved = delta * len(following)
+            tb, ta, source = self._source_figures(c, following, diff)
+            saved = (tb - ta) * len(following)
         models = Counter(r.model for r in following if r.model)
         model = models.most_common(1)[0][0] if models else self.info.model
         provider = next((r.provider for r in following if r.model == model), self.info.provider)
@@ -563,14 +556,31 @@ class ThreadHistory:
             summarizer_model=summarizer_model, extractive=extractive,
         )
 
+    def _source_figures(self, c: _Compaction, following: Sequence[ModelRequest], diff: CompactionDiff | None) -> tuple[int, int, Literal["recorded", "meter"]]:
+        """Tokens before / after a source's compaction on one scale: the source's own figures when
+        it reported both sides (a prune's ``preTokens`` and ``tokensSaved``; a summary's
+        ``preTokens`` and the prompt it reported at its next request), else our count of both."""
+        sc = c.source
+        assert sc is not None
+        saved = sc.details.get("tokens_saved") if isinstance(sc.details, Mapping) else None
+        if sc.tokens_before is not None and isinstance(saved, int) and not isinstance(saved, bool):
+            return sc.tokens_before, sc.tokens_before - saved, "recorded"
+        nxt = following[0].reported_prompt_tokens if following else None
+        if sc.kind == "summary" and sc.tokens_before is not None and nxt is not None:
+            return sc.tokens_before, nxt, "recorded"
+        d = diff or self.diff(c.index)
+        return d.tokens_before["total"], d.tokens_after["total"], "meter"
+
     # -- entries --------------------------------------------------------------------------
     def entry(self, index: int) -> CompactionEntry:
         c = self.compaction(index)
         d = self.diff(index)
+        tb: int | None
+        ta: int | None
         if c.record is not None and c.record.tokens_before is not None:
             tb, ta = c.record.tokens_before, c.record.tokens_after
-        elif c.source is not None and c.source.tokens_before is not None:
-            tb, ta = c.source.tokens_before, d.tokens_after["total"]
+        elif c.source is not None:
+            tb, ta, _ = self._source_figures(c, self.following_requests(c), d)
         else:
             tb, ta = d.tokens_before["total"], d.tokens_after["total"]
         return CompactionEntry(
@@ -612,40 +622,42 @@ def _specifics() -> Any:
 
 
 def _dropped_from_event(data: Mapping[str, Any]) -> Any:
-    """The dropped specifics recorded with a summary event (``dropped``, ``specifics_seen``,
-    ``dropped_truncated``), or None when the event has none (an older database)."""
-    dropped = data.get("dropped")
-    seen = data.get("specifics_seen")
-    if not isinstance(dropped, list) or not isinstance(seen, int):
-        return None
-    mod = _specifics()
-    cls = getattr(mod, "DroppedSpecifics", None)
-    if cls is None:
-        return None
-    payload = {"seen": seen, "dropped": dropped, "truncated": bool(data.get("dropped_truncated"))}
+    """The dropped specifics recorded with a summary event (``specifics_seen``, ``dropped``,
+    ``dropped_specifics``, ``dropped_referenced``, ``dropped_truncated``), or None when the event
+    has none (written before they existed)."""
+    cls = getattr(_specifics(), "DroppedSpecifics", None)
     from_json = getattr(cls, "from_json", None)
-    if from_json is not None:
-        try:
-            return from_json(payload)
-        except Exception:  # noqa: BLE001: a malformed record reads as not recorded
-            return None
-    return None
+    if from_json is None or not isinstance(data.get("specifics_seen"), int):
+        return None
+    try:
+        return from_json(data)
+    except Exception:  # noqa: BLE001: a malformed record reads as not recorded
+        return None
 
 
-def _compute_dropped(summarized: Sequence[Message], before: _Sides, after: _Sides, system_prompt: str, *, summary: str | None = None) -> Any:
+def _compute_dropped(summarized: Sequence[Message], before: _Sides, after: _Sides, system_prompt: str, *, summary: str | None = None,
+                     with_summary: bool = True) -> Any:
+    """:func:`engine.specifics.dropped_specifics` of a compaction: ``before`` = what it replaced
+    (+ the previous summary when it wrote a new one), ``after`` = the surface after it and the system
+    prompt, ``referenced`` = the current request and the retained tail. None when engine.specifics
+    has no ``dropped_specifics``."""
     fn = getattr(_specifics(), "dropped_specifics", None)
     if fn is None:
         return None
-    before_texts = [m.content for m in summarized]
-    if before.summary:
+    mod = _specifics()
+    texts = getattr(mod, "message_texts", None) or (lambda ms: [m.content for m in ms])
+    before_texts = texts(summarized)
+    if before.summary and with_summary:
         before_texts.append(before.summary)
-    after_texts = [m.content for m in after.messages]
+    after_texts = texts(after.messages)
     if system_prompt:
         after_texts.append(system_prompt)
-    persisted = list(history_part(build_surface(after.snapshot)))
     req = current_request(list(before.messages))
-    referenced = ([req.content] if req is not None else []) + [m.content for m in persisted]
+    tail = [m for m in history_part(build_surface(after.snapshot)) if req is None or m is not req]
+    referenced = ([req.content] if req is not None else []) + texts(tail)
     text = summary if summary is not None else after.summary
+    if after.summary:
+        after_texts.append(after.summary)
     return fn(before=before_texts, summary=text, after=after_texts, referenced=referenced)
 
 
@@ -991,13 +1003,17 @@ def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadIn
                 out += [f"  - {c.price_note}"]
         d = e.dropped
         if d is not None:
-            items = list(getattr(d, "dropped", ()) or ())
-            refd = sum(1 for x in items if getattr(x, "referenced", False))
-            out += [f"- Dropped specifics: {len(items)} of {getattr(d, 'seen', '?')} seen"
-                    + (f", {refd} still referenced" if refd else "") + (" (list truncated)" if getattr(d, "truncated", False) else "")]
+            items = list(d.dropped)
+            count = d.dropped_count if d.dropped_count is not None else len(items)
+            refd = d.referenced_count if d.referenced_count is not None else sum(1 for x in items if x.referenced)
+            out += [f"- Dropped specifics: {count:,} of {d.seen:,} seen"
+                    + (f", {refd:,} referenced by the current request or the retained tail (warning)" if refd else "")
+                    + (f" (the first {len(items):,} listed)" if d.truncated else "")]
             for x in items:
-                flag = " ⚠ referenced" if getattr(x, "referenced", False) else ""
-                out += [f"  - {getattr(x, 'kind', '?')}: `{getattr(x, 'value', '')}`{flag}"]
+                flag = " — referenced" if x.referenced else ""
+                out += [f"  - {x.kind}: `{x.value}`{flag}"]
+        elif e.kind == "prune":
+            out += ["- Dropped specifics: none (a prune keeps every identifier in its preview)"]
         else:
             out += ["- Dropped specifics: not known"]
         if e.note:
