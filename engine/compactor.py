@@ -16,6 +16,7 @@ from typing import Any, Callable, Literal, Mapping, Sequence
 from .errors import CannotCompact, CompareAndSwapConflict
 from .events import (
     BreakerTrippedEvent,
+    DroppedEntry,
     Event,
     PruneEvent,
     PruneFailedEvent,
@@ -31,6 +32,7 @@ from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_messag
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .pruning import PruneReport, prune_surface, stale_results
+from .specifics import dropped_specifics, message_texts
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
@@ -445,6 +447,7 @@ class Compactor:
         ephemeral = [x for x in m.surface.messages if x.is_ephemeral]  # the whole envelope, as before
         after = self.measure(new_snap, ephemeral=ephemeral, provider=m.policy.provider, model=m.policy.model)
         summary_tokens = meter.count_text(result.text)
+        specifics = _dropped(sel, state.summary, result.text, after, request)  # pure: before the row lock
 
         def persist(t: Locked) -> int:
             gen = t.persist_summary(
@@ -470,6 +473,7 @@ class Compactor:
                 calls=1,
                 dropped_identifiers=len(result.dropped_identifiers),
                 duration_ms=_ms_since(started),
+                **specifics,
             )
             write_event(t, event, trigger=trigger, run_id=run_id)
             return gen
@@ -514,6 +518,28 @@ def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int, floor: int = 0
             return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
         total += cost
     return sel
+
+
+def _dropped(sel: Selection, previous: str | None, summary: str, after: Measured, request: SummaryRequest) -> dict[str, Any]:
+    """The ``summary`` event's dropped-specifics keys: what the model saw of the summarized range
+    (previews for pruned results, tool calls with their arguments) and the previous summary, against
+    the new summary and the new surface (system prompt, kept messages as shown, ephemeral notes;
+    tool schemas are not specifics); referenced by the current request and the retained tail. A
+    failure here never costs the summary: the keys stay unknown."""
+    started = time.perf_counter()
+    try:
+        found = dropped_specifics(
+            before=message_texts(sel.messages) + ([previous] if previous else []),
+            summary=summary,
+            after=[after.envelope.system_prompt or ""] + message_texts(after.surface.messages),
+            referenced=([request.current_request] if request.current_request else []) + message_texts(request.retained),
+        )
+    except Exception:  # a bug in a pure extractor must not lose a summary
+        log.warning("dropped specifics failed", exc_info=True)
+        return {}
+    fields = found.event_fields()
+    fields["dropped"] = tuple(DroppedEntry(kind=d.kind, value=d.value, referenced=d.referenced) for d in found.dropped)
+    return {**fields, "specifics_ms": _ms_since(started)}
 
 
 def _request_text(snap: Snapshot) -> str | None:
