@@ -32,6 +32,7 @@ from .layout import TABS, InspectorLayout
 from .service_client import ServiceClient
 from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
+from .widgets.detail import boundary_dropped
 
 __all__ = ["TABS", "MainWindow"]
 
@@ -91,6 +92,11 @@ class MainWindow(InspectorLayout):
         )  # fmt: skip
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
+        # the summary card's dropped specifics come from the open thread's summary events
+        self.detail.boundary_dropped = lambda info: boundary_dropped(
+            self.events_model.events(), info, self.state.thread.id if self.state.thread is not None else None
+        )
+        self.events_model.modelReset.connect(self.detail.refresh_dropped)
         self.setAcceptDrops(True)
 
     # == tasks ==================================================================================
@@ -183,6 +189,18 @@ class MainWindow(InspectorLayout):
     def find_next(self, *, from_start: bool = False) -> None:
         """Select the next message matching the search box (see :mod:`.controllers.search`)."""
         self.search_control.find_next(from_start=from_start)
+
+    def open_whatif(self) -> Any:
+        """Compaction → What if… for the open thread; returns the
+        :class:`~inspector_app.widgets.whatif.WhatIfDialog` (None without a thread)."""
+        return self.compaction.open_whatif()
+
+    async def export_history(self, path: str, fmt: str = "md") -> bool:
+        """File → Export compaction history… of the open thread to ``path`` (``md`` or ``json``)
+        without the file dialog; False (the reason in the banner) when it could not be written."""
+        if self.state.thread is None:
+            return False
+        return await self.compaction.export(self.state.thread.key, path, fmt)
 
     async def import_files(self, paths: list[str]) -> Any:
         """Import transcript files (as File → Import… and a drop do), then show the result dialog;

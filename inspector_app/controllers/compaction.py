@@ -1,18 +1,73 @@
 """*Compact now*: the button and what it says about a busy thread, the non-blocking confirmation,
-and the manual compaction itself (off the GUI thread, then the thread is read again)."""
+and the manual compaction itself (off the GUI thread, then the thread is read again).
+
+Also what the compaction menu and the summary cards need from the service: Compaction → What if…
+(:class:`~inspector_app.widgets.whatif.WhatIfDialog`), File → Export compaction history… (Markdown or
+JSON, read and written off the GUI thread) and the dropped specifics of a source's compaction
+(``compaction_diff(...).dropped``) for its card."""
 
 from __future__ import annotations
 
+import os
+import re
+import tempfile
+from pathlib import Path
 from typing import Awaitable, Callable
 
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QFileDialog
+
 from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_detail
+from engine.views import SourceCompaction
 
 from ..layout import InspectorLayout
 from ..pressure_text import manual_outcome
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
-from .base import ThreadState
+from ..widgets.detail import DroppedView
+from ..widgets.whatif import WhatIfDialog
+from .base import ThreadState, error_text
 from .tasks import Report, TaskSet, ThreadTasks
+
+#: File → Export compaction history…: the name filters and the format of each
+EXPORT_FILTERS: dict[str, str] = {"Markdown (*.md)": "md", "JSON (*.json)": "json"}
+_EXTENSIONS = {".md": "md", ".markdown": "md", ".json": "json"}
+
+
+def export_target(path: str, name_filter: str | None = None) -> tuple[Path, str]:
+    """The file and format of an export: the format from the file's extension (``.md``,
+    ``.markdown``, ``.json``), else from the chosen filter (its extension is added)."""
+    target = Path(path)
+    fmt = _EXTENSIONS.get(target.suffix.lower())
+    if fmt is not None:
+        return target, fmt
+    fmt = EXPORT_FILTERS.get(name_filter or "", "md")
+    return target.with_name(target.name + (".json" if fmt == "json" else ".md")), fmt
+
+
+def default_export_name(key: str, fmt: str = "md") -> str:
+    """``<thread key>-compactions.md`` with what a file name cannot hold replaced."""
+    stem = re.sub(r"[^\w.\-]+", "_", key).strip("._") or "thread"
+    return f"{stem}-compactions.{'json' if fmt == 'json' else 'md'}"
+
+
+def write_export(path: Path, text: str) -> int:
+    """Write ``text`` to ``path`` (UTF-8) all at once: a temporary file beside it, then renamed, so
+    a failed write never leaves half a file (nor removes an older one). Returns the bytes written;
+    an ``OSError`` says why it could not be written."""
+    data = text.encode("utf-8")
+    directory = path.parent if str(path.parent) else Path(".")
+    if path.is_dir():
+        raise IsADirectoryError(21, "Is a directory", str(path))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return len(data)
 
 BUSY_TEXT = {"running": "running", "waiting_for_user": "waiting for the user", "queued": "queued"}
 BUSY_NOTE = {
@@ -62,6 +117,15 @@ class CompactionController:
         self._blocked: dict[str, tuple[object, str]] = {}
         ui.compact_button.clicked.connect(self.ask)
         ui.confirm.accepted.connect(self._confirmed)
+        #: the what-if dialog (one per window, pointed at the open thread when it is opened)
+        self.whatif_dialog: WhatIfDialog | None = None
+        self.export_dialog: QFileDialog | None = None
+        #: the last export: (path, format) written, for tests and the status bar
+        self.exported: tuple[Path, str] | None = None
+        ui.whatif_button.clicked.connect(self.open_whatif)
+        ui.whatif_action.triggered.connect(self.open_whatif)
+        ui.export_action.triggered.connect(self.ask_export)
+        ui.detail.sourceCardShown.connect(self.read_source_dropped)
 
     def ask(self) -> None:
         thread = self.state.thread
@@ -141,8 +205,110 @@ class CompactionController:
         if detail:
             exc.explain(detail)
 
+    # -- what if … ---------------------------------------------------------------------------
+    def open_whatif(self) -> WhatIfDialog | None:
+        """The what-if dialog for the open thread (the one already open is raised; pointed at the
+        open thread unless it is running)."""
+        thread = self.state.thread
+        if thread is None:
+            return None
+        status = self.state.status if self.state.status is not None and self.state.status.thread == thread.key else None
+        window = status.window if status is not None else None
+        threshold = status.threshold if status is not None else None
+        dialog = self.whatif_dialog
+        if dialog is None:
+            dialog = WhatIfDialog(self.client, thread.key, thread.title, window_tokens=window, threshold=threshold, spawn=self.tasks.spawn, parent=self.ui)
+            self.whatif_dialog = dialog
+        else:
+            dialog.set_thread(thread.key, thread.title, window_tokens=window, threshold=threshold)
+        dialog.show()
+        dialog.raise_()
+        dialog.activateWindow()
+        return dialog
+
+    # -- export ------------------------------------------------------------------------------
+    def ask_export(self) -> QFileDialog | None:
+        """The save dialog (non-blocking); the chosen file is written by :meth:`export`."""
+        thread = self.state.thread
+        if thread is None:
+            return None
+        dialog = QFileDialog(self.ui, f"Export the compaction history of “{thread.title or thread.key}”", default_export_name(thread.key), ";;".join(EXPORT_FILTERS))
+        dialog.setObjectName("exportFileDialog")
+        dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
+        dialog.setFileMode(QFileDialog.FileMode.AnyFile)
+        dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        key = thread.key
+
+        def chosen(path: str) -> None:
+            target, fmt = export_target(path, dialog.selectedNameFilter())
+            self.tasks.spawn(self.export(key, target, fmt), "export compaction history")
+
+        dialog.fileSelected.connect(chosen)
+        dialog.filterSelected.connect(lambda f: dialog.selectFile(default_export_name(key, EXPORT_FILTERS.get(f, "md"))))
+        dialog.finished.connect(lambda _r: setattr(self, "export_dialog", None))
+        self.export_dialog = dialog
+        dialog.open()
+        return dialog
+
+    async def export(self, key: str, path: str | os.PathLike[str], fmt: str = "md") -> bool:
+        """Read the history as ``fmt`` and write it to ``path``, both off the GUI thread. A failure
+        (the file cannot be written, the history cannot be read) is in the banner and the status
+        bar; nothing half-written is left. True when written."""
+        target, bar = Path(path), self.ui.statusBar()
+        bar.showMessage(f"Exporting the compaction history of {key} …")
+        self.ui.busy.show()
+        try:
+            text = await self.client.call(InspectorService.export_history, key, fmt)
+            size = await self.client.run(write_export, target, text)
+        except Exception as exc:  # noqa: BLE001: shown, never raised into Qt
+            self.report(exc, f"export to {target}")
+            bar.showMessage(f"Export failed: {error_text(exc)}")
+            return False
+        finally:
+            self.ui.busy.hide()
+        self.exported = (target, fmt)
+        bar.showMessage(f"Exported the compaction history of {key} ({'JSON' if fmt == 'json' else 'Markdown'}, {size:,} bytes) to {target}")
+        return True
+
+    # -- the card of a source's compaction --------------------------------------------------
+    def read_source_dropped(self, sc: SourceCompaction) -> None:
+        key = self.view.key
+        if key is not None:
+            self.view.spawn(self._source_dropped(key, sc), "read dropped specifics")
+
+    async def _source_dropped(self, key: str, sc: SourceCompaction) -> DroppedView:
+        """The dropped specifics of ``sc`` from its diff (placed in the thread's compaction list:
+        after every engine compaction of its time, so its ordinal is found by trying upward from
+        its place among the source's); shown on its card, an error in place."""
+        try:
+            view = DroppedView.from_specifics((await self.source_diff(key, sc)).dropped)
+        except Exception as exc:  # noqa: BLE001: shown on the card, in words
+            view = DroppedView.failed(error_text(exc))
+        self.ui.detail.set_source_dropped(sc, view)
+        return view
+
+    async def source_diff(self, key: str, sc: SourceCompaction):  # type: ignore[no-untyped-def]
+        """``compaction_diff`` of the source's compaction ``sc``."""
+        sources = await self.client.call(InspectorService.source_compactions, key)
+        engine = await self.client.call(InspectorService.history, key)
+        place = next((n for n, c in enumerate(sources, 1) if c.id == sc.id), None)
+        if place is None:
+            raise EngineError(f"the source's compaction {sc.id} is no longer in thread {key!r}", code="no_compaction")
+        total = len(sources) + len(engine)
+        for index in dict.fromkeys([place + n for n in range(len(engine) + 1)] + list(range(1, total + 1))):
+            if not 1 <= index <= total:
+                continue
+            diff = await self.client.call(InspectorService.compaction_diff, key, index)
+            if diff.origin != "engine" and diff.record_id in (None, sc.id):
+                return diff
+        raise EngineError(f"the source's compaction {sc.id} is not in the compaction list of {key!r}", code="no_compaction")
+
     def update_button(self) -> None:
         """Enabled on an idle thread; otherwise it (and the note under the title) says why not."""
+        open_thread = self.state.thread is not None
+        for w in (self.ui.whatif_button, self.ui.whatif_action, self.ui.export_action):
+            w.setEnabled(open_thread)
         button, note = self.ui.compact_button, self.ui.busy_label
         if self.compacting:
             button.setEnabled(False)

@@ -1,19 +1,44 @@
 """The detail pane: one message in full (with its reasoning, attachments, error and meta marks), a
 pruned result beside its verified original, the summary card of the boundary, or the card of a
-compaction the source recorded."""
+compaction the source recorded.
+
+Both cards say which *specifics* (identifiers, paths, URLs, commands, quantities, errors,
+decisions) the compaction dropped: a count, a warning when the current request or the retained
+tail still refers to one of them, and the full list on demand. For our boundary they come from the
+``summary`` event's data (``specifics_seen``, ``dropped_specifics``, ``dropped_referenced``,
+``dropped``, ``dropped_truncated``: docs/events.md), for a source's compaction from
+``Service.compaction_diff(...).dropped``. :class:`DroppedView` reads either without Qt; a field that
+is missing says "not recorded", one that cannot be read says so in place."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
+from typing import Any, Callable, Literal, Mapping, Sequence
 
-from PySide6.QtGui import QFontDatabase
-from PySide6.QtWidgets import QFrame, QLabel, QPlainTextEdit, QSizePolicy, QSplitter, QStackedWidget, QVBoxLayout, QWidget
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtGui import QBrush, QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (
+    QFrame,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QSizePolicy,
+    QSplitter,
+    QStackedWidget,
+    QToolButton,
+    QTreeView,
+    QVBoxLayout,
+    QWidget,
+)
 
 from engine.messages import Message
-from engine.views import Offload, SourceCompaction, StoredMessage
+from engine.views import CompactionEvent, Offload, SourceCompaction, StoredMessage
 
 from .. import theme
+from ..models.table import RecordTableModel
 from ..models.timeline import BoundaryInfo, message_markers
 from ..timeline.pages import attachment_line, source_name
 
@@ -58,6 +83,210 @@ def message_body(m: Message) -> str:
     return "\n\n".join(parts) or "(empty)"
 
 
+# == dropped specifics (Qt-free) ================================================================
+
+#: the keys of a ``summary`` event's data that describe the dropped specifics (SPEC14 §S)
+DROPPED_KEYS: tuple[str, ...] = ("specifics_seen", "dropped_specifics", "dropped_referenced", "dropped", "dropped_truncated")
+REFERENCED_NOTE = "the current request or the retained tail still refers to it"
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedItem:
+    """One specific the compaction dropped; ``referenced``: the request or the retained tail names it."""
+
+    kind: str
+    value: str
+    referenced: bool
+
+
+def _count(data: Mapping[str, Any], key: str, problems: list[str]) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        problems.append(f"{key} is not a count ({str(value)[:40]!r})")
+        return None
+    return value
+
+
+def _items(raw: Any, problems: list[str]) -> tuple[DroppedItem, ...] | None:
+    """The ``dropped`` list (dicts or DroppedSpecific-like objects); entries that cannot be read are
+    counted in ``problems``, the rest kept."""
+    if raw is None:
+        return None
+    if isinstance(raw, (str, bytes)) or not isinstance(raw, (list, tuple)):
+        problems.append(f"the dropped list is not a list ({type(raw).__name__})")
+        return None
+    out: list[DroppedItem] = []
+    bad = 0
+    for entry in raw:
+        get = entry.get if isinstance(entry, Mapping) else (lambda k, _e=entry: getattr(_e, k, None))
+        kind, value, referenced = get("kind"), get("value"), get("referenced")
+        if not isinstance(value, str) or not value or not (kind is None or isinstance(kind, str)) or not (referenced is None or isinstance(referenced, bool)):
+            bad += 1
+            continue
+        out.append(DroppedItem(kind or "?", value, bool(referenced)))
+    if bad:
+        problems.append(f"{bad} entr{'y' if bad == 1 else 'ies'} of the dropped list could not be read")
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedView:
+    """What a card says about the specifics one compaction dropped.
+
+    ``state``: ``recorded`` (counts known), ``not_recorded`` (an older event, or no event for this
+    compaction), ``reading`` (asked for, not answered yet) or ``error`` (nothing usable: ``problems``
+    says why). ``problems`` may also be set on a recorded view (some entries unreadable)."""
+
+    state: Literal["recorded", "not_recorded", "reading", "error"]
+    seen: int | None = None
+    count: int = 0
+    referenced: int = 0
+    items: tuple[DroppedItem, ...] = ()
+    truncated: bool = False
+    problems: tuple[str, ...] = ()
+    why: str | None = None  # why not recorded
+
+    @classmethod
+    def not_recorded(cls, why: str | None = None) -> "DroppedView":
+        return cls("not_recorded", why=why)
+
+    @classmethod
+    def reading(cls) -> "DroppedView":
+        return cls("reading")
+
+    @classmethod
+    def failed(cls, message: str) -> "DroppedView":
+        return cls("error", problems=(message,))
+
+    @classmethod
+    def from_event_data(cls, data: Any) -> "DroppedView":
+        """From a ``summary`` event's data; tolerant of missing keys (older events: not recorded)
+        and of wrong types (shown as a problem, never raised)."""
+        if not isinstance(data, Mapping):
+            return cls.failed("the event's data is not an object")
+        if all(data.get(k) is None for k in DROPPED_KEYS):
+            return cls.not_recorded("this compaction was recorded before dropped specifics were tracked")
+        problems: list[str] = []
+        seen = _count(data, "specifics_seen", problems)
+        count = _count(data, "dropped_specifics", problems)
+        referenced = _count(data, "dropped_referenced", problems)
+        items = _items(data.get("dropped"), problems)
+        truncated = data.get("dropped_truncated")
+        if truncated is not None and not isinstance(truncated, bool):
+            problems.append(f"dropped_truncated is not true/false ({str(truncated)[:40]!r})")
+            truncated = None
+        return cls._make(seen, count, referenced, items, bool(truncated), problems)
+
+    @classmethod
+    def from_specifics(cls, dropped: Any) -> "DroppedView":
+        """From a ``DroppedSpecifics`` (``seen``, ``dropped``, ``truncated``, ``dropped_count``,
+        ``referenced_count``: what ``CompactionDiff.dropped`` holds); None is "not recorded"."""
+        if dropped is None:
+            return cls.not_recorded("no dropped specifics are recorded for this compaction")
+        problems: list[str] = []
+        fields = {k: getattr(dropped, k, None) for k in ("seen", "dropped_count", "referenced_count")}
+        seen = _count(fields, "seen", problems)
+        count = _count(fields, "dropped_count", problems)
+        referenced = _count(fields, "referenced_count", problems)
+        items = _items(getattr(dropped, "dropped", None), problems)
+        truncated = getattr(dropped, "truncated", False)
+        return cls._make(seen, count, referenced, items, truncated is True, problems)
+
+    @classmethod
+    def _make(cls, seen: int | None, count: int | None, referenced: int | None, items: tuple[DroppedItem, ...] | None, truncated: bool, problems: list[str]) -> "DroppedView":
+        if count is None and items is None:
+            return cls("error", seen=seen, problems=tuple(problems) or ("the number of dropped specifics is not recorded",))
+        listed = items or ()
+        count = count if count is not None else len(listed)
+        if referenced is None:
+            referenced = sum(1 for i in listed if i.referenced)
+        ordered = tuple(sorted(listed, key=lambda i: not i.referenced))  # what the model still needs first
+        return cls("recorded", seen, count, referenced, ordered, truncated or len(listed) < count, tuple(problems))
+
+    # -- words ---------------------------------------------------------------------------------
+    def headline(self) -> str:
+        if self.state == "reading":
+            return "Dropped specifics: reading …"
+        if self.state == "not_recorded":
+            return "Dropped specifics: not recorded" + (f" ({self.why})" if self.why else "")
+        if self.state == "error":
+            return "Dropped specifics cannot be shown"
+        seen = f" of {self.seen:,} seen" if self.seen is not None else ""
+        if not self.count:
+            return f"No specifics dropped{f' ({self.seen:,} seen before the compaction)' if self.seen is not None else ''}: everything it saw is in the summary or still on the surface"
+        return f"{self.count:,} specific{'s' if self.count != 1 else ''} dropped{seen}: in neither the summary nor what the model still sees"
+
+    def warning(self) -> str | None:
+        """The card's warning, when something dropped is still referred to."""
+        if self.state != "recorded" or not self.referenced:
+            return None
+        n = self.referenced
+        return (
+            f"{n:,} dropped specific{'s are' if n != 1 else ' is'} still referred to by the current request or the retained tail: "
+            "the model can no longer see what " + ("they resolve to" if n != 1 else "it resolves to")
+        )
+
+    def error(self) -> str | None:
+        return "; ".join(self.problems) if self.problems else None
+
+    def lines(self) -> list[str]:
+        """The list as text (kind, value, referenced), for the clipboard and the export."""
+        out = [f"{i.kind}\t{i.value}" + ("\treferenced" if i.referenced else "") for i in self.items]
+        if self.truncated:
+            out.append(f"… {self.count - len(self.items):,} more not recorded (the list is capped)")
+        return out
+
+
+def boundary_dropped(events: Sequence[CompactionEvent], boundary: BoundaryInfo, conversation_id: int | None = None) -> DroppedView:
+    """The dropped specifics of the compaction that made ``boundary``: the newest ``summary`` event
+    (of ``conversation_id`` when given) whose data ends at this boundary, preferring the one of the
+    boundary's generation; "not recorded" when there is none."""
+    match: CompactionEvent | None = None
+    for e in reversed(events):
+        if e.kind != "summary" or (conversation_id is not None and e.conversation_id != conversation_id):
+            continue
+        data = e.data if isinstance(e.data, Mapping) else {}
+        if data.get("boundary_after") != boundary.boundary:
+            continue
+        if data.get("generation_after") == boundary.generation:
+            match = e
+            break
+        match = match or e
+    if match is None:
+        return DroppedView.not_recorded("no summary event of this boundary was recorded")
+    return DroppedView.from_event_data(match.data)
+
+
+class DroppedModel(RecordTableModel[DroppedItem]):
+    """Kind, value and whether the request or retained tail still refers to it (those first)."""
+
+    COLUMNS = ("Kind", "Value", "Referenced")
+
+    def set_items(self, items: Sequence[DroppedItem]) -> None:
+        self.beginResetModel()
+        self._rows = list(items)
+        self.endResetModel()
+
+    def items(self) -> list[DroppedItem]:
+        return list(self._rows)
+
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        item, col = self._rows[index.row()], index.column()
+        if role == Qt.ItemDataRole.DisplayRole:
+            return (item.kind, item.value, "yes" if item.referenced else "")[col]
+        if role == Qt.ItemDataRole.ToolTipRole:
+            return f"{item.kind}: {item.value}" + (f"\n{REFERENCED_NOTE}, but the model can no longer see it" if item.referenced else "")
+        if role == Qt.ItemDataRole.ForegroundRole and item.referenced:
+            return QBrush(theme.color("danger"))
+        if role == Qt.ItemDataRole.DecorationRole and col == 2 and item.referenced:
+            return theme.icon("warning", "danger")
+        return None
+
+
 def _text_view(object_name: str) -> QPlainTextEdit:
     view = QPlainTextEdit()
     view.setObjectName(object_name)
@@ -69,6 +298,10 @@ def _text_view(object_name: str) -> QPlainTextEdit:
 
 class DetailPane(QWidget):
     """Shows the selected timeline row in full."""
+
+    #: the card of a source's compaction is shown: its dropped specifics are to be read
+    #: (answer with :meth:`set_source_dropped`)
+    sourceCardShown = Signal(object)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -109,9 +342,69 @@ class DetailPane(QWidget):
         self.card_title = QLabel()
         self.card_title.setObjectName("sectionTitle")
         self.card_title.setWordWrap(True)
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setObjectName("copySummary")
+        self.copy_button.setToolTip("Copy the summary text to the clipboard")
+        self.copy_button.clicked.connect(self.copy_summary)
+        top = QHBoxLayout()
+        top.addWidget(self.card_title, 1)
+        top.addWidget(self.copy_button, 0, Qt.AlignmentFlag.AlignTop)
+        self.dropped_label = QLabel()
+        self.dropped_label.setObjectName("droppedCount")
+        self.dropped_label.setWordWrap(True)
+        self.dropped_warning_icon = QLabel()
+        self.dropped_warning = QLabel()
+        self.dropped_warning.setObjectName("droppedWarning")
+        self.dropped_warning.setWordWrap(True)
+        self.dropped_error = QLabel()
+        self.dropped_error.setObjectName("droppedError")
+        self.dropped_error.setWordWrap(True)
+        self.dropped_toggle = QToolButton()
+        self.dropped_toggle.setObjectName("droppedToggle")
+        self.dropped_toggle.setCheckable(True)
+        self.dropped_toggle.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
+        self.dropped_toggle.setArrowType(Qt.ArrowType.RightArrow)
+        self.dropped_toggle.toggled.connect(self._toggle_dropped)
+        self.dropped_model = DroppedModel(self)
+        self.dropped_view = QTreeView()
+        self.dropped_view.setObjectName("droppedList")
+        self.dropped_view.setModel(self.dropped_model)
+        self.dropped_view.setRootIsDecorated(False)
+        self.dropped_view.setUniformRowHeights(True)
+        self.dropped_view.setAllColumnsShowFocus(True)
+        self.dropped_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        head = self.dropped_view.header()
+        head.setStretchLastSection(False)
+        head.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        head.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        head.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.dropped_view.hide()
+        warn_row = QHBoxLayout()
+        warn_row.setContentsMargins(0, 0, 0, 0)
+        warn_row.addWidget(self.dropped_warning_icon, 0, Qt.AlignmentFlag.AlignTop)
+        warn_row.addWidget(self.dropped_warning, 1)
+        self._warn_box = QWidget()
+        self._warn_box.setLayout(warn_row)
         self.card_text = _text_view("summaryText")
-        card_layout.addWidget(self.card_title)
-        card_layout.addWidget(self.card_text)
+        self.card_split = QSplitter(Qt.Orientation.Vertical)
+        self.card_split.addWidget(self.dropped_view)
+        self.card_split.addWidget(self.card_text)
+        self.card_split.setChildrenCollapsible(False)
+        card_layout.addLayout(top)
+        card_layout.addWidget(self.dropped_label)
+        card_layout.addWidget(self._warn_box)
+        card_layout.addWidget(self.dropped_error)
+        card_layout.addWidget(self.dropped_toggle, 0, Qt.AlignmentFlag.AlignLeft)
+        card_layout.addWidget(self.card_split, 1)
+        for label in (self.dropped_label, self.dropped_warning, self.dropped_error):
+            label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.dropped: DroppedView = DroppedView.not_recorded()
+        #: what the card shows: ("boundary", BoundaryInfo) / ("source", SourceCompaction) / None
+        self.card_subject: tuple[str, Any] | None = None
+        #: ``boundary_dropped(info)``: the dropped specifics of our boundary (the window sets it)
+        self.boundary_dropped: Callable[[BoundaryInfo], DroppedView] | None = None
+        self._show_dropped(self.dropped)
 
         self.stack = QStackedWidget()
         for w in (self.body, pruned, self.card):
@@ -134,10 +427,12 @@ class DetailPane(QWidget):
         self.body.setPlainText("")
         self.stack.setCurrentWidget(self.body)
         self._offload = None
+        self.card_subject = None
 
     def show_text(self, title: str, text: str) -> None:
         """A unit or round: a title and a plain description."""
         self._offload = None
+        self.card_subject = None
         self.header.setText(title)
         self.body.setPlainText(text)
         self.stack.setCurrentWidget(self.body)
@@ -160,6 +455,7 @@ class DetailPane(QWidget):
         if tokens is not None:
             bits.append(f"{original_tokens:,} → {tokens:,} tokens" if original_tokens is not None else f"{tokens:,} tokens")
         self.header.setText(" · ".join(bits))
+        self.card_subject = None
         self._offload = offload
         self._sizes = (original_tokens, tokens)
         if offload is None:
@@ -213,7 +509,61 @@ class DetailPane(QWidget):
         self.card_text.setPlainText(info.summary or "(no summary text recorded)")
         self.card.setProperty("source", False)
         self.card.setStyleSheet("")  # our boundary: the theme's summary card
+        self.card_subject = ("boundary", info)
+        self._show_dropped(self._read_boundary_dropped(info))
         self.stack.setCurrentWidget(self.card)
+
+    def _read_boundary_dropped(self, info: BoundaryInfo) -> DroppedView:
+        if self.boundary_dropped is None:
+            return DroppedView.not_recorded()
+        try:
+            return self.boundary_dropped(info)
+        except Exception as exc:  # noqa: BLE001: a data shape nobody planned for is shown in place, not raised into Qt
+            return DroppedView.failed(f"the summary event cannot be read ({exc})")
+
+    def refresh_dropped(self) -> None:
+        """Re-read our boundary's dropped specifics (the thread's events have arrived or changed)."""
+        if self.card_subject is not None and self.card_subject[0] == "boundary":
+            self._show_dropped(self._read_boundary_dropped(self.card_subject[1]))
+
+    def set_source_dropped(self, sc: SourceCompaction, dropped: DroppedView) -> None:
+        """The dropped specifics of a source's compaction, once read; ignored when the card shows
+        something else by now."""
+        if self.card_subject == ("source", sc):
+            self._show_dropped(dropped)
+
+    def _show_dropped(self, dropped: DroppedView) -> None:
+        self.dropped = dropped
+        self.dropped_label.setText(dropped.headline())
+        warning = dropped.warning()
+        self._warn_box.setVisible(bool(warning))
+        self.dropped_warning.setText(warning or "")
+        self.dropped_warning_icon.setPixmap(theme.icon("warning", "danger").pixmap(16, 16))
+        danger = theme.color("danger").name()
+        self.dropped_warning.setStyleSheet(f"color: {danger}; font-weight: 600;")  # over the card's label colour
+        error = dropped.error()
+        self.dropped_error.setVisible(bool(error))
+        self.dropped_error.setText(f"Cannot read: {error}" if error else "")
+        self.dropped_error.setStyleSheet(f"color: {danger};")
+        self.dropped_model.set_items(dropped.items)
+        shown = len(dropped.items)
+        self.dropped_toggle.setVisible(shown > 0)
+        more = f" (of {dropped.count:,}: the recorded list is capped)" if dropped.truncated else ""
+        self.dropped_toggle.setText(f"{'Hide' if self.dropped_toggle.isChecked() else 'Show'} the {shown:,} dropped specific{'s' if shown != 1 else ''}{more}")
+        self.dropped_view.setVisible(shown > 0 and self.dropped_toggle.isChecked())
+
+    def _toggle_dropped(self, on: bool) -> None:
+        self.dropped_toggle.setArrowType(Qt.ArrowType.DownArrow if on else Qt.ArrowType.RightArrow)
+        self._show_dropped(self.dropped)
+        if on:
+            self.card_split.setSizes([max(120, min(260, 24 * (len(self.dropped.items) + 1))), 300])
+
+    def summary_text(self) -> str:
+        """The text the card's Copy button copies: the summary as shown."""
+        return self.card_text.toPlainText()
+
+    def copy_summary(self) -> None:
+        QGuiApplication.clipboard().setText(self.summary_text())
 
     def show_source_compaction(self, sc: SourceCompaction) -> None:
         """The card of a compaction the source recorded: who, trigger, tokens before, what it
@@ -243,6 +593,9 @@ class DetailPane(QWidget):
         kept = "\n".join(f"[{k.get('role', '?')}] {k.get('text', '')}" for k in sc.kept)
         self.card_text.setPlainText(text + (f"\n\n── kept ──\n{kept}" if kept else ""))
         self.card.setProperty("source", True)
+        self.card_subject = ("source", sc)
+        self._show_dropped(DroppedView.reading())
+        self.sourceCardShown.emit(sc)
         info, tint = theme.color("info"), theme.color("info")
         tint.setAlpha(30)  # the source's colour, never our boundary's
         self.card.setStyleSheet(
