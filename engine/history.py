@@ -1,3 +1,4 @@
+# Over 500 lines: the one reader of a thread's compaction history (placement of every request, the diffs of ours and of a source's compactions, their cost and the export) by design; each part is a few small methods over one read of the thread.
 """A thread's compaction history: before/after diffs, the envelope of every request, cost, export.
 
 A reader only (nothing is written, nothing is re-executed against a provider). Everything is
@@ -66,6 +67,7 @@ __all__ = [
     "ThreadHistory",
     "compaction_diff",
     "compaction_history",
+    "cost_to_json",
     "entry_from_json",
     "entry_to_json",
     "export_history",
@@ -849,7 +851,8 @@ def _dropped_from_json(data: Any) -> Any:
     return cls.from_json(data)
 
 
-def _cost_to_json(c: CompactionCost | None) -> Any:
+def cost_to_json(c: CompactionCost | None) -> dict[str, Any] | None:
+    """A cost as the JSON object of the export (every field)."""
     if c is None:
         return None
     return {f: getattr(c, f) for f in CompactionCost.__dataclass_fields__}
@@ -860,7 +863,7 @@ def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
         "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
         "created_at": e.created_at.isoformat() if e.created_at is not None else None,
         "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
-        "dropped": _dropped_to_json(e.dropped), "cost": _cost_to_json(e.cost), "note": e.note,
+        "dropped": _dropped_to_json(e.dropped), "cost": cost_to_json(e.cost), "note": e.note,
     }
 
 
