@@ -213,7 +213,7 @@ class CompactionController:
         if thread is None:
             return None
         status = self.state.status if self.state.status is not None and self.state.status.thread == thread.key else None
-        window = status.window if status is not None else None
+        window = status.context_window if status is not None else None
         threshold = status.threshold if status is not None else None
         dialog = self.whatif_dialog
         if dialog is None:

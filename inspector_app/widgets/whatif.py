@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from urllib.parse import urlparse
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QCloseEvent, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QFont, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QButtonGroup,
@@ -456,7 +456,7 @@ class SweepChart(QWidget):
 class WhatIfDialog(QDialog):
     """The what-if form, its run and its result for one thread (:meth:`set_thread` to change it)."""
 
-    #: a run ended: "done", "cancelled" or "failed"
+    #: a run ended: "done", "cancelled", "failed" (the engine) or "invalid" (the form)
     finishedRun = Signal(str)
 
     def __init__(self, client: ServiceClient, key: str, title: str | None = None, *, window_tokens: int | None = None,
@@ -712,6 +712,7 @@ class WhatIfDialog(QDialog):
         except SettingsError as exc:
             self._show_error(str(exc))
             self.status.setText("Fix the settings and run again")
+            self.finishedRun.emit("invalid")
             return "invalid"
         self._run_id += 1
         run_id, key = self._run_id, self.key
@@ -804,20 +805,18 @@ class WhatIfDialog(QDialog):
         rest = {k: v for k, v in settings.items() if k != sweep.parameter}
         self.result_note.setText(f"Each row replays the thread with one value; the other settings: {settings_text(rest)}.")
 
-    def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
-        """Closing stops a running what-if (the engine removes its scratch copy)."""
+    def done(self, result: int) -> None:
+        """Closing the dialog (Close, Esc, the window's close button) stops a running what-if (the
+        engine removes its scratch copy); the result is discarded."""
         if self.running:
             self._stop.set()
             if self.task is not None:
                 self.task.cancel()
-        super().closeEvent(event)
+        super().done(result)
 
     def showEvent(self, event: Any) -> None:  # noqa: N802 (Qt name)
         super().showEvent(event)
-        self._set_running(self.task is not None and not self.task.done())  # a run cancelled with the dialog closed left nothing half-set
-
-    def reject(self) -> None:  # Esc
-        self.close()
+        self._set_running(self.running)  # a run cancelled with the dialog closed left nothing half-set
 
 
 def _configure(spin: QDoubleSpinBox, s: Setting) -> None:
