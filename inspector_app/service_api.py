@@ -10,9 +10,11 @@ so renaming a method breaks the import or the type check, not a click at run tim
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from engine.views import (
+    CompactionDiff,
+    CompactionEntry,
     CompactionEvent,
     CompactionState,
     Episode,
@@ -21,6 +23,7 @@ from engine.views import (
     Offload,
     PressurePoint,
     PressureStatus,
+    RequestEnvelope,
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
@@ -28,7 +31,7 @@ from engine.views import (
 )
 
 if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
-    from engine.service import ImportReport
+    from engine.service import ImportReport, WhatIfComparison, WhatIfSweep
 
 
 class InspectorService(Protocol):
@@ -95,6 +98,50 @@ class InspectorService(Protocol):
     def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
         """Import one transcript file or directory: one report per session (raises
         ``ImportFormatError`` when it is not that format)."""
+        ...
+
+    # -- issue #14: what compaction kept and dropped, what-if runs, export -----------------------
+    def request_envelopes(self, key: str) -> list[RequestEnvelope]:
+        """Every recorded model request of the thread, replayed: the envelope the model received
+        at each (surface, summary, previews, ephemeral notes, tokens by category, generation)."""
+        ...
+
+    def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
+        """One compaction before and after (``compaction``: 1-based ordinal in the thread's
+        compaction list; None: the latest)."""
+        ...
+
+    def compaction_history(self, key: str) -> list[CompactionEntry]:
+        """Every compaction of the thread (engine and the source's), with dropped specifics and cost."""
+        ...
+
+    def export_history(self, key: str, format: str = "md") -> str:
+        """The compaction history as Markdown (``md``) or JSON (``json``)."""
+        ...
+
+    def whatif(
+        self,
+        key: str,
+        settings: Mapping[str, Any],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> "WhatIfComparison":
+        """Replay the thread under other settings in a scratch copy and compare with what happened
+        (``progress(done, total)``; ``should_stop()`` true raises ``engine.errors.Cancelled``)."""
+        ...
+
+    def whatif_sweep(
+        self,
+        key: str,
+        parameter: str,
+        values: Sequence[Any],
+        *,
+        settings: Mapping[str, Any] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> "WhatIfSweep":
+        """One what-if run per value of ``parameter`` (the other settings from ``settings``)."""
         ...
 
     def close(self) -> None:

@@ -9,16 +9,22 @@ records every call, and keeps offloaded tool results in a real ``engine.workdir.
 
 from __future__ import annotations
 
+import json
 import os
 import threading
+import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from engine.errors import EngineError, ThreadBusy, ThreadNotFound
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
+from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, summary_message, tool_result, user
+from engine.surface import SYNTHETIC_USER_TEXT, shown_message
 from engine.views import (
+    CompactionCost,
+    CompactionDiff,
+    CompactionEntry,
     CompactionEvent,
     CompactionState,
     Episode,
@@ -28,6 +34,7 @@ from engine.views import (
     PressurePoint,
     PressureStatus,
     ReplayStep,
+    RequestEnvelope,
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
@@ -35,8 +42,14 @@ from engine.views import (
 )
 from engine.workdir import Workdir
 
+try:  # helper S's dropped-specifics rule (engine/specifics.py); None until it lands
+    from engine.specifics import dropped_specifics
+except ImportError:  # pragma: no cover - transient
+    dropped_specifics = None  # type: ignore[assignment]
+
 if TYPE_CHECKING:
     from engine.service import ImportReport
+    from engine.whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
 
@@ -62,6 +75,11 @@ class FakeThread:
     window_detail: str | None = "gpt-4o in the catalogue"
     #: what a manual compaction of this thread answers instead of compacting (a scripted result)
     compact_result: ManualResult | None = None
+    #: the system prompt and tool schema text the fake's envelopes count (system / tools categories)
+    system_prompt: str = "You are a support agent. Be precise and cite invoice numbers."
+    tools_text: str = "lookup_invoice(invoice) query_kb(q) web_search(q) mailer(to, body)"
+    #: the ephemeral notes of the running request (shown last in its envelope)
+    ephemeral: tuple[Message, ...] = ()
 
 
 class FakeService:
@@ -106,9 +124,21 @@ class FakeService:
             stored.append(StoredMessage(msg, cid, T0 + timedelta(minutes=index), sha))
         info = ThreadInfo(cid, key, title or key, "support-agent", "openai", "gpt-4o", len(stored), 0, 0, None, busy, T0, T0)
         thread = FakeThread(info, stored, CompactionState(cid), offloads=offloads, tokens=tokens, threshold=threshold)
-        thread.pressure = [PressurePoint(i + 1, 1, i, 20_000 + 9_000 * i, threshold, "prune" if i == 4 else None, T0) for i in range(8)]
         self.threads[key] = thread
+        thread.pressure = self._pressure_of(thread)
         return thread
+
+    def _pressure_of(self, t: FakeThread) -> list[PressurePoint]:
+        """One point per request of the fake's envelopes (the chart and the replay agree), marked
+        with the compaction that happened right before it."""
+        kinds = {h.generation_after: h.kind for h in t.history}
+        out: list[PressurePoint] = []
+        generation = 0
+        for e in self._envelopes(t):
+            marker = kinds.get(e.generation) if e.generation != generation else None
+            generation = e.generation
+            out.append(PressurePoint(e.request_id or 0, e.run_id, e.step or 0, e.tokens, e.threshold, marker, e.created_at or T0))
+        return out
 
     def set_boundary(self, key: str, boundary: int, summary: str, *, kind: str = "summary", trigger: str = "pressure") -> None:
         t = self.threads[key]
@@ -117,6 +147,7 @@ class FakeService:
         t.state = replace(t.state, boundary=boundary, summary=summary, summary_tokens=len(summary) // 4 + 1, generation=gen, compact_count=t.state.compact_count + 1, updated_at=T0 + timedelta(hours=1))
         t.history.append(HistoryRecord(len(t.history) + 1, t.info.id, kind, trigger, gen - 1, gen, None, boundary, summary, (), 95_000, 30_000, T0 + timedelta(hours=1)))  # type: ignore[arg-type]
         t.info = replace(t.info, generation=gen, compact_count=t.state.compact_count, boundary=boundary)
+        t.pressure = self._pressure_of(t)
 
     def append(self, key: str, m: Message) -> StoredMessage:
         with self._lock:
@@ -273,8 +304,291 @@ class FakeService:
             t.sources = [SourceCompaction(1, t.info.id, fmt, "summary", "auto", 155_000, "Summary the source wrote.", t.messages[0].id, None, None, "cb-1", None)]
             return [ImportReport(key, str(p), fmt, 4, 1, 1, warnings=(f"{p}:3: malformed JSON (skipped)",), created=True, requests=2)]
 
+    # -- issue #14 ---------------------------------------------------------------------------
+    # The fake's model requests: one per assistant message (the request that produced it). A
+    # compaction (history record with ``boundary_after`` b) is in force for every request whose
+    # newest message is past b; a pruned tool result shows as its preview once its turn is over.
+
+    def _requests(self, t: FakeThread) -> list[int]:
+        """Positions (in ``t.messages``) of the assistant messages: request i produced message i."""
+        return [i for i, s in enumerate(t.messages) if s.message.role == "assistant" and i > 0]
+
+    def _turn_start(self, t: FakeThread, upto: int) -> int:
+        """Position of the user message that opened the turn containing position ``upto - 1``."""
+        for i in range(upto - 1, -1, -1):
+            if t.messages[i].message.role == "user":
+                return i
+        return 0
+
+    def _records_at(self, t: FakeThread, last_id: int) -> list[HistoryRecord]:
+        return [h for h in t.history if h.boundary_after is not None and last_id > h.boundary_after]
+
+    def _surface(self, t: FakeThread, upto: int, boundary: int | None) -> tuple[tuple[Message, ...], tuple[int, ...]]:
+        """The messages (positions < ``upto``, ids past ``boundary``) as the model sees them, and
+        the ids shown as previews."""
+        turn = self._turn_start(t, upto)
+        shown: list[Message] = []
+        pruned: list[int] = []
+        for i, s in enumerate(t.messages[:upto]):
+            if boundary is not None and s.id <= boundary:
+                continue
+            offload = t.offloads.get(s.id) if i < turn else None
+            if offload is not None:
+                pruned.append(s.id)
+            shown.append(shown_message(s.message, offload))
+        if shown and shown[0].role != "user":
+            shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={"synthetic": True}))
+        return tuple(shown), tuple(pruned)
+
+    def _breakdown(self, t: FakeThread, summary: str | None, messages: Sequence[Message]) -> dict[str, int]:
+        out = {"system": fake_tokens(t.system_prompt, user("")), "tools": len(t.tools_text) // 4, "summary": fake_tokens(summary, user("")) if summary else 0,
+               "user": 0, "assistant": 0, "tool_results": 0}  # fmt: skip
+        for m in messages:
+            out[{"user": "user", "assistant": "assistant", "tool": "tool_results"}.get(m.role, "system")] += fake_tokens(m.content, m)
+        return out
+
+    def _envelopes(self, t: FakeThread) -> list[RequestEnvelope]:
+        out: list[RequestEnvelope] = []
+        positions = self._requests(t)
+        for index, pos in enumerate(positions):
+            last = t.messages[pos - 1]
+            records = self._records_at(t, last.id)
+            record = records[-1] if records else None
+            boundary = record.boundary_after if record else None
+            summary = record.summary if record else None
+            messages, pruned = self._surface(t, pos, boundary)
+            running = index == len(positions) - 1 and t.info.busy_reason is not None
+            ephemeral = tuple(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in t.ephemeral) if running else ()
+            messages += ephemeral
+            breakdown = self._breakdown(t, summary, messages)
+            note = "imported: the source's own prompt is not stored; rebuilt from its messages" if t.info.source_format else None
+            out.append(RequestEnvelope(
+                index=index, request_id=index + 1, run_id=1 + self._turn_start(t, pos), step=index, created_at=last.created_at,
+                generation=record.generation_after if record else 0, boundary=boundary, summary=summary, messages=messages,
+                pruned_ids=pruned, ephemeral=ephemeral, tokens=sum(breakdown.values()), breakdown=breakdown,
+                reported_prompt_tokens=None, context_window=t.window, threshold=t.threshold, outcome="completed",
+                origin="imported" if t.info.source_format else "engine", exact=not t.info.source_format,
+                note=note, estimated_tokens=sum(breakdown.values()), last_message_id=last.id,
+            ))  # fmt: skip
+        return out
+
+    def request_envelopes(self, key: str) -> list[RequestEnvelope]:
+        t = self._record("request_envelopes", key)
+        assert t is not None
+        with self._lock:
+            return self._envelopes(t)
+
+    def _compactions(self, t: FakeThread) -> list[HistoryRecord | SourceCompaction]:
+        """Engine records and the source's compactions, in thread order."""
+        def at(c: HistoryRecord | SourceCompaction) -> int:
+            return (c.boundary_after if isinstance(c, HistoryRecord) else c.after_message_id) or 0
+
+        return sorted([*t.history, *t.sources], key=at)
+
+    def _categories(self, t: FakeThread, summary: str | None, messages: Sequence[Message]) -> dict[str, int]:
+        """:data:`engine.views.DIFF_CATEGORIES` of one side of a compaction."""
+        out = {"system": fake_tokens(t.system_prompt, user("")), "tools": len(t.tools_text) // 4, "summary": fake_tokens(summary, user("")) if summary else 0, "messages": 0, "previews": 0}
+        for m in messages:
+            out["previews" if m.metadata.get("pruned") else "messages"] += fake_tokens(m.content, m)
+        out["total"] = sum(out.values())
+        return out
+
+    def _diff(self, t: FakeThread, index: int, c: HistoryRecord | SourceCompaction, previous: str | None) -> CompactionDiff:
+        if isinstance(c, HistoryRecord):
+            start, end, summary, origin = c.boundary_before, c.boundary_after, c.summary, "engine"
+            kind, trigger, created, gen = c.kind, c.trigger, c.created_at, (c.generation_before, c.generation_after)
+        else:
+            start = (c.replaced_first_id - 1) if c.replaced_first_id is not None else None
+            end, summary, origin = c.replaced_last_id if c.replaced_last_id is not None else c.after_message_id, c.summary, c.source
+            kind, trigger, created, gen = c.kind, c.trigger, None, (None, None)
+        end = end or 0
+        # the compaction happened at the first request past its boundary (or after the last message)
+        positions = [p for p in self._requests(t) if t.messages[p - 1].id > end]
+        upto = positions[0] if positions else len(t.messages)
+        before, _ = self._surface(t, upto, start)
+        after, pruned_ids = self._surface(t, upto, end)
+        summarized = tuple(s.message for s in t.messages[:upto] if (start is None or s.id > start) and s.id <= end)
+        kept = tuple(m for m in after if m.id is not None and m.id > end)
+        dropped = None
+        if dropped_specifics is not None:
+            visible = [m.content for m in before if m.id is not None and m.id <= end] + ([previous] if previous else [])
+            request = next((m.content for m in reversed(after) if m.role == "user"), "")
+            dropped = dropped_specifics(before=visible, summary=summary, after=[t.system_prompt, *(m.content for m in after)],
+                                        referenced=[request, *(m.content for m in kept)])  # fmt: skip
+        return CompactionDiff(
+            index=index, kind=kind, trigger=trigger, origin=origin, created_at=created, generation_before=gen[0], generation_after=gen[1],
+            previous_summary=previous, summarized=summarized, summary=summary, kept=kept,
+            pruned=tuple(t.offloads[i] for i in pruned_ids if i in t.offloads),
+            tokens_before=self._categories(t, previous, before), tokens_after=self._categories(t, summary, after), dropped=dropped,
+            note=None if origin == "engine" else f"recorded by {origin}: the surface is rebuilt from the imported messages",
+            before=before, after=after, record_id=c.id,
+        )  # fmt: skip
+
+    def _diffs(self, t: FakeThread) -> list[CompactionDiff]:
+        out: list[CompactionDiff] = []
+        previous: str | None = None
+        for n, c in enumerate(self._compactions(t), start=1):
+            out.append(self._diff(t, n, c, previous))
+            previous = c.summary or previous
+        return out
+
+    def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
+        t = self._record("compaction_diff", key, compaction)
+        assert t is not None
+        with self._lock:
+            diffs = self._diffs(t)
+        if not diffs:
+            raise EngineError(f"thread {key!r} has no compactions", code="no_compaction")
+        if compaction is None:
+            return diffs[-1]
+        if not 1 <= compaction <= len(diffs):
+            raise EngineError(f"thread {key!r} has {len(diffs)} compaction(s); there is no compaction {compaction}", code="no_compaction")
+        return diffs[compaction - 1]
+
+    def compaction_history(self, key: str) -> list[CompactionEntry]:
+        t = self._record("compaction_history", key)
+        assert t is not None
+        with self._lock:
+            diffs, envelopes = self._diffs(t), self._envelopes(t)
+        out: list[CompactionEntry] = []
+        for n, d in enumerate(diffs):
+            nxt = diffs[n + 1].kept[0].id if n + 1 < len(diffs) and diffs[n + 1].kept and diffs[n + 1].kept[0].id is not None else None
+            following = [e for e in envelopes if e.boundary is not None and e.summary == d.summary and (nxt is None or (e.last_message_id or 0) < nxt)]
+            saved = max(0, d.tokens_before["total"] - d.tokens_after["total"]) * len(following)
+            spent = sum(fake_tokens(m.content, m) for m in d.summarized) + (d.tokens_before["summary"] if d.previous_summary else 0)
+            cost = CompactionCost(spent, d.tokens_after["summary"], saved, len(following), "meter", t.info.model, None, None, "the fake service knows no prices")
+            out.append(CompactionEntry(d.index, d.kind, d.trigger, d.origin, d.created_at, d.tokens_before["total"], d.tokens_after["total"], d.summary, d.dropped, cost, d.note))
+        return out
+
+    def export_history(self, key: str, format: str = "md") -> str:
+        self._record("export_history", key, format)
+        entries = self.compaction_history(key)
+        if format == "json":
+            return json.dumps({"thread": key, "compactions": [_entry_json(e) for e in entries]}, indent=2)
+        if format != "md":
+            raise EngineError(f"unknown export format {format!r} (md or json)", code="invalid_format")
+        lines = [f"# Compaction history of {key}", ""]
+        for e in entries:
+            lines += [f"## {e.index}. {e.kind} ({e.trigger or 'unknown trigger'}, {e.origin})", "",
+                      f"- tokens: {e.tokens_before:,} → {e.tokens_after:,}",
+                      f"- dropped specifics: {len(e.dropped.dropped) if e.dropped else 'not recorded'}", "", e.summary or "(no summary)", ""]  # fmt: skip
+        return "\n".join(lines)
+
+    #: what the fake's what-if accepts (the real one: engine/whatif.py)
+    WHATIF_KEYS = ("threshold_ratio", "retained_tail", "tool_result_limit", "preview_budget", "summarizer", "context_window")
+    #: seconds each simulated request of a what-if takes (a slow run, to watch progress and cancel)
+    whatif_delay: float = 0.0
+
+    def _whatif_run(self, t: FakeThread, label: str, settings: Mapping[str, Any], tick: Callable[[], None]) -> "WhatIfRun":
+        """The fake's engine: per request, the surface since the current boundary; over
+        ``threshold_ratio`` of the window it summarizes all but the last ``retained_tail`` messages."""
+        from engine.whatif import WhatIfPoint, WhatIfRun
+
+        started = time.perf_counter()
+        for name, value in settings.items():
+            if name not in self.WHATIF_KEYS:
+                raise EngineError(f"unknown what-if setting {name!r} (one of {', '.join(self.WHATIF_KEYS)})", code="invalid_setting")
+            if name != "summarizer" and (not isinstance(value, (int, float)) or value <= 0 or (name == "threshold_ratio" and value > 1)):
+                raise EngineError(f"bad value {value!r} for what-if setting {name!r}", code="invalid_setting")
+        window = int(settings.get("context_window", t.window))
+        threshold = float(settings.get("threshold_ratio", t.threshold / t.window)) * window
+        tail = int(settings.get("retained_tail", 4))
+        base = fake_tokens(t.system_prompt, user("")) + len(t.tools_text) // 4
+        boundary, summary_tokens, compactions, points = -1, 0, 0, []
+        for index, pos in enumerate(self._requests(t)):
+            tick()
+            tokens = base + summary_tokens + sum(fake_tokens(s.message.content, s.message) for s in t.messages[boundary + 1 : pos])
+            compacted = 0
+            if tokens > threshold and pos - tail > boundary + 1:
+                summarized = t.messages[boundary + 1 : pos - tail]
+                summary_tokens = max(8, sum(fake_tokens(s.message.content, s.message) for s in summarized) // 5)
+                boundary, compactions, compacted = pos - tail - 1, compactions + 1, 1
+                tokens = base + summary_tokens + sum(fake_tokens(s.message.content, s.message) for s in t.messages[boundary + 1 : pos])
+            points.append(WhatIfPoint(index, tokens, tokens / window, compacted, compacted))
+        pressures = [p.pressure for p in points] or [0.0]
+        return WhatIfRun(label, dict(settings), len(points), compactions, compactions, max(pressures), sum(pressures) / len(pressures),
+                         sum(p.tokens for p in points), sum(1 for p in points if p.tokens > window), None, True,
+                         (time.perf_counter() - started) * 1000, {"summary": compactions} if compactions else {}, tuple(points))  # fmt: skip
+
+    def _recorded_run(self, t: FakeThread) -> "WhatIfRun":
+        from engine.whatif import WhatIfPoint, WhatIfRun
+
+        envelopes = self._envelopes(t)
+        marks = {p.request_id: p.compaction for p in self._pressure_of(t)}
+        points = tuple(WhatIfPoint(e.index, e.tokens, e.tokens / t.window, 1 if marks.get(e.request_id) else 0, 1 if marks.get(e.request_id) in ("summary", "manual") else 0) for e in envelopes)
+        pressures = [p.pressure for p in points] or [0.0]
+        kinds: dict[str, int] = {}
+        for h in t.history:
+            kinds[h.kind] = kinds.get(h.kind, 0) + 1
+        return WhatIfRun("recorded", {"threshold_ratio": t.threshold / t.window, "context_window": t.window}, len(points), len(t.history),
+                         sum(1 for h in t.history if h.kind != "prune"), max(pressures), sum(pressures) / len(pressures), sum(p.tokens for p in points),
+                         sum(1 for e in envelopes if e.tokens > t.window), None, True, 0.0, kinds, points)  # fmt: skip
+
+    def _ticker(self, total: int, progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None) -> Callable[[], None]:
+        done = [0]
+
+        def tick() -> None:
+            if should_stop is not None and should_stop():
+                raise Cancelled()
+            if self.whatif_delay:
+                time.sleep(self.whatif_delay)
+            done[0] += 1
+            if progress is not None:
+                progress(done[0], total)
+
+        return tick
+
+    def whatif(
+        self,
+        key: str,
+        settings: Mapping[str, Any],
+        *,
+        progress: Callable[[int, int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> "WhatIfComparison":
+        from engine.whatif import WhatIfComparison
+
+        t = self._record("whatif", key, dict(settings))
+        assert t is not None
+        with self._lock:
+            recorded = self._recorded_run(t)
+        tick = self._ticker(recorded.requests, progress, should_stop)
+        return WhatIfComparison(key, recorded, self._whatif_run(t, "candidate", settings, tick))
+
+    def whatif_sweep(
+        self,
+        key: str,
+        parameter: str,
+        values: Sequence[Any],
+        *,
+        settings: Mapping[str, Any] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+    ) -> "WhatIfSweep":
+        from engine.whatif import WhatIfSweep
+
+        t = self._record("whatif_sweep", key, parameter, tuple(values))
+        assert t is not None
+        with self._lock:
+            recorded = self._recorded_run(t)
+        tick = self._ticker(recorded.requests * len(values), progress, should_stop)
+        runs = tuple(self._whatif_run(t, f"{parameter}={v}", {**(settings or {}), parameter: v}, tick) for v in values)
+        return WhatIfSweep(key, parameter, tuple(values), runs, recorded)
+
     def close(self) -> None:
         self.closed = True
+
+
+def _entry_json(e: CompactionEntry) -> dict[str, Any]:
+    cost = e.cost
+    return {
+        "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
+        "created_at": e.created_at.isoformat() if e.created_at else None,
+        "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
+        "dropped": e.dropped.to_json() if e.dropped is not None else None,
+        "cost": None if cost is None else {"summarizer_prompt_tokens": cost.summarizer_prompt_tokens, "summarizer_completion_tokens": cost.summarizer_completion_tokens,
+                                            "saved_prompt_tokens": cost.saved_prompt_tokens, "following_requests": cost.following_requests, "source": cost.source},
+    }  # fmt: skip
 
 
 def fake_tokens(content: str, m: Message) -> int:
