@@ -38,6 +38,7 @@ __all__ = [
     "generic_preview",
     "is_structured_tool",
     "render_preview",
+    "replacement_preview",
     "structured_preview",
 ]
 
@@ -195,8 +196,8 @@ NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made
 #: made it notable, shorter and shorter, then only the identifiers (paths, URLs, ids) it names
 #: (an error line keeps its shortest cut instead)
 LINE_LEVELS: tuple[int, ...] = (NOTABLE_LINE_CHARS, 120, 72, 0)
-#: share of the preview the kept lines may take from head and tail when they need it (30 % to 60 %)
-_KEPT_SHARE_MIN, _KEPT_SHARE_MAX = 30, 60
+#: share of the preview the kept lines may take from head and tail when they need it (30 % to 70 %)
+_KEPT_SHARE_MIN, _KEPT_SHARE_MAX = 30, 70
 _NOTABLE_KINDS = ("errors", "URLs", "paths")
 
 
@@ -225,6 +226,12 @@ class _Notable:
     def __init__(self, start: int, end: int, number: int, priority: int, body: str, hit: int) -> None:
         self.start, self.end, self.number, self.priority, self.body, self.hit = start, end, number, priority, body, hit
         self._texts: dict[int, str] = {}
+
+    @property
+    def names(self) -> bool:
+        """Whether the line names a path, URL or id (an error line that does comes first: which
+        test failed and where, then the messages)."""
+        return self.priority != 0 or "/" in self.body and bool(extract_identifiers(self.body))
 
     def text(self, level: int) -> str:
         """The line cut to ``level`` characters around its hit; level 0: its identifiers only
@@ -271,7 +278,7 @@ def _pick_notable(lines: Sequence[_Notable], budget: int, levels: tuple[int, int
     chosen: dict[int, str] = {}
     seen: set[str] = set(extract_identifiers(shown)) if levels[1] == 0 else set()
     used = 0
-    for line in sorted(lines, key=lambda x: (x.priority, x.start)):
+    for line in sorted(lines, key=lambda x: (x.priority, not x.names, x.start)):
         if budget - used < 4:  # no numbered line costs less
             break
         level = levels[0] if line.priority == 0 else levels[1]
@@ -308,9 +315,9 @@ def _need(lines: Sequence[_Notable], level: int, room: int, count: CountTokens) 
 
 def _notable_plan(lines: Sequence[_Notable], avail: int, count: CountTokens) -> tuple[int, tuple[int, int]]:
     """(share of ``avail`` for the kept lines, in %, and the levels of the error lines and of the
-    others): the error lines at the richest level at which they fit 60 %, then the others at the
+    others): the error lines at the richest level at which they fit 70 %, then the others at the
     richest level at which they fit what is left (the poorest otherwise); 30 % when that is
-    enough, up to 60 % when they need it."""
+    enough, up to 70 % when they need it."""
     room = avail * _KEPT_SHARE_MAX // 100
     errors = [x for x in lines if x.priority == 0]
     others = [x for x in lines if x.priority != 0]
@@ -339,8 +346,8 @@ def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable
     if not picked:
         return None
     how = "".join(
-        f", {what} {f'cut to {level} characters' if level else 'as the paths, URLs and ids they name'}"
-        for what, level in (("error lines", levels[0]), ("other lines", levels[1])) if level != LINE_LEVELS[0]
+        f"; {what} {f'cut to {level} chars' if level else 'as their identifiers'}"
+        for what, level in (("errors", levels[0] or LINE_LEVELS[-2]), ("others", levels[1])) if level != LINE_LEVELS[0]
     )
     parts = [
         f"[head: chars 0-{head_end} of {n}]",
@@ -359,12 +366,12 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
 
     When the part between head and tail holds error lines (``Traceback``, ``…Error``, ``FAILED``,
     ``exit code``, traceback frames ``File "…", line N`` …), URLs or paths, they replace the middle
-    slice: head and tail share what the kept lines leave, the lines take 30% of the budget, up to 60%
+    slice: head and tail share what the kept lines leave, the lines take 30% of the budget, up to 70%
     when they need it, numbered ``L<n>:``. When they do not all fit even then they are cut around
     what made them notable (:data:`LINE_LEVELS`: 240, 120, 72 characters), then shown as the
     identifiers they name (paths, URLs, ids, each once; an error line keeps 72 characters), and the
-    note line says so; what still does not fit goes by priority (errors, URL lines, path lines,
-    path lines of passed / skipped tests), then in order. Otherwise head (45%), a slice from the
+    note line says so; what still does not fit goes by priority (errors, those naming a path or URL
+    first, URL lines, path lines, path lines of passed / skipped tests), then in order. Otherwise head (45%), a slice from the
     middle (15%) and tail (40%). ``content`` itself when it fits; ``""`` when the budget cannot hold
     even the labels.
     """
@@ -646,6 +653,19 @@ def _header(tool_name: str, original_tokens: int, sha256: str, path: str) -> str
         f"saved: {_CONTROL.sub(' ', path)}\n"
         f"preview:"
     )
+
+
+def replacement_preview(text: str) -> str:
+    """The preview inside a replacement of :func:`build_replacement`, its frame (the header with
+    the tool, tokens, SHA-256 and saved file, and the closing line) left out; ``text`` itself when
+    it is not one. What the tool output showed, without what the engine added around it."""
+    if not text.startswith("[tool result offloaded: "):
+        return text
+    _, found, rest = text.partition("\npreview:")
+    if not found:
+        return text
+    body, closing, _ = rest.rpartition("\n[end of preview: ")
+    return (body if closing else "").lstrip("\n")
 
 
 def _footer(left_out: int) -> str:

@@ -361,8 +361,16 @@ def test_extractive_says_what_it_is_and_keeps_the_essentials() -> None:
     assert 'query_kb(query="发票规则", kb_id="kb-fin-01")' in text  # key arguments, top_k dropped
     assert 'read_file(path="/srv/kb/policies/refund.md")' in text
     assert 'web_search(q="退款政策 2026")' in text and 'shell(command="grep -rn refund src/engine/policy.py")' in text
-    for ident in ("https://kb.example.com/doc-77", "https://www.example.com/refund?lang=zh", SHA, "doc_id=doc-77", "chunk_id=chunk-9", "order-5521", "src/engine/policy.py"):
-        assert f"- {ident}\n" in text + "\n"
+    ids = text[text.index("## Identifiers, paths and URLs seen") :].split("\n\n")[0].splitlines()[1:]
+    # one dense line per message that showed them, each identifier once; a JSON key whose value
+    # names itself is left out (doc_id=doc-77 is listed as doc-77)
+    assert "- (#3) query_kb: doc-77 chunk-9 https://kb.example.com/doc-77" in ids
+    assert "- (#7) read_file: " + SHA in ids and "- (#9) web_search: https://www.example.com/refund?lang=zh" in ids
+    assert "- (#8) assistant: src/engine/policy.py" in ids  # from a call's arguments
+    listed = [x for line in ids for x in line.split(": ", 1)[1].split()]
+    assert len(listed) == len(set(listed))
+    # shown verbatim by a kept request or the latest conclusion: not repeated
+    assert "order-5521" not in listed and "/srv/kb/policies/refund.md" not in listed
     assert "Found the refund policy: 14-day window" in text  # latest conclusion
     assert "条款。条款。" not in text  # tool result bodies are not copied
     assert count(text) <= 2000
@@ -429,7 +437,9 @@ def test_extractive_rolling_summary_merges_instead_of_nesting() -> None:
         assert text.count(HEADER) == 1
         assert "###" not in text  # sections are merged, never nested one level down per roll
         assert text.count("## User requests (verbatim)") <= 1
-    assert "- chunk-88" in second and "- chunk-88" in third  # identifiers carried forward
+    # the identifier stays visible: in the current request, then in the earlier request kept verbatim
+    assert "chunk-88" in second and "继续：再查 chunk-88" in third
+    assert "- (#3) query_kb: doc-77 chunk-9 https://kb.example.com/doc-77" in third  # identifier lines carried forward
     assert "继续：再查 chunk-88" in third  # the earlier current request is kept as an earlier request
     assert contains_verbatim(third, CURRENT)  # requests from the first range survive two rolls
 
@@ -486,33 +496,80 @@ def _id_heavy(n: int = 120) -> tuple[Message, ...]:
     return tuple(msgs)
 
 
-def test_extractive_keeps_the_identifiers_the_request_and_the_retained_tail_mention_first() -> None:
+def _listed(text: str) -> list[str]:
+    """The identifiers of the summary's identifier lines, in order."""
+    if "## Identifiers, paths and URLs seen" not in text:
+        return []
+    lines = text[text.index("## Identifiers, paths and URLs seen") :].split("\n\n")[0].splitlines()[1:]
+    return [x for line in lines for x in line.split(": ", 1)[1].split()]
+
+
+def test_extractive_does_not_repeat_what_the_request_and_the_retained_tail_show() -> None:
     msgs = _id_heavy()
     retained = (assistant("Now comparing doc-000003 with doc-000007.", id=500),)
     req = SummaryRequest(msgs, current_request="Which of doc-000001 and doc-000002 is newer?", retained=retained, max_tokens=400)
     result = ExtractiveSummarizer().summarize(req)
     text = result.text
     assert count(text) <= 400
-    for ident in ("doc-000001", "doc-000002", "doc-000003", "doc-000007"):  # old, but named by the request or the tail
-        assert f"- {ident}\n" in text + "\n"
-    assert f"- doc-{119:06d}\n" in text + "\n"  # then the newest
-    assert "- doc-000004\n" not in text + "\n"  # an old one nobody mentions is the one to go
-    listed = [line[2:] for line in text.splitlines() if line.startswith("- doc-") or line.startswith("- https://")]
+    listed = _listed(text)
+    # visible anyway after the compaction (the request in the summary, the tail after it): not listed, not dropped
+    for ident in ("doc-000001", "doc-000002", "doc-000003", "doc-000007"):
+        assert ident not in listed and ident not in result.dropped_identifiers
+    assert listed[-2:] == [f"doc-{119:06d}", f"https://kb.example.com/articles/{119:06d}.html"]  # the newest stay
+    assert "doc-000004" not in listed  # an old one nobody shows is the one to go
     assert len(listed) == len(set(listed))  # each identifier once
-    # what was left out is recorded, exactly: every identifier of the range is kept or listed as dropped
+    # what was left out is recorded, exactly: every identifier of the range is listed, visible anyway, or dropped
     everything = {x for m in msgs for x in extract_identifiers(m.content + " " + " ".join(c.arguments for c in m.tool_calls))}
+    visible = {"doc-000001", "doc-000002", "doc-000003", "doc-000007"}
     assert result.dropped_identifiers and "doc-000004" in result.dropped_identifiers
-    assert set(result.dropped_identifiers) | set(listed) == everything
+    assert set(result.dropped_identifiers) | set(listed) | visible == everything
     assert not set(result.dropped_identifiers) & set(listed)
+
+
+def test_extractive_an_identifier_line_that_does_not_fit_keeps_its_first_identifiers() -> None:
+    msgs = [user("Collect everything", id=1)]
+    for i in range(6):
+        call = ToolCall(f"c{i}", "query_kb", "{}")
+        body = json.dumps({"results": [{"doc_id": f"doc-{i}{k:04d}", "url": f"https://kb.example.com/a/{i}{k:04d}.html"} for k in range(12)]})
+        msgs += [assistant("", call, id=2 + 2 * i), tool_result(call.id, body, name="query_kb", id=3 + 2 * i)]
+    result = ExtractiveSummarizer().summarize(SummaryRequest(tuple(msgs), current_request="go on", max_tokens=500))
+    assert count(result.text) <= 500
+    lines = result.text[result.text.index("## Identifiers") :].splitlines()[1:]
+    assert lines[-1].startswith("- (#13) query_kb: doc-50000 https://kb.example.com/a/50000.html doc-50001")  # the newest whole
+    partial = lines[0].split(": ", 1)[1].split()  # the oldest one shown keeps its first identifiers
+    assert 0 < len(partial) < 24 and partial == [f"doc-{partial[0][4]}{k // 2:04d}" if k % 2 == 0 else f"https://kb.example.com/a/{partial[0][4]}{k // 2:04d}.html" for k in range(len(partial))]
+    assert set(result.dropped_identifiers).isdisjoint(_listed(result.text)) and len(result.dropped_identifiers) + len(_listed(result.text)) == 6 * 24
+
+
+def test_extractive_reads_a_pruned_result_without_the_offload_frame() -> None:
+    from engine.messages import META_PRUNED
+    from engine.previews import build_replacement
+
+    body = json.dumps({"results": [{"doc_id": f"doc-{k:06d}", "content": "x " * 400} for k in range(8)]})
+    preview = build_replacement("query_kb", body, sha256=SHA, path=f"query_kb-{SHA}.txt", original_tokens=count(body), budget_tokens=300, count_tokens=count)
+    pruned = tool_result("c1", preview, name="query_kb", id=3).with_content(preview, **{META_PRUNED: SHA})
+    msgs = (user("look", id=1), assistant("", ToolCall("c1", "query_kb", "{}"), id=2), pruned)
+    text = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=1000)).text
+    assert _listed(text) == [f"doc-{k:06d}" for k in range(8)]  # the tool's ids, not the engine's hash or file name
+    assert SHA not in text
+
+
+def test_extractive_older_requests_keep_their_head_ahead_of_identifiers() -> None:
+    old = "Please compare the refund rules " + " ".join(f"clause{i}" for i in range(300))
+    msgs = (user(old, id=1),) + _id_heavy(60)[1:]
+    small = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=500)).text
+    assert "(#1) Please compare the refund rules clause0" in small and "more characters not kept]" in small
+    assert len(_listed(small)) > 20  # the rest of the request gave way to identifiers
+    roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=6000)).text
+    assert old in roomy and len(_listed(roomy)) == 120  # with room, the whole request comes back
 
 
 def test_extractive_ranks_identifiers_above_older_tool_calls() -> None:
     result = ExtractiveSummarizer().summarize(SummaryRequest(_id_heavy(40), current_request="go on", max_tokens=1000))
     text = result.text
     assert count(text) <= 1000
-    ids = [line for line in text.splitlines() if line.startswith(("- doc-", "- https://"))]
     calls = [line for line in text.splitlines() if "query_kb(" in line]
-    assert len(ids) == 80 and result.dropped_identifiers == ()  # every document id and URL stays
+    assert len(_listed(text)) == 80 and result.dropped_identifiers == ()  # every document id and URL stays
     assert 0 < len(calls) < 40  # tool-call lines make room, the newest kept
 
 

@@ -1,23 +1,31 @@
 """The offline extractive summarizer: no language model, deterministic, always available.
 
 It copies instead of writing: the previous summary, the user's requests verbatim (the current request
-always in full), the identifiers, paths and URLs seen (each once), the tool calls with their key
+always in full), the identifiers, paths and URLs seen (each once, one dense line per message that
+showed them: ``- (#12) query_kb: doc-1 https://… doc-2 …``), the tool calls with their key
 arguments, and the latest assistant conclusions. When that exceeds the budget, the least important
 and oldest parts go first: older conclusions, the previous summary beyond a quarter of the budget,
-older tool calls, then identifiers (those the current request or the retained tail mention last,
-the others newest first), then older requests. The identifiers left out are listed in the result's
-``dropped_identifiers``.
+older tool calls, the rest of an older request beyond its head, the older requests beyond a fifth
+of the budget (the newest stay), identifiers (the oldest lines first, a line losing its last
+identifiers before the whole of it), then the newest older requests. The identifiers left out are
+listed in the result's ``dropped_identifiers``.
+
+Identifiers that stay visible anyway are not repeated: those the current request (always in the
+summary) or the retained tail (verbatim after it) show. A pruned result is read as its preview
+without the engine's frame (the offload header's SHA-256 and file name are not the tool's output).
 Same input, same output: ordering is positional, nothing depends on time or randomness.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Callable, Iterable
 
-from ..messages import Message
+from ..messages import META_PRUNED, Message
 from ..meter import default_meter
+from ..previews import replacement_preview
 from ..specifics import extract_identifiers
 from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim
 
@@ -35,16 +43,28 @@ _CONCLUSIONS = 3
 _MIN_TRUNCATED_TOKENS = 16
 #: share of the budget the previous summary's head keeps ahead of new material (then it goes first)
 _PREVIOUS_SHARE = 0.25
+#: an older request longer than this keeps its head ahead of the identifiers, the rest after them
+REQUEST_HEAD_TOKENS = 40
+#: share of the budget the newest older requests (their heads) keep ahead of the identifiers
+REQUESTS_SHARE = 0.2
+
 
 @dataclass(frozen=True, slots=True)
 class _Item:
-    """One line (or block) of the summary. Lower ``rank`` is kept first; ``order`` is the output order."""
+    """One line (or block) of the summary. Lower ``rank`` is kept first; ``order`` is the output order.
+
+    An identifier line is ``prefix`` + its ``parts`` (identifiers) joined by spaces: when it does
+    not fit whole it keeps its first parts. ``full``: the whole text of an item shown shortened
+    (an older request's head), put back when the budget still has room at the end."""
 
     section: str
     order: tuple[int, int]
     rank: tuple[int, int]
     text: str
     truncatable: bool = False
+    parts: tuple[str, ...] = ()
+    prefix: str = ""
+    full: str | None = None
 
 
 _S_PREVIOUS = "Previous summary (carried forward)"
@@ -61,7 +81,8 @@ _SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_REQUESTS, _S_TOOLS, _S_AC
 # ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first.
 # Identifiers rank above tool-call lines: a call's line is mostly its arguments, and the ids a later
 # step may need (a document, a file, a URL) are what a summary cannot rebuild.
-_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS_FIRST, _T_IDS, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(8)
+# Older requests beyond a share of the budget (the newest first) come after the identifiers.
+_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_REQUESTS_OLDER, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(8)
 
 
 class ExtractiveSummarizer:
@@ -78,10 +99,16 @@ class ExtractiveSummarizer:
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         goal = _S_GOAL if request.running_turn else _S_CURRENT
         mandatory = [_Item(goal, (0, 0), (_T_MANDATORY, 0), request.current_request)] if request.current_request else []
-        items = mandatory + list(self._candidates(request))
+        items = mandatory + self._rank_requests(list(self._candidates(request)), request.max_tokens)
         text, kept = self._fit(mandatory, items, request.max_tokens)
-        chosen = {id(it) for it in kept}
-        dropped = tuple(it.text[2:] for it in items if it.section == _S_IDS and id(it) not in chosen)
+        # identifiers a kept request or conclusion already shows (those rank above every identifier
+        # line, so they stay) are not listed again: the room goes to the next identifiers
+        above = _listed_forms(it.text for it in kept if it.rank[0] < _T_IDS)
+        if any(part in above for it in items for part in it.parts):
+            items = [_without(it, above) if it.parts else it for it in items]
+            text, kept = self._fit(mandatory, [it for it in items if it.text], request.max_tokens)
+        shown = _listed_forms([text])
+        dropped = tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
         return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True, dropped_identifiers=dropped)
 
     # -- candidates ------------------------------------------------------------------------------
@@ -89,14 +116,18 @@ class ExtractiveSummarizer:
         msgs = [m for m in request.messages if m.role != "system"]
         n = len(msgs)
         actions = _S_ACTIONS if request.running_turn else _S_TOOLS
-        carried_ids: set[str] = set()
-        first = _priority_identifiers(request)
+        visible = _visible_identifiers(request)
+        # identifiers of this range, each once, on the line of the first message that shows it
+        groups: list[tuple[int, Message, list[str]]] = []
+        listed: set[str] = set()
+        for i, m in enumerate(msgs):
+            found = [x for x in map(_shown_form, extract_identifiers(_identifier_text(m))) if x not in visible and x not in listed]
+            if found:
+                listed.update(found)
+                groups.append((i, m, found))
         if request.previous_summary and request.previous_summary.strip().startswith(HEADER):
             # our own format: merge its sections instead of nesting it (a rolling summary stays flat)
-            for item in self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions, first):
-                if item.section == _S_IDS:
-                    carried_ids.add(item.text)
-                yield item
+            yield from self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions, visible | listed)
         elif request.previous_summary:
             previous = request.previous_summary.strip()
             reserved = request.max_tokens * _PREVIOUS_SHARE
@@ -106,19 +137,13 @@ class ExtractiveSummarizer:
                 line = "#" + line if line.startswith("#") else line  # nest its headings one level down
                 yield _Item(_S_PREVIOUS, (0, i), (tier, n + i), line, truncatable=True)
         results = {m.tool_call_id: m for m in msgs if m.role == "tool"}
-        last_seen: dict[str, int] = {}
-        first_seen: dict[str, tuple[int, int]] = {}
         conclusions = [i for i, m in enumerate(msgs) if m.role == "assistant" and m.content.strip()][-_CONCLUSIONS:]
         for i, m in enumerate(msgs):
             age = n - i
-            texts = [m.content] + [c.arguments for c in m.tool_calls]
-            for j, ident in enumerate(extract_identifiers("\n".join(texts))):
-                first_seen.setdefault(ident, (i, j))
-                last_seen[ident] = i
             if m.role == "user" and not m.is_synthetic and m.content.strip():
                 if request.current_request and contains_verbatim(m.content, request.current_request):
                     continue
-                yield _Item(_S_REQUESTS, (i, 0), (_T_REQUESTS, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
+                yield self._request_item(_Item(_S_REQUESTS, (i, 0), (_T_REQUESTS, age), f"- {_ref(m)}{_indent(m.content.strip())}", True))
             for k, call in enumerate(m.tool_calls):
                 result = results.get(call.id)
                 outcome = f"result: {len(result.content)} chars" if result is not None else "no result in this range"
@@ -127,16 +152,32 @@ class ExtractiveSummarizer:
             if i in conclusions:
                 tier = _T_LATEST if i == conclusions[-1] else _T_OLDER
                 yield _Item(_S_CONCLUSIONS, (i, 0), (tier, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
-        for ident in last_seen:  # each once; the budget decides how many stay
-            if f"- {ident}" in carried_ids:
-                continue
-            tier = _T_IDS_FIRST if ident in first else _T_IDS
-            yield _Item(_S_IDS, first_seen[ident], (tier, n - last_seen[ident]), f"- {ident}")
+        for i, m, found in groups:
+            yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", tuple(found))
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
 
-    def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str, first: set[str]) -> Iterable[_Item]:
-        """Items of a previous extractive summary, placed before (and ranked below) the new material."""
+    def _rank_requests(self, items: list[_Item], max_tokens: int) -> list[_Item]:
+        """Older requests ahead of the identifiers, the newest first, while their heads fit
+        :data:`REQUESTS_SHARE` of the budget; the others right after the identifiers."""
+        reserved = max_tokens * REQUESTS_SHARE
+        order = sorted((k for k, it in enumerate(items) if it.section == _S_REQUESTS), key=lambda k: items[k].rank)
+        for k in order:
+            reserved -= self._count(items[k].text) + 1
+            if reserved < 0:
+                items[k] = replace(items[k], rank=(_T_REQUESTS_OLDER, items[k].rank[1]))
+        return items
+
+    def _request_item(self, item: _Item) -> _Item:
+        """An older request: its head ahead of the identifiers, the whole of it when room is left."""
+        if self._count(item.text) <= REQUEST_HEAD_TOKENS + _MIN_TRUNCATED_TOKENS:
+            return item
+        return replace(item, text=self._truncate(item.text, REQUEST_HEAD_TOKENS), full=item.text)
+
+    def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str, elsewhere: set[str]) -> Iterable[_Item]:
+        """Items of a previous extractive summary, placed before (and ranked below) the new material.
+        Its identifier lines lose the identifiers shown ``elsewhere`` (new lines, the request, the
+        retained tail)."""
         tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS}
         section: str | None = None
         blocks: list[tuple[str, list[str]]] = []
@@ -159,18 +200,26 @@ class ExtractiveSummarizer:
                 # the previous current request: still kept verbatim, as an earlier request
                 if request.current_request and contains_verbatim(text, request.current_request):
                     continue
-                yield _Item(_S_REQUESTS, (-1, total), (_T_REQUESTS, n), "- " + _indent(text.strip()), truncatable=True)
+                yield self._request_item(_Item(_S_REQUESTS, (-1, total), (_T_REQUESTS, n), "- " + _indent(text.strip()), truncatable=True))
                 continue
             if sec not in tiers:
                 continue  # e.g. the previous "Current state": replaced by the new one
-            tier = _T_IDS_FIRST if sec == _S_IDS and text[2:] in first else tiers[sec]
-            yield _Item(sec, (-1, k), (tier, age), text, truncatable=sec in (_S_REQUESTS, _S_CONCLUSIONS, _S_PREVIOUS))
+            if sec == _S_IDS:
+                prefix, parts = _split_id_line(text)
+                parts = tuple(x for x in parts if x not in elsewhere)
+                if parts:
+                    yield _id_item((-1, k), (_T_IDS, age), prefix, parts)
+                continue
+            yield self._request_item(_Item(sec, (-1, k), (tiers[sec], age), text, truncatable=True)) if sec == _S_REQUESTS else _Item(
+                sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS)
+            )
 
     # -- budget ----------------------------------------------------------------------------------
     def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int) -> tuple[str, list[_Item]]:
-        """Keep items by rank while the estimate fits, truncate the first one that does not (if it
-        may be truncated), then drop the lowest-ranked items until the exact count fits. Returns
-        the text and the items kept (a truncated item is its shortened copy)."""
+        """Keep items by rank while the estimate fits; an identifier line that does not fit keeps
+        the identifiers that do, another truncatable item its head; put back the whole of a
+        shortened item while room is left; then drop the lowest-ranked items until the exact count
+        fits. Returns the text and the items kept (a shortened item is its shortened copy)."""
         if self._count(_render(mandatory)) > max_tokens:
             raise SummarizerError(
                 f"the current user request alone does not fit the summary budget of {max_tokens} tokens", "over_budget"
@@ -187,16 +236,43 @@ class ExtractiveSummarizer:
                 used += cost
                 continue
             room = max_tokens - used - heading - 1
+            if item.parts:
+                part = self._fit_parts(item, room)
+                if part is not None:
+                    kept.append(part)
+                    sections.add(item.section)
+                    used += self._count(part.text) + 1 + heading
+                continue
             if item.truncatable and room >= _MIN_TRUNCATED_TOKENS:
-                kept.append(_Item(item.section, item.order, item.rank, self._truncate(item.text, room)))  # never an id: not truncatable
+                kept.append(replace(item, text=self._truncate(item.text, room), full=None))  # never an id: not truncatable
                 sections.add(item.section)
                 used += room + heading + 1
+        fitted = sorted(kept, key=lambda it: it.rank)
+        for k, item in enumerate(kept):  # put back the whole of a shortened item, most important first
+            if item.full is not None:
+                extra = self._count(item.full) - self._count(item.text)
+                if used + extra <= max_tokens:
+                    kept[k] = replace(item, text=item.full, full=None)
+                    used += extra
         kept.sort(key=lambda it: it.rank)
         text = _render(kept)
+        if kept != fitted and self._count(text) > max_tokens:  # the estimate was short: no item pays for them
+            kept, text = fitted, _render(fitted)
         while kept and kept[-1].rank[0] != _T_MANDATORY and self._count(text) > max_tokens:
             kept.pop()
             text = _render(kept)
         return text, kept
+
+    def _fit_parts(self, item: _Item, room: int) -> _Item | None:
+        """``item`` with as many of its first identifiers as fit ``room`` tokens, or ``None``."""
+        lo, hi = 0, len(item.parts) - 1
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._count(item.prefix + " ".join(item.parts[:mid])) <= room:
+                lo = mid
+            else:
+                hi = mid - 1
+        return _id_item(item.order, item.rank, item.prefix, item.parts[:lo]) if lo else None
 
     def _truncate(self, text: str, max_tokens: int) -> str:
         """The longest head of ``text`` that fits ``max_tokens`` together with the omission marker."""
@@ -210,13 +286,55 @@ class ExtractiveSummarizer:
         return _cut(text, lo)
 
 
-def _priority_identifiers(request: SummaryRequest) -> set[str]:
-    """Identifiers the current request or the retained tail mention: a summary keeps them first."""
-    texts = [request.current_request or ""]
-    for m in request.retained:
-        texts.append(m.content)
-        texts.extend(c.arguments for c in m.tool_calls)
-    return set(extract_identifiers("\n".join(texts)))
+def _id_item(order: tuple[int, int], rank: tuple[int, int], prefix: str, parts: tuple[str, ...]) -> _Item:
+    return _Item(_S_IDS, order, rank, prefix + " ".join(parts), parts=parts, prefix=prefix)
+
+
+def _without(item: _Item, shown: set[str]) -> _Item:
+    """An identifier line without the identifiers ``shown`` elsewhere (empty text when none is left)."""
+    parts = tuple(x for x in item.parts if x not in shown)
+    return item if parts == item.parts else (_id_item(item.order, item.rank, item.prefix, parts) if parts else replace(item, text="", parts=()))
+
+
+def _listed_forms(texts: Iterable[str]) -> set[str]:
+    """The identifiers ``texts`` show, as found and in their listed form."""
+    found = extract_identifiers("\n".join(texts))
+    return set(found) | {_shown_form(x) for x in found}
+
+
+def _split_id_line(line: str) -> tuple[str, tuple[str, ...]]:
+    """(prefix, identifiers) of an identifier line: ``- (#3) query_kb: a b`` or the older ``- a``."""
+    label, sep, rest = line.partition(": ")
+    if sep and " " not in label[2:].replace("(#", "").split(") ", 1)[-1] and "://" not in label:
+        return label + sep, tuple(rest.split())
+    return "- ", tuple(line[2:].split()) if line.startswith("- ") else tuple(line.split())
+
+
+def _identifier_text(m: Message) -> str:
+    """What a message showed, identifiers included: a pruned result's preview without the
+    engine's frame, and the arguments of its calls."""
+    content = replacement_preview(m.content) if m.role == "tool" and m.metadata.get(META_PRUNED) else m.content
+    return "\n".join([content] + [c.arguments for c in m.tool_calls])
+
+
+@lru_cache(maxsize=65536)
+def _shown_form(ident: str) -> str:
+    """How an identifier is listed: ``doc_id=doc-9`` as ``doc-9`` (the value names itself), but
+    ``doc_id=9`` as it is."""
+    key, sep, value = ident.partition("=")
+    if sep and key.isidentifier() and extract_identifiers(value) == [value]:
+        return value
+    return ident
+
+
+def _visible_identifiers(request: SummaryRequest) -> set[str]:
+    """Identifiers that stay visible without the summary listing them: those the current request
+    (kept verbatim in it) and the retained tail (verbatim after it) show, in their listed form too."""
+    return _listed_forms([request.current_request or ""] + [_identifier_text(m) for m in request.retained])
+
+
+def _source(m: Message) -> str:
+    return (m.name or "tool") if m.role == "tool" else m.role
 
 
 def _cut(text: str, chars: int) -> str:
