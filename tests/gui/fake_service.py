@@ -9,6 +9,7 @@ records every call, and keeps offloaded tool results in a real ``engine.workdir.
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import threading
@@ -131,13 +132,13 @@ class FakeService:
     def _pressure_of(self, t: FakeThread) -> list[PressurePoint]:
         """One point per request of the fake's envelopes (the chart and the replay agree), marked
         with the compaction that happened right before it."""
-        kinds = {h.generation_after: h.kind for h in t.history}
         out: list[PressurePoint] = []
         generation = 0
-        for e in self._envelopes(t):
-            marker = kinds.get(e.generation) if e.generation != generation else None
-            generation = e.generation
-            out.append(PressurePoint(e.request_id or 0, e.run_id, e.step or 0, e.tokens, e.threshold, marker, e.created_at or T0))
+        for index, pos, record, breakdown in self._plan(t):
+            now = record.generation_after if record else 0
+            marker = record.kind if record is not None and now != generation else None
+            generation = now
+            out.append(PressurePoint(index + 1, 1 + self._turn_start(t, pos), index, sum(breakdown.values()), t.threshold, marker, t.messages[pos - 1].created_at))
         return out
 
     def set_boundary(self, key: str, boundary: int, summary: str, *, kind: str = "summary", trigger: str = "pressure") -> None:
@@ -320,9 +321,6 @@ class FakeService:
                 return i
         return 0
 
-    def _records_at(self, t: FakeThread, last_id: int) -> list[HistoryRecord]:
-        return [h for h in t.history if h.boundary_after is not None and last_id > h.boundary_after]
-
     def _surface(self, t: FakeThread, upto: int, boundary: int | None) -> tuple[tuple[Message, ...], tuple[int, ...]]:
         """The messages (positions < ``upto``, ids past ``boundary``) as the model sees them, and
         the ids shown as previews."""
@@ -340,27 +338,61 @@ class FakeService:
             shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={"synthetic": True}))
         return tuple(shown), tuple(pruned)
 
-    def _breakdown(self, t: FakeThread, summary: str | None, messages: Sequence[Message]) -> dict[str, int]:
-        out = {"system": fake_tokens(t.system_prompt, user("")), "tools": len(t.tools_text) // 4, "summary": fake_tokens(summary, user("")) if summary else 0,
-               "user": 0, "assistant": 0, "tool_results": 0}  # fmt: skip
-        for m in messages:
-            out[{"user": "user", "assistant": "assistant", "tool": "tool_results"}.get(m.role, "system")] += fake_tokens(m.content, m)
+    def _plan(self, t: FakeThread) -> list[tuple[int, int, HistoryRecord | None, dict[str, int]]]:
+        """(index, position, record in force, token breakdown) of every request, in one pass with
+        prefix sums (a 20,000-message thread's pressure points are cheap; the surfaces themselves
+        are built only by :meth:`_envelopes`)."""
+        n = len(t.messages)
+        cats = ("user", "assistant", "tool_results", "system")
+        full = {c: [0] * (n + 1) for c in cats}
+        seen = {c: [0] * (n + 1) for c in cats}
+        last_user = [0] * (n + 1)  # last_user[i]: position of the last user message before i
+        lu = 0
+        for i, st in enumerate(t.messages):
+            m = st.message
+            c = {"user": "user", "assistant": "assistant", "tool": "tool_results"}.get(m.role, "system")
+            tok = fake_tokens(m.content, m)
+            offload = t.offloads.get(st.id) if m.role == "tool" else None
+            shown_tok = fake_tokens(offload.preview, m) if offload is not None else tok
+            for k in cats:
+                full[k][i + 1] = full[k][i] + (tok if k == c else 0)
+                seen[k][i + 1] = seen[k][i] + (shown_tok if k == c else 0)
+            if m.role == "user":
+                lu = i
+            last_user[i + 1] = lu
+        ids = [st.id for st in t.messages]
+        base = {"system": fake_tokens(t.system_prompt, user("")), "tools": len(t.tools_text) // 4}
+        notes = sum(fake_tokens(e.content, e) for e in t.ephemeral)
+        positions = self._requests(t)
+        out: list[tuple[int, int, HistoryRecord | None, dict[str, int]]] = []
+        for index, pos in enumerate(positions):
+            last_id = ids[pos - 1]
+            records = [h for h in t.history if h.boundary_after is not None and last_id > h.boundary_after]
+            record = records[-1] if records else None
+            start = min(bisect.bisect_right(ids, record.boundary_after or 0), pos) if record is not None else 0
+            turn = max(start, last_user[pos])
+            breakdown = {**base, "summary": fake_tokens(record.summary, user("")) if record and record.summary else 0}
+            for k in cats:
+                breakdown[k] = seen[k][turn] - seen[k][start] + full[k][pos] - full[k][turn]
+            if start < pos and t.messages[start].message.role != "user":
+                breakdown["user"] += fake_tokens(SYNTHETIC_USER_TEXT, user(""))
+            if index == len(positions) - 1 and t.info.busy_reason is not None:
+                breakdown["system"] += notes  # the running request's ephemeral notes
+            breakdown["system"] += base["system"]
+            out.append((index, pos, record, breakdown))
         return out
 
     def _envelopes(self, t: FakeThread) -> list[RequestEnvelope]:
         out: list[RequestEnvelope] = []
-        positions = self._requests(t)
-        for index, pos in enumerate(positions):
+        plan = self._plan(t)
+        for index, pos, record, breakdown in plan:
             last = t.messages[pos - 1]
-            records = self._records_at(t, last.id)
-            record = records[-1] if records else None
             boundary = record.boundary_after if record else None
             summary = record.summary if record else None
             messages, pruned = self._surface(t, pos, boundary)
-            running = index == len(positions) - 1 and t.info.busy_reason is not None
+            running = index == len(plan) - 1 and t.info.busy_reason is not None
             ephemeral = tuple(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in t.ephemeral) if running else ()
             messages += ephemeral
-            breakdown = self._breakdown(t, summary, messages)
             note = "imported: the source's own prompt is not stored; rebuilt from its messages" if t.info.source_format else None
             out.append(RequestEnvelope(
                 index=index, request_id=index + 1, run_id=1 + self._turn_start(t, pos), step=index, created_at=last.created_at,
@@ -494,35 +526,44 @@ class FakeService:
         threshold = float(settings.get("threshold_ratio", t.threshold / t.window)) * window
         tail = int(settings.get("retained_tail", 4))
         base = fake_tokens(t.system_prompt, user("")) + len(t.tools_text) // 4
+        prefix = [0]
+        for st in t.messages:
+            prefix.append(prefix[-1] + fake_tokens(st.message.content, st.message))
         boundary, summary_tokens, compactions, points = -1, 0, 0, []
         for index, pos in enumerate(self._requests(t)):
             tick()
-            tokens = base + summary_tokens + sum(fake_tokens(s.message.content, s.message) for s in t.messages[boundary + 1 : pos])
+            tokens = base + summary_tokens + prefix[pos] - prefix[boundary + 1]
             compacted = 0
             if tokens > threshold and pos - tail > boundary + 1:
-                summarized = t.messages[boundary + 1 : pos - tail]
-                summary_tokens = max(8, sum(fake_tokens(s.message.content, s.message) for s in summarized) // 5)
+                summary_tokens = max(8, (prefix[pos - tail] - prefix[boundary + 1]) // 5)
                 boundary, compactions, compacted = pos - tail - 1, compactions + 1, 1
-                tokens = base + summary_tokens + sum(fake_tokens(s.message.content, s.message) for s in t.messages[boundary + 1 : pos])
+                tokens = base + summary_tokens + prefix[pos] - prefix[boundary + 1]
             points.append(WhatIfPoint(index, tokens, tokens / window, compacted, compacted))
         pressures = [p.pressure for p in points] or [0.0]
-        return WhatIfRun(label, dict(settings), len(points), compactions, compactions, max(pressures), sum(pressures) / len(pressures),
-                         sum(p.tokens for p in points), sum(1 for p in points if p.tokens > window), None, True,
-                         (time.perf_counter() - started) * 1000, {"summary": compactions} if compactions else {}, tuple(points))  # fmt: skip
+        return WhatIfRun(
+            label=label, settings=dict(settings), requests=len(points), compactions=compactions, summarizer_calls=compactions,
+            peak_pressure=max(pressures), mean_pressure=sum(pressures) / len(pressures), prompt_tokens=sum(p.tokens for p in points),
+            steps_over_window=sum(1 for p in points if p.tokens > window), specifics_dropped=None, request_kept=True,
+            duration_ms=(time.perf_counter() - started) * 1000, by_kind={"summary": compactions} if compactions else {}, points=tuple(points),
+        )  # fmt: skip
 
     def _recorded_run(self, t: FakeThread) -> "WhatIfRun":
         from engine.whatif import WhatIfPoint, WhatIfRun
 
-        envelopes = self._envelopes(t)
-        marks = {p.request_id: p.compaction for p in self._pressure_of(t)}
-        points = tuple(WhatIfPoint(e.index, e.tokens, e.tokens / t.window, 1 if marks.get(e.request_id) else 0, 1 if marks.get(e.request_id) in ("summary", "manual") else 0) for e in envelopes)
+        points = tuple(
+            WhatIfPoint(p.step, p.tokens, p.tokens / t.window, 1 if p.compaction else 0, 1 if p.compaction in ("summary", "manual") else 0) for p in self._pressure_of(t)
+        )
         pressures = [p.pressure for p in points] or [0.0]
         kinds: dict[str, int] = {}
         for h in t.history:
             kinds[h.kind] = kinds.get(h.kind, 0) + 1
-        return WhatIfRun("recorded", {"threshold_ratio": t.threshold / t.window, "context_window": t.window}, len(points), len(t.history),
-                         sum(1 for h in t.history if h.kind != "prune"), max(pressures), sum(pressures) / len(pressures), sum(p.tokens for p in points),
-                         sum(1 for e in envelopes if e.tokens > t.window), None, True, 0.0, kinds, points)  # fmt: skip
+        return WhatIfRun(
+            label="recorded", settings={"threshold_ratio": t.threshold / t.window, "context_window": t.window}, requests=len(points),
+            compactions=len(t.history), summarizer_calls=sum(1 for h in t.history if h.kind != "prune"), peak_pressure=max(pressures),
+            mean_pressure=sum(pressures) / len(pressures), prompt_tokens=sum(p.tokens for p in points),
+            steps_over_window=sum(1 for p in points if p.tokens > t.window), specifics_dropped=None, request_kept=True, duration_ms=0.0,
+            by_kind=kinds, points=points,
+        )  # fmt: skip
 
     def _ticker(self, total: int, progress: Callable[[int, int], None] | None, should_stop: Callable[[], bool] | None) -> Callable[[], None]:
         done = [0]
