@@ -46,14 +46,15 @@ MAX_DROPPED = 500
 #: a command, error or decision longer than this is kept as its head (and matched by it)
 MAX_VALUE_CHARS = 240
 
-# ASCII-only classes: CJK text around an identifier must not become part of it.
+# ASCII-only classes: CJK text around an identifier must not become part of it. A look-ahead on the
+# first character (which changes no match) lets a scan skip the positions that cannot start one.
 _URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+", re.ASCII)
 _SHA256 = re.compile(r"\b[0-9a-fA-F]{64}\b", re.ASCII)
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", re.ASCII)
-_ABS_PATH = re.compile(r"(?<![\w.:/~-])(?:~|\.\.?)?/(?:[\w.\-]+/)+[\w.\-]+", re.ASCII)
+_ABS_PATH = re.compile(r"(?=[~./])(?<![\w.:/~-])(?:~|\.\.?)?/(?:[\w.\-]+/)+[\w.\-]+", re.ASCII)
 _REL_PATH = re.compile(r"(?<![\w.\-/])(?:[\w\-.]+/)+[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b", re.ASCII)
 _PREFIXED_ID = re.compile(
-    r"\b(?:doc|docs|document|chunk|kb|file|ticket|order|case|item|ref)[-_](?=[\w\-]*\d)[A-Za-z0-9][\w\-]*",
+    r"(?=[DdCcKkFfTtOoIiRr])\b(?:doc|docs|document|chunk|kb|file|ticket|order|case|item|ref)[-_](?=[\w\-]*\d)[A-Za-z0-9][\w\-]*",
     re.ASCII | re.IGNORECASE,
 )
 _ID_KEYS = r"doc_id|document_id|chunk_id|kb_id|knowledge_base_id|file_id|source_id"
@@ -64,37 +65,42 @@ _TRAILING = ".,;:!?'\")"
 #: ``doc_id=doc-9`` as a summary writes a JSON pair back
 _PAIR_ID = re.compile(rf"(?<![\w\"])({_ID_KEYS})=([A-Za-z0-9][\w\-.:]*)", re.ASCII)
 #: a short or full git commit hash: 7-40 lower-case hex characters with a letter and a digit
-_GIT_SHA = re.compile(r"\b(?=[0-9a-f]{0,39}[a-f])(?=[0-9a-f]{0,39}[0-9])[0-9a-f]{7,40}\b", re.ASCII)
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?(?!\w|\.\w)", re.ASCII)
+#: a run of lower-case hex: a git commit hash when 7-40 long, with a letter and a digit, alone
+_HEX_RUN = re.compile(r"(?=[0-9a-f])(?<![0-9A-Za-z_])[0-9a-f]{7,}+(?![0-9A-Za-z_])", re.ASCII)
 
 _CMD_LINE = re.compile(r"^[ \t]*\$[ \t]+(\S[^\n]*)", re.ASCII | re.MULTILINE)
 _CMD_ARG = re.compile(r'"(?:command|cmd)"\s*:\s*("(?:[^"\\\n]|\\.)*"|\[[^\]\n]*\])', re.ASCII)
 
-_NUMBER = r"(?<![\w.,\-])\d+(?:,\d{3})*(?:\.\d+)?"
-_QUANTITY = re.compile(
-    _NUMBER + r"(?:"
+#: IPv4 addresses (identifiers), versions and numbers with units (quantities), in one scan (the
+#: look-ahead on the first character and the possessive repeats keep it from backtracking)
+_UNITS = (
     r"[ \t]?(?:[KMGTP]i?B|[kKMG]b(?:ps)?|[KMG]Bps|bytes|ms|us|ns|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?"
     r"|tokens?|[kMG]?Hz|rps|qps|req/s|cores?|s|h)(?![A-Za-z0-9_])"
-    r"|[ \t]?%|[kKM](?:[ \t](?:tokens?|rows|messages|requests))?(?![A-Za-z0-9_])|x(?![A-Za-z0-9_]))",
+    r"|[ \t]?%|[kKM](?:[ \t](?:tokens?|rows|messages|requests))?(?![A-Za-z0-9_])|x(?![A-Za-z0-9_])"
+)
+_NUMERIC = re.compile(
+    r"(?=[v\d])(?<![\w.,\-])(?:(?P<ip>(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?)(?!\w|\.\w)"
+    r"|(?P<version>(?:v\d++(?:\.\d++){1,3}|\d++\.\d++\.\d++)(?:-[0-9A-Za-z]++(?:\.[0-9A-Za-z]++)*+)?+)(?!\w|\.\w)"
+    rf"|(?P<quantity>\d++(?:,\d{{3}})*+(?:\.\d+)?+(?:{_UNITS})))",
     re.ASCII,
 )
-_VERSION = re.compile(r"(?<![\w.\-])(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+)(?:-[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?(?!\w|\.\w)", re.ASCII)
-
 _DECADE = re.compile(r"\d{4}s", re.ASCII)  # "the 1990s" is not a duration
 
 _TRACEBACK = "Traceback (most recent call last):"
-_EXCEPTION = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*[A-Z]\w*(?:Error|Exception)(?::[ \t]+\S[^\n]*)", re.ASCII)
+#: the tail of ``ValueError: …`` / ``pkg.SomeException: …``; the dotted name before it is read back in code
+_EXCEPTION_TAIL = re.compile(r"(?:Error|Exception):[ \t]+\S[^\n]*", re.ASCII)
+_EXCEPTION_START = re.compile(r"(?:[A-Za-z_]\w*\.)*[A-Z]\w*\Z", re.ASCII)
+_NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.")
 _ERROR_LINE = re.compile(
-    r"(?:^|(?<=[\s:\]]))(?:Error|ERROR|FATAL|Fatal|panic)(?:\[[\w\-]+\])?:[ \t]+\S[^\n]*"
-    r"|(?:^|(?<=:)|(?<=: ))(?:error|fatal)(?:\[[\w\-]+\])?:[ \t]+\S[^\n]*"
-    r"|^[ \t]*(?:FAILED|FAIL:?)[ \t]+\S[^\n]*",
+    r"(?=[EFpef])(?:(?:^|(?<=[\s:\]]))(?:Error|ERROR|FATAL|Fatal|panic)|(?:^|(?<=:)|(?<=: ))(?:error|fatal))(?:\[[\w\-]+\])?:[ \t]+\S[^\n]*",
     re.ASCII | re.MULTILINE,
 )
+_FAILED_LINE = re.compile(r"^[ \t]*+(?:FAILED|FAIL:?)[ \t]+\S[^\n]*", re.ASCII | re.MULTILINE)
 _EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning))\b", re.ASCII)
 _FAILED_TEST = re.compile(r"^(?:FAILED|FAIL:?)[ \t]+(\S+)", re.ASCII)
 
 _DECISION = re.compile(
-    r"(?<![A-Za-z])(?:(?:[Ww]e(?:'ll| will| are going to| shall| have decided to| decided to| agreed to| chose to))|[Ll]et's|[Dd]ecided to)"
+    r"(?=[WwLlDd决确我])(?<![A-Za-z])(?:(?:[Ww]e(?:'ll| will| are going to| shall| have decided to| decided to| agreed to| chose to))|[Ll]et's|[Dd]ecided to)"
     r"[ \t]+(?:use|go with|switch to|stick with|adopt|migrate to|move to|pin|standardi[sz]e on|replace|drop|remove|disable|enable|revert)\b"
     r"[^.;!?\n]*"
     r"|(?<![A-Za-z])[Dd]ecision:[ \t]+\S[^\n]*"
@@ -103,9 +109,15 @@ _DECISION = re.compile(
     re.ASCII,
 )
 
+#: literals one of which every error / decision match contains: texts without any are not scanned
+_ERROR_WORDS = ("rror", "ERROR", "FATAL", "atal", "anic", "FAIL", "Exception", "Traceback")
+_DECISION_WORDS = ("e'll", "e will", "e are going", "e shall", "ecided", "greed to", "hose to", "et's", "ecision:", "决定", "确定", "我们将", "我们会")
+
 _SPACE = re.compile(r"\s+")
-#: the words of a text a reference is looked up by (paths, ids, names, hash prefixes)
-_WORD = re.compile(r"[A-Za-z0-9_][\w.\-/:~]*", re.ASCII)
+#: what a text shows, for lookups: runs of URL characters not ending in punctuation, and runs of
+#: path / id characters inside them
+_TOKEN = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#@$&*+=%]", re.ASCII)
+_PIECE = re.compile(r"[A-Za-z0-9\-._~/]*[A-Za-z0-9\-_~/]", re.ASCII)
 _HEX = re.compile(r"[0-9a-fA-F\-]+", re.ASCII)
 
 
@@ -139,8 +151,10 @@ def extract_specifics(text: str) -> list[Specific]:
     hits = [(start, kind, value) for start, _, kind, value in spans]
     hits.extend(_more_hits(text, spans))
     hits.extend(_command_hits(text))
-    hits.extend(_error_hits(text))
-    hits.extend((m.start(), "decision", _clip(m.group())) for m in _DECISION.finditer(text))
+    if any(w in text for w in _ERROR_WORDS):
+        hits.extend(_error_hits(text))
+    if any(w in text for w in _DECISION_WORDS):
+        hits.extend((m.start(), "decision", _clip(m.group())) for m in _DECISION.finditer(text))
     seen: dict[tuple[str, str], None] = {}
     for _, kind, value in sorted(hits, key=lambda h: h[0]):
         if value:
@@ -285,13 +299,17 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
     is ``referenced`` when the ``referenced`` texts name it or a short form of it: a path's or URL's
     trailing part (``main.py``), a hash's 7+-character prefix, a pair's bare value, an error's
     exception name or failed test."""
-    memo: dict[str, list[Specific]] = {}
-    seen = _specifics_of(before, memo)
-    shown = _Index(([summary] if summary else []) + list(after), memo)
+    seen = _specifics_of(before)
+    shown_texts = [t for t in ([summary] if summary else []) + list(after) if t]
+    # the retained tail is on the surface after: its texts are indexed once, for both lookups
+    on_surface = set(shown_texts)
+    both = _Index([t for t in referenced if t in on_surface])
+    taken = set(both.texts)
+    shown = _Index.union(both, _Index([t for t in shown_texts if t not in taken]))
     dropped = [s for s in seen if not shown.has(s)]
     if not dropped:
         return DroppedSpecifics(seen=len(seen))
-    refs = _References(referenced, memo)
+    refs = _References.union(both, _Index([t for t in referenced if t and t not in on_surface]))
     flagged = [DroppedSpecific(s.kind, s.value, refs.names(s)) for s in dropped]
     total_ref = sum(1 for d in flagged if d.referenced)
     listed = flagged
@@ -311,38 +329,47 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
     found = [(m.start(), m.end(), "url", m.group().rstrip(_TRAILING)) for m in _URL.finditer(text)]
     rest = _URL.sub(_blank, text) if found else text  # same offsets, URL innards hidden from the other patterns
     pairs = [(m.start(), m.end(), "identifier", f"{m.group(1)}={m.group(2).rstrip(_TRAILING)}") for m in _JSON_ID.finditer(rest)]
-    if more:
+    if more and "_id=" in rest:
         pairs.extend((m.start(), m.end(), "identifier", f"{m.group(1)}={m.group(2).rstrip(_TRAILING)}") for m in _PAIR_ID.finditer(rest))
     if pairs:  # "doc_id": "doc-9" gives doc_id=doc-9, not also doc-9
         rest = _blank_spans(rest, pairs)
         found.extend(pairs)
-    for pattern, kind in ((_SHA256, "identifier"), (_UUID, "identifier"), (_ABS_PATH, "path"), (_REL_PATH, "path"), (_PREFIXED_ID, "identifier")):
-        found.extend((m.start(), m.end(), kind, m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
+    slash, dash = "/" in rest, "-" in rest
+    for pattern, kind, needed in (
+        (_SHA256, "identifier", True),
+        (_UUID, "identifier", dash),
+        (_ABS_PATH, "path", slash),
+        (_REL_PATH, "path", slash),
+        (_PREFIXED_ID, "identifier", dash or "_" in rest),
+    ):
+        if needed:  # a pattern whose required character is absent cannot match
+            found.extend((m.start(), m.end(), kind, m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
     found.sort(key=lambda f: f[0])
     return [f for f in found if len(f[3]) > 3]
 
 
 def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterable[tuple[int, str, str]]:
-    """Git hashes, IPv4 addresses and numbers with units outside the identifiers, paths and URLs."""
+    """Git hashes, IPv4 addresses, versions and numbers with units outside the identifiers, paths
+    and URLs."""
     rest = _blank_spans(text, spans) if spans else text
-    if any(c in rest for c in "abcdef"):
-        for m in _GIT_SHA.finditer(rest):
-            yield m.start(), "identifier", m.group()
-    for m in _IPV4.finditer(rest):
-        yield m.start(), "identifier", m.group()
-    versions = list(_VERSION.finditer(rest))
-    for m in versions:
-        yield m.start(), "quantity", m.group()
-    if versions:
-        rest = _VERSION.sub(_blank, rest)
-    for m in _QUANTITY.finditer(rest):
-        if not _DECADE.fullmatch(m.group()):
-            yield m.start(), "quantity", _SPACE.sub(" ", m.group())
+    for m in _HEX_RUN.finditer(rest):
+        value = m.group()
+        if len(value) <= 40 and not value.isdigit() and any(c.isdigit() for c in value):
+            yield m.start(), "identifier", value
+    for m in _NUMERIC.finditer(rest):
+        a = m.start()
+        if m.lastgroup == "ip":
+            yield a, "identifier", m.group()
+        elif m.lastgroup == "version":
+            yield a, "quantity", m.group()
+        elif not _DECADE.fullmatch(m.group()):
+            yield a, "quantity", _SPACE.sub(" ", m.group())
 
 
 def _command_hits(text: str) -> Iterable[tuple[int, str, str]]:
-    for m in _CMD_LINE.finditer(text):
-        yield m.start(1), "command", _clip(m.group(1))
+    if "$" in text:
+        for m in _CMD_LINE.finditer(text):
+            yield m.start(1), "command", _clip(m.group(1))
     if '"c' not in text:
         return
     for m in _CMD_ARG.finditer(text):
@@ -371,8 +398,17 @@ def _error_hits(text: str) -> list[tuple[int, str, str]]:
                 break
             pos = end + 1
         at = text.find(_TRACEBACK, at + len(_TRACEBACK))
-    for pattern in (_ERROR_LINE, _EXCEPTION):
-        hits.extend((m.start(), m.end(), m.group()) for m in pattern.finditer(text))
+    hits.extend((m.start(), m.end(), m.group()) for m in _ERROR_LINE.finditer(text))
+    if "FAIL" in text:
+        hits.extend((m.start(), m.end(), m.group()) for m in _FAILED_LINE.finditer(text))
+    for m in _EXCEPTION_TAIL.finditer(text):  # the exception's dotted name, read back from "Error:"
+        a = m.start()
+        while a > 0 and text[a - 1] in _NAME_CHARS:
+            a -= 1
+        name = text[a : m.start()].lstrip(".")
+        if _EXCEPTION_START.match(name + "E"):
+            a = m.start() - len(name)
+            hits.append((a, m.end(), text[a : m.end()]))
     out: list[tuple[int, str, str]] = []
     covered = -1
     for start, end, value in sorted(hits, key=lambda h: (h[0], -h[1])):  # one error per span
@@ -415,16 +451,15 @@ def _count(value: Any) -> bool:
 _VERBATIM = frozenset({"command", "error", "decision"})
 
 
-def _specifics_of(texts: Iterable[str], memo: dict[str, list[Specific]]) -> list[Specific]:
-    """The distinct specifics of ``texts``, in order (each text extracted once per call)."""
+def _specifics_of(texts: Iterable[str]) -> list[Specific]:
+    """The distinct specifics of ``texts``, in order (a text that repeats is extracted once)."""
     out: dict[Specific, None] = {}
+    done: set[str] = set()
     for text in texts:
-        if not text:
+        if not text or text in done:
             continue
-        found = memo.get(text)
-        if found is None:
-            found = memo[text] = extract_specifics(text)
-        for s in found:
+        done.add(text)
+        for s in extract_specifics(text):
             out.setdefault(s, None)
     return list(out)
 
@@ -452,61 +487,51 @@ def _tails(value: str) -> Iterable[str]:
 
 
 class _Index:
-    """What a set of texts shows: the keys of its specifics, the trailing parts of its paths and
-    URLs, and the text itself for verbatim lookups."""
+    """What a set of texts shows, for looking specifics up without extracting them all: its
+    tokens (runs of URL characters, trailing punctuation left out), their pieces (runs of path and
+    id characters), the trailing parts of both at each ``/``, its numbers with units, and the text
+    itself for verbatim lookups."""
 
-    def __init__(self, texts: Sequence[str], memo: dict[str, list[Specific]]) -> None:
+    def __init__(self, texts: Sequence[str]) -> None:
         self.texts = [t for t in texts if t]
-        self.keys: set[str] = set()
-        self.tails: set[str] = set()
-        for s in _specifics_of(self.texts, memo):
-            self.keys.add(_key(s))
-            bare = _pair_value(s)
-            if bare is not None:
-                self.keys.add(bare)
-            if s.kind in ("path", "url"):
-                self.tails.update(_tails(s.value))
-        self._joined: str | None = None
+        self.joined = joined = "\n".join(self.texts)
+        self.tokens = set(_TOKEN.findall(joined))
+        self.tokens.update(_PIECE.findall(" ".join(self.tokens)))  # pieces of the distinct tokens only
+        self.tokens.update(t for tok in [t for t in self.tokens if "/" in t] for t in _tails(tok))
+        self.quantities = {_key(Specific("quantity", m.group())) for m in _NUMERIC.finditer(joined) if m.lastgroup != "ip"}
 
-    @property
-    def joined(self) -> str:
-        if self._joined is None:
-            self._joined = "\n".join(self.texts)
-        return self._joined
+    @classmethod
+    def union(cls, *parts: "_Index") -> "_Index":
+        out = cls.__new__(cls)
+        out.texts = [t for p in parts for t in p.texts]
+        out.joined = "\n".join(p.joined for p in parts)
+        out.tokens = set().union(*(p.tokens for p in parts))
+        out.quantities = set().union(*(p.quantities for p in parts))
+        return out
 
     def has(self, s: Specific) -> bool:
-        if _key(s) in self.keys:
-            return True
-        if s.kind == "identifier":
-            bare = _pair_value(s)
-            return bare is not None and bare in self.keys
-        if s.kind == "path":
-            return s.value.lstrip("./~") in self.tails or s.value in self.tails
         if s.kind in _VERBATIM:
             if s.value in self.joined:
                 return True
             escaped = json.dumps(s.value, ensure_ascii=False)[1:-1]
             return s.kind == "command" and escaped != s.value and escaped in self.joined
-        return False
+        if s.kind == "quantity":
+            return _key(s) in self.quantities
+        if s.value in self.tokens:
+            return True
+        if s.kind == "identifier":
+            bare = _pair_value(s)
+            return bare is not None and bare in self.tokens
+        return s.kind == "path" and s.value.lstrip("./~") in self.tokens
 
 
 class _References(_Index):
-    """The request and the retained tail: their specifics and their words, for short forms."""
-
-    def __init__(self, texts: Sequence[str], memo: dict[str, list[Specific]]) -> None:
-        super().__init__(texts, memo)
-        self.words: set[str] = set()
-        for text in self.texts:
-            for w in _WORD.findall(text):
-                w = w.rstrip(_TRAILING)
-                self.words.add(w)
-                if "/" in w:
-                    self.words.update(_tails(w))
+    """The request and the retained tail: their tokens name a dropped specific or a short form of it."""
 
     def names(self, s: Specific) -> bool:
         if self.has(s):
             return True
-        words = self.words
+        words = self.tokens
         if s.kind in ("path", "url"):
             # a trailing part that says something (a file name, a segment with a digit), not "a" or "docs"
             return any(t in words for t in _tails(s.value) if len(t) >= 4 and ("." in t or "/" in t or any(c.isdigit() for c in t)))
