@@ -6,8 +6,9 @@ per-category token totals of the history part of the surface, the token count of
 (ids and counts in two flat arrays, 12 bytes a message) and the little state that decides what
 :func:`engine.surface.build_surface` leaves out (closing markers whose call is behind the boundary,
 matched as :func:`engine.units.place_closing_markers` does; whether the synthetic user message is
-needed). Every check reads the key from the database in one consistent read transaction (so a
-compaction or prune made by another process is seen: nothing is trusted from memory), then
+needed). Every check reads the key from the database in one consistent read transaction on a plain
+connection (:func:`engine.store.reads.thread_reading`: one query for the key, no ORM session), so a
+compaction or prune made by another process is seen (nothing is trusted from memory), then
 
 - same state (generation, boundary, summary …): only the messages with an id above the last one
   seen are read (messages are never changed, and their ids grow under the conversation lock) and
@@ -47,10 +48,11 @@ from typing import Any, Callable, Iterable, Sequence
 
 from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
 from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_texts, default_meter, join_counts, message_category
-from .store import ConversationReader, Store
+from .store import Store
+from .store.reads import ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
-from .views import Snapshot
+from .views import ModelRequest, Snapshot
 
 __all__ = ["PAGE", "SnapshotCache", "Tally", "ThreadMeasure"]
 
@@ -67,7 +69,7 @@ class Tally:
     :func:`engine.units._match_calls` (a result answers the newest assistant message's call with
     its id, else the oldest earlier one), keeping only the calls still unanswered."""
 
-    __slots__ = ("meter", "totals", "ids", "counts", "_waiting", "_newest", "first_role")
+    __slots__ = ("meter", "totals", "ids", "counts", "_waiting", "_newest", "first_role", "fixed")
 
     def __init__(self, meter: TokenMeter) -> None:
         self.meter = meter
@@ -78,6 +80,8 @@ class Tally:
         self._newest = -1
         #: role of the first non-system message the surface keeps (None: none yet)
         self.first_role: str | None = None
+        #: (what they depend on, tokens by category) of the envelope's fixed parts (see _measurement)
+        self.fixed: tuple[Any, dict[str, int]] | None = None
 
     def add(self, shown: Sequence[Message], counts: Sequence[int]) -> None:
         waiting = self._waiting
@@ -127,6 +131,9 @@ class ThreadMeasure:
     tally: Tally
     #: how many messages the tally had counted for this measurement (it may grow afterwards)
     counted: int
+    #: the thread's newest completed model request (``Store.last_completed_request``), read in
+    #: the same transaction as the head
+    last_request: ModelRequest | None = None
 
     @property
     def tokens(self) -> int:
@@ -138,10 +145,14 @@ class ThreadMeasure:
 
 
 class _Entry:
-    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages")
+    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages", "row", "measured")
 
     def __init__(self, head: Snapshot) -> None:
         self.head = head  # messages=(): state, configuration, offloads, current request
+        #: the key row (``ThreadReader.row``) ``snapshot`` / ``measured`` were made from: when the
+        #: next read gives an equal row (and busy reason), nothing changed and they are returned as is
+        self.row: Any = None
+        self.measured: ThreadMeasure | None = None
         self.last_id: int | None = head.state.boundary
         self.tallies: dict[str, Tally] = {}
         self.snapshot: Snapshot | None = None  # held entries only
@@ -208,15 +219,14 @@ class SnapshotCache:
                 self._entries.pop(thread, None)
 
     # -- reading --------------------------------------------------------------------------
-    def _read_head(self, reader: ConversationReader, entry: _Entry | None, *, with_busy: bool) -> tuple[Snapshot, bool]:
+    def _read_head(self, reader: ThreadReader, entry: _Entry | None, *, with_busy: bool) -> tuple[Snapshot, bool]:
         """(head, still valid): the head with the entry's offloads and request when its key holds."""
         state = reader.state()
         if entry is not None and entry.head.conversation_id == reader.conversation_id and entry.head.state == state:
-            head = reader.head(with_busy=with_busy, with_offloads=False, with_request=False)
-            return replace(head, offloads=entry.head.offloads, current_request=entry.head.current_request), True
+            return reader.head(with_busy=with_busy, offloads=entry.head.offloads, current=(entry.head.current_request,)), True
         return reader.head(with_busy=with_busy), False
 
-    def _new_messages(self, reader: ConversationReader, after: int | None) -> Iterable[list[Message]]:
+    def _new_messages(self, reader: ThreadReader, after: int | None) -> Iterable[list[Message]]:
         while True:
             page = reader.messages_after(after, limit=self.page)
             if not page:
@@ -231,22 +241,41 @@ class SnapshotCache:
         """The thread's snapshot, equal to ``Store.snapshot(thread, with_busy=with_busy)``, read
         incrementally: the key and the messages appended since the last call, in one read
         transaction. Its measurement through :meth:`measure` costs O(new messages)."""
+        return self._held(thread, with_busy=with_busy, with_route=False)[0]
+
+    def pressure_read(self, thread: str) -> tuple[Snapshot, ModelRequest | None]:
+        """What the pressure check reads before a model step, in one read transaction:
+        :meth:`snapshot` (no busy check) and the newest completed model request
+        (``Store.last_completed_request``)."""
+        return self._held(thread, with_busy=False, with_route=True)
+
+    def _held(self, thread: str, *, with_busy: bool, with_route: bool) -> tuple[Snapshot, ModelRequest | None]:
         with self._key_lock(thread):
             entry = self._get(thread)
-            with self.store.reading(thread) as reader:
+            with thread_reading(self.store, thread) as reader:
+                routed = reader.last_completed_request() if with_route else None
+                if entry is not None and entry.held and entry.snapshot is not None and reader.row == entry.row and _nothing_new(reader, entry):
+                    # the same key row: no configuration, state or message changed since the last read
+                    busy = reader.busy_reason() if with_busy else None
+                    if busy == entry.snapshot.busy_reason:
+                        self._put(thread, entry)
+                        return entry.snapshot, routed
                 head, valid = self._read_head(reader, entry, with_busy=with_busy)
                 if not valid or entry is None or not entry.held:
                     entry = self._cold_held(reader, head)
                 else:
                     self._extend_held(reader, entry, head)
-                    head = replace(head, current_request=entry.head.current_request)
-            snap = replace(head, messages=entry.messages, busy_reason=head.busy_reason)  # type: ignore[arg-type]
-            entry.head = replace(head, messages=())
+                    if entry.head.current_request is not head.current_request:
+                        head = replace(head, current_request=entry.head.current_request)
+                entry.row = reader.row
+            snap = replace(head, messages=entry.messages)  # type: ignore[arg-type]
+            entry.head = head
             entry.snapshot = snap
+            entry.measured = None
             self._put(thread, entry)
-            return snap
+            return snap, routed
 
-    def _cold_held(self, reader: ConversationReader, head: Snapshot) -> _Entry:
+    def _cold_held(self, reader: ThreadReader, head: Snapshot) -> _Entry:
         entry = _Entry(head)
         messages = reader.messages_after(head.state.boundary)
         entry.messages = tuple(messages)
@@ -254,7 +283,7 @@ class SnapshotCache:
         entry.last_id = messages[-1].id if messages else head.state.boundary
         return entry
 
-    def _extend_held(self, reader: ConversationReader, entry: _Entry, head: Snapshot) -> None:
+    def _extend_held(self, reader: ThreadReader, entry: _Entry, head: Snapshot) -> None:
         if _nothing_new(reader, entry):
             return
         new: list[Message] = []
@@ -312,7 +341,13 @@ class SnapshotCache:
         each page."""
         with self._key_lock(thread):
             entry = self._get(thread)
-            with self.store.reading(thread) as reader:
+            with thread_reading(self.store, thread) as reader:
+                last_request = reader.last_completed_request()
+                if entry is not None and entry.measured is not None and reader.row == entry.row and _nothing_new(reader, entry):
+                    # the same key row: no configuration, state or message changed since the last read
+                    if (reader.busy_reason() if with_busy else None) == entry.measured.head.busy_reason:
+                        self._put(thread, entry)
+                        return replace(entry.measured, last_request=last_request)
                 head, valid = self._read_head(reader, entry, with_busy=with_busy)
                 meter = default_meter(head.model)
                 if valid and entry is not None and entry.held:
@@ -332,11 +367,13 @@ class SnapshotCache:
                     self._stream(reader, entry, head, tally, meter, progress)
                     head = replace(head, current_request=entry.head.current_request)
                 entry.head = replace(head, messages=())
+                entry.row = reader.row
+            measured = entry.measured = ThreadMeasure(head=entry.head, measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally,
+                                                      counted=len(tally.ids), last_request=last_request)
             self._put(thread, entry)
-            return ThreadMeasure(head=replace(head, messages=()), measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally,
-                                 counted=len(tally.ids))
+            return measured
 
-    def _stream(self, reader: ConversationReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
+    def _stream(self, reader: ThreadReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
                 progress: Callable[[int], None] | None) -> None:
         saw_user = False
         counted = 0
@@ -431,7 +468,7 @@ class _CountWorker:
             self.proc.wait()
 
 
-def _nothing_new(reader: ConversationReader, entry: _Entry) -> bool:
+def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:
     """True when the conversation row says its newest message is the last one this entry read
     (the write door records it with every append, in the same transaction): the read of the
     messages after it is skipped. Anything else (another id, none recorded) reads them."""
@@ -443,19 +480,30 @@ def _synthetic() -> Message:
 
 
 def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequence[Message]) -> Measurement:
-    """The envelope's measurement: the tally plus the fixed parts, as :meth:`TokenMeter.measure`."""
+    """The envelope's measurement: the tally plus the fixed parts, as :meth:`TokenMeter.measure`.
+
+    The fixed parts (reply priming, tools, system prompt, summary, the synthetic message) are
+    counted once per value of what they depend on and kept in the tally (every count is per
+    message, so the sum is the same as measuring the envelope whole)."""
+    synthetic = tally.first_role is not None and tally.first_role != "user"
+    key = (head.system_prompt, head.tools, head.state.summary, synthetic)
+    if tally.fixed is None or tally.fixed[0] != key:
+        fixed = dict.fromkeys(CATEGORIES, 0)
+        fixed["system"] += TOKENS_REPLY_PRIMING
+        fixed["tools"] += meter.count_tools(head.tools)
+        extra: list[Message] = []
+        if head.system_prompt:
+            extra.append(system(head.system_prompt))
+        if head.state.summary:
+            extra.append(summary_message(head.state.summary))
+        if synthetic:
+            extra.append(_synthetic())
+        for m, n in zip(extra, meter.count_messages(extra)):
+            fixed[message_category(m)] += n
+        tally.fixed = (key, fixed)
     breakdown = dict(tally.totals)
-    breakdown["system"] += TOKENS_REPLY_PRIMING
-    breakdown["tools"] += meter.count_tools(head.tools)
-    extra: list[Message] = []
-    if head.system_prompt:
-        extra.append(system(head.system_prompt))
-    if head.state.summary:
-        extra.append(summary_message(head.state.summary))
-    if tally.first_role is not None and tally.first_role != "user":
-        extra.append(_synthetic())
-    extra.extend(notes)
-    for m, n in zip(extra, meter.count_messages(extra)):
+    for category, n in tally.fixed[1].items():
+        breakdown[category] += n
+    for m, n in zip(notes, meter.count_messages(notes)):
         breakdown[message_category(m)] += n
     return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)
-

@@ -6,19 +6,23 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
-from typing import Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import Connection, Select, bindparam, select
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+from ..errors import ThreadNotFound
 from ..messages import Message, ToolCall
 from ..units import current_request
-from ..views import ACTIVE_RUN_STATUSES, CompactionState, Offload, Snapshot
+from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot
+from . import db
 from .invariants import CallLedger
-from .rules import as_int
-from .models import CompactionStateRow, Conversation, MessageRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, offload_record, state_record, to_message
+from .rules import CorruptRow, as_int
+from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, ToolOffloadRow
+from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, model_request_record, offload_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -49,6 +53,87 @@ def busy_reasons(session: Session, conversation_ids: Sequence[int]) -> dict[int,
         offer(cid, "queued")
     return out
 
+# -- statements built once (building a select costs more than running it on the pre-step path) ------
+#: ids are positive: "after None" is "after this", "before None" is "before this"
+_NO_ID_BELOW, _NO_ID_ABOVE = -(2**62), 2**62
+
+
+def _messages_statement(text: bool, limited: bool) -> Select[Any]:
+    q = select(*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS)).where(
+        MessageRow.conversation_id == bindparam("cid"), MessageRow.id > bindparam("after")
+    ).order_by(MessageRow.id)
+    return q.limit(bindparam("limit")) if limited else q
+
+
+#: (SQLite text columns, limited) -> the read of the messages after an id
+_MESSAGES_AFTER = {(text, limited): _messages_statement(text, limited) for text in (True, False) for limited in (True, False)}
+_USER_MESSAGES_BEFORE = (
+    select(*MESSAGE_COLUMNS)
+    .where(MessageRow.conversation_id == bindparam("cid"), MessageRow.role == "user", MessageRow.meta_kind.is_(None),
+           MessageRow.id < bindparam("before"))
+    .order_by(MessageRow.id.desc())
+    .limit(bindparam("limit"))
+)
+_ACTIVE_RUNS = select(Run.status).where(Run.conversation_id == bindparam("cid"), Run.status.in_(ACTIVE_RUN_STATUSES))
+_QUEUED = select(QueuedRequest.id).where(QueuedRequest.conversation_id == bindparam("cid"), QueuedRequest.status == "queued").limit(1)
+_OFFLOADS = ToolOffloadRow.__table__
+_OFFLOADS_AFTER = select(_OFFLOADS).where(_OFFLOADS.c.conversation_id == bindparam("cid"), _OFFLOADS.c.message_id > bindparam("after"))
+_REQUESTS = ModelRequestRow.__table__
+_LAST_COMPLETED = (
+    select(_REQUESTS).where(_REQUESTS.c.conversation_id == bindparam("cid"), _REQUESTS.c.outcome == "ok").order_by(_REQUESTS.c.id.desc()).limit(1)
+)
+_CONVERSATIONS, _STATES = Conversation.__table__, CompactionStateRow.__table__
+#: a thread's key in one query: the conversation row's columns a snapshot needs and its compaction state
+_THREAD_KEY = select(
+    _CONVERSATIONS.c.id, _CONVERSATIONS.c.thread_key, _CONVERSATIONS.c.system_prompt, _CONVERSATIONS.c.tools, _CONVERSATIONS.c.provider,
+    _CONVERSATIONS.c.model, _CONVERSATIONS.c.message_count, _CONVERSATIONS.c.last_message_id, _CONVERSATIONS.c.reported_context_window,
+    _CONVERSATIONS.c.source_format, _STATES.c.conversation_id.label("state_of"), _STATES.c.boundary_message_id, _STATES.c.boundary_hash,
+    _STATES.c.summary, _STATES.c.summary_tokens, _STATES.c.generation, _STATES.c.compact_count, _STATES.c.updated_at,
+).select_from(_CONVERSATIONS.outerjoin(_STATES, _STATES.c.conversation_id == _CONVERSATIONS.c.id)).where(
+    _CONVERSATIONS.c.thread_key == bindparam("key")
+)
+
+
+def _lenient_int(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def _messages_after(conn: Connection, cid: int, boundary: int | None, limit: int | None) -> list[Message]:
+    # plain column rows, not ORM objects: this is the pre-step hot path and may read a long thread.
+    # SQLite returns JSON as text: read it as text and decode only what is not empty (a long
+    # thread reads about twice as fast); psycopg decodes JSON itself
+    text = conn.dialect.name == "sqlite"
+    params: dict[str, Any] = {"cid": cid, "after": _NO_ID_BELOW if boundary is None else boundary}
+    if limit is not None:
+        params["limit"] = limit
+    rows = conn.execute(_MESSAGES_AFTER[text, limit is not None], params)
+    return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
+
+
+def _last_user_message(execute: Any, cid: int, batch: int) -> Message | None:
+    """:meth:`ConversationReader.last_user_message`; ``execute`` is a session's (which flushes
+    first) or a connection's."""
+    before = _NO_ID_ABOVE
+    while True:
+        rows = execute(_USER_MESSAGES_BEFORE, {"cid": cid, "before": before, "limit": batch}).all()
+        if not rows:
+            return None
+        found = current_request([build_message(*r) for r in reversed(rows)])
+        if found is not None:
+            return found
+        before = rows[-1].id
+
+
+def _busy_reason(conn: Connection, cid: int) -> str | None:
+    statuses = {status for (status,) in conn.execute(_ACTIVE_RUNS, {"cid": cid})}
+    for reason in BUSY_PRECEDENCE:
+        if reason in statuses:
+            return reason
+    return "queued" if conn.execute(_QUEUED, {"cid": cid}).first() is not None else None
+
 
 class ConversationReader:
     """Reads of one conversation in ``session`` (a read transaction, or the door's locked one)."""
@@ -67,19 +152,12 @@ class ConversationReader:
 
     def message_count(self) -> int:
         """The conversation's stored message count (0 when the stored value is not a number)."""
-        try:
-            return int(self.conv.message_count or 0)
-        except (TypeError, ValueError):
-            return 0
+        return _lenient_int(self.conv.message_count) or 0
 
     def last_message_id(self) -> int | None:
         """The id of the conversation's newest message as the write door recorded it (None when
         none is recorded or the stored value is not a number)."""
-        try:
-            value = self.conv.last_message_id
-            return int(value) if value is not None else None
-        except (TypeError, ValueError):
-            return None
+        return _lenient_int(self.conv.last_message_id)
 
     def busy_reason(self) -> str | None:
         """Why the thread is busy (``running`` / ``waiting_for_user`` / ``queued``), or None if idle."""
@@ -94,18 +172,7 @@ class ConversationReader:
         Messages are never changed once written and their ids grow under the conversation lock,
         so "after the last id seen" is exactly what was appended since (the incremental snapshot
         of :mod:`engine.snapshots` reads only that, a page at a time)."""
-        # plain column rows, not ORM objects: this is the pre-step hot path and may read a long thread
-        # SQLite returns JSON as text: read it as text and decode only what is not empty (a long
-        # thread reads about twice as fast); psycopg decodes JSON itself
-        text = self.session.get_bind().dialect.name == "sqlite"
-        q = select(*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS)).where(MessageRow.conversation_id == self.conv.id)
-        if boundary is not None:
-            q = q.where(MessageRow.id > boundary)
-        q = q.order_by(MessageRow.id)
-        if limit is not None:
-            q = q.limit(limit)
-        rows = self.session.connection().execute(q)  # Core: no ORM step for plain column rows
-        return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
+        return _messages_after(self.session.connection(), self.conv.id, boundary, limit)  # Core: no ORM step
 
     def message(self, message_id: int) -> Message | None:
         row = self.session.get(MessageRow, message_id)
@@ -116,19 +183,7 @@ class ConversationReader:
         that :func:`engine.units.current_request` accepts (not meta, not synthetic, not a command,
         its output or a reminder, not a carrier of tool results). Read newest first, ``batch`` user
         messages at a time, so a thread ending in many meta messages still costs a few queries."""
-        q = select(*MESSAGE_COLUMNS).where(
-            MessageRow.conversation_id == self.conv.id, MessageRow.role == "user", MessageRow.meta_kind.is_(None)
-        )
-        before: int | None = None
-        while True:
-            page = q if before is None else q.where(MessageRow.id < before)
-            rows = self.session.execute(page.order_by(MessageRow.id.desc()).limit(batch)).all()
-            if not rows:
-                return None
-            found = current_request([to_message(r) for r in reversed(rows)])
-            if found is not None:
-                return found
-            before = rows[-1].id
+        return _last_user_message(self.session.execute, self.conv.id, batch)
 
     def offloads(self) -> dict[int, Offload]:
         rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id))
@@ -206,3 +261,104 @@ class ConversationReader:
         session's transaction). ``with_busy=False`` skips the busy check."""
         head = self.head(with_busy=with_busy)
         return replace(head, messages=tuple(self.messages_after(head.state.boundary)))
+
+
+class ThreadReader:
+    """The reads :mod:`engine.snapshots` makes of one thread, on a plain Core connection in one
+    read transaction (:func:`thread_reading`): the same answers as :class:`ConversationReader`
+    (which its methods mirror) without an ORM session, with statements built once. The key (the
+    conversation row's columns and the compaction state) comes from one query made on opening;
+    an unchanged thread costs that query alone."""
+
+    def __init__(self, conn: Connection, row: Any) -> None:
+        self.conn = conn
+        self.row = row
+
+    @property
+    def conversation_id(self) -> int:
+        return self.row.id
+
+    @property
+    def thread_key(self) -> str:
+        return self.row.thread_key
+
+    def message_count(self) -> int:
+        return _lenient_int(self.row.message_count) or 0
+
+    def last_message_id(self) -> int | None:
+        return _lenient_int(self.row.last_message_id)
+
+    def state(self) -> CompactionState:
+        return state_record(self.row if self.row.state_of is not None else None, self.row.id)
+
+    def messages_after(self, boundary: int | None, *, limit: int | None = None) -> list[Message]:
+        return _messages_after(self.conn, self.row.id, boundary, limit)
+
+    def last_user_message(self, *, batch: int = 64) -> Message | None:
+        return _last_user_message(self.conn.execute, self.row.id, batch)
+
+    def busy_reason(self) -> str | None:
+        return _busy_reason(self.conn, self.row.id)
+
+    def offloads_after(self, boundary: int | None) -> dict[int, Offload]:
+        rows = self.conn.execute(_OFFLOADS_AFTER, {"cid": self.row.id, "after": _NO_ID_BELOW if boundary is None else boundary})
+        return {r.message_id: offload_record(r) for r in rows}
+
+    def last_completed_request(self) -> ModelRequest | None:
+        """The newest completed model request (``Store.last_completed_request``), in this read."""
+        row = self.conn.execute(_LAST_COMPLETED, {"cid": self.row.id}).first()
+        return model_request_record(row) if row is not None else None
+
+    def head(self, *, with_busy: bool = True, offloads: Mapping[int, Offload] | None = None, current: tuple[Message | None] | None = None) -> Snapshot:
+        """:meth:`ConversationReader.head`; ``offloads`` and ``current`` (a 1-tuple: the current
+        request) are taken as given when known (they are read otherwise)."""
+        row = self.row
+        state = self.state()
+        return Snapshot(
+            thread=row.thread_key,
+            conversation_id=row.id,
+            system_prompt=row.system_prompt,
+            tools=conversation_tools(row),
+            provider=row.provider,
+            model=row.model,
+            state=state,
+            messages=(),
+            offloads=self.offloads_after(state.boundary) if offloads is None else offloads,
+            current_request=self.last_user_message() if current is None else current[0],
+            busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
+            reported_context_window=as_int(row.reported_context_window, "conversations", row.id, "reported_context_window"),
+            source_format=row.source_format,
+        )
+
+
+@contextmanager
+def thread_reading(store: Any, key: str) -> Iterator[ThreadReader]:
+    """One consistent read transaction on thread ``key`` of ``store`` (an :class:`engine.store.Store`;
+    not imported: it imports this module) on a plain connection (REPEATABLE READ on PostgreSQL; a
+    SQLite read transaction is one WAL snapshot), as ``Store.reading``."""
+    try:
+        with store.engine.connect() as conn:
+            if not store.is_sqlite:
+                conn = conn.execution_options(isolation_level="REPEATABLE READ")
+            row = conn.execute(_THREAD_KEY, {"key": key}).first()
+            if row is None:
+                raise ThreadNotFound(f"no thread {key!r}")
+            yield ThreadReader(conn, row)
+            conn.rollback()
+    except DBAPIError as exc:
+        raise db.translate_error(exc, store.url) from None
+    except ValueError as exc:
+        corrupt = corrupt_from(exc)
+        if corrupt is None:
+            raise
+        raise corrupt from None
+
+
+def corrupt_from(exc: Exception) -> CorruptRow | None:
+    """A value error SQLAlchemy raised while reading a row (an unparsable SQLite timestamp) as a
+    :class:`CorruptRow`; None for anything else. (The rule of ``store._corrupt_from``, which
+    this module cannot import: ``store`` imports it.)"""
+    detail = str(exc)
+    if isinstance(exc, ValueError) and "isoformat" in detail:
+        return CorruptRow(None, None, None, f"a timestamp that cannot be read ({detail.split(':', 1)[-1].strip()[:60]})")
+    return None

@@ -19,7 +19,7 @@ from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.service import Service
 from engine.snapshots import SnapshotCache
-from engine.store import ConversationReader
+from engine.store.reads import ThreadReader
 from engine.surface import build_surface, envelope_of
 
 from .conftest import MODEL, PROVIDER, Counting, add, filler, finished_turns, new_thread, route, running_turn
@@ -65,14 +65,14 @@ def assert_status(svc: Service, key: str) -> None:
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Records how many messages each ``messages_after`` read returned."""
     sizes: list[int] = []
-    real = ConversationReader.messages_after
+    real = ThreadReader.messages_after
 
-    def spy(self: ConversationReader, boundary: int | None, *, limit: int | None = None) -> list[Message]:
+    def spy(self: ThreadReader, boundary: int | None, *, limit: int | None = None) -> list[Message]:
         out = real(self, boundary, limit=limit)
         sizes.append(len(out))
         return out
 
-    monkeypatch.setattr(ConversationReader, "messages_after", spy)
+    monkeypatch.setattr(ThreadReader, "messages_after", spy)
     return sizes
 
 

@@ -104,11 +104,11 @@ def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
         svc.create_thread("t", provider="sim", model="m")
         svc.append_message("t", user("hello " * 50))
         first = svc.status("t")
-        from engine.store import ConversationReader
+        from engine.store.reads import ThreadReader  # what engine.snapshots reads through
 
         reads: list[int] = []  # messages read by each status (only those after the last one seen)
-        real = ConversationReader.messages_after
-        monkeypatch.setattr(ConversationReader, "messages_after", lambda self, *a, **kw: (lambda out: reads.append(len(out)) or out)(real(self, *a, **kw)))
+        real = ThreadReader.messages_after
+        monkeypatch.setattr(ThreadReader, "messages_after", lambda self, *a, **kw: (lambda out: reads.append(len(out)) or out)(real(self, *a, **kw)))
         assert svc.status("t") == first and reads == []
         run = svc.start_run("t")
         assert svc.status("t").busy_reason == "running"
