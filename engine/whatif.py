@@ -446,13 +446,17 @@ class EngineReplay:
     One write transaction per model step (the messages since the previous one, through the write
     door's ``bulk_append``, which checks the conversation invariants). Only what the pressure path
     reads is written: the messages, and one completed model request (the first), which routes the
-    thread (``Compactor.pressure`` reads only the newest completed request, for its route). Each
+    thread (``Compactor.pressure`` reads only the newest completed request, for its route);
+    ``record_requests=True`` records every request as the harness does (estimate, threshold,
+    outcome ``ok``), in the same transaction as the messages after it. Each
     request of the user starts a new in-memory :class:`RunState` (ephemeral notes, the breaker),
     as each harness run has its own; no run rows are written, as nothing reads them here.
     The figures of every request are the caller's (:meth:`step` returns them)."""
 
-    def __init__(self, store: Store, key: str, *, compactor: Compactor, snapshots: SnapshotCache, route: tuple[str, str]) -> None:
+    def __init__(self, store: Store, key: str, *, compactor: Compactor, snapshots: SnapshotCache, route: tuple[str, str],
+                 record_requests: bool = False) -> None:
         self.store = store
+        self.record_requests = record_requests
         self.key = key
         self.compactor = compactor
         self.snapshots = snapshots
@@ -460,7 +464,7 @@ class EngineReplay:
         self.run = RunState()
         self.steps = 0
         self._routed = False
-        self._pending: tuple[int, int] | None = None  # (estimated tokens, threshold) of the first request
+        self._pending: tuple[int, int] | None = None  # (estimated tokens, threshold) of the request to record
         self._buffer: list[Message] = []
 
     def add(self, message: Message) -> None:
@@ -479,7 +483,7 @@ class EngineReplay:
         with self.store.locked(self.key) as tx:
             if self._pending is not None:
                 tokens, threshold = self._pending
-                rid = tx.record_model_request(provider=provider, model=model, step=1, estimated_tokens=tokens, threshold=threshold)
+                rid = tx.record_model_request(provider=provider, model=model, step=self.steps, estimated_tokens=tokens, threshold=threshold)
                 tx.complete_model_request(rid, outcome="ok")
                 self._pending = None
                 self._routed = True
@@ -497,7 +501,7 @@ class EngineReplay:
         m = outcome.measured
         if m is None or (m.policy.provider, m.policy.model) != self.route:  # = AgentHarness._pre_step
             m = self.compactor.measure(self.snapshots.snapshot(self.key, with_busy=True), ephemeral=self.run.ephemeral, provider=provider, model=model)
-        if not self._routed:
+        if self.record_requests or not self._routed:
             self._pending = (m.tokens, m.policy.threshold)
         step = ReplayStep(self.steps, outcome, m, max(0, outcome.generation_after - outcome.generation_before), outcome.summarizer_calls)
         self.steps += 1
