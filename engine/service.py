@@ -18,9 +18,11 @@ from typing import Any, Mapping, Sequence
 
 import platformdirs
 
+from . import history, whatif
 from .compactor import Compactor, Measured, Outcome, RunState
 from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
+from .history import RequestEnvelopes
 from .importing import ImportReport, follow_path, import_path
 from .messages import Message, ToolCall
 from .meter import default_meter
@@ -32,6 +34,8 @@ from .summarizers.protocol import Summarizer
 from .summarizers.factory import make_summarizer_from_env
 from .surface import shown_message
 from .views import (
+    CompactionDiff,
+    CompactionEntry,
     CompactionEvent,
     CompactionState,
     Episode,
@@ -46,6 +50,7 @@ from .views import (
     ThreadInfo,
     VisibleTokens,
 )
+from .whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
 from .workdir import Workdir, WorkdirMissing
 
 APP_NAME = "compaction-inspector"
@@ -510,6 +515,33 @@ class Service:
         """Every overflow-recovery episode of the thread, step by step, from recorded events."""
         return build_episodes(self.store, key)
 
+    # -- what compaction kept and dropped (docs/contract.md, issue #14) -------------------
+    def request_envelopes(self, key: str) -> RequestEnvelopes:
+        """The envelope the model received at every recorded request of the thread (lazy sequence)."""
+        return history.request_envelopes(self.store, key)
+
+    def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
+        """Before / after of the thread's ``compaction``-th compaction (1-based; None: the latest)."""
+        return history.compaction_diff(self.store, key, compaction)
+
+    def compaction_history(self, key: str) -> list[CompactionEntry]:
+        """Every compaction of the thread (ours and the source's), with dropped specifics and cost."""
+        return history.compaction_history(self.store, key)
+
+    def export_history(self, key: str, format: str = "md") -> str:
+        """The compaction history as Markdown (``md``) or JSON (``json``)."""
+        return history.export_history(self.store, key, format)
+
+    def whatif(self, key: str, settings: Mapping[str, Any], *, progress: Any = None, should_stop: Any = None) -> WhatIfComparison:
+        """Replay the thread in a scratch copy under ``settings`` and compare with what happened."""
+        return whatif.run_whatif(self.store, key, settings, policies=self.policies, progress=progress, should_stop=should_stop)
+
+    def whatif_sweep(self, key: str, parameter: str, values: Sequence[Any], *, settings: Mapping[str, Any] | None = None,
+                     progress: Any = None, should_stop: Any = None) -> WhatIfSweep:
+        """:meth:`whatif` for each of ``values`` of one ``parameter``."""
+        return whatif.run_sweep(self.store, key, parameter, values, policies=self.policies, settings=settings,
+                                progress=progress, should_stop=should_stop)
+
     # -- configuration --------------------------------------------------------------------
     def set_policy(self, data: Mapping[str, Any]) -> None:
         """Validate and store the store-wide policy (shared by every agent and inspector).
@@ -525,4 +557,4 @@ class Service:
 
 
 
-__all__ = ["EngineError", "ImportReport", "RunState", "Service", "data_dir", "default_database_url", "open_service"]
+__all__ = ["EngineError", "ImportReport", "RunState", "Service", "WhatIfComparison", "WhatIfRun", "WhatIfSweep", "data_dir", "default_database_url", "open_service"]
