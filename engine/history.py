@@ -124,9 +124,8 @@ class HistorySource(Protocol):
 # -- reading a thread once ---------------------------------------------------------------------
 
 
-def _paged(read: Callable[..., Sequence[Any]], key: str, **kw: Any) -> list[Any]:
+def _paged(read: Callable[..., Sequence[Any]], key: str, *, after: int | None = None, **kw: Any) -> list[Any]:
     out: list[Any] = []
-    after: int | None = None
     while True:
         page = list(read(key, after_id=after, limit=_PAGE, **kw))
         out.extend(page)
@@ -220,6 +219,7 @@ class ThreadHistory:
         self.requests = list(requests)
         self.source = list(source_compactions)
         self.events = list(events)
+        self.last_event_id: int | None = self.events[-1].id if self.events else None
         self._errors: dict[tuple[int | None, int | None], ProviderErrorEvent] = {}
         self._notes: dict[int | None, tuple[str, ...]] = {}
         self._retries: dict[tuple[int | None, int | None], RetryEvent] = {}
@@ -734,29 +734,38 @@ def price_cost(
 
 # -- reading, with a small cache so stepping request by request reads the thread once ------------
 
+#: the events history reads (what a provider error, a retry, a summary or a prune recorded)
+_EVENT_KINDS = [EventKind.PROVIDER_ERROR.value, EventKind.RETRY.value, EventKind.SUMMARY.value, EventKind.PRUNE.value]
+
 _cache: "weakref.WeakKeyDictionary[Any, dict[str, tuple[Any, ThreadHistory]]]" = weakref.WeakKeyDictionary()
 _cache_lock = threading.Lock()
 
 
-def _fingerprint(info: ThreadInfo, requests: Sequence[ModelRequest]) -> Any:
-    last = requests[-1] if requests else None
-    return (info.id, info.message_count, info.generation, info.compact_count, info.updated_at, len(requests),
-            last.id if last else None, last.outcome if last else None, last.reported_prompt_tokens if last else None)
+def _fingerprint(info: ThreadInfo) -> Any:
+    return (info.id, info.message_count, info.generation, info.compact_count, info.updated_at)
+
+
+def _requests_unchanged(source: HistorySource, key: str, cached: Sequence[ModelRequest]) -> bool:
+    """Whether the thread's requests are still ``cached``: only rows from the oldest one not
+    finished yet (``pending``, the one a completion may change) on are read again."""
+    start = next((i for i, r in enumerate(cached) if r.outcome == "pending"), len(cached))
+    after = cached[start - 1].id if start else None
+    return _paged(source.model_requests, key, after=after) == list(cached[start:])
 
 
 def read_history(source: HistorySource, key: str) -> ThreadHistory:
     """Read thread ``key`` once (``ThreadNotFound`` for an unknown key). A second read of an
-    unchanged thread from the same source returns the same object (the store is asked only for the
-    thread row and its requests)."""
+    unchanged thread from the same source returns the same object: the store is asked only for the
+    thread row and the requests after the last finished one (cheap enough to call on every step)."""
     info = source.thread(key)
-    requests = _paged(source.model_requests, key)
-    fp = _fingerprint(info, requests)
+    fp = _fingerprint(info)
     try:
         with _cache_lock:
             hit = _cache.get(source, {}).get(key)
     except TypeError:  # a source that cannot be weakly referenced: no cache
         hit = None
-    if hit is not None and hit[0] == fp:
+    if (hit is not None and hit[0] == fp and _requests_unchanged(source, key, hit[1].requests)
+            and not source.events(key, after_id=hit[1].last_event_id, limit=1, kinds=_EVENT_KINDS)):
         return hit[1]
     th = ThreadHistory(
         key,
@@ -764,10 +773,9 @@ def read_history(source: HistorySource, key: str) -> ThreadHistory:
         snapshot=source.snapshot(key, with_busy=False),
         stored=_paged(source.messages_page, key),
         history=_paged(source.history, key),
-        events=_paged(source.events, key, kinds=[EventKind.PROVIDER_ERROR.value, EventKind.RETRY.value,
-                                                 EventKind.SUMMARY.value, EventKind.PRUNE.value]),
+        events=_paged(source.events, key, kinds=_EVENT_KINDS),
         offloads=source.offloads(key),
-        requests=requests,
+        requests=_paged(source.model_requests, key),
         source_compactions=source.source_compactions(key),
     )
     try:

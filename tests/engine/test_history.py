@@ -422,3 +422,18 @@ def test_cli_docs_sections_match_the_parser() -> None:
     for k in ("thread", "compaction", "compactions", "tokens_before", "tokens_after", "summarized", "kept", "pruned", "cleared",
               "dropped", "cost", "summary", "previous_summary", "note", *DIFF_CATEGORIES):
         assert f'"{k}"' in diff, k
+
+
+def test_a_second_read_sees_what_changed(svc: Service, key: str, sim: ProviderSimulator) -> None:
+    drive(svc, key, sim, kb_turns(1), tool_text="kb says 42")
+    first = history.read_history(svc.store, key)
+    assert history.read_history(svc.store, key) is first  # unchanged: the same read
+    assert len(history.request_envelopes(svc.store, key)) == 2
+    rid = svc.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=5, threshold=6400)
+    pending = history.request_envelope(svc.store, key, -1)
+    assert pending.request_id == rid and pending.outcome == "pending" and not pending.exact
+    svc.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=7)
+    done = history.request_envelope(svc.store, key, -1)  # a completion is seen without any other change
+    assert done.outcome == "ok" and done.reported_prompt_tokens == 7
+    drive(svc, key, sim, kb_turns(1), tool_text="kb says 43")
+    assert len(history.request_envelopes(svc.store, key)) == 5
