@@ -100,6 +100,11 @@ class _Signals:
             m = self._model
             m.dataChanged.emit(m.createIndex(node.row, 0, node), m.createIndex(node.row, len(COLUMNS) - 1, node))
 
+    def tokens_changed(self, parent: Node, first: int, last: int) -> None:
+        """One notice for the token badges of ``parent``'s rows ``first..last``."""
+        m, rows = self._model, parent.children
+        m.dataChanged.emit(m.createIndex(first, COL_TOKENS, rows[first]), m.createIndex(last, COL_TOKENS, rows[last]), _TOKEN_ROLES)
+
 
 class TimelineModel(QAbstractItemModel):
     """Units, tool rounds and messages of one thread, with the boundary row and gap rows."""
@@ -340,6 +345,7 @@ def _icon(node: Node) -> Any:
     return theme.icon("orphan" if node.kind == "message" and MARKER_ORPHAN in node.markers else node.icon, token)
 
 
+_TOKEN_ROLES = [int(Qt.ItemDataRole.DisplayRole), TokensRole, int(Qt.ItemDataRole.ToolTipRole)]
 _NO_FLAGS = Qt.ItemFlag.NoItemFlags
 _GROUP_FLAGS = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
 _LEAF_FLAGS = _GROUP_FLAGS | Qt.ItemFlag.ItemNeverHasChildren

@@ -36,6 +36,7 @@ class TreeListener(Protocol):
     def begin_remove(self, parent: Node, first: int, last: int) -> None: ...
     def end_remove(self) -> None: ...
     def changed(self, node: Node) -> None: ...
+    def tokens_changed(self, parent: Node, first: int, last: int) -> None: ...
 
 
 class Silent:
@@ -48,6 +49,7 @@ class Silent:
     def begin_remove(self, parent: Node, first: int, last: int) -> None: ...
     def end_remove(self) -> None: ...
     def changed(self, node: Node) -> None: ...
+    def tokens_changed(self, parent: Node, first: int, last: int) -> None: ...
 
 
 class Timeline:
@@ -329,25 +331,41 @@ class Timeline:
     # -- tokens --------------------------------------------------------------------------------
     def set_tokens(self, tokens: Mapping[int, int], original_tokens: Mapping[int, int] | None = None) -> None:
         """Token counts that arrived after their page (counted once the rows were shown): the
-        message rows and the sums of their rounds and units are updated in place."""
+        message rows and the sums of their rounds and units are updated in place, and the listener
+        hears one :meth:`TreeListener.tokens_changed` per parent (the row range that changed), not
+        one notice per row: a page's counts cost a few dozen notices instead of one per message and
+        group (each one a Python/Qt round trip that waits for the GIL while a side panel measures
+        the thread on a worker)."""
         self._tokens.update(tokens)
         self._original_tokens.update(original_tokens or {})
+        touched: dict[int, Node] = {}
         groups: dict[int, Node] = {}
         for message_id, count in tokens.items():
             node = self._by_id.get(message_id)
             if node is None:
                 continue
-            node.tokens = count
-            node.original_tokens = self._original_tokens.get(message_id)
-            self.listener.changed(node)
+            original = self._original_tokens.get(message_id)
+            if (node.tokens, node.original_tokens) != (count, original):
+                node.tokens, node.original_tokens = count, original
+                touched[id(node)] = node
             up = node.parent
             while up is not None and up is not self.root:
                 groups[id(up)] = up
                 up = up.parent
         for group in sorted(groups.values(), key=lambda n: -n.depth()):  # rounds before their units
             counted = [c.tokens for c in group.children if c.tokens is not None]
-            group.tokens = sum(counted) if counted else None
-            self.listener.changed(group)
+            total = sum(counted) if counted else None
+            if total != group.tokens:
+                group.tokens = total
+                touched[id(group)] = group
+        spans: dict[int, tuple[Node, int, int]] = {}
+        for node in touched.values():
+            parent = node.parent
+            assert parent is not None
+            _, first, last = spans.get(id(parent), (parent, node.row, node.row))
+            spans[id(parent)] = (parent, min(first, node.row), max(last, node.row))
+        for parent, first, last in spans.values():
+            self.listener.tokens_changed(parent, first, last)
 
     # -- splicing ------------------------------------------------------------------------------
     def _reconcile(self, parent: Node, start: int, stop: int, new: list[Node]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QModelIndex, Qt
@@ -323,12 +324,24 @@ def test_token_counts_arriving_after_the_rows_update_messages_and_their_sums(qap
     round_index = model.index_for_message(7).parent()
     assert model.data(round_index, TokensRole) is None and model.data(round_index.siblingAtColumn(COL_TOKENS)) == ""
     changed: list[int] = []
-    model.dataChanged.connect(lambda top, _bottom: changed.append(model.node(top).first_id or 0))
+    notices: list[int] = []
+
+    def on_changed(top: Any, bottom: Any) -> None:
+        notices.append(1)
+        assert top.column() == bottom.column() == COL_TOKENS and top.parent() == bottom.parent()
+        changed.extend(model.node(top.siblingAtRow(r)).first_id or 0 for r in range(top.row(), bottom.row() + 1))
+
+    model.dataChanged.connect(on_changed)
     model.set_tokens({s.id: s.id * 10 for s in rows}, {7: 900})
     assert model.data(round_index, TokensRole) == 60 + 70 + 80
     assert model.data(round_index.parent(), TokensRole) == sum(i * 10 for i in range(5, 10))  # the unit: 5..9
     assert model.node(model.index_for_message(7)).original_tokens == 900
     assert {6, 7, 8} <= set(changed)  # rows repaint their badges
+    groups = {id(n.parent) for n in model.message_nodes()} | {id(model.core.root)}
+    assert len(notices) <= len(groups) < len(rows)  # one notice per parent, not one per row
+    notices.clear()
+    model.set_tokens({s.id: s.id * 10 for s in rows})
+    assert not notices  # counts that did not change repaint nothing
 
 
 def test_evicting_far_rows_turns_them_back_into_a_gap_that_reloads_the_same(qapp: QApplication, fake: FakeService) -> None:

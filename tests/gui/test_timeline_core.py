@@ -212,6 +212,11 @@ class Shadow:
         assert node in self.children[id(node.parent)]
         self.changes += 1
 
+    def tokens_changed(self, parent: Node, first: int, last: int) -> None:
+        assert self.pending is None and 0 <= first <= last < len(parent.children)
+        assert self.children[id(parent)] == parent.children
+        self.changes += 1
+
     def check(self) -> None:
         """Every node the tree holds is where the notices put it."""
         assert self.pending is None
