@@ -72,8 +72,13 @@ class PagingController:
 
     async def _count_tokens(self, key: str, page: TimelinePage) -> None:
         """Token badges of a page that is already shown: what the model sees of each message,
-        counted by the service on a background worker."""
+        counted by the service on a background worker; applied after a jump in flight."""
         counts = await self.client.call(InspectorService.visible_tokens, key, list(page.messages), dict(page.offloads))
+        jump = self._jump_task
+        if jump is not None and not jump.done():
+            # an End / Home jump in flight goes first: it never waits behind the badges (and the
+            # repaint they cause) of the rows it is leaving
+            await asyncio.wait([jump])
         self.model.set_tokens(counts.seen, counts.original)
 
     def _insert(self, page: TimelinePage, *, below: Node | None = None) -> None:
