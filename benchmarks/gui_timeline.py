@@ -1,10 +1,12 @@
 """Timeline benchmark: the real inspector window on a long thread, offscreen, on SQLite and PostgreSQL.
 
 Run: ``QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/gui_timeline.py [--messages 100000]
-[--small 10000] [--pg-url URL]`` (``run_all.py`` runs it as a subprocess). Builds one thread of
-``--messages`` (and one of ``--small``) messages per backend — SQLite on a temp file, PostgreSQL in a
-fresh temp database (``ANALYZE`` after the bulk insert) — then measures each in a fresh process and
-prints one JSON line per backend:
+[--small 10000] [--pg-url URL] [--end-samples 5]`` (``run_all.py`` runs it as a subprocess); issue
+#16's targets at 1M: ``--messages 1000000`` (the ``--small`` default is then the 100k thread, so one
+run gives the rows at 100k and 1M). Builds one thread of ``--messages`` (and one of ``--small``)
+messages per backend, once per run — SQLite on a temp file, PostgreSQL in a fresh temp database
+(``ANALYZE`` after the bulk insert) — then measures each in a fresh process and prints one JSON line
+per backend:
 
 - ``first_paint_s``: from ``MainWindow.open_database`` (open, list threads, select the thread) until
   the timeline's first page is in the model and the view has painted it, the database having been
@@ -12,8 +14,11 @@ prints one JSON line per backend:
   loads its tokenizer on the first open: ~250 ms);
 - ``scroll_s``: from the End key in the timeline until the newest message is current, on screen and
   painted, right after the (cold) first paint: the side panels are still reading the whole thread
-  on background threads (what a user who opens a thread and presses End at once gets);
-- ``scroll_idle_s``: the same once the side panels are in;
+  on background threads (what a user who opens a thread and presses End at once gets); the median
+  of ``--end-samples`` jumps (``scroll_busy_samples_s``) taken while the panels still load: after
+  each, the newest page is dropped again (the model back to the first page and one gap row, as a
+  freshly opened thread) and End is pressed anew;
+- ``scroll_idle_s``: the same once the side panels are in (``scroll_idle_samples_s``);
 - ``rss_*``: resident memory after the jump to the end, for ``--small`` and ``--messages`` messages,
   and the peak once the side panels are in (those read the whole thread inside the engine).
 A backend that cannot run (PostgreSQL unreachable) prints ``{"backend": ..., "skipped": reason}``.
@@ -48,8 +53,10 @@ from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from store import DEFAULT_PG_URL, make_messages, temp_pg_database  # noqa: E402  (benchmarks/store.py)
 
 KEY = "timeline-bench"
-TARGET_FIRST_PAINT_S = 0.5
+TARGET_FIRST_PAINT_S = 0.3  # issue #16: first paint < 300 ms and End < 100 ms at 1M messages
 TARGET_SCROLL_S = 0.1
+END_SAMPLES = 5
+PANELS_TIMEOUT_S = 3600  # a cold status of 1M messages on a loaded machine takes minutes
 
 
 def build(url: str, workdir: Path, n: int) -> None:
@@ -114,7 +121,34 @@ async def press_end(window: Any) -> tuple[float, bool]:
     return seconds, bar.value() == bar.maximum()
 
 
-async def measure(url: str, n: int) -> dict[str, Any]:
+def drop_newest(window: Any) -> bool:
+    """Back to a freshly opened thread after an End jump: the first row current, the rows below the
+    first gap (the newest page) dropped into one gap row again. False if there was no such gap."""
+    model, view = window.timeline_model, window.timeline
+    gaps = model.gaps()
+    if not gaps or gaps[0].row < 1:
+        return False
+    view.show_start()
+    model.evict_after(gaps[0].row - 1)
+    return not model.reaches_end
+
+
+async def end_samples(window: Any, count: int, still: Any = lambda: True) -> tuple[list[float], bool]:
+    """Up to ``count`` End jumps (:func:`press_end`), each from a freshly opened state, while
+    ``still()``; the seconds of each and whether every one ended at the bottom."""
+    samples: list[float] = []
+    ok = True
+    for i in range(count):
+        if i and (not still() or not drop_newest(window)):
+            break
+        await asyncio.sleep(0.05)  # the drop's relayout and repaint are not part of the jump
+        seconds, at_end = await press_end(window)
+        samples.append(seconds)
+        ok = ok and at_end
+    return samples, ok
+
+
+async def measure(url: str, n: int, samples: int = END_SAMPLES) -> dict[str, Any]:
     from PySide6.QtCore import QSettings
 
     from inspector_app.main_window import MainWindow
@@ -127,7 +161,7 @@ async def measure(url: str, n: int) -> dict[str, Any]:
         window.resize(1400, 900)
         window.show()
         try:
-            return await _measure(window, url, n)
+            return await _measure(window, url, n, samples)
         finally:
             window.poll.stop()
             for task in window.cancel_tasks():
@@ -151,19 +185,20 @@ async def open_and_paint(window: Any, url: str) -> tuple[float, asyncio.Future[A
     return time.perf_counter() - t0, loaded, task
 
 
-async def _measure(window: Any, url: str, n: int) -> dict[str, Any]:
+async def _measure(window: Any, url: str, n: int, samples: int = END_SAMPLES) -> dict[str, Any]:
     view = window.timeline
     rss_before = rss_mb()
     # a fresh process: the engine loads its tokenizer on the first open
     first_paint_cold, loaded, task = await open_and_paint(window, url)
     t0 = time.perf_counter()
-    scroll, at_end = await press_end(window)  # the side panels are still being read
+    busy, at_end = await end_samples(window, samples, still=lambda: not loaded.done())  # the side panels are still being read
+    busy_all = not loaded.done()
     gc.collect()
     rss_end = rss_mb()
     loaded_after_end = window.timeline_model.loaded_count()
     if not await task:
         raise RuntimeError(f"open_database failed: {window.banner.text()}")
-    await asyncio.wait_for(loaded, 300)
+    await asyncio.wait_for(loaded, PANELS_TIMEOUT_S)
     loaded_s = time.perf_counter() - t0
     await window.settle()
     peak = peak_rss_mb()
@@ -171,9 +206,12 @@ async def _measure(window: Any, url: str, n: int) -> dict[str, Any]:
     window.timeline_model.reset(None)
     first_paint, loaded, task = await open_and_paint(window, url)
     await task
-    await asyncio.wait_for(loaded, 300)
+    await asyncio.wait_for(loaded, PANELS_TIMEOUT_S)
     await window.settle()
-    scroll_idle, at_end_idle = await press_end(window)
+    idle, at_end_idle = await end_samples(window, samples)
+    await window.settle()
+    gc.collect()
+    rss_end_idle = rss_mb()
     steps = []
     bar = view.verticalScrollBar()
     for _ in range(30):  # paging up through the newest page
@@ -186,19 +224,23 @@ async def _measure(window: Any, url: str, n: int) -> dict[str, Any]:
         "messages": n,
         "first_paint_s": first_paint,
         "first_paint_cold_s": first_paint_cold,
-        "scroll_s": scroll,
-        "scroll_idle_s": scroll_idle,
+        "scroll_s": statistics.median(busy),
+        "scroll_busy_samples_s": busy,
+        "scroll_busy_all_while_loading": busy_all,
+        "scroll_idle_s": statistics.median(idle),
+        "scroll_idle_samples_s": idle,
         "reached_end": at_end and at_end_idle,
         "loaded_s": loaded_s,
         "loaded_messages": loaded_after_end,
         "page_up_s": statistics.median(steps),
         "rss_start_mb": rss_before,
         "rss_end_mb": rss_end,
+        "rss_end_idle_mb": rss_end_idle,
         "peak_rss_mb": peak,
     }
 
 
-def child(url: str, n: int) -> int:
+def child(url: str, n: int, samples: int = END_SAMPLES) -> int:
     import qasync
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
@@ -208,15 +250,15 @@ def child(url: str, n: int) -> int:
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     with loop:
-        result = loop.run_until_complete(measure(url, n))
+        result = loop.run_until_complete(measure(url, n, samples))
     print(json.dumps(result))
     return 0
 
 
-def run_child(url: str, n: int) -> dict[str, Any]:
+def run_child(url: str, n: int, samples: int = END_SAMPLES) -> dict[str, Any]:
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).resolve()), "--child", url, "--messages", str(n)],
-        capture_output=True, text=True, timeout=900, env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"},
+        [sys.executable, str(Path(__file__).resolve()), "--child", url, "--messages", str(n), "--end-samples", str(samples)],
+        capture_output=True, text=True, timeout=2 * PANELS_TIMEOUT_S, env={**os.environ, "QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"},
     )
     line = next((x for x in reversed(proc.stdout.splitlines()) if x.startswith("{")), None)
     if proc.returncode != 0 or line is None:
@@ -231,7 +273,7 @@ def run_child(url: str, n: int) -> dict[str, Any]:
 def backend_result(backend: str, big: dict[str, Any], small: dict[str, Any]) -> dict[str, Any]:
     growth = big["rss_end_mb"] - small["rss_end_mb"]
     peak_growth = big["peak_rss_mb"] - small["peak_rss_mb"]
-    ok = big["first_paint_cold_s"] < TARGET_FIRST_PAINT_S and big["scroll_idle_s"] < TARGET_SCROLL_S and big["reached_end"]
+    ok = big["first_paint_s"] < TARGET_FIRST_PAINT_S and big["scroll_idle_s"] < TARGET_SCROLL_S and big["scroll_s"] < TARGET_SCROLL_S and big["reached_end"]
     return {
         "backend": backend,
         **big,
@@ -242,16 +284,21 @@ def backend_result(backend: str, big: dict[str, Any], small: dict[str, Any]) -> 
         "small_messages": small["messages"],
         "small_first_paint_ms": small["first_paint_s"] * 1e3,
         "small_scroll_end_ms": small["scroll_idle_s"] * 1e3,
+        "small_scroll_end_busy_ms": small["scroll_s"] * 1e3,
+        "small_first_paint_cold_ms": small["first_paint_cold_s"] * 1e3,
+        "small_loaded_s": small["loaded_s"],
         "rss_growth_mb": growth,
         "peak_rss_growth_mb": peak_growth,
         "targets_met": ok,
         "first_paint_note": (
             f"{backend}: first page of 500 rows; {big['first_paint_cold_s'] * 1e3:.0f} ms in a fresh process (tokenizer load); "
+            f"{small['first_paint_s'] * 1e3:.0f} ms at {small['messages']:,} messages; "
             f"the side panels (status measures the whole thread) took {big['loaded_s']:.1f} s more in the background"
         ),
         "scroll_note": (
             f"{backend}: End reads only the newest page ({big['loaded_messages']:,} messages in the model, the rest one gap row); "
-            f"{big['scroll_s'] * 1e3:.0f} ms while the side panels still read the thread; page-up + repaint {big['page_up_s'] * 1e3:.1f} ms; "
+            f"{big['scroll_s'] * 1e3:.0f} ms while the side panels still read the thread (median of {len(big['scroll_busy_samples_s'])}); "
+            f"at {small['messages']:,}: {small['scroll_idle_s'] * 1e3:.0f} ms idle, {small['scroll_s'] * 1e3:.0f} ms while the panels load; page-up + repaint {big['page_up_s'] * 1e3:.1f} ms; "
             f"RSS after the jump {small['rss_end_mb']:.0f} MB at {small['messages']:,} messages vs {big['rss_end_mb']:.0f} MB at "
             f"{big['messages']:,} ({growth:+.0f} MB); peak once the side panels are in {peak_growth:+.0f} MB"
         ),
@@ -264,10 +311,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", type=int, help="the thread size memory is compared with (default: a tenth)")
     ap.add_argument("--pg-url", default=os.environ.get("COMPACTION_TEST_PG_URL") or DEFAULT_PG_URL)
     ap.add_argument("--backends", default="sqlite,postgresql")
+    ap.add_argument("--end-samples", type=int, default=END_SAMPLES, help="End jumps per state (median)")
     ap.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
-        return child(args.child, args.messages)
+        return child(args.child, args.messages, args.end_samples)
     sizes = (args.small or max(1_000, args.messages // 10), args.messages)
     for backend in args.backends.split(","):
         with tempfile.TemporaryDirectory(prefix="bench-timeline-") as tmp, ExitStack() as stack:
@@ -279,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         url = stack.enter_context(temp_pg_database(args.pg_url))
                     build(url, Path(tmp) / f"wd-{n}", n)
-                    runs.append(run_child(url, n))
+                    runs.append(run_child(url, n, args.end_samples))
             except sa.exc.OperationalError as exc:
                 print(json.dumps({"backend": backend, "skipped": f"not reachable: {str(exc.orig).splitlines()[0]}"}))
                 continue
