@@ -17,8 +17,11 @@ specific inside Chinese text is found as in English.
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any, Iterable, Literal, Mapping, Sequence
 
@@ -117,6 +120,7 @@ _SPACE = re.compile(r"\s+")
 #: what a text shows, for lookups: runs of URL characters not ending in punctuation, and runs of
 #: path / id characters inside them
 _TOKEN = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#@$&*+=%]", re.ASCII)
+_TAIL = re.compile(r"/(?=([^\n]+))")
 _PIECE = re.compile(r"[A-Za-z0-9\-._~/]*[A-Za-z0-9\-_~/]", re.ASCII)
 _HEX = re.compile(r"[0-9a-fA-F\-]+", re.ASCII)
 
@@ -350,20 +354,29 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
 
 def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterable[tuple[int, str, str]]:
     """Git hashes, IPv4 addresses, versions and numbers with units outside the identifiers, paths
-    and URLs."""
-    rest = _blank_spans(text, spans) if spans else text
-    for m in _HEX_RUN.finditer(rest):
+    and URLs (``spans``, sorted by start)."""
+    starts = [sp[0] for sp in spans]
+    reach: list[int] = []  # reach[i]: the furthest end of spans[0..i]
+    for sp in spans:
+        reach.append(max(sp[1], reach[-1]) if reach else sp[1])
+
+    def inside(a: int, b: int) -> bool:
+        i = bisect.bisect_left(starts, b)
+        return i > 0 and reach[i - 1] > a
+
+    for m in _HEX_RUN.finditer(text):
         value = m.group()
-        if len(value) <= 40 and not value.isdigit() and any(c.isdigit() for c in value):
+        if len(value) <= 40 and not value.isdigit() and any(c.isdigit() for c in value) and not inside(*m.span()):
             yield m.start(), "identifier", value
-    for m in _NUMERIC.finditer(rest):
-        a = m.start()
+    for m in _NUMERIC.finditer(text):
+        if spans and inside(*m.span()):
+            continue
         if m.lastgroup == "ip":
-            yield a, "identifier", m.group()
+            yield m.start(), "identifier", m.group()
         elif m.lastgroup == "version":
-            yield a, "quantity", m.group()
+            yield m.start(), "quantity", m.group()
         elif not _DECADE.fullmatch(m.group()):
-            yield a, "quantity", _SPACE.sub(" ", m.group())
+            yield m.start(), "quantity", _SPACE.sub(" ", m.group())
 
 
 def _command_hits(text: str) -> Iterable[tuple[int, str, str]]:
@@ -459,9 +472,35 @@ def _specifics_of(texts: Iterable[str]) -> list[Specific]:
         if not text or text in done:
             continue
         done.add(text)
-        for s in extract_specifics(text):
+        for s in _cached_specifics(text):
             out.setdefault(s, None)
     return list(out)
+
+
+#: extract_specifics results by text, least recently used dropped first: the same messages are seen
+#: again by the next compaction's previous summary, by what-if runs and by history views
+_CACHE: "OrderedDict[str, tuple[Specific, ...]]" = OrderedDict()
+_CACHE_CHARS = [0]
+_CACHE_LIMIT_CHARS = 32_000_000
+_CACHE_LOCK = threading.Lock()
+
+
+def _cached_specifics(text: str) -> tuple[Specific, ...]:
+    with _CACHE_LOCK:
+        hit = _CACHE.get(text)
+        if hit is not None:
+            _CACHE.move_to_end(text)
+            return hit
+    found = tuple(extract_specifics(text))
+    if len(text) <= _CACHE_LIMIT_CHARS // 8:
+        with _CACHE_LOCK:
+            if text not in _CACHE:
+                _CACHE[text] = found
+                _CACHE_CHARS[0] += len(text)
+                while _CACHE_CHARS[0] > _CACHE_LIMIT_CHARS and _CACHE:
+                    old, _ = _CACHE.popitem(last=False)
+                    _CACHE_CHARS[0] -= len(old)
+    return found
 
 
 def _key(s: Specific) -> str:
@@ -497,7 +536,8 @@ class _Index:
         self.joined = joined = "\n".join(self.texts)
         self.tokens = set(_TOKEN.findall(joined))
         self.tokens.update(_PIECE.findall(" ".join(self.tokens)))  # pieces of the distinct tokens only
-        self.tokens.update(t for tok in [t for t in self.tokens if "/" in t] for t in _tails(tok))
+        slashed = "\n".join([t for t in self.tokens if "/" in t])
+        self.tokens.update(_TAIL.findall(slashed))  # every trailing part of those, at each "/"
         self.quantities = {_key(Specific("quantity", m.group())) for m in _NUMERIC.finditer(joined) if m.lastgroup != "ip"}
 
     @classmethod
