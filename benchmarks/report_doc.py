@@ -8,7 +8,7 @@ import argparse
 RERUN = "make bench   # = .venv/bin/python benchmarks/run_all.py   (needs: .venv/bin/pip install -e '.[bench-peers]')"
 
 
-def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "") -> str:
+def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "", whatif: str = "") -> str:
     peers_line = f"\n**Peers not run:** {missing}\n" if missing else ""
     return f"""# Benchmarks
 
@@ -55,6 +55,10 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
 
 {agents}
 
+## What-if runs (issue 14)
+
+{whatif}
+
 ## Our own figures
 
 {own}
@@ -98,6 +102,11 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   are those tool outputs showed (the traces' identifier pattern; for the fixtures, the extractive
   summarizer's), kept when found verbatim on the surface or in the summary. Orphans are tool results
   not following their call; dangling, calls left without a result.
+- **What-if runs** (`benchmarks/whatif.py`): each 100k trace recorded through `engine.whatif.EngineReplay` (the
+  pressure path before every model step, every request recorded) on a temp SQLite file, then
+  `engine.whatif.run_sweep` over `threshold_ratio` in scratch copies (temporary SQLite file and Workdir,
+  the source only read); the 100k-message what-if in a fresh process (its peak memory), on a thread
+  of the `benchmarks/store.py` mix bulk-written under a 131,072-token window, at the default policy.
 - **Own figures**: `benchmarks/meter.py` (TokenMeter on a ~200k-token envelope), the pressure check
   timed on the final thread of each largest replay, `benchmarks/compaction.py` (manual compaction of a
   ~100k-token thread, 128k window), `benchmarks/store.py` (bulk intake and 100-row keyset pages on a

@@ -33,6 +33,7 @@ import real_corpus  # noqa: E402
 from report_doc import document  # noqa: E402
 from store import DEFAULT_PG_URL  # noqa: E402
 import traces  # noqa: E402
+import whatif as whatif_bench  # noqa: E402
 from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_store  # noqa: E402
 
 PEERS = peers.STRATEGIES  # ("langchain", "chars/4")
@@ -420,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
     own += import_session.rows(2.0, args.pg_url)
     log("LangChain agents: CompactionMiddleware vs SummarizationMiddleware (benchmarks/adapters_langchain.py)")
     agents = adapters_langchain.section((10_000,) if args.quick else (10_000, 100_000))
+    log("what-if runs: a trace at two thresholds, a 100k-message what-if (benchmarks/whatif.py)")
+    whatif_text = whatif_bench.section(messages=20_000 if args.quick else 100_000, families=("research",) if args.quick else whatif_bench.FAMILIES)
     seconds = time.perf_counter() - started
 
     head = render_head_to_head(rows)
@@ -429,10 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     print("## Head to head\n\n" + head + "\n\n### Where we lose\n\n" + "\n".join(lost) + "\n\n### Per trace (ours / LangChain / chars/4)\n\n" + details)
     print("\n## Targets\n\n" + targets + "\n\n## Compact now\n\n" + corpus)
     print("\n## LangChain agents\n\n" + agents)
+    print("\n## What-if runs\n\n" + whatif_text)
     print("\n## Our own figures\n\n" + own_table)
     print(f"\n(total {seconds:.0f} s)")
     if not args.quick or args.write:
-        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents))
+        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents, whatif_text))
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
