@@ -271,20 +271,42 @@ def _notable_lines(content: str) -> list[_Notable]:
     return found
 
 
-def _pick_notable(lines: Sequence[_Notable], budget: int, levels: tuple[int, int], count: CountTokens, *, shown: str = "") -> list[tuple[int, str]]:
+#: the line listing, at the poorest level, the identifiers the other kept lines name
+NAMED_LABEL = "identifiers in {lines} more lines:"
+
+
+def _pick_notable(
+    lines: Sequence[_Notable], budget: int, levels: tuple[int, int], count: CountTokens, *, shown: str = ""
+) -> tuple[list[tuple[int, str]], list[str], int]:
     """Lines by priority, then in order, deduplicated, within ``budget``: error lines at
-    ``levels[0]``, the others at ``levels[1]`` (at level 0 deduplicated by identifier, leaving out
-    those ``shown`` already holds); returned as (line number, text) in document order."""
+    ``levels[0]``, the others at ``levels[1]``. At level 0 the other lines give only the
+    identifiers they name, each once and none ``shown`` already holds, listed together on one line
+    (denser than one numbered line each). Returns the numbered (line number, text) in document
+    order, the identifiers listed, and how many lines gave them."""
     chosen: dict[int, str] = {}
+    named: list[str] = []
     seen: set[str] = set(extract_identifiers(shown)) if levels[1] == 0 else set()
     used = 0
+    givers = 0
+    label = count(NAMED_LABEL.format(lines=len(lines))) + 1 if levels[1] == 0 else 0
     for line in sorted(lines, key=lambda x: (x.priority, not x.names, x.start)):
-        if budget - used < 4:  # no numbered line costs less
+        if budget - used < 3:  # nothing costs less
             break
         level = levels[0] if line.priority == 0 else levels[1]
-        text = line.text(level)
         if level == 0 and line.priority != 0:
-            text = " ".join(i for i in text.split(" ") if i and i not in seen)
+            fresh = [i for i in line.text(0).split(" ") if i and i not in seen]
+            added = False
+            for ident in fresh:
+                cost = count(" " + ident) + (0 if named else label)
+                if used + cost > budget:
+                    continue
+                named.append(ident)
+                seen.add(ident)
+                used += cost
+                added = True
+            givers += added
+            continue
+        text = line.text(level)
         key = text.strip()
         if not key or key in seen:
             continue
@@ -292,11 +314,9 @@ def _pick_notable(lines: Sequence[_Notable], budget: int, levels: tuple[int, int
         if used + cost > budget:
             continue  # a shorter line of the same or a later kind may still fit
         seen.add(key)
-        if level == 0:
-            seen.update(key.split(" "))
         chosen[line.number] = text
         used += cost
-    return sorted(chosen.items())
+    return sorted(chosen.items()), named, givers
 
 
 def _need(lines: Sequence[_Notable], level: int, room: int, count: CountTokens) -> int:
@@ -342,20 +362,22 @@ def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable
     tail = _snap_start(_fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
     inside = [x for x in notable if x.start >= head_end and x.end <= tail_start]
-    picked = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
-    if not picked:
+    picked, named, givers = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
+    if not picked and not named:
         return None
     how = "".join(
-        f"; {what} {f'cut to {level} chars' if level else 'as their identifiers'}"
+        f"; {what} {f'cut to {level} chars' if level else 'as the identifiers they name'}"
         for what, level in (("errors", levels[0] or LINE_LEVELS[-2]), ("others", levels[1])) if level != LINE_LEVELS[0]
     )
     parts = [
         f"[head: chars 0-{head_end} of {n}]",
         head.rstrip("\n"),
-        f"[... {tail_start - head_end} chars omitted; {len(picked)} of their {len(inside)} lines with "
+        f"[... {tail_start - head_end} chars omitted; {len(picked) + givers} of their {len(inside)} lines with "
         f"{', '.join(_NOTABLE_KINDS)} kept below{how} ...]",
         *(f"L{number}: {text}" for number, text in picked),
     ]
+    if named:
+        parts.append(NAMED_LABEL.format(lines=givers) + " " + " ".join(named))
     if tail:
         parts += [f"[tail: chars {tail_start}-{n}]", tail.strip("\n")]
     return "\n".join(parts)
@@ -368,9 +390,9 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     ``exit code``, traceback frames ``File "…", line N`` …), URLs or paths, they replace the middle
     slice: head and tail share what the kept lines leave, the lines take 30% of the budget, up to 70%
     when they need it, numbered ``L<n>:``. When they do not all fit even then they are cut around
-    what made them notable (:data:`LINE_LEVELS`: 240, 120, 72 characters), then shown as the
-    identifiers they name (paths, URLs, ids, each once; an error line keeps 72 characters), and the
-    note line says so; what still does not fit goes by priority (errors, those naming a path or URL
+    what made them notable (:data:`LINE_LEVELS`: 240, 120, 72 characters), then reduced to the
+    identifiers they name (paths, URLs, ids, each once, on one ``identifiers in N more lines:``
+    line; an error line keeps 72 characters), and the note line says so; what still does not fit goes by priority (errors, those naming a path or URL
     first, URL lines, path lines, path lines of passed / skipped tests), then in order. Otherwise head (45%), a slice from the
     middle (15%) and tail (40%). ``content`` itself when it fits; ``""`` when the budget cannot hold
     even the labels.

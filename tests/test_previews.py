@@ -552,3 +552,46 @@ def test_structured_preview_properties(rows: list[dict[str, object]], budget: in
     assert omitted == len(rows) - len(shown)
     if omitted:  # results are dropped only at the poorest level: one id each
         assert all(list(r) == ["doc_id"] for r in shown)
+
+
+def _test_run_log(failures: int = 4, passed: int = 300) -> str:
+    lines = ["CI build https://ci.example.com/builds/000123/log", "============ test session starts ============"]
+    every = passed // (failures + 1)
+    for i in range(passed):
+        lines.append(f"2026-11-30T10:00:{i % 60:02d}Z INFO worker-{i % 8} tests/test_{i % 40:03d}.py::test_case_{i} PASSED in {i * 7 % 900}ms")
+        if i % every == every - 1 and i // every < failures:
+            k = i // every
+            lines += [
+                f"FAILED tests/test_{k:03d}.py::test_case_{i} - AssertionError",
+                "Traceback (most recent call last):",
+                f'  File "src/pkg_{k}/module_{k:03d}.py", line {100 + k}, in handle',
+                f"    result = self._process(batch_{i}, retries=3)",
+                f"AssertionError: expected {k} rows, got {k + 1}",
+            ]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize(("budget", "failures"), [(200, 2), (300, 4), (600, 4)])
+def test_a_test_log_keeps_the_failing_tests_and_their_frames_before_passed_lines(budget: int, failures: int) -> None:
+    log = _test_run_log()
+    preview = generic_preview(log, budget_tokens=budget, count_tokens=count)
+    assert count(preview) <= budget
+    for k in range(failures):  # which test failed and where: the FAILED line and its traceback frame
+        assert f'File "src/pkg_{k}/module_{k:03d}.py", line {100 + k}' in preview
+        assert f"FAILED tests/test_{k:03d}.py::test_case_" in preview
+    kept = _kept_lines(preview)
+    assert not any("PASSED" in t for t in kept.values())  # a passed test's line is the last kind kept
+
+
+def test_an_identifier_heavy_log_lists_the_identifiers_of_the_lines_it_cannot_number() -> None:
+    lines = [f"src/pkg_{i % 7}/module_{i:03d}.py:{i * 13 % 900}: retry_limit = {'lorem ipsum dolor sit amet ' * 3}" for i in range(60)]
+    log = "\n".join(lines)
+    preview = generic_preview(log, budget_tokens=400, count_tokens=count)
+    assert count(preview) <= 400
+    listing = next(line for line in preview.splitlines() if line.startswith("identifiers in "))
+    head, _, listed = listing.partition(": ")
+    names = listed.split(" ")
+    assert len(names) == len(set(names)) and all(f"{x}:" in log for x in names)  # each once, exact text from the log
+    shown = {f"src/pkg_{i % 7}/module_{i:03d}.py" for i in range(60) if f"src/pkg_{i % 7}/module_{i:03d}.py" in preview}
+    assert len(shown) >= 28  # numbered lines (about 20 tokens each) would show about a dozen
+    assert "as the identifiers they name" in preview
