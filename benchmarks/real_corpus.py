@@ -108,6 +108,20 @@ def _tool_identifiers(texts: Iterable[str], pattern: object = None) -> set[str]:
     return found
 
 
+def _visible(ids: set[str], text: str) -> set[str]:
+    """The identifiers whose exact text ``text`` shows. A JSON id the extractor names
+    ``doc_id=doc-9`` (its key and value) is shown by its JSON pair or, where the value names
+    itself (``doc-9``), by the value found as an identifier (a summary lists it so); the
+    ``key=value`` form alone never occurs in a JSON result, so a substring test missed them."""
+    found = set(extract_identifiers(text))
+    out = set()
+    for i in ids:
+        key, sep, value = i.partition("=")
+        if i in found or i in text or (sep and key.isidentifier() and value in found):
+            out.add(i)
+    return out
+
+
 def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | None, closed: int) -> CorpusRow:
     messages = [s.message for s in svc.messages_page(key, limit=1_000_000)]
     tool_texts = [m.content for m in messages if m.role == "tool"]
@@ -121,7 +135,7 @@ def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | Non
     snap = svc.store.snapshot(key)
     env = envelope_of(snap, build_surface(snap))
     text = "\n".join(envelope_texts(env))
-    visible = ids.intersection(IDENTIFIER.findall(text)) if trace is not None else {i for i in ids if i in text}
+    visible = ids.intersection(IDENTIFIER.findall(text)) if trace is not None else _visible(ids, text)
     orphans, dangling = _wire(env)
     calls = svc.compactor.summarizer.calls  # type: ignore[attr-defined]
     return CorpusRow(
