@@ -494,10 +494,13 @@ URL_FIELDS: tuple[str, ...] = ("url", "link", "href", "source_url")
 #: per-result content budgets tried, richest first, before the content is left out
 CONTENT_LEVELS: tuple[int, ...] = (CONTENT_TOKENS_MAX, 120, 80, 48, 32, CONTENT_TOKENS_MIN)
 #: the degraded levels after the content ones: what each result line still holds
-_FIELD_LEVELS: tuple[str, ...] = ("no_content", "ids_and_urls", "ids", "primary_id")
+#: (a result's first id and its URL come before its other ids: they name and cite the document,
+#: a chunk id only locates a passage in it)
+_FIELD_LEVELS: tuple[str, ...] = ("no_content", "ids_and_urls", "id_and_url", "ids", "primary_id")
 _LEVEL_NOTE = {
     "no_content": "content left out",
     "ids_and_urls": "ids and URLs only",
+    "id_and_url": "first id and URL only",
     "ids": "ids only",
     "primary_id": "one id per result",
 }
@@ -531,6 +534,8 @@ class _Row:
         ids, urls = self._ids(), self._urls()
         if level == "ids_and_urls":
             return {**ids, **urls} if ids or urls else dict(list(self.scalars.items())[:1])
+        if level == "id_and_url":
+            return {**dict(list(ids.items())[:1]), **dict(list(urls.items())[:1])} if ids or urls else dict(list(self.scalars.items())[:1])
         if level == "ids" and ids:
             return ids
         primary = ids or urls or self.scalars  # no id: the URL names the result, else its first field
@@ -565,8 +570,9 @@ def structured_preview(content: str, *, budget_tokens: int, count_tokens: CountT
     and ``omitted_results: N`` when N results were dropped from the end.
 
     Degradation keeps identifiers longest. Every result is shown at the richest level at which *all*
-    of them fit: content cut to 160 … 16 tokens, then no content, then ids and URLs, then ids, then
-    one id per result (the URL when a result has no id); the leftover budget then upgrades results
+    of them fit: content cut to 160 … 16 tokens, then no content, then ids and URLs, then the first
+    id and the URL (a chunk id goes before the URL that cites the document), then ids, then one id
+    per result (the URL when a result has no id); the leftover budget then upgrades results
     from the first one to the next richer level. Only when one id per result does not fit are
     results dropped from the end, and counted.
     """

@@ -281,13 +281,13 @@ def test_one_result_in_a_160_token_preview_keeps_its_ids() -> None:
 
 
 def _level(row: dict[str, object]) -> int:
-    """How much of a kb_payload result a row shows: 4 content, 3 all fields, 2 ids+URL, 1 ids, 0 one id."""
+    """How much of a kb_payload result a row shows: 5 content, 4 all fields, 3 ids+URL, 2 first id+URL, 1 ids, 0 one id."""
     if "content" in row:
-        return 4
+        return 5
     if "title" in row:
-        return 3
+        return 4
     if "url" in row:
-        return 2
+        return 3 if "chunk_id" in row else 2
     return 1 if "chunk_id" in row else 0
 
 
@@ -311,7 +311,7 @@ def test_degradation_order_over_a_budget_sweep() -> None:
         if previous is not None:
             assert shown >= previous  # a larger budget never shows less
         previous = shown
-    assert previous == (12, 4)
+    assert previous == (12, 5)
 
 
 def _realistic_kb(n: int, seed: int) -> dict[str, object]:
