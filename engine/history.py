@@ -24,6 +24,7 @@ thousands of surfaces.
 from __future__ import annotations
 
 import bisect
+import itertools
 import json
 import threading
 import weakref
@@ -39,7 +40,8 @@ from .events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, Summa
 from .messages import META_PRUNED, Message
 from .meter import default_meter
 from .replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
-from .surface import build_surface, envelope_of, history_part
+from .specifics import DroppedSpecifics, dropped_specifics, message_texts
+from .surface import build_surface, envelope_of
 from .units import current_request
 from .views import (
     DIFF_CATEGORIES,
@@ -214,9 +216,15 @@ class ThreadHistory:
             top.append(best)
         self._top = top
         self.history = list(history)
-        self._hist_times = [_aware(h.created_at) for h in self.history]
+        # generation in force at a time: sorted record times + the running max of generations
+        timed = sorted(((_aware(h.created_at), h.generation_after) for h in self.history if h.created_at is not None),
+                       key=lambda x: x[0])  # type: ignore[arg-type, return-value]
+        self._gen_times = [t for t, _ in timed]
+        self._gen_top = list(itertools.accumulate((g for _, g in timed), max))
         self.offloads = dict(offloads)
         self.requests = list(requests)
+        self._engine_requests = sorted((r for r in self.requests if r.origin == "engine"), key=lambda r: _aware(r.created_at))  # type: ignore[arg-type, return-value]
+        self._engine_times = [_aware(r.created_at) for r in self._engine_requests]
         self.source = list(source_compactions)
         self.events = list(events)
         self.last_event_id: int | None = self.events[-1].id if self.events else None
@@ -248,11 +256,8 @@ class ThreadHistory:
         """The generation in force at ``t`` (the last history record written by then)."""
         if t is None:
             return self.history[-1].generation_after if self.history else 0
-        gen = 0
-        for h, ht in zip(self.history, self._hist_times):
-            if ht is not None and ht <= _aware(t):  # type: ignore[operator]
-                gen = max(gen, h.generation_after)
-        return gen
+        n = bisect.bisect_right(self._gen_times, _aware(t))  # type: ignore[arg-type]
+        return self._gen_top[n - 1] if n else 0
 
     def _list_compactions(self) -> list[_Compaction]:
         items: list[tuple[datetime, int, int, _Compaction]] = []
@@ -431,7 +436,7 @@ class ThreadHistory:
         if h.tokens_before is not None and h.tokens_before != before.total:
             notes.append(f"the compaction measured {h.tokens_before:,} tokens before it (with the run's ephemeral notes "
                          f"and the route's meter); the rebuilt surface counts {before.total:,}")
-        dropped, why = self._recorded_dropped(c, summarized, before, after)
+        dropped, why = self._recorded_dropped(c, summarized, before, after, last_id)
         if why:
             notes.append(why)
         return CompactionDiff(
@@ -442,16 +447,24 @@ class ThreadHistory:
             before=before.messages, after=after.messages, record_id=h.id,
         )
 
-    def _recorded_dropped(self, c: _Compaction, summarized: Sequence[Message], before: _Sides, after: _Sides) -> tuple[Any, str | None]:
+    def request_before(self, last_id: int | None) -> Message | None:
+        """The user's current request when message ``last_id`` was the newest (visible or not)."""
+        hi = len(self.ids) if last_id is None else bisect.bisect_right(self.ids, last_id)
+        return current_request(self.messages[max(0, hi - 5000):hi])
+
+    def _recorded_dropped(self, c: _Compaction, summarized: Sequence[Message], before: _Sides, after: _Sides,
+                          last_id: int | None) -> tuple[DroppedSpecifics | None, str | None]:
         if c.kind == "prune":
             return None, "a prune drops no specifics by definition (each preview keeps the result's identifiers)"
         data = c.event.data if c.event is not None and isinstance(c.event.data, Mapping) else {}
         recorded = _dropped_from_event(data)
         if recorded is not None:
             return recorded, None
-        computed = _compute_dropped(summarized, before, after, self.snapshot.system_prompt)
-        if computed is None:
-            return None, "dropped specifics: not recorded with this compaction and engine.specifics.dropped_specifics is not available"
+        h = c.record
+        assert h is not None
+        retained = [m for m in before.messages if m.id is not None and h.boundary_after is not None and m.id > h.boundary_after]
+        computed = _compute_dropped(summarized, after, self.snapshot.system_prompt, previous=before.summary, summary=after.summary,
+                                    request=self.request_before(last_id), retained=retained)
         return computed, "dropped specifics computed now from the rebuilt surfaces (not recorded with the compaction)"
 
     def _source_diff(self, c: _Compaction) -> CompactionDiff:
@@ -479,12 +492,15 @@ class ThreadHistory:
         if sc.kind == "summary" and sc.replaced_first_id is None:
             notes.append("none of the messages it replaced were imported")
         cleared_msgs = tuple(self.messages[self.by_id[i]] for i in newly_cleared if i in self.by_id)
+        request = self.request_before(upto)
         if sc.kind == "prune":  # the source cleared them whole (no preview): what they alone showed is gone
-            dropped = _compute_dropped(cleared_msgs, before, after, self.snapshot.system_prompt, summary=None, with_summary=False)
+            retained = [m for m in after.messages if m.id is not None and m.id > (sc.replaced_last_id or 0)]
+            dropped = _compute_dropped(cleared_msgs, after, self.snapshot.system_prompt, previous=None, summary=after.summary,
+                                       request=request, retained=retained)
         else:
-            dropped = _compute_dropped(summarized, before, after, self.snapshot.system_prompt, summary=sc.summary)
-        if dropped is None:
-            notes.append("dropped specifics: engine.specifics.dropped_specifics is not available")
+            retained = [m for m in after.messages if m.id is not None]
+            dropped = _compute_dropped(summarized, after, self.snapshot.system_prompt, previous=before.summary, summary=sc.summary,
+                                       request=request, retained=retained)
         return CompactionDiff(
             index=c.index, kind=sc.kind, trigger=sc.trigger, origin=sc.source, created_at=c.at,
             generation_before=None, generation_after=None, previous_summary=prev.summary if prev is not None else None,
@@ -500,10 +516,10 @@ class ThreadHistory:
         same = [x for x in self.compactions if (x.record is not None) == (c.record is not None)]
         nxt = next((x for x in same if x.index > c.index), None)
         if c.record is not None:
-            start = _aware(c.record.created_at)
-            end = _aware(nxt.record.created_at) if nxt is not None and nxt.record is not None else None
-            return [r for r in self.requests if r.origin == "engine" and _aware(r.created_at) >= start  # type: ignore[operator]
-                    and (end is None or _aware(r.created_at) < end)]  # type: ignore[operator]
+            lo = bisect.bisect_left(self._engine_times, _aware(c.record.created_at))  # type: ignore[arg-type]
+            hi = (bisect.bisect_left(self._engine_times, _aware(nxt.record.created_at))  # type: ignore[arg-type, union-attr]
+                  if nxt is not None else len(self._engine_times))
+            return self._engine_requests[lo:hi]
         sc = c.source
         assert sc is not None
         lo = sc.after_message_id or 0
@@ -614,53 +630,27 @@ def _kept_messages(c: SourceCompaction) -> list[Message]:
     return out
 
 
-# -- dropped specifics (helper S's engine.specifics, read tolerantly) -----------------------------
+# -- dropped specifics -------------------------------------------------------------------------------
 
 
-def _specifics() -> Any:
-    from . import specifics
-
-    return specifics
-
-
-def _dropped_from_event(data: Mapping[str, Any]) -> Any:
-    """The dropped specifics recorded with a summary event (``specifics_seen``, ``dropped``,
-    ``dropped_specifics``, ``dropped_referenced``, ``dropped_truncated``), or None when the event
-    has none (written before they existed)."""
-    cls = getattr(_specifics(), "DroppedSpecifics", None)
-    from_json = getattr(cls, "from_json", None)
-    if from_json is None or not isinstance(data.get("specifics_seen"), int):
-        return None
-    try:
-        return from_json(data)
-    except Exception:  # noqa: BLE001: a malformed record reads as not recorded
-        return None
+def _dropped_from_event(data: Mapping[str, Any]) -> DroppedSpecifics | None:
+    """The dropped specifics recorded with a summary event, or None when it has none (an event
+    written before they existed)."""
+    return DroppedSpecifics.from_json(data) if isinstance(data.get("specifics_seen"), int) else None
 
 
-def _compute_dropped(summarized: Sequence[Message], before: _Sides, after: _Sides, system_prompt: str, *, summary: str | None = None,
-                     with_summary: bool = True) -> Any:
-    """:func:`engine.specifics.dropped_specifics` of a compaction: ``before`` = what it replaced
-    (+ the previous summary when it wrote a new one), ``after`` = the surface after it and the system
-    prompt, ``referenced`` = the current request and the retained tail. None when engine.specifics
-    has no ``dropped_specifics``."""
-    fn = getattr(_specifics(), "dropped_specifics", None)
-    if fn is None:
-        return None
-    mod = _specifics()
-    texts = getattr(mod, "message_texts", None) or (lambda ms: [m.content for m in ms])
-    before_texts = texts(summarized)
-    if before.summary and with_summary:
-        before_texts.append(before.summary)
-    after_texts = texts(after.messages)
-    if system_prompt:
-        after_texts.append(system_prompt)
-    req = current_request(list(before.messages))
-    tail = [m for m in history_part(build_surface(after.snapshot)) if req is None or m is not req]
-    referenced = ([req.content] if req is not None else []) + texts(tail)
-    text = summary if summary is not None else after.summary
-    if after.summary:
-        after_texts.append(after.summary)
-    return fn(before=before_texts, summary=text, after=after_texts, referenced=referenced)
+def _compute_dropped(replaced: Sequence[Message], after: _Sides, system_prompt: str, *, previous: str | None,
+                     summary: str | None, request: Message | None, retained: Sequence[Message]) -> DroppedSpecifics:
+    """What the compactor records (``engine.compactor._dropped``), for a compaction that did not
+    record it: what the model saw of the replaced range (+ the previous summary) against the summary
+    and the surface after it (system prompt, messages as shown); referenced by the current request
+    and the retained tail."""
+    return dropped_specifics(
+        before=message_texts(replaced) + ([previous] if previous else []),
+        summary=summary,
+        after=[system_prompt or ""] + message_texts(after.messages),
+        referenced=([request.content] if request is not None else []) + message_texts(retained),
+    )
 
 
 # -- money (genai-prices, its bundled snapshot only) -----------------------------------------------
@@ -843,20 +833,13 @@ def compaction_history(source: HistorySource, key: str) -> list[CompactionEntry]
 # -- export ----------------------------------------------------------------------------------------
 
 
-def _dropped_to_json(d: Any) -> Any:
-    if d is None:
-        return None
-    to_json = getattr(d, "to_json", None)
-    return to_json() if to_json is not None else None
-
-
-def _dropped_from_json(data: Any) -> Any:
+def _dropped_from_json(data: Any) -> DroppedSpecifics | None:
     if data is None:
         return None
-    cls = getattr(_specifics(), "DroppedSpecifics", None)
-    if cls is None or not hasattr(cls, "from_json"):
-        raise InvalidExport("the export lists dropped specifics but engine.specifics cannot read them")
-    return cls.from_json(data)
+    found = DroppedSpecifics.from_json(data)
+    if found is None:
+        raise InvalidExport("'dropped' is not a dropped-specifics object (no 'seen' count)")
+    return found
 
 
 def cost_to_json(c: CompactionCost | None) -> dict[str, Any] | None:
@@ -871,7 +854,7 @@ def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
         "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
         "created_at": e.created_at.isoformat() if e.created_at is not None else None,
         "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
-        "dropped": _dropped_to_json(e.dropped), "cost": cost_to_json(e.cost), "note": e.note,
+        "dropped": e.dropped.to_json() if e.dropped is not None else None, "cost": cost_to_json(e.cost), "note": e.note,
     }
 
 

@@ -437,3 +437,36 @@ def test_a_second_read_sees_what_changed(svc: Service, key: str, sim: ProviderSi
     assert done.outcome == "ok" and done.reported_prompt_tokens == 7
     drive(svc, key, sim, kb_turns(1), tool_text="kb says 43")
     assert len(history.request_envelopes(svc.store, key)) == 5
+
+
+def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(svc: Service, key: str) -> None:
+    """A summary event that carries the dropped specifics (the compactor records them) is what the
+    diff shows; one written before those keys existed gets them computed from the surfaces."""
+    from engine.specifics import DroppedSpecifics
+
+    _manual_thread(svc, key)
+    svc.compact(key)
+    recorded_by_compactor = history.compaction_diff(svc.store, key).dropped
+    assert isinstance(recorded_by_compactor, DroppedSpecifics) and recorded_by_compactor.dropped_count > 0
+    (event,) = [e for e in svc.events(key) if e.kind == "summary"]
+    old = {k: v for k, v in event.data.items() if k not in ("specifics_seen", "dropped_specifics", "dropped_referenced", "dropped", "dropped_truncated")}
+    svc.store.add_event(key, "summary", old, trigger="manual")  # as an engine before issue 14 wrote it
+    computed = history.compaction_diff(svc.store, key)
+    assert isinstance(computed.dropped, DroppedSpecifics) and "computed now" in (computed.note or "")
+    shown = (computed.summary or "") + " ".join(m.content for m in computed.after)
+    assert all(x.value not in shown for x in computed.dropped.dropped)
+    assert computed.dropped == recorded_by_compactor  # the same texts as the compactor's own record
+    recorded = {**event.data, "specifics_seen": 9, "dropped_specifics": 2, "dropped_referenced": 1, "dropped_truncated": False,
+                "dropped": [{"kind": "path", "value": "/srv/app/mod0.py", "referenced": True},
+                            {"kind": "identifier", "value": "ticket-1", "referenced": False}, "not an entry"]}
+    svc.store.add_event(key, "summary", recorded, trigger="manual")  # as a newer engine writes it
+    d = history.compaction_diff(svc.store, key)
+    assert d.dropped is not None and d.dropped.seen == 9 and d.dropped.dropped_count == 2 and d.dropped.referenced_count == 1
+    assert [(x.kind, x.value, x.referenced) for x in d.dropped.dropped] == [("path", "/srv/app/mod0.py", True), ("identifier", "ticket-1", False)]
+    assert "computed now" not in (d.note or "")
+    (entry,) = history.compaction_history(svc.store, key)
+    assert entry.dropped == d.dropped
+    text = history.export_history(svc.store, key, "json")
+    assert history.load_export(text)[0].dropped == d.dropped
+    md = history.export_history(svc.store, key, "md")
+    assert "Dropped specifics: 2 of 9 seen, 1 referenced" in md and "`/srv/app/mod0.py` — referenced" in md
