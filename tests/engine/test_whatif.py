@@ -106,7 +106,8 @@ def test_default_settings_reproduce_what_the_engine_recorded(source: tuple[Servi
     c = run_whatif(svc.store, key, {}, policies=svc.policies)
     rec, cand = c.recorded, c.candidate
     assert rec.compactions > 0
-    same = ("requests", "compactions", "by_kind", "summarizer_calls", "peak_pressure", "mean_pressure", "prompt_tokens", "steps_over_window")
+    same = ("requests", "compactions", "by_kind", "summarizer_calls", "peak_pressure", "mean_pressure", "prompt_tokens", "steps_over_window",
+            "specifics_dropped")
     assert {f: getattr(cand, f) for f in same} == {f: getattr(rec, f) for f in same}
     assert [p.tokens for p in cand.points] == [p.tokens for p in rec.points]
     assert cand.request_kept is True and rec.request_kept is None
@@ -227,6 +228,30 @@ def test_openai_compatible_summarizer_through_the_simulator(source: tuple[Servic
     assert c.candidate.settings["summarizer"] == spec
     assert c.candidate.summarizer_calls == len(sent) > 0
     assert all(r.path.endswith("/chat/completions") for r in sent)
+
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "sessions"
+
+
+def test_imported_session_whatif(db_url: str, tmp_path: Path, new_key) -> None:
+    """An imported Claude Code session: the recorded run is the source's reported usage and its
+    own compactions; the candidate calls the model where the source's responses were (one request
+    per recorded response, though Claude Code writes a response as several messages)."""
+    svc = open_service(db_url, workdir=tmp_path / "wd", create=True)
+    try:
+        path = FIXTURES / "claude-code" / "project" / "7c1f0e52-3b9a-4d21-9e55-0a6b2f4c8d10.jsonl"
+        main = svc.import_file(path, thread=new_key("cc"))[0]
+        before = row_counts(svc)
+        c = run_whatif(svc.store, main.thread, {"threshold_ratio": 0.5, "context_window": 4000}, policies=svc.policies)
+        assert row_counts(svc) == before
+        requests = [r for r in svc.store.model_requests(main.thread) if r.origin == "imported"]
+        assert c.recorded.requests == len(requests) == c.candidate.requests > 0
+        assert c.recorded.by_kind == {"source prune": 1, "source summary": 1}
+        assert c.recorded.specifics_dropped is None and "recorded by claude-code" in (c.recorded.note or "")
+        assert c.recorded.prompt_tokens == sum(r.reported_prompt_tokens for r in requests)
+        assert c.candidate.context_window == 4000 and c.candidate.requests_without_request == 0
+    finally:
+        svc.close()
 
 
 def test_unknown_thread(source: tuple[Service, str]) -> None:
