@@ -129,6 +129,120 @@ def own_gui(messages: int, pg_url: str | None) -> list[list[str]]:
     return rows
 
 
+def measure_specifics(family: str = "research", size: int = 1_000_000, root: Path | None = None) -> dict[str, Any]:
+    """The dropped-specifics comparison on the pressure path: ``family``-``size`` replayed through the
+    service as benchmarks/ours.py does (pressure before every model step, extractive summarizer,
+    window of :data:`WINDOWS`); per summary event, ``specifics_ms`` (recorded by the compactor) against
+    the summarizer call, timed around it."""
+    import time
+
+    import traces  # benchmarks/traces.py (puts the repository on sys.path)
+    import ours  # benchmarks/ours.py
+    import engine.compactor as compactor
+    from engine.events import SummaryEvent
+
+    # CPU time of this thread besides the wall time: the machine may be shared, and both calls run
+    # on the compactor's thread
+    cpu: dict[str, list[float]] = {"summarizer": [], "specifics": []}
+
+    class Timed(ours.CountingExtractive):
+        def __init__(self) -> None:
+            super().__init__()
+            self.seconds: list[float] = []
+
+        def summarize(self, request):  # type: ignore[no-untyped-def]
+            t0, c0 = time.perf_counter(), time.thread_time()
+            try:
+                return super().summarize(request)
+            finally:
+                self.seconds.append(time.perf_counter() - t0)
+                cpu["summarizer"].append(time.thread_time() - c0)
+
+    measured = compactor.dropped_specifics
+
+    def timed_specifics(**kw):  # type: ignore[no-untyped-def]
+        c0 = time.thread_time()
+        try:
+            return measured(**kw)
+        finally:
+            cpu["specifics"].append(time.thread_time() - c0)
+
+    trace = traces.generate(family, size)
+    window = WINDOWS[size]
+    summarizer = Timed()
+    compactor.dropped_specifics = timed_specifics  # type: ignore[assignment]
+    try:
+        with tempfile.TemporaryDirectory(prefix="bench-specifics-", dir=root) as tmp:
+            events = _replay_for_specifics(trace, window, summarizer, Path(tmp))
+    finally:
+        compactor.dropped_specifics = measured  # type: ignore[assignment]
+    summaries = [e for e in events if isinstance(e, SummaryEvent) and e.specifics_ms is not None]
+    return {
+        "trace": trace.name,
+        "window": window,
+        "summaries": len(summaries),
+        "specifics_ms": [e.specifics_ms for e in summaries],
+        "specifics_cpu_ms": [x * 1e3 for x in cpu["specifics"]],
+        "summarizer_ms": [x * 1e3 for x in summarizer.seconds],
+        "summarizer_cpu_ms": [x * 1e3 for x in cpu["summarizer"]],
+        "duration_ms": [e.duration_ms for e in summaries],
+        "seen": [e.specifics_seen for e in summaries],
+        "dropped": [e.dropped_specifics for e in summaries],
+        "referenced": [e.dropped_referenced for e in summaries],
+        "selected_messages": [e.selected_messages for e in summaries],
+    }
+
+
+def _replay_for_specifics(trace: Any, window: int, summarizer: Any, tmp: Path) -> list[Any]:
+    """benchmarks/ours.py's replay without the reference counts: the summary events it wrote."""
+    import ours  # benchmarks/ours.py
+    from engine.compactor import RunState
+    from engine.events import EventKind, parse_event
+    from engine.service import open_service
+
+    svc = open_service(f"sqlite:///{Path(tmp) / 'specifics.db'}", workdir=Path(tmp) / "wd", summarizer=summarizer, policies=ours.policy(window), create=True)
+    key = "specifics"
+    try:
+        svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
+        run: RunState | None = None
+        for m in trace.messages:
+            if m.role == "user":
+                if run is not None:
+                    svc.finish_run(key, run.run_id)  # type: ignore[arg-type]
+                svc.append_message(key, m)
+                run = RunState(run_id=svc.start_run(key))
+                continue
+            if m.role == "assistant" and run is not None:
+                svc.compactor.pressure(key, run)
+                rid = svc.store.record_model_request(key, provider=ours.PROVIDER, model=ours.MODEL, run_id=run.run_id, estimated_tokens=0)
+                svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=None, reported_completion_tokens=100)
+            svc.append_message(key, m, run_id=run.run_id if run else None)
+        return [parse_event(e.kind, e.data) for e in svc.events(key, limit=100_000) if e.kind == EventKind.SUMMARY]
+    finally:
+        svc.close()
+
+
+def own_specifics(family: str = "research", size: int = 1_000_000) -> list[list[str]]:
+    """The dropped-specifics row: its cost against the summary call on the pressure path."""
+    try:
+        r = measure_specifics(family, size)
+    except Exception as exc:
+        return [[f"Dropped specifics on the pressure path, {family}-{size // 1000}k", f"not measured: {type(exc).__name__}: {exc}", ""]]
+    if not r["summaries"]:
+        return [[f"Dropped specifics on the pressure path, {r['trace']}", "not measured: no summary on the pressure path", ""]]
+    n = r["summaries"]
+    spec, summ, total = sum(r["specifics_ms"]), sum(r["summarizer_ms"]), sum(r["duration_ms"])
+    spec_cpu, summ_cpu = sum(r["specifics_cpu_ms"]), sum(r["summarizer_cpu_ms"])
+    per = " · ".join(f"{a:.0f} ms ({b:,} seen, {c:,} dropped, {d} referenced)" for a, b, c, d in zip(r["specifics_cpu_ms"], r["seen"], r["dropped"], r["referenced"]))
+    return [
+        [
+            f"Dropped specifics per summary, {r['trace']} pressure-path replay (window {r['window']:,}, {n} summaries)",
+            f"{spec_cpu / n:.0f} ms CPU mean ({spec / n:.0f} ms wall) · {100 * spec_cpu / summ_cpu:.0f} % of the offline extractive summary call ({summ_cpu / n:.0f} ms CPU, {summ / n:.0f} ms wall)",
+            f"wall: {100 * spec / total:.0f} % of the whole summary attempt; CPU per summary: {per}",
+        ]
+    ]
+
+
 # -- machine and document -----------------------------------------------------------------------
 
 
@@ -153,3 +267,9 @@ def machine() -> list[str]:
         f"- OS: {platform.platform()}; Python {platform.python_version()}",
         f"- Packages: {', '.join(pkgs)}",
     ]
+
+
+if __name__ == "__main__":  # python benchmarks/own_figures.py [family] [size]: the dropped-specifics row alone
+    _args = sys.argv[1:]
+    for _row in own_specifics(_args[0] if _args else "research", int(_args[1]) if len(_args) > 1 else 1_000_000):
+        print(" | ".join(_row))

@@ -1,7 +1,8 @@
 """Specifics: the concrete things a conversation mentions that a summary must not lose.
 
 One extractor, shared by the extractive summarizer (which keeps them first), the compactor (which
-records the ones a compaction dropped) and the benchmarks. Pure functions over text: no I/O, no state.
+records the ones a compaction dropped) and the benchmarks. Pure functions over text, no I/O (the
+extraction of a text is remembered in a bounded cache: the same result, sooner).
 
 - :func:`extract_identifiers`: URLs, hashes, UUIDs, paths, document / chunk / kb ids (the
   summarizer's list, unchanged).
@@ -67,7 +68,6 @@ _TRAILING = ".,;:!?'\")"
 # only in extract_specifics (extract_identifiers keeps its list)
 #: ``doc_id=doc-9`` as a summary writes a JSON pair back
 _PAIR_ID = re.compile(rf"(?<![\w\"])({_ID_KEYS})=([A-Za-z0-9][\w\-.:]*)", re.ASCII)
-#: a short or full git commit hash: 7-40 lower-case hex characters with a letter and a digit
 #: a run of lower-case hex: a git commit hash when 7-40 long, with a letter and a digit, alone
 _HEX_RUN = re.compile(r"(?=[0-9a-f])(?<![0-9A-Za-z_])[0-9a-f]{7,}+(?![0-9A-Za-z_])", re.ASCII)
 
@@ -103,12 +103,13 @@ _EXCEPTION_NAME = re.compile(r"^(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception|E
 _FAILED_TEST = re.compile(r"^(?:FAILED|FAIL:?)[ \t]+(\S+)", re.ASCII)
 
 _DECISION = re.compile(
-    r"(?=[WwLlDd决确我])(?<![A-Za-z])(?:(?:[Ww]e(?:'ll| will| are going to| shall| have decided to| decided to| agreed to| chose to))|[Ll]et's|[Dd]ecided to)"
+    r"(?=[WwLlDd决确我])(?:"
+    r"(?<![A-Za-z])(?:(?:[Ww]e(?:'ll| will| are going to| shall| have decided to| decided to| agreed to| chose to))|[Ll]et's|[Dd]ecided to)"
     r"[ \t]+(?:use|go with|switch to|stick with|adopt|migrate to|move to|pin|standardi[sz]e on|replace|drop|remove|disable|enable|revert)\b"
     r"[^.;!?\n]*"
     r"|(?<![A-Za-z])[Dd]ecision:[ \t]+\S[^\n]*"
     r"|(?:我们|我)?(?:决定|确定)(?:使用|采用|改用|用|保留|不再|放弃)[^。；！？\n]*"
-    r"|我们(?:将|会)(?:使用|采用|改用)[^。；！？\n]*",
+    r"|我们(?:将|会)(?:使用|采用|改用)[^。；！？\n]*)",
     re.ASCII,
 )
 
@@ -296,10 +297,10 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
     as its preview) and the previous summary; ``after``: every text on the surface after it (system
     prompt, kept messages, previews); ``referenced``: the current request and the retained tail.
 
-    Kept means shown again: the same value is extracted from the summary or the surface (a number
-    with its unit regardless of spacing and case, an id of a ``doc_id=…`` pair also by its bare
-    value, a path also at the end of a longer path or URL), or, for a command, an error or a
-    decision, the text contains it verbatim (for a command also JSON-escaped). A dropped specific
+    Kept means shown again: the same value is among the tokens of the summary or the surface (a
+    number with its unit regardless of spacing and case, an id of a ``doc_id=…`` pair also by its
+    bare value, a path or id also at the end of a longer path or URL), or, for a command, an error
+    or a decision, the text contains it verbatim (for a command also JSON-escaped). A dropped specific
     is ``referenced`` when the ``referenced`` texts name it or a short form of it: a path's or URL's
     trailing part (``main.py``), a hash's 7+-character prefix, a pair's bare value, an error's
     exception name or failed test."""
