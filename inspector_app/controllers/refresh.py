@@ -52,8 +52,16 @@ class RefreshController:
         ui.refresh_action.triggered.connect(lambda: self.tasks.spawn(self.refresh(), "refresh"))
 
     def _on_poll(self) -> None:
-        if not (self.refreshing or self._busy() or self.state.thread is None or not self.client.connected):
+        if not (self.refreshing or self._busy() or self.state.thread is None or not self.client.connected or self.loading):
             self.tasks.spawn(self.refresh(), "refresh")
+
+    @property
+    def loading(self) -> bool:
+        """The open thread's first status is still being read (its view is loading): a poll now
+        would only read it a second time, and that read waits on the first (the engine measures a
+        thread once at a time) while holding the other background worker, so the token badges of
+        End's page and the other panels would queue behind a cold measurement of a huge thread."""
+        return self.state.status is None and not self.view.idle
 
     async def refresh(self) -> None:
         """Re-read the open thread; keep selection and scroll position. The reads are tasks of the
