@@ -101,9 +101,10 @@ class InspectorService(Protocol):
         ...
 
     # -- issue #14: what compaction kept and dropped, what-if runs, export -----------------------
-    def request_envelopes(self, key: str) -> list[RequestEnvelope]:
+    def request_envelopes(self, key: str) -> Sequence[RequestEnvelope]:
         """Every recorded model request of the thread, replayed: the envelope the model received
-        at each (surface, summary, previews, ephemeral notes, tokens by category, generation)."""
+        at each (surface, summary, previews, ephemeral notes, tokens by category, generation).
+        A lazy sequence: each envelope is rebuilt when indexed, so index it on a worker too."""
         ...
 
     def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:

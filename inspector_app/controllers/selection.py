@@ -1,19 +1,23 @@
 """What the detail pane shows: the current timeline row (a message's full body, read on selection,
-and the verified original of a pruned result), and the timeline row an event points at."""
+and the verified original of a pruned result), and the timeline row an event points at; and what
+the replay pane shows (:class:`ReplayController`): every request's envelope and the before/after
+view of a compaction, read off the GUI thread when they are first looked at."""
 
 from __future__ import annotations
 
 import asyncio
+from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex
 
-from engine.views import Offload
+from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope
 
 from ..layout import InspectorLayout
 from ..models.events import EventRole, event_target
 from ..models.timeline import Node
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
+from ..widgets.diff import DiffWindow
 from .base import error_code, error_text
 from .paging import PagingController
 from .tasks import Report, ThreadTasks
@@ -36,6 +40,7 @@ class SelectionController:
         ui.events_view.activated.connect(self._on_event_activated)
         ui.events_view.clicked.connect(self._on_event_activated)
         ui.summary_button.clicked.connect(lambda: self.view.spawn(self.paging.show_boundary(), "show summary"))
+        self.replay = ReplayController(ui, client, view, report)
 
     def _on_current(self, current: QModelIndex, previous: QModelIndex) -> None:
         if self._body is not None and not self._body.done():
@@ -94,6 +99,9 @@ class SelectionController:
             self.model.gap_cancelled(node)  # Enter retries a failed gap
             self.view.spawn(self.paging.load_gap(node, backward=self._gap_backward), "load messages")
             return
+        if node is not None and node.kind in ("boundary", "source"):  # Enter on a compaction: its before/after
+            self.replay.show_node(node)
+            return
         self.ui.tabs.setCurrentWidget(self.ui.detail)
         self.ui.detail.body.setFocus()
 
@@ -111,3 +119,203 @@ class SelectionController:
             self.ui.timeline.scrollTo(found)
         else:  # in a part not loaded yet: load the page around it
             self.view.spawn(self.paging.show_boundary() if on_boundary else self.paging.go_to(target), "show event")
+
+
+class ReplayController:
+    """Feeds the replay pane (:class:`~inspector_app.widgets.replay.ReplayPanel`): the requests'
+    envelopes (``Service.request_envelopes``) and the before/after of a compaction
+    (``Service.compaction_history`` + ``Service.compaction_diff``), each read as a task of the open
+    thread's view (opening another thread cancels it) the first time its page is shown. A click on
+    a point of the pressure chart opens that request; Enter on a boundary row of the timeline (or
+    :meth:`show_compaction`, e.g. from the summary card) opens that compaction's before/after."""
+
+    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, report: Report) -> None:
+        self.ui = ui
+        self.client = client
+        self.view = view
+        self.report = report
+        self.panel = ui.replay
+        self.window: DiffWindow | None = None
+        self._entries: list[CompactionEntry] | None = None
+        self._diff_task: asyncio.Task[None] | None = None
+        ui.timeline_model.modelReset.connect(self._on_reset)
+        self._sequence: Sequence[RequestEnvelope] | None = None  # the open thread's (lazy) envelopes
+        self._build_task: asyncio.Task[None] | None = None
+        self._building: int | None = None
+        self.panel.requestsWanted.connect(lambda: self.view.spawn(self.load_requests(), "replay requests"))
+        self.panel.envelopeWanted.connect(self._want_envelope)
+        ui.chart.pointsChanged.connect(lambda: self.panel.set_points(self.ui.chart.points()))
+        self.panel.diffWanted.connect(self.load_diff_soon)
+        self.panel.diff.popOutRequested.connect(self.pop_out)
+        self.panel.requests_model.currentChanged.connect(self._follow_request)
+        ui.chart.pointClicked.connect(self._on_point)
+        compare = getattr(ui.detail, "compareRequested", None)  # the summary card's "Before / after" (GB's detail pane)
+        if compare is not None:
+            compare.connect(self.show_compaction)
+
+    # -- a new view ----------------------------------------------------------------------------
+    def _on_reset(self) -> None:
+        """The timeline was reset for a thread (another one, or a fresh view): nothing of what the
+        pages showed stays; they read again when looked at."""
+        self._entries = None
+        self._sequence = None
+        for task in (self._diff_task, self._build_task):
+            if task is not None and not task.done():
+                task.cancel()
+        self.ui.chart.set_selected(None)
+        self.panel.clear_thread(self.ui.timeline_model.key)
+        if self.window is not None:
+            self.window.view.clear("Another thread is open: choose a compaction of it in the replay pane.")
+
+    # -- requests ------------------------------------------------------------------------------
+    async def load_requests(self) -> None:
+        """The open thread's requests: ``Service.request_envelopes`` answers a lazy sequence (read
+        on a worker); each envelope is rebuilt when indexed, on a worker too (:meth:`_build`),
+        the current row's first."""
+        key = self.panel.key
+        if key is None:
+            return
+        self.panel.requests_loading()
+        try:
+            envelopes = await self.client.call(InspectorService.request_envelopes, key)
+            count = await self.client.run(len, envelopes)
+        except Exception as exc:  # noqa: BLE001: said in the page, and in the banner
+            if self.panel.key == key:
+                self.panel.requests_failed(error_text(exc))
+            raise
+        if self.panel.key != key:
+            return
+        self._sequence = envelopes
+        self.panel.set_requests(count, self.ui.chart.points())
+
+    def _want_envelope(self, index: int) -> None:
+        if self._sequence is None:
+            return
+        if self._build_task is not None and not self._build_task.done():
+            if self._building == index:
+                return
+            self._build_task.cancel()  # the cursor moved on: its envelope is not needed first
+        self._building = index
+        self._build_task = self.view.spawn(self._build(self._sequence, index), "rebuild envelope")
+
+    async def _build(self, envelopes: Sequence[RequestEnvelope], index: int) -> None:
+        key = self.panel.key
+        try:
+            envelope = await self.client.run(envelopes.__getitem__, index)
+        except Exception as exc:  # noqa: BLE001: said in place, and in the banner
+            if self.panel.key == key:
+                self.panel.request_surface_title.setText(f"The envelope of request {index + 1} cannot be rebuilt: {error_text(exc)}")
+            raise
+        if self.panel.key == key and self._sequence is envelopes:
+            self.panel.set_envelope(envelope)
+
+    def _on_point(self, index: int, point: PressurePoint) -> None:
+        """A point of the pressure chart was clicked: that request in the replay pane."""
+        self.go_to_request(request_id=point.request_id)
+
+    def go_to_request(self, index: int | None = None, *, request_id: int | None = None) -> None:
+        """Show the Requests page on request ``index`` (0-based) or the one recorded as ``request_id``."""
+        self.ui.tabs.setCurrentWidget(self.panel)
+        self.panel.select_request(index, request_id=request_id)
+        self.panel.show_page("requests")
+
+    def _follow_request(self, _row: int) -> None:
+        """The chart rings the point of the request the Requests page shows."""
+        model = self.panel.requests_model
+        current = model.current()
+        if current is None or current.replay_step is not None:
+            return
+        envelope = model.envelope(current.index)
+        request_id = current.point.request_id if current.point is not None else envelope.request_id if envelope is not None else None
+        points = self.ui.chart.points()
+        at = next((i for i, p in enumerate(points) if request_id is not None and p.request_id == request_id), None)
+        self.ui.chart.set_selected(at)
+
+    # -- before / after ------------------------------------------------------------------------
+    def load_diff_soon(self, index: Any = None) -> None:
+        """Read compaction ``index`` (None: the latest), dropping a read still running."""
+        if self._diff_task is not None and not self._diff_task.done():
+            self._diff_task.cancel()
+        self.panel.diff_state = "loading"
+        self._diff_task = self.view.spawn(self.load_diff(index), "before/after")
+
+    async def entries(self) -> list[CompactionEntry]:
+        """The open thread's compactions (read once per view)."""
+        key = self.panel.key
+        if self._entries is None and key is not None:
+            entries = await self.client.call(InspectorService.compaction_history, key)
+            if self.panel.key != key:  # another view meanwhile (its reset cleared the pages)
+                return []
+            self._entries = entries
+            for view in self._views():
+                view.set_entries(entries)
+        return list(self._entries or ())
+
+    async def load_diff(self, index: int | None = None) -> None:
+        key = self.panel.key
+        if key is None:
+            return
+        views = self._views()
+        for view in views:
+            view.show_loading(index)
+        try:
+            entries = await self.entries()
+            if not entries:
+                for view in views:
+                    view.clear()
+                self.panel.diff_state = "loaded"
+                return
+            diff = await self.client.call(InspectorService.compaction_diff, key, index)
+        except Exception as exc:  # noqa: BLE001: said in the view, and in the banner
+            self.panel.diff_state = "error"
+            for view in views:
+                view.show_error(error_text(exc))
+            raise
+        if self.panel.key != key:
+            return
+        self.panel.diff_state = "loaded"
+        for view in self._views():
+            view.show_diff(diff)
+
+    def _views(self) -> list[Any]:
+        out: list[Any] = [self.panel.diff]
+        if self.window is not None:
+            out.append(self.window.view)
+        return out
+
+    def show_compaction(self, index: int | None = None) -> None:
+        """The before/after of compaction ``index`` (1-based; None: the latest) in the replay pane."""
+        if self.panel.key is None:
+            return
+        self.ui.tabs.setCurrentWidget(self.panel)
+        self.load_diff_soon(index)  # first: the page then does not ask for the latest itself
+        self.panel.show_page("diff")
+
+    def show_node(self, node: Node) -> None:
+        """Enter on a boundary row (our summary) or a source's compaction row: its before/after."""
+        source = node.source if node.kind == "source" else None
+        self.view.spawn(self._show_node(source), "before/after")
+
+    async def _show_node(self, source: Any) -> None:
+        entries = await self.entries()
+        if source is None:  # our boundary: the newest summary of ours
+            ours = [e.index for e in entries if e.origin == "engine" and e.kind != "prune"]
+            self.show_compaction(ours[-1] if ours else None)
+            return
+        sources = sorted(self.ui.timeline_model.core.sources, key=lambda s: ((s.after_message_id or 0), s.id))
+        theirs = [e.index for e in entries if e.origin != "engine"]
+        k = next((i for i, s in enumerate(sources) if s.id == source.id), None)
+        self.show_compaction(theirs[k] if k is not None and k < len(theirs) else None)
+
+    def pop_out(self) -> None:
+        """The before/after view in a window of its own, showing what the pane shows."""
+        if self.window is None:
+            self.window = DiffWindow(self.ui)
+            self.window.view.compactionChosen.connect(self.load_diff_soon)
+        view, pane = self.window.view, self.panel.diff
+        view.set_entries(pane.entries())
+        diff = pane.current_diff()
+        if diff is not None:
+            view.show_diff(diff)
+        self.window.show()
+        self.window.raise_()

@@ -1,14 +1,16 @@
-"""Replay of overflow-recovery episodes: the steps of one episode and the surface at a step."""
+"""Replay: every recorded request of a thread (the envelope the model received at each, with the
+steps of its overflow recoveries in place), the steps of one recovery episode, and a surface."""
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush
 
-from engine.messages import META_PRUNED, Message
-from engine.views import Episode, ReplayStep
+from engine.messages import META_PRUNED, Message, summary_message
+from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from .. import theme
 from .timeline import message_preview
@@ -137,6 +139,20 @@ class ReplayModel(QAbstractListModel):
         return None
 
 
+def surface_tag(m: Message) -> str:
+    """What a surface line is besides a stored message: a preview of a pruned result, the summary,
+    the synthetic user message after a summary, an ephemeral note of a running request."""
+    if m.metadata.get(META_PRUNED):
+        return "[preview] "
+    if m.metadata.get("summary"):
+        return "[summary] "
+    if m.is_synthetic:
+        return "[synthetic] "
+    if m.is_ephemeral:
+        return "[ephemeral note] "
+    return ""
+
+
 class SurfaceModel(QAbstractListModel):
     """The messages the model would have seen at a replay step, one line each."""
 
@@ -157,11 +173,257 @@ class SurfaceModel(QAbstractListModel):
             return None
         m = self._messages[index.row()]
         if role == Qt.ItemDataRole.DisplayRole:
-            return ("[preview] " if m.metadata.get(META_PRUNED) else "") + message_preview(m)
+            return surface_tag(m) + message_preview(m)
         if role == MessageRole:
             return m
         if role == Qt.ItemDataRole.DecorationRole:
             return theme.icon("summary" if m.metadata.get("summary") else m.role)
         if role == Qt.ItemDataRole.ToolTipRole:
             return m.content[:2000]
+        return None
+
+
+# -- every request (issue #14) -------------------------------------------------------------------
+
+EnvelopeRole = Qt.ItemDataRole.UserRole + 3
+RowKindRole = Qt.ItemDataRole.UserRole + 4
+
+#: categories of ``RequestEnvelope.breakdown`` in the order they are listed (``engine.meter.CATEGORIES``)
+BREAKDOWN_ORDER: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
+
+
+def breakdown_text(breakdown: Mapping[str, int]) -> str:
+    """``system 1,200 · tools 800 · …`` (the meter's categories first, then any other, zeros left out)."""
+    names = [c for c in BREAKDOWN_ORDER if c in breakdown] + sorted(c for c in breakdown if c not in BREAKDOWN_ORDER)
+    return " · ".join(f"{c.replace('_', ' ')} {breakdown[c]:,}" for c in names if breakdown[c])
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRow:
+    """One row of the requests list: request ``index`` (``replay_step`` None), or one step of the
+    overflow recovery that happened at that request (``episode``/``step``/``replay_step`` set).
+    ``point`` is the request's pressure point (its recorded size and the compaction before it):
+    what the row says until its envelope is built."""
+
+    index: int | None
+    point: PressurePoint | None = None
+    episode: int | None = None
+    step: int | None = None
+    replay_step: ReplayStep | None = None
+
+    @property
+    def compaction(self) -> str | None:
+        """The compaction that happened right before this request (prune / summary / overflow …)."""
+        return self.point.compaction if self.point is not None else None
+
+
+def request_label(row: RequestRow, total: int, envelope: RequestEnvelope | None = None) -> str:
+    """One line per request: number, tokens, generation, the compaction before it, what it did
+    (from its envelope once built, else from its pressure point)."""
+    if row.replay_step is not None:
+        s = row.replay_step
+        tokens = _tokens(s.tokens_before, s.tokens_after)
+        parts = [f"    ↳ recovery {(row.step or 0) + 1}: {s.kind}", *([tokens] if tokens else []), *(["no progress"] if s.no_progress else [])]
+        return " · ".join(parts)
+    parts = [f"Request {(row.index or 0) + 1} of {total}"]
+    if envelope is not None:
+        parts += [f"{envelope.tokens:,} tok", f"gen {envelope.generation}"]
+    elif row.point is not None:
+        parts.append(f"{row.point.tokens:,} tok")
+    if row.compaction:
+        parts.append(f"after {row.compaction}")
+    if envelope is not None:
+        if envelope.pruned_ids:
+            parts.append(f"{len(envelope.pruned_ids)} preview{'s' if len(envelope.pruned_ids) != 1 else ''}")
+        if envelope.ephemeral:
+            parts.append(f"{len(envelope.ephemeral)} note{'s' if len(envelope.ephemeral) != 1 else ''}")
+        if envelope.outcome and envelope.outcome not in ("completed", "ok"):
+            parts.append(envelope.outcome)
+    return " · ".join(parts)
+
+
+def request_rows(count: int, points: Sequence[PressurePoint] = (), episodes: Sequence[Episode] = ()) -> list[RequestRow]:
+    """``count`` requests in order (request i with the i-th pressure point when the chart has one
+    per request), each overflow recovery's steps right before the request of its run that retried
+    after it (marked ``overflow``), else after its run's last request; a recovery whose run has no
+    recorded request goes last."""
+    matched = list(points) if len(points) == count else []
+    rows = [RequestRow(i, matched[i] if matched else None) for i in range(count)]
+    by_run: dict[int, list[int]] = {}
+    for i, row in enumerate(rows):
+        if row.point is not None and row.point.run_id is not None:
+            by_run.setdefault(row.point.run_id, []).append(i)
+    before: dict[int, list[RequestRow]] = {}
+    after: dict[int, list[RequestRow]] = {}
+    tail: list[RequestRow] = []
+    used: set[int] = set()
+    for n, episode in enumerate(episodes):
+        steps = [RequestRow(None, None, n, i, s) for i, s in enumerate(episode.steps)]
+        positions = by_run.get(episode.run_id, []) if episode.run_id is not None else []
+        if not positions:
+            tail += steps
+            continue
+        retried = next((p for p in positions if rows[p].compaction == "overflow" and p not in used), None)
+        if retried is not None:
+            used.add(retried)
+            before.setdefault(retried, []).extend(steps)
+        else:
+            after.setdefault(positions[-1], []).extend(steps)
+    out: list[RequestRow] = []
+    for i, row in enumerate(rows):
+        out.extend(before.get(i, ()))
+        out.append(row)
+        out.extend(after.get(i, ()))
+    return out + tail
+
+
+def envelope_surface(e: RequestEnvelope) -> tuple[Message, ...]:
+    """What the model received, in order: the summary (as the message the model reads), the
+    surface (previews, the synthetic user message) and the ephemeral notes last."""
+    summary = (summary_message(e.summary),) if e.summary else ()
+    notes = tuple(m for m in e.ephemeral if m not in e.messages)
+    return summary + tuple(e.messages) + notes
+
+
+class RequestsModel(QAbstractListModel):
+    """Every recorded request of a thread (with the steps of its overflow recoveries), and a cursor.
+
+    The envelopes are not all built: ``Service.request_envelopes`` answers a lazy sequence whose
+    items are rebuilt when indexed (the surface measured by the meter), so the owner builds the
+    current row's on a worker and hands it over with :meth:`set_envelope`; until then a row shows
+    its pressure point (recorded size, the compaction before it)."""
+
+    #: the cursor moved: the new row (-1 when there is nothing to show)
+    currentChanged = Signal(int)
+
+    def __init__(self, parent: Any = None) -> None:
+        super().__init__(parent)
+        self._rows: list[RequestRow] = []
+        self._requests = 0
+        self._row = -1
+        self._envelopes: dict[int, RequestEnvelope] = {}
+
+    def set_requests(self, count: int, points: Sequence[PressurePoint] = (), episodes: Sequence[Episode] = (), *, select: int | None = None,
+                     envelopes: Mapping[int, RequestEnvelope] | None = None) -> None:  # fmt: skip
+        """Replace the rows (``count`` requests); the cursor goes to request ``select`` (default: the last)."""
+        self.beginResetModel()
+        self._rows = request_rows(count, points, episodes)
+        self._requests = count
+        self._envelopes = dict(envelopes or {})
+        self._row = -1
+        self.endResetModel()
+        if self._rows:
+            row = self.row_of_request(select) if select is not None else -1
+            if row < 0:
+                row = max((i for i, r in enumerate(self._rows) if r.replay_step is None), default=0)
+            self._row = row
+        self.currentChanged.emit(self._row)
+
+    def clear(self) -> None:
+        self.set_requests(0)
+
+    def rows(self) -> list[RequestRow]:
+        return list(self._rows)
+
+    def envelopes(self) -> dict[int, RequestEnvelope]:
+        """The envelopes built so far, by request index."""
+        return dict(self._envelopes)
+
+    def envelope(self, index: int | None) -> RequestEnvelope | None:
+        return self._envelopes.get(index) if index is not None else None
+
+    def set_envelope(self, envelope: RequestEnvelope) -> None:
+        """Request ``envelope.index``'s envelope was built: its row says more; if it is the
+        current row, :attr:`currentChanged` is emitted again (to show it)."""
+        self._envelopes[envelope.index] = envelope
+        row = self.row_of_request(envelope.index)
+        if row >= 0:
+            self.dataChanged.emit(self.index(row), self.index(row))
+            if row == self._row:
+                self.currentChanged.emit(row)
+
+    @property
+    def request_count(self) -> int:
+        return self._requests
+
+    @property
+    def row_index(self) -> int:
+        return self._row
+
+    def current(self) -> RequestRow | None:
+        return self._rows[self._row] if 0 <= self._row < len(self._rows) else None
+
+    def current_envelope(self) -> RequestEnvelope | None:
+        row = self.current()
+        return self.envelope(row.index) if row is not None and row.replay_step is None else None
+
+    def row_of_request(self, index: int) -> int:
+        """The row of request ``index`` (0-based), -1: none."""
+        return next((i for i, r in enumerate(self._rows) if r.replay_step is None and r.index == index), -1)
+
+    def row_of_request_id(self, request_id: int) -> int:
+        """The row of the request recorded as ``request_id`` (a pressure point's), -1: none."""
+        for i, r in enumerate(self._rows):
+            if r.replay_step is not None:
+                continue
+            e = self._envelopes.get(r.index) if r.index is not None else None
+            if (r.point is not None and r.point.request_id == request_id) or (e is not None and e.request_id == request_id):
+                return i
+        return -1
+
+    def can_back(self) -> bool:
+        return self._row > 0
+
+    def can_forward(self) -> bool:
+        return 0 <= self._row < len(self._rows) - 1
+
+    def go(self, row: int) -> None:
+        """Move the cursor to ``row`` (clamped)."""
+        if not self._rows:
+            return
+        row = max(0, min(row, len(self._rows) - 1))
+        if row != self._row:
+            old, self._row = self._row, row
+            for r in (old, row):
+                if r >= 0:
+                    self.dataChanged.emit(self.index(r), self.index(r))
+            self.currentChanged.emit(row)
+
+    def forward(self) -> None:
+        self.go(self._row + 1)
+
+    def back(self) -> None:
+        self.go(self._row - 1)
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self._rows)
+
+    def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if not index.isValid() or index.row() >= len(self._rows):
+            return None
+        row = self._rows[index.row()]
+        envelope = self.envelope(row.index) if row.replay_step is None else None
+        if role == Qt.ItemDataRole.DisplayRole:
+            return request_label(row, self._requests, envelope)
+        if role == EnvelopeRole:
+            return envelope
+        if role == StepRole:
+            return row.replay_step
+        if role == RowKindRole:
+            return "step" if row.replay_step is not None else "request"
+        if role == Qt.ItemDataRole.DecorationRole:
+            if row.replay_step is not None:
+                return theme.icon("warning" if row.replay_step.kind in ("provider_error", "gave_up") else "forward")
+            return theme.icon("summary") if row.compaction else None
+        if role == Qt.ItemDataRole.ForegroundRole:
+            if row.replay_step is not None:
+                return QBrush(theme.color("danger" if row.replay_step.no_progress or row.replay_step.kind == "gave_up" else "text_muted"))
+            tokens, threshold = (envelope.tokens, envelope.threshold) if envelope is not None else (row.point.tokens, row.point.threshold) if row.point is not None else (0, None)
+            if threshold and tokens > threshold:
+                return QBrush(theme.color("danger"))
+        if role == Qt.ItemDataRole.ToolTipRole:
+            if row.replay_step is not None:
+                s = row.replay_step
+                return f"{s.error_code or 'error'}: {s.error_message}" if s.error_message else s.kind
+            return envelope.note if envelope is not None and envelope.note else None
         return None

@@ -3,10 +3,10 @@ the breakdown by category) and the per-turn pressure chart with compaction marke
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt
-from PySide6.QtGui import QColor, QFont, QFontMetrics, QPainter, QPainterPath, QPen
+from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from engine.views import PressurePoint, PressureStatus
@@ -201,21 +201,102 @@ class PressureGauge(QWidget):
 
 class PressureChart(QWidget):
     """Tokens per recorded model request, the next turn's envelope, the threshold, the hint line and
-    compaction markers."""
+    compaction markers. Clicking a request's point emits :attr:`pointClicked` (the replay pane goes
+    to that request); the chosen point is drawn ringed."""
+
+    #: a request's point was clicked: (its 0-based position in :meth:`points`, the PressurePoint)
+    pointClicked = Signal(int, object)
+    #: :meth:`set_points` replaced the points
+    pointsChanged = Signal()
+
+    #: how far (pixels, along x) from a point a click still picks it
+    HIT_RADIUS = 14.0
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("pressureChart")
         self._points: list[PressurePoint] = []
         self._status: PressureStatus | None = None
+        self._selected: int | None = None
         self.setMinimumHeight(170)
+        self.setMouseTracking(True)
 
     def sizeHint(self) -> QSize:
         return QSize(360, 200)
 
     def set_points(self, points: Sequence[PressurePoint]) -> None:
         self._points = list(points)
+        self._selected = None
         self.update()
+        self.pointsChanged.emit()
+
+    def selected(self) -> int | None:
+        """The position of the ringed point (the request shown in the replay pane), if any."""
+        return self._selected
+
+    def set_selected(self, index: int | None) -> None:
+        self._selected = index if index is not None and 0 <= index < len(self._points) else None
+        self.update()
+
+    def _geometry(self) -> tuple[QRectF, float, Callable[[int], float], Callable[[float], float]] | None:
+        """The plot area, its top value and the x / y of a point (None: nothing to draw)."""
+        outer = QRectF(self.rect()).adjusted(12, 8, -12, -8)
+        nxt = self._status.tokens if self._status is not None else None
+        values = [pt.tokens for pt in self._points] + ([nxt] if nxt is not None else [])
+        if not values:
+            return None
+        area = QRectF(outer.left() + 44, outer.top() + 30, outer.width() - 50, outer.height() - 68)
+        top = max(max(values), self.threshold()) * 1.1 or 1
+        n = len(values)
+        step = area.width() / max(n - 1, 1)
+
+        def x_of(i: int) -> float:
+            return area.left() + (i * step if n > 1 else area.width() / 2)
+
+        def y_of(v: float) -> float:
+            return area.bottom() - v / top * area.height()
+
+        return area, top, x_of, y_of
+
+    def point_at(self, pos: QPointF) -> int | None:
+        """The request's point nearest to ``pos`` along x, within :attr:`HIT_RADIUS` (None: none)."""
+        geometry = self._geometry()
+        if geometry is None or not self._points:
+            return None
+        area, _top, x_of, _y = geometry
+        if not (area.top() - 20 <= pos.y() <= area.bottom() + 20):
+            return None
+        best = min(range(len(self._points)), key=lambda i: abs(x_of(i) - pos.x()))
+        return best if abs(x_of(best) - pos.x()) <= max(self.HIT_RADIUS, (x_of(1) - x_of(0)) / 2 if len(self._points) > 1 else 0) else None
+
+    def point_position(self, index: int) -> QPointF:
+        """Where point ``index`` is drawn (for tests and tooltips)."""
+        geometry = self._geometry()
+        assert geometry is not None
+        _area, _top, x_of, y_of = geometry
+        return QPointF(x_of(index), y_of(self._points[index].tokens))
+
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
+        if event.button() == Qt.MouseButton.LeftButton:
+            index = self.point_at(event.position())
+            if index is not None:
+                self.set_selected(index)
+                self.pointClicked.emit(index, self._points[index])
+                event.accept()
+                return
+        super().mousePressEvent(event)
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802 (Qt name)
+        index = self.point_at(event.position())
+        if index is None:
+            self.unsetCursor()
+            self.setToolTip("")
+        else:
+            pt = self._points[index]
+            self.setCursor(Qt.CursorShape.PointingHandCursor)
+            mark = f" · after a {pt.compaction} compaction" if pt.compaction else ""
+            self.setToolTip(f"Request {index + 1}: {pt.tokens:,} tokens{mark}\nClick to replay it")
+        super().mouseMoveEvent(event)
 
     def set_status(self, status: PressureStatus | None) -> None:
         """The current status: its threshold (when requests did not record one) and the next turn."""
@@ -239,17 +320,14 @@ class PressureChart(QWidget):
         heading = "Recorded prompt per request, and the next turn" if self.imported() else "Envelope per model request, and the next turn"
         p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, heading)
         nxt = self._status.tokens if self._status is not None else None
-        values = [pt.tokens for pt in self._points] + ([nxt] if nxt is not None else [])
-        if not values:
+        geometry = self._geometry()
+        if geometry is None:
             p.drawText(outer, Qt.AlignmentFlag.AlignCenter, "No model requests recorded")
             return
-        area = QRectF(outer.left() + 44, outer.top() + 30, outer.width() - 50, outer.height() - 68)
+        area, top, x_of, y_of = geometry
         threshold = self.threshold()
-        top = max(max(values), threshold) * 1.1 or 1
-        y_of = lambda v: area.bottom() - v / top * area.height()  # noqa: E731
+        values = [pt.tokens for pt in self._points] + ([nxt] if nxt is not None else [])
         n = len(values)
-        step = area.width() / max(n - 1, 1)
-        x_of = lambda i: area.left() + (i * step if n > 1 else area.width() / 2)  # noqa: E731
 
         p.setPen(QPen(theme.color("border"), 1))
         p.drawLine(area.bottomLeft(), area.bottomRight())
@@ -289,6 +367,12 @@ class PressureChart(QWidget):
         p.setBrush(theme.color("accent"))
         for i, pt in enumerate(self._points):
             p.drawEllipse(QPointF(x_of(i), y_of(pt.tokens)), 2.5, 2.5)
+        if self._selected is not None and self._selected < len(self._points):  # the request the replay pane shows
+            at = QPointF(x_of(self._selected), y_of(self._points[self._selected].tokens))
+            p.setBrush(Qt.BrushStyle.NoBrush)
+            p.setPen(QPen(theme.color("text"), 1.5))
+            p.drawEllipse(at, 6, 6)
+            p.setBrush(theme.color("accent"))
         if nxt is not None:  # the next turn: hollow, in the hint colour when it is past the line
             hot = self._status is not None and self._status.hint  # at or past the hint line
             p.setBrush(theme.color("surface"))

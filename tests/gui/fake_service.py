@@ -43,10 +43,7 @@ from engine.views import (
 )
 from engine.workdir import Workdir
 
-try:  # helper S's dropped-specifics rule (engine/specifics.py); None until it lands
-    from engine.specifics import dropped_specifics
-except ImportError:  # pragma: no cover - transient
-    dropped_specifics = None  # type: ignore[assignment]
+from engine.specifics import dropped_specifics
 
 if TYPE_CHECKING:
     from engine.service import ImportReport
@@ -96,6 +93,9 @@ class FakeService:
         self.import_gate: threading.Event | None = None
         self._lock = threading.RLock()
         self._next_id = 1
+        #: request envelopes built (their indexes, in order) and the names of the threads that built them
+        self.built: list[int] = []
+        self.built_on: set[str] = set()
 
     # -- building scenarios --------------------------------------------------------------------
     def add_thread(
@@ -382,33 +382,37 @@ class FakeService:
             out.append((index, pos, record, breakdown))
         return out
 
-    def _envelopes(self, t: FakeThread) -> list[RequestEnvelope]:
-        out: list[RequestEnvelope] = []
-        plan = self._plan(t)
-        for index, pos, record, breakdown in plan:
-            last = t.messages[pos - 1]
-            boundary = record.boundary_after if record else None
-            summary = record.summary if record else None
-            messages, pruned = self._surface(t, pos, boundary)
-            running = index == len(plan) - 1 and t.info.busy_reason is not None
-            ephemeral = tuple(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in t.ephemeral) if running else ()
-            messages += ephemeral
-            note = "imported: the source's own prompt is not stored; rebuilt from its messages" if t.info.source_format else None
-            out.append(RequestEnvelope(
-                index=index, request_id=index + 1, run_id=1 + self._turn_start(t, pos), step=index, created_at=last.created_at,
-                generation=record.generation_after if record else 0, boundary=boundary, summary=summary, messages=messages,
-                pruned_ids=pruned, ephemeral=ephemeral, tokens=sum(breakdown.values()), breakdown=breakdown,
-                reported_prompt_tokens=None, context_window=t.window, threshold=t.threshold, outcome="completed",
-                origin="imported" if t.info.source_format else "engine", exact=not t.info.source_format,
-                note=note, estimated_tokens=sum(breakdown.values()), last_message_id=last.id,
-            ))  # fmt: skip
-        return out
+    def _envelope(self, t: FakeThread, plan: Sequence[tuple[int, int, HistoryRecord | None, dict[str, int]]], index: int) -> RequestEnvelope:
+        """Request ``index``'s envelope (its surface built now)."""
+        _i, pos, record, breakdown = plan[index]
+        last = t.messages[pos - 1]
+        boundary = record.boundary_after if record else None
+        summary = record.summary if record else None
+        messages, pruned = self._surface(t, pos, boundary)
+        running = index == len(plan) - 1 and t.info.busy_reason is not None
+        ephemeral = tuple(e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in t.ephemeral) if running else ()
+        messages += ephemeral
+        note = "imported: the source's own prompt is not stored; rebuilt from its messages" if t.info.source_format else None
+        return RequestEnvelope(
+            index=index, request_id=index + 1, run_id=1 + self._turn_start(t, pos), step=index, created_at=last.created_at,
+            generation=record.generation_after if record else 0, boundary=boundary, summary=summary, messages=messages,
+            pruned_ids=pruned, ephemeral=ephemeral, tokens=sum(breakdown.values()), breakdown=breakdown,
+            reported_prompt_tokens=None, context_window=t.window, threshold=t.threshold, outcome="completed",
+            origin="imported" if t.info.source_format else "engine", exact=not t.info.source_format,
+            note=note, estimated_tokens=sum(breakdown.values()), last_message_id=last.id,
+        )  # fmt: skip
 
-    def request_envelopes(self, key: str) -> list[RequestEnvelope]:
+    def _envelopes(self, t: FakeThread) -> list[RequestEnvelope]:
+        plan = self._plan(t)
+        return [self._envelope(t, plan, i) for i in range(len(plan))]
+
+    def request_envelopes(self, key: str) -> Sequence[RequestEnvelope]:
+        """A lazy sequence like the real service's: each envelope is built when indexed (counted
+        in ``built``, with the thread that built it in ``built_on``)."""
         t = self._record("request_envelopes", key)
         assert t is not None
         with self._lock:
-            return self._envelopes(t)
+            return FakeEnvelopes(self, t, self._plan(t))
 
     def _compactions(self, t: FakeThread) -> list[HistoryRecord | SourceCompaction]:
         """Engine records and the source's compactions, in thread order."""
@@ -441,12 +445,10 @@ class FakeService:
         after, pruned_ids = self._surface(t, upto, end)
         summarized = tuple(s.message for s in t.messages[:upto] if (start is None or s.id > start) and s.id <= end)
         kept = tuple(m for m in after if m.id is not None and m.id > end)
-        dropped = None
-        if dropped_specifics is not None:
-            visible = [m.content for m in before if m.id is not None and m.id <= end] + ([previous] if previous else [])
-            request = next((m.content for m in reversed(after) if m.role == "user"), "")
-            dropped = dropped_specifics(before=visible, summary=summary, after=[t.system_prompt, *(m.content for m in after)],
-                                        referenced=[request, *(m.content for m in kept)])  # fmt: skip
+        visible = [m.content for m in before if m.id is not None and m.id <= end] + ([previous] if previous else [])
+        request = next((m.content for m in reversed(after) if m.role == "user"), "")
+        dropped = dropped_specifics(before=visible, summary=summary, after=[t.system_prompt, *(m.content for m in after)],
+                                    referenced=[request, *(m.content for m in kept)])  # fmt: skip
         return CompactionDiff(
             index=index, kind=kind, trigger=trigger, origin=origin, created_at=created, generation_before=gen[0], generation_after=gen[1],
             previous_summary=previous, summarized=summarized, summary=summary, kept=kept,
@@ -618,6 +620,29 @@ class FakeService:
 
     def close(self) -> None:
         self.closed = True
+
+
+class FakeEnvelopes(Sequence[RequestEnvelope]):
+    """:meth:`FakeService.request_envelopes`'s answer: built when indexed, like the engine's."""
+
+    def __init__(self, service: FakeService, thread: FakeThread, plan: Sequence[tuple[int, int, HistoryRecord | None, dict[str, int]]]) -> None:
+        self._service, self._thread, self._plan = service, thread, list(plan)
+
+    def __len__(self) -> int:
+        return len(self._plan)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        if index < 0:
+            index += len(self)
+        if not 0 <= index < len(self):
+            raise IndexError(f"no request {index}")
+        service = self._service
+        with service._lock:
+            service.built.append(index)
+            service.built_on.add(threading.current_thread().name)
+        return service._envelope(self._thread, self._plan, index)
 
 
 def _entry_json(e: CompactionEntry) -> dict[str, Any]:
