@@ -67,6 +67,7 @@ __all__ = [
     "InvalidExport",
     "RequestEnvelopes",
     "ThreadHistory",
+    "compaction_cost",
     "compaction_diff",
     "compaction_history",
     "cost_to_json",
@@ -823,6 +824,11 @@ def compaction_diff(source: HistorySource, key: str, compaction: int | None = No
     """Before/after of compaction ``compaction`` (1-based, :func:`compaction_history` order; None:
     the latest). :class:`CompactionNotFound` when there is no such compaction."""
     return read_history(source, key).diff(compaction)
+
+
+def compaction_cost(source: HistorySource, key: str, compaction: int | None = None) -> CompactionCost:
+    """What compaction ``compaction`` (as in :func:`compaction_diff`) cost against what it saved."""
+    return read_history(source, key).cost(compaction)
 
 
 def compaction_history(source: HistorySource, key: str) -> list[CompactionEntry]:

@@ -201,6 +201,9 @@ def test_diff_of_a_manual_compaction(svc: Service, key: str) -> None:
     assert d.tokens_before["total"] == result.before_tokens and d.tokens_after["total"] == result.after_tokens
     assert d.tokens_before["summary"] == 0 < d.tokens_after["summary"]
     assert [m.id for m in d.before if m.id is not None] == [m.id for m in before]
+    assert history.compaction_cost(svc.store, key) == history.compaction_cost(svc.store, key, 1) == entry.cost
+    assert entry.cost.following_requests == 0 and entry.cost.saved_prompt_tokens == 0  # no request went out after it yet
+    assert (entry.tokens_before, entry.tokens_after) == (result.before_tokens, result.after_tokens)
     if d.dropped is not None:  # engine.specifics: dropped ones are in the summarized range and not shown after
         shown = (d.summary or "") + " ".join(m.content for m in d.after)
         for x in d.dropped.dropped:
