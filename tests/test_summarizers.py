@@ -608,3 +608,14 @@ def test_a_huge_reply_is_refused_without_being_tokenized() -> None:
     text = "x" * 10_000_000  # a 10 MB reply used to be counted for 15-17 s under the thread lock
     assert validate_summary(SummaryResult(text=text, model="m", prompt_tokens=None, completion_tokens=None, calls=1, extractive=False), replaced_tokens=50_000, count_tokens=count) == REJECT_NOT_SMALLER
     assert counted == []
+
+
+def test_extractive_latest_conclusion_keeps_its_head_ahead_of_identifiers() -> None:
+    answer = "The refund rules differ by region: " + " ".join(f"finding{i}" for i in range(400))
+    msgs = _id_heavy(60) + (assistant(answer, id=999),)
+    small = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=600)).text
+    assert count(small) <= 600
+    assert "(#999) The refund rules differ by region: finding0" in small and "more characters not kept]" in small
+    assert len(_listed(small)) > 25  # the rest of the answer gave way to identifiers
+    roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=6000)).text
+    assert answer in roomy and len(_listed(roomy)) == 120

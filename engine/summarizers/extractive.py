@@ -5,8 +5,8 @@ always in full), the identifiers, paths and URLs seen (each once, one dense line
 showed them: ``- (#12) query_kb: doc-1 https://… doc-2 …``), the tool calls with their key
 arguments, and the latest assistant conclusions. When that exceeds the budget, the least important
 and oldest parts go first: older conclusions, the previous summary beyond a quarter of the budget,
-older tool calls, the rest of an older request beyond its head, the older requests beyond a fifth
-of the budget (the newest stay), identifiers (the oldest lines first, a line losing its last
+older tool calls, the rest of an older request beyond its head and of the latest conclusion beyond
+15 % of the budget, the older requests beyond a tenth of the budget (the newest stay), identifiers (the oldest lines first, a line losing its last
 identifiers before the whole of it), then the newest older requests. The identifiers left out are
 listed in the result's ``dropped_identifiers``.
 
@@ -46,7 +46,9 @@ _PREVIOUS_SHARE = 0.25
 #: an older request longer than this keeps its head ahead of the identifiers, the rest after them
 REQUEST_HEAD_TOKENS = 40
 #: share of the budget the newest older requests (their heads) keep ahead of the identifiers
-REQUESTS_SHARE = 0.2
+REQUESTS_SHARE = 0.1
+#: share of the budget the latest conclusion (its head, at least REQUEST_HEAD_TOKENS) keeps ahead of them
+CONCLUSION_SHARE = 0.15
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,8 +152,9 @@ class ExtractiveSummarizer:
                 line = f"- {_ref(m)}{call.name}({_key_arguments(call.arguments)}) [{call.id}; {outcome}]"
                 yield _Item(actions, (i, k), (_T_TOOLS, age), line)
             if i in conclusions:
-                tier = _T_LATEST if i == conclusions[-1] else _T_OLDER
-                yield _Item(_S_CONCLUSIONS, (i, 0), (tier, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
+                item = _Item(_S_CONCLUSIONS, (i, 0), (_T_LATEST if i == conclusions[-1] else _T_OLDER, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
+                # the latest: its head ahead of the identifiers, the whole of it when room is left
+                yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
         for i, m, found in groups:
             yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", tuple(found))
         if request.running_turn and msgs:
@@ -170,9 +173,13 @@ class ExtractiveSummarizer:
 
     def _request_item(self, item: _Item) -> _Item:
         """An older request: its head ahead of the identifiers, the whole of it when room is left."""
-        if self._count(item.text) <= REQUEST_HEAD_TOKENS + _MIN_TRUNCATED_TOKENS:
+        return self._shortened(item, REQUEST_HEAD_TOKENS)
+
+    def _shortened(self, item: _Item, head_tokens: int) -> _Item:
+        """``item`` as its head of ``head_tokens``, the whole text put back when room is left."""
+        if self._count(item.text) <= head_tokens + _MIN_TRUNCATED_TOKENS:
             return item
-        return replace(item, text=self._truncate(item.text, REQUEST_HEAD_TOKENS), full=item.text)
+        return replace(item, text=self._truncate(item.text, head_tokens), full=item.text)
 
     def _carry_over(self, body: str, n: int, request: SummaryRequest, actions: str, elsewhere: set[str]) -> Iterable[_Item]:
         """Items of a previous extractive summary, placed before (and ranked below) the new material.
