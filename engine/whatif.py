@@ -55,7 +55,7 @@ from .summarizers.extractive import ExtractiveSummarizer
 from .summarizers.factory import ENV_API_KEY
 from .summarizers.openai_compat import OpenAICompatSummarizer
 from .summarizers.protocol import Summarizer, SummarizerError
-from .units import is_request, starts_turn
+from .units import is_closing_marker, is_request, starts_turn
 from .workdir import Workdir
 
 __all__ = [
@@ -429,54 +429,89 @@ def make_summarizer(spec: str) -> Summarizer:
 
 @dataclass(frozen=True)
 class ReplayStep:
-    """One model request of a replay: what the pressure path did and the envelope to send."""
+    """One model request of a replay: what the pressure path did and the envelope's size as sent.
+
+    ``measured`` (with ``outcome``) is the pressure path's own measurement; both are ``None`` for a
+    step the replay knew to be below the threshold without asking the database (see
+    :class:`EngineReplay`), whose ``tokens`` is then the tally's sum."""
 
     index: int
     outcome: Outcome | None
-    measured: Measured
+    measured: Measured | None
+    tokens: int
     #: generations the pressure path added before this request (prunes + summaries)
     compactions: int
     summarizer_calls: int
+    #: the current request verbatim in the envelope (None: there is none)
+    request_kept: bool | None
 
 
 class EngineReplay:
     """Feeds messages into a thread of ``store`` as the harness produces them, running the engine's
     pressure path before each model request. The thread must exist (empty).
 
-    One write transaction per model step (the messages since the previous one, through the write
-    door's ``bulk_append``, which checks the conversation invariants). Only what the pressure path
-    reads is written: the messages, and one completed model request (the first), which routes the
-    thread (``Compactor.pressure`` reads only the newest completed request, for its route);
-    ``record_requests=True`` records every request as the harness does (estimate, threshold,
-    outcome ``ok``), in the same transaction as the messages after it. Each
-    request of the user starts a new in-memory :class:`RunState` (ephemeral notes, the breaker),
-    as each harness run has its own; no run rows are written, as nothing reads them here.
-    The figures of every request are the caller's (:meth:`step` returns them)."""
+    Before a model request the pressure path measures the envelope and, below the threshold,
+    returns without writing anything (``below_threshold``). The replay knows that outcome in
+    advance: the envelope is the last measurement plus, for each message appended since, the
+    meter's count of it — the per-message sum the incremental tally of :mod:`engine.snapshots`
+    makes (no compaction happened since, so nothing else changed; ephemeral notes are the run's
+    and none are added here). While that sum stays below the threshold the step costs no database
+    work; the messages are written (one ``bulk_append`` through the write door, which checks the
+    conversation invariants) and the real pressure path runs (``Compactor.pressure`` over the
+    :class:`SnapshotCache`, what ``Service.compact_for_pressure`` calls) at the first step whose sum
+    reaches it, and also when a closing marker arrives (the surface may leave one out) or before
+    the first measurement. Each real check compares its measurement with the sum; a difference
+    (which would mean the sum missed something) switches the rest of the replay to a real check at
+    every step and is counted in ``mismatches``. ``every_step=True`` (implied by
+    ``record_requests``) makes every check real, the harness's exact sequence of reads.
+
+    Only what the pressure path reads is written: the messages, and one completed model request
+    (the first), which routes the thread (``Compactor.pressure`` reads only the newest completed
+    request, for its route); ``record_requests=True`` records every request as the harness does
+    (estimate, threshold, outcome ``ok``) in the transaction of the messages after it. Each
+    request of the user starts a new in-memory :class:`RunState` (ephemeral notes, the breaker), as
+    each harness run has its own; no run rows are written, as nothing reads them here."""
 
     def __init__(self, store: Store, key: str, *, compactor: Compactor, snapshots: SnapshotCache, route: tuple[str, str],
-                 record_requests: bool = False) -> None:
+                 record_requests: bool = False, every_step: bool = False) -> None:
         self.store = store
-        self.record_requests = record_requests
         self.key = key
         self.compactor = compactor
         self.snapshots = snapshots
         self.route = route
+        self.record_requests = record_requests
+        self.every_step = every_step or record_requests
         self.run = RunState()
         self.steps = 0
+        #: real pressure checks made, and those whose measurement differed from the tally's sum
+        self.checks = 0
+        self.mismatches = 0
+        self._new_run = False
         self._routed = False
         self._pending: tuple[int, int] | None = None  # (estimated tokens, threshold) of the request to record
         self._buffer: list[Message] = []
+        # the prediction: the last real measurement, and what was appended since
+        self._last: Measured | None = None
+        self._sum = 0
+        self._blocked = True
+        self._request_since = False
+        self._kept: bool | None = None
 
     def add(self, message: Message) -> None:
         """A message the recorded agent produced or received (persisted with the next flush)."""
         if starts_turn(message):  # the user's message opens a new run (Service.start_run)
             self._new_run = True
-        self._buffer.append(replace(message, id=None) if message.id is not None else message)
-
-    _new_run = False
+        m = replace(message, id=None) if message.id is not None else message
+        self._buffer.append(m)
+        if self._last is not None and not self._blocked:
+            if is_closing_marker(m):
+                self._blocked = True
+            else:
+                self._sum += self._last.meter.count_message(m)
+                self._request_since = self._request_since or is_request(m)
 
     def flush(self) -> None:
-        """Write the buffered messages (and the routing request) in one transaction."""
+        """Write the buffered messages (and the pending request record) in one transaction."""
         if not self._buffer and self._pending is None:
             return
         provider, model = self.route
@@ -492,20 +527,40 @@ class EngineReplay:
         self._buffer = []
 
     def step(self) -> ReplayStep:
-        """A model request now: flush, pressure compaction, the envelope as it would be sent."""
-        self.flush()
+        """A model request now: pressure compaction (when it can act), the envelope's size as sent."""
         if self._new_run:
             self.run, self._new_run = RunState(), False
+        last = self._last
+        if not self.every_step and last is not None and not self._blocked and self._routed_or_pending() and self._sum < last.policy.threshold:
+            kept = True if self._request_since else self._kept
+            step = ReplayStep(self.steps, None, None, self._sum, 0, 0, kept)
+            self.steps += 1
+            return step
+        predicted = self._sum if last is not None and not self._blocked else None
+        self.flush()
         provider, model = self.route
         outcome = self.compactor.pressure(self.key, self.run)  # = Service.compact_for_pressure
+        self.checks += 1
+        if predicted is not None and outcome.measured is not None and outcome.tokens_before != predicted:
+            self.mismatches += 1
+            self.every_step = True  # the sum missed something: ask the database at every step from now on
         m = outcome.measured
         if m is None or (m.policy.provider, m.policy.model) != self.route:  # = AgentHarness._pre_step
             m = self.compactor.measure(self.snapshots.snapshot(self.key, with_busy=True), ephemeral=self.run.ephemeral, provider=provider, model=model)
         if self.record_requests or not self._routed:
             self._pending = (m.tokens, m.policy.threshold)
-        step = ReplayStep(self.steps, outcome, m, max(0, outcome.generation_after - outcome.generation_before), outcome.summarizer_calls)
+        kept = request_kept(m)
+        self._last, self._sum, self._request_since, self._kept = m, m.tokens, False, kept
+        # the sum is exact only while the surface has a first non-system message (else appending
+        # one changes the synthetic user message) and carries no ephemeral note
+        self._blocked = self.run.ephemeral != [] or not any(x.role != "system" for x in m.surface.messages)
+        step = ReplayStep(self.steps, outcome, m, m.tokens, max(0, outcome.generation_after - outcome.generation_before),
+                          outcome.summarizer_calls, kept)
         self.steps += 1
         return step
+
+    def _routed_or_pending(self) -> bool:
+        return self._routed or self._pending is not None
 
     def finish(self) -> None:
         """Write what is still buffered."""
@@ -752,7 +807,7 @@ def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, set
             if rule.before(m):
                 _check(should_stop)
                 s = replay.step()
-                stats.add(s.measured.tokens, compactions=s.compactions, calls=s.summarizer_calls, kept=request_kept(s.measured))
+                stats.add(s.tokens, compactions=s.compactions, calls=s.summarizer_calls, kept=s.request_kept)
             replay.add(m)
             ticker.tick()
         replay.finish()
@@ -760,8 +815,11 @@ def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, set
         kinds = _history_kinds(scratch, SCRATCH_KEY)
         calls, dropped = _summary_figures(scratch, SCRATCH_KEY)
         shown = {**_policy_settings(policy), "summarizer": spec}
+        notes = [] if stats.points else ["the thread has no assistant message: no model request to replay"]
+        if replay.mismatches:
+            notes.append(f"{replay.mismatches} pressure check(s) measured other than the tally's sum; every later step was checked against the database")
         return stats.run(label, shown, compactions=kinds, calls=max(calls, stats.calls), dropped=dropped, started=started, kept_known=True,
-                         note=None if stats.points else "the thread has no assistant message: no model request to replay")
+                         note="; ".join(notes) or None)
     finally:
         if scratch is not None:
             scratch.close()

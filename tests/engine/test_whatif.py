@@ -111,6 +111,7 @@ def test_default_settings_reproduce_what_the_engine_recorded(source: tuple[Servi
     assert {f: getattr(cand, f) for f in same} == {f: getattr(rec, f) for f in same}
     assert [p.tokens for p in cand.points] == [p.tokens for p in rec.points]
     assert cand.request_kept is True and rec.request_kept is None
+    assert cand.note is None  # every real pressure check measured what the tally's sum predicted
     assert cand.settings["summarizer"] == "extractive" and cand.settings["threshold_ratio"] == 0.8
 
 
