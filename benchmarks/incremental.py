@@ -12,11 +12,19 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   the final thread (below its threshold) the median of 20 pressure checks with nothing new, and of
   20 checks each after one appended message; today vs incremental.
 - **status**: a SQLite thread of N messages (the realistic mix of benchmarks/store.py, bulk
-  written, never compacted); in a fresh process the first (cold) ``Service.status``, its peak
-  resident memory growth, then status unchanged and after one new message.
+  written, never compacted); in a fresh process, once the tokenizer, pools and imports are loaded
+  (a status of a small thread), the first (cold) ``Service.status`` of the big one and its peak
+  resident memory growth: the process's peak during that call above its resident size just
+  before it (the kernel's high-water mark reset through ``/proc/self/clear_refs``, else a
+  sampling thread) plus the peak of the counting worker process it starts (which loads its own
+  tokenizer and exits after); then status unchanged and after one new message.
 - **load**: a 20,000-message thread on a fresh PostgreSQL database, 20 writer threads (another
   process) appending to it as fast as the row lock lets them for ``--load-seconds``, while status
-  is polled in a loop: p50 / p95 / max, today vs incremental.
+  is polled in a loop: p50 / p95 / max, today vs incremental, and against the issue's p95 (621 ms).
+  Each load run is bounded: the writers stop after ``--load-seconds``, the run is killed after
+  twice that plus two minutes.
+
+``--parts`` runs only some of the three (``pressure status load``).
 """
 
 from __future__ import annotations
@@ -52,8 +60,76 @@ def rss_mb() -> float:
     return float("nan")
 
 
-def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def _status_kb(field: str) -> float | None:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return None
+
+
+def _children_peaks(pid: int, peaks: dict[int, float]) -> None:
+    """Record the high-water mark (VmHWM, MB) of every live child process of ``pid``."""
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) != pid:
+                continue
+            for line in (stat.parent / "status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    child = int(stat.parent.name)
+                    peaks[child] = max(peaks.get(child, 0.0), int(line.split()[1]) / 1024)
+        except (OSError, ValueError, IndexError):
+            continue
+
+
+class PeakGrowth:
+    """Peak resident memory growth of this process during a block, above its resident size at
+    the start, and the largest peak of a child process started in the block (the counting
+    worker). On Linux the kernel's high-water mark (VmHWM) is reset at the start
+    (``/proc/self/clear_refs``), so an earlier peak (the tokenizer's load) is not counted; else
+    the resident size is sampled every millisecond. A child's peak is its own VmHWM, sampled
+    every 100 ms while it lives (``getrusage(RUSAGE_CHILDREN)`` would not do: a child spawned
+    with vfork inherits its parent's size in ``ru_maxrss``)."""
+
+    def __enter__(self) -> "PeakGrowth":
+        try:
+            Path("/proc/self/clear_refs").write_text("5")
+            self.method = "VmHWM"
+        except OSError:
+            self.method = "sampled"
+        self.base = rss_mb()
+        self._peak = self.base
+        self._children: dict[int, float] = {}
+        self._stop = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+        return self
+
+    def _sample(self) -> None:
+        # VmHWM needs no sampling of this process: then wake only to look at the children
+        every, children_every = (0.001, 100) if self.method == "sampled" else (0.1, 1)
+        tick = 0
+        while not self._stop.wait(every):
+            if self.method == "sampled":
+                self._peak = max(self._peak, rss_mb())
+            tick += 1
+            if tick % children_every == 0:
+                _children_peaks(os.getpid(), self._children)
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._sampler.join()
+        hwm = _status_kb("VmHWM") if self.method == "VmHWM" else None
+        self.peak = max(self._peak, rss_mb(), hwm / 1024 if hwm is not None else 0.0)
+        self.worker_mb = max(self._children.values(), default=0.0)
+
+    @property
+    def process_mb(self) -> float:
+        return self.peak - self.base
+
+    @property
+    def total_mb(self) -> float:
+        return self.process_mb + self.worker_mb
 
 
 def ms(seconds: float) -> float:
@@ -130,11 +206,12 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
     try:
         svc.status("warmup")  # tokenizer, pools, imports: not part of the thread's cost
         old_status(svc, "warmup")
-        base = rss_mb()
-        t0 = time.perf_counter()
-        tokens = svc.status(KEY).tokens if mode == "new" else old_status(svc, KEY)
-        cold = time.perf_counter() - t0
-        peak = peak_rss_mb() - base
+        with PeakGrowth() as mem:
+            t0 = time.perf_counter()
+            cpu0 = time.process_time()
+            tokens = svc.status(KEY).tokens if mode == "new" else old_status(svc, KEY)
+            cold = time.perf_counter() - t0
+            cpu = time.process_time() - cpu0
         warm = []
         for _ in range(1 if mode == "old" else 20):  # today's path reads it all each time
             t0 = time.perf_counter()
@@ -146,7 +223,8 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
             t0 = time.perf_counter()
             svc.status(KEY) if mode == "new" else old_status(svc, KEY)
             after_one.append(time.perf_counter() - t0)
-        return {"mode": mode, "tokens": tokens, "cold_ms": ms(cold), "peak_growth_mb": round(peak, 1),
+        return {"mode": mode, "tokens": tokens, "cold_ms": ms(cold), "cold_cpu_s": round(cpu, 2), "peak_growth_mb": round(mem.total_mb, 1),
+                "process_growth_mb": round(mem.process_mb, 1), "worker_peak_mb": round(mem.worker_mb, 1), "memory_method": mem.method,
                 "warm_ms": ms(statistics.median(warm)), "after_one_ms": ms(statistics.median(after_one))}
     finally:
         svc.close()
@@ -267,13 +345,19 @@ def cmd_load(url: str, workdir: str, seconds: float, writers: int, mode: str) ->
 # -- the parent: every row in one run ------------------------------------------------------------------
 
 
-def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float, baseline_max: int) -> dict[str, Any]:
+#: the issue's figure for status under the 20-writer load (before the cache): p95 621 ms
+ISSUE_LOAD_P95_MS = 621.0
+PARTS = ("pressure", "status", "load")
+
+
+def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float, baseline_max: int,
+        parts: tuple[str, ...] | list[str] = PARTS) -> dict[str, Any]:
     results: dict[str, Any] = {"pressure": [], "status": [], "load": []}
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as tmp:
-        for family in families:
+        for family in families if "pressure" in parts else ():
             results["pressure"].append(child("pressure", "--family", family, "--size", "1000000", "--workdir", str(Path(tmp) / f"p-{family}")))
             print(json.dumps(results["pressure"][-1]), file=sys.stderr)
-        for n in sizes:
+        for n in sizes if "status" in parts else ():
             url = f"sqlite:///{Path(tmp) / f'status-{n}.db'}"
             built = child("build", "--url", url, "--n", str(n), "--workdir", str(Path(tmp) / "wd"))
             row = {"n": n, "build_s": built["build_s"], "new": child("status", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--mode", "new")}
@@ -282,16 +366,21 @@ def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float,
             results["status"].append(row)
             print(json.dumps(row), file=sys.stderr)
             Path(tmp, f"status-{n}.db").unlink(missing_ok=True)
-        try:
-            from store import temp_pg_database
+        if "load" in parts:
+            if not pg_url:
+                results["load_skipped"] = "no PostgreSQL URL (--pg-url)"
+                return results
+            try:
+                from store import temp_pg_database
 
-            with temp_pg_database(pg_url) as url:
-                child("build", "--url", url, "--n", "20000", "--workdir", str(Path(tmp) / "wd"))
-                for mode in ("old", "new"):
-                    results["load"].append(child("load", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--seconds", str(load_seconds), "--writers", "20", "--mode", mode))
-                    print(json.dumps(results["load"][-1]), file=sys.stderr)
-        except Exception as exc:  # PostgreSQL unreachable: reported in the row
-            results["load_skipped"] = f"{type(exc).__name__}: {str(exc).splitlines()[0]}"
+                with temp_pg_database(pg_url) as url:
+                    child("build", "--url", url, "--n", "20000", "--workdir", str(Path(tmp) / "wd"), timeout=600)
+                    for mode in ("old", "new"):
+                        results["load"].append(child("load", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--seconds", str(load_seconds),
+                                                     "--writers", "20", "--mode", mode, timeout=2 * load_seconds + 120))
+                        print(json.dumps(results["load"][-1]), file=sys.stderr)
+            except Exception as exc:  # PostgreSQL unreachable (or a bounded run killed): reported in the row
+                results["load_skipped"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
     return results
 
 
@@ -307,16 +396,28 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
     for s in r["status"]:
         new, old = s["new"], s.get("old")
         vs = f"; today cold {old['cold_ms'] / 1000:.1f} s, +{old['peak_growth_mb']:.0f} MB, after one message {old['after_one_ms']:.0f} ms ({old['cold_ms'] / max(new['cold_ms'], 1e-9):.1f}× faster cold)" if old else ""
+        mem = (f"this process +{new['process_growth_mb']:.0f} MB, counting worker {new['worker_peak_mb']:.0f} MB"
+               if "process_growth_mb" in new else "")
         out.append([f"Status of a {s['n']:,}-message uncompacted thread (SQLite, fresh process)",
                      f"cold {new['cold_ms'] / 1000:.2f} s, peak +{new['peak_growth_mb']:.0f} MB · unchanged {new['warm_ms']} ms · after one new message {new['after_one_ms']} ms",
-                     f"{new['tokens']:,} tokens; bulk build {s['build_s']} s{vs}"])
+                     f"{new['tokens']:,} tokens; peak growth after the tokenizer's load: {mem} ({new.get('memory_method', '?')}); "
+                     f"cold CPU {new.get('cold_cpu_s', '?')} s in this process; bulk build {s['build_s']} s{vs}"])
+    if len(r["status"]) > 1:
+        by_n = sorted(r["status"], key=lambda x: x["n"])
+        small, big = by_n[0], by_n[-1]
+        out.append([f"Status peak memory growth, {small['n']:,} vs {big['n']:,} messages (one run)",
+                    f"+{small['new']['peak_growth_mb']:.0f} MB vs +{big['new']['peak_growth_mb']:.0f} MB",
+                    f"independent of length within {abs(big['new']['peak_growth_mb'] - small['new']['peak_growth_mb']):.0f} MB; "
+                    f"cold {small['new']['cold_ms'] / 1000:.2f} s vs {big['new']['cold_ms'] / 1000:.2f} s (issue: 3.4 s / +164 MB vs 72 s / +1.47 GB)"])
     if r.get("load"):
         by = {x["mode"]: x for x in r["load"]}
         o, n = by.get("old"), by.get("new")
         if o and n:
             out.append(["Status under 20 writers, PostgreSQL (20,000-message thread growing)",
                         f"p50 {n['p50_ms']} · p95 {n['p95_ms']} · max {n['max_ms']} ms",
-                        f"today p50 {o['p50_ms']} · p95 {o['p95_ms']} · max {o['max_ms']} ms (p95 {o['p95_ms'] / max(n['p95_ms'], 1e-9):.1f}× better); {n['samples']} / {o['samples']} polls, {n['appended']:,} / {o['appended']:,} messages appended"])
+                        f"today p50 {o['p50_ms']} · p95 {o['p95_ms']} · max {o['max_ms']} ms (p95 {o['p95_ms'] / max(n['p95_ms'], 1e-9):.1f}× better); "
+                        f"issue p95 {ISSUE_LOAD_P95_MS:.0f} ms ({ISSUE_LOAD_P95_MS / max(n['p95_ms'], 1e-9):.1f}× better); "
+                        f"{n['samples']} / {o['samples']} polls, {n['appended']:,} / {o['appended']:,} messages appended"])
     elif r.get("load_skipped"):
         out.append(["Status under 20 writers, PostgreSQL", "skipped", r["load_skipped"]])
     return out
@@ -335,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg-url", default=os.environ.get("COMPACTION_TEST_PG_URL") or "postgresql+psycopg://postgres@127.0.0.1:5432/test")
     ap.add_argument("--load-seconds", type=float, default=8.0)
     ap.add_argument("--skip-baseline-above", type=int, default=1_000_000, help="no 'today' status run for larger threads")
+    ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which figures to measure")
     args = ap.parse_args(argv)
     if args.cmd == "build":
         print(json.dumps(cmd_build(args.url, args.n, args.workdir)))
@@ -347,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "load":
         print(json.dumps(cmd_load(args.url, args.workdir, args.seconds, args.writers, args.mode)))
     else:
-        r = run(args.sizes, args.families, args.pg_url, args.load_seconds, args.skip_baseline_above)
+        r = run(args.sizes, args.families, args.pg_url, args.load_seconds, args.skip_baseline_above, args.parts)
         print("| Figure | Value | Notes |\n|---|---|---|")
         for row in rows(r):
             print("| " + " | ".join(row) + " |")

@@ -58,6 +58,8 @@ __all__ = ["PAGE", "SnapshotCache", "Tally", "ThreadMeasure"]
 
 #: messages read and counted at a time by a cold streamed measurement
 PAGE = 5000
+#: texts sent to the counting worker at a time (a page has about two texts a message)
+WORKER_CHUNK = 2000
 
 
 class Tally:
@@ -378,7 +380,11 @@ class SnapshotCache:
         saw_user = False
         counted = 0
         worker: _CountWorker | None = None
-        waiting: deque[tuple[list[Message], list[int], list[int]]] = deque()  # pages the worker encodes
+        waiting: deque[tuple[list[Message], list[int], list[int], int]] = deque()  # pages the worker encodes
+
+        def results(chunks: int) -> list[int]:
+            assert worker is not None
+            return [n for _ in range(chunks) for n in worker.result()]
 
         def settle(shown: list[Message], fixed: list[int], per: list[int], counts: Sequence[int]) -> None:
             nonlocal counted
@@ -401,13 +407,18 @@ class SnapshotCache:
                 if worker is None:
                     settle(shown, fixed, per, count_texts(meter.encoding_name, texts))
                     continue
-                # the worker encodes this page while this thread reads and frames the next one
-                worker.submit(meter.encoding_name, texts)
-                waiting.append((shown, fixed, per))
+                # the worker encodes this page while this thread reads and frames the next one; it
+                # gets the texts in chunks, so it holds one chunk at a time (its memory stays small)
+                chunks = range(0, len(texts), WORKER_CHUNK)
+                for i in chunks:
+                    worker.submit(meter.encoding_name, texts[i : i + WORKER_CHUNK])
+                waiting.append((shown, fixed, per, len(chunks)))
                 if len(waiting) > 1:
-                    settle(*waiting.popleft(), worker.result())
+                    shown_, fixed_, per_, n = waiting.popleft()
+                    settle(shown_, fixed_, per_, results(n))
             while waiting:
-                settle(*waiting.popleft(), worker.result())  # type: ignore[union-attr]
+                shown_, fixed_, per_, n = waiting.popleft()
+                settle(shown_, fixed_, per_, results(n))
         finally:
             if worker is not None:
                 worker.close()

@@ -109,7 +109,7 @@ def _messages_after(conn: Connection, cid: int, boundary: int | None, limit: int
     params: dict[str, Any] = {"cid": cid, "after": _NO_ID_BELOW if boundary is None else boundary}
     if limit is not None:
         params["limit"] = limit
-    rows = conn.execute(_MESSAGES_AFTER[text, limit is not None], params)
+    rows = conn.execute(_MESSAGES_AFTER[text, limit is not None], params).all()  # one fetchall, not a fetch per row
     return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
 
 

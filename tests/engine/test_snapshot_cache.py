@@ -1,0 +1,186 @@
+"""The snapshot cache (engine.snapshots) against the database it reads: a new message extends it,
+a prune and a summary invalidate it, whoever made them: another Service / Store on the same
+database (SQLite and PostgreSQL) or another process. After each, the pressure the first service
+computes (its pressure check, its measure, its status) equals a full re-read: no stale pressure.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.compactor import RunState
+from engine.messages import assistant, user
+from engine.meter import default_meter
+from engine.service import Service
+from engine.store.reads import ThreadReader
+from engine.surface import build_surface, envelope_of
+
+from .conftest import MODEL, PROVIDER, finished_turns, new_thread, route, running_turn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def factory(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("make_service" if request.param == "sqlite" else "make_pg_service")
+
+
+def full_tokens(svc: Service, key: str, run: RunState | None = None) -> int:
+    """The routed model's measurement of the envelope, read and measured whole (no cache)."""
+    snap = svc.store.snapshot(key, with_busy=False)
+    surface = build_surface(snap, ephemeral=run.ephemeral if run else ())
+    return default_meter(MODEL).measure(envelope_of(snap, surface)).total
+
+
+def assert_fresh(svc: Service, key: str, run: RunState) -> int:
+    """Every pressure figure of ``svc`` (through its cache) equals a full re-read; returns it."""
+    want = full_tokens(svc, key, run)
+    assert svc.measure(key, ephemeral=run.ephemeral, model=MODEL).tokens == want
+    snap, routed = svc.snapshots.pressure_read(key)
+    assert snap == svc.store.snapshot(key, with_busy=False) and routed == svc.store.last_completed_request(key)
+    status = svc.status(key)
+    snap = svc.store.snapshot(key)
+    assert status.tokens == default_meter(snap.model).measure(envelope_of(snap, build_surface(snap))).total
+    assert (status.generation, status.boundary) == (snap.state.generation, snap.state.boundary)
+    return want
+
+
+def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    sizes: list[int] = []
+    real = ThreadReader.messages_after
+
+    def spy(self: ThreadReader, boundary: int | None, *, limit: int | None = None) -> list[Any]:
+        out = real(self, boundary, limit=limit)
+        sizes.append(len(out))
+        return out
+
+    monkeypatch.setattr(ThreadReader, "messages_after", spy)
+    return sizes
+
+
+def test_new_message_prune_and_summary_by_another_service(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Service ``a`` keeps the thread in its cache (pressure path and status); service ``b``, on
+    the same database, appends, prunes and summarizes. ``a`` extends its entry by the one new
+    message, and measures the pruned and then the summarized surface at once."""
+    policies = {"context_window": 8000}
+    a, b = factory(policies=policies), factory(policies=policies)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 6)
+    run = RunState(run_id=b.start_run(key))
+    first = assert_fresh(a, key, run)
+
+    # a new message (by b): a reads only it
+    sizes = count_reads(monkeypatch)
+    b.append_message(key, assistant("a note from the other service"), run_id=run.run_id)
+    sizes.clear()
+    grown = assert_fresh(a, key, run)
+    assert grown > first and sizes and set(sizes) == {1}
+
+    # a prune (by b): tool results over the limit are replaced by previews; the generation moves
+    running_turn(b, key, rounds=3, result_tokens=2600)  # over the 2000-token limit
+    before = assert_fresh(a, key, run)
+    g0 = a.status(key).generation
+    pruned = b.compact_for_pressure(key, run)
+    assert pruned.progressed and b.store.offloads(key), pruned.reason
+    assert a.status(key).generation > g0
+    after_prune = assert_fresh(a, key, run)
+    assert after_prune < before
+    # a's own pressure check decides on the pruned surface, not on what it held
+    out = a.compact_for_pressure(key, run)
+    assert out.tokens_before == after_prune
+
+    # a summary (by b): the boundary moves
+    finished_turns(b, key, 14)
+    assert_fresh(a, key, run)
+    b.finish_run(key, run.run_id)
+    assert b.compact(key).status == "completed"
+    state = a.status(key)
+    assert state.boundary is not None and state.compact_count >= 1
+    run2 = RunState(run_id=a.start_run(key))
+    after_summary = assert_fresh(a, key, run2)
+    out = a.compact_for_pressure(key, run2)
+    assert out.tokens_before == after_summary
+
+
+def test_no_stale_pressure_after_a_compaction_by_another_process(factory: Any, new_key: Any, tmp_path: Path) -> None:
+    """Another OS process compacts the thread this service holds in its cache: the next pressure
+    check, measure and status of this service see the compacted surface."""
+    svc = factory(policies={"context_window": 8000})
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 30)
+    run = RunState(run_id=svc.start_run(key))
+    before = assert_fresh(svc, key, run)
+    svc.compact_for_pressure(key, run)  # the pressure path now holds the thread in its cache
+    svc.finish_run(key, run.run_id)
+    held = svc.snapshots.snapshot(key)
+    script = textwrap.dedent(
+        f"""
+        from engine.service import open_service
+        from engine.summarizers.extractive import ExtractiveSummarizer
+        svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(tmp_path / 'other')!r},
+                           summarizer=ExtractiveSummarizer(), policies={{"context_window": 8000}})
+        r = svc.compact({key!r})
+        print(r.status, r.generation)
+        svc.close()
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    status, generation = done.stdout.split()
+    assert status == "completed"
+    run = RunState(run_id=svc.start_run(key))
+    after = assert_fresh(svc, key, run)
+    assert after < before and svc.status(key).generation == int(generation) > held.state.generation
+    assert svc.snapshots.snapshot(key) != held
+    out = svc.compact_for_pressure(key, run)
+    assert out.tokens_before == after and out.generation_before == int(generation)
+
+
+def test_an_unchanged_thread_is_answered_from_the_cache(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The key row unchanged (no message, no configuration, no state change): the same snapshot
+    and measurement objects, no message read; a busy change or a new configuration is seen."""
+    svc = factory()
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 4)
+    svc.snapshots.snapshot(key)  # the pressure path holds the thread; status then measures that entry
+    measured = svc.snapshots.thread_measure(key)
+    snap = svc.snapshots.snapshot(key)
+    sizes = count_reads(monkeypatch)
+    assert svc.snapshots.snapshot(key) is snap
+    assert svc.snapshots.thread_measure(key).measurement is measured.measurement
+    assert svc.snapshots.snapshot(key) is snap
+    assert sizes == []
+    run = svc.start_run(key)
+    assert svc.status(key).busy_reason == "running"
+    assert svc.snapshots.snapshot(key, with_busy=True).busy_reason == "running"
+    assert svc.snapshots.snapshot(key).busy_reason is None
+    svc.finish_run(key, run)
+    svc.configure(key, system_prompt="You are terse.")
+    again = svc.snapshots.snapshot(key)
+    assert again.system_prompt == "You are terse." and again == svc.store.snapshot(key, with_busy=False)
+    assert svc.status(key).tokens == default_meter(None).measure(envelope_of(again, build_surface(again))).total
+    assert sizes == []  # none of this read a message
+    svc.append_message(key, user("and one more question"))
+    assert svc.snapshots.thread_measure(key).last_request == svc.store.last_completed_request(key)
+    assert sizes == [1]
+
+
+def test_pressure_read_sees_a_new_completed_request(factory: Any, new_key: Any) -> None:
+    svc = factory()
+    key = new_thread(svc, new_key())
+    finished_turns(svc, key, 2)
+    assert svc.snapshots.pressure_read(key)[1] is None
+    rid = route(svc, key)
+    snap, routed = svc.snapshots.pressure_read(key)
+    assert routed is not None and routed.id == rid and routed == svc.store.last_completed_request(key)
+    assert (routed.provider, routed.model) == (PROVIDER, MODEL)
+    assert snap == svc.store.snapshot(key, with_busy=False)
