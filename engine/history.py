@@ -38,7 +38,7 @@ from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence
 from .errors import EngineError
 from .events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event
 from .messages import META_PRUNED, Message
-from .meter import default_meter
+from .meter import TokenMeter, default_meter
 from .replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
 from .specifics import DroppedSpecifics, dropped_specifics, message_texts
 from .surface import build_surface, envelope_of
@@ -421,7 +421,8 @@ class ThreadHistory:
         h = c.record
         assert h is not None
         last_id = self.last_message_at(h.created_at)
-        model = self.info.model
+        following = self.following_requests(c)
+        model = following[0].model if following else self.info.model  # the route it was measured for
         sb = state_at(self.history, h.generation_before, self.snapshot.conversation_id)
         sa = state_at(self.history, h.generation_after, self.snapshot.conversation_id)
         before = self._measure(self._engine_snapshot(h.generation_before, last_id, replace(sb, generation=h.generation_before)), model)
@@ -430,8 +431,7 @@ class ThreadHistory:
         summarized: tuple[Message, ...] = ()
         if h.kind != "prune" and hi is not None and hi != lo:
             summarized = tuple(m for m in before.messages if m.id is not None and (lo is None or m.id > lo) and m.id <= hi)
-        after_ids = {m.id for m in after.messages if m.id is not None}
-        kept = tuple(m for m in after.messages if m.id is not None and m.id in after_ids)
+        kept = tuple(m for m in after.messages if m.id is not None)
         pruned = tuple(self.offloads[i] for i in h.pruned_message_ids if i in self.offloads)
         notes: list[str] = []
         if h.tokens_before is not None and h.tokens_before != before.total:
@@ -613,8 +613,10 @@ class ThreadHistory:
 
 
 def _scale(delta: int, reported: int, estimated: int) -> int:
-    """``delta`` in the provider's tokens: scaled by reported/estimated, rounded half up."""
-    return (2 * delta * reported + estimated) // (2 * estimated)
+    """``delta`` in the provider's tokens: the meter's anchoring (scaled by reported / estimated,
+    rounded half up), the sign kept for a compaction that grew the prompt."""
+    scaled = TokenMeter.anchor(abs(delta), reported_prompt_tokens=reported, estimated_at_report=estimated).anchored
+    return scaled if delta >= 0 else -scaled
 
 
 def _kept_messages(c: SourceCompaction) -> list[Message]:

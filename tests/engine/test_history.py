@@ -28,6 +28,7 @@ from engine.llm import ChatClient
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
+from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from engine.views import DIFF_CATEGORIES, CompactionCost, CompactionEntry, RequestEnvelope
 
 PROVIDER, MODEL = "sim", "sim-8k"
@@ -442,13 +443,41 @@ def test_a_second_read_sees_what_changed(svc: Service, key: str, sim: ProviderSi
     assert len(history.request_envelopes(svc.store, key)) == 5
 
 
-def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(svc: Service, key: str) -> None:
+class Terse:
+    """A summarizer that keeps nothing specific (like a language model that summarizes loosely),
+    reporting the usage an OpenAI-compatible endpoint would."""
+
+    name = "terse"
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        text = f"Current request: {request.current_request or ''}\nThe user asked about several modules; each was explained."
+        return SummaryResult(text=text, model="gpt-4o-mini",
+                             prompt_tokens=1_200, completion_tokens=40, calls=1, extractive=False)
+
+
+@pytest.fixture
+def terse_svc(db_url: str, tmp_path: Path) -> Iterator[Service]:
+    s = open_service(db_url, workdir=tmp_path / "wd-terse", summarizer=Terse(), policies=POLICY, create=True)
+    yield s
+    s.close()
+
+
+def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_svc: Service) -> None:
     """A summary event that carries the dropped specifics (the compactor records them) is what the
-    diff shows; one written before those keys existed gets them computed from the surfaces."""
+    diff shows; one written before those keys existed gets them computed from the surfaces, equal
+    to what the compactor recorded."""
     from engine.specifics import DroppedSpecifics
 
+    svc = terse_svc
+    key = f"h-{uuid.uuid4().hex[:12]}"
+    svc.create_thread(key, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
     _manual_thread(svc, key)
-    svc.compact(key)
+    assert svc.compact(key).status == "completed"
+    cost = history.compaction_cost(svc.store, key)  # a priced summarizer: its usage in money
+    assert (cost.summarizer_prompt_tokens, cost.summarizer_completion_tokens) == (1_200, 40)
+    assert cost.summarizer_money == pytest.approx(history.price_tokens("gpt-4o-mini", input_tokens=1_200, output_tokens=40)[0])
+    # nothing went out after it yet: it saved nothing and cost the summarizer call
+    assert cost.following_requests == 0 and cost.saved_money == 0 and cost.money == pytest.approx(-cost.summarizer_money) and cost.money < 0
     recorded_by_compactor = history.compaction_diff(svc.store, key).dropped
     assert isinstance(recorded_by_compactor, DroppedSpecifics) and recorded_by_compactor.dropped_count > 0
     (event,) = [e for e in svc.events(key) if e.kind == "summary"]
