@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping, Sequence
 from urllib.parse import urlparse
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QPointF, QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QBrush, QFont, QPainter, QPainterPath, QPen
+from PySide6.QtGui import QBrush, QFont, QFontMetrics, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QButtonGroup,
@@ -44,7 +44,7 @@ from PySide6.QtWidgets import (
     QRadioButton,
     QSizePolicy,
     QSplitter,
-    QStackedWidget,
+    QTabWidget,
     QTreeView,
     QVBoxLayout,
     QWidget,
@@ -272,6 +272,18 @@ def settings_text(settings: Mapping[str, Any]) -> str:
     return " · ".join(parts) or "as recorded"
 
 
+def policy_text(settings: Any) -> str:
+    """What a run's settings say about the form's settings and the summarizer (the engine answers
+    with the whole policy, by the policy's own names): ``threshold 0.8 · retained tail 0.16 · …``."""
+    if not isinstance(settings, Mapping):
+        return "not known"
+    shown = {}
+    for key, value in settings.items():
+        if value is not None and (setting_for(key) is not None or key == "summarizer"):
+            shown[key] = value
+    return settings_text(shown) if shown else "not known"
+
+
 #: the sweep table's metric columns (after the swept value)
 SWEEP_METRICS: tuple[Metric, ...] = tuple(m for m in METRICS if m.attr != "requests")
 
@@ -341,7 +353,8 @@ class ComparisonModel(RecordTableModel[ComparisonRow]):
 
 
 class SweepModel(RecordTableModel[SweepRow]):
-    COLUMNS = ("Value",) + tuple(m.label.replace(" over the session", "").replace("Current request", "Request") for m in SWEEP_METRICS)
+    #: short titles: nine columns beside the chart
+    COLUMNS = ("Value", "Compactions", "Summarizer calls", "Peak", "Mean", "Prompt tokens", "Over window", "Dropped", "Request kept")
 
     def set_rows(self, rows: Sequence[SweepRow]) -> None:
         self.beginResetModel()
@@ -350,6 +363,11 @@ class SweepModel(RecordTableModel[SweepRow]):
 
     def rows(self) -> list[SweepRow]:
         return list(self._rows)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802 (Qt name)
+        if role == Qt.ItemDataRole.ToolTipRole and orientation == Qt.Orientation.Horizontal and 0 < section <= len(SWEEP_METRICS):
+            return SWEEP_METRICS[section - 1].label
+        return super().headerData(section, orientation, role)
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid() or index.row() >= len(self._rows):
@@ -402,7 +420,7 @@ class SweepChart(QWidget):
             return
         setting = setting_for(sweep.parameter)
         name = setting.label.split(" (")[0] if setting else sweep.parameter
-        p.drawText(QRectF(outer.left(), outer.top(), outer.width(), 16), Qt.AlignmentFlag.AlignLeft, f"Pressure by {name.lower()}")
+        p.drawText(QRectF(outer.left(), outer.top(), outer.width(), 16), Qt.AlignmentFlag.AlignLeft, f"Pressure by {name.lower()} · n× = compactions")
         peaks, means, compactions = self.series()
         rec_peak = float(sweep.recorded.peak_pressure) if _number(sweep.recorded.peak_pressure) else None
         rec_mean = float(sweep.recorded.mean_pressure) if _number(sweep.recorded.mean_pressure) else None
@@ -446,8 +464,19 @@ class SweepChart(QWidget):
                 p.drawText(QRectF(x_of(i) - 26, area.bottom() + 3, 52, 14), Qt.AlignmentFlag.AlignCenter, label)
             if i % every == 0 or i == n - 1:
                 p.drawText(QRectF(x_of(i) - 20, area.top() - 18, 40, 14), Qt.AlignmentFlag.AlignCenter, f"{compactions[i]}×")
-        legend = "— peak  — mean  ··· recorded  ·  n× compactions"
-        p.drawText(QRectF(area.left(), area.bottom() + 20, area.width(), 14), Qt.AlignmentFlag.AlignCenter, legend)
+        metrics = QFontMetrics(small)
+        items = [("peak pressure", "warn", Qt.PenStyle.SolidLine), ("mean pressure", "accent", Qt.PenStyle.SolidLine),
+                 ("recorded", "text_muted", Qt.PenStyle.DotLine)]  # fmt: skip
+        widths = [(18 if tone else 0) + metrics.horizontalAdvance(text) + 14 for text, tone, _ in items]
+        x, y = area.left() + max(0.0, (area.width() - sum(widths)) / 2), area.bottom() + 27
+        for (text, tone, style), width in zip(items, widths):
+            if tone is not None:
+                p.setPen(QPen(theme.color(tone), 2, style))
+                p.drawLine(QPointF(x, y), QPointF(x + 14, y))
+                x += 18
+            p.setPen(theme.color("text_muted"))
+            p.drawText(QRectF(x, y - 8, width, 16), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, text)
+            x += width - (18 if tone else 0)
 
 
 # == the dialog ===================================================================================
@@ -486,7 +515,7 @@ class WhatIfDialog(QDialog):
 
         # settings
         form = QFormLayout()
-        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        form.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.FieldsStayAtSizeHint)
         self.checks: dict[str, QCheckBox] = {}
         self.spins: dict[str, QDoubleSpinBox] = {}
         for s in SETTINGS:
@@ -509,6 +538,8 @@ class WhatIfDialog(QDialog):
         self.model_name = QLineEdit()
         self.model_name.setObjectName("endpointModel")
         self.model_name.setPlaceholderText("model name")
+        self.endpoint.setMinimumWidth(230)
+        self.model_name.setMinimumWidth(120)
         endpoint_row = QHBoxLayout()
         endpoint_row.addWidget(self.endpoint, 3)
         endpoint_row.addWidget(self.model_name, 2)
@@ -552,10 +583,9 @@ class WhatIfDialog(QDialog):
         mode_box = QGroupBox("Run")
         ml = QVBoxLayout(mode_box)
         ml.addWidget(self.compare_mode)
-        sl = QHBoxLayout()
-        sl.addWidget(self.sweep_mode)
-        sl.addWidget(self._sweep_box, 1)
-        ml.addLayout(sl)
+        ml.addWidget(self.sweep_mode)
+        sweep_row.setContentsMargins(22, 0, 0, 0)  # under its radio button
+        ml.addWidget(self._sweep_box)
 
         # run controls
         self.run_button = QPushButton("Run")
@@ -589,50 +619,50 @@ class WhatIfDialog(QDialog):
         # results
         self.comparison_model = ComparisonModel(self)
         self.comparison_view = _table("comparisonTable", self.comparison_model)
-        self.comparison_view.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col in (1, 2, 3):
-            self.comparison_view.header().setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        self.comparison_view.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.comparison_view.header().setMinimumSectionSize(110)
         self.sweep_model = SweepModel(self)
         self.sweep_view = _table("sweepTable", self.sweep_model)
         self.sweep_view.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.chart = SweepChart()
-        sweep_page = QSplitter(Qt.Orientation.Vertical)
+        sweep_page = QSplitter(Qt.Orientation.Horizontal)
         sweep_page.addWidget(self.sweep_view)
         sweep_page.addWidget(self.chart)
         sweep_page.setChildrenCollapsible(False)
+        sweep_page.setStretchFactor(0, 3)
+        sweep_page.setStretchFactor(1, 2)
         self.result_note = QLabel()
         self.result_note.setObjectName("muted")
         self.result_note.setWordWrap(True)
         self.result_note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.results = QStackedWidget()
-        self.results.addWidget(self.comparison_view)
-        self.results.addWidget(sweep_page)
+        self.results = QTabWidget()  # a comparison and a sweep stay side by side once both ran
+        self.results.setObjectName("whatIfResults")
+        self.results.addTab(self.comparison_view, "Comparison")
+        self.results.addTab(sweep_page, "Sweep")
         self._sweep_page = sweep_page
         self.close_button = QPushButton("Close")
         self.close_button.clicked.connect(self.close)
 
-        left = QVBoxLayout()
-        left.addWidget(settings_box)
-        left.addWidget(mode_box)
-        left.addStretch(1)
-        right = QVBoxLayout()
-        right.addLayout(run_row)
-        right.addWidget(self.status)
-        right.addWidget(self.error)
-        right.addWidget(self.result_note)
-        right.addWidget(self.results, 1)
-        body = QHBoxLayout()
-        body.addLayout(left, 0)
-        body.addLayout(right, 1)
+        top = QHBoxLayout()
+        top.addWidget(settings_box, 0)
+        side = QVBoxLayout()
+        side.addWidget(mode_box)
+        side.addLayout(run_row)
+        side.addWidget(self.status)
+        side.addWidget(self.error)
+        side.addStretch(1)
+        top.addLayout(side, 1)
         layout = QVBoxLayout(self)
         layout.addWidget(self.thread_label)
         layout.addWidget(about)
-        layout.addLayout(body, 1)
+        layout.addLayout(top)
+        layout.addWidget(self.result_note)
+        layout.addWidget(self.results, 1)
         bottom = QHBoxLayout()
         bottom.addStretch(1)
         bottom.addWidget(self.close_button)
         layout.addLayout(bottom)
-        self.resize(1060, 600)
+        self.resize(1100, 720)
         self.set_thread(key, title, window_tokens=window_tokens, threshold=threshold)
         self._on_sweep_param(0)
 
@@ -709,6 +739,8 @@ class WhatIfDialog(QDialog):
         try:
             settings = self.form_settings()
             sweep = self.form_sweep() if self.sweep_mode.isChecked() else None
+            if sweep is not None:
+                settings.pop(sweep[0], None)  # the swept parameter takes the sweep's values, not the form's
         except SettingsError as exc:
             self._show_error(str(exc))
             self.status.setText("Fix the settings and run again")
@@ -784,26 +816,33 @@ class WhatIfDialog(QDialog):
         self.error.setVisible(bool(text))
 
     def _show_comparison(self, comparison: "WhatIfComparison", settings: Mapping[str, Any]) -> None:
-        self.comparison, self.sweep = comparison, None
+        self.comparison = comparison
         self.comparison_model.set_rows(comparison_rows(comparison))
         self.results.setCurrentWidget(self.comparison_view)
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
-        notes = [f"Candidate: {settings_text(settings)}."]
-        note = getattr(comparison.candidate, "note", None)
-        if note:
-            notes.append(note)
-        self.result_note.setText(" ".join(notes) + " Green: lower (better) than recorded; red: higher.")
+        notes = [f"Candidate: {settings_text(settings)}.", f"Recorded: {policy_text(comparison.recorded.settings)}."]
+        notes += [n for n in (getattr(comparison.recorded, "note", None), getattr(comparison.candidate, "note", None)) if n]
+        self.result_note.setText(" ".join(notes) + " Green: lower than recorded (better), red: higher.")
 
     def _show_sweep(self, sweep: "WhatIfSweep", settings: Mapping[str, Any]) -> None:
-        self.sweep, self.comparison = sweep, None
+        self.sweep = sweep
         self.sweep_model.set_rows(sweep_rows(sweep))
         self.chart.set_sweep(sweep)
         self.results.setCurrentWidget(self._sweep_page)
         self.progress.setRange(0, 1)
         self.progress.setValue(1)
         rest = {k: v for k, v in settings.items() if k != sweep.parameter}
-        self.result_note.setText(f"Each row replays the thread with one value; the other settings: {settings_text(rest)}.")
+        self.result_note.setText(
+            f"Each row replays the thread with one value; the other settings: {settings_text(rest)}. Recorded: {policy_text(sweep.recorded.settings)}."
+        )
+        self.results.setTabText(1, f"Sweep ({len(sweep.runs)} runs)")
+        self.sweep_view.header().resizeSections(QHeaderView.ResizeMode.ResizeToContents)
+        wanted = self.sweep_view.header().length() + self.sweep_view.frameWidth() * 2 + 4  # the whole table, when the chart keeps 320 px
+        total = self._sweep_page.width()
+        if total > 0:
+            table = max(total // 2, min(wanted, total - 320))
+            self._sweep_page.setSizes([table, total - table])
 
     def done(self, result: int) -> None:
         """Closing the dialog (Close, Esc, the window's close button) stops a running what-if (the
