@@ -4,7 +4,9 @@ Before Qt is loaded, :func:`inspector_app.platform_check.check` makes sure the p
 can work here (a display, the system libraries its plugin needs); if not, one line says what is
 missing and how to install it, and the exit code is 2. ``--screenshot`` renders offscreen;
 ``--import FILE`` (import first, the result dialog shown) and ``--compact`` (a manual compaction
-of the selected thread) prepare what it shows.
+of the selected thread) prepare what it shows; ``--request N``, ``--compaction N`` and
+``--replay-view`` open the replay tab on a request, on a compaction's before/after or on a page,
+and ``--diff-window`` shows that before/after in its own window (drawn over the main one).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ os.environ.setdefault("QT_API", "pyside6")  # qasync would pick PyQt first if on
 from . import platform_check
 from .choices import TABS, THEME_MODES
 
+#: the replay tab's pages (``inspector_app.widgets.replay.PAGES``; named here so parsing needs no Qt)
+REPLAY_PAGES: tuple[str, ...] = ("requests", "recoveries", "diff")
+
 if TYPE_CHECKING:
     from PySide6.QtWidgets import QApplication
 
@@ -33,9 +38,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded (offscreen), then exit")
     parser.add_argument("--theme", choices=THEME_MODES, default="system", help="colour theme (default: follow the system)")
-    parser.add_argument("--tab", choices=TABS, default="detail", help="the side tab to show (default: detail)")
+    parser.add_argument("--tab", choices=TABS, default=None, help="the side tab to show (default: detail, or replay with the options below)")
     parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
     parser.add_argument("--replay-step", metavar="N", type=int, help="show step N (from 1) of the first replay episode")
+    parser.add_argument("--replay-view", choices=REPLAY_PAGES, help="the page of the replay tab: every request, the recoveries, or before/after")
+    parser.add_argument("--request", metavar="N", type=int, help="replay request N (from 1) of the selected thread")
+    parser.add_argument("--compaction", metavar="N", type=int, help="show the before/after of compaction N (from 1) of the selected thread")
+    parser.add_argument("--diff-window", action="store_true", help="show the before/after in a window of its own (with --compaction, or the latest)")
     parser.add_argument("--import", dest="import_files", metavar="FILE", action="append", type=Path, default=[],
                         help="import this transcript into the database first and show the result (repeatable)")
     parser.add_argument("--compact", action="store_true", help="compact the selected thread by hand once loaded (as Compact now does)")
@@ -56,9 +65,14 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
         await window.settle()
     if opened and args.message is not None:
         await window.select_message(args.message)
+    replay = args.replay_view is not None or args.request is not None or args.compaction is not None or args.diff_window
     if args.replay_step is not None:
         window.replay.model.go(args.replay_step - 1)
-    window.show_tab(args.tab)
+        if args.replay_view is None and not replay:
+            args.replay_view, replay = "recoveries", True
+    window.show_tab(args.tab or ("replay" if replay else "detail"))
+    if opened and replay:
+        await _show_replay(window, args)
     if args.screenshot is not None:
         app.processEvents()
         if not _grab(window).save(str(args.screenshot), "PNG"):
@@ -73,11 +87,30 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     return 0
 
 
+async def _show_replay(window: MainWindow, args: argparse.Namespace) -> None:
+    """The replay tab on the page, request or compaction the options name (read, then settled)."""
+    replay = window.selection.replay
+    if args.request is not None:
+        replay.go_to_request(args.request - 1)
+    elif args.compaction is not None or args.replay_view == "diff" or args.diff_window:
+        replay.show_compaction(args.compaction)
+    else:
+        window.replay.show_page(args.replay_view)
+    await window.settle()
+    if args.diff_window:
+        replay.pop_out()
+        await window.settle()
+
+
 def _grab(window: MainWindow) -> Any:
-    """The window as a picture, with an open import result dialog drawn over it where it shows."""
+    """The window as a picture, with an open import result dialog drawn over it where it shows;
+    the before/after window alone when it was opened (``--diff-window``)."""
     from PySide6.QtCore import QPoint
     from PySide6.QtGui import QColor, QPainter
 
+    diff = window.selection.replay.window
+    if diff is not None and diff.isVisible():  # the before/after window: the picture is that window
+        return diff.grab()
     picture = window.grab()
     dialog = window.importer.dialog
     if dialog is not None and dialog.isVisible():

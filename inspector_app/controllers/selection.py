@@ -275,7 +275,7 @@ class ReplayController:
             return
         self.panel.diff_state = "loaded"
         for view in self._views():
-            view.show_diff(diff)
+            view.show_diff(diff, key if view is not self.panel.diff else None)  # the pane's thread is in the header
 
     def _views(self) -> list[Any]:
         out: list[Any] = [self.panel.diff]
@@ -316,6 +316,7 @@ class ReplayController:
         view.set_entries(pane.entries())
         diff = pane.current_diff()
         if diff is not None:
-            view.show_diff(diff)
+            view.show_diff(diff, self.panel.key)
+        self.window.setWindowTitle(f"Before / after compaction — {self.panel.key}" if self.panel.key else "Before / after compaction")
         self.window.show()
         self.window.raise_()

@@ -218,27 +218,22 @@ class RequestRow:
 
 
 def request_label(row: RequestRow, total: int, envelope: RequestEnvelope | None = None) -> str:
-    """One line per request: number, tokens, generation, the compaction before it, what it did
-    (from its envelope once built, else from its pressure point)."""
+    """One line per request: number, size, the compaction before it, and what went wrong, if
+    anything. The size is the recorded one (the pressure point's, as the chart draws it), else the
+    rebuilt envelope's; the rest of the envelope is in the facts of the current request."""
     if row.replay_step is not None:
         s = row.replay_step
         tokens = _tokens(s.tokens_before, s.tokens_after)
         parts = [f"    ↳ recovery {(row.step or 0) + 1}: {s.kind}", *([tokens] if tokens else []), *(["no progress"] if s.no_progress else [])]
         return " · ".join(parts)
     parts = [f"Request {(row.index or 0) + 1} of {total}"]
-    if envelope is not None:
-        parts += [f"{envelope.tokens:,} tok", f"gen {envelope.generation}"]
-    elif row.point is not None:
-        parts.append(f"{row.point.tokens:,} tok")
+    tokens = row.point.tokens if row.point is not None else envelope.tokens if envelope is not None else None
+    if tokens is not None:
+        parts.append(f"{tokens:,} tok")
     if row.compaction:
         parts.append(f"after {row.compaction}")
-    if envelope is not None:
-        if envelope.pruned_ids:
-            parts.append(f"{len(envelope.pruned_ids)} preview{'s' if len(envelope.pruned_ids) != 1 else ''}")
-        if envelope.ephemeral:
-            parts.append(f"{len(envelope.ephemeral)} note{'s' if len(envelope.ephemeral) != 1 else ''}")
-        if envelope.outcome and envelope.outcome not in ("completed", "ok"):
-            parts.append(envelope.outcome)
+    if envelope is not None and envelope.outcome and envelope.outcome not in ("completed", "ok"):
+        parts.append(envelope.outcome)
     return " · ".join(parts)
 
 
@@ -411,10 +406,12 @@ class RequestsModel(QAbstractListModel):
             return row.replay_step
         if role == RowKindRole:
             return "step" if row.replay_step is not None else "request"
-        if role == Qt.ItemDataRole.DecorationRole:
+        if role == Qt.ItemDataRole.DecorationRole:  # every row has one: the texts line up
             if row.replay_step is not None:
-                return theme.icon("warning" if row.replay_step.kind in ("provider_error", "gave_up") else "forward")
-            return theme.icon("summary") if row.compaction else None
+                return theme.icon("warning" if row.replay_step.kind in ("provider_error", "gave_up") else "forward", "danger" if row.replay_step.kind == "provider_error" else "text_muted")
+            if row.compaction:
+                return theme.icon("boundary", "info" if row.compaction == "recorded" else "cat_summary")
+            return theme.icon("assistant")
         if role == Qt.ItemDataRole.ForegroundRole:
             if row.replay_step is not None:
                 return QBrush(theme.color("danger" if row.replay_step.no_progress or row.replay_step.kind == "gave_up" else "text_muted"))

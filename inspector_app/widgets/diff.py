@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -82,6 +83,7 @@ class DiffView(QWidget):
         self.setObjectName("diffView")
         self._entries: list[CompactionEntry] = []
         self._diff: CompactionDiff | None = None
+        self._thread: str | None = None
         self.before_model = DiffSideModel(self)
         self.after_model = DiffSideModel(self)
         self.tokens_model = DiffTokensModel(self)
@@ -117,7 +119,9 @@ class DiffView(QWidget):
         self.tokens.setShowGrid(False)
         self.tokens.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Stretch)
         self.tokens.verticalHeader().setDefaultSectionSize(self.fontMetrics().height() + 6)
-        self.tokens.setFixedHeight((self.fontMetrics().height() + 6) * 7 + 8)
+        self.tokens.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.tokens.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._fit_tokens()
 
         self.before_title = QLabel("Before")
         self.before_title.setObjectName("sectionTitle")
@@ -143,7 +147,7 @@ class DiffView(QWidget):
         self.summary.setObjectName("diffSummary")
         self.summary.setReadOnly(True)
         self.summary.setPlaceholderText("No summary: this compaction only pruned tool results to previews.")
-        self.summary.setMaximumHeight(self.fontMetrics().height() * 6)
+        self.summary.setMinimumHeight(self.fontMetrics().height() * 4)
         summary_title = QLabel("Summary the model sees instead")
         summary_title.setObjectName("muted")
 
@@ -170,19 +174,30 @@ class DiffView(QWidget):
         dh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
 
         nav = QHBoxLayout()
-        nav.addWidget(self.picker, 1)
         nav.addWidget(self.previous_button)
+        nav.addWidget(self.picker, 1)
         nav.addWidget(self.next_button)
-        nav.addWidget(self.pop_button)
+        head = QHBoxLayout()
+        head.addWidget(self.title, 1)
+        head.addWidget(self.pop_button, 0, Qt.AlignmentFlag.AlignTop)
 
-        lower = QWidget()
-        ll = QVBoxLayout(lower)
-        ll.setContentsMargins(0, 0, 0, 0)
-        ll.addWidget(summary_title)
-        ll.addWidget(self.summary)
-        ll.addWidget(self.dropped_title)
-        ll.addWidget(self.dropped_warning)
-        ll.addWidget(self.dropped_view, 1)
+        summary_box = QWidget()
+        sl = QVBoxLayout(summary_box)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.addWidget(summary_title)
+        sl.addWidget(self.summary, 1)
+        dropped_box = QWidget()
+        dl = QVBoxLayout(dropped_box)
+        dl.setContentsMargins(0, 0, 0, 0)
+        dl.addWidget(self.dropped_title)
+        dl.addWidget(self.dropped_warning)
+        dl.addWidget(self.dropped_view, 1)
+        #: the summary and the dropped list: side by side when the view is wide, else stacked
+        self.lower = lower = QSplitter(Qt.Orientation.Vertical)
+        lower.setObjectName("diffLower")
+        lower.setChildrenCollapsible(False)
+        lower.addWidget(summary_box)
+        lower.addWidget(dropped_box)
         split = QSplitter(Qt.Orientation.Vertical)
         split.setChildrenCollapsible(False)
         split.addWidget(sides)
@@ -198,7 +213,7 @@ class DiffView(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(nav)
-        layout.addWidget(self.title)
+        layout.addLayout(head)
         layout.addWidget(self.status)
         layout.addWidget(self.body, 1)
 
@@ -207,6 +222,22 @@ class DiffView(QWidget):
         self.next_button.clicked.connect(lambda: self._step(+1))
         self.pop_button.clicked.connect(self.popOutRequested.emit)
         self.clear()
+
+    #: from this width on, the summary and the dropped list sit side by side
+    WIDE = 900
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        wide = self.width() >= self.WIDE
+        orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
+        if self.lower.orientation() != orientation:
+            self.lower.setOrientation(orientation)
+
+    def _fit_tokens(self) -> None:
+        """The tokens table as tall as its rows (six categories): no scroll bar, nothing cut."""
+        rows = max(self.tokens_model.rowCount(), 6)
+        header = self.tokens.horizontalHeader().sizeHint().height()
+        self.tokens.setFixedHeight(header + rows * self.tokens.verticalHeader().defaultSectionSize() + 2 * self.tokens.frameWidth() + 2)
 
     @staticmethod
     def _list(name: str, model: DiffSideModel) -> QListView:
@@ -261,7 +292,9 @@ class DiffView(QWidget):
         self.status.show()
         self.status.style().polish(self.status)
 
-    def show_diff(self, diff: CompactionDiff) -> None:
+    def show_diff(self, diff: CompactionDiff, thread: str | None = None) -> None:
+        """Show ``diff`` (of ``thread``, named in the title when given)."""
+        self._thread = thread
         if 1 <= diff.index <= self.picker.count():
             self.picker.setCurrentIndex(diff.index - 1)
         self.status.hide()
@@ -296,6 +329,7 @@ class DiffView(QWidget):
         self._diff = diff
         self.body.setVisible(diff is not None)
         self.tokens_model.set_diff(diff)
+        self._fit_tokens()
         if diff is None:
             self.title.setText("")
             self.title.hide()
@@ -315,7 +349,8 @@ class DiffView(QWidget):
         tokens = f" · {total_before:,} → {total_after:,} tokens" if total_before is not None and total_after is not None else ""
         generation = f" · generation {diff.generation_before} → {diff.generation_after}" if diff.generation_before is not None and diff.generation_after is not None else ""
         origin = "" if diff.origin == "engine" else f" · recorded by {diff.origin}"
-        self.title.setText(f"Compaction {diff.index}: {diff.kind}{f' ({diff.trigger})' if diff.trigger else ''}{tokens}{generation}{origin}")
+        of = f" of {self._thread}" if self._thread else ""
+        self.title.setText(f"Compaction {diff.index}{of}: {diff.kind}{f' ({diff.trigger})' if diff.trigger else ''}{tokens}{generation}{origin}")
         self.title.setToolTip(diff.note or "")
         self.title.show()
         self.summary.setPlainText(diff.summary or "")

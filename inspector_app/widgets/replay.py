@@ -82,6 +82,18 @@ def _list_view(name: str) -> QListView:
     return view
 
 
+def summary_fact(e: RequestEnvelope) -> str:
+    """The summary in force at a request: its size and its first line of substance (a summary's
+    own header lines, such as the extractive summarizer's notice or headings, skipped)."""
+    if not e.summary:
+        return "none in force"
+    lines = [ln.strip() for ln in e.summary.splitlines() if ln.strip()]
+    body = next((ln for ln in lines if not ln.startswith(("[", "#"))), lines[0] if lines else "")
+    size = e.breakdown.get("summary")
+    head = f"{size:,} tokens" if size else "in force"
+    return f"{head} · {body[:160]}{'…' if len(body) > 160 else ''}"
+
+
 REQUEST_FACTS: tuple[tuple[str, str], ...] = (
     ("tokens", "Tokens"),
     ("breakdown", "Breakdown"),
@@ -371,7 +383,7 @@ class ReplayPanel(QWidget):
             return
         index = model.index(row)
         self.requests.setCurrentIndex(index)
-        self.requests.scrollTo(index)
+        self.requests.scrollTo(index, QListView.ScrollHint.PositionAtCenter if self.requests.isVisible() else QListView.ScrollHint.EnsureVisible)
         if current.replay_step is not None:
             self._show_request_step(current)
             return
@@ -401,13 +413,14 @@ class ReplayPanel(QWidget):
         f["tokens"].setText(f"{e.tokens:,}" + (f" ({', '.join(limits)})" if limits else "") + reported)
         f["breakdown"].setText(breakdown_text(e.breakdown) or "–")
         f["generation"].setText(f"{e.generation}" + (f" · boundary after #{e.boundary}" if e.boundary is not None else " · nothing compacted yet"))
-        f["summary"].setText((e.summary.splitlines()[0][:200] if e.summary else "none in force"))
+        f["summary"].setText(summary_fact(e))
         f["previews"].setText(f"{len(e.pruned_ids)} pruned result{'s' if len(e.pruned_ids) != 1 else ''} shown as previews: " + ", ".join(f"#{i}" for i in e.pruned_ids[:12]) + (" …" if len(e.pruned_ids) > 12 else "") if e.pruned_ids else "none")
         f["notes"].setText(f"{len(e.ephemeral)} ephemeral note{'s' if len(e.ephemeral) != 1 else ''} (sent, never stored)" if e.ephemeral else "none")
         exact = "exact: the envelope the engine sent" if e.exact else "rebuilt (not known to be exact)"
         f["outcome"].setText(" · ".join(filter(None, (e.outcome, e.origin, exact, e.note))))
         surface = envelope_surface(e)
-        self.request_surface_title.setText(f"Envelope the model received ({len(surface):,} message{'' if len(surface) == 1 else 's'}; system prompt and tools not listed)")
+        self.request_surface_title.setText(f"Envelope the model received · {len(surface):,} message{'' if len(surface) == 1 else 's'}")
+        self.request_surface_title.setToolTip("The summary, the messages as the model saw them and the ephemeral notes; the system prompt and the tools are counted in the breakdown, not listed")
         self.request_surface_model.set_messages(surface)
 
     def _show_request_step(self, row: RequestRow) -> None:

@@ -19,6 +19,7 @@ from inspector_app.main_window import MainWindow
 from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, fake_tokens
+from tests.gui.test_window_real import RESEARCH, WAIT_MS, demo, fresh, open_demo  # noqa: F401 (fixtures)
 
 DEPLOY = "deploy-config"
 
@@ -207,3 +208,34 @@ def test_a_diff_that_cannot_be_rebuilt_says_why(qtbot: Any, window: MainWindow, 
     assert window.replay.diff_state == "error" and view.current_diff() is None
     assert view.status.text() == "The before/after view cannot be rebuilt: the history record 1 names a boundary that is not in the thread"
     assert window.banner.isVisible()
+
+
+# -- the real service, on the demo database -------------------------------------------------------
+
+
+def test_the_real_services_before_after_and_requests_on_the_research_thread(qtbot: Any, open_demo: Any, demo: Any) -> None:
+    """``Service.compaction_diff`` / ``request_envelopes`` through the window: the summary's
+    before/after as a fresh connection rebuilds it, and a request's envelope built on a worker
+    from the service's lazy sequence."""
+    with fresh(demo) as svc:
+        entries = svc.compaction_history(RESEARCH)
+        summary = next(e.index for e in entries if e.kind == "summary")
+        expected = svc.compaction_diff(RESEARCH, summary)
+        envelopes = svc.request_envelopes(RESEARCH)
+        count, fifth = len(envelopes), envelopes[4]
+    w = open_demo(demo, RESEARCH)
+    w.selection.replay.show_compaction(summary)
+    qtbot.waitUntil(lambda: w.replay.diff_state == "loaded" and w.idle, timeout=WAIT_MS)
+    view = w.replay.diff
+    assert view.picker.count() == len(entries) and view.current_diff() == expected
+    before, after = diff_lines(expected)
+    assert view.before_model.rowCount() == len(before) and view.after_model.rowCount() == len(after)
+    assert side_counts(before).get("summarized") == len(expected.summarized) > 0
+    assert view.tokens_model.values()[-1] == ("total", expected.tokens_before["total"], expected.tokens_after["total"])
+    if expected.dropped is not None:
+        assert len(view.dropped_model.items()) == len(expected.dropped.dropped)
+    w.selection.replay.go_to_request(4)
+    qtbot.waitUntil(lambda: w.replay.requests_model.current_envelope() is not None and w.idle, timeout=WAIT_MS)
+    assert w.replay.requests_model.request_count == count
+    assert w.replay.requests_model.current_envelope() == fifth
+    assert w.replay.request_title.text().startswith(f"Request 5 of {count}")

@@ -66,11 +66,15 @@ def test_requests_model_cursor_steps_clamps_and_finds_requests(qapp: QApplicatio
     assert first.data(RowKindRole) == "request" and first.data(EnvelopeRole) is None  # not built yet
     assert first.data() == f"Request 1 of 5 · {points[0].tokens:,} tok"
     model.set_envelope(envelopes[0])
-    assert first.data(EnvelopeRole) == envelopes[0] and first.data() == f"Request 1 of 5 · {envelopes[0].tokens:,} tok · gen 0"
+    assert first.data(EnvelopeRole) == envelopes[0] and first.data() == f"Request 1 of 5 · {points[0].tokens:,} tok"  # the recorded size, as the chart's
     assert moves[-1] == 0  # the current row's envelope arrived: shown again
     model.set_envelope(envelopes[4])
-    assert model.index(4).data().endswith("· gen 1 · 1 preview")  # the pruned knowledge-base result shows as a preview
-    assert "after summary" in model.index(2).data()  # the request right after the summary
+    assert model.index(2).data() == f"Request 3 of 5 · {points[2].tokens:,} tok · after summary"  # the request right after the summary
+    assert all(model.index(r).data(Qt.ItemDataRole.DecorationRole) is not None for r in range(5))
+    unnumbered = RequestsModel()
+    unnumbered.set_requests(5)  # no pressure points: the built envelope's size
+    unnumbered.set_envelope(envelopes[3])
+    assert unnumbered.index(3).data() == f"Request 4 of 5 · {envelopes[3].tokens:,} tok" and unnumbered.index(2).data() == "Request 3 of 5"
     assert model.row_of_request_id(points[3].request_id) == 3 and model.row_of_request_id(999) == -1
     model.set_requests(5, points, select=1, envelopes=model.envelopes())
     assert model.row_index == 1 and model.current_envelope() is None and model.envelope(4) == envelopes[4]
@@ -122,6 +126,7 @@ def test_requests_are_read_only_when_the_page_is_shown(qtbot: Any, window: MainW
     assert panel.request_title.text().startswith("Request 5 of 5")
     assert panel.request_facts["tokens"].text().startswith(f"{last.tokens:,} (")
     assert panel.request_facts["generation"].text() == f"1 · boundary after #{last.boundary}"
+    assert panel.request_facts["summary"].text() == f"{last.breakdown['summary']} tokens · {last.summary}"
     assert panel.request_facts["previews"].text().startswith("1 pruned result shown as previews: #7")
     rows = [panel.request_surface_model.index(r).data() for r in range(panel.request_surface_model.rowCount())]
     assert rows[0].startswith("[summary] ") and sum(r.startswith("[preview] ") for r in rows) == 1
@@ -266,3 +271,14 @@ def test_a_long_threads_requests_do_not_block_the_gui(qtbot: Any, window: MainWi
     assert panel.request_title.text().startswith("Request 370 of 400")
     _built(qtbot, w)
     assert panel.requests_model.current_envelope().index == 369 and len(fake.built) < 32
+
+
+def test_the_app_opens_the_replay_tab_on_a_request_or_a_compaction() -> None:
+    from inspector_app.app import REPLAY_PAGES, parse_args
+    from inspector_app.widgets.replay import PAGES
+
+    assert REPLAY_PAGES == PAGES
+    args = parse_args(["--thread", "t", "--request", "3"])
+    assert args.request == 3 and args.tab is None and args.compaction is None
+    args = parse_args(["--compaction", "2", "--diff-window", "--replay-view", "diff"])
+    assert args.compaction == 2 and args.diff_window and args.replay_view == "diff"
