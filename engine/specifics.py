@@ -118,11 +118,11 @@ _ERROR_WORDS = ("rror", "ERROR", "FATAL", "atal", "anic", "FAIL", "Exception", "
 _DECISION_WORDS = ("e'll", "e will", "e are going", "e shall", "ecided", "greed to", "hose to", "et's", "ecision:", "决定", "确定", "我们将", "我们会")
 
 _SPACE = re.compile(r"\s+")
-#: what a text shows, for lookups: runs of URL characters not ending in punctuation, and runs of
-#: path / id characters inside them
-_TOKEN = re.compile(r"[A-Za-z0-9\-._~:/?#@!$&*+,;=%]*[A-Za-z0-9\-_~/#@$&*+=%]", re.ASCII)
+#: what a text shows, for lookups: runs of URL characters that neither start nor end with
+#: punctuation, and runs of path / id characters inside them (possessive: linear on any input)
+_TOKEN = re.compile(r"[A-Za-z0-9\-_~/#@$&*+=%]++(?:[.,;:!?]++[A-Za-z0-9\-_~/#@$&*+=%]++)*+", re.ASCII)
 _TAIL = re.compile(r"/(?=([^\n]+))")
-_PIECE = re.compile(r"[A-Za-z0-9\-._~/]*[A-Za-z0-9\-_~/]", re.ASCII)
+_PIECE = re.compile(r"[A-Za-z0-9\-_~/]++(?:\.++[A-Za-z0-9\-_~/]++)*+", re.ASCII)
 _HEX = re.compile(r"[0-9a-fA-F\-]+", re.ASCII)
 
 
@@ -417,7 +417,8 @@ def _error_hits(text: str) -> list[tuple[int, str, str]]:
         hits.extend((m.start(), m.end(), m.group()) for m in _FAILED_LINE.finditer(text))
     for m in _EXCEPTION_TAIL.finditer(text):  # the exception's dotted name, read back from "Error:"
         a = m.start()
-        while a > 0 and text[a - 1] in _NAME_CHARS:
+        stop = max(0, a - 200)  # no exception name is longer
+        while a > stop and text[a - 1] in _NAME_CHARS:
             a -= 1
         name = text[a : m.start()].lstrip(".")
         if _EXCEPTION_START.match(name + "E"):
@@ -482,7 +483,7 @@ def _specifics_of(texts: Iterable[str]) -> list[Specific]:
 #: again by the next compaction's previous summary, by what-if runs and by history views
 _CACHE: "OrderedDict[str, tuple[Specific, ...]]" = OrderedDict()
 _CACHE_CHARS = [0]
-_CACHE_LIMIT_CHARS = 32_000_000
+_CACHE_LIMIT_CHARS = 8_000_000  # characters of text kept as keys (a few tens of MB at most)
 _CACHE_LOCK = threading.Lock()
 
 
@@ -516,14 +517,22 @@ def _pair_value(s: Specific) -> str | None:
     return None
 
 
+#: trailing parts looked at per path or URL, from its end (a path is not named by its first segments)
+_MAX_TAILS = 16
+#: tokens longer than this get no trailing parts indexed (a base64 blob is not a path)
+_MAX_TAILED_TOKEN = 400
+
+
 def _tails(value: str) -> Iterable[str]:
-    """The trailing parts of a path or URL at each ``/``: ``a/b/c.py`` gives ``b/c.py``, ``c.py``."""
-    at = value.find("/")
-    while at >= 0:
-        tail = value[at + 1 :]
-        if tail:
-            yield tail
-        at = value.find("/", at + 1)
+    """The trailing parts of a path or URL at each ``/``, from the end, at most :data:`_MAX_TAILS`:
+    ``a/b/c.py`` gives ``c.py``, ``b/c.py``."""
+    at = len(value)
+    for _ in range(_MAX_TAILS):
+        at = value.rfind("/", 0, at)
+        if at < 0:
+            return
+        if at + 1 < len(value):
+            yield value[at + 1 :]
 
 
 class _Index:
@@ -537,7 +546,7 @@ class _Index:
         self.joined = joined = "\n".join(self.texts)
         self.tokens = set(_TOKEN.findall(joined))
         self.tokens.update(_PIECE.findall(" ".join(self.tokens)))  # pieces of the distinct tokens only
-        slashed = "\n".join([t for t in self.tokens if "/" in t])
+        slashed = "\n".join([t for t in self.tokens if "/" in t and len(t) <= _MAX_TAILED_TOKEN and t.count("/") <= _MAX_TAILS])
         self.tokens.update(_TAIL.findall(slashed))  # every trailing part of those, at each "/"
         self.quantities = {_key(Specific("quantity", m.group())) for m in _NUMERIC.finditer(joined) if m.lastgroup != "ip"}
 

@@ -251,3 +251,19 @@ def test_summary_events_carry_the_fields_and_old_events_parse() -> None:
     assert legacy.specifics() is None
     broken = parse_event("summary", {**old, "specifics_seen": 2, "dropped": [{"kind": "url"}, 5], "dropped_specifics": "x"})
     assert broken.specifics() == DroppedSpecifics(seen=2)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["." * 300_000, ",a" * 150_000, "/a" * 150_000, "a/" * 150_000, ("QUJD/ZGVm+" * 30_000), "1" * 300_000, "Error: " * 40_000, "我们决定使用" * 40_000, "Traceback (most recent call last):\n" * 10_000],
+    ids=["dots", "commas", "abs-path", "slashes", "base64", "digits", "errors", "chinese", "tracebacks"],
+)
+def test_linear_on_pathological_text(text: str) -> None:
+    """No pattern backtracks quadratically, and no long path is cut into every trailing part: a
+    few hundred thousand characters of the worst shapes take well under a second (bound: 10 s on a
+    loaded machine)."""
+    import time
+
+    started = time.process_time()
+    dropped_specifics(before=[text], summary="s", after=[text[: len(text) // 2]], referenced=[text[-5000:]])
+    assert time.process_time() - started < 10
