@@ -411,7 +411,7 @@ def _error_hits(text: str) -> list[tuple[int, str, str]]:
                     hits.append((pos, end, line))
                 break
             pos = end + 1
-        at = text.find(_TRACEBACK, at + len(_TRACEBACK))
+        at = text.find(_TRACEBACK, max(pos, at + len(_TRACEBACK)))  # frames are read once
     hits.extend((m.start(), m.end(), m.group()) for m in _ERROR_LINE.finditer(text))
     if "FAIL" in text:
         hits.extend((m.start(), m.end(), m.group()) for m in _FAILED_LINE.finditer(text))

@@ -255,8 +255,8 @@ def test_summary_events_carry_the_fields_and_old_events_parse() -> None:
 
 @pytest.mark.parametrize(
     "text",
-    ["." * 300_000, ",a" * 150_000, "/a" * 150_000, "a/" * 150_000, ("QUJD/ZGVm+" * 30_000), "1" * 300_000, "Error: " * 40_000, "我们决定使用" * 40_000, "Traceback (most recent call last):\n" * 10_000],
-    ids=["dots", "commas", "abs-path", "slashes", "base64", "digits", "errors", "chinese", "tracebacks"],
+    ["." * 300_000, ",a" * 150_000, "/a" * 150_000, "a/" * 150_000, ("QUJD/ZGVm+" * 30_000), "1" * 300_000, "Error: " * 40_000, "我们决定使用" * 40_000, "Traceback (most recent call last):\n" * 10_000, "  Traceback (most recent call last):\n" * 10_000],
+    ids=["dots", "commas", "abs-path", "slashes", "base64", "digits", "errors", "chinese", "tracebacks", "indented-tracebacks"],
 )
 def test_linear_on_pathological_text(text: str) -> None:
     """No pattern backtracks quadratically, and no long path is cut into every trailing part: a
