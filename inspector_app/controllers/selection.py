@@ -10,7 +10,7 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex
 
-from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope
+from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope, SourceCompaction
 
 from ..layout import InspectorLayout
 from ..models.events import EventRole, event_target
@@ -149,9 +149,9 @@ class ReplayController:
         self.panel.diff.popOutRequested.connect(self.pop_out)
         self.panel.requests_model.currentChanged.connect(self._follow_request)
         ui.chart.pointClicked.connect(self._on_point)
-        compare = getattr(ui.detail, "compareRequested", None)  # the summary card's "Before / after" (GB's detail pane)
+        compare = getattr(ui.detail, "compareRequested", None)  # a card's "Before / after" (the detail pane's signal, if it has one)
         if compare is not None:
-            compare.connect(self.show_compaction)
+            compare.connect(self.compare)
 
     # -- a new view ----------------------------------------------------------------------------
     def _on_reset(self) -> None:
@@ -293,7 +293,16 @@ class ReplayController:
 
     def show_node(self, node: Node) -> None:
         """Enter on a boundary row (our summary) or a source's compaction row: its before/after."""
-        source = node.source if node.kind == "source" else None
+        self.compare(node.source if node.kind == "source" else None)
+
+    def compare(self, target: Any = None) -> None:
+        """The before/after of ``target``: a compaction's 1-based ordinal, a ``SourceCompaction``
+        (the source's own, e.g. from its card), or None / anything else: our current boundary's
+        summary (the newest of ours)."""
+        if isinstance(target, int) and not isinstance(target, bool):
+            self.show_compaction(target)
+            return
+        source = target if isinstance(target, SourceCompaction) else None
         self.view.spawn(self._show_node(source), "before/after")
 
     async def _show_node(self, source: Any) -> None:

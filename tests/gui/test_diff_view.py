@@ -239,3 +239,25 @@ def test_the_real_services_before_after_and_requests_on_the_research_thread(qtbo
     assert w.replay.requests_model.request_count == count
     assert w.replay.requests_model.current_envelope() == fifth
     assert w.replay.request_title.text().startswith(f"Request 5 of {count}")
+
+
+def test_enter_on_a_sources_compaction_row_opens_its_before_after(qtbot: Any, make_window: Any, fake: FakeService, tmp_path: Any) -> None:
+    session = tmp_path / "session-7.jsonl"
+    session.write_text('{"type": "user"}\n', encoding="utf-8")
+    (report,) = fake.import_file(session)
+    w = make_window()
+    assert run(qtbot, w, w.open_database("sqlite:///fake.db", select=report.thread))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    (row,) = w.timeline_model.source_indexes()
+    w.timeline.setCurrentIndex(row)
+    w.timeline.activated.emit(row)
+    qtbot.waitUntil(lambda: w.replay.diff_state == "loaded" and w.idle, timeout=5000)
+    diff = w.replay.diff.current_diff()
+    assert diff is not None and diff.origin == "claude-code" and diff.index == 1 and diff.summary == "Summary the source wrote."
+    assert w.replay.diff.title.text().endswith("· recorded by claude-code")
+    assert w.replay.diff.status.text().startswith("recorded by claude-code: the surface is rebuilt")  # the diff's note
+    # the same from a card (the detail pane's signal, or a caller): the source compaction itself
+    w.replay.diff.clear()
+    w.selection.replay.compare(fake.threads[report.thread].sources[0])
+    qtbot.waitUntil(lambda: w.replay.diff.current_diff() is not None and w.idle, timeout=5000)
+    assert w.replay.diff.current_diff().origin == "claude-code"
