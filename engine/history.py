@@ -605,7 +605,7 @@ class ThreadHistory:
         return CompactionEntry(
             index=c.index, kind=c.kind, trigger=c.trigger, origin=c.origin, created_at=c.at, tokens_before=tb,
             tokens_after=ta, summary=d.summary if c.kind != "prune" else None, dropped=d.dropped,
-            cost=self.cost(index, diff=d), note=d.note,
+            cost=self.cost(index, diff=d), note=d.note, record_id=d.record_id,
         )
 
     def entries(self) -> list[CompactionEntry]:
@@ -863,6 +863,7 @@ def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
         "created_at": e.created_at.isoformat() if e.created_at is not None else None,
         "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
         "dropped": e.dropped.to_json() if e.dropped is not None else None, "cost": cost_to_json(e.cost), "note": e.note,
+        "record_id": e.record_id,
     }
 
 
@@ -929,6 +930,7 @@ def entry_from_json(data: Any) -> CompactionEntry:
         tokens_after=_opt(data.get("tokens_after"), (int,), f"entry {idx} tokens_after"),
         summary=_opt(data.get("summary"), (str,), f"entry {idx} summary"), dropped=dropped, cost=cost_v,
         note=_opt(data.get("note"), (str,), f"entry {idx} note"),
+        record_id=_opt(data.get("record_id"), (int,), f"entry {idx} record_id"),
     )
 
 

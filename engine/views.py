@@ -469,3 +469,5 @@ class CompactionEntry:
     dropped: "DroppedSpecifics | None"
     cost: CompactionCost | None
     note: str | None = None
+    #: the history record id (``origin == "engine"``) or the ``SourceCompaction.id`` (a source's)
+    record_id: int | None = None

@@ -120,6 +120,7 @@ def diff_json(key: str, count: int, d: Any, cost: Any) -> dict[str, Any]:
         "dropped": d.dropped.to_json() if d.dropped is not None else None,
         "cost": cost_to_json(cost),
         "note": d.note,
+        "record_id": d.record_id,
     }
 
 

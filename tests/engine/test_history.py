@@ -237,6 +237,7 @@ def test_diff_of_a_claude_code_recorded_compaction(svc: Service) -> None:
     recorded = svc.source_compactions(CC_KEY)
     entries = history.compaction_history(svc.store, CC_KEY)
     assert [(e.kind, e.origin) for e in entries] == [("prune", "claude-code"), ("summary", "claude-code")]
+    assert [e.record_id for e in entries] == [c.id for c in recorded]
     summary_c = recorded[1]
     d = history.compaction_diff(svc.store, CC_KEY)  # the latest: the compact_boundary
     assert (d.index, d.kind, d.trigger, d.origin) == (2, "summary", "manual", "claude-code")
@@ -369,7 +370,7 @@ def test_cli_diff_json_and_text(svc: Service, key: str, db_url: str, capsys: pyt
     assert [m["id"] for m in data["kept"]] == [m.id for m in d.kept] and data["summary"] == d.summary
     assert set(data) == {"thread", "compaction", "compactions", "kind", "trigger", "origin", "created_at", "generation_before",
                          "generation_after", "tokens_before", "tokens_after", "previous_summary", "summary", "summarized", "kept",
-                         "pruned", "cleared", "dropped", "cost", "note"}
+                         "pruned", "cleared", "dropped", "cost", "note", "record_id"}
     assert set(data["cost"]) == set(CompactionCost.__dataclass_fields__)
     assert cli("diff", "--db", db_url, "--thread", key, "--compaction", "1") == 0
     out = capsys.readouterr().out
