@@ -50,15 +50,16 @@ MAX_DROPPED = 500
 #: a command, error or decision longer than this is kept as its head (and matched by it)
 MAX_VALUE_CHARS = 240
 
-# ASCII-only classes: CJK text around an identifier must not become part of it. A look-ahead on the
-# first character (which changes no match) lets a scan skip the positions that cannot start one.
+# ASCII-only classes: CJK text around an identifier must not become part of it. A word boundary or a
+# look-ahead on the first character (which changes no match) lets a scan skip the positions that
+# cannot start one.
 _URL = re.compile(r"https?://[A-Za-z0-9\-._~:/?#@!$&*+,;=%]+", re.ASCII)
 _SHA256 = re.compile(r"\b[0-9a-fA-F]{64}\b", re.ASCII)
 _UUID = re.compile(r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b", re.ASCII)
 _ABS_PATH = re.compile(r"(?=[~./])(?<![\w.:/~-])(?:~|\.\.?)?/(?:[\w.\-]+/)+[\w.\-]+", re.ASCII)
 _REL_PATH = re.compile(r"(?<![\w.\-/])(?:[\w\-.]+/)+[\w\-]+\.[A-Za-z][A-Za-z0-9]{0,7}\b", re.ASCII)
 _PREFIXED_ID = re.compile(
-    r"(?=[DdCcKkFfTtOoIiRr])\b(?:doc|docs|document|chunk|kb|file|ticket|order|case|item|ref)[-_](?=[\w\-]*\d)[A-Za-z0-9][\w\-]*",
+    r"\b(?=[DdCcKkFfTtOoIiRr])(?:doc|docs|document|chunk|kb|file|ticket|order|case|item|ref)[-_](?=[\w\-]*\d)[A-Za-z0-9][\w\-]*",
     re.ASCII | re.IGNORECASE,
 )
 _ID_KEYS = r"doc_id|document_id|chunk_id|kb_id|knowledge_base_id|file_id|source_id"
@@ -69,7 +70,7 @@ _TRAILING = ".,;:!?'\")"
 #: ``doc_id=doc-9`` as a summary writes a JSON pair back
 _PAIR_ID = re.compile(rf"(?<![\w\"])({_ID_KEYS})=([A-Za-z0-9][\w\-.:]*)", re.ASCII)
 #: a run of lower-case hex: a git commit hash when 7-40 long, with a letter and a digit, alone
-_HEX_RUN = re.compile(r"(?=[0-9a-f])(?<![0-9A-Za-z_])[0-9a-f]{7,}+(?![0-9A-Za-z_])", re.ASCII)
+_HEX_RUN = re.compile(r"\b(?=[0-9a-f]{7})[0-9a-f]++\b", re.ASCII)
 
 _CMD_LINE = re.compile(r"^[ \t]*\$[ \t]+(\S[^\n]*)", re.ASCII | re.MULTILINE)
 _CMD_ARG = re.compile(r'"(?:command|cmd)"\s*:\s*("(?:[^"\\\n]|\\.)*"|\[[^\]\n]*\])', re.ASCII)
@@ -82,7 +83,7 @@ _UNITS = (
     r"|[ \t]?%|[kKM](?:[ \t](?:tokens?|rows|messages|requests))?(?![A-Za-z0-9_])|x(?![A-Za-z0-9_])"
 )
 _NUMERIC = re.compile(
-    r"(?=[v\d])(?<![\w.,\-])(?:(?P<ip>(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?)(?!\w|\.\w)"
+    r"\b(?=[v\d])(?<![\w.,\-])(?:(?P<ip>(?:\d{1,3}\.){3}\d{1,3}(?::\d{1,5})?)(?!\w|\.\w)"
     r"|(?P<version>(?:v\d++(?:\.\d++){1,3}|\d++\.\d++\.\d++)(?:-[0-9A-Za-z]++(?:\.[0-9A-Za-z]++)*+)?+)(?!\w|\.\w)"
     rf"|(?P<quantity>\d++(?:,\d{{3}})*+(?:\.\d+)?+(?:{_UNITS})))",
     re.ASCII,
