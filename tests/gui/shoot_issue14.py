@@ -7,7 +7,8 @@
 
 ``python -m tests.gui.shoot_issue14 OUT_DIR [--db URL --thread KEY]``: without ``--db`` it builds the
 demo database in a temporary directory and adds the incident thread below (appended through
-``Service`` like any platform, compacted by hand with the engine's extractive summarizer)."""
+``Service`` like any platform, compacted by hand with the engine's extractive summarizer). The
+tests use the same thread through the :func:`incident` fixture (both backends)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,12 @@ import json
 import os
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("QT_API", "pyside6")
@@ -26,7 +31,7 @@ os.environ.setdefault("QT_API", "pyside6")
 INCIDENT = "incident-api-rollout"
 
 
-def _incident(svc: Any) -> None:
+def add_incident(svc: Any) -> None:
     """A deploy incident: long tool output early (paths, commands, errors, numbers with units, a
     commit), a short retained tail that refers back to some of it by short forms."""
     from engine.messages import ToolCall, assistant, tool_result, user
@@ -74,6 +79,48 @@ def _incident(svc: Any) -> None:
         raise SystemExit(f"the incident thread was not compacted: {result.status} {result.reason}")
 
 
+@dataclass(frozen=True)
+class Incident:
+    """A database holding the incident thread (compacted by hand), on one backend."""
+
+    url: str
+    workdir: Path
+
+    def open(self) -> Any:
+        """The real service as the inspector opens it (the offline summarizer, the stored policy)."""
+        from engine.service import open_service
+        from engine.summarizers.extractive import ExtractiveSummarizer
+
+        return open_service(self.url, workdir=self.workdir, summarizer=ExtractiveSummarizer(), policies=None)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def incident(request: pytest.FixtureRequest, tmp_path: Path) -> Incident:
+    """The incident thread in a fresh database of each backend (the demo's 12k-window policy),
+    written on a plain thread (never inside a test's qasync loop)."""
+    from engine.demo import DEMO_POLICY
+    from engine.store import migrate
+
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'incident.db'}"
+    else:
+        url = request.getfixturevalue("new_pg_database")()
+    made = Incident(url, tmp_path / "incident-workdir")
+
+    def write() -> None:
+        migrate(url)
+        svc = made.open()
+        try:
+            svc.set_policy(DEMO_POLICY)
+            add_incident(svc)
+        finally:
+            svc.close()
+
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(write).result(timeout=60)
+    return made
+
+
 def build(tmp: Path) -> tuple[str, Path]:
     from engine.demo import build_demo
     from engine.service import open_service
@@ -82,7 +129,7 @@ def build(tmp: Path) -> tuple[str, Path]:
     build_demo(url, workdir=tmp / "workdir")
     svc = open_service(url, workdir=tmp / "workdir")
     try:
-        _incident(svc)
+        add_incident(svc)
     finally:
         svc.close()
     return url, tmp / "workdir"

@@ -17,6 +17,7 @@ from engine.errors import EngineError
 from inspector_app.controllers.compaction import EXPORT_FILTERS, default_export_name, export_target, write_export
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import FakeService
 
 pytestmark = pytest.mark.gui
@@ -140,3 +141,25 @@ def test_export_and_what_if_need_an_open_thread(qtbot: Any, make_window: Any) ->
     assert not w.export_action.isEnabled() and not w.whatif_action.isEnabled() and not w.whatif_button.isEnabled()
     assert w.compaction.ask_export() is None and w.open_whatif() is None
     assert run(qtbot, w, w.export_history("/tmp/never.md")) is False
+
+
+# -- the real service ----------------------------------------------------------------------------
+
+
+def test_a_real_export_round_trips_to_json_and_names_the_dropped_error(qtbot: Any, window_factory: Any, incident: Incident, tmp_path: Path) -> None:
+    from engine.history import load_export
+
+    w = window_factory(lambda _url: incident.open())
+    assert run(qtbot, w, w.open_database(incident.url, select=INCIDENT), timeout=20_000)
+    qtbot.waitUntil(lambda: w.idle, timeout=20_000)
+    assert run(qtbot, w, w.export_history(str(tmp_path / "incident.json"), "json"), timeout=20_000)
+    assert run(qtbot, w, w.export_history(str(tmp_path / "incident.md"), "md"), timeout=20_000)
+    svc = incident.open()
+    try:
+        entries = svc.compaction_history(INCIDENT)
+    finally:
+        svc.close()
+    assert load_export((tmp_path / "incident.json").read_text(encoding="utf-8")) == entries
+    markdown = (tmp_path / "incident.md").read_text(encoding="utf-8")
+    assert "AssertionError: 16 workers need 768 MiB" in markdown
+    assert not w.banner.isVisible()

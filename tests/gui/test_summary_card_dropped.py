@@ -24,6 +24,7 @@ from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import BoundaryInfo
 from inspector_app.widgets.detail import DroppedItem, DroppedModel, DroppedView, boundary_dropped
 from tests.gui.conftest import run
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import T0, FakeService, install_demo
 
 pytestmark = pytest.mark.gui
@@ -267,3 +268,33 @@ def test_a_source_card_whose_diff_fails_says_why(qtbot: Any, make_window: Any, t
     qtbot.waitUntil(lambda: w.idle and w.detail.dropped.state != "reading", timeout=5000)
     assert w.detail.dropped.state == "error"
     assert w.detail.dropped_error.text() == "Cannot read: Input/output error: /var/db/x.db"
+
+
+# -- the real service ----------------------------------------------------------------------------
+
+
+def test_the_real_card_warns_about_a_dropped_error_the_request_still_names(qtbot: Any, window_factory: Any, incident: Incident) -> None:
+    """The engine's manual compaction of the incident thread dropped the CI run's AssertionError,
+    which the current request still asks about: the card says so, from the stored summary event."""
+    w = window_factory(lambda _url: incident.open())
+    assert run(qtbot, w, w.open_database(incident.url, select=INCIDENT), timeout=20_000)
+    qtbot.waitUntil(lambda: w.idle, timeout=20_000)
+    run(qtbot, w, w.show_boundary())
+    d = w.detail
+    qtbot.waitUntil(lambda: d.dropped.state == "recorded", timeout=5000)
+    svc = incident.open()
+    try:
+        data = next(e.data for e in reversed(svc.events(INCIDENT, limit=1000)) if e.kind == "summary")
+    finally:
+        svc.close()
+    assert (d.dropped.seen, d.dropped.count, d.dropped.referenced) == (data["specifics_seen"], data["dropped_specifics"], data["dropped_referenced"])
+    items = {i.value: i for i in d.dropped.items}
+    assert items["AssertionError: 16 workers need 768 MiB"].referenced and items["AssertionError: 16 workers need 768 MiB"].kind == "error"
+    assert d.dropped.items[0].referenced  # referenced first
+    assert d.dropped_warning.isVisible() and d.dropped_warning.text().startswith("1 dropped specific is still referred to")
+    d.dropped_toggle.click()
+    assert d.dropped_view.isVisible() and d.dropped_model.rowCount() == len(data["dropped"])
+    QApplication.clipboard().clear()
+    d.copy_button.click()
+    assert QApplication.clipboard().text().startswith("[Extractive summary") and "9c41e07" in QApplication.clipboard().text()
+    assert not w.banner.isVisible()

@@ -30,6 +30,7 @@ from inspector_app.widgets.whatif import (
     sweep_rows,
     sweep_values,
 )
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import FakeService
 
 pytestmark = pytest.mark.gui
@@ -291,3 +292,83 @@ def test_a_sweep_shows_a_table_and_a_chart_and_is_deterministic(qtbot: Any, wind
     dialog.sweep_to.setValue(0.05)  # below from: said in the dialog
     assert finish(qtbot, w, dialog) == ["invalid"]
     assert "below 'from'" in dialog.error.text()
+
+
+# -- the real service ----------------------------------------------------------------------------
+
+
+def _stored(incident: Incident) -> tuple[Any, ...]:
+    """What the database holds of the incident thread, read on a connection of its own."""
+    svc = incident.open()
+    try:
+        return (
+            [t.key for t in svc.list_threads()], svc.message_count(INCIDENT), [h.id for h in svc.history(INCIDENT)],
+            [(e.id, e.kind) for e in svc.events(INCIDENT, limit=10_000)], svc.compaction_state(INCIDENT), svc.thread(INCIDENT).generation,
+        )  # fmt: skip
+    finally:
+        svc.close()
+
+
+def _real_window(qtbot: Any, window_factory: Any, incident: Incident) -> MainWindow:
+    w = window_factory(lambda _url: incident.open())
+    assert run_task(qtbot, w, w.open_database(incident.url, select=INCIDENT))
+    qtbot.waitUntil(lambda: w.idle, timeout=20_000)
+    return w
+
+
+def run_task(qtbot: Any, w: MainWindow, coro: Any) -> Any:
+    task = w.spawn(coro, "test")
+    qtbot.waitUntil(task.done, timeout=20_000)
+    return task.result()
+
+
+def test_a_real_what_if_and_sweep_compare_and_never_write(qtbot: Any, window_factory: Any, incident: Incident) -> None:
+    before = _stored(incident)
+    w = _real_window(qtbot, window_factory, incident)
+    dialog = open_dialog(qtbot, w, INCIDENT)
+    assert dialog.spins["context_window"].value() == 12_000  # the stored policy's window
+    dialog.checks["threshold_ratio"].setChecked(True)
+    dialog.spins["threshold_ratio"].setValue(0.3)
+    assert finish(qtbot, w, dialog, timeout=60_000) == ["done"], dialog.error.text()
+    comparison = dialog.comparison
+    assert comparison is not None and comparison.candidate.requests > 0
+    rows = {r.label: r for r in dialog.comparison_model.rows()}
+    assert rows["Requests replayed"].candidate == f"{comparison.candidate.requests:,}"
+    assert rows["Compactions"].candidate == f"{comparison.candidate.compactions:,}"
+    assert "Recorded: threshold 0.8" in dialog.result_note.text()
+
+    dialog.sweep_mode.setChecked(True)
+    dialog.sweep_param.setCurrentIndex(dialog.sweep_param.findData("threshold_ratio"))
+    dialog.sweep_from.setValue(0.3)
+    dialog.sweep_to.setValue(0.9)
+    dialog.sweep_step.setValue(0.3)
+    assert finish(qtbot, w, dialog, timeout=60_000) == ["done"], dialog.error.text()
+    sweep = dialog.sweep
+    assert sweep is not None and [r.value for r in dialog.sweep_model.rows()] == ["recorded", "0.3", "0.6", "0.9"]
+    assert sweep.runs[0].compactions == comparison.candidate.compactions  # the same threshold, the same run
+    assert sweep.runs[0].compactions >= sweep.runs[-1].compactions
+    assert dialog.comparison is comparison and dialog.results.currentWidget() is dialog._sweep_page  # both results kept
+    assert not w.banner.isVisible() and not dialog.error.isVisible()
+    assert _stored(incident) == before
+
+
+def test_cancelling_a_real_sweep_keeps_nothing(qtbot: Any, window_factory: Any, incident: Incident) -> None:
+    before = _stored(incident)
+    w = _real_window(qtbot, window_factory, incident)
+    dialog = open_dialog(qtbot, w, INCIDENT)
+    dialog.sweep_mode.setChecked(True)
+    dialog.sweep_param.setCurrentIndex(dialog.sweep_param.findData("retained_tail"))
+    dialog.sweep_from.setValue(0.05)
+    dialog.sweep_to.setValue(0.3)
+    dialog.sweep_step.setValue(0.01)  # 26 values: too many
+    assert finish(qtbot, w, dialog) == ["invalid"] and f"at most {MAX_SWEEP}" in dialog.error.text()
+    dialog.sweep_step.setValue(0.025)  # 11 runs
+    outcomes: list[str] = []
+    dialog.finishedRun.connect(outcomes.append)
+    dialog.run_button.click()
+    qtbot.waitUntil(lambda: dialog.progress.maximum() > 1 and dialog.progress.value() > 0, timeout=30_000)
+    dialog.cancel_button.click()
+    qtbot.waitUntil(lambda: bool(outcomes) and w.idle, timeout=30_000)
+    assert outcomes == ["cancelled"] and dialog.status.text().startswith("Cancelled")
+    assert dialog.sweep is None and not dialog.error.isVisible() and not w.banner.isVisible()
+    assert _stored(incident) == before
