@@ -5,14 +5,16 @@ prompt and tool schemas, its recorded model requests) and feeds it, in order, in
 *scratch* store: a temporary SQLite file with its own temporary Workdir, removed when the run ends
 (finished, failed or cancelled). Nothing is ever written to the source database: it is only read.
 
-The scratch thread is driven as the harness drives a live one (:mod:`engine.harness.loop`): a
-request of the user starts a run; before every model request the recorded agent made the engine's
-pressure path runs (:meth:`Compactor.pressure` over the incremental :class:`SnapshotCache`, what
-``Service.compact_for_pressure`` calls), the envelope is measured (the compactor's measurement when
-it made one, else ``Compactor.measure``, what ``Service.measure`` calls), and a completed model
-request is recorded with that estimate, so the thread is routed and the next check sees it. The
-messages between two model requests are appended in one transaction (``Locked.bulk_append``), with
-the request record and the run transitions: one write per model step.
+The scratch thread is driven as the harness drives a live one (:mod:`engine.harness.loop`), by
+:class:`EngineReplay`: a request of the user starts a run (its own :class:`RunState`); before every
+model request the recorded agent made, the engine's pressure path runs (:meth:`Compactor.pressure`
+over the incremental :class:`SnapshotCache`, what ``Service.compact_for_pressure`` calls) and the
+envelope is measured (the compactor's measurement when it made one, else ``Compactor.measure``,
+what ``Service.measure`` calls); the first request is recorded as completed, so the thread is
+routed. A check that would find the envelope below the threshold (and so write nothing) is
+answered from the tally's sum without the database; the messages are bulk-appended through the
+write door, and the real check made, at the first step that reaches the threshold (see
+:class:`EngineReplay`). A 100,000-message what-if takes minutes (docs/benchmarks.md).
 
 Where the agent called the model: before each assistant message; for an imported thread with
 recorded usage (Claude Code writes one response as several assistant messages), before the first
