@@ -172,6 +172,16 @@ class _Compaction:
         return self.record.trigger if self.record is not None else self.source.trigger  # type: ignore[union-attr]
 
 
+@dataclass(frozen=True)
+class _SourceView:
+    """The source's own compaction state at a point: its summary in force, the message id ranges
+    its summaries replaced, the tool results its prunes cleared."""
+
+    summary: SourceCompaction | None = None
+    hidden: tuple[tuple[int, int], ...] = ()
+    cleared: frozenset[int] | set[int] = frozenset()
+
+
 @dataclass
 class _Sides:
     """A surface measured: the envelope's messages split by category."""
@@ -301,23 +311,29 @@ class ThreadHistory:
         return snapshot_at(self.snapshot, self.history, self.messages, self.offloads, generation=generation,
                            last_message_id=last_id, state=state, message_ids=self.ids)
 
-    def _source_state(self, before: int | None = None, *, until: SourceCompaction | None = None) -> tuple[SourceCompaction | None, set[int]]:
-        """The source's summary compaction in force for a prompt made of the messages with id <
-        ``before`` (or: right before compaction ``until``), and the message ids the source's prunes
-        had cleared by then."""
-        in_force: SourceCompaction | None = None
-        cleared: set[int] = set()
+    def _source_state(self, before: int | None = None, *, until: SourceCompaction | None = None) -> _SourceView:
+        """What the source's model saw of a prompt made of the messages with id < ``before`` (or:
+        right before compaction ``until``): its summary in force, the ranges its summaries replaced,
+        the results its prunes cleared."""
+        view = _SourceView()
         for c in self.source:
             if until is not None and c.id == until.id:
                 break
             at = c.after_message_id if c.after_message_id is not None else 0
             if before is not None and at >= before:
                 continue
-            if c.kind == "summary":
-                in_force = c
-            else:
-                cleared.update(self._cleared_by(c))
-        return in_force, cleared
+            view = self._apply(view, c)
+        return view
+
+    def _apply(self, view: _SourceView, c: SourceCompaction) -> _SourceView:
+        if c.kind != "summary":
+            return replace(view, cleared=view.cleared | set(self._cleared_by(c)))
+        hidden = view.hidden
+        if c.replaced_first_id is not None and c.replaced_last_id is not None:
+            hidden = (*hidden, (c.replaced_first_id, c.replaced_last_id))
+        elif c.after_message_id is not None:  # none of what it replaced was imported: all before it
+            hidden = (*hidden, (self.ids[0] if self.ids else 0, c.after_message_id))
+        return replace(view, summary=c, hidden=hidden)
 
     def _cleared_by(self, c: SourceCompaction) -> list[int]:
         if c.replaced_first_id is None or c.replaced_last_id is None:
@@ -327,24 +343,21 @@ class ThreadHistory:
         wanted = set(c.forgotten)
         return [m.id for m in self.messages[lo:hi] if m.role == "tool" and m.id is not None and (not wanted or m.tool_call_id in wanted)]
 
-    def _source_snapshot(self, summary_c: SourceCompaction | None, cleared: set[int], upto: int | None, extra: Sequence[Message] = ()) -> Snapshot:
-        """The source's view: its summary, what it put back (``kept``), the messages after its
-        boundary up to ``upto``, cleared results as :data:`SOURCE_CLEARED_TEXT`."""
-        boundary = None
-        summary = None
-        if summary_c is not None:
-            boundary = summary_c.replaced_last_id if summary_c.replaced_last_id is not None else summary_c.after_message_id
-            summary = summary_c.summary
-        lo = 0 if boundary is None else bisect.bisect_right(self.ids, boundary)
+    def _source_snapshot(self, view: _SourceView, upto: int | None) -> Snapshot:
+        """The source's view as a snapshot: its summary, what it put back (``kept``), the messages
+        it had not replaced up to ``upto``, cleared results as :data:`SOURCE_CLEARED_TEXT`."""
+        summary_c = view.summary
         hi = len(self.ids) if upto is None else bisect.bisect_right(self.ids, upto)
-        msgs: list[Message] = list(extra)
-        if summary_c is not None:
-            msgs.extend(_kept_messages(summary_c))
-        for m in self.messages[lo:hi]:
-            if m.id in cleared:
+        msgs: list[Message] = _kept_messages(summary_c) if summary_c is not None else []
+        for m in self.messages[:hi]:
+            if any(a <= m.id <= b for a, b in view.hidden):  # type: ignore[operator]
+                continue
+            if m.id in view.cleared:
                 m = replace(m.with_content(SOURCE_CLEARED_TEXT, **{META_SOURCE_CLEARED: True}), attachments=())
             msgs.append(m)
-        state = CompactionState(conversation_id=self.snapshot.conversation_id, boundary=boundary, summary=summary, generation=0)
+        boundary = max((b for _, b in view.hidden), default=None)
+        state = CompactionState(conversation_id=self.snapshot.conversation_id, boundary=boundary,
+                                summary=summary_c.summary if summary_c is not None else None, generation=0)
         return replace(self.snapshot, state=state, messages=tuple(msgs), offloads={})
 
     # -- envelopes ------------------------------------------------------------------------
@@ -396,11 +409,11 @@ class ThreadHistory:
         before = r.message_id if r.message_id is not None else (self.ids[-1] + 1 if self.ids else 0)
         n = bisect.bisect_left(self.ids, before)
         last_id = self.ids[n - 1] if n else None
-        summary_c, cleared = self._source_state(before)
-        snap = self._source_snapshot(summary_c, cleared, last_id)
+        view = self._source_state(before)
+        snap = self._source_snapshot(view, last_id)
         sides = self._measure(snap, r.model or self.info.model)
         note = "imported: the source's own system prompt and tools are not recorded; tokens is our count of the stored messages"
-        if summary_c is not None and summary_c.summary is None:
+        if view.summary is not None and view.summary.summary is None:
             note += "; the source kept its summary only encrypted"
         return RequestEnvelope(
             index=index, request_id=r.id, run_id=r.run_id, step=r.step, created_at=r.created_at,
@@ -472,18 +485,18 @@ class ThreadHistory:
         sc = c.source
         assert sc is not None
         upto = sc.after_message_id if sc.after_message_id is not None else 0
-        prev, cleared = self._source_state(until=sc)
-        before = self._measure(self._source_snapshot(prev, cleared, upto), self.info.model)
+        view = self._source_state(until=sc)
+        prev = view.summary
+        before = self._measure(self._source_snapshot(view, upto), self.info.model)
+        now = self._apply(view, sc)
+        after = self._measure(self._source_snapshot(now, upto), self.info.model)
+        after_ids = {m.id for m in after.messages if m.id is not None}
         summarized: tuple[Message, ...] = ()
         newly_cleared: list[int] = []
         if sc.kind == "summary":
-            if sc.replaced_first_id is not None and sc.replaced_last_id is not None:
-                summarized = tuple(m for m in before.messages if m.id is not None and sc.replaced_first_id <= m.id <= sc.replaced_last_id)
-            after_snap = self._source_snapshot(sc, cleared, upto)
+            summarized = tuple(m for m in before.messages if m.id is not None and m.id not in after_ids)
         else:
-            newly_cleared = [i for i in self._cleared_by(sc) if i not in cleared]
-            after_snap = self._source_snapshot(prev, cleared | set(newly_cleared), upto)
-        after = self._measure(after_snap, self.info.model)
+            newly_cleared = sorted(set(now.cleared) - set(view.cleared))
         kept = tuple(m for m in after.messages if not m.metadata.get(META_SOURCE_CLEARED))
         notes = [f"recorded by {sc.source}; tokens are our count of the stored messages (the source's own system prompt and tools are not recorded)"]
         if sc.tokens_before is not None:

@@ -503,3 +503,19 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
     assert history.load_export(text)[0].dropped == d.dropped
     md = history.export_history(svc.store, key, "md")
     assert "Dropped specifics: 2 of 9 seen, 1 referenced" in md and "`/srv/app/mod0.py` — referenced" in md
+
+
+def test_a_condensation_that_keeps_the_first_events_keeps_them_on_the_surface(svc: Service) -> None:
+    """OpenHands forgets a middle range (the first events stay): the diff summarizes only that range
+    and the next request's envelope still holds the first events."""
+    (report,) = svc.import_file(Path(__file__).parents[1] / "fixtures/sessions/openhands/v1/5e2f9a0c4b7d")
+    key = report.thread
+    (sc,) = svc.source_compactions(key)
+    ids = [m.id for m in svc.store.messages_after(key, None)]
+    assert ids[0] < sc.replaced_first_id  # the fixture keeps its first events
+    d = history.compaction_diff(svc.store, key)
+    assert d.origin == "openhands" and [m.id for m in d.summarized] == [i for i in ids if sc.replaced_first_id <= i <= sc.replaced_last_id]
+    assert [m.id for m in d.kept] == [i for i in ids if i < sc.replaced_first_id]
+    last = history.request_envelope(svc.store, key, -1)
+    assert last.summary == sc.summary
+    assert [m.id for m in last.messages if m.id is not None] == [i for i in ids if i < sc.replaced_first_id or sc.replaced_last_id < i < svc.store.model_requests(key)[-1].message_id]
