@@ -41,6 +41,7 @@ class SelectionController:
         ui.events_view.clicked.connect(self._on_event_activated)
         ui.summary_button.clicked.connect(lambda: self.view.spawn(self.paging.show_boundary(), "show summary"))
         self.replay = ReplayController(ui, client, view, report)
+        ui.replay.messageActivated.connect(lambda message_id: self.view.spawn(self.paging.go_to(message_id), "show message"))
 
     def _on_current(self, current: QModelIndex, previous: QModelIndex) -> None:
         if self._body is not None and not self._body.done():

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QShowEvent
 from PySide6.QtWidgets import (
     QComboBox,
@@ -34,7 +34,8 @@ from engine.messages import summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from .. import theme
-from ..models.replay import ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label, request_rows
+from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label, request_rows
+from ..models.diff import LineRole
 from .diff import DiffView
 
 #: the panel's pages, in order (``--replay-view``)
@@ -112,6 +113,8 @@ class ReplayPanel(QWidget):
     requestsWanted = Signal()
     #: the current row is request ``index`` whose envelope is not built yet (answer: :meth:`set_envelope`)
     envelopeWanted = Signal(int)
+    #: a stored message was activated (Enter, double-click) in a surface or a side of the before/after: its id
+    messageActivated = Signal(int)
     #: the Before / after page wants compaction ``n`` (1-based) of the thread, ``None``: the latest
     diffWanted = Signal(object)
 
@@ -206,6 +209,8 @@ class ReplayPanel(QWidget):
         outer.addWidget(self.pages)
         self.pages.currentChanged.connect(lambda _i: self._want())
         self.diff.compactionChosen.connect(self.diffWanted.emit)
+        for view in (self.surface, self.request_surface, self.diff.before_view, self.diff.after_view):
+            view.activated.connect(self._activated)
 
         self.episodes.currentIndexChanged.connect(self.model.select_episode)
         self.back_button.clicked.connect(self.model.back)
@@ -265,7 +270,18 @@ class ReplayPanel(QWidget):
         self.request_back.clicked.connect(self.requests_model.back)
         self.request_forward.clicked.connect(self.requests_model.forward)
         self.requests.clicked.connect(lambda index: self.requests_model.go(index.row()))
+        # the arrow keys move the cursor too
+        self.requests.selectionModel().currentChanged.connect(lambda current, _previous: current.isValid() and self.requests_model.go(current.row()))
         return page
+
+    def _activated(self, index: QModelIndex) -> None:
+        if isinstance(index.model(), SurfaceModel):
+            message = index.data(MessageRole)
+        else:  # a side of the before/after: its line holds the message
+            line = index.data(LineRole)
+            message = line.message if line is not None else None
+        if message is not None and message.id is not None:
+            self.messageActivated.emit(message.id)
 
     # -- pages ---------------------------------------------------------------------------------
     def show_page(self, name: str) -> None:

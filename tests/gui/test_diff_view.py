@@ -16,6 +16,8 @@ from engine.errors import EngineError
 from engine.messages import ToolCall, assistant, tool_result, user
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
+from inspector_app.models.replay import MessageRole
+from inspector_app.models.timeline import MessageIdRole
 from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, fake_tokens
@@ -261,3 +263,20 @@ def test_enter_on_a_sources_compaction_row_opens_its_before_after(qtbot: Any, ma
     w.selection.replay.compare(fake.threads[report.thread].sources[0])
     qtbot.waitUntil(lambda: w.replay.diff.current_diff() is not None and w.idle, timeout=5000)
     assert w.replay.diff.current_diff().origin == "claude-code"
+
+
+def test_activating_a_line_selects_its_message_in_the_timeline(qtbot: Any, window: MainWindow) -> None:
+    w = window
+    view = _diff_page(qtbot, w)
+    row = next(r for r in range(view.before_model.rowCount()) if view.before_model.index(r).data(StatusRole) == "summarized")
+    message_id = view.before_model.lines()[row].message.id
+    view.before_view.activated.emit(view.before_model.index(row))
+    qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == message_id, timeout=5000)
+    # and in the envelope of a request
+    w.replay.show_page("requests")
+    qtbot.waitUntil(lambda: w.replay.requests_model.current_envelope() is not None and w.idle, timeout=5000)
+    surface = w.replay.request_surface_model
+    row = next(r for r in range(surface.rowCount()) if surface.index(r).data(MessageRole).id is not None)
+    target = surface.index(row).data(MessageRole).id
+    w.replay.request_surface.activated.emit(surface.index(row))
+    qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == target, timeout=5000)

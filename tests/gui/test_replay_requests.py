@@ -131,11 +131,19 @@ def test_requests_are_read_only_when_the_page_is_shown(qtbot: Any, window: MainW
     rows = [panel.request_surface_model.index(r).data() for r in range(panel.request_surface_model.rowCount())]
     assert rows[0].startswith("[summary] ") and sum(r.startswith("[preview] ") for r in rows) == 1
     assert len(rows) == len(envelope_surface(last))
+    # the arrow keys move the cursor
+    panel.requests.setFocus()
+    qtbot.keyClick(panel.requests, Qt.Key.Key_Up)
+    assert panel.request_title.text().startswith("Request 4 of 5")
+    assert panel.request_surface_title.text() == "Rebuilding the envelope the model received …"
+    qtbot.keyClick(panel.requests, Qt.Key.Key_Down)
+    assert panel.request_title.text().startswith("Request 5 of 5")
+    _built(qtbot, window)
     # back steps to the request before
     qtbot.mouseClick(panel.request_back, Qt.MouseButton.LeftButton)
     assert panel.request_title.text().startswith("Request 4 of 5")
-    assert panel.request_surface_title.text() == "Rebuilding the envelope the model received …"
     qtbot.waitUntil(lambda: panel.requests_model.current_envelope() is not None, timeout=5000)
+    assert fake.built.count(3) == 1  # built once (when the arrow key went there), then kept
     assert panel.request_facts["previews"].text() == "none"  # the big result is still in its own turn: in full
     reads = fake.called("request_envelopes")
     window.show_tab("detail")
