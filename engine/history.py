@@ -62,6 +62,7 @@ from .views import (
 
 __all__ = [
     "EXPORT_FORMAT",
+    "SOURCE_CLEARED_TEXT",
     "CompactionNotFound",
     "HistorySource",
     "InvalidExport",
@@ -74,7 +75,10 @@ __all__ = [
     "entry_from_json",
     "entry_to_json",
     "export_history",
+    "export_json",
+    "export_markdown",
     "load_export",
+    "price_cost",
     "price_tokens",
     "read_history",
     "request_envelope",
