@@ -158,7 +158,7 @@ def measure_specifics(family: str = "research", size: int = 1_000_000, root: Pat
                 self.seconds.append(time.perf_counter() - t0)
                 cpu["summarizer"].append(time.thread_time() - c0)
 
-    measured = compactor.dropped_specifics
+    measured = compactor.dropped_at_compaction
 
     def timed_specifics(**kw):  # type: ignore[no-untyped-def]
         c0 = time.thread_time()
@@ -170,12 +170,12 @@ def measure_specifics(family: str = "research", size: int = 1_000_000, root: Pat
     trace = traces.generate(family, size)
     window = WINDOWS[size]
     summarizer = Timed()
-    compactor.dropped_specifics = timed_specifics  # type: ignore[assignment]
+    compactor.dropped_at_compaction = timed_specifics  # type: ignore[assignment]
     try:
         with tempfile.TemporaryDirectory(prefix="bench-specifics-", dir=root) as tmp:
             events = _replay_for_specifics(trace, window, summarizer, Path(tmp))
     finally:
-        compactor.dropped_specifics = measured  # type: ignore[assignment]
+        compactor.dropped_at_compaction = measured  # type: ignore[assignment]
     summaries = [e for e in events if isinstance(e, SummaryEvent) and e.specifics_ms is not None]
     return {
         "trace": trace.name,

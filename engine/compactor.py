@@ -32,7 +32,7 @@ from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_messag
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .pruning import PruneReport, prune_surface, stale_results
-from .specifics import dropped_specifics, message_texts
+from .specifics import dropped_at_compaction
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
@@ -528,11 +528,14 @@ def _dropped(sel: Selection, previous: str | None, summary: str, after: Measured
     failure here never costs the summary: the keys stay unknown."""
     started = time.perf_counter()
     try:
-        found = dropped_specifics(
-            before=message_texts(sel.messages) + ([previous] if previous else []),
+        found = dropped_at_compaction(
+            summarized=sel.messages,
+            previous_summary=previous,
             summary=summary,
-            after=[after.envelope.system_prompt or ""] + message_texts(after.surface.messages),
-            referenced=([request.current_request] if request.current_request else []) + message_texts(request.retained),
+            kept=after.surface.messages,
+            system_prompt=after.envelope.system_prompt,
+            current_request=request.current_request,
+            retained=request.retained,
         )
     except Exception:  # a bug in a pure extractor must not lose a summary
         log.warning("dropped specifics failed", exc_info=True)

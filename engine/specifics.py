@@ -36,6 +36,7 @@ __all__ = [
     "DroppedSpecifics",
     "Specific",
     "SpecificKind",
+    "dropped_at_compaction",
     "dropped_specifics",
     "extract_identifiers",
     "extract_specifics",
@@ -324,6 +325,31 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
         rest = [i for i, d in enumerate(flagged) if not d.referenced][: limit - len(first)]
         listed = [flagged[i] for i in sorted(first + rest)]
     return DroppedSpecifics(seen=len(seen), dropped=tuple(listed), truncated=len(listed) < len(flagged), dropped_count=len(flagged), referenced_count=total_ref)
+
+
+def dropped_at_compaction(
+    *,
+    summarized: Sequence[Message],
+    previous_summary: str | None,
+    summary: str | None,
+    kept: Sequence[Message],
+    system_prompt: str | None = None,
+    current_request: str | None = None,
+    retained: Sequence[Message] | None = None,
+    limit: int = MAX_DROPPED,
+) -> DroppedSpecifics:
+    """:func:`dropped_specifics` of one compaction, over messages, as the compactor records it:
+    before = what the model saw of ``summarized`` (as shown: a pruned result as its preview) and
+    ``previous_summary``; after = ``summary``, ``system_prompt`` and ``kept`` (the new surface's
+    messages as shown); referenced = ``current_request`` and ``retained`` (default: ``kept``).
+    For a source's recorded compactions and what-if runs, so every view counts the same way."""
+    return dropped_specifics(
+        before=message_texts(summarized) + ([previous_summary] if previous_summary else []),
+        summary=summary,
+        after=([system_prompt] if system_prompt else []) + message_texts(kept),
+        referenced=([current_request] if current_request else []) + message_texts(kept if retained is None else retained),
+        limit=limit,
+    )
 
 
 # -- extraction -----------------------------------------------------------------------------------

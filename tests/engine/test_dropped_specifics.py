@@ -143,7 +143,7 @@ def test_a_failing_comparison_never_costs_the_summary(make, new_key, monkeypatch
     def broken(**_: object) -> None:
         raise RuntimeError("extractor bug")
 
-    monkeypatch.setattr(compactor_module, "dropped_specifics", broken)
+    monkeypatch.setattr(compactor_module, "dropped_at_compaction", broken)
     svc = make(Terse())
     key = new_key("broken")
     history_with_specifics(svc, key)

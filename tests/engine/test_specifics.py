@@ -15,6 +15,7 @@ from engine.specifics import (
     DroppedSpecific,
     DroppedSpecifics,
     Specific,
+    dropped_at_compaction,
     dropped_specifics,
     extract_identifiers,
     extract_specifics,
@@ -215,6 +216,16 @@ def test_nothing_seen_nothing_dropped() -> None:
     out = dropped_specifics(before=["just prose here"], summary=None, after=[], referenced=[])
     assert out == DroppedSpecifics(seen=0)
     assert (out.dropped_count, out.referenced_count, out.truncated) == (0, 0, False)
+
+
+def test_dropped_at_compaction_counts_messages_as_the_model_saw_them() -> None:
+    call = ToolCall("c1", "read_file", '{"path": "/srv/app/settings.py"}')
+    summarized = [user("Find the owner of doc-1."), assistant("", call), tool_result("c1", "[preview] owner: doc-1; see /srv/app/owners.csv", name="read_file")]
+    kept = [user("Current: close doc-1 and fix settings.py"), assistant("On it.")]
+    out = dropped_at_compaction(summarized=summarized, previous_summary="Earlier: https://x.org/a", summary="doc-1 is owned by ops.", kept=kept, system_prompt="Cite /srv/app/owners.csv.")
+    # the call's argument counts as seen; the system prompt still shows the CSV; the request names settings.py
+    assert [(d.kind, d.value, d.referenced) for d in out.dropped] == [("path", "/srv/app/settings.py", True), ("url", "https://x.org/a", False)]
+    assert out.seen == 4
 
 
 # -- JSON and events -------------------------------------------------------------------------------
