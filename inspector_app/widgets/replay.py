@@ -95,6 +95,44 @@ def summary_fact(e: RequestEnvelope) -> str:
     return f"{head} · {body[:160]}{'…' if len(body) > 160 else ''}"
 
 
+def _nav_buttons(prefix: str) -> tuple[QPushButton, QPushButton]:
+    back = QPushButton(theme.icon("back"), "Back")
+    back.setObjectName(f"{prefix}Back")
+    forward = QPushButton(theme.icon("forward"), "Forward")
+    forward.setObjectName(f"{prefix}Forward")
+    forward.setLayoutDirection(Qt.LayoutDirection.RightToLeft)
+    return back, forward
+
+
+def _stepper_page(name: str, nav: Sequence[QWidget], above: Sequence[QWidget], items: QListView, facts: Sequence[QWidget | QGridLayout], surface: QListView) -> QWidget:
+    """A page that steps through a list: the navigation row (its first widget stretches), what is
+    said above the list, the list over the current item's facts and its surface."""
+    row = QHBoxLayout()
+    for i, w in enumerate(nav):
+        row.addWidget(w, 1 if i == 0 else 0)
+    info = QWidget()
+    il = QVBoxLayout(info)
+    il.setContentsMargins(0, 0, 0, 0)
+    for f in facts:
+        il.addLayout(f) if isinstance(f, QGridLayout) else il.addWidget(f)
+    il.addWidget(surface, 1)
+    split = QSplitter(Qt.Orientation.Vertical)
+    split.setChildrenCollapsible(False)
+    split.addWidget(items)
+    split.addWidget(info)
+    split.setStretchFactor(0, 2)
+    split.setStretchFactor(1, 3)
+    page = QWidget()
+    page.setObjectName(name)
+    layout = QVBoxLayout(page)
+    layout.setContentsMargins(8, 8, 8, 8)
+    layout.addLayout(row)
+    for w in above:
+        layout.addWidget(w)
+    layout.addWidget(split, 1)
+    return page
+
+
 REQUEST_FACTS: tuple[tuple[str, str], ...] = (
     ("tokens", "Tokens"),
     ("breakdown", "Breakdown"),
@@ -138,64 +176,24 @@ class ReplayPanel(QWidget):
 
         self.episodes = QComboBox()
         self.episodes.setObjectName("replayEpisodes")
-        self.back_button = QPushButton(theme.icon("back"), "Back")
-        self.back_button.setObjectName("replayBack")
-        self.forward_button = QPushButton(theme.icon("forward"), "Forward")
-        self.forward_button.setObjectName("replayForward")
-        self.forward_button.setLayoutDirection(Qt.LayoutDirection.RightToLeft)
-
-        self.steps = QListView()
-        self.steps.setObjectName("replaySteps")
+        self.back_button, self.forward_button = _nav_buttons("replay")
+        self.steps = _list_view("replaySteps")
         self.steps.setModel(self.model)
-        self.steps.setUniformItemSizes(True)
-
         self.kind = QLabel()
         self.kind.setObjectName("sectionTitle")
         grid, self.facts, _names = _facts_grid((("tokens", "Tokens"), ("generation", "Generation"), ("attempt", "Attempt"), ("error", "Error")))
         self.no_progress = QLabel("No progress: the generation did not grow at this step")
         self.no_progress.setObjectName("noProgress")
         self.no_progress.hide()
-
-        self.surface = QListView()
-        self.surface.setObjectName("replaySurface")
+        self.surface = _list_view("replaySurface")
         self.surface.setModel(self.surface_model)
-        self.surface.setUniformItemSizes(True)
-        for view in (self.steps, self.surface):  # long rows elide instead of scrolling sideways
-            view.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-            view.setTextElideMode(Qt.TextElideMode.ElideRight)
-            view.setResizeMode(QListView.ResizeMode.Adjust)
         self.surface_title = QLabel("Surface the model would have seen")
         self.surface_title.setObjectName("sectionTitle")
         self.empty = QLabel("No overflow-recovery episodes recorded for this thread.")
         self.empty.setWordWrap(True)
         self.empty.setObjectName("muted")
-
-        nav = QHBoxLayout()
-        nav.addWidget(self.episodes, 1)
-        nav.addWidget(self.back_button)
-        nav.addWidget(self.forward_button)
-
-        info = QWidget()
-        il = QVBoxLayout(info)
-        il.setContentsMargins(0, 0, 0, 0)
-        il.addWidget(self.kind)
-        il.addLayout(grid)
-        il.addWidget(self.no_progress)
-        il.addWidget(self.surface_title)
-        il.addWidget(self.surface, 1)
-
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.steps)
-        split.addWidget(info)
-        split.setStretchFactor(1, 3)
-
-        recoveries = QWidget()
-        recoveries.setObjectName("replayRecoveries")
-        layout = QVBoxLayout(recoveries)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(nav)
-        layout.addWidget(self.empty)
-        layout.addWidget(split, 1)
+        recoveries = _stepper_page("replayRecoveries", (self.episodes, self.back_button, self.forward_button), (self.empty,), self.steps,
+                                   (self.kind, grid, self.no_progress, self.surface_title), self.surface)  # fmt: skip
 
         self.diff = DiffView()
         self.pages = QTabWidget()
@@ -224,11 +222,7 @@ class ReplayPanel(QWidget):
     EMPTY_TEXT = "No overflow-recovery episodes recorded for this thread."
 
     def _build_requests(self) -> QWidget:
-        self.request_back = QPushButton(theme.icon("back"), "Back")
-        self.request_back.setObjectName("requestBack")
-        self.request_forward = QPushButton(theme.icon("forward"), "Forward")
-        self.request_forward.setObjectName("requestForward")
-        self.request_forward.setLayoutDirection(Qt.LayoutDirection.RightToLeft)
+        self.request_back, self.request_forward = _nav_buttons("request")
         self.requests_status = QLabel(self.EMPTY_REQUESTS)
         self.requests_status.setObjectName("muted")
         self.requests_status.setWordWrap(True)
@@ -243,30 +237,8 @@ class ReplayPanel(QWidget):
         self.request_surface_title.setObjectName("sectionTitle")
         self.request_surface = _list_view("requestSurface")
         self.request_surface.setModel(self.request_surface_model)
-
-        nav = QHBoxLayout()
-        nav.addWidget(self.requests_status, 1)
-        nav.addWidget(self.request_back)
-        nav.addWidget(self.request_forward)
-        info = QWidget()
-        il = QVBoxLayout(info)
-        il.setContentsMargins(0, 0, 0, 0)
-        il.addWidget(self.request_title)
-        il.addLayout(grid)
-        il.addWidget(self.request_surface_title)
-        il.addWidget(self.request_surface, 1)
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.setChildrenCollapsible(False)
-        split.addWidget(self.requests)
-        split.addWidget(info)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
-        page = QWidget()
-        page.setObjectName("replayRequestsPage")
-        layout = QVBoxLayout(page)
-        layout.setContentsMargins(8, 8, 8, 8)
-        layout.addLayout(nav)
-        layout.addWidget(split, 1)
+        page = _stepper_page("replayRequestsPage", (self.requests_status, self.request_back, self.request_forward), (), self.requests,
+                             (self.request_title, grid, self.request_surface_title), self.request_surface)  # fmt: skip
         self.request_back.clicked.connect(self.requests_model.back)
         self.request_forward.clicked.connect(self.requests_model.forward)
         self.requests.clicked.connect(lambda index: self.requests_model.go(index.row()))
@@ -428,7 +400,7 @@ class ReplayPanel(QWidget):
         reported = f" · the provider reported {e.reported_prompt_tokens:,}" if e.reported_prompt_tokens is not None else ""
         f["tokens"].setText(f"{e.tokens:,}" + (f" ({', '.join(limits)})" if limits else "") + reported)
         f["breakdown"].setText(breakdown_text(e.breakdown) or "–")
-        f["generation"].setText(f"{e.generation}" + (f" · boundary after #{e.boundary}" if e.boundary is not None else " · nothing compacted yet"))
+        f["generation"].setText(f"{e.generation}" + (f" · boundary after #{e.boundary}" if e.boundary is not None else " · no boundary: nothing summarized yet"))
         f["summary"].setText(summary_fact(e))
         f["previews"].setText(f"{len(e.pruned_ids)} pruned result{'s' if len(e.pruned_ids) != 1 else ''} shown as previews: " + ", ".join(f"#{i}" for i in e.pruned_ids[:12]) + (" …" if len(e.pruned_ids) > 12 else "") if e.pruned_ids else "none")
         f["notes"].setText(f"{len(e.ephemeral)} ephemeral note{'s' if len(e.ephemeral) != 1 else ''} (sent, never stored)" if e.ephemeral else "none")
