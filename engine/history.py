@@ -92,7 +92,6 @@ EXPORT_VERSION = 1
 SOURCE_CLEARED_TEXT = "[tool result cleared by the source]"
 META_SOURCE_CLEARED = "source_cleared"
 _PAGE = 5000
-_ALL = 1_000_000_000
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
