@@ -70,6 +70,7 @@ __all__ = [
     "WhatIfPoint",
     "WhatIfRun",
     "WhatIfSettingError",
+    "WhatIfSummarizerFailed",
     "WhatIfSweep",
     "parse_settings",
     "parse_sweep",
@@ -355,6 +356,13 @@ def validate_values(parameter: str, values: Sequence[Any]) -> tuple[str, tuple[A
     if len(values) > MAX_SWEEP:
         raise WhatIfSettingError(f"a sweep has at most {MAX_SWEEP} values, got {len(values)}")
     return key, tuple(parse_value(key, v) for v in values)
+
+
+class WhatIfSummarizerFailed(EngineError):
+    """The candidate's summarizer failed (an endpoint that cannot be reached, refuses, times out):
+    the what-if stops, as its figures would not say what that summarizer does. Nothing is kept."""
+
+    code = "whatif_summarizer_failed"
 
 
 # -- the candidate policy ------------------------------------------------------------------------
@@ -707,6 +715,14 @@ def _summary_figures(store: Store, key: str) -> tuple[int, int | None]:
     return calls, (0 if summaries == 0 else dropped)
 
 
+def _last_failure(store: Store) -> str:
+    """The error the newest rejected summary of the scratch thread recorded, in words."""
+    events = store.events(SCRATCH_KEY, limit=PAGE, kinds=[EventKind.SUMMARY_REJECTED.value])
+    data = events[-1].data if events and isinstance(events[-1].data, Mapping) else {}
+    message, code = data.get("error_message"), data.get("error_code")
+    return str(message or code or "no detail recorded")
+
+
 def _history_kinds(store: Store, key: str) -> dict[str, int]:
     counts: dict[str, int] = {}
     after: int | None = None
@@ -809,6 +825,8 @@ def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, set
             if rule.before(m):
                 _check(should_stop)
                 s = replay.step()
+                if s.outcome is not None and s.outcome.reason == "summarizer_failed":
+                    raise WhatIfSummarizerFailed(f"the summarizer {spec!r} failed ({_last_failure(scratch)}); the what-if was stopped and nothing was kept")
                 stats.add(s.tokens, compactions=s.compactions, calls=s.summarizer_calls, kept=s.request_kept)
             replay.add(m)
             ticker.tick()

@@ -6,12 +6,14 @@ Runs in a scratch copy (a temporary SQLite database and Workdir, removed afterwa
 named by ``--db`` is only read. Prints the recorded run and the candidate (or one row per swept
 value) as a table; ``--json`` gives the :meth:`WhatIfComparison.to_json` / :meth:`WhatIfSweep.to_json`
 object. Exit 0 when the run finished, 2 for a bad setting, an unknown thread or an unusable
-database, 130 when interrupted (the scratch copy is removed).
+database or a summarizer that fails (``whatif_summarizer_failed``), 130 when interrupted (Ctrl-C
+or SIGTERM; the scratch copy is removed).
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from typing import Any
 
@@ -91,6 +93,18 @@ def _progress(enabled: bool) -> Any:
     return show
 
 
+def _terminate_as_interrupt() -> Any:
+    """SIGTERM ends the command like Ctrl-C (exit 130), so the scratch copy is removed on the way
+    out; returns the previous handler (None when not on the main thread)."""
+    def stop(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    try:
+        return signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread
+        return None
+
+
 def run(args: argparse.Namespace) -> int:
     from ..errors import EngineError
     from ..service import open_service
@@ -103,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     except EngineError as exc:
         return _fail(exc.message, exc.code, want_json)
     svc = open_service(database_url(args.db))
+    previous = _terminate_as_interrupt()
     try:
         progress = _progress(not want_json and sys.stderr.isatty())
         if sweep is not None:
@@ -113,6 +128,8 @@ def run(args: argparse.Namespace) -> int:
             result = run_whatif(svc.store, args.thread, settings, policies=svc.policies, progress=progress)
             runs = [result.recorded, result.candidate]
     finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
         svc.close()
     if want_json:
         emit_json(result.to_json(points=args.points))

@@ -17,7 +17,7 @@ from engine.errors import Cancelled, EngineError
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
-from engine.whatif import EngineReplay, WhatIfSettingError, parse_settings, parse_sweep, run_sweep, run_whatif
+from engine.whatif import EngineReplay, WhatIfSettingError, WhatIfSummarizerFailed, parse_settings, parse_sweep, run_sweep, run_whatif
 
 from .conftest import MODEL, POLICY, PROVIDER, filler
 
@@ -253,6 +253,17 @@ def test_imported_session_whatif(db_url: str, tmp_path: Path, new_key) -> None:
         assert c.candidate.context_window == 4000 and c.candidate.requests_without_request == 0
     finally:
         svc.close()
+
+
+def test_an_unreachable_summarizer_stops_the_whatif(source: tuple[Service, str], tmp_path: Path) -> None:
+    svc, key = source
+    with ProviderSimulator() as sim:
+        url = sim.base_url
+    # the simulator is closed: nothing listens on its port any more
+    with pytest.raises(WhatIfSummarizerFailed) as err:
+        run_whatif(svc.store, key, {"summarizer": f"openai:{url}#m", "threshold_ratio": 0.5}, policies=svc.policies, scratch_root=str(tmp_path))
+    assert err.value.code == "whatif_summarizer_failed" and f"openai:{url}#m" in err.value.message and "nothing was kept" in err.value.message
+    assert list(tmp_path.glob("compaction-whatif-*")) == []
 
 
 def test_unknown_thread(source: tuple[Service, str]) -> None:
