@@ -14,6 +14,7 @@ from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelop
 
 from ..layout import InspectorLayout
 from ..models.events import EventRole, event_target
+from ..models.replay import request_rows
 from ..models.timeline import Node
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
@@ -186,8 +187,14 @@ class ReplayController:
             raise
         if self.panel.key != key:
             return
+        points, episodes = self.ui.chart.points(), self.panel.model.episodes()
+        rows = await self.client.run(request_rows, count, points, episodes)  # a long thread's rows are made off the GUI thread
+        if self.panel.key != key:
+            return
         self._sequence = envelopes
-        self.panel.set_requests(count, self.ui.chart.points())
+        if self.ui.chart.points() != points or self.panel.model.episodes() != episodes:
+            rows = None  # the chart or the episodes changed meanwhile: made again from what is there now
+        self.panel.set_requests(count, self.ui.chart.points(), rows=rows)
 
     def _want_envelope(self, index: int) -> None:
         if self._sequence is None:

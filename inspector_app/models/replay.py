@@ -226,7 +226,7 @@ def request_label(row: RequestRow, total: int, envelope: RequestEnvelope | None 
         tokens = _tokens(s.tokens_before, s.tokens_after)
         parts = [f"    ↳ recovery {(row.step or 0) + 1}: {s.kind}", *([tokens] if tokens else []), *(["no progress"] if s.no_progress else [])]
         return " · ".join(parts)
-    parts = [f"Request {(row.index or 0) + 1} of {total}"]
+    parts = [f"Request {(row.index or 0) + 1:,} of {total:,}"]
     tokens = row.point.tokens if row.point is not None else envelope.tokens if envelope is not None else None
     if tokens is not None:
         parts.append(f"{tokens:,} tok")
@@ -294,15 +294,20 @@ class RequestsModel(QAbstractListModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[RequestRow] = []
+        self._row_of: dict[int, int] = {}  # request index -> row (a long thread's lookups stay O(1))
+        self._row_of_id: dict[int, int] = {}  # recorded request id -> row
         self._requests = 0
         self._row = -1
         self._envelopes: dict[int, RequestEnvelope] = {}
 
     def set_requests(self, count: int, points: Sequence[PressurePoint] = (), episodes: Sequence[Episode] = (), *, select: int | None = None,
-                     envelopes: Mapping[int, RequestEnvelope] | None = None) -> None:  # fmt: skip
-        """Replace the rows (``count`` requests); the cursor goes to request ``select`` (default: the last)."""
+                     envelopes: Mapping[int, RequestEnvelope] | None = None, rows: Sequence[RequestRow] | None = None) -> None:  # fmt: skip
+        """Replace the rows (``count`` requests; ``rows``: :func:`request_rows` of them, made on a
+        worker for a long thread); the cursor goes to request ``select`` (default: the last)."""
         self.beginResetModel()
-        self._rows = request_rows(count, points, episodes)
+        self._rows = list(rows) if rows is not None else request_rows(count, points, episodes)
+        self._row_of = {r.index: i for i, r in enumerate(self._rows) if r.replay_step is None and r.index is not None}
+        self._row_of_id = {r.point.request_id: i for i, r in enumerate(self._rows) if r.replay_step is None and r.point is not None}
         self._requests = count
         self._envelopes = dict(envelopes or {})
         self._row = -1
@@ -354,17 +359,16 @@ class RequestsModel(QAbstractListModel):
 
     def row_of_request(self, index: int) -> int:
         """The row of request ``index`` (0-based), -1: none."""
-        return next((i for i, r in enumerate(self._rows) if r.replay_step is None and r.index == index), -1)
+        return self._row_of.get(index, -1)
 
     def row_of_request_id(self, request_id: int) -> int:
-        """The row of the request recorded as ``request_id`` (a pressure point's), -1: none."""
-        for i, r in enumerate(self._rows):
-            if r.replay_step is not None:
-                continue
-            e = self._envelopes.get(r.index) if r.index is not None else None
-            if (r.point is not None and r.point.request_id == request_id) or (e is not None and e.request_id == request_id):
-                return i
-        return -1
+        """The row of the request recorded as ``request_id`` (a pressure point's, or a built
+        envelope's when the rows have no points), -1: none."""
+        row = self._row_of_id.get(request_id)
+        if row is not None:
+            return row
+        built = next((e.index for e in self._envelopes.values() if e.request_id == request_id), None)
+        return self._row_of.get(built, -1) if built is not None else -1
 
     def can_back(self) -> bool:
         return self._row > 0

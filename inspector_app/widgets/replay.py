@@ -34,7 +34,7 @@ from engine.messages import summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from .. import theme
-from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label, request_rows
+from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label
 from ..models.diff import LineRole
 from .diff import DiffView
 
@@ -302,18 +302,19 @@ class ReplayPanel(QWidget):
         self.requests_status.setObjectName("muted")
         self.requests_status.setText("Reading the thread's requests …")
 
-    def set_requests(self, count: int, points: Sequence[PressurePoint] = (), *, select: int | None = None) -> None:
+    def set_requests(self, count: int, points: Sequence[PressurePoint] = (), *, select: int | None = None, rows: Sequence[RequestRow] | None = None) -> None:
         """The thread has ``count`` requests (``points``: their pressure points, when the chart has
-        one per request); the cursor on request ``select`` (0-based), else on a pending chart click,
-        else on the last request. Envelopes come one by one (:attr:`envelopeWanted`)."""
+        one per request; ``rows``: their rows, made on a worker); the cursor on request ``select``
+        (0-based), else on a pending chart click, else on the last request. Envelopes come one by
+        one (:attr:`envelopeWanted`)."""
         self.requests_state = "loaded"
         self._points = list(points)
         pending, self._pending_request = self._pending_request, None
         if select is None and pending is not None:
             kind, value = pending
-            found = request_rows(count, points)
-            select = value if kind == "index" else next((r.index for r in found if r.point is not None and r.point.request_id == value), None)
-        self.requests_model.set_requests(count, self._points, self.model.episodes(), select=select)
+            matched = self._points if len(self._points) == count else []
+            select = value if kind == "index" else next((i for i, p in enumerate(matched) if p.request_id == value), None)
+        self.requests_model.set_requests(count, self._points, self.model.episodes(), select=select, rows=rows)
         self.requests_status.setObjectName("muted")
         self.requests_status.setText(f"{count:,} request{'s' if count != 1 else ''}, oldest first" if count else self.EMPTY_REQUESTS)
 
@@ -379,7 +380,7 @@ class ReplayPanel(QWidget):
         point = current.point
         created = e.created_at if e is not None else point.created_at if point is not None else None
         self.request_title.setText(
-            f"Request {(current.index or 0) + 1} of {model.request_count}" + (f" · after {current.compaction}" if current.compaction else "") + (f" · {created:%Y-%m-%d %H:%M:%S}" if created else "")
+            f"Request {(current.index or 0) + 1:,} of {model.request_count:,}" + (f" · after {current.compaction}" if current.compaction else "") + (f" · {created:%Y-%m-%d %H:%M:%S}" if created else "")
         )
         f = self.request_facts
         if e is None:  # being built on a worker

@@ -290,3 +290,23 @@ def test_the_app_opens_the_replay_tab_on_a_request_or_a_compaction() -> None:
     assert args.request == 3 and args.tab is None and args.compaction is None
     args = parse_args(["--compaction", "2", "--diff-window", "--replay-view", "diff"])
     assert args.compaction == 2 and args.diff_window and args.replay_view == "diff"
+
+
+def test_a_hundred_thousand_requests_are_rows_made_off_the_gui_thread(qapp: QApplication) -> None:
+    """The rows are plain data (:func:`request_rows` runs on a worker); the model looks a request
+    up by index or recorded id without scanning."""
+    from concurrent.futures import ThreadPoolExecutor
+    from datetime import datetime, timezone
+
+    from engine.views import PressurePoint
+
+    n = 100_000
+    at = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    points = [PressurePoint(10 + i, i // 10, i % 10, 1_000 + i, 9_000, "prune" if i % 50 == 0 else None, at) for i in range(n)]
+    with ThreadPoolExecutor(1) as pool:
+        rows = pool.submit(request_rows, n, points).result()
+    model = RequestsModel()
+    model.set_requests(n, points, rows=rows)
+    assert model.rowCount() == n and model.row_index == n - 1
+    assert model.row_of_request_id(10 + 77_777) == 77_777 and model.row_of_request(n - 1) == n - 1
+    assert model.index(50).data() == "Request 51 of 100,000 · 1,050 tok · after prune"
