@@ -132,6 +132,8 @@ class CompactionController:
         ui.whatif_action.triggered.connect(self.open_whatif)
         ui.export_action.triggered.connect(self.ask_export)
         ui.detail.sourceCardShown.connect(self.read_source_dropped)
+        #: the dropped specifics of a source's compactions, by (thread, compaction, messages, generation)
+        self._source_dropped_cache: dict[tuple[object, ...], DroppedView] = {}
 
     def ask(self) -> None:
         thread = self.state.thread
@@ -278,19 +280,36 @@ class CompactionController:
         return True
 
     # -- the card of a source's compaction --------------------------------------------------
+    def _source_key(self, key: str, sc: SourceCompaction) -> tuple[object, ...]:
+        thread = self.state.thread
+        same = thread is not None and thread.key == key
+        return (key, sc.id, thread.message_count if same else None, thread.generation if same else None)
+
     def read_source_dropped(self, sc: SourceCompaction) -> None:
+        """The card of a source's compaction is shown: read its dropped specifics (once per thread
+        state: a diff rebuilds both surfaces)."""
         key = self.view.key
-        if key is not None:
+        if key is None:
+            return
+        known = self._source_dropped_cache.get(self._source_key(key, sc))
+        if known is not None:
+            self.ui.detail.set_source_dropped(sc, known)
+        else:
             self.view.spawn(self._source_dropped(key, sc), "read dropped specifics")
 
     async def _source_dropped(self, key: str, sc: SourceCompaction) -> DroppedView:
         """The dropped specifics of ``sc`` from its diff (placed in the thread's compaction list:
         after every engine compaction of its time, so its ordinal is found by trying upward from
-        its place among the source's); shown on its card, an error in place."""
+        its place among the source's); shown on its card, an error in place (and read again the
+        next time)."""
         try:
             view = DroppedView.from_specifics((await self.source_diff(key, sc)).dropped)
         except Exception as exc:  # noqa: BLE001: shown on the card, in words
             view = DroppedView.failed(error_text(exc))
+        else:
+            if len(self._source_dropped_cache) >= 256:
+                self._source_dropped_cache.clear()
+            self._source_dropped_cache[self._source_key(key, sc)] = view
         self.ui.detail.set_source_dropped(sc, view)
         return view
 

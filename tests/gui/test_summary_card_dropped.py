@@ -298,3 +298,25 @@ def test_the_real_card_warns_about_a_dropped_error_the_request_still_names(qtbot
     d.copy_button.click()
     assert QApplication.clipboard().text().startswith("[Extractive summary") and "9c41e07" in QApplication.clipboard().text()
     assert not w.banner.isVisible()
+
+
+def test_a_source_card_shown_again_is_not_read_again(qtbot: Any, make_window: Any, tmp_path: Path) -> None:
+    service = EventsFake(tmp_path / "wd")
+    install_demo(service)
+    t = service.add_thread("cc:y", [user("see /srv/app/a.py"), assistant("ok"), user("and b?"), assistant("fine")], title="y")
+    t.info = replace(t.info, source_format="claude-code")
+    t.sources = [SourceCompaction(3, t.info.id, "claude-code", "summary", "auto", 1000, "S.", t.messages[1].id, t.messages[0].id, t.messages[1].id, "cb", None)]
+    w = make_window(opener=lambda _url: service)
+    assert run(qtbot, w, w.open_database("sqlite:///fake.db", select="cc:y"))
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    source = w.timeline_model.source_indexes()[-1]
+    w.timeline.setCurrentIndex(source)
+    qtbot.waitUntil(lambda: w.idle and w.detail.dropped.state == "recorded", timeout=5000)
+    reads = service.called("compaction_diff")
+    first = w.detail.dropped
+    w.timeline.setCurrentIndex(w.timeline_model.newest_message_index())
+    qtbot.waitUntil(lambda: w.idle and w.detail.card_subject is None, timeout=5000)
+    w.timeline.setCurrentIndex(source)
+    assert w.detail.dropped == first and w.detail.dropped.state == "recorded"  # at once, from what was read
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    assert service.called("compaction_diff") == reads
