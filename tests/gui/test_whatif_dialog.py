@@ -372,3 +372,34 @@ def test_cancelling_a_real_sweep_keeps_nothing(qtbot: Any, window_factory: Any, 
     assert outcomes == ["cancelled"] and dialog.status.text().startswith("Cancelled")
     assert dialog.sweep is None and not dialog.error.isVisible() and not w.banner.isVisible()
     assert _stored(incident) == before
+
+
+def test_a_real_what_if_with_an_openai_compatible_endpoint_and_one_that_is_down(qtbot: Any, window_factory: Any, incident: Incident) -> None:
+    """The form's endpoint URL and model reach the engine's summarizer: the loopback simulator
+    answers every summary call; once it is closed the run stops with the engine's words in the
+    dialog (no banner, no traceback)."""
+    from engine.harness.simulator import ProviderSimulator, Reply
+
+    before = _stored(incident)
+    w = _real_window(qtbot, window_factory, incident)
+    dialog = open_dialog(qtbot, w, INCIDENT)
+    dialog.checks["threshold_ratio"].setChecked(True)
+    dialog.spins["threshold_ratio"].setValue(0.3)
+    dialog.summarizer.setCurrentIndex(dialog.summarizer.findData("openai"))
+    summary = "Rollout of v2.14.3 stuck: pods OOMKilled at the 512 MiB limit; commit 9c41e07 doubled the worker pool."
+    with ProviderSimulator(context_window=1_000_000, fallback=Reply(content=summary)) as sim:
+        dialog.endpoint.setText(sim.base_url)
+        dialog.model_name.setText("sim-model")
+        assert finish(qtbot, w, dialog, timeout=60_000) == ["done"], dialog.error.text()
+        sent = sim.requests
+        url = sim.base_url
+    assert dialog.comparison is not None
+    assert dialog.comparison.candidate.summarizer_calls == len(sent) > 0
+    assert all(r.path.endswith("/chat/completions") for r in sent)
+    assert f"summarizer openai:{url.rstrip('/')}#sim-model" in dialog.result_note.text()
+
+    assert finish(qtbot, w, dialog, timeout=60_000) == ["failed"]  # the simulator is closed: nothing listens there
+    assert dialog.error.text().startswith("whatif_summarizer_failed: ") and "nothing was kept" in dialog.error.text()
+    assert "Traceback" not in dialog.error.text() and not w.banner.isVisible()
+    assert dialog.comparison is not None  # the previous result stays
+    assert _stored(incident) == before
