@@ -506,30 +506,56 @@ def _specifics_of(texts: Iterable[str]) -> list[Specific]:
     return list(out)
 
 
-#: extract_specifics results by text, least recently used dropped first: the same messages are seen
-#: again by the next compaction's previous summary, by what-if runs and by history views
-_CACHE: "OrderedDict[str, tuple[Specific, ...]]" = OrderedDict()
-_CACHE_CHARS = [0]
-_CACHE_LIMIT_CHARS = 8_000_000  # characters of text kept as keys (a few tens of MB at most)
-_CACHE_LOCK = threading.Lock()
+class _TextCache:
+    """Results computed from a text, by text, least recently used dropped first, holding at most
+    ``limit`` characters of text: the same messages are seen again by the next compaction (its
+    surface after), by what-if runs and by history views. Thread-safe; a result never depends on it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.chars = 0
+        self.entries: OrderedDict[str, Any] = OrderedDict()
+        self.lock = threading.Lock()
+
+    def get(self, text: str, compute: Any) -> Any:
+        with self.lock:
+            hit = self.entries.get(text)
+            if hit is not None:
+                self.entries.move_to_end(text)
+                return hit
+        found = compute(text)
+        if len(text) <= self.limit // 8:
+            with self.lock:
+                if text not in self.entries:
+                    self.entries[text] = found
+                    self.chars += len(text)
+                    while self.chars > self.limit and self.entries:
+                        old, _ = self.entries.popitem(last=False)
+                        self.chars -= len(old)
+        return found
+
+    def clear(self) -> None:
+        with self.lock:
+            self.entries.clear()
+            self.chars = 0
+
+
+_EXTRACTED = _TextCache(8_000_000)  # extract_specifics by text
+_SHOWN = _TextCache(8_000_000)  # what a text shows (tokens, numbers with units) by text
 
 
 def _cached_specifics(text: str) -> tuple[Specific, ...]:
-    with _CACHE_LOCK:
-        hit = _CACHE.get(text)
-        if hit is not None:
-            _CACHE.move_to_end(text)
-            return hit
-    found = tuple(extract_specifics(text))
-    if len(text) <= _CACHE_LIMIT_CHARS // 8:
-        with _CACHE_LOCK:
-            if text not in _CACHE:
-                _CACHE[text] = found
-                _CACHE_CHARS[0] += len(text)
-                while _CACHE_CHARS[0] > _CACHE_LIMIT_CHARS and _CACHE:
-                    old, _ = _CACHE.popitem(last=False)
-                    _CACHE_CHARS[0] -= len(old)
-    return found
+    return _EXTRACTED.get(text, lambda t: tuple(extract_specifics(t)))  # type: ignore[no-any-return]
+
+
+def _shown(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """The tokens of ``text`` (with their pieces and trailing parts) and its numbers with units."""
+    tokens = set(_TOKEN.findall(text))
+    tokens.update(_PIECE.findall(" ".join(tokens)))  # pieces of the distinct tokens only
+    slashed = "\n".join([t for t in tokens if "/" in t and len(t) <= _MAX_TAILED_TOKEN and t.count("/") <= _MAX_TAILS])
+    tokens.update(_TAIL.findall(slashed))  # every trailing part of those, at each "/"
+    quantities = frozenset(_key(Specific("quantity", m.group())) for m in _NUMERIC.finditer(text) if m.lastgroup != "ip")
+    return frozenset(tokens), quantities
 
 
 def _key(s: Specific) -> str:
@@ -570,12 +596,10 @@ class _Index:
 
     def __init__(self, texts: Sequence[str]) -> None:
         self.texts = [t for t in texts if t]
-        self.joined = joined = "\n".join(self.texts)
-        self.tokens = set(_TOKEN.findall(joined))
-        self.tokens.update(_PIECE.findall(" ".join(self.tokens)))  # pieces of the distinct tokens only
-        slashed = "\n".join([t for t in self.tokens if "/" in t and len(t) <= _MAX_TAILED_TOKEN and t.count("/") <= _MAX_TAILS])
-        self.tokens.update(_TAIL.findall(slashed))  # every trailing part of those, at each "/"
-        self.quantities = {_key(Specific("quantity", m.group())) for m in _NUMERIC.finditer(joined) if m.lastgroup != "ip"}
+        self.joined = "\n".join(self.texts)
+        parts = [_SHOWN.get(t, _shown) for t in self.texts]
+        self.tokens: set[str] = set().union(*(p[0] for p in parts))
+        self.quantities: set[str] = set().union(*(p[1] for p in parts))
 
     @classmethod
     def union(cls, *parts: "_Index") -> "_Index":
