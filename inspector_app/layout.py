@@ -321,8 +321,12 @@ class InspectorLayout(QMainWindow):
         self.whatif_action.setShortcut(QKeySequence("Ctrl+Shift+W"))
         self.whatif_action.setToolTip(self.whatif_button.toolTip())
         self.whatif_action.setEnabled(False)
+        self.compact_action = QAction(theme.icon("compact"), "Compact now…", self)
+        self.compact_action.setObjectName("compactNow")
+        self.compact_action.setEnabled(False)
         compaction_menu = self.menuBar().addMenu("&Compaction")
         compaction_menu.setObjectName("compactionMenu")
+        compaction_menu.addAction(self.compact_action)
         compaction_menu.addAction(self.whatif_action)
         self.compaction_menu = compaction_menu
         self.refresh_action = QAction(theme.icon("refresh"), "Refresh", self)

@@ -130,6 +130,7 @@ class CompactionController:
         self.exported: tuple[Path, str] | None = None
         ui.whatif_button.clicked.connect(self.open_whatif)
         ui.whatif_action.triggered.connect(self.open_whatif)
+        ui.compact_action.triggered.connect(self.ask)
         ui.export_action.triggered.connect(self.ask_export)
         ui.detail.sourceCardShown.connect(self.read_source_dropped)
         #: the dropped specifics of a source's compactions, by (thread, compaction, messages, generation)
@@ -330,10 +331,18 @@ class CompactionController:
         raise EngineError(f"the source's compaction {sc.id} is not in the compaction list of {key!r}", code="no_compaction")
 
     def update_button(self) -> None:
-        """Enabled on an idle thread; otherwise it (and the note under the title) says why not."""
+        """Enabled on an idle thread; otherwise it (and the note under the title) says why not.
+        Compaction → Compact now… follows the button; What if… and Export need an open thread."""
         open_thread = self.state.thread is not None
         for w in (self.ui.whatif_button, self.ui.whatif_action, self.ui.export_action):
             w.setEnabled(open_thread)
+        try:
+            self._update_compact_button()
+        finally:
+            self.ui.compact_action.setEnabled(self.ui.compact_button.isEnabled())
+            self.ui.compact_action.setToolTip(self.ui.compact_button.toolTip())
+
+    def _update_compact_button(self) -> None:
         button, note = self.ui.compact_button, self.ui.busy_label
         if self.compacting:
             button.setEnabled(False)

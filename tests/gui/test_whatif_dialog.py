@@ -154,6 +154,19 @@ def finish(qtbot: Any, w: MainWindow, dialog: WhatIfDialog, timeout: int = 10_00
     return outcomes
 
 
+def test_the_compaction_menu_follows_the_compact_button(qtbot: Any, window: MainWindow) -> None:
+    w = window
+    assert w.compaction_menu.actions() == [w.compact_action, w.whatif_action]
+    assert w.compact_action.isEnabled() and w.compact_button.isEnabled()
+    w.compact_action.trigger()
+    assert w.confirm.isVisible()  # the same non-blocking question as the button
+    task = w.spawn(w.select_thread("beta-running"), "test")
+    qtbot.waitUntil(lambda: task.done() and w.idle, timeout=5000)
+    assert not w.compact_action.isEnabled() and w.compact_action.toolTip() == w.compact_button.toolTip()
+    assert "running" in w.compact_action.toolTip()
+    assert w.whatif_action.isEnabled()  # a what-if only reads: a running thread can be asked
+
+
 def test_the_menu_and_the_header_button_open_the_dialog_for_the_open_thread(qtbot: Any, window: MainWindow) -> None:
     w = window
     assert w.whatif_action in w.compaction_menu.actions() and w.whatif_action.isEnabled() and w.whatif_button.isEnabled()
