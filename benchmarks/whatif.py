@@ -124,13 +124,13 @@ def cmd_cost(n: int) -> dict[str, Any]:
         svc.store.bulk_append(key, stream_messages(n))
         build = time.perf_counter() - t0
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         c = run_whatif(svc.store, key, {}, policies=svc.policies)
-        seconds = time.perf_counter() - t0
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
         svc.close()
     cand = c.candidate
     return {
-        "messages": n, "window": COST_WINDOW, "build_s": round(build, 1), "whatif_s": round(seconds, 1),
+        "messages": n, "window": COST_WINDOW, "build_s": round(build, 1), "whatif_s": round(seconds, 1), "cpu_s": round(cpu, 1),
         "per_step_ms": round(seconds * 1000 / max(1, cand.requests), 2), "requests": cand.requests, "compactions": cand.compactions,
         "by_kind": dict(cand.by_kind), "summarizer_calls": cand.summarizer_calls, "prompt_tokens": cand.prompt_tokens,
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024), "rss_before_mb": round(rss0),
@@ -151,7 +151,7 @@ def cost_table(c: dict[str, Any]) -> str:
         "| Figure | Value | Notes |",
         "|---|---|---|",
         f"| What-if of a {c['messages']:,}-message thread (SQLite source, window {c['window']:,}) | {c['whatif_s']:.0f} s "
-        f"({c['whatif_s'] / 60:.1f} min) | {c['requests']:,} model requests replayed, {c['per_step_ms']} ms each; "
+        f"({c['whatif_s'] / 60:.1f} min), {c.get('cpu_s', float('nan')):.0f} s of CPU | {c['requests']:,} model requests replayed, {c['per_step_ms']} ms each; "
         f"{c['compactions']} compactions ({k.get('prune', 0)} prunes, {k.get('summary', 0)} summaries), {c['summarizer_calls']} extractive calls; "
         f"{c['prompt_tokens']:,} prompt tokens |",
         f"| Peak memory of that process | {c['peak_rss_mb']} MB | {c['rss_before_mb']} MB before the what-if (after building the source); "
