@@ -43,7 +43,7 @@ from engine.views import (
 )
 from engine.workdir import Workdir
 
-from engine.specifics import dropped_specifics
+from engine.specifics import dropped_at_compaction
 
 if TYPE_CHECKING:
     from engine.service import ImportReport
@@ -445,10 +445,9 @@ class FakeService:
         after, pruned_ids = self._surface(t, upto, end)
         summarized = tuple(s.message for s in t.messages[:upto] if (start is None or s.id > start) and s.id <= end)
         kept = tuple(m for m in after if m.id is not None and m.id > end)
-        visible = [m.content for m in before if m.id is not None and m.id <= end] + ([previous] if previous else [])
-        request = next((m.content for m in reversed(after) if m.role == "user"), "")
-        dropped = dropped_specifics(before=visible, summary=summary, after=[t.system_prompt, *(m.content for m in after)],
-                                    referenced=[request, *(m.content for m in kept)])  # fmt: skip
+        request = next((m.content for m in reversed(after) if m.role == "user" and not m.is_synthetic), None)
+        dropped = dropped_at_compaction(summarized=[m for m in before if m.id is not None and m.id <= end], previous_summary=previous, summary=summary,
+                                        kept=after, system_prompt=t.system_prompt, current_request=request, retained=kept)  # fmt: skip
         return CompactionDiff(
             index=index, kind=kind, trigger=trigger, origin=origin, created_at=created, generation_before=gen[0], generation_after=gen[1],
             previous_summary=previous, summarized=summarized, summary=summary, kept=kept,
