@@ -173,18 +173,13 @@ def test_a_prune_and_a_summary_by_another_service_are_seen(factory: Any, new_key
     assert out.tokens_before == full(a, key, model=MODEL)[2].total or out.progressed
 
 
-def test_a_compaction_by_another_process_is_seen(factory: Any, new_key: Any, tmp_path: Path) -> None:
-    svc = factory()
-    key = new_thread(svc, new_key())
-    route(svc, key)
-    finished_turns(svc, key, 30)
-    before = svc.status(key)
-    assert_same(svc.snapshots, svc, key)
+def compact_in_another_process(svc: Service, key: str, workdir: Path) -> tuple[str, int]:
+    """A manual compaction of ``key`` by another OS process on ``svc``'s database: (status, generation)."""
     script = textwrap.dedent(
         f"""
         from engine.service import open_service
         from engine.summarizers.extractive import ExtractiveSummarizer
-        svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(tmp_path / 'other')!r},
+        svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(workdir)!r},
                            summarizer=ExtractiveSummarizer(), policies={{"context_window": 8000}})
         r = svc.compact({key!r})
         print(r.status, r.generation)
@@ -193,12 +188,33 @@ def test_a_compaction_by_another_process_is_seen(factory: Any, new_key: Any, tmp
     )
     done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[0] == "completed"
+    status, generation = done.stdout.split()
+    return status, int(generation)
+
+
+def test_a_compaction_by_another_process_is_seen(factory: Any, new_key: Any, tmp_path: Path) -> None:
+    """Another OS process compacts a thread this service holds in its cache (status and the
+    pressure path): no stale pressure afterwards, its pressure check measures the compacted surface."""
+    svc = factory(policies={"context_window": 8000})
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 30)
+    before = svc.status(key)
+    assert_same(svc.snapshots, svc, key)
+    run = RunState(run_id=svc.start_run(key))
+    held = svc.compact_for_pressure(key, run)  # the pressure path holds the thread
+    svc.finish_run(key, run.run_id)
+    status, generation = compact_in_another_process(svc, key, tmp_path / "other")
+    assert status == "completed"
     after = svc.status(key)
-    assert after.generation == int(done.stdout.split()[1]) > before.generation
+    assert after.generation == generation > before.generation
     assert after.boundary is not None and after.tokens < before.tokens
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
+    run = RunState(run_id=svc.start_run(key))
+    out = svc.compact_for_pressure(key, run)
+    assert out.generation_before == generation and out.boundary_before == after.boundary
+    assert out.tokens_before == full(svc, key, run.ephemeral, MODEL)[2].total < held.tokens_before
 
 
 def test_closing_markers_and_the_synthetic_message_match(factory: Any, new_key: Any) -> None:

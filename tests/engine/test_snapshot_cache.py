@@ -1,15 +1,12 @@
 """The snapshot cache (engine.snapshots) against the database it reads: a new message extends it,
-a prune and a summary invalidate it, whoever made them: another Service / Store on the same
-database (SQLite and PostgreSQL) or another process. After each, the pressure the first service
-computes (its pressure check, its measure, its status) equals a full re-read: no stale pressure.
+a prune and a summary invalidate it, whoever made them: here another Service / Store on the same
+database (SQLite and PostgreSQL); a compaction by another process is in test_incremental.py.
+After each, the pressure the first service computes (its pressure check, its measure, its
+status) equals a full re-read: no stale pressure.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +15,10 @@ from engine.compactor import RunState
 from engine.messages import assistant, user
 from engine.meter import default_meter
 from engine.service import Service
-from engine.store.reads import ThreadReader
 from engine.surface import build_surface, envelope_of
 
 from .conftest import MODEL, PROVIDER, finished_turns, new_thread, route, running_turn
-
-ROOT = Path(__file__).resolve().parents[2]
+from .test_incremental import count_reads
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -49,19 +44,6 @@ def assert_fresh(svc: Service, key: str, run: RunState) -> int:
     assert status.tokens == default_meter(snap.model).measure(envelope_of(snap, build_surface(snap))).total
     assert (status.generation, status.boundary) == (snap.state.generation, snap.state.boundary)
     return want
-
-
-def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    sizes: list[int] = []
-    real = ThreadReader.messages_after
-
-    def spy(self: ThreadReader, boundary: int | None, *, limit: int | None = None) -> list[Any]:
-        out = real(self, boundary, limit=limit)
-        sizes.append(len(out))
-        return out
-
-    monkeypatch.setattr(ThreadReader, "messages_after", spy)
-    return sizes
 
 
 def test_new_message_prune_and_summary_by_another_service(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -107,41 +89,6 @@ def test_new_message_prune_and_summary_by_another_service(factory: Any, new_key:
     after_summary = assert_fresh(a, key, run2)
     out = a.compact_for_pressure(key, run2)
     assert out.tokens_before == after_summary
-
-
-def test_no_stale_pressure_after_a_compaction_by_another_process(factory: Any, new_key: Any, tmp_path: Path) -> None:
-    """Another OS process compacts the thread this service holds in its cache: the next pressure
-    check, measure and status of this service see the compacted surface."""
-    svc = factory(policies={"context_window": 8000})
-    key = new_thread(svc, new_key())
-    route(svc, key)
-    finished_turns(svc, key, 30)
-    run = RunState(run_id=svc.start_run(key))
-    before = assert_fresh(svc, key, run)
-    svc.compact_for_pressure(key, run)  # the pressure path now holds the thread in its cache
-    svc.finish_run(key, run.run_id)
-    held = svc.snapshots.snapshot(key)
-    script = textwrap.dedent(
-        f"""
-        from engine.service import open_service
-        from engine.summarizers.extractive import ExtractiveSummarizer
-        svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(tmp_path / 'other')!r},
-                           summarizer=ExtractiveSummarizer(), policies={{"context_window": 8000}})
-        r = svc.compact({key!r})
-        print(r.status, r.generation)
-        svc.close()
-        """
-    )
-    done = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    status, generation = done.stdout.split()
-    assert status == "completed"
-    run = RunState(run_id=svc.start_run(key))
-    after = assert_fresh(svc, key, run)
-    assert after < before and svc.status(key).generation == int(generation) > held.state.generation
-    assert svc.snapshots.snapshot(key) != held
-    out = svc.compact_for_pressure(key, run)
-    assert out.tokens_before == after and out.generation_before == int(generation)
 
 
 def test_an_unchanged_thread_is_answered_from_the_cache(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
