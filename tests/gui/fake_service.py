@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from engine.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
-from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, summary_message, tool_result, user
+from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, tool_result, user
 from engine.surface import SYNTHETIC_USER_TEXT, shown_message
 from engine.views import (
     CompactionCost,
