@@ -11,7 +11,7 @@ from engine.demo import build_demo
 from engine.errors import EngineError
 from engine.service import open_service
 
-VOLATILE = {"duration_ms", "created_at", "updated_at"}
+VOLATILE = {"duration_ms", "specifics_ms", "created_at", "updated_at"}  # wall times and clocks
 
 
 def _clean(value: Any) -> Any:
