@@ -40,7 +40,8 @@ from .events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, Summa
 from .messages import META_PRUNED, Message
 from .meter import TokenMeter, default_meter
 from .replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
-from .specifics import DroppedSpecifics, dropped_specifics, message_texts
+from .previews import replacement_preview
+from .specifics import DroppedSpecifics, dropped_at_compaction
 from .surface import build_surface, envelope_of
 from .units import current_request
 from .views import (
@@ -664,11 +665,15 @@ def _compute_dropped(replaced: Sequence[Message], after: _Sides, system_prompt: 
     record it: what the model saw of the replaced range (+ the previous summary) against the summary
     and the surface after it (system prompt, messages as shown); referenced by the current request
     and the retained tail."""
-    return dropped_specifics(
-        before=message_texts(replaced) + ([previous] if previous else []),
+    return dropped_at_compaction(
+        summarized=replaced,
+        previous_summary=previous,
         summary=summary,
-        after=[system_prompt or ""] + message_texts(after.messages),
-        referenced=([request.content] if request is not None else []) + message_texts(retained),
+        kept=after.messages,
+        system_prompt=system_prompt,
+        current_request=request.content if request is not None else None,
+        retained=retained,
+        shown=replacement_preview,
     )
 
 

@@ -24,7 +24,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
 
 from .messages import Message
 
@@ -169,14 +169,16 @@ def extract_specifics(text: str) -> list[Specific]:
     return [Specific(kind, value) for kind, value in seen]  # type: ignore[arg-type]
 
 
-def message_texts(messages: Iterable[Message]) -> list[str]:
+def message_texts(messages: Iterable[Message], *, shown: Callable[[str], str] | None = None) -> list[str]:
     """What a model sees of ``messages``, as texts: each content (a pruned result's preview when
     the messages are a surface's) and each tool call as ``name arguments``. Reasoning blocks and
-    attachment bytes are not counted as seen."""
+    attachment bytes are not counted as seen. ``shown`` maps a tool result's content to what the
+    tool said (``engine.previews.replacement_preview``: the engine's offload frame, with its SHA-256
+    and token count, is not a specific of the conversation)."""
     out: list[str] = []
     for m in messages:
         if m.content:
-            out.append(m.content)
+            out.append(shown(m.content) if shown is not None and m.role == "tool" else m.content)
         out.extend(f"{c.name} {c.arguments}" for c in m.tool_calls)
     return out
 
@@ -337,6 +339,7 @@ def dropped_at_compaction(
     current_request: str | None = None,
     retained: Sequence[Message] | None = None,
     limit: int = MAX_DROPPED,
+    shown: Callable[[str], str] | None = None,
 ) -> DroppedSpecifics:
     """:func:`dropped_specifics` of one compaction, over messages, as the compactor records it:
     before = what the model saw of ``summarized`` (as shown: a pruned result as its preview) and
@@ -344,10 +347,10 @@ def dropped_at_compaction(
     messages as shown); referenced = ``current_request`` and ``retained`` (default: ``kept``).
     For a source's recorded compactions and what-if runs, so every view counts the same way."""
     return dropped_specifics(
-        before=message_texts(summarized) + ([previous_summary] if previous_summary else []),
+        before=message_texts(summarized, shown=shown) + ([previous_summary] if previous_summary else []),
         summary=summary,
-        after=([system_prompt] if system_prompt else []) + message_texts(kept),
-        referenced=([current_request] if current_request else []) + message_texts(kept if retained is None else retained),
+        after=([system_prompt] if system_prompt else []) + message_texts(kept, shown=shown),
+        referenced=([current_request] if current_request else []) + message_texts(kept if retained is None else retained, shown=shown),
         limit=limit,
     )
 
