@@ -31,6 +31,7 @@ from .events import (
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import PolicySet, ResolvedPolicy
+from .previews import replacement_preview
 from .pruning import PruneReport, prune_surface, stale_results
 from .specifics import dropped_at_compaction
 from .surface import build_surface, envelope_of, history_part
@@ -176,8 +177,11 @@ class Compactor:
     # -- §2 pressure ----------------------------------------------------------------------
     def pressure(self, thread: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step (§2)."""
-        routed = self.store.last_completed_request(thread)
-        snap = self._snapshot(thread)
+        if self.snapshots is not None:  # the route and the snapshot in one read transaction
+            snap, routed = self.snapshots.pressure_read(thread)
+        else:
+            routed = self.store.last_completed_request(thread)
+            snap = self._snapshot(thread)
         if routed is None:
             g = snap.state.generation
             return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
@@ -536,6 +540,7 @@ def _dropped(sel: Selection, previous: str | None, summary: str, after: Measured
             system_prompt=after.envelope.system_prompt,
             current_request=request.current_request,
             retained=request.retained,
+            shown=replacement_preview,
         )
     except Exception:  # a bug in a pure extractor must not lose a summary
         log.warning("dropped specifics failed", exc_info=True)

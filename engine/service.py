@@ -391,7 +391,7 @@ class Service:
     def _status(self, key: str, progress: Any = None) -> PressureStatus:
         t = self.snapshots.thread_measure(key, progress=progress)
         head = t.head
-        last = self.store.last_completed_request(key)
+        last = t.last_request  # read with the head, in the same transaction
         reported = head.reported_context_window
         policy = self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=head.source_format if reported else None)
         anchored = None
