@@ -34,7 +34,7 @@ from report_doc import document  # noqa: E402
 from store import DEFAULT_PG_URL  # noqa: E402
 import traces  # noqa: E402
 import whatif as whatif_bench  # noqa: E402
-from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_store  # noqa: E402
+from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_specifics, own_store  # noqa: E402
 
 PEERS = peers.STRATEGIES  # ("langchain", "chars/4")
 STRATEGIES = ("ours",) + PEERS
@@ -409,6 +409,8 @@ def main(argv: list[str] | None = None) -> int:
     own = own_meter() + own_pressure(r)
     log("own figures: manual compaction (benchmarks/compaction.py)")
     own += own_manual_compaction()
+    log("own figures: dropped specifics on the pressure path")
+    own += own_specifics("research", 100_000 if args.quick else 1_000_000)
     log("own figures: store")
     own += own_store(20_000 if args.quick else 100_000, args.pg_url)
     if not args.no_gui:
