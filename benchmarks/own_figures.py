@@ -107,7 +107,7 @@ def own_pressure(r: dict[str, Any]) -> list[list[str]]:
 def own_gui(messages: int, pg_url: str | None) -> list[list[str]]:
     """benchmarks/gui_timeline.py: one JSON line per backend (SQLite, PostgreSQL)."""
     args = ["benchmarks/gui_timeline.py", "--messages", str(messages)] + (["--pg-url", pg_url] if pg_url else [])
-    rc, out = run_script(args, env={"QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"}, timeout=1200)
+    rc, out = run_script(args, env={"QT_QPA_PLATFORM": "offscreen", "QT_API": "pyside6"}, timeout=7200 if messages > 100_000 else 1200)
     lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
     if rc != 0 or not lines:
         tail = " ".join(out.strip().splitlines()[-2:]) if out.strip() else f"exit {rc}"

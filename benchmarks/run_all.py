@@ -415,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     own += own_store(20_000 if args.quick else 100_000, args.pg_url)
     if not args.no_gui:
         log("own figures: timeline (offscreen)")
-        own += own_gui(20_000 if args.quick else 100_000, args.pg_url)
+        own += own_gui(20_000 if args.quick else 1_000_000, args.pg_url)  # a 1M run reports the 100k figures in its notes
     log("own figures: incremental pressure and status (benchmarks/incremental.py)")
     sizes = [20_000] if args.quick else [100_000, 1_000_000]
     own += incremental.rows(incremental.run(sizes, ["research", "coding", "chinese"], args.pg_url, 8.0, max(sizes)))
