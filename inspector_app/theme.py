@@ -143,6 +143,23 @@ def stylesheet(tokens: Tokens) -> str:
     return Template(template).substitute(asdict(tokens))
 
 
+def card_stylesheet(tokens: Tokens) -> str:
+    """The summary card's own style sheet (set on the card once per theme, never per show).
+
+    ``[source="true"]``: the card of a compaction the source recorded, in the source's colour
+    (``info``, tinted), never our boundary's; without the property the theme's summary card
+    applies. The dropped-specifics warning and error stay in ``danger`` over either card's label
+    colour. A widget's own sheet outranks the application's, as the per-show sheets it replaces did."""
+    info = QColor(tokens.info)
+    tint = f"rgba({info.red()}, {info.green()}, {info.blue()}, 30)"
+    return (
+        f'QFrame#summaryCard[source="true"] {{ background: {tint}; border: 1px solid {tokens.info}; }}\n'
+        f'QFrame#summaryCard[source="true"] QLabel {{ color: {tokens.info}; }}\n'
+        f"QFrame#summaryCard QLabel#droppedWarning {{ color: {tokens.danger}; font-weight: 600; }}\n"
+        f"QFrame#summaryCard QLabel#droppedError {{ color: {tokens.danger}; }}\n"
+    )
+
+
 def _palette(tokens: Tokens) -> QPalette:
     pal = QPalette()
     roles = {

@@ -16,7 +16,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, Signal
+from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush, QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
@@ -375,6 +375,10 @@ class DetailPane(QWidget):
         self.dropped_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
         head = self.dropped_view.header()
         head.setStretchLastSection(False)
+        # the two narrow columns fit their contents, measured over at most 100 rows (kinds and
+        # "yes" repeat): never over the whole list, which would ask the model for every row each
+        # time the card is polished or its list reset
+        head.setResizeContentsPrecision(100)
         head.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         head.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
         head.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
@@ -399,6 +403,10 @@ class DetailPane(QWidget):
         for label in (self.dropped_label, self.dropped_warning, self.dropped_error):
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.card.setProperty("source", False)
+        #: the theme whose :func:`theme.card_stylesheet` the card carries (set once per theme)
+        self._card_tokens: theme.Tokens | None = None
+        self._style_card()
         self.dropped: DroppedView = DroppedView.not_recorded()
         #: what the card shows: ("boundary", BoundaryInfo) / ("source", SourceCompaction) / None
         self.card_subject: tuple[str, Any] | None = None
@@ -507,8 +515,7 @@ class DetailPane(QWidget):
             lines.append(f"envelope {info.tokens_before:,} → {info.tokens_after:,} tokens")
         self.card_title.setText("\n".join(lines))
         self.card_text.setPlainText(info.summary or "(no summary text recorded)")
-        self.card.setProperty("source", False)
-        self.card.setStyleSheet("")  # our boundary: the theme's summary card
+        self._set_card_source(False)  # our boundary: the theme's summary card
         self.card_subject = ("boundary", info)
         self._show_dropped(self._read_boundary_dropped(info))
         self.stack.setCurrentWidget(self.card)
@@ -534,18 +541,16 @@ class DetailPane(QWidget):
 
     def _show_dropped(self, dropped: DroppedView) -> None:
         self.dropped = dropped
+        if list(dropped.items) != self.dropped_model.items():  # the same list (the toggle): no reset, no re-measure
+            self.dropped_model.set_items(dropped.items)
         self.dropped_label.setText(dropped.headline())
         warning = dropped.warning()
         self._warn_box.setVisible(bool(warning))
         self.dropped_warning.setText(warning or "")
         self.dropped_warning_icon.setPixmap(theme.icon("warning", "danger").pixmap(16, 16))
-        danger = theme.color("danger").name()
-        self.dropped_warning.setStyleSheet(f"color: {danger}; font-weight: 600;")  # over the card's label colour
         error = dropped.error()
         self.dropped_error.setVisible(bool(error))
         self.dropped_error.setText(f"Cannot read: {error}" if error else "")
-        self.dropped_error.setStyleSheet(f"color: {danger};")
-        self.dropped_model.set_items(dropped.items)
         shown = len(dropped.items)
         self.dropped_toggle.setVisible(shown > 0)
         more = f" (of {dropped.count:,}: the recorded list is capped)" if dropped.truncated else ""
@@ -592,17 +597,35 @@ class DetailPane(QWidget):
         text = sc.summary if sc.summary is not None else "(the source kept this summary only encrypted)"
         kept = "\n".join(f"[{k.get('role', '?')}] {k.get('text', '')}" for k in sc.kept)
         self.card_text.setPlainText(text + (f"\n\n── kept ──\n{kept}" if kept else ""))
-        self.card.setProperty("source", True)
+        self._set_card_source(True)  # the source's colour, never our boundary's
         self.card_subject = ("source", sc)
         self._show_dropped(DroppedView.reading())
         self.sourceCardShown.emit(sc)
-        info, tint = theme.color("info"), theme.color("info")
-        tint.setAlpha(30)  # the source's colour, never our boundary's
-        self.card.setStyleSheet(
-            f"QFrame#summaryCard {{ background: rgba({tint.red()}, {tint.green()}, {tint.blue()}, {tint.alpha()}); border: 1px solid {info.name()}; }}"
-            f"QFrame#summaryCard QLabel {{ color: {info.name()}; }}"
-        )
         self.stack.setCurrentWidget(self.card)
+
+    # -- the card's style ----------------------------------------------------------------------
+    def _style_card(self) -> None:
+        """The card's own style sheet for the current theme; nothing when it already has it (a
+        new sheet re-polishes the whole card, its dropped list included)."""
+        tokens = theme.current()
+        if tokens != self._card_tokens:
+            self._card_tokens = tokens
+            self.card.setStyleSheet(theme.card_stylesheet(tokens))
+
+    def _set_card_source(self, source: bool) -> None:
+        """Which card it is (``source``: the source's compaction); re-polishes the card and its
+        labels (what the ``[source="true"]`` rules reach) only when that changes."""
+        self._style_card()
+        if self.card.property("source") == source:
+            return
+        self.card.setProperty("source", source)
+        for widget in (self.card, *self.card.findChildren(QLabel)):
+            self._restyle(widget)
+
+    def changeEvent(self, event: QEvent) -> None:
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.StyleChange):
+            self._style_card()  # the theme changed: its colours (once per theme)
+        super().changeEvent(event)
 
     @property
     def showing_pruned(self) -> bool:
