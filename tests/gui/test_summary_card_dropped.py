@@ -320,3 +320,82 @@ def test_a_source_card_shown_again_is_not_read_again(qtbot: Any, make_window: An
     assert w.detail.dropped == first and w.detail.dropped.state == "recorded"  # at once, from what was read
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
     assert service.called("compaction_diff") == reads
+
+
+# -- the cost of showing a source's card (issue #11) ---------------------------------------------
+
+
+def test_a_source_card_with_500_dropped_shows_without_measuring_every_row_or_restyling(qtbot: Any, qapp: QApplication, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Showing a source's card (its dropped list already read: answered at once, as the window's
+    cache does) asks the model for a bounded number of cells, not every row of the list each time
+    the card is polished; the card's style sheet is set once per theme, never per show; the
+    colours still follow the card (source / our boundary) and the theme."""
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QTreeView
+
+    from inspector_app import theme
+    from inspector_app.widgets.detail import DetailPane
+
+    calls = [0]
+    data = DroppedModel.data
+
+    def counted(self: DroppedModel, *args: Any) -> Any:
+        calls[0] += 1
+        return data(self, *args)
+
+    monkeypatch.setattr(DroppedModel, "data", counted)
+    dropped = DroppedView.from_event_data({
+        "specifics_seen": 900, "dropped_specifics": 500, "dropped_truncated": False,
+        "dropped": [{"kind": ("path", "identifier", "command", "quantity")[i % 4], "value": f"/srv/app/module_{i}/file_{i}.py", "referenced": i % 7 == 0} for i in range(500)],
+    })  # fmt: skip
+    sc = SourceCompaction(7, 1, "claude-code", "summary", "auto", 150_000, "The user asked for a deploy.", 4, 1, 3, "cb-1", None)
+    manager = theme.ThemeManager(qapp, "light")
+    palette, sheet = qapp.palette(), qapp.styleSheet()
+    try:
+        manager.apply()
+        d = DetailPane()
+        qtbot.addWidget(d)
+        d.resize(520, 700)
+        d.show()
+        d.sourceCardShown.connect(lambda shown: d.set_source_dropped(shown, dropped))
+        sheets: list[str] = []
+        set_sheet = d.card.setStyleSheet
+        d.card.setStyleSheet = lambda qss: (sheets.append(qss), set_sheet(qss))[-1]  # type: ignore[method-assign]
+
+        def show(expanded: bool = False) -> int:
+            d.show_text("a message", "text")
+            qapp.processEvents()
+            calls[0] = 0
+            d.show_source_compaction(sc)
+            if expanded and not d.dropped_toggle.isChecked():
+                d.dropped_toggle.click()
+            qapp.processEvents()  # its paint
+            return calls[0]
+
+        def colour(label: Any) -> str:
+            return label.palette().color(QPalette.ColorRole.WindowText).name()
+
+        for expanded in (False, True, True):
+            n = show(expanded)
+            assert d.dropped_model.rowCount() == 500 and d.dropped_view.isVisible() == expanded
+            assert n < 2_000, f"{n:,} DroppedModel.data calls for one show"
+        assert sheets == []  # the same theme: the card keeps the sheet it was built with
+        d.dropped_view.header().setResizeContentsPrecision(-1)  # Qt's own measure over every row: the same widths
+        assert [d.dropped_view.sizeHintForColumn(c) for c in (0, 2)] == [QTreeView.sizeHintForColumn(d.dropped_view, c) for c in (0, 2)]
+        assert colour(d.card_title) == theme.LIGHT.info and colour(d.dropped_warning) == theme.LIGHT.danger
+
+        d.show_boundary(card())  # our boundary: the theme's summary card again
+        assert colour(d.card_title) == theme.LIGHT.boundary_text and colour(d.dropped_warning) == theme.LIGHT.danger
+        assert sheets == []
+
+        manager.apply("dark")
+        assert len(sheets) == 1 and theme.DARK.info in sheets[0]  # one new sheet for the new theme
+        assert colour(d.card_title) == theme.DARK.boundary_text
+        assert show(expanded=True) < 2_000
+        assert colour(d.card_title) == theme.DARK.info and colour(d.dropped_warning) == theme.DARK.danger
+        assert len(sheets) == 1
+    finally:
+        manager.apply("light")
+        qapp.setStyleSheet(sheet)
+        qapp.setPalette(palette)
+        manager.deleteLater()
