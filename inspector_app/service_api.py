@@ -73,6 +73,12 @@ class InspectorService(Protocol):
         """Pressure of the next turn against the threshold, with the busy reason."""
         ...
 
+    def status_with_progress(self, key: str, progress: Callable[[int], None]) -> PressureStatus:
+        """:meth:`status`, calling ``progress(messages_counted)`` (on the worker thread) after each
+        page of a cold measurement: a huge thread measured for the first time, or after a
+        compaction. A warm status (only the new messages counted) may never call it."""
+        ...
+
     def pressure_history(self, key: str) -> list[PressurePoint]:
         """Measured envelope of every recorded model request."""
         ...

@@ -26,12 +26,15 @@ from ..service_client import ServiceClient
 from ..timeline.pages import source_name
 from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
+from ..widgets.pressure import measuring_text
+from ..widgets.whatif import ProgressRelay
 from .base import ThreadState, count_of, error_code, error_text, plural
 from .compaction import CompactionController
 from .paging import PagingController
 from .tasks import Report, TaskSet, ThreadTasks, finished
 
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
+STATUS_PROGRESS_INTERVAL = 0.1  # seconds between two progress updates of a cold measurement (at most ~10/s)
 
 Opener = Callable[[str], InspectorService]
 
@@ -67,6 +70,9 @@ class ThreadsController:
         self._loaded = loaded
         self._measuring: asyncio.Task[Any] | None = None
         self._checked: str | None = None  # the thread whose checks the tab shows
+        #: the measurement whose progress the header and gauge may show: (thread key, load number)
+        self._measurement: tuple[str, int] | None = None
+        self._measurements = 0
         ui.tabs.currentChanged.connect(self._on_tab)
         ui.checks_button.clicked.connect(lambda: self.view.key and self.view.spawn(self._check(self.view.key), "check thread"))
         #: the forms of the open database's password: masked in every message the window shows
@@ -274,7 +280,11 @@ class ThreadsController:
                 problems.append((what, exc))
                 return None
 
-        status = await read("read status", self.client.call(InspectorService.status, key))
+        meta = ui.thread_meta.text()
+        status = await read("read status", self._measure_status(key))
+        if status is None and ui.gauge.progress is not None:  # it failed half-way: no progress left standing
+            ui.gauge.set_status(None)
+            ui.thread_meta.setText(meta)
         points = await read("read pressure history", self.client.call(InspectorService.pressure_history, key))
         episodes = await read("read replay", self.client.call(InspectorService.replay, key))
         events = await read("read events", self.client.call(InspectorService.events, key, limit=10_000))
@@ -296,6 +306,39 @@ class ThreadsController:
         else:  # checking reads every message: a long thread is checked when the tab is opened
             ui.checks_note.setText(f"This thread has {plural(count or 0, 'message')}: its checks run when this tab is opened (or press Run checks).")
         return problems
+
+    async def _measure_status(self, key: str) -> PressureStatus:
+        """The open thread's status; a cold measurement of a huge thread shows its progress in the
+        header and on the gauge ("measuring pressure: N of M messages counted"), throttled to
+        :data:`STATUS_PROGRESS_INTERVAL`, until the status replaces it."""
+        self._measurements += 1
+        token = self._measurement = (key, self._measurements)
+        total = count_of(self.state.thread)
+        meta = self.ui.thread_meta.text()
+        loop = asyncio.get_running_loop()
+
+        def post(counted: int, _total: int) -> None:  # on the worker thread
+            try:
+                loop.call_soon_threadsafe(self._show_status_progress, token, counted, total, meta)
+            except RuntimeError:  # the loop is closed (the window went away): nobody is watching
+                pass
+
+        relay = ProgressRelay(post, interval=STATUS_PROGRESS_INTERVAL)
+        limit = total if total else 1 << 62  # an unknown count: only the interval throttles
+        try:
+            return await self.client.call(InspectorService.status_with_progress, key, lambda counted: relay(counted, limit))
+        finally:
+            if self._measurement == token:
+                self._measurement = None
+
+    def _show_status_progress(self, token: tuple[str, int], counted: int, total: int | None, meta: str) -> None:
+        """One progress update, on the GUI thread: ignored when it is of another thread or an
+        older load (a stale measurement still running on its worker), or the status is in."""
+        state = self.state
+        if token != self._measurement or self.view.key != token[0] or state.thread is None or state.thread.key != token[0] or state.status is not None:
+            return
+        self.ui.gauge.show_progress(counted, total)
+        self.ui.thread_meta.setText(" · ".join(m for m in (meta, measuring_text(counted, total)) if m))
 
     def _on_tab(self, index: int) -> None:
         key = self.view.key

@@ -14,7 +14,7 @@ from engine.views import PressurePoint, PressureStatus
 from .. import theme
 from ..pressure_text import HINT_RATIO, HINT_TEXT, PressureView, pressure_view, window_text, window_tooltip
 
-__all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout"]
+__all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout", "measuring_text"]
 
 CATEGORIES: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
 CATEGORY_LABELS = {"tool_results": "tool results"}
@@ -35,6 +35,14 @@ def legend_layout(texts: list[str], width: float, advance: Any) -> tuple[int, li
     raise AssertionError("unreachable")
 
 
+def measuring_text(counted: int, total: int | None) -> str:
+    """The words of a cold measurement in progress: ``measuring pressure: 300 of 1,200 messages
+    counted`` (``total`` unknown: the count alone)."""
+    if total is None:
+        return f"measuring pressure: {counted:,} messages counted"
+    return f"measuring pressure: {counted:,} of {max(total, counted):,} messages counted"
+
+
 def _category_color(category: str) -> QColor:
     return theme.color(f"cat_{category}") if hasattr(theme.current(), f"cat_{category}") else theme.color("text_muted")
 
@@ -47,6 +55,7 @@ class PressureGauge(QWidget):
         self.setObjectName("pressureGauge")
         self._status: PressureStatus | None = None
         self._blocked: str | None = None
+        self._progress: tuple[int, int | None] | None = None  # (counted, total) of a measurement under way
         self.setMinimumHeight(250)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
@@ -54,11 +63,30 @@ class PressureGauge(QWidget):
         return QSize(360, 250)
 
     def set_status(self, status: PressureStatus | None, blocked: str | None = None) -> None:
-        """``blocked``: why compaction cannot bring the thread down (the "cannot compact" state)."""
+        """``blocked``: why compaction cannot bring the thread down (the "cannot compact" state).
+        Replaces a progress shown by :meth:`show_progress`."""
         self._status = status
         self._blocked = blocked
+        self._progress = None
         self.setToolTip(self._tooltip())
         self.update()
+
+    def show_progress(self, counted: int, total: int | None) -> None:
+        """A cold measurement under way: ``counted`` of ``total`` messages (the thread's message
+        count; None: unknown), drawn as a determinate bar with :func:`measuring_text` until
+        :meth:`set_status` brings the result."""
+        self._progress = (counted, total)
+        self.setToolTip(measuring_text(counted, total))
+        self.update()
+
+    @property
+    def progress(self) -> tuple[int, int | None] | None:
+        """(counted, total) of the measurement shown under way, None when none is."""
+        return self._progress
+
+    @property
+    def progress_text(self) -> str | None:
+        return measuring_text(*self._progress) if self._progress is not None else None
 
     @property
     def view(self) -> PressureView | None:
@@ -100,6 +128,9 @@ class PressureGauge(QWidget):
         rect = QRectF(self.rect()).adjusted(12, 10, -12, -10)
         s = self._status
         base = QFont(self.font())
+        if self._progress is not None:
+            self._paint_progress(p, rect, base, *self._progress)
+            return
         if s is None:
             p.setPen(theme.color("text_muted"))
             p.drawText(rect, Qt.AlignmentFlag.AlignCenter, "No thread selected")
@@ -197,6 +228,31 @@ class PressureGauge(QWidget):
             p.fillRect(QRectF(cell.left() - SWATCH, cell.top() + 4, 10, 10), _category_color(cat))
             p.setPen(theme.color("text"))
             p.drawText(cell, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, text)
+
+
+    def _paint_progress(self, p: QPainter, rect: QRectF, base: QFont, counted: int, total: int | None) -> None:
+        """The measurement under way: a headline, a bar filled to ``counted / total``, the words."""
+        big = QFont(base)
+        big.setPointSizeF(base.pointSizeF() * 1.5)
+        big.setWeight(QFont.Weight.DemiBold)
+        p.setFont(big)
+        p.setPen(theme.color("text"))
+        p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, "Measuring pressure…")
+        bar = QRectF(rect.left(), rect.top() + 36, rect.width(), 18)
+        clip = QPainterPath()
+        clip.addRoundedRect(bar, 4, 4)
+        p.fillPath(clip, theme.color("surface_alt"))
+        if total:
+            p.save()
+            p.setClipPath(clip)
+            p.fillRect(QRectF(bar.left(), bar.top(), bar.width() * min(1.0, counted / total), bar.height()), theme.color("accent"))
+            p.restore()
+        p.setPen(QPen(theme.color("border"), 1))
+        p.drawPath(clip)
+        p.setFont(base)
+        p.setPen(theme.color("text_muted"))
+        flags = Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignTop | Qt.TextFlag.TextWordWrap
+        p.drawText(QRectF(rect.left(), bar.bottom() + 8, rect.width(), 40), flags, measuring_text(counted, total))
 
 
 class PressureChart(QWidget):

@@ -91,6 +91,9 @@ class FakeService:
         self.closed = False
         #: set to make ``import_file`` wait until the event is set (a slow import, to watch its progress)
         self.import_gate: threading.Event | None = None
+        #: thread key -> an event ``status_with_progress`` waits for after its first page (a slow
+        #: cold measurement of that thread, to watch its progress)
+        self.status_gates: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
         self._next_id = 1
         #: request envelopes built (their indexes, in order) and the names of the threads that built them
@@ -235,6 +238,26 @@ class FakeService:
             key, t.tokens, t.threshold, t.window, breakdown, t.state.boundary, t.state.generation, t.state.compact_count, t.info.busy_reason,
             window_source=t.window_source, window_detail=t.window_detail,
         )  # fmt: skip
+
+    #: messages per page of the fake's cold measurement (the engine streams pages too)
+    STATUS_PAGE = 150
+
+    def status_with_progress(self, key: str, progress: Callable[[int], None]) -> PressureStatus:
+        """Like the engine's cold measurement: ``progress(messages_counted)`` after each page of
+        the thread's messages (:attr:`STATUS_PAGE` each), then :meth:`status`. A gate in
+        :attr:`status_gates` for ``key`` holds it after its first page until the gate opens."""
+        t = self._record("status_with_progress", key)
+        assert t is not None
+        with self._lock:
+            total = len(t.messages)
+        gate = self.status_gates.get(key)
+        counted = 0
+        while counted < total:
+            counted = min(total, counted + self.STATUS_PAGE)
+            progress(counted)
+            if gate is not None:
+                gate.wait(10)
+        return self.status(key)
 
     def pressure_history(self, key: str) -> list[PressurePoint]:
         t = self._record("pressure_history", key)

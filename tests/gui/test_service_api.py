@@ -32,6 +32,8 @@ def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
         "list_threads", "thread", "messages_page", "compaction_state", "history", "events", "offloads",
         "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "source_compactions",
         "import_file", "close",
+        # issue 16: a cold measurement's progress
+        "status_with_progress",
         # issue 14: what compaction kept and dropped
         "request_envelopes", "compaction_diff", "compaction_history", "export_history", "whatif", "whatif_sweep",
     }  # fmt: skip
