@@ -356,8 +356,7 @@ def thread_reading(store: Any, key: str) -> Iterator[ThreadReader]:
 
 def corrupt_from(exc: Exception) -> CorruptRow | None:
     """A value error SQLAlchemy raised while reading a row (an unparsable SQLite timestamp) as a
-    :class:`CorruptRow`; None for anything else. (The rule of ``store._corrupt_from``, which
-    this module cannot import: ``store`` imports it.)"""
+    :class:`CorruptRow`; None for anything else (the one rule: ``store`` uses it too)."""
     detail = str(exc)
     if isinstance(exc, ValueError) and "isoformat" in detail:
         return CorruptRow(None, None, None, f"a timestamp that cannot be read ({detail.split(':', 1)[-1].strip()[:60]})")

@@ -47,6 +47,7 @@ from .models import (
     utcnow,
 )
 from .reads import ConversationReader, busy_reasons
+from .reads import corrupt_from as _corrupt_from
 from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
 from .records import (
     aware, event_record, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
@@ -66,16 +67,6 @@ def check_thread_key(key: Any) -> str:
     if not key or not isinstance(key, str):
         raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
     return clean_text(key, "thread key", code="invalid_thread_key", limit=THREAD_KEY_MAX)
-
-
-def _corrupt_from(exc: Exception) -> CorruptRow | None:
-    """A value error SQLAlchemy raised while reading a row (an unparsable SQLite timestamp) as a
-    :class:`CorruptRow`; None for anything else."""
-    detail = str(exc)
-    if isinstance(exc, ValueError) and "isoformat" in detail:
-        return CorruptRow(None, None, None, f"a timestamp that cannot be read ({detail.split(':', 1)[-1].strip()[:60]})")
-    return None
-
 
 
 class DuplicateThread(EngineError):
