@@ -44,7 +44,7 @@ import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
@@ -242,6 +242,7 @@ def _load_encoding(name: str) -> tiktoken.Encoding:
 _O200K_FAMILIES = re.compile(r"(?:gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o[134])(?:$|[-.:_])")
 
 
+@lru_cache(maxsize=512)  # called at every measure; a table lookup worth keeping
 def _model_encoding(model: str | None) -> tuple[str, bool]:
     """(encoding name, approximate) for a model id such as ``gpt-4o-mini`` or ``openai/gpt-4.1``."""
     if not model:

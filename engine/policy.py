@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
+from functools import lru_cache
 from types import MappingProxyType
 from typing import Any, Mapping
 
@@ -41,6 +42,7 @@ class PolicyError(EngineError, ValueError):
     code = "invalid_policy"
 
 
+@lru_cache(maxsize=256)  # twice per pressure check; Fraction(repr(x)) is not free
 def _exact(ratio: float) -> Fraction:
     """The decimal the user wrote (0.8 → 4/5), not the binary float nearest to it."""
     return Fraction(repr(float(ratio)))
