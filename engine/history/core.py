@@ -1,50 +1,28 @@
-# Over 500 lines: the one reader of a thread's compaction history (placement of every request, the diffs of ours and of a source's compactions, their cost and the export) by design; each part is a few small methods over one read of the thread.
-"""A thread's compaction history: before/after diffs, the envelope of every request, cost, export.
-
-A reader only (nothing is written, nothing is re-executed against a provider). Everything is
-rebuilt from what the store recorded: the append-only compaction history and offload records (our
-compactions), the source's recorded compactions (an imported thread), the model requests, and the
-events (summary usage, dropped specifics, the ephemeral notes of a run that hit a provider error).
-Surfaces come from :func:`engine.replay.snapshot_at` + :func:`engine.surface.build_surface` (the
-one surface builder), tokens from :mod:`engine.meter` (the one meter).
-
-Where a request sits in the history: an engine request is placed by the provider error it got
-(generation and newest message recorded), else by time (the generation of the last history record
-and the newest message written before the request row); the rebuilt envelope is ``exact`` when its
-count equals the estimate the engine recorded with the request. An imported request saw what the
-*source's* model saw: the source's own summary and cleared tool results (never ours), the messages
-before the one its response produced.
-
-Scale: the thread is read once (messages, history, offloads, requests, events; O(messages) memory);
-each envelope is built on demand (:class:`RequestEnvelopes` is a lazy sequence: O(surface) time and
-memory per envelope, nothing kept), so a thread with thousands of requests is never held as
-thousands of surfaces.
-"""
+# Over 500 lines: the one reader of a thread's compaction history (placement of every request, the diffs of ours and of a source's compactions, their cost; money in prices.py, export in export.py) by design; each part is a few small methods over one read of the thread.
+"""The reader of a thread's compaction history (diffs, request envelopes, cost); see :mod:`engine.history`."""
 
 from __future__ import annotations
 
 import bisect
 import itertools
-import json
 import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from decimal import Decimal
 from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
 
-from .errors import EngineError
-from .events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event
-from .messages import META_PRUNED, Message
-from .meter import TokenMeter, default_meter
-from .replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
-from .previews import replacement_preview
-from .specifics import DroppedSpecifics, dropped_at_compaction
-from .surface import build_surface, envelope_of
-from .units import current_request
-from .views import (
+from ..errors import EngineError
+from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event
+from ..messages import META_PRUNED, Message
+from ..meter import TokenMeter, default_meter
+from ..replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
+from ..previews import replacement_preview
+from ..specifics import DroppedSpecifics, dropped_at_compaction
+from ..surface import build_surface, envelope_of
+from ..units import current_request
+from ..views import (
     DIFF_CATEGORIES,
     CompactionCost,
     CompactionDiff,
@@ -61,6 +39,8 @@ from .views import (
     ThreadInfo,
 )
 
+from .prices import price_cost
+
 __all__ = [
     "EXPORT_FORMAT",
     "SOURCE_CLEARED_TEXT",
@@ -72,15 +52,6 @@ __all__ = [
     "compaction_cost",
     "compaction_diff",
     "compaction_history",
-    "cost_to_json",
-    "entry_from_json",
-    "entry_to_json",
-    "export_history",
-    "export_json",
-    "export_markdown",
-    "load_export",
-    "price_cost",
-    "price_tokens",
     "read_history",
     "request_envelope",
     "request_envelopes",
@@ -677,75 +648,6 @@ def _compute_dropped(replaced: Sequence[Message], after: _Sides, system_prompt: 
     )
 
 
-# -- money (genai-prices, its bundled snapshot only) -----------------------------------------------
-
-
-def price_tokens(model: str | None, *, input_tokens: int = 0, output_tokens: int = 0, provider: str | None = None) -> tuple[float | None, str | None]:
-    """(USD, None) for the tokens at ``model``'s list price in the ``genai-prices`` data bundled
-    with the installed package (never downloaded: its updater is not started), or (None, why)."""
-    if not model:
-        return None, "the model is not known"
-    if input_tokens == 0 and output_tokens == 0:
-        return 0.0, None
-    try:
-        from genai_prices import Usage, data_snapshot
-    except ImportError:
-        return None, "genai-prices is not installed"
-    sign = -1 if input_tokens < 0 else 1
-    usage = Usage(input_tokens=abs(input_tokens), output_tokens=max(0, output_tokens))
-    snap = data_snapshot.get_snapshot()
-    if snap.from_auto_update:  # someone started its updater in this process: use the bundled data
-        snap = data_snapshot._bundled_snapshot()  # noqa: SLF001
-    attempts = [provider, None] if provider else [None]
-    for pid in attempts:
-        try:
-            calc = snap.calc(usage, model, pid, None, None)
-        except (LookupError, ValueError):
-            continue
-        total = calc.total_price
-        return float(Decimal(sign) * Decimal(total)), None
-    return None, f"model {model!r} is not in the genai-prices data"
-
-
-def price_cost(
-    *,
-    summarizer_prompt_tokens: int | None,
-    summarizer_completion_tokens: int | None,
-    saved_prompt_tokens: int,
-    following_requests: int,
-    source: Literal["recorded", "meter"],
-    model: str | None,
-    provider: str | None = None,
-    summarizer_model: str | None = None,
-    extractive: bool = False,
-) -> CompactionCost:
-    """A :class:`CompactionCost` with money: ``money`` = saved − summarizer cost (USD, positive when
-    the compaction paid for itself), at uncached list input prices."""
-    notes: list[str] = []
-    saved_money, why = price_tokens(model, input_tokens=saved_prompt_tokens, provider=provider)
-    if why:
-        notes.append(f"saved tokens not priced: {why}")
-    if extractive:
-        summ_money: float | None = 0.0
-    elif summarizer_prompt_tokens is None and summarizer_completion_tokens is None:
-        summ_money = None
-        notes.append("the summarizer's usage was not recorded")
-    else:
-        summ_money, why = price_tokens(summarizer_model or model, input_tokens=summarizer_prompt_tokens or 0,
-                                       output_tokens=summarizer_completion_tokens or 0)
-        if why:
-            notes.append(f"summarizer not priced: {why}")
-    money = saved_money - summ_money if saved_money is not None and summ_money is not None else None
-    if money is not None:
-        notes.append("list prices of the genai-prices snapshot bundled with the package, uncached input")
-    return CompactionCost(
-        summarizer_prompt_tokens=summarizer_prompt_tokens, summarizer_completion_tokens=summarizer_completion_tokens,
-        saved_prompt_tokens=saved_prompt_tokens, following_requests=following_requests, source=source, model=model,
-        money=money, currency="USD" if money is not None or saved_money is not None else None,
-        price_note="; ".join(notes) or None, summarizer_money=summ_money, saved_money=saved_money,
-    )
-
-
 # -- reading, with a small cache so stepping request by request reads the thread once ------------
 
 #: the events history reads (what a provider error, a retry, a summary or a prune recorded)
@@ -857,194 +759,3 @@ def compaction_cost(source: HistorySource, key: str, compaction: int | None = No
 def compaction_history(source: HistorySource, key: str) -> list[CompactionEntry]:
     """Every compaction of ``key`` (ours and the source's recorded ones), in time order."""
     return read_history(source, key).entries()
-
-
-# -- export ----------------------------------------------------------------------------------------
-
-
-def _dropped_from_json(data: Any) -> DroppedSpecifics | None:
-    if data is None:
-        return None
-    found = DroppedSpecifics.from_json(data)
-    if found is None:
-        raise InvalidExport("'dropped' is not a dropped-specifics object (no 'seen' count)")
-    return found
-
-
-def cost_to_json(c: CompactionCost | None) -> dict[str, Any] | None:
-    """A cost as the JSON object of the export (every field)."""
-    if c is None:
-        return None
-    return {f: getattr(c, f) for f in CompactionCost.__dataclass_fields__}
-
-
-def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
-    return {
-        "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
-        "created_at": e.created_at.isoformat() if e.created_at is not None else None,
-        "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
-        "dropped": e.dropped.to_json() if e.dropped is not None else None, "cost": cost_to_json(e.cost), "note": e.note,
-        "record_id": e.record_id,
-    }
-
-
-_INT_FIELDS = ("index",)
-_OPT_INT = ("tokens_before", "tokens_after")
-_COST_INT = ("summarizer_prompt_tokens", "summarizer_completion_tokens")
-
-
-def _opt(value: Any, types: tuple[type, ...], what: str) -> Any:
-    if value is None or (isinstance(value, types) and not isinstance(value, bool)):
-        return value
-    raise InvalidExport(f"{what}: expected {' or '.join(t.__name__ for t in types)} or null, got {type(value).__name__}")
-
-
-def entry_from_json(data: Any) -> CompactionEntry:
-    """An entry of :func:`entry_to_json`'s shape back (``InvalidExport`` when it is not one)."""
-    if not isinstance(data, Mapping):
-        raise InvalidExport("an entry is not a JSON object")
-    idx = data.get("index")
-    if not isinstance(idx, int) or isinstance(idx, bool):
-        raise InvalidExport("an entry has no integer 'index'")
-    kind = data.get("kind")
-    origin = data.get("origin")
-    if not isinstance(kind, str) or not isinstance(origin, str):
-        raise InvalidExport(f"entry {idx}: 'kind' and 'origin' must be strings")
-    at = data.get("created_at")
-    created = None
-    if at is not None:
-        if not isinstance(at, str):
-            raise InvalidExport(f"entry {idx}: 'created_at' must be an ISO time or null")
-        try:
-            created = datetime.fromisoformat(at)
-        except ValueError:
-            raise InvalidExport(f"entry {idx}: 'created_at' is not an ISO time: {at!r}") from None
-    cost = data.get("cost")
-    cost_v: CompactionCost | None = None
-    if cost is not None:
-        if not isinstance(cost, Mapping):
-            raise InvalidExport(f"entry {idx}: 'cost' must be an object or null")
-        saved = cost.get("saved_prompt_tokens")
-        following = cost.get("following_requests")
-        if not isinstance(saved, int) or not isinstance(following, int):
-            raise InvalidExport(f"entry {idx}: cost needs integer 'saved_prompt_tokens' and 'following_requests'")
-        if cost.get("source") not in ("recorded", "meter"):
-            raise InvalidExport(f"entry {idx}: cost 'source' must be 'recorded' or 'meter'")
-        cost_v = CompactionCost(
-            summarizer_prompt_tokens=_opt(cost.get("summarizer_prompt_tokens"), (int,), f"entry {idx} cost"),
-            summarizer_completion_tokens=_opt(cost.get("summarizer_completion_tokens"), (int,), f"entry {idx} cost"),
-            saved_prompt_tokens=saved, following_requests=following, source=cost["source"],
-            model=_opt(cost.get("model"), (str,), f"entry {idx} cost model"),
-            money=_num(cost.get("money"), idx), currency=_opt(cost.get("currency"), (str,), f"entry {idx} cost currency"),
-            price_note=_opt(cost.get("price_note"), (str,), f"entry {idx} cost price_note"),
-            summarizer_money=_num(cost.get("summarizer_money"), idx), saved_money=_num(cost.get("saved_money"), idx),
-        )
-    try:
-        dropped = _dropped_from_json(data.get("dropped"))
-    except InvalidExport:
-        raise
-    except Exception as exc:  # noqa: BLE001: S's parser refusing the object
-        raise InvalidExport(f"entry {idx}: 'dropped' cannot be read ({exc})") from None
-    return CompactionEntry(
-        index=idx, kind=kind, trigger=_opt(data.get("trigger"), (str,), f"entry {idx} trigger"), origin=origin,
-        created_at=created, tokens_before=_opt(data.get("tokens_before"), (int,), f"entry {idx} tokens_before"),
-        tokens_after=_opt(data.get("tokens_after"), (int,), f"entry {idx} tokens_after"),
-        summary=_opt(data.get("summary"), (str,), f"entry {idx} summary"), dropped=dropped, cost=cost_v,
-        note=_opt(data.get("note"), (str,), f"entry {idx} note"),
-        record_id=_opt(data.get("record_id"), (int,), f"entry {idx} record_id"),
-    )
-
-
-def _num(value: Any, idx: int) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidExport(f"entry {idx}: a money amount must be a number or null")
-    return float(value)
-
-
-def export_history(source: HistorySource, key: str, format: str = "md") -> str:
-    """The compaction history of ``key`` as Markdown (``md``) or JSON (``json``; read back with
-    :func:`load_export`). ``InvalidExport`` for another format."""
-    if format not in ("md", "json"):
-        raise InvalidExport(f"unknown export format {format!r}: use md or json")
-    th = read_history(source, key)
-    entries = th.entries()
-    if format == "json":
-        return export_json(key, entries)
-    return export_markdown(key, entries, th.info)
-
-
-def export_json(key: str, entries: Sequence[CompactionEntry]) -> str:
-    data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "thread": key, "compactions": [entry_to_json(e) for e in entries]}
-    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
-
-
-def load_export(text: str) -> list[CompactionEntry]:
-    """The entries of a JSON export (:func:`export_history` ``format="json"``), equal to the ones
-    exported. ``InvalidExport`` (one line) for anything else."""
-    try:
-        data = json.loads(text)
-    except (TypeError, ValueError) as exc:
-        raise InvalidExport(f"not a JSON export: {exc}") from None
-    if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
-        raise InvalidExport(f"not a compaction-history export (no \"format\": \"{EXPORT_FORMAT}\")")
-    if data.get("version") != EXPORT_VERSION:
-        raise InvalidExport(f"unsupported export version {data.get('version')!r} (this version reads {EXPORT_VERSION})")
-    items = data.get("compactions")
-    if not isinstance(items, list):
-        raise InvalidExport("the export has no 'compactions' list")
-    return [entry_from_json(x) for x in items]
-
-
-def _md_money(v: float | None) -> str:
-    return "unknown" if v is None else f"${v:,.6f}"
-
-
-def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadInfo | None = None) -> str:
-    out = [f"# Compaction history of `{key}`", ""]
-    if info is not None:
-        route = " / ".join(x for x in (info.provider, info.model) if x) or "unknown route"
-        out += [f"{info.message_count:,} messages · generation {info.generation} · {route}"
-                + (f" · imported from {info.source_format}" if info.source_format else ""), ""]
-    if not entries:
-        out += ["No compactions.", ""]
-    for e in entries:
-        when = e.created_at.isoformat() if e.created_at else "time unknown"
-        out += [f"## {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
-        tb = f"{e.tokens_before:,}" if e.tokens_before is not None else "?"
-        ta = f"{e.tokens_after:,}" if e.tokens_after is not None else "?"
-        out += [f"- Tokens: {tb} → {ta}"]
-        if e.cost is not None:
-            c = e.cost
-            summ = ("unknown" if c.summarizer_prompt_tokens is None and c.summarizer_completion_tokens is None
-                    else f"{c.summarizer_prompt_tokens or 0:,} prompt + {c.summarizer_completion_tokens or 0:,} completion")
-            out += [f"- Summarizer: {summ} tokens",
-                    f"- Saved: {c.saved_prompt_tokens:,} prompt tokens over {c.following_requests} following request"
-                    f"{'s' if c.following_requests != 1 else ''} ({c.source})",
-                    f"- Money ({c.model or 'model unknown'}): net {_md_money(c.money)}"
-                    f" (saved {_md_money(c.saved_money)}, summarizer {_md_money(c.summarizer_money)})"]
-            if c.price_note:
-                out += [f"  - {c.price_note}"]
-        d = e.dropped
-        if d is not None:
-            items = list(d.dropped)
-            count = d.dropped_count if d.dropped_count is not None else len(items)
-            refd = d.referenced_count if d.referenced_count is not None else sum(1 for x in items if x.referenced)
-            out += [f"- Dropped specifics: {count:,} of {d.seen:,} seen"
-                    + (f", {refd:,} referenced by the current request or the retained tail (warning)" if refd else "")
-                    + (f" (the first {len(items):,} listed)" if d.truncated else "")]
-            for x in items:
-                flag = " — referenced" if x.referenced else ""
-                out += [f"  - {x.kind}: `{x.value}`{flag}"]
-        elif e.kind == "prune":
-            out += ["- Dropped specifics: none (a prune keeps every identifier in its preview)"]
-        else:
-            out += ["- Dropped specifics: not known"]
-        if e.note:
-            out += [f"- Note: {e.note}"]
-        if e.summary:
-            fence = "````" if "```" in e.summary else "```"
-            out += ["", "Summary:", "", fence + "text", e.summary, fence]
-        out.append("")
-    return "\n".join(out)

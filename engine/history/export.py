@@ -1,0 +1,209 @@
+"""The export of a compaction history (Markdown or JSON) and reading a JSON export back."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Mapping, Sequence
+
+from ..specifics import DroppedSpecifics
+from ..views import CompactionCost, CompactionEntry, ThreadInfo
+from .core import EXPORT_FORMAT, EXPORT_VERSION, HistorySource, InvalidExport, read_history
+
+__all__ = [
+    "cost_to_json",
+    "entry_from_json",
+    "entry_to_json",
+    "export_history",
+    "export_json",
+    "export_markdown",
+    "load_export",
+]
+
+
+def _dropped_from_json(data: Any) -> DroppedSpecifics | None:
+    if data is None:
+        return None
+    found = DroppedSpecifics.from_json(data)
+    if found is None:
+        raise InvalidExport("'dropped' is not a dropped-specifics object (no 'seen' count)")
+    return found
+
+
+def cost_to_json(c: CompactionCost | None) -> dict[str, Any] | None:
+    """A cost as the JSON object of the export (every field)."""
+    if c is None:
+        return None
+    return {f: getattr(c, f) for f in CompactionCost.__dataclass_fields__}
+
+
+def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
+    return {
+        "index": e.index, "kind": e.kind, "trigger": e.trigger, "origin": e.origin,
+        "created_at": e.created_at.isoformat() if e.created_at is not None else None,
+        "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
+        "dropped": e.dropped.to_json() if e.dropped is not None else None, "cost": cost_to_json(e.cost), "note": e.note,
+        "record_id": e.record_id,
+    }
+
+
+_INT_FIELDS = ("index",)
+_OPT_INT = ("tokens_before", "tokens_after")
+_COST_INT = ("summarizer_prompt_tokens", "summarizer_completion_tokens")
+
+
+def _opt(value: Any, types: tuple[type, ...], what: str) -> Any:
+    if value is None or (isinstance(value, types) and not isinstance(value, bool)):
+        return value
+    raise InvalidExport(f"{what}: expected {' or '.join(t.__name__ for t in types)} or null, got {type(value).__name__}")
+
+
+def entry_from_json(data: Any) -> CompactionEntry:
+    """An entry of :func:`entry_to_json`'s shape back (``InvalidExport`` when it is not one)."""
+    if not isinstance(data, Mapping):
+        raise InvalidExport("an entry is not a JSON object")
+    idx = data.get("index")
+    if not isinstance(idx, int) or isinstance(idx, bool):
+        raise InvalidExport("an entry has no integer 'index'")
+    kind = data.get("kind")
+    origin = data.get("origin")
+    if not isinstance(kind, str) or not isinstance(origin, str):
+        raise InvalidExport(f"entry {idx}: 'kind' and 'origin' must be strings")
+    at = data.get("created_at")
+    created = None
+    if at is not None:
+        if not isinstance(at, str):
+            raise InvalidExport(f"entry {idx}: 'created_at' must be an ISO time or null")
+        try:
+            created = datetime.fromisoformat(at)
+        except ValueError:
+            raise InvalidExport(f"entry {idx}: 'created_at' is not an ISO time: {at!r}") from None
+    cost = data.get("cost")
+    cost_v: CompactionCost | None = None
+    if cost is not None:
+        if not isinstance(cost, Mapping):
+            raise InvalidExport(f"entry {idx}: 'cost' must be an object or null")
+        saved = cost.get("saved_prompt_tokens")
+        following = cost.get("following_requests")
+        if not isinstance(saved, int) or not isinstance(following, int):
+            raise InvalidExport(f"entry {idx}: cost needs integer 'saved_prompt_tokens' and 'following_requests'")
+        if cost.get("source") not in ("recorded", "meter"):
+            raise InvalidExport(f"entry {idx}: cost 'source' must be 'recorded' or 'meter'")
+        cost_v = CompactionCost(
+            summarizer_prompt_tokens=_opt(cost.get("summarizer_prompt_tokens"), (int,), f"entry {idx} cost"),
+            summarizer_completion_tokens=_opt(cost.get("summarizer_completion_tokens"), (int,), f"entry {idx} cost"),
+            saved_prompt_tokens=saved, following_requests=following, source=cost["source"],
+            model=_opt(cost.get("model"), (str,), f"entry {idx} cost model"),
+            money=_num(cost.get("money"), idx), currency=_opt(cost.get("currency"), (str,), f"entry {idx} cost currency"),
+            price_note=_opt(cost.get("price_note"), (str,), f"entry {idx} cost price_note"),
+            summarizer_money=_num(cost.get("summarizer_money"), idx), saved_money=_num(cost.get("saved_money"), idx),
+        )
+    try:
+        dropped = _dropped_from_json(data.get("dropped"))
+    except InvalidExport:
+        raise
+    except Exception as exc:  # noqa: BLE001: S's parser refusing the object
+        raise InvalidExport(f"entry {idx}: 'dropped' cannot be read ({exc})") from None
+    return CompactionEntry(
+        index=idx, kind=kind, trigger=_opt(data.get("trigger"), (str,), f"entry {idx} trigger"), origin=origin,
+        created_at=created, tokens_before=_opt(data.get("tokens_before"), (int,), f"entry {idx} tokens_before"),
+        tokens_after=_opt(data.get("tokens_after"), (int,), f"entry {idx} tokens_after"),
+        summary=_opt(data.get("summary"), (str,), f"entry {idx} summary"), dropped=dropped, cost=cost_v,
+        note=_opt(data.get("note"), (str,), f"entry {idx} note"),
+        record_id=_opt(data.get("record_id"), (int,), f"entry {idx} record_id"),
+    )
+
+
+def _num(value: Any, idx: int) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidExport(f"entry {idx}: a money amount must be a number or null")
+    return float(value)
+
+
+def export_history(source: HistorySource, key: str, format: str = "md") -> str:
+    """The compaction history of ``key`` as Markdown (``md``) or JSON (``json``; read back with
+    :func:`load_export`). ``InvalidExport`` for another format."""
+    if format not in ("md", "json"):
+        raise InvalidExport(f"unknown export format {format!r}: use md or json")
+    th = read_history(source, key)
+    entries = th.entries()
+    if format == "json":
+        return export_json(key, entries)
+    return export_markdown(key, entries, th.info)
+
+
+def export_json(key: str, entries: Sequence[CompactionEntry]) -> str:
+    data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "thread": key, "compactions": [entry_to_json(e) for e in entries]}
+    return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
+
+
+def load_export(text: str) -> list[CompactionEntry]:
+    """The entries of a JSON export (:func:`export_history` ``format="json"``), equal to the ones
+    exported. ``InvalidExport`` (one line) for anything else."""
+    try:
+        data = json.loads(text)
+    except (TypeError, ValueError) as exc:
+        raise InvalidExport(f"not a JSON export: {exc}") from None
+    if not isinstance(data, Mapping) or data.get("format") != EXPORT_FORMAT:
+        raise InvalidExport(f"not a compaction-history export (no \"format\": \"{EXPORT_FORMAT}\")")
+    if data.get("version") != EXPORT_VERSION:
+        raise InvalidExport(f"unsupported export version {data.get('version')!r} (this version reads {EXPORT_VERSION})")
+    items = data.get("compactions")
+    if not isinstance(items, list):
+        raise InvalidExport("the export has no 'compactions' list")
+    return [entry_from_json(x) for x in items]
+
+
+def _md_money(v: float | None) -> str:
+    return "unknown" if v is None else f"${v:,.6f}"
+
+
+def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadInfo | None = None) -> str:
+    out = [f"# Compaction history of `{key}`", ""]
+    if info is not None:
+        route = " / ".join(x for x in (info.provider, info.model) if x) or "unknown route"
+        out += [f"{info.message_count:,} messages · generation {info.generation} · {route}"
+                + (f" · imported from {info.source_format}" if info.source_format else ""), ""]
+    if not entries:
+        out += ["No compactions.", ""]
+    for e in entries:
+        when = e.created_at.isoformat() if e.created_at else "time unknown"
+        out += [f"## {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
+        tb = f"{e.tokens_before:,}" if e.tokens_before is not None else "?"
+        ta = f"{e.tokens_after:,}" if e.tokens_after is not None else "?"
+        out += [f"- Tokens: {tb} → {ta}"]
+        if e.cost is not None:
+            c = e.cost
+            summ = ("unknown" if c.summarizer_prompt_tokens is None and c.summarizer_completion_tokens is None
+                    else f"{c.summarizer_prompt_tokens or 0:,} prompt + {c.summarizer_completion_tokens or 0:,} completion")
+            out += [f"- Summarizer: {summ} tokens",
+                    f"- Saved: {c.saved_prompt_tokens:,} prompt tokens over {c.following_requests} following request"
+                    f"{'s' if c.following_requests != 1 else ''} ({c.source})",
+                    f"- Money ({c.model or 'model unknown'}): net {_md_money(c.money)}"
+                    f" (saved {_md_money(c.saved_money)}, summarizer {_md_money(c.summarizer_money)})"]
+            if c.price_note:
+                out += [f"  - {c.price_note}"]
+        d = e.dropped
+        if d is not None:
+            items = list(d.dropped)
+            count = d.dropped_count if d.dropped_count is not None else len(items)
+            refd = d.referenced_count if d.referenced_count is not None else sum(1 for x in items if x.referenced)
+            out += [f"- Dropped specifics: {count:,} of {d.seen:,} seen"
+                    + (f", {refd:,} referenced by the current request or the retained tail (warning)" if refd else "")
+                    + (f" (the first {len(items):,} listed)" if d.truncated else "")]
+            for x in items:
+                flag = " — referenced" if x.referenced else ""
+                out += [f"  - {x.kind}: `{x.value}`{flag}"]
+        elif e.kind == "prune":
+            out += ["- Dropped specifics: none (a prune keeps every identifier in its preview)"]
+        else:
+            out += ["- Dropped specifics: not known"]
+        if e.note:
+            out += [f"- Note: {e.note}"]
+        if e.summary:
+            fence = "````" if "```" in e.summary else "```"
+            out += ["", "Summary:", "", fence + "text", e.summary, fence]
+        out.append("")
+    return "\n".join(out)
