@@ -11,7 +11,7 @@ from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from sqlalchemy import Connection, Select, bindparam, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from ..errors import ThreadNotFound
@@ -336,17 +336,27 @@ def thread_reading(store: Any, key: str) -> Iterator[ThreadReader]:
     """One consistent read transaction on thread ``key`` of ``store`` (an :class:`engine.store.Store`;
     not imported: it imports this module) on a plain connection (REPEATABLE READ on PostgreSQL; a
     SQLite read transaction is one WAL snapshot), as ``Store.reading``."""
+    with database_errors(store.url), store.engine.connect() as conn:
+        if not store.is_sqlite:
+            conn = conn.execution_options(isolation_level="REPEATABLE READ")
+        row = conn.execute(_THREAD_KEY, {"key": key}).first()
+        if row is None:
+            raise ThreadNotFound(f"no thread {key!r}")
+        yield ThreadReader(conn, row)
+        conn.rollback()
+
+
+@contextmanager
+def database_errors(url: Any) -> Iterator[None]:
+    """How a database failure reads for a user, for every transaction of the store: a constraint
+    the caller handles (``IntegrityError``) as is; a connection or server problem as
+    ``db.translate_error``; a row SQLAlchemy cannot read as :class:`CorruptRow`."""
     try:
-        with store.engine.connect() as conn:
-            if not store.is_sqlite:
-                conn = conn.execution_options(isolation_level="REPEATABLE READ")
-            row = conn.execute(_THREAD_KEY, {"key": key}).first()
-            if row is None:
-                raise ThreadNotFound(f"no thread {key!r}")
-            yield ThreadReader(conn, row)
-            conn.rollback()
+        yield
+    except IntegrityError:
+        raise
     except DBAPIError as exc:
-        raise db.translate_error(exc, store.url) from None
+        raise db.translate_error(exc, url) from None
     except ValueError as exc:
         corrupt = corrupt_from(exc)
         if corrupt is None:

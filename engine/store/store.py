@@ -48,6 +48,7 @@ from .models import (
 )
 from .reads import ConversationReader, busy_reasons
 from .reads import corrupt_from as _corrupt_from
+from .reads import database_errors
 from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
 from .records import (
     aware, event_record, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
@@ -146,28 +147,18 @@ class Store:
     def _session(self, *, write: bool, nowait: bool = False, consistent: bool = False) -> Iterator[Session]:
         if write:
             self._check_writable()
-        try:
-            with Session(self.engine, expire_on_commit=False) as s:
-                if self.is_sqlite:  # a SQLite read transaction is already one snapshot (WAL)
-                    s.connection(
-                        execution_options={"sqlite_begin": "IMMEDIATE" if write else "DEFERRED", "sqlite_nowait": nowait}
-                    )
-                elif consistent and not write:
-                    s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
-                yield s
-                if write:
-                    s.commit()
-                else:
-                    s.rollback()
-        except IntegrityError:
-            raise  # a constraint the caller handles (e.g. DuplicateThread), not a connection problem
-        except DBAPIError as exc:
-            raise db.translate_error(exc, self.url) from None
-        except ValueError as exc:
-            corrupt = _corrupt_from(exc)
-            if corrupt is None:
-                raise
-            raise corrupt from None
+        with database_errors(self.url), Session(self.engine, expire_on_commit=False) as s:
+            if self.is_sqlite:  # a SQLite read transaction is already one snapshot (WAL)
+                s.connection(
+                    execution_options={"sqlite_begin": "IMMEDIATE" if write else "DEFERRED", "sqlite_nowait": nowait}
+                )
+            elif consistent and not write:
+                s.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+            yield s
+            if write:
+                s.commit()
+            else:
+                s.rollback()
 
     @contextmanager
     def locked(self, thread: str | int, *, nowait: bool = False) -> Iterator[Locked]:
