@@ -1,4 +1,4 @@
-"""Benchmark of what-if runs (engine/whatif.py, issue 14): a benchmark trace at two thresholds, and
+"""Benchmark of what-if runs (engine/whatif/, issue 14): a benchmark trace at two thresholds, and
 the cost of a what-if of a 100,000-message thread.
 
 Run: ``.venv/bin/python benchmarks/whatif.py [--messages 100000] [--families research coding chinese]

@@ -350,7 +350,7 @@ class VisibleTokens:
     original: dict[int, int]
 
 
-# --- issue #14: compaction history (engine/history.py builds these) -----------------------------
+# --- issue #14: compaction history (engine/history/ builds these) -----------------------------
 
 
 @dataclass(frozen=True, slots=True)

@@ -67,7 +67,7 @@ SETTINGS: tuple[Setting, ...] = (
             "The model's context window the pressure is measured against"),
 )  # fmt: skip
 SETTING_BY_KEY: dict[str, Setting] = {s.key: s for s in SETTINGS}
-#: the policy's own names the engine may answer with (engine/whatif.py ALIASES, reversed)
+#: the policy's own names the engine may answer with (engine/whatif/settings.py ALIASES, reversed)
 POLICY_NAMES: dict[str, str] = {"retained_tail_ratio": "retained_tail", "tool_result_limit_tokens": "tool_result_limit", "preview_tokens": "preview_budget"}
 
 

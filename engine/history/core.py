@@ -9,7 +9,7 @@ import threading
 import weakref
 from collections import Counter
 from collections.abc import Sequence as SequenceABC
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
 

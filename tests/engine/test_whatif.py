@@ -1,4 +1,4 @@
-"""What-if runs (engine/whatif.py, ``compaction whatif``): a recorded thread replayed under another
+"""What-if runs (engine/whatif/, ``compaction whatif``): a recorded thread replayed under another
 policy in a scratch copy, never writing to the source, deterministic with the extractive summarizer,
 cancellable, with an OpenAI-compatible summarizer through the loopback simulator."""
 

@@ -530,7 +530,7 @@ class FakeService:
                       f"- dropped specifics: {len(e.dropped.dropped) if e.dropped else 'not recorded'}", "", e.summary or "(no summary)", ""]  # fmt: skip
         return "\n".join(lines)
 
-    #: what the fake's what-if accepts (the real one: engine/whatif.py)
+    #: what the fake's what-if accepts (the real one: engine/whatif/)
     WHATIF_KEYS = ("threshold_ratio", "retained_tail", "tool_result_limit", "preview_budget", "summarizer", "context_window")
     #: seconds each simulated request of a what-if takes (a slow run, to watch progress and cancel)
     whatif_delay: float = 0.0
