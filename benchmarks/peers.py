@@ -112,8 +112,16 @@ def parse_summary_prompt(prompt: str) -> list[Message]:
     return out
 
 
-def make_chat_model(summary_tokens: int) -> Any:
-    """A deterministic LangChain chat model answering the summary prompt with an extractive summary."""
+def identifier_room(threshold: int, summary_tokens: int) -> int:
+    """The identifier room our engine gives a summary at this threshold
+    (``engine.compactor.identifier_budget``: up to a quarter of the target, half the threshold),
+    given to the peer's summaries too so that both have the same budget."""
+    return max(0, threshold // 2 // 4 - summary_tokens)
+
+
+def make_chat_model(summary_tokens: int, identifier_tokens: int = 0) -> Any:
+    """A deterministic LangChain chat model answering the summary prompt with an extractive summary
+    (``summary_tokens``, and ``identifier_tokens`` more for its identifier lines, as ours)."""
     from langchain_core.language_models import BaseChatModel
     from langchain_core.messages import AIMessage
     from langchain_core.outputs import ChatGeneration, ChatResult
@@ -122,6 +130,7 @@ def make_chat_model(summary_tokens: int) -> Any:
         """Answers with our extractive summary of the messages in the prompt (``max_tokens`` budget)."""
 
         max_tokens: int = 4096
+        identifier_tokens: int = 0
         calls: int = 0
 
         @property
@@ -131,18 +140,18 @@ def make_chat_model(summary_tokens: int) -> Any:
         def _generate(self, messages: list[Any], stop: Any = None, run_manager: Any = None, **kwargs: Any) -> ChatResult:
             self.calls += 1
             history = parse_summary_prompt(messages[-1].text)
-            text = ExtractiveSummarizer().summarize(SummaryRequest(messages=tuple(history), max_tokens=self.max_tokens)).text
+            text = ExtractiveSummarizer().summarize(SummaryRequest(messages=tuple(history), max_tokens=self.max_tokens, identifier_tokens=self.identifier_tokens)).text
             return ChatResult(generations=[ChatGeneration(message=AIMessage(text))])
 
-    return ExtractiveChatModel(max_tokens=summary_tokens)
+    return ExtractiveChatModel(max_tokens=summary_tokens, identifier_tokens=identifier_tokens)
 
 
-def make_middleware(strategy: str, *, threshold: int, keep: int, summary_tokens: int) -> tuple[Any, Any]:
+def make_middleware(strategy: str, *, threshold: int, keep: int, summary_tokens: int, identifier_tokens: int = 0) -> tuple[Any, Any]:
     """(middleware, its chat model) for ``strategy``."""
     from langchain.agents.middleware import SummarizationMiddleware
     from langchain_core.messages.utils import count_tokens_approximately
 
-    model = make_chat_model(summary_tokens)
+    model = make_chat_model(summary_tokens, identifier_tokens)
     counter: Callable[..., int] = count_tokens_approximately if strategy == "langchain" else chars4_counter
     mw = SummarizationMiddleware(model, trigger=("tokens", threshold), keep=("tokens", keep), token_counter=counter)
     return mw, model
@@ -177,8 +186,10 @@ def _apply(state: _State, update: dict[str, Any] | None) -> bool:
 
 
 def replay(trace: Trace, strategy: str, *, window: int, threshold: int, keep: int, summary_tokens: int, ref: Reference) -> Replay:
-    """Drive the middleware's ``before_model`` before every model step of ``trace``."""
-    mw, model = make_middleware(strategy, threshold=threshold, keep=keep, summary_tokens=summary_tokens)
+    """Drive the middleware's ``before_model`` before every model step of ``trace`` (its summaries
+    get the same budget as ours: ``summary_tokens`` and the identifier room at ``threshold``)."""
+    room = identifier_room(threshold, summary_tokens)
+    mw, model = make_middleware(strategy, threshold=threshold, keep=keep, summary_tokens=summary_tokens, identifier_tokens=room)
     out = Replay(strategy, trace.name, window)
     state = _State()
     started = time.perf_counter()

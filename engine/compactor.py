@@ -55,9 +55,23 @@ def summary_budget(policy: ResolvedPolicy) -> int:
     return max(256, min(policy.policy.summary_max_tokens, policy.target_tokens // 4))
 
 
+def identifier_budget(policy: ResolvedPolicy, max_tokens: int | None = None) -> int:
+    """Extra tokens an identifier index may take beyond the summary budget (``max_tokens``, by
+    default :func:`summary_budget`): the room up to a quarter of the target, so a large window
+    keeps more of an identifier-dense history's ids while the summary stays a bounded share of
+    what it sits beside. 0 where the budget already reaches a quarter of the target."""
+    budget = summary_budget(policy) if max_tokens is None else max_tokens
+    return max(0, policy.target_tokens // 4 - budget)
+
+
+def summary_ceiling(policy: ResolvedPolicy) -> int:
+    """The most a summary may take: the summary budget and its identifier room."""
+    return summary_budget(policy) + identifier_budget(policy)
+
+
 def _summary_estimate(policy: ResolvedPolicy, meter: TokenMeter) -> Callable[[int], int]:
     """Projected size of a new summary replacing ``removed`` tokens: bounded by the budget."""
-    cap = summary_budget(policy)
+    cap = summary_ceiling(policy)
     framing = meter.count_message(summary_message(""))
 
     def estimate(removed: int) -> int:
@@ -329,7 +343,7 @@ class Compactor:
             tail=tail,
         )
         # one call must fit a summarizer model with the same window: input + the summary it writes
-        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_budget(pol)), floor=summary_budget(pol))
+        return _cap_batch(sel, m.meter, budget=max(1, pol.context_window * 9 // 10 - summary_ceiling(pol)), floor=summary_ceiling(pol))
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
         """One prune step (§2.3): results over the limit, and results before the protected tail
@@ -424,7 +438,8 @@ class Compactor:
             current_request=current,
             # finished turns only (no turn_user/round unit taken): the range is not in the running turn
             running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
-            max_tokens=max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0),
+            max_tokens=(max_tokens := max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0)),
+            identifier_tokens=identifier_budget(m.policy, max_tokens),
             retries=m.policy.policy.summary_retries,
             # what stays verbatim after the range: the identifiers it mentions are kept first
             retained=tuple(x for x in history_part(m.surface) if x.id is not None and x.id > sel.boundary) if sel.boundary is not None else (),

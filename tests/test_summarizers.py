@@ -364,7 +364,8 @@ def test_extractive_says_what_it_is_and_keeps_the_essentials() -> None:
     ids = text[text.index("## Identifiers, paths and URLs seen") :].split("\n\n")[0].splitlines()[1:]
     # one dense line per message that showed them, each identifier once; a JSON key whose value
     # names itself is left out (doc_id=doc-77 is listed as doc-77)
-    assert "- (#3) query_kb: doc-77 chunk-9 https://kb.example.com/doc-77" in ids
+    assert "- (#3) query_kb: doc-77 https://kb.example.com/doc-77" in ids
+    assert "- (#3) query_kb parts: chunk-9" in ids  # a chunk id on its result's parts line, ranked after the ids
     assert "- (#7) read_file: " + SHA in ids and "- (#9) web_search: https://www.example.com/refund?lang=zh" in ids
     assert "- (#8) assistant: src/engine/policy.py" in ids  # from a call's arguments
     listed = [x for line in ids for x in line.split(": ", 1)[1].split()]
@@ -439,7 +440,7 @@ def test_extractive_rolling_summary_merges_instead_of_nesting() -> None:
         assert text.count("## User requests (verbatim)") <= 1
     # the identifier stays visible: in the current request, then in the earlier request kept verbatim
     assert "chunk-88" in second and "继续：再查 chunk-88" in third
-    assert "- (#3) query_kb: doc-77 chunk-9 https://kb.example.com/doc-77" in third  # identifier lines carried forward
+    assert "- (#3) query_kb: doc-77 https://kb.example.com/doc-77\n- (#3) query_kb parts: chunk-9" in third  # identifier lines carried forward
     assert "继续：再查 chunk-88" in third  # the earlier current request is kept as an earlier request
     assert contains_verbatim(third, CURRENT)  # requests from the first range survive two rolls
 

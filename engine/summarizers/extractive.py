@@ -7,8 +7,10 @@ arguments, and the latest assistant conclusions. When that exceeds the budget, t
 and oldest parts go first: older conclusions, the previous summary beyond a quarter of the budget,
 older tool calls, the rest of an older request beyond its head and of the latest conclusion beyond
 15 % of the budget, the older requests beyond a tenth of the budget (the newest stay), identifiers (the oldest lines first, a line losing its last
-identifiers before the whole of it), then the newest older requests. The identifiers left out are
-listed in the result's ``dropped_identifiers``.
+identifiers before the whole of it), then the newest older requests. Part ids (chunk ids) sit on
+their own ``- (#12) query_kb parts: …`` line and are left out before any other identifier. Identifier lines
+may also use the request's ``identifier_tokens`` (the identifier room), the rest stays within
+``max_tokens``. The identifiers left out are listed in the result's ``dropped_identifiers``.
 
 Identifiers that stay visible anyway are not repeated: those the current request (always in the
 summary) or the retained tail (verbatim after it) show. A pruned result is read as its preview
@@ -83,8 +85,12 @@ _SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_REQUESTS, _S_TOOLS, _S_AC
 # ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first.
 # Identifiers rank above tool-call lines: a call's line is mostly its arguments, and the ids a later
 # step may need (a document, a file, a URL) are what a summary cannot rebuild.
-# Older requests beyond a share of the budget (the newest first) come after the identifiers.
-_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_REQUESTS_OLDER, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(8)
+# Ids of parts of something listed (a result's chunk ids next to its document id and URL) come after
+# every other identifier. Older requests beyond a share of the budget (the newest first) come after them.
+_T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_PART_IDS, _T_REQUESTS_OLDER, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(9)
+_ID_TIERS = (_T_IDS, _T_PART_IDS)
+#: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
+PARTS_LABEL = " parts"
 
 
 class ExtractiveSummarizer:
@@ -102,13 +108,13 @@ class ExtractiveSummarizer:
         goal = _S_GOAL if request.running_turn else _S_CURRENT
         mandatory = [_Item(goal, (0, 0), (_T_MANDATORY, 0), request.current_request)] if request.current_request else []
         items = mandatory + self._rank_requests(list(self._candidates(request)), request.max_tokens)
-        text, kept = self._fit(mandatory, items, request.max_tokens)
+        text, kept = self._fit(mandatory, items, request.max_tokens, request.identifier_tokens)
         # identifiers a kept request or conclusion already shows (those rank above every identifier
         # line, so they stay) are not listed again: the room goes to the next identifiers
         above = _listed_forms(it.text for it in kept if it.rank[0] < _T_IDS)
         if any(part in above for it in items for part in it.parts):
             items = [_without(it, above) if it.parts else it for it in items]
-            text, kept = self._fit(mandatory, [it for it in items if it.text], request.max_tokens)
+            text, kept = self._fit(mandatory, [it for it in items if it.text], request.max_tokens, request.identifier_tokens)
         shown = _listed_forms([text])
         dropped = tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
         return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True, dropped_identifiers=dropped)
@@ -122,10 +128,17 @@ class ExtractiveSummarizer:
         # identifiers of this range, each once, on the line of the first message that shows it
         groups: list[tuple[int, Message, list[str]]] = []
         listed: set[str] = set()
+        parts_of: set[str] = set()  # listed forms of part ids (chunk ids)
         for i, m in enumerate(msgs):
-            found = [x for x in map(_shown_form, extract_identifiers(_identifier_text(m))) if x not in visible and x not in listed]
+            found = []
+            for raw in extract_identifiers(_identifier_text(m)):
+                x = _shown_form(raw)
+                if x not in visible and x not in listed:
+                    listed.add(x)
+                    found.append(x)
+                    if _is_part_id(raw):
+                        parts_of.add(x)
             if found:
-                listed.update(found)
                 groups.append((i, m, found))
         if request.previous_summary and request.previous_summary.strip().startswith(HEADER):
             # our own format: merge its sections instead of nesting it (a rolling summary stays flat)
@@ -156,7 +169,12 @@ class ExtractiveSummarizer:
                 # the latest: its head ahead of the identifiers, the whole of it when room is left
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
         for i, m, found in groups:
-            yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", tuple(found))
+            main = tuple(x for x in found if x not in parts_of)
+            part = tuple(x for x in found if x in parts_of)
+            if main:
+                yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", main)
+            if part:
+                yield _id_item((i, 1), (_T_PART_IDS, n - i), f"- {_ref(m)}{_source(m)}{PARTS_LABEL}: ", part)
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
 
@@ -215,35 +233,41 @@ class ExtractiveSummarizer:
                 prefix, parts = _split_id_line(text)
                 parts = tuple(x for x in parts if x not in elsewhere)
                 if parts:
-                    yield _id_item((-1, k), (_T_IDS, age), prefix, parts)
+                    yield _id_item((-1, k), (_T_PART_IDS if prefix.endswith(PARTS_LABEL + ": ") else _T_IDS, age), prefix, parts)
                 continue
             yield self._request_item(_Item(sec, (-1, k), (tiers[sec], age), text, truncatable=True)) if sec == _S_REQUESTS else _Item(
                 sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS)
             )
 
     # -- budget ----------------------------------------------------------------------------------
-    def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int) -> tuple[str, list[_Item]]:
+    def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int, identifier_tokens: int = 0) -> tuple[str, list[_Item]]:
         """Keep items by rank while the estimate fits; an identifier line that does not fit keeps
         the identifiers that do, another truncatable item its head; put back the whole of a
         shortened item while room is left; then drop the lowest-ranked items until the exact count
-        fits. Returns the text and the items kept (a shortened item is its shortened copy)."""
+        fits. The summary fits ``max_tokens + identifier_tokens``; everything but the identifier
+        lines fits ``max_tokens``. Returns the text and the items kept (a shortened item is its
+        shortened copy)."""
         if self._count(_render(mandatory)) > max_tokens:
             raise SummarizerError(
                 f"the current user request alone does not fit the summary budget of {max_tokens} tokens", "over_budget"
             )
+        total = max_tokens + identifier_tokens
         kept: list[_Item] = []
-        used = self._count(HEADER) + 1
+        used = prose = self._count(HEADER) + 1  # the whole estimate, and that of the non-identifier part
         sections: set[str] = set()
         for item in sorted(items, key=lambda it: it.rank):
             heading = 0 if item.section in sections else self._count(f"\n## {item.section}\n") + 1
             cost = self._count(item.text) + 1 + heading
-            if used + cost <= max_tokens:
+            is_id = bool(item.parts)
+            limit = total - used if is_id else min(total - used, max_tokens - prose)
+            if cost <= limit:
                 kept.append(item)
                 sections.add(item.section)
                 used += cost
+                prose += 0 if is_id else cost
                 continue
-            room = max_tokens - used - heading - 1
-            if item.parts:
+            room = limit - heading - 1
+            if is_id:
                 part = self._fit_parts(item, room)
                 if part is not None:
                     kept.append(part)
@@ -254,21 +278,35 @@ class ExtractiveSummarizer:
                 kept.append(replace(item, text=self._truncate(item.text, room), full=None))  # never an id: not truncatable
                 sections.add(item.section)
                 used += room + heading + 1
+                prose += room + heading + 1
         fitted = sorted(kept, key=lambda it: it.rank)
         for k, item in enumerate(kept):  # put back the whole of a shortened item, most important first
             if item.full is not None:
                 extra = self._count(item.full) - self._count(item.text)
-                if used + extra <= max_tokens:
+                if used + extra <= total and prose + extra <= max_tokens:
                     kept[k] = replace(item, text=item.full, full=None)
                     used += extra
+                    prose += extra
         kept.sort(key=lambda it: it.rank)
         text = _render(kept)
-        if kept != fitted and self._count(text) > max_tokens:  # the estimate was short: no item pays for them
+        if kept != fitted and not self._fits(kept, text, max_tokens, total):  # the estimate was short: no item pays for them
             kept, text = fitted, _render(fitted)
-        while kept and kept[-1].rank[0] != _T_MANDATORY and self._count(text) > max_tokens:
-            kept.pop()
+        while kept and kept[-1].rank[0] != _T_MANDATORY and not self._fits(kept, text, max_tokens, total):
+            drop = len(kept) - 1
+            if self._count(text) <= total:  # only the part without identifiers is over: drop its last item
+                drop = max(k for k, it in enumerate(kept) if not it.parts)
+                if kept[drop].rank[0] == _T_MANDATORY:
+                    break
+            kept.pop(drop)
             text = _render(kept)
         return text, kept
+
+    def _fits(self, kept: list[_Item], text: str, max_tokens: int, total: int) -> bool:
+        """Exact counts: ``text`` within ``total``, and (when identifier lines have room of their
+        own) the summary without them within ``max_tokens``."""
+        if self._count(text) > total:
+            return False
+        return total == max_tokens or self._count(_render([it for it in kept if not it.parts])) <= max_tokens
 
     def _fit_parts(self, item: _Item, room: int) -> _Item | None:
         """``item`` with as many of its first identifiers as fit ``room`` tokens, or ``None``."""
@@ -293,6 +331,12 @@ class ExtractiveSummarizer:
         return _cut(text, lo)
 
 
+def _is_part_id(ident: str) -> bool:
+    """Whether ``ident`` (as found) names a part of something listed next to it: a chunk id."""
+    key, sep, value = ident.partition("=")
+    return key == "chunk_id" if sep else ident.lower().startswith(("chunk-", "chunk_"))
+
+
 def _id_item(order: tuple[int, int], rank: tuple[int, int], prefix: str, parts: tuple[str, ...]) -> _Item:
     return _Item(_S_IDS, order, rank, prefix + " ".join(parts), parts=parts, prefix=prefix)
 
@@ -312,7 +356,8 @@ def _listed_forms(texts: Iterable[str]) -> set[str]:
 def _split_id_line(line: str) -> tuple[str, tuple[str, ...]]:
     """(prefix, identifiers) of an identifier line: ``- (#3) query_kb: a b`` or the older ``- a``."""
     label, sep, rest = line.partition(": ")
-    if sep and " " not in label[2:].replace("(#", "").split(") ", 1)[-1] and "://" not in label:
+    core = label.removesuffix(PARTS_LABEL)
+    if sep and " " not in core[2:].replace("(#", "").split(") ", 1)[-1] and "://" not in core:
         return label + sep, tuple(rest.split())
     return "- ", tuple(line[2:].split()) if line.startswith("- ") else tuple(line.split())
 

@@ -57,7 +57,9 @@ class SummarizerError(EngineError):
 class SummaryRequest:
     """What to summarize: the (pruned) messages being compacted, the previous rolling summary, the
     user's current request (must survive verbatim), whether the range lies in the running turn, and
-    the summary budget in tokens."""
+    the summary budget in tokens: ``max_tokens``, plus ``identifier_tokens``
+    that only an identifier index may use (the extractive summarizer's identifier lines; a language
+    model's summary is bounded by ``max_tokens`` alone)."""
 
     messages: tuple[Message, ...]
     previous_summary: str | None = None
@@ -69,6 +71,14 @@ class SummaryRequest:
     #: the messages that stay verbatim after the range (the retained tail, as the model sees them):
     #: identifiers they or the current request mention are the ones a summary keeps first
     retained: tuple[Message, ...] = ()
+    #: extra tokens, beyond ``max_tokens``, that identifier lines alone may take (the identifier
+    #: appendix of docs/compaction.md: the compactor gives the room up to a quarter of the target)
+    identifier_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        """The most a summary may take: ``max_tokens`` + ``identifier_tokens``."""
+        return self.max_tokens + self.identifier_tokens
 
     def __post_init__(self) -> None:
         if not isinstance(self.messages, tuple):
@@ -77,6 +87,8 @@ class SummaryRequest:
             object.__setattr__(self, "retained", tuple(self.retained))
         if isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int) or self.max_tokens < 1:
             raise ValueError(f"max_tokens must be a positive whole number, got {self.max_tokens!r}")
+        if isinstance(self.identifier_tokens, bool) or not isinstance(self.identifier_tokens, int) or self.identifier_tokens < 0:
+            raise ValueError(f"identifier_tokens must be a whole number >= 0, got {self.identifier_tokens!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,127 @@
+"""The extractive summary's identifier index: its own room up to a quarter of the target (the
+identifier appendix of docs/compaction.md), part ids (chunk ids) after the ids they belong to, and
+every identifier left out recorded."""
+
+from __future__ import annotations
+
+import json
+
+from engine.compactor import identifier_budget, summary_budget, summary_ceiling
+from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.meter import default_meter
+from engine.policy import PolicySet
+from engine.specifics import extract_identifiers
+from engine.summarizers.extractive import HEADER, PARTS_LABEL, ExtractiveSummarizer
+from engine.summarizers.protocol import SummaryRequest
+
+count = default_meter().count_text
+IDS = "## Identifiers, paths and URLs seen"
+
+
+def kb_history(rounds: int, per: int = 6) -> tuple[Message, ...]:
+    """``rounds`` query_kb rounds, each ``per`` results with a document id, a chunk id and a URL."""
+    msgs: list[Message] = [user("Collect what the knowledge base says about refunds", id=1)]
+    for r in range(rounds):
+        call = ToolCall(f"c{r}", "query_kb", json.dumps({"query": f"refund rule {r}"}))
+        body = json.dumps({"results": [
+            {"document_id": f"doc-{r:03d}{k:03d}", "chunk_id": f"chunk-{r:03d}{k:03d}", "url": f"https://kb.example.com/articles/{r:03d}{k:03d}.html"}
+            for k in range(per)
+        ]})  # fmt: skip
+        msgs += [assistant(f"Looking up rule {r}.", call, id=2 + 2 * r), tool_result(call.id, body, name="query_kb", id=3 + 2 * r)]
+    return tuple(msgs)
+
+
+def id_lines(text: str) -> list[str]:
+    if IDS not in text:
+        return []
+    return [line for line in text[text.index(IDS) :].split("\n\n")[0].splitlines()[1:] if line.startswith("- ")]
+
+
+def listed(text: str, *, parts: bool | None = None) -> list[str]:
+    out = []
+    for line in id_lines(text):
+        label, _, rest = line.partition(": ")
+        if parts is None or label.endswith(PARTS_LABEL) == parts:
+            out += rest.split()
+    return out
+
+
+def without_ids(text: str) -> str:
+    """The summary without its identifier section (what ``max_tokens`` alone bounds)."""
+    if IDS not in text:
+        return text
+    head, rest = text.split("\n" + IDS, 1)
+    after = rest.split("\n## ", 1)
+    return head + ("\n## " + after[1] if len(after) > 1 else "")
+
+
+def everything(msgs: tuple[Message, ...]) -> set[str]:
+    found = set()
+    for m in msgs:
+        for raw in extract_identifiers(m.content + " " + " ".join(c.arguments for c in m.tool_calls)):
+            key, sep, value = raw.partition("=")
+            found.add(value if sep else raw)
+    return found
+
+
+def test_identifier_room_holds_more_ids_and_only_ids() -> None:
+    msgs = kb_history(60)
+    plain = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=1500))
+    roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=1500, identifier_tokens=1500))
+    assert count(plain.text) <= 1500 and count(roomy.text) <= 3000  # inside the budget, exactly
+    assert count(without_ids(roomy.text)) <= 1500  # the room is the identifiers' alone
+    assert len(listed(roomy.text)) > len(listed(plain.text)) + 100
+    assert len(roomy.dropped_identifiers) < len(plain.dropped_identifiers)
+    # tool-call lines (ranked below the identifiers) get no more than the plain budget gave them
+    calls = lambda t: [line for line in t.splitlines() if "query_kb(" in line]  # noqa: E731
+    assert len(calls(roomy.text)) <= len(calls(plain.text)) + len(calls(plain.text)) // 2 + 1
+    # each identifier once; listed, visible (the request) or recorded as dropped, nothing else
+    for r in (plain, roomy):
+        shown = listed(r.text)
+        assert len(shown) == len(set(shown)) and not set(shown) & set(r.dropped_identifiers)
+        assert set(shown) | set(r.dropped_identifiers) == everything(msgs)
+
+
+def test_no_room_gives_the_same_summary_as_before() -> None:
+    msgs = kb_history(30)
+    a = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=900))
+    b = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=900, identifier_tokens=0))
+    assert a == b and count(a.text) <= 900
+
+
+def test_part_ids_come_after_the_ids_they_belong_to() -> None:
+    msgs = kb_history(20)
+    tight = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=2000))
+    main, parts = listed(tight.text, parts=False), listed(tight.text, parts=True)
+    assert len(main) == 20 * 6 * 2 and 0 < len(parts) < 120  # every document id and URL, some chunk ids
+    assert parts == [f"chunk-{r:03d}{k:03d}" for r in range(20) for k in range(6)][-len(parts) :]  # the newest
+    assert all(x.startswith("chunk-") for x in tight.dropped_identifiers) and len(tight.dropped_identifiers) == 120 - len(parts)
+    roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=6000))
+    assert roomy.dropped_identifiers == () and len(listed(roomy.text, parts=True)) == 120
+    lines = id_lines(roomy.text)
+    assert lines[0].startswith("- (#3) query_kb: doc-000000 https://kb.example.com/articles/000000.html doc-000001")
+    assert lines[1].startswith(f"- (#3) query_kb{PARTS_LABEL}: chunk-000000 chunk-000001")  # next to its result's line
+
+
+def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
+    first = ExtractiveSummarizer().summarize(SummaryRequest(kb_history(5), current_request="go on", max_tokens=4000))
+    assert len(listed(first.text, parts=True)) == 30
+    newer = tuple(m for m in kb_history(25) if m.id is not None and m.id > 11)
+    again = ExtractiveSummarizer().summarize(
+        SummaryRequest(newer, previous_summary=first.text, current_request="go on", max_tokens=2600)
+    )
+    assert again.text.startswith(HEADER) and count(again.text) <= 2600
+    # the new range's documents and URLs, and the carried ones, before any chunk id
+    main, parts = listed(again.text, parts=False), listed(again.text, parts=True)
+    assert {f"doc-000{k:03d}" for k in range(6)} <= set(main) and {"doc-024005", "https://kb.example.com/articles/024005.html"} <= set(main)
+    assert len(parts) < 30 + 120 and set(again.dropped_identifiers) <= {x for x in everything(newer) | set(listed(first.text)) if x.startswith("chunk-")}
+
+
+def test_the_compactor_gives_identifiers_room_up_to_a_quarter_of_the_target() -> None:
+    big = PolicySet(default_window=131_072).resolve("local", "unknown-model")
+    assert big.target_tokens == 52_428 and summary_budget(big) == 8192
+    assert identifier_budget(big) == 52_428 // 4 - 8192 and summary_ceiling(big) == 13_107
+    assert identifier_budget(big, 12_000) == 13_107 - 12_000  # a long current request's budget leaves less
+    assert identifier_budget(big, 20_000) == 0
+    small = PolicySet(default_window=32_768).resolve("local", "unknown-model")
+    assert summary_budget(small) == 13_107 // 4 and identifier_budget(small) == 0  # the budget is already a quarter
