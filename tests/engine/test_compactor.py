@@ -200,6 +200,21 @@ def test_prune_not_enough_one_summary(make_service, new_key):
     assert summary.usage is not None and summary.usage.extractive is True and summary.summarizer == "counting"
 
 
+def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
+    """The summarizer gets the summary budget and, for identifier lines only, the room up to a
+    quarter of the target (window 8,000: target 3,200, budget 400, room 800 - 400)."""
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_thread(svc, new_key("idroom"))
+    finished_turns(svc, key, 23)
+    add(svc, key, user(CURRENT_REQUEST), assistant("Reading the export.", ToolCall("c1", "export", "{}")))
+    add(svc, key, tool_result("c1", filler(3000, "export"), name="export"))
+    route(svc, key)
+    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+    (req,) = counter.requests
+    assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 400, 800)
+
+
 def test_second_summary_is_rolling(make_service, new_key):
     counter = Counting()
     svc = make_service(counter)
