@@ -17,7 +17,10 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   resident memory growth: the process's peak during that call above its resident size just
   before it (the kernel's high-water mark reset through ``/proc/self/clear_refs``, else a
   sampling thread) plus the peak of the counting worker process it starts (which loads its own
-  tokenizer and exits after); then status unchanged and after one new message.
+  tokenizer and exits after); then status unchanged and after one new message. The thread is
+  written through the door, which keeps each message's count (migration 0003); the same thread
+  is then measured with those counts erased (``--mode uncounted``: a database from before 0003),
+  where every row is read whole and encoded.
 - **load**: a 20,000-message thread on a fresh PostgreSQL database, 20 writer threads (another
   process) appending to it as fast as the row lock lets them for ``--load-seconds``, while status
   is polled in a loop: p50 / p95 / max, today vs incremental, and against the issue's p95 (621 ms).
@@ -204,6 +207,12 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
 
     svc = _service(url, Path(workdir), policies={"context_window": 128_000})
     try:
+        if mode == "uncounted":  # a thread written before migration 0003: no kept counts, every row encoded
+            from sqlalchemy import text
+
+            with svc.store.engine.begin() as conn:
+                conn.execute(text("UPDATE messages SET tokens = NULL, tokens_key = NULL"))
+            mode = "new"
         svc.status("warmup")  # tokenizer, pools, imports: not part of the thread's cost
         old_status(svc, "warmup")
         with PeakGrowth() as mem:
@@ -361,6 +370,7 @@ def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float,
             url = f"sqlite:///{Path(tmp) / f'status-{n}.db'}"
             built = child("build", "--url", url, "--n", str(n), "--workdir", str(Path(tmp) / "wd"))
             row = {"n": n, "build_s": built["build_s"], "new": child("status", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--mode", "new")}
+            row["uncounted"] = child("status", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--mode", "uncounted")
             if n <= baseline_max:
                 row["old"] = child("status", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--mode", "old")
             results["status"].append(row)
@@ -401,7 +411,13 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
         out.append([f"Status of a {s['n']:,}-message uncompacted thread (SQLite, fresh process)",
                      f"cold {new['cold_ms'] / 1000:.2f} s, peak +{new['peak_growth_mb']:.0f} MB · unchanged {new['warm_ms']} ms · after one new message {new['after_one_ms']} ms",
                      f"{new['tokens']:,} tokens; peak growth after the tokenizer's load: {mem} ({new.get('memory_method', '?')}); "
-                     f"cold CPU {new.get('cold_cpu_s', '?')} s in this process; bulk build {s['build_s']} s{vs}"])
+                     f"cold CPU {new.get('cold_cpu_s', '?')} s in this process; bulk build {s['build_s']} s (the door keeps each message's count){vs}"])
+        if s.get("uncounted"):
+            u = s["uncounted"]
+            umem = f"this process +{u['process_growth_mb']:.0f} MB, counting worker {u['worker_peak_mb']:.0f} MB" if "process_growth_mb" in u else ""
+            out.append([f"Status of the same {s['n']:,}-message thread without kept counts (a database from before migration 0003)",
+                        f"cold {u['cold_ms'] / 1000:.2f} s, peak +{u['peak_growth_mb']:.0f} MB · after one new message {u['after_one_ms']} ms",
+                        f"every row read whole and encoded (the counting worker encodes while this process reads); {umem}; cold CPU {u.get('cold_cpu_s', '?')} s in this process"])
     if len(r["status"]) > 1:
         by_n = sorted(r["status"], key=lambda x: x["n"])
         small, big = by_n[0], by_n[-1]
@@ -427,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd")
     b = sub.add_parser("build"); b.add_argument("--url"); b.add_argument("--n", type=int); b.add_argument("--workdir")
-    s = sub.add_parser("status"); s.add_argument("--url"); s.add_argument("--workdir"); s.add_argument("--mode", choices=("old", "new"))
+    s = sub.add_parser("status"); s.add_argument("--url"); s.add_argument("--workdir"); s.add_argument("--mode", choices=("old", "new", "uncounted"))
     p = sub.add_parser("pressure"); p.add_argument("--family"); p.add_argument("--size", type=int); p.add_argument("--workdir")
     w = sub.add_parser("writers"); w.add_argument("--url"); w.add_argument("--seconds", type=float); w.add_argument("--writers", type=int)
     lo = sub.add_parser("load"); lo.add_argument("--url"); lo.add_argument("--workdir"); lo.add_argument("--seconds", type=float); lo.add_argument("--writers", type=int); lo.add_argument("--mode")

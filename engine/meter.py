@@ -56,6 +56,7 @@ from engine.messages import META_SUMMARY, Attachment, Envelope, Message, Reasoni
 
 __all__ = [
     "CATEGORIES",
+    "FRAMING_VERSION",
     "Anchored",
     "CacheStats",
     "EncodingDataError",
@@ -79,6 +80,10 @@ TOKENS_PER_MESSAGE = 3  # OpenAI cookbook: <|start|>{role/name}\n{content}<|end|
 TOKENS_PER_NAME = 1  # OpenAI cookbook: a name costs one token more than its text
 TOKENS_REPLY_PRIMING = 3  # OpenAI cookbook: every reply is primed with <|start|>assistant<|message|>
 TOKENS_PER_TOOL_CALL = 3  # approximation: a tool call is framed like a message
+#: the version of how a message is framed into fixed tokens and texts (:meth:`TokenMeter._frame`);
+#: part of :attr:`TokenMeter.count_key`, so counts the store kept under an older framing are
+#: counted again rather than trusted. Bump it with any change to ``_frame`` or the constants above.
+FRAMING_VERSION = 1
 
 #: a cold batch at least this many characters is encoded on two threads
 _BATCH_MIN_CHARS = 64_000
@@ -321,6 +326,13 @@ class TokenMeter:
 
     def __repr__(self) -> str:
         return f"TokenMeter({self.encoding_name!r}, approximate={self.approximate})"
+
+    @property
+    def count_key(self) -> str:
+        """What a message's count depends on besides the message: the encoding and the framing
+        version (``"cl100k_base/1"``). The store keeps each message's count under this key
+        (``messages.tokens`` / ``tokens_key``); a count kept under another key is not used."""
+        return f"{self.encoding_name}/{FRAMING_VERSION}"
 
     @classmethod
     def for_model(cls, model: str | None) -> "TokenMeter":

@@ -21,11 +21,16 @@ snapshot's messages and the shown history, since the compactor and the model nee
 measurement (:meth:`SnapshotCache.measure`) adds only the envelope's fixed parts (system prompt,
 summary, tools, synthetic message, ephemeral notes) to the tally. A *streamed* entry
 (:meth:`SnapshotCache.thread_measure`, ``status`` and the inspector's panels) never holds messages:
-a cold measurement reads the thread in pages of :data:`PAGE` messages and counts them without the
-meter's per-message cache, so memory stays bounded by a few pages plus the arrays, whatever the
-length of the thread. For a thread of at least ``worker_min_messages`` messages a worker process
-(``python -m engine.meter``, about 60 MB, only for that measurement) encodes each page while the
-next one is read: tiktoken keeps the GIL on short texts, so threads would not overlap.
+a cold measurement reads the thread in pages of :data:`PAGE` messages, so memory stays bounded by a
+page plus the arrays, whatever the length of the thread. The write door keeps every message's
+count with its row (``messages.tokens`` under ``TokenMeter.count_key``, migration 0003): a message
+counted under this meter's key is read without its text (a :class:`engine.store.reads.CountedRow`)
+and adds its kept count, so a cold status reads ids, roles, calls and metadata and encodes
+nothing. The other rows (written before 0003, under another encoding, pruned: shown as their
+preview) are read whole and counted here; when a thread of at least ``worker_min_messages``
+messages has pages of them, a worker process (``python -m engine.meter``, about 60 MB, only for
+that measurement) encodes each page while the next one is read: tiktoken keeps the GIL on short
+texts, so threads would not overlap.
 
 It only reads (``Store.reading``); nothing here writes to the database.
 """
@@ -49,7 +54,7 @@ from typing import Any, Callable, Iterable, Sequence
 from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
 from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_texts, default_meter, join_counts, message_category
 from .store import Store
-from .store.reads import ThreadReader, thread_reading
+from .store.reads import CountedRow, ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
 from .views import ModelRequest, Snapshot
@@ -85,7 +90,7 @@ class Tally:
         #: (what they depend on, tokens by category) of the envelope's fixed parts (see _measurement)
         self.fixed: tuple[Any, dict[str, int]] | None = None
 
-    def add(self, shown: Sequence[Message], counts: Sequence[int]) -> None:
+    def add(self, shown: Sequence[Message | CountedRow], counts: Sequence[int]) -> None:
         waiting = self._waiting
         totals = self.totals
         for m, n in zip(shown, counts):
@@ -93,8 +98,8 @@ class Tally:
             keep = True
             if role == "assistant":
                 self._newest = m.id  # type: ignore[assignment]
-                for call in m.tool_calls:
-                    waiting.setdefault(call.id, deque()).append(m.id)  # type: ignore[arg-type]
+                for call_id in m.call_ids:
+                    waiting.setdefault(call_id, deque()).append(m.id)  # type: ignore[arg-type]
             elif role == "tool":
                 key = m.tool_call_id or ""
                 queue = waiting.get(key)
@@ -377,48 +382,67 @@ class SnapshotCache:
 
     def _stream(self, reader: ThreadReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
                 progress: Callable[[int], None] | None) -> None:
+        """Count the messages after ``entry.last_id`` into ``tally``, a page at a time. A message
+        the write door counted under this meter's ``count_key`` comes with its count and without
+        its text (nothing to read or encode); the others (rows written before counts were kept,
+        under another encoding, or pruned: shown as their preview) are counted here, or by the
+        counting worker when a huge thread has many of them."""
         saw_user = False
         counted = 0
         worker: _CountWorker | None = None
-        waiting: deque[tuple[list[Message], list[int], list[int], int]] = deque()  # pages the worker encodes
+        offloads = head.offloads
+        #: pages in id order: (shown, counts with None where still to count, which, fixed, per, worker chunks, local text counts)
+        waiting: deque[tuple[list[Message], list[int | None], list[int], list[int], list[int], int, list[int] | None]] = deque()
 
-        def results(chunks: int) -> list[int]:
-            assert worker is not None
-            return [n for _ in range(chunks) for n in worker.result()]
-
-        def settle(shown: list[Message], fixed: list[int], per: list[int], counts: Sequence[int]) -> None:
+        def settle(page: tuple[list[Message], list[int | None], list[int], list[int], list[int], int, list[int] | None]) -> None:
             nonlocal counted
-            tally.add(shown, join_counts(fixed, per, counts))
+            shown, counts, todo, fixed, per, chunks, local = page
+            if todo:
+                if local is None:
+                    assert worker is not None
+                    local = [n for _ in range(chunks) for n in worker.result()]
+                for i, n in zip(todo, join_counts(fixed, per, local)):
+                    counts[i] = n
+            tally.add(shown, counts)  # type: ignore[arg-type]  # every None was filled above
             counted += len(shown)
             if progress is not None:
                 progress(counted)
 
         try:
-            for page in () if _nothing_new(reader, entry) else self._new_messages(reader, entry.last_id):
-                shown = shown_messages(page, head.offloads)
-                saw_user = saw_user or any(m.role == "user" for m in page)
-                entry.last_id = page[-1].id
-                fixed, texts, per = meter.split_messages(shown)
-                if worker is None and self.worker and len(page) == self.page and reader.message_count() >= self.worker_min_messages:
+            after = entry.last_id
+            while not _nothing_new(reader, entry):
+                rows = reader.counted_messages_after(after, key=meter.count_key, limit=self.page)
+                if not rows:
+                    break
+                messages = [m for m, _ in rows]
+                counts = [n for _, n in rows]
+                shown = shown_messages(messages, offloads)
+                saw_user = saw_user or any(m.role == "user" for m in messages)
+                after = entry.last_id = messages[-1].id
+                todo = [i for i, n in enumerate(counts) if n is None]  # no kept count (a pruned row never has one here)
+                fixed, texts, per = meter.split_messages([shown[i] for i in todo]) if todo else ([], [], [])
+                if worker is None and self.worker and len(todo) >= self.page // 2 and reader.message_count() >= self.worker_min_messages:
                     try:
                         worker = _CountWorker()
                     except OSError:  # no interpreter to start (embedded): count here
                         self.worker = False
-                if worker is None:
-                    settle(shown, fixed, per, count_texts(meter.encoding_name, texts))
-                    continue
-                # the worker encodes this page while this thread reads and frames the next one; it
-                # gets the texts in chunks, so it holds one chunk at a time (its memory stays small)
-                chunks = range(0, len(texts), WORKER_CHUNK)
-                for i in chunks:
-                    worker.submit(meter.encoding_name, texts[i : i + WORKER_CHUNK])
-                waiting.append((shown, fixed, per, len(chunks)))
-                if len(waiting) > 1:
-                    shown_, fixed_, per_, n = waiting.popleft()
-                    settle(shown_, fixed_, per_, results(n))
+                chunks = 0
+                local: list[int] | None = None
+                if todo and worker is not None:
+                    # the worker encodes this page while this thread reads and frames the next one; it
+                    # gets the texts in chunks, so it holds one chunk at a time (its memory stays small)
+                    for i in range(0, len(texts), WORKER_CHUNK):
+                        worker.submit(meter.encoding_name, texts[i : i + WORKER_CHUNK])
+                        chunks += 1
+                elif todo:
+                    local = count_texts(meter.encoding_name, texts)
+                waiting.append((shown, counts, todo, fixed, per, chunks, local))
+                while waiting and (len(waiting) > 1 or not waiting[0][5]):
+                    settle(waiting.popleft())
+                if len(rows) < self.page:
+                    break
             while waiting:
-                shown_, fixed_, per_, n = waiting.popleft()
-                settle(shown_, fixed_, per_, results(n))
+                settle(waiting.popleft())
         finally:
             if worker is not None:
                 worker.close()

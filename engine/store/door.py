@@ -9,6 +9,7 @@ the same transaction (:mod:`.invariants`): a write that breaks one raises
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Iterable, Mapping, Sequence
 
 from sqlalchemy import func, insert, select, text, update
@@ -18,6 +19,7 @@ from sqlalchemy.orm import Session
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
 from ..events import EventKind
 from ..messages import Message, ToolCall
+from ..meter import default_meter
 from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
 from .invariants import CallLedger
@@ -37,6 +39,8 @@ from .models import (
 from .reads import ConversationReader
 from .records import MESSAGES, message_values
 from .rules import check_json, clean_text, scrub_text
+
+log = logging.getLogger(__name__)
 
 ABORTED_TEXT = "aborted: the run was cancelled before this tool call ran"
 #: the text of a closing marker (``close_dangling_calls``); the reason follows it
@@ -67,6 +71,26 @@ def event_kind(kind: EventKind | str, thread: str) -> str:
             f"thread {thread!r}: unknown event kind {kind!r} (expected one of {', '.join(k.value for k in EventKind)})",
             code="invalid_event",
         ) from None
+
+
+def with_counts(conversation_model: str | None, rows: Sequence[dict[str, Any]], messages: Sequence[Message], *, cache: bool = True) -> None:
+    """Fill ``tokens`` / ``tokens_key`` of new message rows (``message_values`` of ``messages``):
+    each message's count as :func:`engine.meter.default_meter` of the thread's model counts it,
+    under its ``count_key``. A row whose stored content differs from the message's (the data
+    rules escaped a NUL) is left uncounted, as is every row when the meter cannot count (missing
+    tokenizer data): a count is a cache a reader may trust, never a reason to refuse a write."""
+    for row in rows:  # every row has both keys (an executemany takes its columns from the first)
+        row["tokens"] = row["tokens_key"] = None
+    try:
+        meter = default_meter(conversation_model)
+        counts = meter.count_messages(messages, cache=cache)
+    except Exception:  # noqa: BLE001: uncounted rows are counted when read
+        log.warning("message token counts not recorded", exc_info=True)
+        return
+    key = meter.count_key
+    for row, m, n in zip(rows, messages, counts):
+        if row["content"] == m.content:
+            row["tokens"], row["tokens_key"] = n, key
 
 
 class Locked(SourceWrites, ConversationReader):
@@ -117,6 +141,7 @@ class Locked(SourceWrites, ConversationReader):
         ledger = self.call_ledger().copy()
         ledger.admit_all(messages)
         rows = [message_values(self.conv.id, m, run_id) for m in messages]
+        with_counts(self.conv.model, rows, messages)
         try:
             ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
         except IntegrityError as exc:
@@ -156,18 +181,27 @@ class Locked(SourceWrites, ConversationReader):
     def _bulk_insert(self, messages: Iterable[Message], admit: Any, cid: int, run_id: int | None, batch: int) -> int:
         n = 0
         buf: list[dict[str, Any]] = []
+        sent: list[Message] = []
+        model = self.conv.model
+
+        def flush() -> None:
+            # counted without the meter's cache: an import of a million messages keeps no texts alive
+            with_counts(model, buf, sent, cache=False)
+            self.session.execute(insert(MESSAGES), buf)
+
         with self.session.begin_nested():
             for m in messages:
                 admit(m)
                 values = message_values(cid, m, run_id)
                 values["metadata"] = values.pop("meta")  # the column's name; "meta" is the attribute
                 buf.append(values)
+                sent.append(m)
                 if len(buf) >= batch:
-                    self.session.execute(insert(MESSAGES), buf)
+                    flush()
                     n += len(buf)
-                    buf = []
+                    buf, sent = [], []
             if buf:
-                self.session.execute(insert(MESSAGES), buf)
+                flush()
                 n += len(buf)
         return n
 
@@ -214,7 +248,9 @@ class Locked(SourceWrites, ConversationReader):
         late = [marker(c) for g in groups if g.assistant is not newest for c in g.calls]
         current = [marker(c) for g in groups if g.assistant is newest for c in g.calls if c.id in pending]
         late += [marker(c) for g in groups if g.assistant is newest for c in g.calls if c.id not in pending]
-        ids = [self.session.execute(insert(MessageRow).values(**message_values(self.conv.id, m, None)).returning(MessageRow.id)).scalar_one() for m in late]
+        rows = [message_values(self.conv.id, m, None) for m in late]
+        with_counts(self.conv.model, rows, late)
+        ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
         if ids:
             self.conv.message_count += len(ids)
             self.conv.last_message_id = ids[-1]

@@ -91,6 +91,12 @@ class MessageRow(Base):
     is_error: Mapped[bool] = mapped_column(Boolean, nullable=False, default=False, server_default=false())
     meta_kind: Mapped[str | None] = mapped_column(String(64))
     source_key: Mapped[str | None] = mapped_column(String(300))
+    #: the message's token count as the meter counts it (framing included) under ``tokens_key``
+    #: (``TokenMeter.count_key``: encoding and framing version), written by the door with the row;
+    #: NULL when not counted (rows written before 0003, or by a program that inserts SQL itself).
+    #: A cold status sums these instead of encoding every message again (engine/snapshots.py).
+    tokens: Mapped[int | None] = mapped_column(Integer)
+    tokens_key: Mapped[str | None] = mapped_column(String(40))
 
 
 class Run(Base):

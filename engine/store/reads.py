@@ -6,11 +6,13 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 
 from __future__ import annotations
 
+import json
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Iterator, Mapping, Sequence
+from types import MappingProxyType
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Select, bindparam, select
+from sqlalchemy import Connection, Select, Text, and_, bindparam, case, select, type_coerce
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -20,9 +22,9 @@ from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot
 from . import db
 from .invariants import CallLedger
-from .rules import CorruptRow, as_int
+from .rules import CorruptRow, as_int, checked
 from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, build_message, message_from_text_row, model_request_record, offload_record, state_record, to_message
+from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, message_from_text_row, model_request_record, offload_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -67,6 +69,83 @@ def _messages_statement(text: bool, limited: bool) -> Select[Any]:
 
 #: (SQLite text columns, limited) -> the read of the messages after an id
 _MESSAGES_AFTER = {(text, limited): _messages_statement(text, limited) for text in (True, False) for limited in (True, False)}
+
+
+def _counted_statement(text: bool) -> Select[Any]:
+    """The messages after an id as a tally reads them: id, role, calls, the id a result answers,
+    metadata, and the count kept under ``:key`` (NULL when there is none, or when the message is
+    pruned: it is shown, and counted, as its preview). No text is read: a cold status of a long
+    thread would spend most of its time moving it. Rows without a count are then read whole
+    (:data:`_MESSAGES_BY_ID`)."""
+    offloads = ToolOffloadRow.__table__
+    counted = and_(
+        MessageRow.tokens_key == bindparam("key"), MessageRow.tokens.isnot(None),
+        ~select(offloads.c.message_id).where(offloads.c.message_id == MessageRow.id).exists(),
+    )
+    calls, meta = (type_coerce(MessageRow.tool_calls, Text), type_coerce(MessageRow.meta, Text)) if text else (MessageRow.tool_calls, MessageRow.meta)
+    return select(MessageRow.id, MessageRow.role, calls, MessageRow.tool_call_id, meta, case((counted, MessageRow.tokens), else_=None)).where(
+        MessageRow.conversation_id == bindparam("cid"), MessageRow.id > bindparam("after")
+    ).order_by(MessageRow.id).limit(bindparam("limit"))
+
+
+#: (SQLite text columns) -> whole messages by id (the rows of a counted read that have no count)
+_MESSAGES_BY_ID = {
+    text: select(*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS)).where(MessageRow.id.in_(bindparam("ids", expanding=True))).order_by(MessageRow.id)
+    for text in (True, False)
+}
+
+
+class CountedRow(NamedTuple):
+    """A message read for counting only (:meth:`ThreadReader.counted_messages_after`): what a
+    running tally needs of it (the attributes of :class:`Message` it reads), not its text."""
+
+    id: int
+    role: str
+    call_ids: tuple[str, ...]
+    tool_call_id: str | None
+    metadata: Mapping[str, Any]
+
+
+def _counted_row(id: Any, role: Any, calls: Any, tool_call_id: Any, meta: Any) -> CountedRow:
+    """The :class:`CountedRow` of a counted row's (decoded) columns, checked as
+    :func:`records.build_message` checks them: a corrupt one raises :class:`CorruptRow`."""
+    calls = checked(calls, "messages", id, "tool_calls")
+    meta = checked(meta, "messages", id, "metadata")
+    ids: tuple[str, ...] = ()
+    if calls:
+        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
+            raise CorruptRow("messages", id, "tool_calls", "not a list of objects")
+        ids = tuple(str(c.get("id") or "") for c in calls)
+    if role == "tool" and not tool_call_id:
+        raise CorruptRow("messages", id, "tool_call_id", "a tool message without the id of the call it answers")
+    return CountedRow(id, role, ids, tool_call_id, MappingProxyType(meta) if isinstance(meta, dict) and meta else _NO_METADATA)
+
+
+def _decoded(texts: list[Any]) -> list[Any]:
+    """SQLite JSON column texts, each decoded as :func:`records._json` decodes it, with one
+    ``json.loads`` for all of them when they are all valid (a page of small values decodes several
+    times faster); otherwise one by one, so a corrupt value is a ``CorruptJSON`` marker in its own row."""
+    out = [None if t is None else t if t not in _EMPTY_TEXTS else _json(t) for t in texts]
+    todo = [i for i, t in enumerate(texts) if t is not None and t not in _EMPTY_TEXTS]
+    if not todo:
+        return out
+    try:
+        values = json.loads("[" + ",".join(texts[i] for i in todo) + "]")
+    except (ValueError, RecursionError):
+        values = None
+    if values is None or len(values) != len(todo):  # a corrupt text (or one holding several values)
+        return [_json(t) for t in texts]
+    for i, v in zip(todo, values):
+        out[i] = v
+    return out
+
+
+_EMPTY_TEXTS = frozenset(("null", "[]", "{}", ""))
+_NO_METADATA: Mapping[str, Any] = MappingProxyType({})
+
+
+#: SQLite text columns -> the read of the messages after an id with their kept counts
+_COUNTED_AFTER = {text: _counted_statement(text) for text in (True, False)}
 _USER_MESSAGES_BEFORE = (
     select(*MESSAGE_COLUMNS)
     .where(MessageRow.conversation_id == bindparam("cid"), MessageRow.role == "user", MessageRow.meta_kind.is_(None),
@@ -111,6 +190,26 @@ def _messages_after(conn: Connection, cid: int, boundary: int | None, limit: int
         params["limit"] = limit
     rows = conn.execute(_MESSAGES_AFTER[text, limit is not None], params).all()  # one fetchall, not a fetch per row
     return [message_from_text_row(r) for r in rows] if text else [build_message(*r) for r in rows]
+
+
+def _counted_messages_after(conn: Connection, cid: int, after: int | None, key: str, limit: int) -> list[tuple[Message | CountedRow, int | None]]:
+    text = conn.dialect.name == "sqlite"
+    rows = conn.execute(_COUNTED_AFTER[text], {"cid": cid, "after": _NO_ID_BELOW if after is None else after, "key": key, "limit": limit}).all()
+    if not rows:
+        return []
+    ids, roles, calls, answers, metas, counts = (list(c) for c in zip(*rows))
+    if text:
+        calls, metas = _decoded(calls), _decoded(metas)
+    whole: dict[int, Message] = {}
+    missing = [i for i, n in zip(ids, counts) if n is None]
+    if missing:  # read whole, to be counted
+        found = conn.execute(_MESSAGES_BY_ID[text], {"ids": missing}).all()
+        whole = {r[0]: (message_from_text_row(r) if text else build_message(*r)) for r in found}
+    return [
+        (whole[i], None) if n is None else (_counted_row(i, role, c, answer, meta), n)
+        for i, role, c, answer, meta, n in zip(ids, roles, calls, answers, metas, counts)
+        if n is not None or i in whole
+    ]
 
 
 def _last_user_message(execute: Any, cid: int, batch: int) -> Message | None:
@@ -293,6 +392,13 @@ class ThreadReader:
 
     def messages_after(self, boundary: int | None, *, limit: int | None = None) -> list[Message]:
         return _messages_after(self.conn, self.row.id, boundary, limit)
+
+    def counted_messages_after(self, after: int | None, *, key: str, limit: int) -> list[tuple[Message | CountedRow, int | None]]:
+        """At most ``limit`` messages with an id above ``after``, in id order, each with the token
+        count the write door kept for it under ``key`` (``TokenMeter.count_key``) or None. A
+        message with a count (and not pruned) comes as a :class:`CountedRow`, without its text:
+        for counting only, never for showing or sending; any other as the whole message."""
+        return _counted_messages_after(self.conn, self.row.id, after, key, limit)
 
     def last_user_message(self, *, batch: int = 64) -> Message | None:
         return _last_user_message(self.conn.execute, self.row.id, batch)

@@ -63,16 +63,24 @@ def assert_status(svc: Service, key: str) -> None:
 
 
 def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Records how many messages each ``messages_after`` read returned."""
+    """Records how many messages each read of the messages after an id returned (``messages_after``,
+    the held path, and ``counted_messages_after``, the streamed one)."""
     sizes: list[int] = []
     real = ThreadReader.messages_after
+    real_counted = ThreadReader.counted_messages_after
 
     def spy(self: ThreadReader, boundary: int | None, *, limit: int | None = None) -> list[Message]:
         out = real(self, boundary, limit=limit)
         sizes.append(len(out))
         return out
 
+    def spy_counted(self: ThreadReader, after: int | None, *, key: str, limit: int) -> list[Any]:
+        out = real_counted(self, after, key=key, limit=limit)
+        sizes.append(len(out))
+        return out
+
     monkeypatch.setattr(ThreadReader, "messages_after", spy)
+    monkeypatch.setattr(ThreadReader, "counted_messages_after", spy_counted)
     return sizes
 
 
@@ -280,12 +288,17 @@ def test_streamed_cold_measurement_reports_progress_and_keeps_no_messages(factor
 
 
 def test_a_worker_process_counts_the_same(factory: Any, new_key: Any) -> None:
-    """The cold streamed measurement of a long thread has a worker process encode each page while
-    the next is read: the counts are the same as in this process."""
+    """The cold streamed measurement of a long thread whose rows have no kept counts (written
+    before 0003) has a worker process encode each page while the next is read: the counts are
+    the same as in this process."""
+    from sqlalchemy import text
+
     svc = factory()
     key = new_thread(svc, new_key())
     finished_turns(svc, key, 12)
     running_turn(svc, key, rounds=3)
+    with svc.store.engine.begin() as conn:  # what a thread written before the counts were kept looks like
+        conn.execute(text("UPDATE messages SET tokens = NULL, tokens_key = NULL WHERE conversation_id = :c"), {"c": svc.store.thread(key).id})
     with_worker = SnapshotCache(svc.store, page=5, worker_min_messages=0)
     seen: list[int] = []
     m = with_worker.thread_measure(key, progress=seen.append)

@@ -107,8 +107,9 @@ def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
         from engine.store.reads import ThreadReader  # what engine.snapshots reads through
 
         reads: list[int] = []  # messages read by each status (only those after the last one seen)
-        real = ThreadReader.messages_after
-        monkeypatch.setattr(ThreadReader, "messages_after", lambda self, *a, **kw: (lambda out: reads.append(len(out)) or out)(real(self, *a, **kw)))
+        for name in ("messages_after", "counted_messages_after"):  # the held read and the streamed one
+            real = getattr(ThreadReader, name)
+            monkeypatch.setattr(ThreadReader, name, lambda self, *a, _real=real, **kw: (lambda out: reads.append(len(out)) or out)(_real(self, *a, **kw)))
         assert svc.status("t") == first and reads == []
         run = svc.start_run("t")
         assert svc.status("t").busy_reason == "running"
