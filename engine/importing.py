@@ -330,6 +330,14 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
             if m.source_key in stored:
                 continue
             new.append(_admit(ledger, m, repairs))
+        if new and not tx.conv.model:
+            # the route the import ends with (below: the newest usage record's model, else the
+            # session's), set before the messages so the door keeps their counts for its encoding
+            last = next((u for u in reversed(session.usage) if 0 <= u.position < limit), None)
+            model = (last.model or session.messages[last.position].model) if last is not None else None
+            model = model or session.model
+            if model:
+                tx.set_route(provider=provider_for(session.format, model), model=model)
         written = tx.bulk_append(new) if new else 0
         ids = tx.message_source_keys() if written else stored
         position_ids = [ids.get(m.source_key or "") for m in converted]

@@ -173,3 +173,20 @@ def test_a_corrupt_counted_row_is_named_as_before(make_service: Any, new_key: An
     assert str(ids[1]) in str(err.value) and "tool_calls" in str(err.value)
     with pytest.raises(CorruptRow):
         svc.store.snapshot(key)  # the whole read says the same
+
+
+@pytest.mark.parametrize("fixture", ["codex/2026", "claude-code/project", "openai-responses"])
+def test_an_imported_session_keeps_counts_for_its_own_model(factory: Any, fixture: str) -> None:
+    """An import sets the thread's route before it writes the messages, so their counts are kept
+    under the encoding its status measures with (o200k for a Codex session, not cl100k)."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "fixtures" / "sessions" / fixture
+    path = next(p for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json") and not p.name.startswith("agent-"))
+    svc = factory()
+    for report in svc.import_file(path):
+        key = report.thread
+        meter = default_meter(svc.store.thread(key).model)
+        rows = kept(svc, key)
+        assert rows and {k for _, _, k in rows} == {meter.count_key}
+        assert cold(svc, key) == full(svc, key)[2]
