@@ -34,6 +34,13 @@ Method = Callable[Concatenate[InspectorService, P], T]
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
+def invoke(service: InspectorService, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    """``service.<method>(*args, **kwargs)``, ``method`` one of :class:`InspectorService`'s: how a
+    function run by :meth:`ServiceClient.apply` (on a worker) calls the service, as typed as
+    :meth:`ServiceClient.call`."""
+    return getattr(service, method_name(method))(*args, **kwargs)
+
+
 class NotConnected(RuntimeError):
     """A call was made before a service was opened (or after the client was closed)."""
 
@@ -87,6 +94,12 @@ class ServiceClient:
         their results in one worker trip (e.g. scanning a page for a search text)."""
         service = self._connected()
         return await self.run(lambda: fn(service, *args, **kwargs))
+
+    async def apply_interactive(self, fn: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Like :meth:`apply`, on the interactive lane: the reads the user waits for (a timeline
+        page with its offloads, a thread's first reads) in one worker trip instead of one each."""
+        service = self._connected()
+        return await self.run(lambda: fn(service, *args, **kwargs), interactive=True)
 
     def _connected(self) -> InspectorService:
         service = self._service

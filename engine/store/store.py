@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import func, or_, select
+from sqlalchemy import bindparam, func, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -51,7 +51,7 @@ from .reads import corrupt_from as _corrupt_from
 from .reads import database_errors
 from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
 from .records import (
-    aware, event_record, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
+    MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, aware, build_message, event_record, message_from_text_row, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
 )
 
 
@@ -68,6 +68,34 @@ def check_thread_key(key: Any) -> str:
     if not key or not isinstance(key, str):
         raise EngineError("thread key must be a non-empty string", code="invalid_thread_key")
     return clean_text(key, "thread key", code="invalid_thread_key", limit=THREAD_KEY_MAX)
+
+
+def _page_statement(text: bool, after: bool, before: bool, backward: bool) -> Any:
+    """A timeline page of the thread ``:key``: the message columns (SQLite: JSON as text, decoded
+    only when not empty; psycopg decodes JSON itself), then conversation id, created time and the
+    offload's SHA-256 of each message."""
+    cid = select(Conversation.id).where(Conversation.thread_key == bindparam("key")).scalar_subquery()
+    columns = (*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS), MessageRow.conversation_id, MessageRow.created_at, ToolOffloadRow.sha256)
+    q = select(*columns).outerjoin(ToolOffloadRow, ToolOffloadRow.message_id == MessageRow.id).where(MessageRow.conversation_id == cid)
+    if after:
+        q = q.where(MessageRow.id > bindparam("after"))
+    if before:
+        q = q.where(MessageRow.id < bindparam("before"))
+    return q.order_by(MessageRow.id.desc() if backward else MessageRow.id).limit(bindparam("limit"))
+
+
+#: (SQLite, after, before, backward) -> the statement of :meth:`Store.messages_page` (built once:
+#: building a select costs more than running it)
+_PAGE = {
+    (text, after, before, before and not after): _page_statement(text, after, before, before and not after)
+    for text in (True, False) for after in (True, False) for before in (True, False)
+}
+_MESSAGE_WIDTH = len(MESSAGE_COLUMNS)
+
+
+def build_message_row(row: Any) -> Message:
+    """:func:`build_message` of a row of :data:`MESSAGE_COLUMNS`."""
+    return build_message(*row)
 
 
 class DuplicateThread(EngineError):
@@ -106,8 +134,7 @@ class Store:
         read_only = db.sqlite_read_only(url)
         engine = db.create_db_engine(url, read_only=read_only)
         try:
-            db.check_reachable(engine, url)
-            info = db.schema_info(engine)
+            info = db.check_schema(engine, url)
         except db.StoreError:
             engine.dispose()
             raise
@@ -530,27 +557,31 @@ class Store:
         self, key: str, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500
     ) -> list[StoredMessage]:
         """A page of messages in ascending id order: the first ``limit`` after ``after_id``, or the
-        last ``limit`` before ``before_id`` (keyset; never OFFSET)."""
+        last ``limit`` before ``before_id`` (keyset; never OFFSET).
+
+        One statement (the conversation found by its key inside it), plain column rows instead of
+        ORM objects; only an empty page asks whether the thread exists."""
         if limit <= 0:
             return []
+        backward = before_id is not None and after_id is None
+        params: dict[str, Any] = {"key": key, "limit": limit}
+        if after_id is not None:
+            params["after"] = after_id
+        if before_id is not None:
+            params["before"] = before_id
         with self._session(write=False) as s:
-            conv = self._conv(s, key)
-            q = select(MessageRow, ToolOffloadRow.sha256).outerjoin(
-                ToolOffloadRow, ToolOffloadRow.message_id == MessageRow.id
-            ).where(MessageRow.conversation_id == conv.id)
-            if after_id is not None:
-                q = q.where(MessageRow.id > after_id)
-            if before_id is not None:
-                q = q.where(MessageRow.id < before_id)
-            if before_id is not None and after_id is None:
-                rows = list(s.execute(q.order_by(MessageRow.id.desc()).limit(limit)).all())
-                rows.reverse()
-            else:
-                rows = list(s.execute(q.order_by(MessageRow.id).limit(limit)).all())
-            return [
-                StoredMessage(message=to_message(r), conversation_id=conv.id, created_at=aware(r.created_at), offload_sha256=sha)  # type: ignore[arg-type]
-                for r, sha in rows
-            ]
+            statement = _PAGE[self.is_sqlite, after_id is not None, before_id is not None, backward]
+            rows = s.execute(statement, params).all()
+            if not rows:
+                self._conv(s, key)  # ThreadNotFound, or a thread with no message there
+                return []
+        if backward:
+            rows.reverse()
+        build = message_from_text_row if self.is_sqlite else build_message_row
+        return [
+            StoredMessage(message=build(r[:_MESSAGE_WIDTH]), conversation_id=r[-3], created_at=aware(r[-2]), offload_sha256=r[-1])  # type: ignore[arg-type]
+            for r in rows
+        ]
 
     def message_count(self, key: str) -> int:
         with self._session(write=False) as s:

@@ -10,19 +10,20 @@ is never spliced into the new one.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex
 
-from engine.views import StoredMessage
+from engine.views import Offload, StoredMessage
 
 from ..layout import InspectorLayout
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
 from ..service_api import InspectorService
-from ..service_client import ServiceClient
+from ..service_client import ServiceClient, invoke
 from .base import ThreadState, count_of
 from .tasks import ThreadTasks
 
+PAINT_WAIT_S = 0.25  # the longest work that waits for the timeline's paint waits (a window that never paints)
 JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)
 TRIM_ROWS = 500  # top-level rows loaded beyond the screen on one side that trigger dropping them...
 KEEP_ROWS = 250  # ...down to this many (the model and every relayout stay bounded on a long scroll)
@@ -47,32 +48,26 @@ class PagingController:
 
     # == reads ==================================================================================
     async def _read(self, key: str, request: PageRequest) -> TimelinePage:
-        """One keyset read for the timeline, with its offloads, on the interactive lane (token
-        counts follow once the rows are shown: :meth:`_count_tokens`)."""
-        stored = await self.client.call_interactive(InspectorService.messages_page, key, **request.query())
-        return await self._with_offloads(key, stored, request.page)
+        """One keyset read for the timeline, with its offloads, in one trip on the interactive lane
+        (token counts follow once the rows are shown: :meth:`_count_tokens`)."""
+        return await self.client.apply_interactive(read_page, key, request)
 
     async def _read_around(self, key: str, message_id: int) -> TimelinePage:
         """A page around ``message_id`` (a quarter before it, the rest from it on): jumping into a
         gap loads one page there instead of every page on the way."""
-        context = max(1, self.page_size // 4)
-        before = await self.client.call_interactive(InspectorService.messages_page, key, before_id=message_id + 1, limit=context)
-        after = await self.client.call_interactive(InspectorService.messages_page, key, after_id=message_id, limit=self.page_size - context)
-        follows = None if len(before) < context else UNKNOWN
+        return await self.client.apply_interactive(read_page_around, key, message_id, self.page_size)
 
-        def page(rows: Any, tokens: Any, offloads: Any, original: Any) -> TimelinePage:
-            return TimelinePage(tuple(rows), tokens, offloads, len(after) < self.page_size - context, original, follows=follows)
+    async def painted(self, paints: int) -> None:
+        """Until the timeline has painted after its ``paints`` count (taken before rows were put in;
+        at most :data:`PAINT_WAIT_S`): what can wait starts after that paint instead of competing
+        with it."""
+        await asyncio.wait([self.ui.timeline.painted_since(paints)], timeout=PAINT_WAIT_S)
 
-        return await self._with_offloads(key, before + after, page)
-
-    async def _with_offloads(self, key: str, stored: Sequence[StoredMessage], make: Callable[..., TimelinePage]) -> TimelinePage:
-        pruned = [s.id for s in stored if s.offload_sha256]
-        offloads = await self.client.call_interactive(InspectorService.offloads, key, pruned) if pruned else {}
-        return make(stored, {}, offloads, {})
-
-    async def _count_tokens(self, key: str, page: TimelinePage) -> None:
+    async def _count_tokens(self, key: str, page: TimelinePage, paints: int) -> None:
         """Token badges of a page that is already shown: what the model sees of each message,
-        counted by the service on a background worker; applied after a jump in flight."""
+        counted by the service on a background worker once the rows are painted; applied after a
+        jump in flight."""
+        await self.painted(paints)
         counts = await self.client.call(InspectorService.visible_tokens, key, list(page.messages), dict(page.offloads))
         jump = self._jump_task
         if jump is not None and not jump.done():
@@ -85,20 +80,32 @@ class PagingController:
         """Splice ``page`` in (its token badges follow); filled from below ``below`` (a gap), the
         rows under it stay on screen."""
         model, view = self.model, self.ui.timeline
+        paints = view.paints
         if below is not None and below in model.gaps():
             with view.anchored(view.indexBelow(model.index_of(below))):
                 model.insert_page(page)
         else:
             model.insert_page(page)
         self._trim()
+        # lay the rows out now: a layout left to the paint changes the view's geometry in the
+        # middle of that paint, and Qt paints the whole viewport a second time right after it
+        view.executeDelayedItemsLayout()
         self.show_counts()
         if page.messages and model.key is not None:
-            self.view.spawn(self._count_tokens(model.key, page), "count tokens")
+            self.view.spawn(self._count_tokens(model.key, page, paints), "count tokens")
 
     # == gaps ===================================================================================
-    async def load_first(self) -> None:
-        """The first page of a freshly reset timeline."""
-        await self.load_gap(None, backward=False)
+    async def load_first(self, page: TimelinePage | None = None) -> None:
+        """The first page of a freshly reset timeline (``page``: already read, see
+        :func:`first_request`)."""
+        if page is None:
+            await self.load_gap(None, backward=False)
+        elif self.model.key is not None:
+            self._insert(page)
+
+    def first_request(self) -> PageRequest:
+        """The read of a freshly reset timeline's first page."""
+        return PageRequest(limit=self.page_size)
 
     async def load_gap(self, gap: Node | None, *, backward: bool) -> None:
         """Fill ``gap`` by one page from its lower (``backward``) or upper side; ``None``: the first page."""
@@ -106,7 +113,7 @@ class PagingController:
         key = model.key
         if key is None:
             return
-        request = PageRequest(limit=self.page_size) if gap is None else model.gap_request(gap, backward=backward, limit=self.page_size)
+        request = self.first_request() if gap is None else model.gap_request(gap, backward=backward, limit=self.page_size)
         if request is None:
             return
         try:
@@ -238,3 +245,26 @@ class PagingController:
             node = model.node(index)
             if node is not None and node.children and node.kind in ("unit", "round") and not node.compacted:
                 timeline.expandRecursively(index)
+
+
+# == reads on a worker (one trip each) =============================================================
+def read_page(service: InspectorService, key: str, request: PageRequest) -> TimelinePage:
+    """``request``'s messages and the offloads of its pruned results (runs on a worker)."""
+    stored = invoke(service, InspectorService.messages_page, key, **request.query())
+    return request.page(stored, {}, offloads_of(service, key, stored), {})
+
+
+def read_page_around(service: InspectorService, key: str, message_id: int, size: int) -> TimelinePage:
+    """A page of ``size`` messages around ``message_id``: a quarter before it, the rest from it
+    on (runs on a worker)."""
+    context = max(1, size // 4)
+    before = invoke(service, InspectorService.messages_page, key, before_id=message_id + 1, limit=context)
+    after = invoke(service, InspectorService.messages_page, key, after_id=message_id, limit=size - context)
+    rows = tuple(before + after)
+    follows = None if len(before) < context else UNKNOWN
+    return TimelinePage(rows, {}, offloads_of(service, key, rows), len(after) < size - context, {}, follows=follows)
+
+
+def offloads_of(service: InspectorService, key: str, stored: Sequence[StoredMessage]) -> dict[int, Offload]:
+    pruned = [s.id for s in stored if s.offload_sha256]
+    return invoke(service, InspectorService.offloads, key, pruned) if pruned else {}

@@ -8,21 +8,22 @@ flight is cancelled, and the new view's reads run as its tasks.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
 from engine.checks import Finding, ServiceReader, check_thread
 from engine.errors import EngineError
-from engine.views import PressureStatus, SourceCompaction, ThreadInfo
+from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo
 
 from ..choices import TABS
 from ..layout import InspectorLayout
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
-from ..models.timeline import BoundaryInfo
+from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
 from ..pressure_text import percent, pressure_view, window_text, window_tooltip
 from ..service_api import InspectorService
-from ..service_client import ServiceClient
+from ..service_client import ServiceClient, invoke
 from ..timeline.pages import source_name
 from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
@@ -30,7 +31,7 @@ from ..widgets.pressure import measuring_text
 from ..widgets.whatif import ProgressRelay
 from .base import ThreadState, count_of, error_code, error_text, plural
 from .compaction import CompactionController
-from .paging import PagingController
+from .paging import PagingController, read_page
 from .tasks import Report, TaskSet, ThreadTasks, finished
 
 PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
@@ -187,25 +188,25 @@ class ThreadsController:
         part empty (a failed page is a gap row to retry) and the banner says why."""
         ui, model = self.ui, self.ui.timeline_model
         ui.confirm.hide()
-        try:
-            info = await self.client.call_interactive(InspectorService.thread, key)
-        except Exception as exc:  # noqa: BLE001: shown in place of the thread
-            self._show_broken(key, exc)
-            raise
+        # the header, the compaction state, the source's compactions and the first page in one trip
+        first = await self.client.apply_interactive(read_opening, key, self.paging.first_request())
+        info = first.info
+        if isinstance(info, Exception):  # shown in place of the thread
+            self._show_broken(key, info)
+            raise info
         problems: list[tuple[str, BaseException]] = []
+        boundary = None
         try:
-            state = await self.client.call_interactive(InspectorService.compaction_state, key)
-            history = await self.client.call_interactive(InspectorService.history, key)
-            boundary = BoundaryInfo.from_state(state, history)
+            if isinstance(first.state, Exception):
+                raise first.state
+            boundary = BoundaryInfo.from_state(*first.state)
         except Exception as exc:  # noqa: BLE001: the timeline still shows, without its summary card
             problems.append(("read compaction state", exc))
-            boundary = None
         sources: tuple[SourceCompaction, ...] = ()
-        if info.source_format:  # an imported thread: the compactions its source recorded
-            try:
-                sources = tuple(await self.client.call_interactive(InspectorService.source_compactions, key))
-            except Exception as exc:  # noqa: BLE001: the timeline still shows, without the source's boundaries
-                problems.append(("read the source's compactions", exc))
+        if isinstance(first.sources, Exception):  # the timeline still shows, without the source's boundaries
+            problems.append(("read the source's compactions", first.sources))
+        else:
+            sources = first.sources
         self.state.thread = info
         self.state.status = None
         ui.thread_model.update_thread(info)
@@ -215,10 +216,13 @@ class ThreadsController:
         ui.thread_meta.setText(plural(info.message_count, "message"))
         ui.hint_label.hide()
         self.compaction.update_button()
+        paints = ui.timeline.paints
         if keep is None:
             ui.detail.clear()
         try:
-            await self.paging.load_first()
+            if isinstance(first.page, Exception):
+                raise first.page
+            await self.paging.load_first(first.page)
         except Exception as exc:  # noqa: BLE001: the timeline stays empty and the detail pane says why
             model.gap_failed()
             problems.append(("read messages", exc))
@@ -244,6 +248,7 @@ class ThreadsController:
                 ui.timeline.verticalScrollBar().setValue(scroll)
                 if index.isValid():
                     ui.timeline.scrollTo(index)
+        await self.paging.painted(paints)  # the side panels read the whole thread: not before the page is on screen
         problems += await self._load_side(key)
         if problems:
             what, exc = problems[0]
@@ -408,6 +413,35 @@ class ThreadsController:
 
 #: threads up to this many messages are checked as they open; longer ones when the tab is opened
 CHECK_AUTO_LIMIT = 2_000
+
+
+@dataclass(frozen=True)
+class Opening:
+    """What a thread shows first, read in one worker trip: each part its value or the exception
+    that reading it raised (each fails on its own, as separate reads would)."""
+
+    info: ThreadInfo | Exception
+    state: tuple[CompactionState, list[HistoryRecord]] | Exception
+    sources: tuple[SourceCompaction, ...] | Exception
+    page: TimelinePage | Exception
+
+
+def read_opening(service: InspectorService, key: str, request: PageRequest) -> Opening:
+    """The header, the compaction state and its history, the source's compactions (an imported
+    thread) and the first page of ``key`` (runs on a worker)."""
+
+    def attempt(read: Callable[[], Any]) -> Any:
+        try:
+            return read()
+        except Exception as exc:  # noqa: BLE001: handed back to the GUI thread, which reports it
+            return exc
+
+    info = attempt(lambda: invoke(service, InspectorService.thread, key))
+    if isinstance(info, Exception):
+        return Opening(info, info, (), info)
+    state = attempt(lambda: (invoke(service, InspectorService.compaction_state, key), invoke(service, InspectorService.history, key)))
+    sources = attempt(lambda: tuple(invoke(service, InspectorService.source_compactions, key))) if info.source_format else ()
+    return Opening(info, state, sources, attempt(lambda: read_page(service, key, request)))
 
 
 def run_checks(service: Any, key: str) -> list[Finding]:

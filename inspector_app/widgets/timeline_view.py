@@ -11,15 +11,21 @@ make it appear, narrowing the viewport and the stretched Message column, and ``Q
 the whole viewport a second time from its column-resize timer in a later event-loop turn (an
 extra full paint of every freshly opened thread, landing before or after the first one depending
 on what else that turn does, e.g. a thread that opens on a selected row).
+
+:meth:`TimelineView.painted_since` is a future resolved once the viewport has painted after a
+given moment: the window starts what can wait (the side panels' reads, token badges) only once the
+rows it just loaded are on screen, so that work never competes with the paint the user is waiting
+for (and never asks for a paint of its own when the rows were painted already).
 """
 
 from __future__ import annotations
 
+import asyncio
 from contextlib import contextmanager
 from typing import Any, Iterator
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent
+from PySide6.QtGui import QKeyEvent, QPaintEvent
 from PySide6.QtWidgets import QAbstractItemView, QTreeView, QWidget
 
 from ..models.timeline import TimelineModel
@@ -47,6 +53,8 @@ class TimelineView(QTreeView):
         self.verticalScrollBar().valueChanged.connect(self._schedule)
         self.expanded.connect(self._schedule)
         self.collapsed.connect(self._schedule)
+        self._paint_waiters: list[asyncio.Future[None]] = []
+        self._paints = 0
 
     def timeline(self) -> TimelineModel | None:
         model = self.model()
@@ -56,6 +64,34 @@ class TimelineView(QTreeView):
         super().setModel(model)
         for signal in (model.rowsInserted, model.rowsRemoved, model.modelReset, model.dataChanged):
             signal.connect(self._schedule)
+
+    # -- painting --------------------------------------------------------------------------------
+    @property
+    def paints(self) -> int:
+        """How many times the viewport has painted (to ask later whether it has since)."""
+        return self._paints
+
+    def painted_since(self, paints: int) -> asyncio.Future[None]:
+        """A future resolved once the viewport has painted after its :attr:`paints` was ``paints``:
+        at once if it has already (or the view is not visible: nothing will paint), else at its next
+        paint (asked for; Qt merges that with a paint already due). A caller that must not wait
+        forever bounds its wait (a minimised window may never paint)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        if self._paints > paints or not self.isVisible():
+            future.set_result(None)
+            return future
+        self._paint_waiters.append(future)
+        self.viewport().update()
+        return future
+
+    def paintEvent(self, event: QPaintEvent) -> None:  # noqa: N802 (Qt name)
+        super().paintEvent(event)
+        self._paints += 1
+        if self._paint_waiters:
+            waiters, self._paint_waiters = self._paint_waiters, []
+            for future in waiters:
+                if not future.done():
+                    future.set_result(None)
 
     # -- the end ---------------------------------------------------------------------------------
     def _end_missing(self) -> bool:

@@ -47,10 +47,12 @@ def test_service_and_fake_have_the_protocol_signature(name: str) -> None:
 
 
 def test_the_gui_calls_the_service_only_through_protocol_methods() -> None:
-    """No method-name strings: every ``client.call*`` names an ``InspectorService`` method, and
+    """No method-name strings: every ``client.call*`` and ``invoke`` names an ``InspectorService`` method, and
     every Protocol method (but ``close``, the client's own) is called somewhere."""
     sources = {path: path.read_text(encoding="utf-8") for path in GUI.rglob("*.py")}
     calls = [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"client\.call(?:_interactive)?\(\s*([^,)]+)", text)]
+    # a function run on a worker (client.apply*) calls the service through invoke(service, InspectorService.x, ...)
+    calls += [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"\binvoke\(\s*service,\s*([^,)]+)", text)]
     assert calls
     bad = [(path.relative_to(ROOT), arg) for path, arg in calls if not arg.startswith("InspectorService.")]
     assert not bad, f"service calls by something else than a Protocol method: {bad}"

@@ -98,7 +98,9 @@ def test_switching_threads_during_a_slow_status_applies_nothing_of_the_old_threa
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
     assert w.state.status.thread == NEW and w.gauge.status.thread == NEW and w.thread_title.text() == "Beta refund (running)"
     assert w.timeline_model.key == NEW and not w.compact_button.isEnabled()  # beta is running
-    assert calls_for(gated, OLD, mark) == ["status"]  # (the gated one) the old view's task stopped: no pressure history, replay, events of it
+    # (the gated one) the old view's task stopped: no pressure history, replay, events of it (its
+    # first page's token badges, asked for once that page was painted, may land either side of the mark)
+    assert [c for c in calls_for(gated, OLD, mark) if c != "visible_tokens"] == ["status"]
     assert not failures and not w.banner.isVisible() and not trouble
 
 
