@@ -26,7 +26,10 @@ per backend:
   the warm first paint and of the End jumps (medians): on a shared machine wall time follows its
   load, these much less;
 - ``rss_*``: resident memory after the jump to the end, for ``--small`` and ``--messages`` messages,
-  and the peak once the side panels are in (those read the whole thread inside the engine).
+  and the peak once the side panels are in (those read the whole thread inside the engine): the
+  measuring process's own high-water mark (VmHWM), not ``ru_maxrss``, which on Linux also holds the
+  peak of the process that spawned it; each thread is built in a process of its own for the same
+  reason (the 1M messages it makes in memory are 880 MB).
 A backend that cannot run (PostgreSQL unreachable) prints ``{"backend": ..., "skipped": reason}``.
 """
 
@@ -80,16 +83,35 @@ def build(url: str, workdir: Path, n: int) -> None:
         svc.close()
 
 
+def _status_mb(field: str) -> float | None:
+    """One ``kB`` field of /proc/self/status in MB (None where there is no such file)."""
+    try:
+        lines = Path("/proc/self/status").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    return None
+
+
 def rss_mb() -> float:
     """Resident memory now (VmRSS)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
+    value = _status_mb("VmRSS")
+    return float("nan") if value is None else value
 
 
 def peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """This process's own peak resident memory (VmHWM, the high-water mark of its address space,
+    which ``exec`` starts afresh). Not ``ru_maxrss``: on Linux ``exec`` folds the spawning
+    process's peak into it (``setmax_mm_hiwater_rss`` on the old mm), so a child started by a
+    parent that had built the 1M-message thread in memory (880 MB) reported that as its own peak.
+    ``ru_maxrss`` only where there is no /proc (it is kB on Linux, bytes on macOS)."""
+    value = _status_mb("VmHWM")
+    if value is not None:
+        return value
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
 # -- one measurement, in a fresh process -----------------------------------------------------------
@@ -309,6 +331,16 @@ def child(url: str, n: int, samples: int = END_SAMPLES) -> int:
     return 0
 
 
+def build_in_child(url: str, workdir: Path, n: int) -> None:
+    """:func:`build` in a process of its own: the ``n`` messages it makes in memory (880 MB at 1M)
+    are then never resident in this one while the measurements run beside it."""
+    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--build", url, str(workdir), "--messages", str(n)],
+                          capture_output=True, text=True, timeout=2 * PANELS_TIMEOUT_S)
+    if proc.returncode != 0:
+        tail = " ".join(proc.stderr.strip().splitlines()[-2:])
+        raise RuntimeError(f"building {n:,} messages failed (exit {proc.returncode}): {tail}")
+
+
 def run_child(url: str, n: int, samples: int = END_SAMPLES) -> dict[str, Any]:
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", url, "--messages", str(n), "--end-samples", str(samples)],
@@ -368,7 +400,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backends", default="sqlite,postgresql")
     ap.add_argument("--end-samples", type=int, default=END_SAMPLES, help="End jumps per state (median)")
     ap.add_argument("--child", metavar="URL", help=argparse.SUPPRESS)
+    ap.add_argument("--build", nargs=2, metavar=("URL", "WORKDIR"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.build:
+        build(args.build[0], Path(args.build[1]), args.messages)
+        return 0
     if args.child:
         return child(args.child, args.messages, args.end_samples)
     sizes = (args.small or max(1_000, args.messages // 10), args.messages)
@@ -381,7 +417,7 @@ def main(argv: list[str] | None = None) -> int:
                         url = f"sqlite:///{Path(tmp) / f'timeline-{n}.db'}"
                     else:
                         url = stack.enter_context(temp_pg_database(args.pg_url))
-                    build(url, Path(tmp) / f"wd-{n}", n)
+                    build_in_child(url, Path(tmp) / f"wd-{n}", n)
                     runs.append(run_child(url, n, args.end_samples))
             except sa.exc.OperationalError as exc:
                 print(json.dumps({"backend": backend, "skipped": f"not reachable: {str(exc.orig).splitlines()[0]}"}))
