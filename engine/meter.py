@@ -64,6 +64,7 @@ __all__ = [
     "Measurement",
     "TokenMeter",
     "UnknownEncoding",
+    "count_key",
     "count_texts",
     "default_meter",
     "join_counts",
@@ -536,6 +537,12 @@ def join_counts(fixed: Sequence[int], per: Sequence[int], counts: Sequence[int])
 
 _default_lock = threading.Lock()
 _default_meters: dict[tuple[str, bool], TokenMeter] = {}
+
+
+def count_key(model: str | None = None) -> str:
+    """``default_meter(model).count_key`` without loading the tokenizer (a stream worker that finds
+    every count kept never needs one)."""
+    return f"{_canonical_name(_model_encoding(model)[0])}/{FRAMING_VERSION}"
 
 
 def default_meter(model: str | None = None) -> TokenMeter:

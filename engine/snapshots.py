@@ -27,16 +27,19 @@ count with its row (``messages.tokens`` under ``TokenMeter.count_key``, migratio
 counted under this meter's key is read without its text (a :class:`engine.store.reads.CountedRow`)
 and adds its kept count, so a cold status reads ids, roles, calls and metadata and encodes
 nothing. The other rows (written before 0003, under another encoding, pruned: shown as their
-preview) are read whole and counted here; when a thread of at least ``worker_min_messages``
-messages has pages of them, a worker process (``python -m engine.meter``, about 60 MB, only for
-that measurement) encodes each page while the next one is read: tiktoken keeps the GIL on short
-texts, so threads would not overlap.
+preview) are read whole and counted; when a thread of at least ``worker_min_messages`` messages
+has pages of them, a counting worker process (``python -m engine.meter``) encodes each page while
+the next one is read (tiktoken keeps the GIL on short texts, so threads would not overlap). A
+cold measurement of such a thread runs whole in a stream worker process (``python -m
+engine.snapshots``, about 70 MB, only for that measurement): the calling process only waits, so
+the inspector's GUI thread keeps the GIL, and holds no page.
 
 It only reads (``Store.reading``); nothing here writes to the database.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import queue
@@ -49,17 +52,19 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
-from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_texts, default_meter, join_counts, message_category
+from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
 from .store import Store
 from .store.reads import CountedRow, ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
-from .views import ModelRequest, Snapshot
+from .views import ModelRequest, Offload, Snapshot
 
 __all__ = ["PAGE", "SnapshotCache", "Tally", "ThreadMeasure"]
+
+log = logging.getLogger(__name__)
 
 #: messages read and counted at a time by a cold streamed measurement
 PAGE = 5000
@@ -78,7 +83,8 @@ class Tally:
 
     __slots__ = ("meter", "totals", "ids", "counts", "_waiting", "_newest", "first_role", "fixed")
 
-    def __init__(self, meter: TokenMeter) -> None:
+    def __init__(self, meter: TokenMeter | None) -> None:
+        #: the meter of the held path (None in a stream worker, which only adds kept counts)
         self.meter = meter
         self.totals: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
         self.ids = array("q")
@@ -119,6 +125,15 @@ class Tally:
     @property
     def history_tokens(self) -> int:
         return sum(self.totals.values())
+
+    def state(self) -> tuple[Any, ...]:
+        """What :meth:`load` restores (a stream worker process sends it back): everything but the
+        meter and the fixed parts."""
+        return (self.totals, self.ids, self.counts, self._waiting, self._newest, self.first_role)
+
+    def load(self, state: tuple[Any, ...]) -> None:
+        self.totals, self.ids, self.counts, self._waiting, self._newest, self.first_role = state
+        self.fixed = None
 
     def tokens_after(self, message_id: int, upto: int | None = None) -> int:
         """Tokens of the messages with an id above ``message_id`` (as counted, markers included),
@@ -382,72 +397,194 @@ class SnapshotCache:
 
     def _stream(self, reader: ThreadReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
                 progress: Callable[[int], None] | None) -> None:
-        """Count the messages after ``entry.last_id`` into ``tally``, a page at a time. A message
-        the write door counted under this meter's ``count_key`` comes with its count and without
-        its text (nothing to read or encode); the others (rows written before counts were kept,
-        under another encoding, or pruned: shown as their preview) are counted here, or by the
-        counting worker when a huge thread has many of them."""
-        saw_user = False
-        counted = 0
-        worker: _CountWorker | None = None
-        offloads = head.offloads
-        #: pages in id order: (shown, counts with None where still to count, which, fixed, per, worker chunks, local text counts)
-        waiting: deque[tuple[list[Message], list[int | None], list[int], list[int], list[int], int, list[int] | None]] = deque()
-
-        def settle(page: tuple[list[Message], list[int | None], list[int], list[int], list[int], int, list[int] | None]) -> None:
-            nonlocal counted
-            shown, counts, todo, fixed, per, chunks, local = page
-            if todo:
-                if local is None:
-                    assert worker is not None
-                    local = [n for _ in range(chunks) for n in worker.result()]
-                for i, n in zip(todo, join_counts(fixed, per, local)):
-                    counts[i] = n
-            tally.add(shown, counts)  # type: ignore[arg-type]  # every None was filled above
-            counted += len(shown)
-            if progress is not None:
-                progress(counted)
-
-        try:
-            after = entry.last_id
-            while not _nothing_new(reader, entry):
-                rows = reader.counted_messages_after(after, key=meter.count_key, limit=self.page)
-                if not rows:
-                    break
-                messages = [m for m, _ in rows]
-                counts = [n for _, n in rows]
-                shown = shown_messages(messages, offloads)
-                saw_user = saw_user or any(m.role == "user" for m in messages)
-                after = entry.last_id = messages[-1].id
-                todo = [i for i, n in enumerate(counts) if n is None]  # no kept count (a pruned row never has one here)
-                fixed, texts, per = meter.split_messages([shown[i] for i in todo]) if todo else ([], [], [])
-                if worker is None and self.worker and len(todo) >= self.page // 2 and reader.message_count() >= self.worker_min_messages:
-                    try:
-                        worker = _CountWorker()
-                    except OSError:  # no interpreter to start (embedded): count here
-                        self.worker = False
-                chunks = 0
-                local: list[int] | None = None
-                if todo and worker is not None:
-                    # the worker encodes this page while this thread reads and frames the next one; it
-                    # gets the texts in chunks, so it holds one chunk at a time (its memory stays small)
-                    for i in range(0, len(texts), WORKER_CHUNK):
-                        worker.submit(meter.encoding_name, texts[i : i + WORKER_CHUNK])
-                        chunks += 1
-                elif todo:
-                    local = count_texts(meter.encoding_name, texts)
-                waiting.append((shown, counts, todo, fixed, per, chunks, local))
-                while waiting and (len(waiting) > 1 or not waiting[0][5]):
-                    settle(waiting.popleft())
-                if len(rows) < self.page:
-                    break
-            while waiting:
-                settle(waiting.popleft())
-        finally:
-            if worker is not None:
-                worker.close()
+        """Count the messages after ``entry.last_id`` into ``tally`` (:func:`_stream_counts`). A cold
+        measurement of a thread of at least ``worker_min_messages`` messages runs in a stream
+        worker process (:class:`_StreamWorker`): this process then only waits (the GIL stays free
+        for the inspector's GUI thread) and holds no page; if the worker cannot run or finish, the
+        thread is streamed here."""
+        if _nothing_new(reader, entry):
+            return
+        upto = reader.last_message_id()
+        if not tally.ids and self.worker and upto is not None and reader.message_count() >= self.worker_min_messages and _shareable(self.store):
+            job = {"url": self.store.url.render_as_string(hide_password=False), "key": reader.thread_key, "cid": reader.conversation_id,
+                   "state": head.state, "model": head.model, "after": entry.last_id, "upto": upto, "page": self.page,
+                   "worker_min_messages": self.worker_min_messages}
+            try:
+                done = _StreamWorker().run(job, progress)
+            except Exception:  # noqa: BLE001: measured here instead (a data error is raised again below)
+                log.warning("the stream worker did not finish; measuring in this process", exc_info=True)
+                done = None
+            if done is not None:
+                state, last_id, saw_user = done
+                tally.load(state)
+                entry.last_id = last_id
+                if saw_user:
+                    entry.head = replace(entry.head, current_request=reader.last_user_message())
+                return
+        entry.last_id, saw_user, self.worker = _stream_counts(
+            reader, tally, lambda: meter, meter.count_key, head.offloads, entry.last_id, upto, self.page,
+            worker=self.worker, worker_min_messages=self.worker_min_messages, progress=progress)
         if saw_user:
             entry.head = replace(entry.head, current_request=reader.last_user_message())
+
+
+def _shareable(store: Store) -> bool:
+    """Whether another process can open ``store``'s database (not an in-memory SQLite one)."""
+    url = store.url
+    return not store.is_sqlite or (url.database not in (None, "", ":memory:") and "mode=memory" not in str(url))
+
+
+def _stream_counts(reader: ThreadReader, tally: Tally, meter_of: Callable[[], TokenMeter], key: str, offloads: Mapping[int, Offload],
+                   after: int | None, upto: int | None, page: int, *, worker: bool, worker_min_messages: int,
+                   progress: Callable[[int], None] | None) -> tuple[int | None, bool, bool]:
+    """Count the messages with an id in (``after``, ``upto``] (all after ``after`` when ``upto`` is
+    None) into ``tally``, a page at a time; returns (the last id read, whether a user message was
+    among them, whether a counting worker may still be started).
+
+    A message the write door counted under ``key`` comes with its count and without its text
+    (nothing to read or encode); the others (rows written before counts were kept, under another
+    encoding, or pruned: shown as their preview) are counted with ``meter_of()`` (called only
+    then), by a counting worker process when a huge thread has pages of them."""
+    saw_user = False
+    counted = 0
+    pool: _CountWorker | None = None
+    #: pages in id order: (shown, counts with None where still to count, which, fixed, per, worker chunks, local text counts)
+    waiting: deque[tuple[list[Any], list[int | None], list[int], list[int], list[int], int, list[int] | None]] = deque()
+
+    def settle(item: tuple[list[Any], list[int | None], list[int], list[int], list[int], int, list[int] | None]) -> None:
+        nonlocal counted
+        shown, counts, todo, fixed, per, chunks, local = item
+        if todo:
+            if local is None:
+                assert pool is not None
+                local = [n for _ in range(chunks) for n in pool.result()]
+            for i, n in zip(todo, join_counts(fixed, per, local)):
+                counts[i] = n
+        tally.add(shown, counts)  # type: ignore[arg-type]  # every None was filled above
+        counted += len(shown)
+        if progress is not None:
+            progress(counted)
+
+    try:
+        while upto is None or after is None or after < upto:
+            rows = reader.counted_messages_after(after, key=key, limit=page)
+            full = len(rows) == page
+            if upto is not None:
+                rows = [r for r in rows if r[0].id <= upto]  # type: ignore[operator]  # what was appended since is not ours
+            if not rows:
+                break
+            messages = [m for m, _ in rows]
+            counts = [n for _, n in rows]
+            shown = shown_messages(messages, offloads)  # type: ignore[arg-type]  # a CountedRow is never pruned: itself
+            saw_user = saw_user or any(m.role == "user" for m in messages)
+            after = messages[-1].id
+            todo = [i for i, n in enumerate(counts) if n is None]  # no kept count (a pruned row never has one here)
+            meter = meter_of() if todo else None
+            fixed, texts, per = meter.split_messages([shown[i] for i in todo]) if meter is not None else ([], [], [])
+            if pool is None and worker and len(todo) >= page // 2 and reader.message_count() >= worker_min_messages:
+                try:
+                    pool = _CountWorker()
+                except OSError:  # no interpreter to start (embedded): count here
+                    worker = False
+            chunks = 0
+            local: list[int] | None = None
+            if todo and pool is not None:
+                # the worker encodes this page while this thread reads and frames the next one; it
+                # gets the texts in chunks, so it holds one chunk at a time (its memory stays small)
+                assert meter is not None
+                for i in range(0, len(texts), WORKER_CHUNK):
+                    pool.submit(meter.encoding_name, texts[i : i + WORKER_CHUNK])
+                    chunks += 1
+            elif todo:
+                assert meter is not None
+                local = count_texts(meter.encoding_name, texts)
+            waiting.append((shown, counts, todo, fixed, per, chunks, local))
+            while waiting and (len(waiting) > 1 or not waiting[0][5]):
+                settle(waiting.popleft())
+            if not full:
+                break
+        while waiting:
+            settle(waiting.popleft())
+    finally:
+        if pool is not None:
+            pool.close()
+    return after, saw_user, worker
+
+
+class _StreamWorker:
+    """A cold streamed measurement in another process (``python -m engine.snapshots``): it opens
+    the database itself, checks that the thread still has the state the caller read (else it says
+    so and the caller streams the thread itself), streams the messages up to the newest id the
+    caller saw (:func:`_stream_counts`: messages never change and their ids grow, so it reads
+    exactly the caller's messages) and sends back progress and the tally's state. It loads a
+    tokenizer only for rows without a kept count. The job goes over stdin (a URL may hold a
+    password); messages come back as pickles: ``("progress", n)``, then ``("done", state, last
+    id, saw user)``, ``("stale",)`` or ``("error", text)``."""
+
+    def run(self, job: Mapping[str, Any], progress: Callable[[int], None] | None) -> tuple[tuple[Any, ...], int | None, bool] | None:
+        root = str(Path(__file__).resolve().parents[1])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+        proc = subprocess.Popen([sys.executable, "-m", "engine.snapshots"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            pickle.dump(dict(job), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
+            proc.stdin.close()
+            while True:
+                try:
+                    msg = pickle.load(proc.stdout)
+                except EOFError:
+                    raise RuntimeError(f"the stream worker exited ({proc.wait()})") from None
+                if msg[0] == "progress":
+                    if progress is not None:
+                        progress(msg[1])
+                    continue
+                if msg[0] == "done":
+                    return msg[1], msg[2], msg[3]
+                if msg[0] == "stale":
+                    return None
+                raise RuntimeError(f"the stream worker failed: {msg[1]}")
+        finally:
+            proc.stdout.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _stream_worker_main(stdin: Any, stdout: Any) -> None:
+    """The stream worker process (:class:`_StreamWorker`)."""
+    job = pickle.load(stdin)
+
+    def send(*msg: Any) -> None:
+        pickle.dump(msg, stdout, protocol=pickle.HIGHEST_PROTOCOL)
+        stdout.flush()
+
+    try:
+        store = Store.open(job["url"])
+        try:
+            with thread_reading(store, job["key"]) as reader:
+                if reader.conversation_id != job["cid"] or reader.state() != job["state"]:
+                    send("stale")
+                    return
+                tally = Tally(None)
+                meters: list[TokenMeter] = []
+
+                def meter_of() -> TokenMeter:
+                    if not meters:
+                        meters.append(default_meter(job["model"]))
+                    return meters[0]
+
+                key = count_key(job["model"])
+                last_id, saw_user, _ = _stream_counts(
+                    reader, tally, meter_of, key, reader.offloads_after(job["state"].boundary), job["after"], job["upto"], job["page"],
+                    worker=True, worker_min_messages=job["worker_min_messages"], progress=lambda n: send("progress", n))
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001: the caller streams the thread itself (and raises a data error there)
+        send("error", f"{type(exc).__name__}: {exc}")
+        return
+    send("done", tally.state(), last_id, saw_user)
 
 
 class _CountWorker:
@@ -542,3 +679,7 @@ def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequenc
     for m, n in zip(notes, meter.count_messages(notes)):
         breakdown[message_category(m)] += n
     return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)
+
+
+if __name__ == "__main__":
+    _stream_worker_main(sys.stdin.buffer, sys.stdout.buffer)

@@ -190,3 +190,75 @@ def test_an_imported_session_keeps_counts_for_its_own_model(factory: Any, fixtur
         rows = kept(svc, key)
         assert rows and {k for _, _, k in rows} == {meter.count_key}
         assert cold(svc, key) == full(svc, key)[2]
+
+
+# -- the stream worker process (a cold status of a huge thread) -------------------------------------
+
+
+def test_a_cold_status_of_a_long_thread_runs_in_a_stream_worker(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """This process reads no message: another process streams the thread and sends back the
+    tally, with progress; the measurement equals a full re-read, and the next one extends it here."""
+    svc = factory()
+    key = new_thread(svc, new_key())
+    finished_turns(svc, key, 10)
+    running_turn(svc, key, rounds=3)
+    reads: list[int] = []
+    real_read = ThreadReader.counted_messages_after
+    monkeypatch.setattr(ThreadReader, "counted_messages_after", lambda self, *a, **kw: (lambda out: reads.append(len(out)) or out)(real_read(self, *a, **kw)))
+    cache = SnapshotCache(svc.store, page=4, worker_min_messages=10)
+    seen: list[int] = []
+    m = cache.thread_measure(key, progress=seen.append)
+    assert m.measurement == full(svc, key)[2]
+    assert reads == []  # nothing was read in this process
+    assert seen == [4, 8, 12, 16, 20, 24, 27]  # the worker's progress, page by page
+    assert cache._entries[key].messages is None
+    add(svc, key, user("and one more?"))
+    assert cache.thread_measure(key).measurement == full(svc, key)[2] and reads == [1]  # extended here
+
+
+def test_a_stream_worker_that_fails_leaves_the_thread_to_this_process(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import engine.snapshots as snapshots
+
+    svc = factory()
+    key = new_thread(svc, new_key())
+    finished_turns(svc, key, 8)
+
+    def broken(self: Any, job: Any, progress: Any) -> Any:
+        raise RuntimeError("the stream worker exited (-9)")
+
+    monkeypatch.setattr(snapshots._StreamWorker, "run", broken)
+    assert SnapshotCache(svc.store, page=4, worker_min_messages=0).thread_measure(key).measurement == full(svc, key)[2]
+
+
+def test_a_stream_worker_refuses_a_thread_whose_state_moved(factory: Any, new_key: Any) -> None:
+    """The worker reads in its own transaction: when the thread's state is no longer the one the
+    caller read (another process compacted it in between), it says so instead of counting."""
+    import dataclasses
+    import io
+    import pickle
+
+    import engine.snapshots as snapshots
+
+    svc = factory()
+    key = new_thread(svc, new_key())
+    finished_turns(svc, key, 3)
+    with svc.store.reading(key) as reader:
+        cid, state = reader.conversation_id, reader.state()
+    job = {"url": svc.store.url.render_as_string(hide_password=False), "key": key, "cid": cid, "state": state, "model": None, "after": None,
+           "upto": None, "page": 5, "worker_min_messages": 10**9}
+
+    def run(job: dict[str, Any]) -> list[Any]:
+        out = io.BytesIO()
+        snapshots._stream_worker_main(io.BytesIO(pickle.dumps(job)), out)
+        out.seek(0)
+        msgs = []
+        while True:
+            try:
+                msgs.append(pickle.load(out))
+            except EOFError:
+                return msgs
+
+    done = run(job)
+    assert done[-1][0] == "done" and [m[1] for m in done[:-1]] == [5, 6]
+    assert run({**job, "state": dataclasses.replace(state, generation=state.generation + 1)}) == [("stale",)]
+    assert run({**job, "key": "no-such-thread"})[0][0] == "error"
