@@ -29,7 +29,9 @@ per backend:
   and the peak once the side panels are in (those read the whole thread inside the engine): the
   measuring process's own high-water mark (VmHWM), not ``ru_maxrss``, which on Linux also holds the
   peak of the process that spawned it; each thread is built in a process of its own for the same
-  reason (the 1M messages it makes in memory are 880 MB).
+  reason (the 1M messages it makes in memory are 880 MB); ``workers_peak_rss_mb``: the largest
+  ``ru_maxrss`` of the child processes the inspector process started and waited for (the engine's
+  stream worker measuring a cold status), an upper bound of their own peak.
 A backend that cannot run (PostgreSQL unreachable) prints ``{"backend": ..., "skipped": reason}``.
 """
 
@@ -112,6 +114,14 @@ def peak_rss_mb() -> float:
         return value
     scale = 1024 * 1024 if sys.platform == "darwin" else 1024
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
+
+
+def children_peak_rss_mb() -> float:
+    """The largest ``ru_maxrss`` of this process's ended child processes (the engine's stream
+    worker that measures a cold status): an upper bound of their own peak, since ``exec`` carries
+    this process's peak at their start into it."""
+    scale = 1024 * 1024 if sys.platform == "darwin" else 1024
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / scale
 
 
 # -- one measurement, in a fresh process -----------------------------------------------------------
@@ -274,6 +284,7 @@ async def _measure(window: Any, url: str, n: int, samples: int = END_SAMPLES) ->
     loaded_s = time.perf_counter() - t0
     await window.settle()
     peak = peak_rss_mb()
+    workers_peak = children_peak_rss_mb()
     # opening the thread again (what every thread switch costs), End once everything is quiet
     window.timeline_model.reset(None)
     first_paint, loaded, task = await open_and_paint(window, url)
@@ -313,6 +324,7 @@ async def _measure(window: Any, url: str, n: int, samples: int = END_SAMPLES) ->
         "rss_end_mb": rss_end,
         "rss_end_idle_mb": rss_end_idle,
         "peak_rss_mb": peak,
+        "workers_peak_rss_mb": workers_peak,
     }
 
 
@@ -387,7 +399,9 @@ def backend_result(backend: str, big: dict[str, Any], small: dict[str, Any]) -> 
             f"GUI-thread CPU {big['scroll_idle_cpu_s'] * 1e3:.0f} ms idle, {big['scroll_cpu_s'] * 1e3:.0f} ms busy; "
             f"at {small['messages']:,}: {small['scroll_idle_s'] * 1e3:.0f} ms idle, {small['scroll_s'] * 1e3:.0f} ms while the panels load; page-up + repaint {big['page_up_s'] * 1e3:.1f} ms; "
             f"RSS after the jump {small['rss_end_mb']:.0f} MB at {small['messages']:,} messages vs {big['rss_end_mb']:.0f} MB at "
-            f"{big['messages']:,} ({growth:+.0f} MB); peak once the side panels are in {peak_growth:+.0f} MB"
+            f"{big['messages']:,} ({growth:+.0f} MB); peak once the side panels are in {peak_growth:+.0f} MB "
+            f"({small['peak_rss_mb']:.0f} vs {big['peak_rss_mb']:.0f} MB, the inspector process's own; its worker processes at most "
+            f"{big.get('workers_peak_rss_mb', float('nan')):.0f} MB at {big['messages']:,})"
         ),
     }
 
