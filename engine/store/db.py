@@ -14,7 +14,7 @@ import sqlite3
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import quote
 
 from alembic import command
@@ -265,24 +265,23 @@ def _schema_of(conn: Connection) -> SchemaInfo:
 def check_schema(engine: Engine, url: URL) -> SchemaInfo:
     """:func:`check_reachable` and :func:`schema_info` on one connection (what opening a store
     asks: one connect, three statements on a current database)."""
-    path = _sqlite_path(url) if url.get_backend_name() == "sqlite" else None
-    try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT 1"))
-            if path is not None:
-                conn.exec_driver_sql("PRAGMA schema_version").scalar()
-            return _schema_of(conn)
-    except (DBAPIError, SQLAlchemyError) as exc:
-        raise translate_error(exc, url) from None
+    return _reachable(engine, url, _schema_of)
 
 
 def check_reachable(engine: Engine, url: URL) -> None:
-    path = _sqlite_path(url) if url.get_backend_name() == "sqlite" else None
+    _reachable(engine, url, lambda conn: None)
+
+
+def _reachable(engine: Engine, url: URL, then: Any) -> Any:
+    """One connection: a ping (and on SQLite a read of the file's header, so a file that is not a
+    database fails here), then ``then(conn)``; a driver error as :func:`translate_error`."""
+    sqlite = url.get_backend_name() == "sqlite" and _sqlite_path(url) is not None
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT 1"))
-            if path is not None:
+            if sqlite:
                 conn.exec_driver_sql("PRAGMA schema_version").scalar()
+            return then(conn)
     except (DBAPIError, SQLAlchemyError) as exc:
         raise translate_error(exc, url) from None
 
