@@ -16,8 +16,9 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   (a status of a small thread), the first (cold) ``Service.status`` of the big one and its peak
   resident memory growth: the process's peak during that call above its resident size just
   before it (the kernel's high-water mark reset through ``/proc/self/clear_refs``, else a
-  sampling thread) plus the peak of the counting worker process it starts (which loads its own
-  tokenizer and exits after); then status unchanged and after one new message. The thread is
+  sampling thread) plus the peaks of the worker processes it starts (the stream worker that
+  measures a cold thread of 50k messages or more, and its counting worker for rows without a kept
+  count; each exits after); then status unchanged and after one new message. The thread is
   written through the door, which keeps each message's count (migration 0003); the same thread
   is then measured with those counts erased (``--mode uncounted``: a database from before 0003),
   where every row is read whole and encoded.
@@ -406,7 +407,7 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
     for s in r["status"]:
         new, old = s["new"], s.get("old")
         vs = f"; today cold {old['cold_ms'] / 1000:.1f} s, +{old['peak_growth_mb']:.0f} MB, after one message {old['after_one_ms']:.0f} ms ({old['cold_ms'] / max(new['cold_ms'], 1e-9):.1f}× faster cold)" if old else ""
-        mem = (f"this process +{new['process_growth_mb']:.0f} MB, counting worker {new['worker_peak_mb']:.0f} MB"
+        mem = (f"this process +{new['process_growth_mb']:.0f} MB, worker processes {new['worker_peak_mb']:.0f} MB"
                if "process_growth_mb" in new else "")
         out.append([f"Status of a {s['n']:,}-message uncompacted thread (SQLite, fresh process)",
                      f"cold {new['cold_ms'] / 1000:.2f} s, peak +{new['peak_growth_mb']:.0f} MB · unchanged {new['warm_ms']} ms · after one new message {new['after_one_ms']} ms",
@@ -414,10 +415,10 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
                      f"cold CPU {new.get('cold_cpu_s', '?')} s in this process; bulk build {s['build_s']} s (the door keeps each message's count){vs}"])
         if s.get("uncounted"):
             u = s["uncounted"]
-            umem = f"this process +{u['process_growth_mb']:.0f} MB, counting worker {u['worker_peak_mb']:.0f} MB" if "process_growth_mb" in u else ""
+            umem = f"this process +{u['process_growth_mb']:.0f} MB, worker processes {u['worker_peak_mb']:.0f} MB" if "process_growth_mb" in u else ""
             out.append([f"Status of the same {s['n']:,}-message thread without kept counts (a database from before migration 0003)",
                         f"cold {u['cold_ms'] / 1000:.2f} s, peak +{u['peak_growth_mb']:.0f} MB · after one new message {u['after_one_ms']} ms",
-                        f"every row read whole and encoded (the counting worker encodes while this process reads); {umem}; cold CPU {u.get('cold_cpu_s', '?')} s in this process"])
+                        f"every row read whole and encoded (the stream worker reads and frames, its counting worker encodes); {umem}; cold CPU {u.get('cold_cpu_s', '?')} s in this process"])
     if len(r["status"]) > 1:
         by_n = sorted(r["status"], key=lambda x: x["n"])
         small, big = by_n[0], by_n[-1]

@@ -127,20 +127,14 @@ class Tally:
         return sum(self.totals.values())
 
     def state(self) -> tuple[Any, ...]:
-        """What :meth:`load` restores (a stream worker process sends it back): everything but the
-        meter and the fixed parts."""
-        return (self.totals, self.ids, self.counts, self._waiting, self._newest, self.first_role)
+        """What :meth:`load` restores besides the two arrays (a stream worker sends it back, then the
+        arrays as their raw bytes): everything but the meter and the fixed parts."""
+        return (self.totals, self._waiting, self._newest, self.first_role)
 
-    def load(self, state: tuple[Any, ...]) -> None:
-        self.totals, self.ids, self.counts, self._waiting, self._newest, self.first_role = state
+    def load(self, state: tuple[Any, ...], ids: array, counts: array) -> None:
+        self.totals, self._waiting, self._newest, self.first_role = state
+        self.ids, self.counts = ids, counts
         self.fixed = None
-
-    def tokens_after(self, message_id: int, upto: int | None = None) -> int:
-        """Tokens of the messages with an id above ``message_id`` (as counted, markers included),
-        among the first ``upto`` messages added (all when None)."""
-        end = len(self.ids) if upto is None else upto
-        i = bisect_right(self.ids, message_id, 0, end)
-        return sum(self.counts[i:end])
 
 
 @dataclass(frozen=True)
@@ -415,8 +409,8 @@ class SnapshotCache:
                 log.warning("the stream worker did not finish; measuring in this process", exc_info=True)
                 done = None
             if done is not None:
-                state, last_id, saw_user = done
-                tally.load(state)
+                (state, ids, counts), last_id, saw_user = done
+                tally.load(state, ids, counts)
                 entry.last_id = last_id
                 if saw_user:
                     entry.head = replace(entry.head, current_request=reader.last_user_message())
@@ -519,9 +513,11 @@ class _StreamWorker:
     exactly the caller's messages) and sends back progress and the tally's state. It loads a
     tokenizer only for rows without a kept count. The job goes over stdin (a URL may hold a
     password); messages come back as pickles: ``("progress", n)``, then ``("done", state, last
-    id, saw user)``, ``("stale",)`` or ``("error", text)``."""
+    id, saw user, n)`` followed by the tally's two arrays as raw bytes (``n`` items each),
+    ``("stale",)`` or ``("error", text)``. It opens the database with ``Store.attach`` (no schema
+    check: the caller did it), so it never loads the migration code."""
 
-    def run(self, job: Mapping[str, Any], progress: Callable[[int], None] | None) -> tuple[tuple[Any, ...], int | None, bool] | None:
+    def run(self, job: Mapping[str, Any], progress: Callable[[int], None] | None) -> tuple[tuple[Any, array, array], int | None, bool] | None:
         root = str(Path(__file__).resolve().parents[1])
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
         proc = subprocess.Popen([sys.executable, "-m", "engine.snapshots"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
@@ -539,7 +535,8 @@ class _StreamWorker:
                         progress(msg[1])
                     continue
                 if msg[0] == "done":
-                    return msg[1], msg[2], msg[3]
+                    _, state, last_id, saw_user, n = msg
+                    return (state, _read_array(proc.stdout, "q", n), _read_array(proc.stdout, "i", n)), last_id, saw_user
                 if msg[0] == "stale":
                     return None
                 raise RuntimeError(f"the stream worker failed: {msg[1]}")
@@ -561,7 +558,7 @@ def _stream_worker_main(stdin: Any, stdout: Any) -> None:
         stdout.flush()
 
     try:
-        store = Store.open(job["url"])
+        store = Store.attach(job["url"])  # the caller opened it and checked its schema
         try:
             with thread_reading(store, job["key"]) as reader:
                 if reader.conversation_id != job["cid"] or reader.state() != job["state"]:
@@ -584,7 +581,23 @@ def _stream_worker_main(stdin: Any, stdout: Any) -> None:
     except Exception as exc:  # noqa: BLE001: the caller streams the thread itself (and raises a data error there)
         send("error", f"{type(exc).__name__}: {exc}")
         return
-    send("done", tally.state(), last_id, saw_user)
+    send("done", tally.state(), last_id, saw_user, len(tally.ids))
+    tally.ids.tofile(stdout)  # raw, a block at a time: no pickled copy of 12 bytes a message on either side
+    tally.counts.tofile(stdout)
+    stdout.flush()
+
+
+def _read_array(stream: Any, typecode: str, n: int) -> array:
+    """``n`` items of ``typecode`` read straight into a new array (no intermediate bytes object)."""
+    out = array(typecode, [0]) * n
+    view = memoryview(out).cast("B")
+    got = 0
+    while got < len(view):
+        k = stream.readinto(view[got:])
+        if not k:
+            raise RuntimeError("the stream worker's reply ended early")
+        got += k
+    return out
 
 
 class _CountWorker:

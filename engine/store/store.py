@@ -148,6 +148,16 @@ class Store:
         store.read_only = read_only
         return store
 
+    @classmethod
+    def attach(cls, url_or_path: str) -> "Store":
+        """A read-only store on a database another process of this program has opened (and whose
+        schema it checked): no schema check and no migration code loaded (engine.snapshots' stream
+        worker, a process that only reads). Every write raises ``read_only``."""
+        url = db.normalize_url(url_or_path)
+        store = cls(db.create_db_engine(url, read_only=db.sqlite_read_only(url)), url, db.SchemaInfo(status="current", current=None, head=""))
+        store.read_only = True
+        return store
+
     #: opened read-only (a SQLite file or directory without write permission): every write raises ``read_only``
     read_only = False
 

@@ -257,8 +257,15 @@ def test_a_stream_worker_refuses_a_thread_whose_state_moved(factory: Any, new_ke
                 msgs.append(pickle.load(out))
             except EOFError:
                 return msgs
+            if msgs[-1][0] == "done":  # the tally's arrays follow, raw
+                n = msgs[-1][4]
+                msgs.append((snapshots._read_array(out, "q", n), snapshots._read_array(out, "i", n)))
+                assert out.read() == b""
+                return msgs
 
     done = run(job)
-    assert done[-1][0] == "done" and [m[1] for m in done[:-1]] == [5, 6]
+    ids, counts = done[-1]
+    assert done[-2][0] == "done" and [m[1] for m in done[:-2]] == [5, 6]
+    assert list(ids) == [m.id for m in svc.store.messages_after(key, None)] and sum(counts) == full(svc, key)[2].breakdown["user"] + full(svc, key)[2].breakdown["assistant"]
     assert run({**job, "state": dataclasses.replace(state, generation=state.generation + 1)}) == [("stale",)]
     assert run({**job, "key": "no-such-thread"})[0][0] == "error"

@@ -50,7 +50,9 @@ def test_the_migrations_are_read_once_per_process(db_url: str, monkeypatch: pyte
     def refuse(*_args: Any, **_kwargs: Any) -> None:
         raise AssertionError("the migration scripts were read again")
 
-    monkeypatch.setattr(store_db.ScriptDirectory, "from_config", refuse)
+    from alembic.script import ScriptDirectory  # imported by engine.store.db where it is used
+
+    monkeypatch.setattr(ScriptDirectory, "from_config", refuse)
     store = Store.open(db_url)
     try:
         assert store.schema.status == "current" and store.schema.head == store_db.code_head()
@@ -73,3 +75,16 @@ def test_a_page_is_one_statement_and_only_an_empty_one_asks_for_the_thread(store
     assert store.messages_page(key, after_id=newest[-1].id, limit=5) == [] and len(statements) == 2  # then: does the thread exist?
     with pytest.raises(ThreadNotFound):
         store.messages_page(new_key("missing"), limit=5)
+
+
+def test_attaching_reads_without_the_migration_code(db_url: str) -> None:
+    """``Store.attach`` (a process that only reads a database another one opened, the stream
+    worker) neither checks the schema nor imports Alembic (about 11 MB of a worker's memory)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from engine.store import Store; s = Store.attach(sys.argv[1]); "
+            "print(s.read_only, s.list_threads(limit=1) is not None, 'alembic' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code, db_url], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True", "False"]
