@@ -136,6 +136,13 @@ class Tally:
         self.ids, self.counts = ids, counts
         self.fixed = None
 
+    def tokens_after(self, message_id: int, upto: int | None = None) -> int:
+        """Tokens of the messages with an id above ``message_id`` (as counted, markers included),
+        among the first ``upto`` messages added (all when None)."""
+        end = len(self.ids) if upto is None else upto
+        i = bisect_right(self.ids, message_id, 0, end)
+        return sum(self.counts[i:end])
+
 
 @dataclass(frozen=True)
 class ThreadMeasure:
