@@ -22,9 +22,9 @@ from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot
 from . import db
 from .invariants import CallLedger
-from .rules import CorruptRow, as_int, checked
+from .rules import CorruptRow, as_int
 from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, message_from_text_row, model_request_record, offload_record, state_record, to_message
+from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, checked_calls_and_meta, message_from_text_row, model_request_record, offload_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -109,15 +109,8 @@ class CountedRow(NamedTuple):
 def _counted_row(id: Any, role: Any, calls: Any, tool_call_id: Any, meta: Any) -> CountedRow:
     """The :class:`CountedRow` of a counted row's (decoded) columns, checked as
     :func:`records.build_message` checks them: a corrupt one raises :class:`CorruptRow`."""
-    calls = checked(calls, "messages", id, "tool_calls")
-    meta = checked(meta, "messages", id, "metadata")
-    ids: tuple[str, ...] = ()
-    if calls:
-        if not isinstance(calls, list) or not all(isinstance(c, dict) for c in calls):
-            raise CorruptRow("messages", id, "tool_calls", "not a list of objects")
-        ids = tuple(str(c.get("id") or "") for c in calls)
-    if role == "tool" and not tool_call_id:
-        raise CorruptRow("messages", id, "tool_call_id", "a tool message without the id of the call it answers")
+    calls, meta = checked_calls_and_meta(id, role, calls, tool_call_id, meta)
+    ids = tuple(str(c.get("id") or "") for c in calls) if calls else ()
     return CountedRow(id, role, ids, tool_call_id, MappingProxyType(meta) if isinstance(meta, dict) and meta else _NO_METADATA)
 
 

@@ -97,19 +97,31 @@ def to_message(row: Any) -> Message:
     )
 
 
+def checked_calls_and_meta(id: Any, role: Any, tool_calls: Any, tool_call_id: Any, meta: Any) -> tuple[Any, Any]:
+    """The decoded ``tool_calls`` and ``metadata`` of message row ``id``, checked by the rules of
+    docs/schema.md that a reader of its calls needs (:func:`build_message`, and the counted rows
+    of ``reads``): a :class:`CorruptRow` for undecodable JSON, calls that are not a list of
+    objects, or a tool result without the id of the call it answers."""
+    tool_calls = checked(tool_calls, "messages", id, "tool_calls")
+    meta = checked(meta, "messages", id, "metadata")
+    # no calls (or an empty value of any type, as before): nothing to check
+    if tool_calls and (not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls)):
+        raise CorruptRow("messages", id, "tool_calls", "not a list of objects")
+    if role == "tool" and not tool_call_id:
+        raise CorruptRow("messages", id, "tool_call_id", "a tool message without the id of the call it answers")
+    return tool_calls, meta
+
+
 def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_id: Any, name: Any, meta: Any, parts: Any,
                   is_error: Any, meta_kind: Any, source_key: Any) -> Message:
     """A domain message from the values of :data:`MESSAGE_COLUMNS`, in that order (a plain row
     unpacks into it: ``build_message(*row)``, the long-thread read path).
 
     A row that breaks docs/schema.md raises :class:`CorruptRow` naming the message and the column."""
-    tool_calls = checked(tool_calls, "messages", id, "tool_calls")
-    meta = checked(meta, "messages", id, "metadata")
+    tool_calls, meta = checked_calls_and_meta(id, role, tool_calls, tool_call_id, meta)
     parts = checked(parts, "messages", id, "parts")
     calls: tuple[ToolCall, ...] = ()
-    if tool_calls:  # no calls (or an empty value of any type, as before): nothing to check
-        if not isinstance(tool_calls, list) or not all(isinstance(c, dict) for c in tool_calls):
-            raise CorruptRow("messages", id, "tool_calls", "not a list of objects")
+    if tool_calls:
         try:
             calls = tuple(
                 ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
@@ -118,8 +130,6 @@ def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_i
         except InvalidMessage as exc:
             raise CorruptRow("messages", id, "tool_calls", f"a malformed tool call ({exc.message})") from None
     reasoning, attachments = _parts(parts) if parts else ((), ())
-    if role == "tool" and not tool_call_id:
-        raise CorruptRow("messages", id, "tool_call_id", "a tool message without the id of the call it answers")
     if not isinstance(content, str):
         raise CorruptRow("messages", id, "content", "not text")
     try:
