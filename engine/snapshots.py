@@ -406,25 +406,22 @@ class SnapshotCache:
         if _nothing_new(reader, entry):
             return
         upto = reader.last_message_id()
+        done: tuple[tuple[Any, array, array], int | None, bool] | None = None
         if not tally.ids and self.worker and upto is not None and reader.message_count() >= self.worker_min_messages and _shareable(self.store):
             job = {"url": self.store.url.render_as_string(hide_password=False), "key": reader.thread_key, "cid": reader.conversation_id,
                    "state": head.state, "model": head.model, "after": entry.last_id, "upto": upto, "page": self.page,
                    "worker_min_messages": self.worker_min_messages}
             try:
                 done = _StreamWorker().run(job, progress)
-            except Exception:  # noqa: BLE001: measured here instead (a data error is raised again below)
+            except Exception:  # noqa: BLE001: measured here instead (a data error is raised again there)
                 log.warning("the stream worker did not finish; measuring in this process", exc_info=True)
-                done = None
             if done is not None:
-                (state, ids, counts), last_id, saw_user = done
+                (state, ids, counts), entry.last_id, saw_user = done
                 tally.load(state, ids, counts)
-                entry.last_id = last_id
-                if saw_user:
-                    entry.head = replace(entry.head, current_request=reader.last_user_message())
-                return
-        entry.last_id, saw_user, self.worker = _stream_counts(
-            reader, tally, lambda: meter, meter.count_key, head.offloads, entry.last_id, upto, self.page,
-            worker=self.worker, worker_min_messages=self.worker_min_messages, progress=progress)
+        if done is None:
+            entry.last_id, saw_user, self.worker = _stream_counts(
+                reader, tally, lambda: meter, meter.count_key, head.offloads, entry.last_id, upto, self.page,
+                worker=self.worker, worker_min_messages=self.worker_min_messages, progress=progress)
         if saw_user:
             entry.head = replace(entry.head, current_request=reader.last_user_message())
 
@@ -525,9 +522,7 @@ class _StreamWorker:
     check: the caller did it), so it never loads the migration code."""
 
     def run(self, job: Mapping[str, Any], progress: Callable[[int], None] | None) -> tuple[tuple[Any, array, array], int | None, bool] | None:
-        root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        proc = subprocess.Popen([sys.executable, "-m", "engine.snapshots"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        proc = _start_worker("engine.snapshots")
         assert proc.stdin is not None and proc.stdout is not None
         try:
             pickle.dump(dict(job), proc.stdin, protocol=pickle.HIGHEST_PROTOCOL)
@@ -615,9 +610,7 @@ class _CountWorker:
     a full pipe. Results come back in the order pages were sent."""
 
     def __init__(self) -> None:
-        root = str(Path(__file__).resolve().parents[1])
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-        self.proc = subprocess.Popen([sys.executable, "-m", "engine.meter"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+        self.proc = _start_worker("engine.meter")
         self._outbox: "queue.Queue[Any]" = queue.Queue()
         self._sender = threading.Thread(target=self._send, name="snapshots-count-sender", daemon=True)
         self._sender.start()
@@ -658,6 +651,13 @@ class _CountWorker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+
+
+def _start_worker(module: str) -> "subprocess.Popen[bytes]":
+    """``python -m <module>`` of this interpreter with this package importable, stdin and stdout piped."""
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
 
 def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:

@@ -20,55 +20,9 @@ memory per envelope, nothing kept), so a thread with thousands of requests is ne
 thousands of surfaces.
 """
 
-from .prices import price_cost, price_tokens
-from .core import (
-    EXPORT_FORMAT,
-    EXPORT_VERSION,  # public in the old module too (not in __all__)
-    META_SOURCE_CLEARED,
-    SOURCE_CLEARED_TEXT,
-    CompactionNotFound,
-    HistorySource,
-    InvalidExport,
-    RequestEnvelopes,
-    ThreadHistory,
-    compaction_cost,
-    compaction_diff,
-    compaction_history,
-    read_history,
-    request_envelope,
-    request_envelopes,
-)
-from .export import (
-    cost_to_json,
-    entry_from_json,
-    entry_to_json,
-    export_history,
-    export_json,
-    export_markdown,
-    load_export,
-)
+from . import core, export, prices
+from .core import *  # noqa: F403: the package's names are its modules' (each lists them in __all__)
+from .export import *  # noqa: F403
+from .prices import *  # noqa: F403
 
-__all__ = [
-    "EXPORT_FORMAT",
-    "SOURCE_CLEARED_TEXT",
-    "CompactionNotFound",
-    "HistorySource",
-    "InvalidExport",
-    "RequestEnvelopes",
-    "ThreadHistory",
-    "compaction_cost",
-    "compaction_diff",
-    "compaction_history",
-    "cost_to_json",
-    "entry_from_json",
-    "entry_to_json",
-    "export_history",
-    "export_json",
-    "export_markdown",
-    "load_export",
-    "price_cost",
-    "price_tokens",
-    "read_history",
-    "request_envelope",
-    "request_envelopes",
-]
+__all__ = [*core.__all__, *export.__all__, *prices.__all__]
