@@ -19,6 +19,7 @@ decisions (when, what, how much) differ.
 from __future__ import annotations
 
 import json
+import math
 import time
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Iterable, Sequence
@@ -114,9 +115,11 @@ def parse_summary_prompt(prompt: str) -> list[Message]:
 
 def identifier_room(threshold: int, summary_tokens: int) -> int:
     """The identifier room our engine gives a summary at this threshold
-    (``engine.compactor.identifier_budget``: up to a quarter of the target, half the threshold),
-    given to the peer's summaries too so that both have the same budget."""
-    return max(0, threshold // 2 // 4 - summary_tokens)
+    (``engine.compactor.identifier_budget``: up to ``IDENTIFIER_ROOM_SHARE`` of the target, half
+    the threshold), given to the peer's summaries too so that both have the same budget."""
+    from engine.compactor import IDENTIFIER_ROOM_SHARE
+
+    return max(0, math.floor(IDENTIFIER_ROOM_SHARE * (threshold // 2)) - summary_tokens)
 
 
 def make_chat_model(summary_tokens: int, identifier_tokens: int = 0) -> Any:

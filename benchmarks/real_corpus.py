@@ -17,6 +17,7 @@ without a result (dangling), and summarizer calls.
 from __future__ import annotations
 
 import math
+import statistics
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -266,8 +267,13 @@ def targets_text(rows: list, r: dict, corpus: list[CorpusRow]) -> str:
     out.append(line("Summarizer calls ≤ LangChain's on the traces", f"{fmt(calls)} vs {fmt(lc_calls)}",
                     None if calls is None or lc_calls is None else calls <= lc_calls))
     out.append(line("0 model steps over the window", fmt(over), None if over is None else over == 0))
+    per_trace = {name: reps["ours"].kept_after_compaction for name, reps in r.get("replays", {}).items() if reps["ours"].kept_after_compaction}
+    lowest = min(per_trace, key=lambda n: statistics.mean(per_trace[n]), default=None)
+    detail = "" if lowest is None else (
+        f" over {sum(map(len, per_trace.values()))} compactions; lowest trace {lowest} {100 * statistics.mean(per_trace[lowest]):.1f} %"
+    )
     out.append(line("≥ 90 % of the identifiers seen still visible right after each compaction (mean)",
-                    "n/a" if kept is None else f"{kept:.1f} %", None if kept is None or math.isnan(kept) else kept >= 90))
+                    "n/a" if kept is None else f"{kept:.1f} %{detail}", None if kept is None or math.isnan(kept) else kept >= 90))
     out.append(line("100 % of the ids of pruned query_kb / web_search results in their previews (default budget)",
                     f"{shown:,} of {ids:,} in {res:,} previews", ids > 0 and shown == ids if res else None))
     out.append(line("Compact now on an idle session reaches below the threshold, or says why",

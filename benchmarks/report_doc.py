@@ -77,7 +77,7 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   its remaining error on tool-heavy traces.
 - **Windows**: 10k traces under an 8,192-token window, 100k under 32,768, 1M under 131,072. Threshold
   0.8 × window, retained tail / `keep` 0.16 × window, summary budget min(8192, window / 8), plus the
-  engine's identifier room for the extractive summary's identifier lines (up to a quarter of the
+  engine's identifier room for the extractive summary's identifier lines (up to 35 % of the
   target, which is half the threshold; `benchmarks/peers.py` gives the LangChain peer's summaries the
   same room), for all.
 - **Ours**: the real service on a temp SQLite file (`benchmarks/ours.py`): a run per user turn,

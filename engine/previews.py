@@ -361,7 +361,8 @@ def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable
     head_end = len(head)
     tail = _snap_start(_fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
-    inside = [x for x in notable if x.start >= head_end and x.end <= tail_start]
+    # a line the head or the tail slice cuts counts as left out too (its path may be cut in two)
+    inside = [x for x in notable if x.end > head_end and x.start < tail_start]
     picked, named, givers = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
     if not picked and not named:
         return None

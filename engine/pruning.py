@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Callable, Collection, Literal, Sequence
 
 from engine.messages import META_PRUNED, Message
-from engine.previews import PreviewBudgetError, build_replacement
+from engine.previews import PreviewBudgetError, build_replacement, is_structured_tool
+from engine.specifics import extract_identifiers
 from engine.surface import shown_message
 from engine.views import Offload
 from engine.workdir import Workdir, WorkdirError, sha256_text
@@ -110,8 +111,15 @@ def prune_tool_result(
     preview_tokens: int,
     tool_name: str | None = None,
     saved_as: Literal["path", "name"] = "path",
+    wider_tokens: int | None = None,
 ) -> Pruned | PruneFailed | None:
     """Offload ``message`` if it counts more than ``limit_tokens``.
+
+    ``wider_tokens``: a larger budget the replacement takes instead when the one within
+    ``preview_tokens`` would hide identifiers (paths, URLs, ids) the original names and the larger
+    one shows more of them (a stale result's half budget, :func:`prune_surface`). Not for a
+    structured tool (``query_kb``, ``web_search``): its preview already falls back to id-only
+    result lines within the budget, so only its chunk ids could gain, at the cost of a bigger surface.
 
     ``None``: at or under the limit, or already pruned. :class:`PruneFailed`: the Workdir write
     failed, nothing replaced. ``tool_name`` defaults to :func:`tool_name_of` ``(message)``.
@@ -138,15 +146,25 @@ def prune_tool_result(
         return PruneFailed(message_id=message.id, reason=exc.message)
     # the text is pure and computed first, so a budget error touches no disk; it is only handed
     # out after the full original was written
-    text = build_replacement(
-        name,
-        message.content,
-        sha256=sha,
-        path=_shown_path(workdir.path_for(name, sha), saved_as),
-        original_tokens=original_tokens,
-        budget_tokens=min(preview_tokens, limit_tokens),
-        count_tokens=count_tokens,
-    )
+    def replacement(budget: int) -> str:
+        return build_replacement(
+            name,
+            message.content,
+            sha256=sha,
+            path=_shown_path(workdir.path_for(name, sha), saved_as),
+            original_tokens=original_tokens,
+            budget_tokens=budget,
+            count_tokens=count_tokens,
+        )
+
+    text = replacement(min(preview_tokens, limit_tokens))
+    if wider_tokens is not None and preview_tokens < wider_tokens < original_tokens and not is_structured_tool(name):
+        idents = extract_identifiers(message.content)
+        hidden = sum(i not in text for i in idents)
+        if hidden:
+            wider = replacement(wider_tokens)
+            if sum(i not in wider for i in idents) < hidden:
+                text = wider
     try:
         saved = workdir.save(name, message.content)
     except WorkdirError as exc:
@@ -203,7 +221,9 @@ def prune_surface(
 
     A result whose id is in ``stale`` (:func:`stale_results`) is offloaded when it counts more than
     its replacement budget, ``STALE_PREVIEW_SHARE × preview_tokens`` (also at most ``limit_tokens``),
-    the others only over ``limit_tokens``."""
+    the others only over ``limit_tokens``; a stale result whose half-budget preview would hide
+    identifiers it names takes the full ``preview_tokens`` when that shows more of them (a grep or
+    test log naming dozens of paths keeps them)."""
     out: list[Message] = []
     pruned: list[Pruned] = []
     failed: list[PruneFailed] = []
@@ -224,6 +244,7 @@ def prune_surface(
                         preview_tokens=budget,
                         tool_name=name,
                         saved_as="name",
+                        wider_tokens=preview_tokens if budget < preview_tokens else None,
                     )
                     break
                 except PreviewBudgetError as exc:  # a policy too tight for the header: keep the original

@@ -1,4 +1,4 @@
-"""The extractive summary's identifier index: its own room up to a quarter of the target (the
+"""The extractive summary's identifier index: its own room up to 35 % of the target (the
 identifier appendix of docs/compaction.md), part ids (chunk ids) after the ids they belong to, and
 every identifier left out recorded."""
 
@@ -117,11 +117,15 @@ def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
     assert len(parts) < 30 + 120 and set(again.dropped_identifiers) <= {x for x in everything(newer) | set(listed(first.text)) if x.startswith("chunk-")}
 
 
-def test_the_compactor_gives_identifiers_room_up_to_a_quarter_of_the_target() -> None:
+def test_the_compactor_gives_identifiers_room_up_to_seven_twentieths_of_the_target() -> None:
     big = PolicySet(default_window=131_072).resolve("local", "unknown-model")
     assert big.target_tokens == 52_428 and summary_budget(big) == 8192
-    assert identifier_budget(big) == 52_428 // 4 - 8192 and summary_ceiling(big) == 13_107
-    assert identifier_budget(big, 12_000) == 13_107 - 12_000  # a long current request's budget leaves less
+    assert identifier_budget(big) == 18_349 - 8192 and summary_ceiling(big) == 18_349  # ⌊0.35 × 52,428⌋
+    assert identifier_budget(big, 12_000) == 18_349 - 12_000  # a long current request's budget leaves less
     assert identifier_budget(big, 20_000) == 0
     small = PolicySet(default_window=32_768).resolve("local", "unknown-model")
-    assert summary_budget(small) == 13_107 // 4 and identifier_budget(small) == 0  # the budget is already a quarter
+    # the budget is a quarter of the target there; the room is the tenth up to 35 %
+    assert summary_budget(small) == 13_107 // 4 and identifier_budget(small) == 4587 - 3276
+    tiny = PolicySet(default_window=2_048).resolve("local", "unknown-model")  # target 819
+    assert summary_budget(tiny) == 256 and identifier_budget(tiny) == 286 - 256  # the 256 floor, then ⌊0.35 × 819⌋
+    assert identifier_budget(tiny, 300) == 0  # never negative

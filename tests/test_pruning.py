@@ -245,3 +245,31 @@ def test_a_stale_results_replacement_gets_half_the_preview_budget_when_its_frame
     report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=2000, preview_tokens=600, stale={3})
     (p,) = report.pruned
     assert p.message_id == 3 and p.preview_tokens <= 300 < p.original_tokens
+
+
+def _grep_log(paths: int) -> str:
+    """A grep output naming ``paths`` distinct files, one hit line each (a real-shaped log)."""
+    return "\n".join(f"src/pkg_{i % 7}/module_{i:03d}.py:{10 + i}: retry_limit = {'the value it was set to before ' * 3}" for i in range(paths))
+
+
+def test_a_stale_log_whose_half_budget_would_hide_paths_takes_the_full_budget_and_keeps_them(tmp_path: Path) -> None:
+    from engine.specifics import extract_identifiers
+
+    msgs = [user("go", id=1), assistant("", ToolCall("c0", "grep", "{}"), id=2), tool_result("c0", _grep_log(34), name="grep", id=3)]
+    paths = extract_identifiers(msgs[2].content)
+    assert len(paths) == 34 and count(msgs[2].content) > 1200
+    report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=4000, preview_tokens=600, stale={3})
+    (p,) = report.pruned
+    assert 300 < p.preview_tokens <= 600  # the half budget could not list 34 paths (about 8 tokens each)
+    assert [x for x in paths if x not in p.replacement.content] == []
+    # the half budget alone would have hidden some: the wider budget was taken for them only
+    half = prune_tool_result(msgs[2], workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=300, preview_tokens=300)
+    assert isinstance(half, Pruned) and any(x not in half.replacement.content for x in paths)
+
+
+def test_a_stale_result_whose_ids_fit_half_the_budget_keeps_the_half_budget(tmp_path: Path) -> None:
+    msgs = [user("go", id=1), assistant("", ToolCall("c0", "grep", "{}"), id=2), tool_result("c0", _grep_log(4) + "\n" + text_of_tokens(1500), name="grep", id=3)]
+    report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=4000, preview_tokens=600, stale={3})
+    (p,) = report.pruned
+    assert p.preview_tokens <= 300
+    assert all(f"module_{i:03d}.py" in p.replacement.content for i in range(4))
