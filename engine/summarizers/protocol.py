@@ -72,7 +72,7 @@ class SummaryRequest:
     #: identifiers they or the current request mention are the ones a summary keeps first
     retained: tuple[Message, ...] = ()
     #: extra tokens, beyond ``max_tokens``, that identifier lines alone may take (the identifier
-    #: appendix of docs/compaction.md: the compactor gives the room up to a quarter of the target)
+    #: appendix of docs/compaction.md: the compactor gives the room up to 35 % of the target, ``IDENTIFIER_ROOM_SHARE``)
     identifier_tokens: int = 0
 
     @property
