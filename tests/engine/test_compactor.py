@@ -402,6 +402,28 @@ def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
     assert counter.calls > 2 and out.reason == "summarized" and out.tokens_after < THRESHOLD
 
 
+def test_each_summary_call_fits_a_same_window_model_with_the_previous_summary_and_the_budget(make_service, new_key):
+    """The batch limit: the messages one call reads, the previous summary it rolls and the budget a
+    model writes fit 90 % of the window (a single unit above that is taken whole; none here); the
+    identifier room is not reserved, the extractive summary's id lines are not written by a model."""
+    from engine.meter import default_meter
+
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("batches")
+    over_threshold(svc, key, turns=100)
+    svc.compact_for_pressure(key, RunState())
+    meter = default_meter(MODEL)
+    assert len(counter.requests) > 2
+    for req in counter.requests:
+        read = sum(meter.count_message(m) for m in req.messages)
+        previous = meter.count_text(req.previous_summary) if req.previous_summary else 0
+        assert read + previous + req.max_tokens <= WINDOW * 9 // 10
+    # rolling calls read less than the first: the previous summary takes its share
+    first, later = counter.requests[0], counter.requests[1:-1]
+    assert later and all(sum(map(meter.count_message, r.messages)) < sum(map(meter.count_message, first.messages)) for r in later)
+
+
 def test_nothing_to_compact_does_not_trip_the_breaker(make_service, new_key):
     """A summary that advanced, then nothing left outside the protected recent rounds, is not a
     failed attempt (§2.8): once more rounds arrive in the same run, older rounds can be summarized."""
