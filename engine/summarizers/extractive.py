@@ -91,6 +91,9 @@ _T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_PART_IDS, _T_REQUESTS_OLDER, _T
 _ID_TIERS = (_T_IDS, _T_PART_IDS)
 #: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
 PARTS_LABEL = " parts"
+#: the heading of the identifier section: the extractive summary's, and the identifier index
+#: appended to a language model's summary (:func:`identifier_index`)
+IDENTIFIER_HEADING = f"## {_S_IDS}"
 
 
 class ExtractiveSummarizer:
@@ -118,6 +121,28 @@ class ExtractiveSummarizer:
         shown = _listed_forms([text])
         dropped = tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
         return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True, dropped_identifiers=dropped)
+
+    def identifier_index(self, request: SummaryRequest, written: str = "") -> tuple[str, tuple[str, ...]]:
+        """The identifier section this summarizer would write for ``request``, within
+        ``request.identifier_tokens`` tokens (counted exactly, heading included), for a summary
+        whose other text is ``written`` (a language model's): the same lines, ranking and part-id
+        lines, the previous summary's identifier section carried forward, and only identifiers
+        that neither ``written``, the current request nor the retained tail shows. Returns the
+        section (``""`` when nothing is left to list or the room is 0) and the identifiers it left
+        out."""
+        if request.identifier_tokens <= 0:
+            return "", ()
+        msgs = [m for m in request.messages if m.role != "system"]
+        visible = _visible_identifiers(request) | _listed_forms([written])
+        groups, listed, parts_of = _identifier_groups(msgs, visible)
+        carried = split_identifier_section(request.previous_summary or "")[1]
+        items = list(self._carry_over(f"{IDENTIFIER_HEADING}\n{carried}", len(msgs), request, _S_TOOLS, visible | listed)) if carried else []
+        items += _identifier_lines(groups, parts_of, len(msgs))
+        if not items:
+            return "", ()
+        text, _ = self._fit([], items, 0, request.identifier_tokens, header=None)
+        shown = _listed_forms([text])
+        return text, tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
 
     # -- candidates ------------------------------------------------------------------------------
     def _candidates(self, request: SummaryRequest) -> Iterable[_Item]:
@@ -311,6 +336,34 @@ class ExtractiveSummarizer:
             else:
                 hi = mid - 1
         return _cut(text, lo)
+
+
+def identifier_index(request: SummaryRequest, written: str = "", *, count_tokens: Callable[[str], int] | None = None) -> tuple[str, tuple[str, ...]]:
+    """The identifier index for a summary whose text is ``written`` (see
+    :meth:`ExtractiveSummarizer.identifier_index`; ``count_tokens`` defaults to the engine's token
+    meter, as the extractive summarizer's): ``(section, identifiers left out)``."""
+    return ExtractiveSummarizer(count_tokens).identifier_index(request, written)
+
+
+def split_identifier_section(summary: str) -> tuple[str, str]:
+    """``summary`` without its identifier section (:data:`IDENTIFIER_HEADING` up to the next
+    ``## `` heading or the end; every such section), and the lines of those sections. A summary
+    without one is returned as it is, with ``""``."""
+    lines = summary.splitlines()
+    if not any(line.rstrip() == IDENTIFIER_HEADING for line in lines):
+        return summary, ""
+    rest: list[str] = []
+    ids: list[str] = []
+    inside = False
+    for line in lines:
+        if line.rstrip() == IDENTIFIER_HEADING:
+            inside = True
+        elif inside and line.startswith("## "):
+            inside = False
+            rest.append(line)
+        else:
+            (ids if inside else rest).append(line)
+    return "\n".join(rest).rstrip(), "\n".join(line for line in ids if line.strip())
 
 
 def _is_part_id(ident: str) -> bool:
