@@ -16,6 +16,10 @@ Identifiers that stay visible anyway are not repeated: those the current request
 summary) or the retained tail (verbatim after it) show. A pruned result is read as its preview
 without the engine's frame (the offload header's SHA-256 and file name are not the tool's output).
 Same input, same output: ordering is positional, nothing depends on time or randomness.
+
+:func:`identifier_index` writes the same identifier section alone, within the identifier room, for
+a summary a language model wrote (:mod:`.openai_compat` appends it): the identifiers the model's
+text does not show, the previous summary's section carried forward.
 """
 
 from __future__ import annotations
