@@ -16,6 +16,10 @@ Identifiers that stay visible anyway are not repeated: those the current request
 summary) or the retained tail (verbatim after it) show. A pruned result is read as its preview
 without the engine's frame (the offload header's SHA-256 and file name are not the tool's output).
 Same input, same output: ordering is positional, nothing depends on time or randomness.
+
+:func:`identifier_index` writes the same identifier section alone, within the identifier room, for
+a summary a language model wrote (:mod:`.openai_compat` appends it): the identifiers the model's
+text does not show, the previous summary's section carried forward.
 """
 
 from __future__ import annotations
@@ -91,6 +95,9 @@ _T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_PART_IDS, _T_REQUESTS_OLDER, _T
 _ID_TIERS = (_T_IDS, _T_PART_IDS)
 #: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
 PARTS_LABEL = " parts"
+#: the heading of the identifier section: the extractive summary's, and the identifier index
+#: appended to a language model's summary (:func:`identifier_index`)
+IDENTIFIER_HEADING = f"## {_S_IDS}"
 
 
 class ExtractiveSummarizer:
@@ -119,27 +126,35 @@ class ExtractiveSummarizer:
         dropped = tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
         return SummaryResult(text=text, model=MODEL_NAME, prompt_tokens=None, completion_tokens=None, calls=0, extractive=True, dropped_identifiers=dropped)
 
+    def identifier_index(self, request: SummaryRequest, written: str = "") -> tuple[str, tuple[str, ...]]:
+        """The identifier section this summarizer would write for ``request``, within
+        ``request.identifier_tokens`` tokens (counted exactly, heading included), for a summary
+        whose other text is ``written`` (a language model's): the same lines, ranking and part-id
+        lines, the previous summary's identifier section carried forward, and only identifiers
+        that neither ``written``, the current request nor the retained tail shows. Returns the
+        section (``""`` when nothing is left to list or the room is 0) and the identifiers it left
+        out."""
+        if request.identifier_tokens <= 0:
+            return "", ()
+        msgs = [m for m in request.messages if m.role != "system"]
+        visible = _visible_identifiers(request) | _listed_forms([written])
+        groups, listed, parts_of = _identifier_groups(msgs, visible)
+        carried = split_identifier_section(request.previous_summary or "")[1]
+        items = list(self._carry_over(f"{IDENTIFIER_HEADING}\n{carried}", len(msgs), request, _S_TOOLS, visible | listed)) if carried else []
+        items += _identifier_lines(groups, parts_of, len(msgs))
+        if not items:
+            return "", ()
+        text, _ = self._fit([], items, 0, request.identifier_tokens, header=None)
+        shown = _listed_forms([text])
+        return text, tuple(dict.fromkeys(part for it in items for part in it.parts if part not in shown))
+
     # -- candidates ------------------------------------------------------------------------------
     def _candidates(self, request: SummaryRequest) -> Iterable[_Item]:
         msgs = [m for m in request.messages if m.role != "system"]
         n = len(msgs)
         actions = _S_ACTIONS if request.running_turn else _S_TOOLS
         visible = _visible_identifiers(request)
-        # identifiers of this range, each once, on the line of the first message that shows it
-        groups: list[tuple[int, Message, list[str]]] = []
-        listed: set[str] = set()
-        parts_of: set[str] = set()  # listed forms of part ids (chunk ids)
-        for i, m in enumerate(msgs):
-            found = []
-            for raw in extract_identifiers(_identifier_text(m)):
-                x = _shown_form(raw)
-                if x not in visible and x not in listed:
-                    listed.add(x)
-                    found.append(x)
-                    if _is_part_id(raw):
-                        parts_of.add(x)
-            if found:
-                groups.append((i, m, found))
+        groups, listed, parts_of = _identifier_groups(msgs, visible)
         if request.previous_summary and request.previous_summary.strip().startswith(HEADER):
             # our own format: merge its sections instead of nesting it (a rolling summary stays flat)
             yield from self._carry_over(request.previous_summary.strip()[len(HEADER) :], n, request, actions, visible | listed)
@@ -168,13 +183,7 @@ class ExtractiveSummarizer:
                 item = _Item(_S_CONCLUSIONS, (i, 0), (_T_LATEST if i == conclusions[-1] else _T_OLDER, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
                 # the latest: its head ahead of the identifiers, the whole of it when room is left
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
-        for i, m, found in groups:
-            main = tuple(x for x in found if x not in parts_of)
-            part = tuple(x for x in found if x in parts_of)
-            if main:
-                yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", main)
-            if part:
-                yield _id_item((i, 1), (_T_PART_IDS, n - i), f"- {_ref(m)}{_source(m)}{PARTS_LABEL}: ", part)
+        yield from _identifier_lines(groups, parts_of, n)
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
 
@@ -240,20 +249,22 @@ class ExtractiveSummarizer:
             )
 
     # -- budget ----------------------------------------------------------------------------------
-    def _fit(self, mandatory: list[_Item], items: list[_Item], max_tokens: int, identifier_tokens: int = 0) -> tuple[str, list[_Item]]:
+    def _fit(
+        self, mandatory: list[_Item], items: list[_Item], max_tokens: int, identifier_tokens: int = 0, header: str | None = HEADER
+    ) -> tuple[str, list[_Item]]:
         """Keep items by rank while the estimate fits; an identifier line that does not fit keeps
         the identifiers that do, another truncatable item its head; put back the whole of a
         shortened item while room is left; then drop the lowest-ranked items until the exact count
         fits. The summary fits ``max_tokens + identifier_tokens``; everything but the identifier
-        lines fits ``max_tokens``. Returns the text and the items kept (a shortened item is its
-        shortened copy)."""
-        if self._count(_render(mandatory)) > max_tokens:
+        lines fits ``max_tokens``. Returns the text (under ``header``; none: the sections alone)
+        and the items kept (a shortened item is its shortened copy)."""
+        if self._count(_render(mandatory, header)) > max_tokens:
             raise SummarizerError(
                 f"the current user request alone does not fit the summary budget of {max_tokens} tokens", "over_budget"
             )
         total = max_tokens + identifier_tokens
         kept: list[_Item] = []
-        used = prose = self._count(HEADER) + 1  # the whole estimate, and that of the non-identifier part
+        used = prose = self._count(header) + 1 if header else 0  # the whole estimate, and that of the non-identifier part
         sections: set[str] = set()
         for item in sorted(items, key=lambda it: it.rank):
             heading = 0 if item.section in sections else self._count(f"\n## {item.section}\n") + 1
@@ -288,25 +299,25 @@ class ExtractiveSummarizer:
                     used += extra
                     prose += extra
         kept.sort(key=lambda it: it.rank)
-        text = _render(kept)
-        if kept != fitted and not self._fits(kept, text, max_tokens, total):  # the estimate was short: no item pays for them
-            kept, text = fitted, _render(fitted)
-        while kept and kept[-1].rank[0] != _T_MANDATORY and not self._fits(kept, text, max_tokens, total):
+        text = _render(kept, header)
+        if kept != fitted and not self._fits(kept, text, max_tokens, total, header):  # the estimate was short: no item pays for them
+            kept, text = fitted, _render(fitted, header)
+        while kept and kept[-1].rank[0] != _T_MANDATORY and not self._fits(kept, text, max_tokens, total, header):
             drop = len(kept) - 1
             if self._count(text) <= total:  # only the part without identifiers is over: drop its last item
                 drop = max(k for k, it in enumerate(kept) if not it.parts)
                 if kept[drop].rank[0] == _T_MANDATORY:
                     break
             kept.pop(drop)
-            text = _render(kept)
+            text = _render(kept, header)
         return text, kept
 
-    def _fits(self, kept: list[_Item], text: str, max_tokens: int, total: int) -> bool:
+    def _fits(self, kept: list[_Item], text: str, max_tokens: int, total: int, header: str | None = HEADER) -> bool:
         """Exact counts: ``text`` within ``total``, and (when identifier lines have room of their
         own) the summary without them within ``max_tokens``."""
         if self._count(text) > total:
             return False
-        return total == max_tokens or self._count(_render([it for it in kept if not it.parts])) <= max_tokens
+        return total == max_tokens or self._count(_render([it for it in kept if not it.parts], header)) <= max_tokens
 
     def _fit_parts(self, item: _Item, room: int) -> _Item | None:
         """``item`` with as many of its first identifiers as fit ``room`` tokens, or ``None``."""
@@ -331,6 +342,34 @@ class ExtractiveSummarizer:
         return _cut(text, lo)
 
 
+def identifier_index(request: SummaryRequest, written: str = "", *, count_tokens: Callable[[str], int] | None = None) -> tuple[str, tuple[str, ...]]:
+    """The identifier index for a summary whose text is ``written`` (see
+    :meth:`ExtractiveSummarizer.identifier_index`; ``count_tokens`` defaults to the engine's token
+    meter, as the extractive summarizer's): ``(section, identifiers left out)``."""
+    return ExtractiveSummarizer(count_tokens).identifier_index(request, written)
+
+
+def split_identifier_section(summary: str) -> tuple[str, str]:
+    """``summary`` without its identifier section (:data:`IDENTIFIER_HEADING` up to the next
+    ``## `` heading or the end; every such section), and the lines of those sections. A summary
+    without one is returned as it is, with ``""``."""
+    lines = summary.splitlines()
+    if not any(line.rstrip() == IDENTIFIER_HEADING for line in lines):
+        return summary, ""
+    rest: list[str] = []
+    ids: list[str] = []
+    inside = False
+    for line in lines:
+        if line.rstrip() == IDENTIFIER_HEADING:
+            inside = True
+        elif inside and line.startswith("## "):
+            inside = False
+            rest.append(line)
+        else:
+            (ids if inside else rest).append(line)
+    return "\n".join(rest).rstrip(), "\n".join(line for line in ids if line.strip())
+
+
 def _is_part_id(ident: str) -> bool:
     """Whether ``ident`` (as found) names a part of something listed next to it: a chunk id."""
     key, sep, value = ident.partition("=")
@@ -339,6 +378,38 @@ def _is_part_id(ident: str) -> bool:
 
 def _id_item(order: tuple[int, int], rank: tuple[int, int], prefix: str, parts: tuple[str, ...]) -> _Item:
     return _Item(_S_IDS, order, rank, prefix + " ".join(parts), parts=parts, prefix=prefix)
+
+
+def _identifier_groups(msgs: list[Message], visible: set[str]) -> tuple[list[tuple[int, Message, list[str]]], set[str], set[str]]:
+    """The identifiers of ``msgs`` not ``visible`` elsewhere, each once, grouped under the first
+    message that shows it: (index, message, listed forms) groups, every listed form, and the
+    listed forms of part ids (chunk ids)."""
+    groups: list[tuple[int, Message, list[str]]] = []
+    listed: set[str] = set()
+    parts_of: set[str] = set()
+    for i, m in enumerate(msgs):
+        found = []
+        for raw in extract_identifiers(_identifier_text(m)):
+            x = _shown_form(raw)
+            if x not in visible and x not in listed:
+                listed.add(x)
+                found.append(x)
+                if _is_part_id(raw):
+                    parts_of.add(x)
+        if found:
+            groups.append((i, m, found))
+    return groups, listed, parts_of
+
+
+def _identifier_lines(groups: list[tuple[int, Message, list[str]]], parts_of: set[str], n: int) -> Iterable[_Item]:
+    """One identifier line per group (``- (#12) query_kb: …``), its part ids on a ``parts`` line of their own."""
+    for i, m, found in groups:
+        main = tuple(x for x in found if x not in parts_of)
+        part = tuple(x for x in found if x in parts_of)
+        if main:
+            yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", main)
+        if part:
+            yield _id_item((i, 1), (_T_PART_IDS, n - i), f"- {_ref(m)}{_source(m)}{PARTS_LABEL}: ", part)
 
 
 def _without(item: _Item, shown: set[str]) -> _Item:
@@ -393,15 +464,16 @@ def _cut(text: str, chars: int) -> str:
     return text if chars >= len(text) else f"{text[:chars]} [… {len(text) - chars} more characters not kept]"
 
 
-def _render(items: list[_Item]) -> str:
-    """The summary text: header, then the sections in fixed order, items in message order."""
-    out = [HEADER]
+def _render(items: list[_Item], header: str | None = HEADER) -> str:
+    """The summary text: ``header``, then the sections in fixed order, items in message order
+    (no header: the sections alone, from the first heading)."""
+    out = [header] if header else []
     for section in _SECTION_ORDER:
         chosen = sorted((it for it in items if it.section == section), key=lambda it: it.order)
         if chosen:
             out.append(f"\n## {section}")
             out.extend(it.text for it in chosen)
-    return "\n".join(out)
+    return "\n".join(out) if header else "\n".join(out).lstrip("\n")
 
 
 def _ref(m: Message) -> str:

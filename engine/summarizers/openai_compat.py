@@ -4,6 +4,12 @@ The request, the parsing, the error classification and the retries are the engin
 client (:class:`engine.llm.ChatClient`), the same the agent harness uses; this module adds the
 prompt, the summary-specific checks (text content, not empty, not cut off) and the mapping of a
 classified provider error to a :class:`SummarizerError`.
+
+The model writes within ``max_tokens``. When the request has an identifier room
+(``identifier_tokens``), the engine appends the identifier index to the model's summary: the
+extractive summary's identifier lines (:func:`.extractive.identifier_index`) for the identifiers
+the model's text does not show, within the room, deterministic. The previous summary's index is
+carried by that index, not shown to the model.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..llm.client import ChatClient
 from ..llm.errors import CONNECTION_ERROR, MALFORMED_RESPONSE, TIMEOUT, ProviderError
 from ..llm.retry import RetryPolicy
 from ..messages import Message
+from .extractive import identifier_index, split_identifier_section
 from .protocol import SummarizerError, SummaryRequest, SummaryResult
 
 
@@ -46,16 +53,16 @@ def render_transcript(messages: Iterable[Message]) -> str:
 
 
 def render_prompt(request: SummaryRequest) -> tuple[str, str]:
-    """The (system, user) prompt pair for ``request``."""
-    previous = (
-        load_prompt("previous_summary").substitute(previous_summary=request.previous_summary)
-        if request.previous_summary
-        else ""
-    )
+    """The (system, user) prompt pair for ``request``. With an identifier room the previous
+    summary is shown without its identifier section: the appended index carries it."""
+    shown = request.previous_summary
+    if shown and request.identifier_tokens > 0:
+        shown = split_identifier_section(shown)[0]
+    previous = load_prompt("previous_summary").substitute(previous_summary=shown) if shown and shown.strip() else ""
     user = load_prompt("summarize").substitute(
         previous_summary_block=previous,
         conversation=render_transcript(request.messages),
-        summary_kind="an updated summary" if request.previous_summary else "a summary",
+        summary_kind="an updated summary" if previous else "a summary",
         max_tokens=request.max_tokens,
         running_turn_block=load_prompt("running_turn").template if request.running_turn else "",
         current_request_block=(
@@ -69,6 +76,11 @@ def render_prompt(request: SummaryRequest) -> tuple[str, str]:
 
 class OpenAICompatSummarizer:
     """POSTs ``{base_url}/chat/completions`` (temperature 0, ``max_tokens`` = the summary budget).
+
+    With ``identifier_tokens`` > 0 the result is the model's text, then a blank line and the
+    identifier index (the identifiers it does not show, within that room; none when every one is
+    shown), and ``dropped_identifiers`` the identifiers the index left out. Without, the result is
+    the model's text alone.
 
     Retries at most ``retries`` times (a request's ``retries``, the policy's ``summary_retries``,
     wins), only when the classified error is retryable: timeouts, connection errors, rate limits
@@ -150,13 +162,16 @@ class OpenAICompatSummarizer:
             raise self._scrubbed(SummarizerError("summary endpoint returned an empty summary", "empty"), calls)
         if completion.finish_reason == "length":  # cut off at max_tokens: a partial summary would silently lose history
             raise self._scrubbed(SummarizerError("the summary was cut off at the max_tokens limit", "truncated"), calls)
+        text = content.strip()
+        index, dropped = identifier_index(request, text) if request.identifier_tokens > 0 else ("", ())
         return SummaryResult(
-            text=content.strip(),
+            text=f"{text}\n\n{index}" if index else text,
             model=completion.model or self.model,
             prompt_tokens=completion.prompt_tokens,
             completion_tokens=completion.completion_tokens,
             calls=calls,
             extractive=False,
+            dropped_identifiers=dropped,
         )
 
     def _error_of(self, err: ProviderError) -> SummarizerError:
