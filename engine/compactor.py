@@ -353,7 +353,8 @@ class Compactor:
         )
         # one call must fit a summarizer model with the same window: the previous summary and the
         # messages it reads, and the summary it writes (a model writes the budget; the identifier
-        # room is for the extractive summary's id lines), with a tenth for the prompt around them
+        # room holds id lines no model writes: the extractive summary's, or the index the engine
+        # appends to a model's summary), with a tenth for the prompt around them
         previous = m.meter.count_text(m.snapshot.state.summary) if m.snapshot.state.summary else 0
         budget = pol.context_window * 9 // 10 - previous - summary_budget(pol)
         return _cap_batch(sel, m.meter, budget=max(1, budget), floor=summary_ceiling(pol))

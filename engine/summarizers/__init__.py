@@ -1,8 +1,8 @@
 """Summarizers behind one small synchronous protocol: OpenAI-compatible (through :mod:`engine.llm`)
 and offline extractive. :func:`make_summarizer_from_env` picks one from the environment.
 
-Module order (no cycles): :mod:`.protocol` < :mod:`.openai_compat`, :mod:`.extractive` <
-:mod:`.factory`."""
+Module order (no cycles): :mod:`.protocol` < :mod:`.extractive` < :mod:`.openai_compat` (it appends
+the extractive identifier index to a model's summary) < :mod:`.factory`."""
 
 from .extractive import ExtractiveSummarizer
 from .factory import make_summarizer_from_env

@@ -59,7 +59,8 @@ class SummaryRequest:
     user's current request (must survive verbatim), whether the range lies in the running turn, and
     the summary budget in tokens: ``max_tokens``, plus ``identifier_tokens``
     that only an identifier index may use (the extractive summarizer's identifier lines; a language
-    model's summary is bounded by ``max_tokens`` alone)."""
+    model writes within ``max_tokens`` and the engine appends the same identifier lines within the
+    room, :func:`engine.summarizers.extractive.identifier_index`)."""
 
     messages: tuple[Message, ...]
     previous_summary: str | None = None
@@ -96,7 +97,8 @@ class SummaryResult:
     """A produced summary. ``calls`` counts HTTP requests made (retries included; 0 when no language
     model was involved); token counts are the endpoint's reported usage, ``None`` when unreported.
     ``dropped_identifiers``: identifiers of the range a summarizer knows it left out for the budget
-    (the extractive one lists them; a language model's summary cannot say, so it stays empty)."""
+    (the extractive one lists them; for a language model's summary, those its appended identifier
+    index had no room for)."""
 
     text: str
     model: str
