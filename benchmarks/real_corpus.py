@@ -33,6 +33,7 @@ from engine.surface import build_surface, envelope_of
 from engine.units import current_request
 from engine.views import ManualResult
 
+import import_session
 from ours import MODEL, PROVIDER, CountingExtractive, summary_budget
 from traces import IDENTIFIER, Trace, envelope_texts
 
@@ -147,8 +148,14 @@ def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | Non
 
 
 def session_rows(work: Path) -> list[CorpusRow]:
+    """Every fixture session, and a 2 MB Claude Code-shaped session (``import_session.generate``, the
+    one the import benchmark times: hundreds of tool rounds naming paths), each imported and
+    compacted by hand."""
     rows: list[CorpusRow] = []
-    for i, src in enumerate(sources()):
+    generated = work / "generated" / "claude-code-session-2mb.jsonl"
+    generated.parent.mkdir(parents=True, exist_ok=True)
+    import_session.generate(generated, 2.0)
+    for i, src in enumerate([*sources(), generated]):
         counter = CountingExtractive()
         svc = open_service(f"sqlite:///{work / f'corpus-{i}.db'}", workdir=work / f"wd-corpus-{i}", summarizer=counter, policies={"context_window": 128_000}, create=True)
         try:
@@ -168,7 +175,8 @@ def session_rows(work: Path) -> list[CorpusRow]:
                     svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
                 else:  # an unrouted thread is measured against the configured (assumed) window
                     svc.set_policy({"context_window": window, "default": budget})
-                name = f"{src.relative_to(FIXTURES)}" + (f" · {rep.thread.rsplit('/', 1)[-1]}" if rep.parent_thread else "")
+                label = f"{src.relative_to(FIXTURES)}" if src.is_relative_to(FIXTURES) else f"generated {src.name} (benchmarks/import_session.py)"
+                name = label + (f" · {rep.thread.rsplit('/', 1)[-1]}" if rep.parent_thread else "")
                 rows.append(_compact(svc, rep.thread, name=name, kind=rep.format, trace=None, closed=closed))
         finally:
             svc.close()
