@@ -28,11 +28,14 @@ class Paints(QObject):
         super().__init__(w)
         self.w = w
         self.loaded: list[int] = []
+        #: the vertical scroll range at each paint: what the layout of the rows had reached
+        self.ranges: list[int] = []
         w.timeline.viewport().installEventFilter(self)
 
     def eventFilter(self, obj: Any, event: QEvent) -> bool:  # noqa: N802 (Qt name)
         if event.type() == QEvent.Type.Paint:
             self.loaded.append(self.w.timeline_model.loaded_count())
+            self.ranges.append(self.w.timeline.verticalScrollBar().maximum())
         return False
 
     def with_rows(self) -> int:
@@ -81,14 +84,19 @@ def test_a_thread_opens_in_one_trip_and_the_panels_wait_for_its_painted_first_pa
 
 def test_a_long_threads_first_page_is_laid_out_before_it_is_painted(qtbot: Any, make_window: Any, fake: FakeService, monkeypatch: pytest.MonkeyPatch) -> None:
     """500 rows: laid out when they are put in, not inside the paint (whose change of the view's
-    geometry made Qt paint the whole viewport a second time right after): one paint shows the page,
-    one more its token badges."""
+    geometry made Qt paint the whole viewport a second time right after): the first paint that shows
+    the page already has its scroll range (within 2 %); one paint shows the page, one more its token badges
+    (one more is allowed: a loaded machine may deliver a panel's update in a paint of its own)."""
     w = make_window()
     _trips, calls, paints = watch(w, fake, monkeypatch)
     assert run(qtbot, w, w.open_database("sqlite:///fake.db", select="omega-long"))
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
     qtbot.wait(100)  # any paint still due lands
     assert w.timeline_model.loaded_count() == 500
-    assert paints.with_rows() == 2, paints.loaded
+    first = next(i for i, n in enumerate(paints.loaded) if n > 0)
+    final = w.timeline.verticalScrollBar().maximum()
+    # (the token badges may still move it by a pixel or so; a page not laid out yet is far off)
+    assert final > 0 and abs(paints.ranges[first] - final) <= final // 50, (paints.loaded, paints.ranges)
+    assert 2 <= paints.with_rows() <= 3, paints.loaded
     later = [painted for name, painted in calls if name in LATER]
     assert later and later[0] == 1 and all(painted >= 1 for painted in later), calls  # the panels began after the page's one paint
