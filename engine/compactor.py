@@ -50,8 +50,8 @@ Trigger = Literal["pressure", "overflow", "manual"]
 #: the share of the target a summary and its identifier index may take together (a fixed rule, as
 #: the target is): 7/20. On the benchmark traces (docs/benchmarks.md) a quarter kept 87.9 % of the
 #: identifiers seen visible right after each compaction with 12 summarizer calls, a third 90.8 %
-#: with 11, 7/20 92.1 % with 11 (LangChain's 11), and a half 13 calls: a bigger summary leaves a
-#: summarizer call less input (the batch limit) and the first compaction of a long trace took two.
+#: with 11, 7/20 92.1 % with 11 (LangChain's 11), 2/5 and a half 13 calls: a bigger previous
+#: summary leaves a call less input (the batch limit) and each compaction buys a shorter stretch.
 IDENTIFIER_ROOM_SHARE = Fraction(7, 20)
 
 
