@@ -47,6 +47,31 @@ def _category_color(category: str) -> QColor:
     return theme.color(f"cat_{category}") if hasattr(theme.current(), f"cat_{category}") else theme.color("text_muted")
 
 
+#: the height of a row of the gauge's line labels; a second row is used when labels would overlap
+LABEL_ROW = 16
+
+
+def label_boxes(
+    marks: Sequence[tuple[float, str, bool]], advance: Callable[[str], float], left: float, right: float, top: float
+) -> list[tuple[float, float, float]]:
+    """Where each line label goes, as (x, y, width): beside its line at x (right of it, or left
+    when the mark asks), on the other side when the widget ends first, a row lower when it would
+    cover a label placed before it (at most three rows). Qt-free, so testable without a view."""
+    placed: list[tuple[float, float, float]] = []
+
+    def clear(box: tuple[float, float, float]) -> bool:
+        x, y, w = box
+        return all(x + w <= ox or ox + ow <= x or y + LABEL_ROW <= oy or oy + LABEL_ROW <= y for ox, oy, ow in placed)
+
+    for x, text, on_left in marks:
+        width = advance(text)
+        sides = [x - 3 - width, x + 3] if on_left else [x + 3, x - 3 - width]
+        fits = [sx for sx in sides if left <= sx and sx + width <= right] or sides[:1]
+        options = [(sx, top + row * LABEL_ROW, width) for row in range(3) for sx in fits]
+        placed.append(next((box for box in options if clear(box)), options[-1]))
+    return placed
+
+
 class PressureGauge(QWidget):
     """Envelope tokens against the threshold and the context window, with the 85% hint line."""
 
@@ -60,7 +85,7 @@ class PressureGauge(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
-        return QSize(360, 250)
+        return QSize(360, 250 + LABEL_ROW)  # room for a second row of line labels (label_boxes)
 
     def set_status(self, status: PressureStatus | None, blocked: str | None = None) -> None:
         """``blocked``: why compaction cannot bring the thread down (the "cannot compact" state).
@@ -195,15 +220,18 @@ class PressureGauge(QWidget):
         p.setFont(small)
         p.setPen(theme.color("text_muted"))
         label_y = bar.bottom() + 6
-        p.drawText(QRectF(hx - 60, label_y, 58, 16), Qt.AlignmentFlag.AlignRight, "85% hint")
-        p.setPen(theme.color("danger"))
-        p.drawText(QRectF(tx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "threshold")
+        marks = [(hx, "85% hint", True, theme.color("text_muted")), (tx, "threshold", False, theme.color("danger"))]
         if s.context_window and s.tokens > s.context_window:  # the bar is longer than the window: mark where it ends
             wx = bar.left() + s.context_window * scale
             p.setPen(QPen(theme.color("text"), 2, Qt.PenStyle.DotLine))
             p.drawLine(QPointF(wx, bar.top() - 5), QPointF(wx, bar.bottom() + 5))
-            p.setPen(theme.color("text"))
-            p.drawText(QRectF(wx + 3, label_y, 80, 16), Qt.AlignmentFlag.AlignLeft, "window")
+            marks.append((wx, "window", False, theme.color("text")))
+        metrics = QFontMetrics(small)
+        boxes = label_boxes([(x, text, left) for x, text, left, _ in marks], lambda t: metrics.horizontalAdvance(t) + 2, rect.left(), rect.right(), label_y)
+        for (_, text, _, color), (bx, by, bw) in zip(marks, boxes):
+            p.setPen(color)
+            p.drawText(QRectF(bx, by, bw, LABEL_ROW), Qt.AlignmentFlag.AlignLeft, text)
+        label_y = max(by for _, by, _ in boxes)  # the lowest row of labels
 
         y = label_y + 22
         if view.shown:  # the state's words: the hint (85-100%), over the threshold / window, cannot compact
