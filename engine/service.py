@@ -29,6 +29,7 @@ from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
 from .snapshots import SnapshotCache
+from .store.reads import thread_reading
 from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
 from .summarizers.factory import make_summarizer_from_env
@@ -342,6 +343,30 @@ class Service:
         return VisibleTokens(seen=seen, original=original)
 
     # -- queries (the inspector) ------------------------------------------------------------
+    def recount(self, key: str, *, batch: int = 2000, progress: Any = None) -> int:
+        """Keep a token count with every message of ``key`` that has none under the thread's count
+        key (rows written before migration 0003, or counted for another model's encoding), so a
+        cold status reads no text for them (``compaction recount``, docs/cli.md). A batch is read
+        and counted outside the conversation lock (message rows never change) and its counts
+        written through the door under it, so intake waits at most for one batch's write.
+        ``progress(recounted)`` after each batch. Returns how many rows took a count."""
+        meter = default_meter(self.store.thread(key).model)
+        after: int | None = None
+        done = 0
+        while True:
+            with thread_reading(self.store, key) as reader:
+                rows = reader.counted_messages_after(after, key=meter.count_key, limit=batch)
+            if not rows:
+                return done
+            after = rows[-1][0].id
+            todo = [m for m, n in rows if n is None and isinstance(m, Message)]
+            if todo:
+                counts = meter.count_messages(todo, cache=False)
+                with self.store.locked(key) as tx:
+                    done += tx.record_counts({m.id: n for m, n in zip(todo, counts) if m.id is not None}, meter.count_key)
+            if progress is not None:
+                progress(done)
+
     def list_threads(self, text: str | None = None, after_key: str | None = None, limit: int = 500) -> list[ThreadInfo]:
         return self.store.list_threads(text=text, after_key=after_key, limit=limit)
 

@@ -205,6 +205,20 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
         exc.explain(detail)
 
 
+def cmd_recount(args: argparse.Namespace) -> int:
+    """Keep token counts with the messages that have none (databases from before migration 0003)."""
+    with _service(args) as svc:
+        keys = args.thread or [t.key for t in svc.list_threads(limit=MAX_LIMIT)]
+        done = {key: svc.recount(key) for key in keys}
+    if args.json:
+        emit_json({"recounted": done, "total": sum(done.values())})
+        return EXIT_OK
+    for key, n in done.items():
+        print(f"{key}: {n:,} message{'s' if n != 1 else ''} recounted")
+    print(f"total: {sum(done.values()):,} in {len(done):,} thread{'s' if len(done) != 1 else ''}")
+    return EXIT_OK
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     with _service(args) as svc:
         episodes = svc.replay(args.thread)
@@ -286,6 +300,12 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--thread", required=True)
     r.add_argument("--json", action="store_true")
     r.set_defaults(func=cmd_replay)
+
+    rc = sub.add_parser("recount", help="keep token counts with messages written before counts were kept (faster cold status)")
+    _db_arg(rc)
+    rc.add_argument("--thread", action="append", help="only this thread (repeatable; default: every thread)")
+    rc.add_argument("--json", action="store_true")
+    rc.set_defaults(func=cmd_recount)
 
     check.add_parser(sub)
     for register in _optional_commands():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any, Iterable, Mapping, Sequence
 
-from sqlalchemy import func, insert, select, text, update
+from sqlalchemy import bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -100,6 +100,23 @@ class Locked(SourceWrites, ConversationReader):
     def __init__(self, session: Session, conv: Conversation) -> None:
         super().__init__(session, conv)
         self._ledger: CallLedger | None = None
+
+    def record_counts(self, counts: Mapping[int, int], key: str) -> int:
+        """Keep the token count of messages already written (``compaction recount``: rows from
+        before counts were kept, or counted under another key): ``counts`` maps a message id of
+        this thread to its count under ``key`` (``TokenMeter.count_key``). Only the count columns
+        change (message rows are otherwise never updated); ids of other threads are ignored.
+        Returns how many rows took the count."""
+        if not counts:
+            return 0
+        stmt = (
+            update(MESSAGES)
+            .where(MESSAGES.c.id == bindparam("mid"), MESSAGES.c.conversation_id == self.conv.id)
+            .values(tokens=bindparam("n"), tokens_key=key)
+            .execution_options(synchronize_session=False)
+        )
+        result = self.session.connection().execute(stmt, [{"mid": i, "n": int(n)} for i, n in counts.items()])
+        return int(result.rowcount or 0)
 
     def configure(self, *, system_prompt: str | None = None, tools: Sequence[Mapping[str, Any]] | None = None) -> None:
         """Set the agent's system prompt and tool schemas (part of every envelope of this thread)."""
