@@ -206,17 +206,30 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
 
 
 def cmd_recount(args: argparse.Namespace) -> int:
-    """Keep token counts with the messages that have none (databases from before migration 0003)."""
+    """Keep token counts with the messages that have none (databases from before migration 0003).
+    A thread that cannot be read (a corrupt row) is reported and the others still recounted:
+    exit 1 then. A ``--thread`` that does not exist is a usage error (exit 2)."""
+    done: dict[str, int] = {}
+    errors: dict[str, str] = {}
     with _service(args) as svc:
         keys = args.thread or [t.key for t in svc.list_threads(limit=MAX_LIMIT)]
-        done = {key: svc.recount(key) for key in keys}
+        if args.thread:
+            for key in keys:
+                svc.thread(key)  # ThreadNotFound before anything is written
+        for key in keys:
+            try:
+                done[key] = svc.recount(key)
+            except EngineError as exc:  # the rows before it keep their counts (a batch commits)
+                errors[key] = describe_failure(exc)[1]
     if args.json:
-        emit_json({"recounted": done, "total": sum(done.values())})
-        return EXIT_OK
+        emit_json({"recounted": done, "errors": errors, "total": sum(done.values())})
+        return EXIT_FAILED if errors else EXIT_OK
     for key, n in done.items():
         print(f"{key}: {n:,} message{'s' if n != 1 else ''} recounted")
+    for key, why in errors.items():
+        print(f"{key}: not recounted: {why}", file=sys.stderr)
     print(f"total: {sum(done.values()):,} in {len(done):,} thread{'s' if len(done) != 1 else ''}")
-    return EXIT_OK
+    return EXIT_FAILED if errors else EXIT_OK
 
 
 def cmd_replay(args: argparse.Namespace) -> int:

@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import text
 
-from engine.cli import EXIT_OK, main
+from engine.cli import EXIT_FAILED, EXIT_OK, main
 from engine.messages import user
 from engine.meter import default_meter
+from engine.service import open_service
 from engine.store.reads import CountedRow, ThreadReader
 
 from .conftest import add, finished_turns, new_thread, running_turn
@@ -89,18 +92,22 @@ def test_recount_beside_a_writer_loses_nothing(factory: Any, new_key: Any) -> No
     assert cold(svc, key) == full(svc, key)[2]
 
 
-def test_cli_recount_every_thread(make_service: Any, new_key: Any, capsys: pytest.CaptureFixture[str]) -> None:
-    svc = make_service()
-    keys = [new_thread(svc, new_key()) for _ in range(2)]
+def test_cli_recount_every_thread_and_a_corrupt_one_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = f"sqlite:///{tmp_path / 'recount.db'}"
+    svc = open_service(url, workdir=tmp_path / "wd", create=True)
+    keys = [new_thread(svc, f"t{i}") for i in range(3)]
     for key in keys:
         finished_turns(svc, key, 3)
         forget_counts(svc, key)
-    url = svc.url
     counts = {key: len(kept(svc, key)) for key in keys}
+    bad = kept(svc, keys[2])[1][0]
+    with svc.store.engine.begin() as conn:  # another program broke a row of the third thread
+        conn.execute(text("UPDATE messages SET tool_calls = '[{\"id\": ' WHERE id = :i"), {"i": bad})
     svc.close()
-    assert main(["recount", "--db", url, "--json"]) == EXIT_OK
+    assert main(["recount", "--db", url, "--json"]) == EXIT_FAILED
     out = json.loads(capsys.readouterr().out)
-    assert out["total"] == sum(counts.values()) and {k: out["recounted"][k] for k in keys} == counts
+    assert out["recounted"] == {k: counts[k] for k in keys[:2]} and out["total"] == counts[keys[0]] + counts[keys[1]]
+    assert list(out["errors"]) == [keys[2]] and "corrupt row in messages" in out["errors"][keys[2]]
     assert main(["recount", "--db", url, "--thread", keys[0]]) == EXIT_OK
     assert capsys.readouterr().out.splitlines() == [f"{keys[0]}: 0 messages recounted", "total: 0 in 1 thread"]
     assert main(["recount", "--db", url, "--thread", "no-such-thread"]) == 2
