@@ -24,6 +24,7 @@ import time
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Iterable, Sequence
 
+from engine.compactor import IDENTIFIER_ROOM_SHARE
 from engine.messages import Envelope, Message, ToolCall
 from engine.summarizers.protocol import SummaryRequest
 from engine.summarizers.extractive import ExtractiveSummarizer
@@ -117,8 +118,6 @@ def identifier_room(threshold: int, summary_tokens: int) -> int:
     """The identifier room our engine gives a summary at this threshold
     (``engine.compactor.identifier_budget``: up to ``IDENTIFIER_ROOM_SHARE`` of the target, half
     the threshold), given to the peer's summaries too so that both have the same budget."""
-    from engine.compactor import IDENTIFIER_ROOM_SHARE
-
     return max(0, math.floor(IDENTIFIER_ROOM_SHARE * (threshold // 2)) - summary_tokens)
 
 

@@ -1,8 +1,9 @@
 """Prune big tool results: save the full text to the Workdir first, then replace it by a preview.
 
 A tool result is offloaded when it counts MORE than ``limit_tokens`` (exactly ``limit_tokens``
-stays). The replacement counts at most ``min(preview_tokens, limit_tokens)``, so a pruned result is
-always smaller than the original. A result already pruned (metadata :data:`META_PRUNED`) is never
+stays). The replacement counts at most ``min(preview_tokens, limit_tokens)`` (or ``wider_tokens``
+when that budget would hide identifiers, below the original's size), so a pruned result is always
+smaller than the original. A result already pruned (metadata :data:`META_PRUNED`) is never
 pruned again. The full text is written before a :class:`Pruned` (and its replacement message)
 exists; when the Workdir cannot store it the result is not replaced: the caller gets a
 :class:`PruneFailed` and keeps the original (fail-closed).

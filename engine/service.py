@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import platformdirs
 
@@ -343,7 +343,7 @@ class Service:
         return VisibleTokens(seen=seen, original=original)
 
     # -- queries (the inspector) ------------------------------------------------------------
-    def recount(self, key: str, *, batch: int = 2000, progress: Any = None) -> int:
+    def recount(self, key: str, *, batch: int = 2000, progress: Callable[[int], None] | None = None) -> int:
         """Keep a token count with every message of ``key`` that has none under the thread's count
         key (rows written before migration 0003, or counted for another model's encoding), so a
         cold status reads no text for them (``compaction recount``, docs/cli.md). A batch is read
@@ -359,7 +359,7 @@ class Service:
             if not rows:
                 return done
             after = rows[-1][0].id
-            todo = [m for m, n in rows if n is None and isinstance(m, Message)]
+            todo = [m for m, n in rows if n is None and isinstance(m, Message)]  # a row without a count comes whole
             if todo:
                 counts = meter.count_messages(todo, cache=False)
                 with self.store.locked(key) as tx:

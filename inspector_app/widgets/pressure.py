@@ -47,8 +47,10 @@ def _category_color(category: str) -> QColor:
     return theme.color(f"cat_{category}") if hasattr(theme.current(), f"cat_{category}") else theme.color("text_muted")
 
 
-#: the height of a row of the gauge's line labels; a second row is used when labels would overlap
+#: the height of a row of the gauge's line labels, and how many rows the gauge has room for (a
+#: second row is used when labels would overlap; :meth:`PressureGauge.sizeHint` counts them)
 LABEL_ROW = 16
+LABEL_ROWS = 2
 
 
 def label_boxes(
@@ -56,7 +58,8 @@ def label_boxes(
 ) -> list[tuple[float, float, float]]:
     """Where each line label goes, as (x, y, width): beside its line at x (right of it, or left
     when the mark asks), on the other side when the widget ends first, a row lower when it would
-    cover a label placed before it (at most three rows). Qt-free, so testable without a view."""
+    cover a label placed before it (at most :data:`LABEL_ROWS` rows; the last row when none is
+    clear). Qt-free, so testable without a view."""
     placed: list[tuple[float, float, float]] = []
 
     def clear(box: tuple[float, float, float]) -> bool:
@@ -67,7 +70,7 @@ def label_boxes(
         width = advance(text)
         sides = [x - 3 - width, x + 3] if on_left else [x + 3, x - 3 - width]
         fits = [sx for sx in sides if left <= sx and sx + width <= right] or sides[:1]
-        options = [(sx, top + row * LABEL_ROW, width) for row in range(3) for sx in fits]
+        options = [(sx, top + row * LABEL_ROW, width) for row in range(LABEL_ROWS) for sx in fits]
         placed.append(next((box for box in options if clear(box)), options[-1]))
     return placed
 
@@ -85,7 +88,7 @@ class PressureGauge(QWidget):
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def sizeHint(self) -> QSize:
-        return QSize(360, 250 + LABEL_ROW)  # room for a second row of line labels (label_boxes)
+        return QSize(360, 234 + LABEL_ROWS * LABEL_ROW)  # one row of line labels, and room for a second (label_boxes)
 
     def set_status(self, status: PressureStatus | None, blocked: str | None = None) -> None:
         """``blocked``: why compaction cannot bring the thread down (the "cannot compact" state).
@@ -218,7 +221,6 @@ class PressureGauge(QWidget):
         small = QFont(base)
         small.setPointSizeF(base.pointSizeF() * 0.85)
         p.setFont(small)
-        p.setPen(theme.color("text_muted"))
         label_y = bar.bottom() + 6
         marks = [(hx, "85% hint", True, theme.color("text_muted")), (tx, "threshold", False, theme.color("danger"))]
         if s.context_window and s.tokens > s.context_window:  # the bar is longer than the window: mark where it ends
