@@ -47,6 +47,9 @@ class ThreadInfo:
     reported_context_window: int | None = None
     parent_source_session_id: str | None = None
     parent_thread: str | None = None
+    #: the compactions the source itself recorded (summaries and prunes, as the import reported
+    #: them); ``compact_count`` counts them too, beside our engine's own
+    source_compact_count: int = 0
     #: set when the thread's own rows cannot be read (``corrupt_row`` …): the reason in words; the
     #: other fields are then placeholders (0, empty, the epoch) and the thread cannot be opened
     error: str | None = None
@@ -210,7 +213,17 @@ class SourceCompaction:
 
 @dataclass(frozen=True, slots=True)
 class PressureStatus:
-    """The pressure of a thread for the next turn (CLI ``compaction status``, the gauge)."""
+    """The pressure of a thread for the next turn (CLI ``compaction status``, the gauge).
+
+    ``tokens`` is what the next request would hold. For a thread written live (or an imported one
+    our engine has compacted) that is our envelope (``basis == "engine"``). For an imported thread
+    our engine has not compacted it is what the *source* would send next (``basis == "source"``):
+    its last recorded request's prompt plus what followed, or, when the source compacted after its
+    last recorded request, its summary plus what it kept and what followed (``source_detail`` says
+    which); our engine's measure of the whole imported history is then ``engine_tokens``.
+    ``window_source == "unknown"`` (an imported thread whose model no catalogue knows and whose
+    source reported no window): ``threshold`` and ``context_window`` are 0 and the state is
+    ``window_unknown``, never an alarm."""
 
     thread: str
     tokens: int
@@ -226,6 +239,21 @@ class PressureStatus:
     window_source: str | None = None
     #: what matched (catalogue entry, reporting source) in words, for the status line and the gauge
     window_detail: str | None = None
+    #: what ``tokens`` measures: ``engine`` (our envelope) or ``source`` (what the imported source
+    #: would send next, after its last recorded compaction)
+    basis: Literal["engine", "source"] = "engine"
+    #: ``basis == "source"``: our engine's measure of the thread (the whole imported history)
+    engine_tokens: int | None = None
+    #: ``basis == "source"``: how the source's figure was made, in words
+    source_detail: str | None = None
+    #: compactions the source recorded (included in ``compact_count``)
+    source_compact_count: int = 0
+    #: the prompt size the thread's last recorded request reported (the chart's last point), if any
+    recorded_prompt_tokens: int | None = None
+
+    @property
+    def window_known(self) -> bool:
+        return self.window_source != "unknown"
 
     @property
     def pressure_ratio(self) -> float:
@@ -237,10 +265,13 @@ class PressureStatus:
         return self.threshold > 0 and self.tokens * 1000 >= self.threshold * 850
 
     @property
-    def state(self) -> Literal["below", "hint", "over_threshold", "over_window"]:
-        """The one rule for what the CLI and the gauge say: more tokens than the context window
-        holds; at or over the threshold (the next model step compacts first); the hint band (85% up
-        to the threshold); below it. Whether compaction *can* help is the caller's to add."""
+    def state(self) -> Literal["below", "hint", "over_threshold", "over_window", "window_unknown"]:
+        """The one rule for what the CLI and the gauge say: no window known (an imported thread
+        whose model nobody catalogued: no threshold to compare with); more tokens than the context
+        window holds; at or over the threshold (the next model step compacts first); the hint band
+        (85% up to the threshold); below it. Whether compaction *can* help is the caller's to add."""
+        if not self.window_known:
+            return "window_unknown"
         if self.context_window > 0 and self.tokens > self.context_window:
             return "over_window"
         if self.threshold > 0 and self.tokens >= self.threshold:
@@ -430,6 +461,13 @@ class CompactionDiff:
     record_id: int | None = None
     #: a source's prune (Claude Code microcompaction): the tool results it cleared (no preview kept)
     cleared: tuple[Message, ...] = ()
+    #: THE tokens before / after of this compaction (what every panel, the CLI and the export show):
+    #: the envelope the compactor measured when it ran, or the source's reported figures; when
+    #: neither was recorded, the rebuilt count (``tokens_before["total"]``). ``measured_by``:
+    #: ``compactor``, ``source`` or ``rebuilt``. The categories above are always the rebuilt count.
+    measured_before: int | None = None
+    measured_after: int | None = None
+    measured_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -109,6 +109,7 @@ def diff_json(key: str, count: int, d: Any, cost: Any) -> dict[str, Any]:
         "created_at": d.created_at.isoformat() if d.created_at is not None else None,
         "generation_before": d.generation_before,
         "generation_after": d.generation_after,
+        "tokens": {"before": d.measured_before, "after": d.measured_after, "measured_by": d.measured_by},
         "tokens_before": dict(d.tokens_before),
         "tokens_after": dict(d.tokens_after),
         "previous_summary": d.previous_summary,
@@ -137,6 +138,7 @@ def _print_messages(title: str, messages: list[dict[str, Any]]) -> None:
 
 
 def _print_diff(data: dict[str, Any]) -> None:
+    from .. import figures
     from ..views import DIFF_CATEGORIES
 
     gen = ""
@@ -144,9 +146,12 @@ def _print_diff(data: dict[str, Any]) -> None:
         gen = f", generation {data['generation_before']} -> {data['generation_after']}"
     print(f"compaction {data['compaction']} of {data['compactions']}: {data['kind']} "
           f"({data['trigger'] or 'no trigger'}, {data['origin']}) at {data['created_at'] or 'an unknown time'}{gen}")
-    print(f"{'tokens':<10} {'before':>9} {'after':>9}")
+    t = data["tokens"]
+    by = {"compactor": "as the compactor measured it", "source": f"as {data['origin']} reported it", "rebuilt": "our count of the rebuilt surfaces"}
+    print(f"tokens: {figures.tokens_change(t['before'], t['after'])} ({by.get(t['measured_by'], t['measured_by'])})")
+    print(f"{'rebuilt':<10} {'before':>9} {'after':>9}")
     for k in DIFF_CATEGORIES:
-        print(f"{k:<10} {data['tokens_before'][k]:>9,} {data['tokens_after'][k]:>9,}")
+        print(f"{k:<10} {figures.tokens(data['tokens_before'][k]):>9} {figures.tokens(data['tokens_after'][k]):>9}")
     _print_messages("summarized", data["summarized"])
     if data["summary"] and data["kind"] != "prune":
         print(f"summary: {_short(data['summary'])}")
@@ -162,19 +167,19 @@ def _print_diff(data: dict[str, Any]) -> None:
         print("dropped specifics: " + ("none (a prune keeps identifiers in its previews)" if data["kind"] == "prune" and data["origin"] == "engine" else "not known"))
     else:
         ref = dropped["referenced_count"]
-        print(f"dropped specifics: {dropped['dropped_count']} of {dropped['seen']} seen"
-              + (f"; WARNING: {ref} referenced by the current request or the retained tail" if ref else ""))
+        listed = len(dropped["dropped"])
+        print(f"dropped specifics: {figures.count(dropped['dropped_count'])} of {figures.count(dropped['seen'])} seen"
+              + (f"; WARNING: {figures.count(ref)} referenced by the current request or the retained tail" if ref else "")
+              + (f" ({figures.capped(listed, dropped['dropped_count'])} listed)" if listed < (dropped["dropped_count"] or 0) else ""))
         for x in dropped["dropped"]:
             print(f"  {x['kind']:<10} {_short(x['value'])}{'  [referenced]' if x['referenced'] else ''}")
-        if dropped["truncated"]:
-            print(f"  … {dropped['dropped_count'] - len(dropped['dropped'])} more not listed")
     c = data["cost"]
     if c is not None:
         summ = ("unknown" if c["summarizer_prompt_tokens"] is None and c["summarizer_completion_tokens"] is None
-                else f"{c['summarizer_prompt_tokens'] or 0:,} + {c['summarizer_completion_tokens'] or 0:,} tokens")
-        money = f"; net {c['money']:+.6f} {c['currency']}" if c["money"] is not None else ""
-        print(f"cost: summarizer {summ}; saved {c['saved_prompt_tokens']:,} prompt tokens over "
-              f"{c['following_requests']} request{'s' if c['following_requests'] != 1 else ''} ({c['source']}){money}")
+                else f"{figures.tokens(c['summarizer_prompt_tokens'] or 0)} + {figures.tokens(c['summarizer_completion_tokens'] or 0)} tokens")
+        money = f"; net {figures.money(c['money'], c['currency'])}" if c["money"] is not None else ""
+        print(f"cost: summarizer {summ}; saved {figures.tokens(c['saved_prompt_tokens'])} prompt tokens over "
+              f"{figures.plural(c['following_requests'], 'request')} ({c['source']}){money}")
         if c["price_note"]:
             print(f"  {c['price_note']}")
     if data["note"]:

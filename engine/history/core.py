@@ -428,12 +428,17 @@ class ThreadHistory:
         dropped, why = self._recorded_dropped(c, summarized, before, after, last_id)
         if why:
             notes.append(why)
+        if h.tokens_before is not None:
+            measured: tuple[int | None, int | None, str] = (h.tokens_before, h.tokens_after, "compactor")
+        else:
+            measured = (before.total, after.total, "rebuilt")
         return CompactionDiff(
             index=c.index, kind=h.kind, trigger=h.trigger, origin="engine", created_at=h.created_at,
             generation_before=h.generation_before, generation_after=h.generation_after,
             previous_summary=sb.summary, summarized=summarized, summary=sa.summary, kept=kept, pruned=pruned,
             tokens_before=before.tokens, tokens_after=after.tokens, dropped=dropped, note="; ".join(notes) or None,
             before=before.messages, after=after.messages, record_id=h.id,
+            measured_before=measured[0], measured_after=measured[1], measured_by=measured[2],
         )
 
     def request_before(self, last_id: int | None) -> Message | None:
@@ -473,7 +478,7 @@ class ThreadHistory:
         else:
             newly_cleared = sorted(set(now.cleared) - set(view.cleared))
         kept = tuple(m for m in after.messages if not m.metadata.get(META_SOURCE_CLEARED))
-        notes = [f"recorded by {sc.source}; tokens are our count of the stored messages (the source's own system prompt and tools are not recorded)"]
+        notes = [f"recorded by {sc.source}; the tokens by category are our count of the stored messages (the source's own system prompt and tools are not recorded)"]
         if sc.tokens_before is not None:
             notes.append(f"the source reported {sc.tokens_before:,} tokens before it")
         if sc.kind == "summary" and sc.summary is None:
@@ -490,12 +495,14 @@ class ThreadHistory:
             retained = [m for m in after.messages if m.id is not None]
             dropped = _compute_dropped(summarized, after, self.snapshot.system_prompt, previous=before.summary, summary=sc.summary,
                                        request=request, retained=retained)
+        tb, ta, by = self._source_figures(c, self.following_requests(c), lambda: (before.total, after.total))
         return CompactionDiff(
             index=c.index, kind=sc.kind, trigger=sc.trigger, origin=sc.source, created_at=c.at,
             generation_before=None, generation_after=None, previous_summary=prev.summary if prev is not None else None,
             summarized=summarized, summary=sc.summary if sc.kind == "summary" else (prev.summary if prev is not None else None),
             kept=kept, pruned=(), tokens_before=before.tokens, tokens_after=after.tokens, dropped=dropped,
             note="; ".join(notes), before=before.messages, after=after.messages, record_id=sc.id, cleared=cleared_msgs,
+            measured_before=tb, measured_after=ta, measured_by="source" if by == "recorded" else "rebuilt",
         )
 
     # -- cost -----------------------------------------------------------------------------
@@ -552,7 +559,9 @@ class ThreadHistory:
                 saved = delta * len(following)
             source: Literal["recorded", "meter"] = "recorded" if recorded else "meter"
         else:
-            tb, ta, source = self._source_figures(c, following, diff)
+            d = diff or self.diff(c.index)
+            tb, ta = d.measured_before or 0, d.measured_after or 0
+            source = "recorded" if d.measured_by == "source" else "meter"
             saved = (tb - ta) * len(following)
         models = Counter(r.model for r in following if r.model)
         model = models.most_common(1)[0][0] if models else self.info.model
@@ -563,7 +572,8 @@ class ThreadHistory:
             summarizer_model=summarizer_model, extractive=extractive,
         )
 
-    def _source_figures(self, c: _Compaction, following: Sequence[ModelRequest], diff: CompactionDiff | None) -> tuple[int, int, Literal["recorded", "meter"]]:
+    def _source_figures(self, c: _Compaction, following: Sequence[ModelRequest],
+                        counted: Callable[[], tuple[int, int]]) -> tuple[int, int, Literal["recorded", "meter"]]:
         """Tokens before / after a source's compaction on one scale: the source's own figures when
         it reported both sides (a prune's ``preTokens`` and ``tokensSaved``; a summary's
         ``preTokens`` and the prompt it reported at its next request), else our count of both."""
@@ -575,24 +585,16 @@ class ThreadHistory:
         nxt = following[0].reported_prompt_tokens if following else None
         if sc.kind == "summary" and sc.tokens_before is not None and nxt is not None:
             return sc.tokens_before, nxt, "recorded"
-        d = diff or self.diff(c.index)
-        return d.tokens_before["total"], d.tokens_after["total"], "meter"
+        tb, ta = counted()
+        return tb, ta, "meter"
 
     # -- entries --------------------------------------------------------------------------
     def entry(self, index: int) -> CompactionEntry:
         c = self.compaction(index)
         d = self.diff(index)
-        tb: int | None
-        ta: int | None
-        if c.record is not None and c.record.tokens_before is not None:
-            tb, ta = c.record.tokens_before, c.record.tokens_after
-        elif c.source is not None:
-            tb, ta, _ = self._source_figures(c, self.following_requests(c), d)
-        else:
-            tb, ta = d.tokens_before["total"], d.tokens_after["total"]
-        return CompactionEntry(
-            index=c.index, kind=c.kind, trigger=c.trigger, origin=c.origin, created_at=c.at, tokens_before=tb,
-            tokens_after=ta, summary=d.summary if c.kind != "prune" else None, dropped=d.dropped,
+        return CompactionEntry(  # the diff's measured figures: THE before / after of the compaction
+            index=c.index, kind=c.kind, trigger=c.trigger, origin=c.origin, created_at=c.at, tokens_before=d.measured_before,
+            tokens_after=d.measured_after, summary=d.summary if c.kind != "prune" else None, dropped=d.dropped,
             cost=self.cost(index, diff=d), note=d.note, record_id=d.record_id,
         )
 

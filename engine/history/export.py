@@ -1,11 +1,18 @@
-"""The export of a compaction history (Markdown or JSON) and reading a JSON export back."""
+"""The export of a compaction history (Markdown or JSON) and reading a JSON export back.
+
+Both open with the same overview (:func:`overview`: one row per compaction, tokens before / after,
+dropped specifics, net money, and the totals). The Markdown then keeps the long parts (summaries,
+dropped-specifics lists) in collapsible ``<details>`` sections, and writes every figure through
+:mod:`engine.figures` (money rounded to cents); the JSON keeps full precision."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
+from .. import figures
 from ..specifics import DroppedSpecifics
 from ..views import CompactionCost, CompactionEntry, ThreadInfo
 from .core import EXPORT_FORMAT, EXPORT_VERSION, HistorySource, InvalidExport, read_history
@@ -18,6 +25,10 @@ __all__ = [
     "export_json",
     "export_markdown",
     "load_export",
+    "Overview",
+    "OverviewRow",
+    "overview",
+    "overview_to_json",
 ]
 
 
@@ -135,7 +146,8 @@ def export_history(source: HistorySource, key: str, format: str = "md") -> str:
 
 
 def export_json(key: str, entries: Sequence[CompactionEntry]) -> str:
-    data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "thread": key, "compactions": [entry_to_json(e) for e in entries]}
+    data = {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "thread": key, "overview": overview_to_json(overview(entries)),
+            "compactions": [entry_to_json(e) for e in entries]}
     return json.dumps(data, ensure_ascii=False, indent=2) + "\n"
 
 
@@ -156,54 +168,177 @@ def load_export(text: str) -> list[CompactionEntry]:
     return [entry_from_json(x) for x in items]
 
 
-def _md_money(v: float | None) -> str:
-    return "unknown" if v is None else f"${v:,.6f}"
+# -- the overview -----------------------------------------------------------------------------------
+
+
+def dropped_count(e: CompactionEntry) -> int | None:
+    """How many specifics compaction ``e`` dropped (all of them, listed or not): the count its
+    record or its diff holds; 0 for one of our prunes (a preview keeps every identifier); None when
+    not known."""
+    if e.dropped is not None:
+        return e.dropped.dropped_count
+    return 0 if e.kind == "prune" and e.origin == "engine" else None
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewRow:
+    """One compaction in the overview: the figures every panel shows for it."""
+
+    index: int
+    kind: str
+    trigger: str | None
+    origin: str
+    tokens_before: int | None
+    tokens_after: int | None
+    dropped: int | None
+    seen: int | None
+    listed: int
+    saved_prompt_tokens: int | None
+    money: float | None
+    currency: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The overview of a thread's compactions (the head of both exports)."""
+
+    rows: tuple[OverviewRow, ...]
+    #: how many of each kind (``summary``, ``manual``, ``prune``)
+    kinds: Mapping[str, int]
+    #: the sum over the compactions whose count is known (``dropped_known`` of them)
+    dropped: int
+    dropped_known: int
+    saved_prompt_tokens: int
+    #: net money (saved − summarizer) summed over the priced compactions (``priced`` of them)
+    money: float | None
+    priced: int
+    currency: str | None
+
+    @property
+    def compactions(self) -> int:
+        return len(self.rows)
+
+
+def overview(entries: Sequence[CompactionEntry]) -> Overview:
+    """The overview of ``entries`` (:meth:`ThreadHistory.entries`)."""
+    rows = []
+    kinds: dict[str, int] = {}
+    for e in entries:
+        kinds[e.kind] = kinds.get(e.kind, 0) + 1
+        c = e.cost
+        rows.append(OverviewRow(
+            index=e.index, kind=e.kind, trigger=e.trigger, origin=e.origin, tokens_before=e.tokens_before,
+            tokens_after=e.tokens_after, dropped=dropped_count(e), seen=e.dropped.seen if e.dropped is not None else None,
+            listed=len(e.dropped.dropped) if e.dropped is not None else 0,
+            saved_prompt_tokens=c.saved_prompt_tokens if c is not None else None,
+            money=c.money if c is not None else None, currency=c.currency if c is not None else None,
+        ))
+    known = [r.dropped for r in rows if r.dropped is not None]
+    priced = [r for r in rows if r.money is not None]
+    currencies = {r.currency for r in priced}
+    return Overview(
+        rows=tuple(rows), kinds=kinds, dropped=sum(known), dropped_known=len(known),
+        saved_prompt_tokens=sum(r.saved_prompt_tokens or 0 for r in rows),
+        money=sum(r.money for r in priced) if priced and len(currencies) == 1 else None,  # type: ignore[misc]
+        priced=len(priced), currency=currencies.pop() if len(currencies) == 1 else None,
+    )
+
+
+def overview_to_json(o: Overview) -> dict[str, Any]:
+    """The overview as the JSON export's ``overview`` object (full precision)."""
+    return {
+        "compactions": o.compactions, "kinds": dict(o.kinds), "dropped_specifics": o.dropped,
+        "dropped_known": o.dropped_known, "saved_prompt_tokens": o.saved_prompt_tokens, "money": o.money,
+        "priced": o.priced, "currency": o.currency,
+        "rows": [{f: getattr(r, f) for f in OverviewRow.__dataclass_fields__} for r in o.rows],
+    }
+
+
+# -- Markdown ------------------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _dropped_cell(r: OverviewRow) -> str:
+    if r.dropped is None:
+        return "not known"
+    return f"{figures.count(r.dropped)} of {figures.count(r.seen)}" if r.seen is not None else figures.count(r.dropped)
+
+
+def _overview_markdown(o: Overview) -> list[str]:
+    kinds = ", ".join(figures.plural(n, k, "summaries" if k == "summary" else None) for k, n in sorted(o.kinds.items()))
+    head = [figures.plural(o.compactions, "compaction") + (f" ({kinds})" if kinds else "")]
+    dropped = figures.plural(o.dropped, "specific") + " dropped"
+    if o.dropped_known < o.compactions:
+        dropped += f" (known for {o.dropped_known} of {o.compactions})"
+    head.append(dropped)
+    if o.money is not None:
+        head.append(f"net {figures.money(o.money, o.currency)}"
+                    + (f" ({o.priced} of {o.compactions} priced)" if o.priced < o.compactions else ""))
+    else:
+        head.append("money not known")
+    out = ["## Overview", "", " · ".join(head), "",
+           "| # | Kind | Trigger | Origin | Tokens before | Tokens after | Dropped specifics | Net money |",
+           "|--:|---|---|---|--:|--:|--:|--:|"]
+    for r in o.rows:
+        out.append(f"| {r.index} | {_cell(r.kind)} | {_cell(r.trigger or '–')} | {_cell(r.origin)} | {figures.tokens(r.tokens_before)} "
+                   f"| {figures.tokens(r.tokens_after)} | {_dropped_cell(r)} | {figures.money(r.money, r.currency)} |")
+    if o.rows:
+        out.append(f"| **total** | | | | | | **{figures.count(o.dropped)}** | **{figures.money(o.money, o.currency)}** |")
+    out += ["", "Net money: what the compaction saved on the requests that followed it, less its summarizer call, at list "
+            "prices (rounded to cents here; the JSON export keeps full precision).", ""]
+    return out
 
 
 def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadInfo | None = None) -> str:
     out = [f"# Compaction history of `{key}`", ""]
     if info is not None:
         route = " / ".join(x for x in (info.provider, info.model) if x) or "unknown route"
-        out += [f"{info.message_count:,} messages · generation {info.generation} · {route}"
+        out += [f"{figures.plural(info.message_count, 'message')} · generation {info.generation} · {route}"
                 + (f" · imported from {info.source_format}" if info.source_format else ""), ""]
     if not entries:
         out += ["No compactions.", ""]
+        return "\n".join(out)
+    out += _overview_markdown(overview(entries))
+    out += ["## Compactions", ""]
     for e in entries:
         when = e.created_at.isoformat() if e.created_at else "time unknown"
-        out += [f"## {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
-        tb = f"{e.tokens_before:,}" if e.tokens_before is not None else "?"
-        ta = f"{e.tokens_after:,}" if e.tokens_after is not None else "?"
-        out += [f"- Tokens: {tb} → {ta}"]
+        out += [f"### {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
+        out += [f"- Tokens: {figures.tokens_change(e.tokens_before, e.tokens_after)}"]
         if e.cost is not None:
             c = e.cost
             summ = ("unknown" if c.summarizer_prompt_tokens is None and c.summarizer_completion_tokens is None
-                    else f"{c.summarizer_prompt_tokens or 0:,} prompt + {c.summarizer_completion_tokens or 0:,} completion")
+                    else f"{figures.tokens(c.summarizer_prompt_tokens or 0)} prompt + {figures.tokens(c.summarizer_completion_tokens or 0)} completion")
             out += [f"- Summarizer: {summ} tokens",
-                    f"- Saved: {c.saved_prompt_tokens:,} prompt tokens over {c.following_requests} following request"
-                    f"{'s' if c.following_requests != 1 else ''} ({c.source})",
-                    f"- Money ({c.model or 'model unknown'}): net {_md_money(c.money)}"
-                    f" (saved {_md_money(c.saved_money)}, summarizer {_md_money(c.summarizer_money)})"]
+                    f"- Saved: {figures.tokens(c.saved_prompt_tokens)} prompt tokens over "
+                    f"{figures.plural(c.following_requests, 'following request')} ({c.source})",
+                    f"- Money ({c.model or 'model unknown'}): net {figures.money(c.money, c.currency)}"
+                    f" (saved {figures.money(c.saved_money, c.currency)}, summarizer {figures.money(c.summarizer_money, c.currency)})"]
             if c.price_note:
                 out += [f"  - {c.price_note}"]
         d = e.dropped
+        long: list[str] = []
         if d is not None:
             items = list(d.dropped)
-            count = d.dropped_count if d.dropped_count is not None else len(items)
+            count = dropped_count(e) or 0
             refd = d.referenced_count if d.referenced_count is not None else sum(1 for x in items if x.referenced)
-            out += [f"- Dropped specifics: {count:,} of {d.seen:,} seen"
-                    + (f", {refd:,} referenced by the current request or the retained tail (warning)" if refd else "")
-                    + (f" (the first {len(items):,} listed)" if d.truncated else "")]
-            for x in items:
-                flag = " — referenced" if x.referenced else ""
-                out += [f"  - {x.kind}: `{x.value}`{flag}"]
+            out += [f"- Dropped specifics: {figures.count(count)} of {figures.count(d.seen)} seen"
+                    + (f", {figures.count(refd)} referenced by the current request or the retained tail (warning)" if refd else "")]
+            if items:
+                long += [f"<details><summary>Dropped specifics ({figures.capped(len(items), count)})</summary>", ""]
+                long += [f"- {x.kind}: `{x.value}`" + (" — referenced" if x.referenced else "") for x in items]
+                long += ["", "</details>", ""]
         elif e.kind == "prune":
             out += ["- Dropped specifics: none (a prune keeps every identifier in its preview)"]
         else:
             out += ["- Dropped specifics: not known"]
         if e.note:
             out += [f"- Note: {e.note}"]
+        out.append("")
+        out += long
         if e.summary:
             fence = "````" if "```" in e.summary else "```"
-            out += ["", "Summary:", "", fence + "text", e.summary, fence]
-        out.append("")
+            out += ["<details><summary>Summary</summary>", "", fence + "text", e.summary, fence, "", "</details>", ""]
     return "\n".join(out)

@@ -259,6 +259,11 @@ def test_diff_of_a_claude_code_recorded_compaction(svc: Service) -> None:
     cost = history.read_history(svc.store, CC_KEY).cost(1)
     assert cost.source == "recorded" and cost.saved_prompt_tokens == 2100 * cost.following_requests == 2100
     assert cost.model and cost.money is not None and cost.money > 0 and cost.currency == "USD"
+    # one number for before / after: the source's reported figures, in the diff, the entry and the cost
+    for e, diff in zip(entries, (p, d)):
+        assert (diff.measured_before, diff.measured_after, diff.measured_by) == (e.tokens_before, e.tokens_after, "source")
+    assert (p.measured_before, p.measured_after) == (30_122, 30_122 - 2_100)  # preTokens and tokensSaved
+    assert d.measured_before == 48_211 and d.measured_before != d.tokens_before["total"]  # our count lacks its system prompt
     with pytest.raises(history.CompactionNotFound, match="1 to 2"):
         history.compaction_diff(svc.store, CC_KEY, 3)
 
@@ -327,7 +332,7 @@ def test_export_round_trips_to_json(svc: Service, key: str, sim: ProviderSimulat
     assert history.load_export(text) == entries
     assert all(isinstance(e, CompactionEntry) and (e.cost is None or isinstance(e.cost, CompactionCost)) for e in entries)
     md = history.export_history(svc.store, key, "md")
-    assert md.startswith(f"# Compaction history of `{key}`") and len(re.findall(r"^## \d+\. ", md, re.MULTILINE)) == len(entries)
+    assert md.startswith(f"# Compaction history of `{key}`") and len(re.findall(r"^### \d+\. ", md, re.MULTILINE)) == len(entries)
     manual = entries[-1]
     assert manual.summary and manual.summary.splitlines()[0] in md
 
@@ -369,7 +374,7 @@ def test_cli_diff_json_and_text(svc: Service, key: str, db_url: str, capsys: pyt
     assert [m["id"] for m in data["summarized"]] == [m.id for m in d.summarized]
     assert [m["id"] for m in data["kept"]] == [m.id for m in d.kept] and data["summary"] == d.summary
     assert set(data) == {"thread", "compaction", "compactions", "kind", "trigger", "origin", "created_at", "generation_before",
-                         "generation_after", "tokens_before", "tokens_after", "previous_summary", "summary", "summarized", "kept",
+                         "generation_after", "tokens", "tokens_before", "tokens_after", "previous_summary", "summary", "summarized", "kept",
                          "pruned", "cleared", "dropped", "cost", "note", "record_id"}
     assert set(data["cost"]) == set(CompactionCost.__dataclass_fields__)
     assert cli("diff", "--db", db_url, "--thread", key, "--compaction", "1") == 0
@@ -519,3 +524,70 @@ def test_a_condensation_that_keeps_the_first_events_keeps_them_on_the_surface(sv
     last = history.request_envelope(svc.store, key, -1)
     assert last.summary == sc.summary
     assert [m.id for m in last.messages if m.id is not None] == [i for i in ids if i < sc.replaced_first_id or sc.replaced_last_id < i < svc.store.model_requests(key)[-1].message_id]
+
+
+# -- the export's overview (issue 22: one quantity, one number) ---------------------------------------
+
+
+def _big_entries() -> list[CompactionEntry]:
+    from engine.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
+
+    listed = tuple(DroppedSpecific("identifier", f"ticket-{i}", referenced=i < 3) for i in range(MAX_DROPPED))
+    dropped = DroppedSpecifics(seen=676, dropped=listed, truncated=True, dropped_count=658, referenced_count=3)
+    at = datetime(2026, 11, 30, 14, 0, tzinfo=timezone.utc)
+    cost = CompactionCost(summarizer_prompt_tokens=70_000, summarizer_completion_tokens=900, saved_prompt_tokens=1_000_000,
+                          following_requests=12, source="recorded", model="claude-opus-4-5", money=4.839705, currency="USD",
+                          price_note=None, summarizer_money=0.361, saved_money=5.200705)
+    prune_cost = replace(cost, summarizer_prompt_tokens=0, summarizer_completion_tokens=0, money=0.004, saved_money=0.004, summarizer_money=0.0)
+    return [
+        CompactionEntry(index=1, kind="prune", trigger="auto", origin="engine", created_at=at, tokens_before=30_122,
+                        tokens_after=28_022, summary=None, dropped=None, cost=prune_cost),
+        CompactionEntry(index=2, kind="summary", trigger="auto", origin="claude-code", created_at=at, tokens_before=97_470,
+                        tokens_after=22_599, summary="the summary\n" * 50, dropped=dropped, cost=cost),
+    ]
+
+
+def test_the_markdown_export_opens_with_an_overview_and_folds_the_long_lists() -> None:
+    entries = _big_entries()
+    md = history.export_markdown("k", entries)
+    overview, _, rest = md.partition("## Compactions")
+    assert "## Overview" in overview and rest  # the overview first, then the compactions
+    assert "2 compactions (1 prune, 1 summary) · 658 specifics dropped · net $4.84" in overview
+    rows = [line for line in overview.splitlines() if line.startswith("| ")]
+    assert rows[0].startswith("| # | Kind | Trigger | Origin | Tokens before | Tokens after | Dropped specifics | Net money |")
+    assert rows[1] == "| 1 | prune | auto | engine | 30,122 | 28,022 | 0 | <$0.01 |"
+    assert rows[2] == "| 2 | summary | auto | claude-code | 97,470 | 22,599 | 658 of 676 | $4.84 |"
+    assert rows[3] == "| **total** | | | | | | **658** | **$4.84** |"
+    assert "ticket-" not in overview and "the summary" not in overview  # the long parts come later
+    assert "4.839705" not in md and "$5.20" in md and "$0.36" in md  # money rounded to cents, everywhere
+    # the 500 listed of 658 dropped, in a collapsible section that says it is capped
+    assert "<details><summary>Dropped specifics (first 500 of 658)</summary>" in rest
+    folded = rest.split("<details><summary>Dropped specifics", 1)[1].split("</details>", 1)[0]
+    assert folded.count("- identifier: `ticket-") == 500
+    assert "<details><summary>Summary</summary>" in rest
+    assert "- Dropped specifics: 658 of 676 seen, 3 referenced" in rest
+
+
+def test_the_json_export_keeps_full_precision_and_adds_the_overview() -> None:
+    entries = _big_entries()
+    data = json.loads(history.export_json("k", entries))
+    o = data["overview"]
+    assert (o["compactions"], o["kinds"], o["dropped_specifics"], o["dropped_known"]) == (2, {"prune": 1, "summary": 1}, 658, 2)
+    assert o["money"] == pytest.approx(4.839705 + 0.004) and o["priced"] == 2 and o["currency"] == "USD"
+    assert o["saved_prompt_tokens"] == 2_000_000
+    assert [(r["tokens_before"], r["tokens_after"], r["dropped"], r["seen"], r["listed"], r["money"]) for r in o["rows"]] == [
+        (30_122, 28_022, 0, None, 0, 0.004), (97_470, 22_599, 658, 676, 500, 4.839705)]
+    assert data["compactions"][1]["cost"]["money"] == 4.839705  # full precision kept
+    assert history.load_export(history.export_json("k", entries)) == entries  # still read back
+
+
+def test_the_overview_of_an_imported_session_is_the_figures_of_its_entries(svc: Service) -> None:
+    svc.import_file(CC_MAIN)
+    entries = history.compaction_history(svc.store, CC_KEY)
+    diffs = [history.compaction_diff(svc.store, CC_KEY, e.index) for e in entries]
+    o = history.overview(entries)
+    assert [(r.tokens_before, r.tokens_after) for r in o.rows] == [(d.measured_before, d.measured_after) for d in diffs]
+    assert [r.dropped for r in o.rows] == [d.dropped.dropped_count for d in diffs]  # type: ignore[union-attr]
+    md = history.export_history(svc.store, CC_KEY, "md")
+    assert md.index("## Overview") < md.index("## Compactions") < md.index("<details>")
+    assert f"| 2 | summary | manual | claude-code | 48,211 | {entries[1].tokens_after:,} |" in md
