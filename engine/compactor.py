@@ -479,7 +479,7 @@ class Compactor:
         new_snap = _replace_snapshot(snap, boundary=sel.boundary, summary=result.text, messages=kept)
         ephemeral = [x for x in m.surface.messages if x.is_ephemeral]  # the whole envelope, as before
         after = self.measure(new_snap, ephemeral=ephemeral, provider=m.policy.provider, model=m.policy.model)
-        summary_tokens = meter.count_text(result.text)
+        summary_tokens = meter.count_message(summary_message(result.text))  # what it costs in the envelope (the gauge's "summary")
         specifics = _dropped(sel, state.summary, result.text, after, request)  # pure: before the row lock
 
         def persist(t: Locked) -> int:
