@@ -71,6 +71,13 @@ def default_database_url() -> str:
     return os.environ.get(ENV_DB) or str(data_dir() / "demo.db")
 
 
+def sessions_database_url() -> str:
+    """Where imported sessions go unless told otherwise (``compaction import`` without ``--db``,
+    the inspector's File → Import… on the demo): ``$COMPACTION_DB``, else ``sessions.db`` in the
+    user's data directory (created on first import), never the demo database."""
+    return os.environ.get(ENV_DB) or str(data_dir() / "sessions.db")
+
+
 def default_workdir(url: str) -> Path:
     """``$COMPACTION_WORKDIR``, else ``<db>.workdir`` beside a SQLite file, else the data directory."""
     env = os.environ.get(ENV_WORKDIR)

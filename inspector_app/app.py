@@ -7,6 +7,9 @@ missing and how to install it, and the exit code is 2. ``--screenshot`` renders 
 of the selected thread) prepare what it shows; ``--request N``, ``--compaction N`` and
 ``--replay-view`` open the replay tab on a request, on a compaction's before/after or on a page,
 and ``--diff-window`` shows that before/after in its own window (drawn over the main one).
+
+Without ``--db`` the database of the last session opens; on a first launch, the welcome page
+(open a database, import a session, open the demo). Without ``--theme``, the theme last chosen.
 """
 
 from __future__ import annotations
@@ -34,10 +37,10 @@ if TYPE_CHECKING:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compaction-inspector", description="Inspect how conversations were compacted.")
-    parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: the embedded demo database)")
+    parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: the database of the last session; on a first launch, a welcome page)")
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded (offscreen), then exit")
-    parser.add_argument("--theme", choices=THEME_MODES, default="system", help="colour theme (default: follow the system)")
+    parser.add_argument("--theme", choices=THEME_MODES, default=None, help="colour theme (default: the one last chosen, else follow the system)")
     parser.add_argument("--tab", choices=TABS, default=None, help="the side tab to show (default: detail, or replay with the options below)")
     parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
     parser.add_argument("--replay-step", metavar="N", type=int, help="show step N (from 1) of the first replay episode")
@@ -55,7 +58,7 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     from .widgets.connect import to_url
 
     url = to_url(args.db) if args.db is not None else None  # --db "" is an error, not the demo
-    opened = await window.open_database(url, select=args.thread)
+    opened = await window.start(url, select=args.thread)  # no --db: the last database, else the welcome
     await window.settle()
     if opened and args.import_files:
         await window.import_files([str(p) for p in args.import_files])
@@ -78,9 +81,10 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
         if not _grab(window).save(str(args.screenshot), "PNG"):
             print(f"compaction-inspector: cannot write {args.screenshot}", file=sys.stderr)
             return 1
-        if not opened:
+        if not opened and window.banner.isVisible():
             print(f"compaction-inspector: {window.banner.label.text()}", file=sys.stderr)
-        return 0 if opened else 1
+            return 1
+        return 0
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
     await closed
@@ -140,9 +144,18 @@ def main(argv: Sequence[str] | None = None, *, opener: Callable[[str], Any] | No
     return _start(QApplication, args, opener)
 
 
+def initial_theme(args: argparse.Namespace, settings: Any) -> str:
+    """``--theme``, else the theme chosen in the last session, else follow the system."""
+    from .preferences import remembered_theme
+
+    if args.screenshot is not None:  # a picture that does not depend on the user's settings
+        return args.theme or "system"
+    return args.theme or remembered_theme(settings) or "system"
+
+
 def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: Callable[[str], Any] | None) -> int:
     import qasync
-    from PySide6.QtCore import QCoreApplication
+    from PySide6.QtCore import QCoreApplication, QSettings
 
     from . import theme
     from .main_window import MainWindow
@@ -156,12 +169,14 @@ def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: C
             app = qapplication(sys.argv[:1])
     assert isinstance(app, qapplication)
     app.setQuitOnLastWindowClosed(False)
-    themes = theme.ThemeManager(app, args.theme)
+    settings = QSettings()
+    themes = theme.ThemeManager(app, initial_theme(args, settings))  # type: ignore[arg-type]
     themes.apply()
     loop = qasync.QEventLoop(app)
     asyncio.set_event_loop(loop)
     client = ServiceClient()
-    window = MainWindow(client, opener=opener, theme_manager=themes)
+    # a --screenshot run neither reads nor writes the window's geometry (its picture is reproducible)
+    window = MainWindow(client, opener=opener, settings=settings, theme_manager=themes, remember=args.screenshot is None)
     window.show()
     try:
         with loop:

@@ -2,6 +2,11 @@
 :mod:`inspector_app.controllers` (threads, paging, search, selection, compaction, import, refresh,
 theming). Transcript files dropped on the window are imported (:mod:`.controllers.importing`).
 
+What the user set is remembered between launches (:mod:`inspector_app.preferences`): the last
+database (:meth:`MainWindow.start` opens it again; with none, the first-launch welcome shows), the
+theme, the window's geometry and splitter sizes, the last folder of a file dialog and where imports
+go. The Help menu lists the keyboard shortcuts (read from the window's actions) and the version.
+
 Every service call goes through :class:`~inspector_app.service_client.ServiceClient` from an
 asyncio task. Window-wide work (opening a database, measuring the list's pressure, a manual
 compaction, a test's coroutine started with :meth:`MainWindow.spawn`) runs in :attr:`tasks`;
@@ -15,9 +20,9 @@ import asyncio
 from typing import Any, Coroutine, TypeVar
 
 from PySide6.QtCore import QSettings, Qt, Signal
-from PySide6.QtGui import QCloseEvent, QDragEnterEvent, QDropEvent, QShowEvent
+from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
 
-from . import theme
+from . import preferences, theme
 from .controllers.base import ThreadState, error_code, error_text
 from .controllers.compaction import CompactionController
 from .controllers.importing import ImportController, dropped_paths
@@ -27,12 +32,14 @@ from .controllers.search import SearchController
 from .controllers.selection import SelectionController
 from .controllers.tasks import TaskSet, ThreadTasks, finished
 from .controllers.theming import ThemeController
-from .controllers.threads import Opener, ThreadsController
+from .controllers.threads import Opener, ThreadsController, default_database_url
 from .layout import TABS, InspectorLayout
 from .service_client import ServiceClient
 from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
 from .widgets.detail import boundary_dropped
+from .widgets.help import AboutDialog, ShortcutsDialog
+from .widgets.welcome import WelcomePage
 
 __all__ = ["TABS", "MainWindow"]
 
@@ -56,10 +63,17 @@ class MainWindow(InspectorLayout):
         theme_manager: theme.ThemeManager | None = None,
         poll_ms: int = 3000,
         page_size: int = 500,
+        remember: bool = True,
     ) -> None:
         super().__init__()
         self.client = client
         self._settings = settings or QSettings()
+        #: save the session (database, theme, geometry, splitter) and restore geometry and splitter;
+        #: off for ``--screenshot`` runs, whose pictures must not depend on (or change) the user's settings
+        self.remember = remember
+        #: the database open now (None before one opened; the URL as given, password included)
+        self.database: str | None = None
+        self.theme_manager = theme_manager
         self.page_size = page_size
         self._connect_dialog: ConnectDialog | None = None
         #: window-wide tasks (not bound to a thread)
@@ -74,7 +88,7 @@ class MainWindow(InspectorLayout):
             self, client, self.tasks, self.view, self.state, self.report,
             reload=lambda key, keep: self.threads.load_thread(key, keep=keep),
             reread_status=lambda key: self.threads.reread_status(key),
-            selected=self.paging.selected_message_id,
+            selected=self.paging.selected_message_id, settings=self._settings,
         )  # fmt: skip
         self.threads = ThreadsController(
             self, client, self.tasks, self.view, self.state, self.report,
@@ -89,15 +103,123 @@ class MainWindow(InspectorLayout):
             self, client, self.tasks,
             reload_threads=lambda select: self.threads.load_threads(select=select), open_thread=self.select_thread,
             current=lambda: self.state.thread.key if self.state.thread is not None else None,
+            settings=self._settings, database=lambda: self.database,
+            open_database=lambda url: self.open_database(url, create=True),
         )  # fmt: skip
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
+        self._build_session_ui()
         # the summary card's dropped specifics come from the open thread's summary events
         self.detail.boundary_dropped = lambda info: boundary_dropped(
             self.events_model.events(), info, self.state.thread.id if self.state.thread is not None else None
         )
         self.events_model.modelReset.connect(self.detail.refresh_dropped)
         self.setAcceptDrops(True)
+
+    def _build_session_ui(self) -> None:
+        """The welcome page, File → Open the demo database, the Help menu, menu tooltips, and the
+        geometry restored from the last session."""
+        self.welcome = WelcomePage()
+        self.welcome.hide()
+        self.centralWidget().layout().addWidget(self.welcome, 1)
+        self.welcome.openDatabase.connect(self.show_connect_dialog)
+        self.welcome.importSession.connect(self.importer.ask)
+        self.welcome.openDemo.connect(lambda: self.spawn(self.open_demo(), "open the demo database"))
+        self.demo_action = QAction("Open the demo database", self)
+        self.demo_action.setObjectName("openDemo")
+        self.demo_action.setToolTip("Sample conversations with compactions, overflow recoveries and busy threads")
+        self.demo_action.setStatusTip(self.demo_action.toolTip())
+        self.demo_action.triggered.connect(lambda: self.spawn(self.open_demo(), "open the demo database"))
+        self.file_menu.insertAction(self.import_action, self.demo_action)
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.setObjectName("helpMenu")
+        self.shortcuts_action = QAction("Keyboard shortcuts", self)
+        self.shortcuts_action.setObjectName("keyboardShortcuts")
+        self.shortcuts_action.setShortcuts([QKeySequence("Ctrl+/"), QKeySequence(QKeySequence.StandardKey.HelpContents)])
+        self.shortcuts_action.triggered.connect(self.show_shortcuts)
+        self.about_action = QAction("About the Compaction Inspector", self)
+        self.about_action.setObjectName("about")
+        self.about_action.triggered.connect(self.show_about)
+        help_menu.addAction(self.shortcuts_action)
+        help_menu.addAction(self.about_action)
+        self.help_menu = help_menu
+        for menu in (self.file_menu, self.compaction_menu, help_menu):
+            menu.setToolTipsVisible(True)  # a disabled action says why in its tooltip
+        self.shortcuts_dialog: ShortcutsDialog | None = None
+        self.about_dialog: AboutDialog | None = None
+        if self.theme_manager is not None:
+            self.theme_manager.changed.connect(self._theme_changed)
+        if self.remember:
+            geometry = preferences.remembered_bytes(self._settings, preferences.KEY_GEOMETRY)
+            if geometry is not None:
+                self.restoreGeometry(geometry)
+
+    # == the session: welcome, restore, remember =================================================
+    async def start(self, url: str | None = None, *, select: str | None = None) -> bool:
+        """What ``compaction-inspector`` opens: ``url`` when given; else the database of the last
+        session; else (a first launch) the welcome page, with nothing opened. The welcome also
+        shows when the remembered database can no longer be opened (the banner says why)."""
+        if url is None:
+            url = preferences.last_database(self._settings)
+            if url is None:
+                self.show_welcome()
+                return False
+        opened = await self.open_database(url, select=select)
+        if not opened and self.database is None:
+            self.show_welcome()
+        return opened
+
+    def show_welcome(self) -> None:
+        self.splitter.hide()
+        self.welcome.show()
+        self.statusBar().showMessage("Open a database, import a session or open the demo")
+
+    def hide_welcome(self) -> None:
+        self.welcome.hide()
+        self.splitter.show()
+
+    @property
+    def welcome_shown(self) -> bool:
+        return not self.welcome.isHidden()
+
+    async def open_demo(self) -> bool:
+        """File → Open the demo database (built on first use in the user's data directory)."""
+        return await self.open_database(await self.client.run(build_demo_database))
+
+    def show_shortcuts(self) -> ShortcutsDialog:
+        """Help → Keyboard shortcuts: every key the window defines, read from its actions."""
+        if self.shortcuts_dialog is not None:
+            self.shortcuts_dialog.close()
+        dialog = ShortcutsDialog(self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(lambda _r: setattr(self, "shortcuts_dialog", None))
+        self.shortcuts_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def show_about(self) -> AboutDialog:
+        if self.about_dialog is not None:
+            self.about_dialog.close()
+        dialog = AboutDialog(self, data_dir=str(preferences.data_directory()), settings=self._settings)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.finished.connect(lambda _r: setattr(self, "about_dialog", None))
+        self.about_dialog = dialog
+        dialog.open()
+        return dialog
+
+    def _theme_changed(self, _tokens: object) -> None:
+        self.welcome.refresh_icons()
+        if self.remember and self.theme_manager is not None:
+            preferences.remember_theme(self._settings, self.theme_manager.mode)
+
+    def save_session(self) -> None:
+        """Remember the window's geometry and the splitter's sizes (on close)."""
+        if not self.remember:
+            return
+        self._settings.setValue(preferences.KEY_GEOMETRY, self.saveGeometry())
+        if self._sized:
+            self._settings.setValue(preferences.KEY_SPLITTER, self.splitter.saveState())
+        self._settings.sync()
 
     # == tasks ==================================================================================
     def spawn(self, coro: Coroutine[Any, Any, T], what: str) -> asyncio.Task[T]:
@@ -141,13 +263,31 @@ class MainWindow(InspectorLayout):
         dialog.finished.connect(lambda _r: setattr(self, "_connect_dialog", None))
         dialog.open()
 
-    async def open_database(self, url: str | None, *, select: str | None = None) -> bool:
+    async def open_database(self, url: str | None, *, select: str | None = None, create: bool = False) -> bool:
         """Open ``url`` (the embedded demo database when ``None``), list its threads, select one
-        (``select``, else the one with the most compaction history) and start polling it.
+        (``select``, else the one with the most compaction history) and start polling it; it is
+        remembered as the database to open next time. ``create``: a SQLite file that does not
+        exist yet is created (My sessions on the first import).
 
         Returns False (with the error in the banner) when it could not be opened."""
+        if url is None:
+            try:
+                url = await self.client.run(default_database_url)
+            except Exception as exc:  # noqa: BLE001: shown, as any failure to open
+                self.report(exc, "open database")
+                return False
+        if create and url.strip():
+            try:
+                await self.client.run(create_database, url)
+            except Exception as exc:  # noqa: BLE001: shown, as any failure to open
+                self.report(exc, "create database")
+                return False
         opened = await self.threads.open_database(url, select=select)
         if opened:
+            self.database = url
+            self.hide_welcome()
+            if self.remember:
+                preferences.remember_database(self._settings, url)
             self.poll.start()
         return opened
 
@@ -208,14 +348,14 @@ class MainWindow(InspectorLayout):
         return await self.importer.import_paths(paths)
 
     def dragEnterEvent(self, event: QDragEnterEvent) -> None:  # noqa: N802 (Qt name)
-        if self.client.connected and dropped_paths(event.mimeData().urls()):
+        if dropped_paths(event.mimeData().urls()):  # with nothing open (the welcome), into My sessions
             event.acceptProposedAction()
         else:
             event.ignore()
 
     def dropEvent(self, event: QDropEvent) -> None:  # noqa: N802 (Qt name)
         paths = dropped_paths(event.mimeData().urls())
-        if not paths or not self.client.connected:
+        if not paths:
             event.ignore()
             return
         event.acceptProposedAction()
@@ -226,10 +366,35 @@ class MainWindow(InspectorLayout):
 
     # == lifecycle ==============================================================================
     def showEvent(self, event: QShowEvent) -> None:  # noqa: N802 (Qt name)
+        first = not self._sized
         super().showEvent(event)
         self.size_splitter_once()
+        if first and self.remember:  # the sizes of the last session over the default proportions
+            state = preferences.remembered_bytes(self._settings, preferences.KEY_SPLITTER)
+            if state is not None:
+                self.splitter.restoreState(state)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
+        self.save_session()
         self.poll.stop()
         self.cancel_tasks()
         super().closeEvent(event)
+
+
+def build_demo_database() -> str:
+    """The demo database's URL, built on first use (runs on a worker thread)."""
+    from engine.demo import ensure_demo
+
+    url = preferences.demo_database()
+    ensure_demo(url)
+    return url
+
+
+def create_database(url: str) -> None:
+    """Create ``url``'s schema when it is a SQLite file that does not exist yet (runs on a worker)."""
+    path = preferences.database_file(url)
+    if path is None or path.exists():
+        return
+    from engine.service import open_service
+
+    open_service(url, create=True).close()

@@ -1,10 +1,12 @@
 """``compaction import``: read other agents' transcripts into the database (docs/import.md).
 
-``compaction import --db URL [--format F] [--thread KEY] [--follow] [--json] FILE...``
+``compaction import [--db URL] [--format F] [--thread KEY] [--follow] [--json] FILE...``
 
 Prints one line per imported session (``--json``: ``{"imported": [report…], "errors": [{"file",
 "code", "message"}…]}``). Exit 0 when every file imported, 1 when any file could not be read as
-its format (the others are still imported), 2 for a bad database or bad arguments.
+its format (the others are still imported), 2 for a bad database or bad arguments. Without
+``--db`` the sessions go to ``$COMPACTION_DB``, else the sessions database in the user's data
+directory (``sessions.db``, created on first use; never the demo database), named on stderr.
 ``--follow`` tails one growing Claude Code / Codex JSONL file until SIGINT / SIGTERM (or
 ``--follow-seconds``), appending entries as they are written.
 """
@@ -27,7 +29,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="import Claude Code, Codex, OpenAI, Anthropic, OpenHands or SWE-agent transcripts",
         description="Import transcripts (format detected from the content) into the database, idempotently.",
     )
-    p.add_argument("--db", required=True, help="database URL or SQLite file (a missing SQLite file is created)")
+    p.add_argument("--db", help="database URL or SQLite file (a missing SQLite file is created; default: $COMPACTION_DB, "
+                                "else sessions.db in the user's data directory, never the demo database)")
     p.add_argument("--format", choices=list(FORMATS), metavar="F",
                    help=f"the files' format (default: detected from the content): {', '.join(FORMATS)}")
     p.add_argument("--thread", help="thread key for the (main) session (only with one FILE)")
@@ -83,6 +86,13 @@ def run(args: argparse.Namespace) -> int:
         return _fail("--thread names one thread: give one FILE", "usage", want_json, EXIT_USAGE)
     if args.follow and len(args.files) != 1:
         return _fail("--follow tails one file: give one FILE", "usage", want_json, EXIT_USAGE)
+    if args.db is not None and not args.db.strip():
+        return _fail('empty database URL (--db ""): give a SQLite file or a database URL', "invalid_db_url", want_json, EXIT_USAGE)
+    if args.db is None:
+        from ..service import sessions_database_url
+
+        args.db = sessions_database_url()
+        print(f"importing into {args.db} (--db to choose another database)", file=sys.stderr)
     try:
         svc = _open(args.db)
     except EngineError as exc:

@@ -14,13 +14,14 @@ import tempfile
 from pathlib import Path
 from typing import Awaitable, Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QFileDialog
 
 from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_detail
 from engine.views import SourceCompaction
 
 from ..layout import InspectorLayout
+from ..preferences import remember_directory, start_directory
 from ..pressure_text import manual_outcome
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
@@ -82,6 +83,11 @@ BUSY_NOTE = {
     "queued": "A request is queued for this thread: compact by hand once it has run.",
 }
 
+#: what What if… and Export… do (their tooltips); with no open thread they say why they are disabled
+WHATIF_TIP = "Replay this thread under other compaction settings (a scratch copy) and compare with what happened"
+EXPORT_TIP = "Write the open thread's compactions (trigger, tokens, summary, dropped specifics, cost) as Markdown or JSON"
+NO_THREAD = "Open a thread first"
+
 #: ``reload(key, keep)``: read the thread afresh, re-selecting message ``keep``
 Reload = Callable[[str, "int | None"], Awaitable[None]]
 #: ``reread_status(key)``: read the thread's header and status again
@@ -107,6 +113,7 @@ class CompactionController:
         reload: Reload,
         reread_status: Reread,
         selected: Callable[[], "int | None"],
+        settings: QSettings | None = None,
     ) -> None:
         self.ui = ui
         self.client = client
@@ -117,6 +124,7 @@ class CompactionController:
         self._reload = reload
         self._reread_status = reread_status
         self._selected = selected
+        self._settings = settings if settings is not None else QSettings()
         self.compacting = False
         #: thread key -> (its message count then, why the last manual compaction could not bring it
         #: under its threshold): the header's "cannot compact: <reason>" until the thread changes
@@ -241,7 +249,8 @@ class CompactionController:
         thread = self.state.thread
         if thread is None:
             return None
-        dialog = QFileDialog(self.ui, f"Export the compaction history of “{thread.title or thread.key}”", default_export_name(thread.key), ";;".join(EXPORT_FILTERS))
+        start = str(Path(start_directory(self._settings)) / default_export_name(thread.key))  # the last folder used, else home
+        dialog = QFileDialog(self.ui, f"Export the compaction history of “{thread.title or thread.key}”", start, ";;".join(EXPORT_FILTERS))
         dialog.setObjectName("exportFileDialog")
         dialog.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         dialog.setFileMode(QFileDialog.FileMode.AnyFile)
@@ -251,6 +260,7 @@ class CompactionController:
 
         def chosen(path: str) -> None:
             target, fmt = export_target(path, dialog.selectedNameFilter())
+            remember_directory(self._settings, target.parent)
             self.tasks.spawn(self.export(key, target, fmt), "export compaction history")
 
         dialog.fileSelected.connect(chosen)
@@ -332,15 +342,23 @@ class CompactionController:
 
     def update_button(self) -> None:
         """Enabled on an idle thread; otherwise it (and the note under the title) says why not.
-        Compaction → Compact now… follows the button; What if… and Export need an open thread."""
+        Compaction → Compact now… follows the button: disabled with the same reason in its tooltip
+        and status tip. What if… and Export need an open thread, and say so when there is none."""
         open_thread = self.state.thread is not None
-        for w in (self.ui.whatif_button, self.ui.whatif_action, self.ui.export_action):
-            w.setEnabled(open_thread)
+        ui = self.ui
+        for w, action, what in ((ui.whatif_button, ui.whatif_action, WHATIF_TIP), (None, ui.export_action, EXPORT_TIP)):
+            tip = what if open_thread else f"{NO_THREAD}: {what[0].lower()}{what[1:]}"
+            for x in (w, action):
+                if x is not None:
+                    x.setEnabled(open_thread)
+                    x.setToolTip(tip)
+            action.setStatusTip(tip)
         try:
             self._update_compact_button()
         finally:
-            self.ui.compact_action.setEnabled(self.ui.compact_button.isEnabled())
-            self.ui.compact_action.setToolTip(self.ui.compact_button.toolTip())
+            ui.compact_action.setEnabled(ui.compact_button.isEnabled())
+            ui.compact_action.setToolTip(ui.compact_button.toolTip())
+            ui.compact_action.setStatusTip(ui.compact_button.toolTip())
 
     def _update_compact_button(self) -> None:
         button, note = self.ui.compact_button, self.ui.busy_label
@@ -356,7 +374,7 @@ class CompactionController:
         if status is None:
             button.setEnabled(False)
             button.setText("Compact now")
-            button.setToolTip("Select a thread")
+            button.setToolTip("Open a thread first" if self.state.thread is None else "Reading the thread's state…")
         elif reason:
             busy = BUSY_TEXT.get(reason, reason)
             button.setEnabled(False)

@@ -1,19 +1,28 @@
 """File → Import… and files dropped on the window: transcripts imported off the GUI thread (one
 file after the other, the busy indicator and the file's name showing), then the thread list is read
-again and the result dialog says what was written, with a button that opens the imported thread."""
+again and the result dialog says what was written, with a button that opens the imported thread.
+
+Where they go: into the open database, unless that is the demo; then "Import into: [My sessions ▾]"
+asks (:class:`~inspector_app.widgets.import_target.ImportTargetDialog`, the last choice
+preselected and remembered). With no database open (the first-launch welcome) they go to the
+remembered target, by default My sessions (``sessions.db`` in the user's data directory, created on
+first import). The window then shows the database they went into. The file dialog opens in the
+folder of the last file chosen, else the home folder."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Awaitable, Callable, Sequence
 
-from PySide6.QtCore import QUrl, Qt
+from PySide6.QtCore import QSettings, QUrl, Qt
 from PySide6.QtWidgets import QFileDialog
 
 from ..layout import InspectorLayout
+from ..preferences import TARGET_OTHER, import_target, is_demo, remember_directory, remember_import_target, same_database, sessions_database, start_directory
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
+from ..widgets.import_target import ImportTargetDialog
 from .base import error_code, error_text
 from .tasks import TaskSet
 
@@ -37,6 +46,9 @@ class ImportController:
         reload_threads: Callable[[str | None], Awaitable[None]],
         current: Callable[[], str | None],
         open_thread: Callable[[str], Awaitable[None]],
+        settings: QSettings,
+        database: Callable[[], str | None],
+        open_database: Callable[[str], Awaitable[bool]],
     ) -> None:
         self.ui = ui
         self.client = client
@@ -44,33 +56,91 @@ class ImportController:
         self._reload_threads = reload_threads
         self._current = current
         self._open_thread = open_thread
+        self._settings = settings
+        self._database = database
+        self._open_database = open_database
         self.importing = False
         self.file_dialog: QFileDialog | None = None
+        self.target_dialog: ImportTargetDialog | None = None
         self.dialog: ImportResultDialog | None = None
         ui.import_action.triggered.connect(self.ask)
 
-    def ask(self) -> None:
-        """The file dialog (non-blocking: the loop keeps running); the chosen files are imported."""
-        dialog = QFileDialog(self.ui, "Import transcripts", "", FILE_FILTER)
+    def ask(self) -> QFileDialog:
+        """The file dialog (non-blocking: the loop keeps running) in the last folder used, else the
+        home folder; the chosen files are imported (:meth:`start`)."""
+        dialog = QFileDialog(self.ui, "Import transcripts", start_directory(self._settings), FILE_FILTER)
         dialog.setObjectName("importFileDialog")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFiles)
         dialog.setOption(QFileDialog.Option.DontUseNativeDialog, True)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.filesSelected.connect(lambda files: self.start(list(files)))
+        dialog.filesSelected.connect(self._chosen)
         dialog.finished.connect(lambda _r: setattr(self, "file_dialog", None))
         self.file_dialog = dialog
         dialog.open()
+        return dialog
+
+    def _chosen(self, files: Sequence[str]) -> None:
+        if files:
+            remember_directory(self._settings, files[0])
+        self.start(list(files))
+
+    def default_target(self) -> str:
+        """Where imports go when nothing is open: the remembered other database, else My sessions."""
+        kind, url = import_target(self._settings)
+        return url if kind == TARGET_OTHER and url else sessions_database()
 
     def start(self, paths: Sequence[str]) -> None:
-        if paths:
+        """Import ``paths`` (chosen or dropped): into the open database; on the demo, once the
+        user said where (:meth:`ask_target`); with nothing open, into :meth:`default_target`."""
+        if not paths:
+            return
+        current = self._database()
+        if current is None:
+            self.tasks.spawn(self.import_paths(paths, into=self.default_target()), "import")
+        elif is_demo(current):
+            self.ask_target(paths)
+        else:
             self.tasks.spawn(self.import_paths(paths), "import")
 
-    async def import_paths(self, paths: Sequence[str]) -> ImportOutcome:
+    def ask_target(self, paths: Sequence[str]) -> ImportTargetDialog:
+        """"Import into: [My sessions ▾ | this database | choose…]" (non-blocking); the choice is
+        remembered, then the files are imported there."""
+        if self.target_dialog is not None:
+            self.target_dialog.close()
+        dialog = ImportTargetDialog(len(paths), sessions_database(), remembered=import_target(self._settings),
+                                    start_dir=start_directory(self._settings), parent=self.ui)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        files = list(paths)
+
+        def accepted() -> None:
+            kind, url = dialog.target()
+            remember_import_target(self._settings, kind, url)
+            if kind == TARGET_OTHER and url:
+                remember_directory(self._settings, url)
+            self.tasks.spawn(self.import_paths(files, into=url), "import")
+
+        dialog.accepted.connect(accepted)
+        dialog.finished.connect(lambda _r: setattr(self, "target_dialog", None))
+        self.target_dialog = dialog
+        dialog.open()
+        return dialog
+
+    async def import_paths(self, paths: Sequence[str], *, into: str | None = None) -> ImportOutcome:
         """Import ``paths`` one by one; a file that cannot be read as its format is listed as a
-        failure (the others are still imported). Then the list is read again and the result shown."""
+        failure (the others are still imported). Then the list is read again and the result shown.
+
+        ``into``: the database to import into (opened first, created when it is a new SQLite
+        file, and then shown); None: the open one."""
         ui, bar = self.ui, self.ui.statusBar()
         reports: list[object] = []
         failures: list[ImportFailure] = []
+        switched = into is not None and not same_database(into, self._database())
+        if switched:
+            assert into is not None
+            if not await self._open_database(into):
+                outcome = ImportOutcome((), tuple(ImportFailure(p, "database_unavailable", f"not imported: {into} could not be opened (the banner says why)") for p in paths))
+                self.show_result(outcome)
+                return outcome
         self.importing = True
         ui.import_action.setEnabled(False)
         ui.busy.show()
@@ -91,8 +161,9 @@ class ImportController:
             ui.busy.setToolTip("")
         outcome = ImportOutcome(tuple(reports), tuple(failures))
         bar.showMessage(outcome.summary())
-        if reports:  # the list again; the open thread stays open, else the first session imported opens
-            await self._reload_threads(self._current() or reports[0].thread)  # type: ignore[attr-defined]
+        if reports:  # the list again; the open thread stays open, else (or in the database just opened) the first session imported
+            first = reports[0].thread  # type: ignore[attr-defined]
+            await self._reload_threads(first if switched else (self._current() or first))
         self.show_result(outcome)
         return outcome
 

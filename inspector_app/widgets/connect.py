@@ -1,10 +1,12 @@
-"""The connect dialog with recent connections (stored in QSettings without passwords)."""
+"""The connect dialog with recent connections (stored in QSettings without passwords); its file
+dialog opens in the last folder used, else the home folder."""
 
 from __future__ import annotations
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from ..preferences import remember_directory, start_directory
 from ..urls import strip_password
 
 __all__ = ["ConnectDialog", "RecentConnections", "strip_password", "to_url"]
@@ -25,6 +27,10 @@ class RecentConnections:
 
     def __init__(self, settings: QSettings) -> None:
         self._settings = settings
+
+    @property
+    def settings(self) -> QSettings:
+        return self._settings
 
     def urls(self) -> list[str]:
         """The saved URLs, most recent first. An entry an older version saved with a password in
@@ -56,6 +62,8 @@ class ConnectDialog(QDialog):
 
     def __init__(self, recent: RecentConnections, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._settings = recent.settings
+        self.file_dialog: QFileDialog | None = None
         self.setObjectName("connectDialog")
         self.setWindowTitle("Open database")
         self.combo = QComboBox()
@@ -85,8 +93,16 @@ class ConnectDialog(QDialog):
         return to_url(self.combo.currentText())
 
     def _browse(self) -> None:
-        dialog = QFileDialog(self, "SQLite database", "", "SQLite databases (*.db *.sqlite *.sqlite3);;All files (*)")
+        """The file dialog in the last folder used, else the home folder (never the working directory)."""
+        dialog = QFileDialog(self, "SQLite database", start_directory(self._settings), "SQLite databases (*.db *.sqlite *.sqlite3);;All files (*)")
+        dialog.setObjectName("openFileDialog")
         dialog.setFileMode(QFileDialog.FileMode.ExistingFile)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.fileSelected.connect(self.combo.setEditText)
+        dialog.fileSelected.connect(self._chosen)
+        dialog.finished.connect(lambda _r: setattr(self, "file_dialog", None))
+        self.file_dialog = dialog
         dialog.open()
+
+    def _chosen(self, path: str) -> None:
+        remember_directory(self._settings, path)
+        self.combo.setEditText(path)
