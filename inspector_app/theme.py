@@ -6,6 +6,7 @@ read :func:`current` so a theme switch repaints them consistently.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from importlib import resources as importlib_resources
 from string import Template
@@ -219,17 +220,83 @@ class ThemeManager(QObject):
 
 
 _icon_cache: dict[tuple[str, str, int], QIcon] = {}
+_log = logging.getLogger(__name__)
+
+#: the icon every missing or unreadable resource falls back to
+GENERIC_ICON = "generic"
+#: a message row's icon by role (every role of ``engine.messages.ROLES``)
+ROLE_ICONS: dict[str, str] = {"system": "system", "developer": "developer", "user": "user", "assistant": "assistant", "tool": "tool"}
+#: a meta message's icon by its ``meta_kind`` (the importers' kinds; any other kind: ``meta``)
+META_ICONS: dict[str, str] = {
+    "command": "command", "shell_command": "command", "command_output": "command",
+    "interrupted": "interrupted", "turn_aborted": "interrupted",
+    "system_reminder": "reminder", "hook": "reminder", "task_notification": "reminder",
+    "caveat": "context", "environment_context": "context", "user_instructions": "context", "skill": "context", "continuation": "summary",
+    "orphan_result": "orphan",
+}  # fmt: skip
+META_ICON = "meta"
+#: a row marker's icon (the timeline's Markers column draws these when the words do not fit);
+#: "2 images" / "3 documents" use the icon of their kind
+MARKER_ICONS: dict[str, str] = {
+    "pruned": "pruned", "synthetic": "synthetic", "ephemeral": "ephemeral", "open round": "open", "orphan": "orphan",
+    "continues": "continues", "thinking": "thinking", "image": "image", "document": "document", "error": "error",
+    "meta": "meta", "no result": "noresult",
+}  # fmt: skip
+#: the icons of the timeline's group rows and of the other places that name one
+ROW_ICONS: tuple[str, ...] = ("turn", "round", "boundary", "summary")
+
+
+def role_icon(role: str, meta_kind: str | None = None) -> str:
+    """The icon name of a message of ``role`` (a meta message: the icon of its kind)."""
+    if meta_kind:
+        return META_ICONS.get(meta_kind, META_ICON)
+    return ROLE_ICONS.get(role, GENERIC_ICON)
+
+
+def marker_icon(marker: str) -> str:
+    """The icon name of a row marker (``2 images`` → ``image``); unknown markers: the generic icon."""
+    if marker in MARKER_ICONS:
+        return MARKER_ICONS[marker]
+    tail = marker.rsplit(" ", 1)[-1]
+    return MARKER_ICONS.get(tail.rstrip("s"), GENERIC_ICON)
+
+
+def icon_names() -> set[str]:
+    """Every icon name the maps above can ask for (the wheel test checks each exists)."""
+    return {GENERIC_ICON, META_ICON, *ROLE_ICONS.values(), *META_ICONS.values(), *MARKER_ICONS.values(), *ROW_ICONS}
+
+
+def _svg_text(name: str) -> str | None:
+    """The SVG of ``resources/icons/<name>.svg``, or None when it is missing or unreadable."""
+    try:
+        return importlib_resources.files("resources").joinpath("icons", f"{name}.svg").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        _log.warning("icon %r is missing from resources/icons (%s); the generic icon is drawn instead", name, exc)
+        return None
 
 
 def icon(name: str, color_token: str = "text_muted", size: int = 16) -> QIcon:
-    """An SVG icon from ``resources/icons`` drawn in one colour token of the current theme."""
-    value = getattr(_current, color_token)
+    """An SVG icon from ``resources/icons`` drawn in one colour token of the current theme.
+
+    Never raises (it is called inside paints and ``data()``): a missing or invalid resource draws
+    the generic icon (:data:`GENERIC_ICON`), logged once; if even that is missing, an empty icon."""
+    value = getattr(_current, color_token, None) or _current.text_muted
     key = (name, value, size)
     cached = _icon_cache.get(key)
     if cached is not None:
         return cached
-    svg = importlib_resources.files("resources").joinpath("icons", f"{name}.svg").read_text(encoding="utf-8")
-    renderer = QSvgRenderer(QByteArray(svg.replace("currentColor", value).encode("utf-8")))
+    svg = _svg_text(name)
+    renderer = QSvgRenderer(QByteArray(svg.replace("currentColor", value).encode("utf-8"))) if svg is not None else None
+    if renderer is None or not renderer.isValid():
+        if name == GENERIC_ICON:
+            result = QIcon()
+            _icon_cache[key] = result
+            return result
+        if svg is not None:
+            _log.warning("icon %r is not a valid SVG; the generic icon is drawn instead", name)
+        result = icon(GENERIC_ICON, color_token, size)
+        _icon_cache[key] = result
+        return result
     result = QIcon()
     for scale in (1, 2):
         pix = QPixmap(size * scale, size * scale)

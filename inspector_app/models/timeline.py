@@ -341,8 +341,32 @@ def _icon(node: Node) -> Any:
     elif MARKER_ORPHAN in node.markers:
         token = "danger"
     else:
-        token = {"user": "cat_user", "assistant": "cat_assistant", "tool": "cat_tool_results", "system": "cat_system"}.get(node.icon, "text_muted")
-    return theme.icon("orphan" if node.kind == "message" and MARKER_ORPHAN in node.markers else node.icon, token)
+        token = {"user": "cat_user", "assistant": "cat_assistant", "tool": "cat_tool_results", "system": "cat_system", "developer": "cat_system"}.get(node.icon, "text_muted")
+    if node.kind == "message":  # every role and meta kind has its icon (theme.role_icon); an orphan shows as one
+        name = "orphan" if MARKER_ORPHAN in node.markers else theme.role_icon(node.icon, node.info.shape.meta_kind if node.info is not None else None)
+    else:
+        name = node.icon
+    return theme.icon(name, token)
+
+
+#: what a message row says when its source recorded no text for it (never a blank row)
+PLACEHOLDER_EMPTY = "(empty)"
+PLACEHOLDER_REDACTED = "[redacted by the source]"
+
+
+def _display(node: Node, col: int) -> str:
+    """The row's text; a message row with no text of its own says why in a labelled placeholder."""
+    text = display_text(node, col)
+    if col != COL_TEXT or node.kind != "message":
+        return text
+    flat = text.strip()
+    if flat == "(thinking)":  # reasoning whose text the source withheld (redacted or encrypted)
+        return f"(thinking) {PLACEHOLDER_REDACTED}"
+    if not flat:
+        return PLACEHOLDER_EMPTY
+    if flat.endswith(":") and node.info is not None and node.info.role == "tool":  # a tool result with no output
+        return f"{flat} {PLACEHOLDER_EMPTY}"
+    return text
 
 
 _TOKEN_ROLES = [int(Qt.ItemDataRole.DisplayRole), TokensRole, int(Qt.ItemDataRole.ToolTipRole)]
@@ -352,7 +376,7 @@ _LEAF_FLAGS = _GROUP_FLAGS | Qt.ItemFlag.ItemNeverHasChildren
 _RIGHT = int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
 #: role -> (model, node, column) -> value
 _ROLES: dict[int, Any] = {
-    int(Qt.ItemDataRole.DisplayRole): lambda m, n, c: display_text(n, c),
+    int(Qt.ItemDataRole.DisplayRole): lambda m, n, c: _display(n, c),
     NodeKindRole: lambda m, n, c: n.kind,
     MessageRole: lambda m, n, c: n.info,
     MessageIdRole: lambda m, n, c: n.info.id if n.info else None,

@@ -251,8 +251,14 @@ class Builder:
         markers = _flags(really_open, bool(unit.orphans) and not orphans_continue, open_continues=False, orphans_continue=False)
         if cut_open or (unit.orphans and orphans_continue):
             markers += (MARKER_CONTINUES,)
-        label = f"Turn · {user_label}" if user else "Turn (continued)"
-        return self._group("unit", one_line(label), "turn", children, markers, "turn")
+        icon = "turn"
+        if user:
+            label = f"Turn · {user_label}"
+        elif msgs and all(m.role in ("system", "developer") or m.is_meta for m in msgs):  # instructions before any request
+            label, icon = f"Context · {self._rows[id(msgs[0])].preview}", "context"
+        else:
+            label = "Turn (continued)"
+        return self._group("unit", one_line(label), icon, children, markers, "turn")
 
 
 def boundary_node(boundary: BoundaryInfo) -> Node:
