@@ -39,6 +39,7 @@ from engine.llm.errors import (
 )
 from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.service import RunState, Service, open_service
+from engine.step import SYNTHETIC_USER_TEXT
 
 log = logging.getLogger(__name__)
 
@@ -503,6 +504,7 @@ __all__ = [
     "META_RAW",
     "META_SOURCE",
     "SurfaceItem",
+    "SYNTHETIC_USER_TEXT",
     "attachment",
     "provider_error_of",
     "source_key",

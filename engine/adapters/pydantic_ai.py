@@ -35,6 +35,7 @@ import copy
 import hashlib
 import json
 from dataclasses import replace
+from types import SimpleNamespace
 from typing import Any, Sequence
 
 try:
@@ -47,12 +48,15 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from engine.messages import Attachment, Message, Reasoning, ToolCall
 
-from .core import META_RAW, META_SOURCE, Call, EngineThread, attachment, source_key, surface_items
+from .core import META_RAW, META_SOURCE, SYNTHETIC_USER_TEXT, Call, EngineThread, attachment, source_key, surface_items
 
 SOURCE = "pydantic_ai"
 #: ``ModelMessage.metadata`` key marking a message this adapter built from the store: when a history
 #: processor's output becomes the run's history (Pydantic AI's ``ProcessHistory`` writes it back),
-#: later intake knows these are stored already
+#: later intake knows these are stored already. The same key marks, in ``SystemPromptPart.metadata``,
+#: a system part the engine made (the summary): Pydantic AI merges consecutive requests and drops
+#: ``ModelRequest.metadata`` when a history is passed back in (``message_history=``), but a part and
+#: its metadata survive the merge
 MARK = "compaction_inspector_surface"
 #: metadata key: the source id of the Pydantic AI request message a part came from (parts of one
 #: request are stored as separate engine messages and regrouped on the way back)
@@ -71,9 +75,24 @@ def _load(data: dict[str, Any]) -> ModelMessage:
 
 
 def _sid(raw: dict[str, Any]) -> str:
-    """A message's source key: its serialized form (timestamps included) hashed — Pydantic AI
+    """A response's source key: its serialized form (timestamps included) hashed — Pydantic AI
     messages carry no ids, and a run hands the whole history to every request."""
-    return source_key("pai", hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32])
+    return source_key("pai", _hash(raw))
+
+
+def _hash(raw: Any) -> str:
+    return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def _part_key(part: dict[str, Any]) -> str:
+    """A request part's source key. A part is what survives when Pydantic AI merges consecutive
+    requests (a history passed back in): a tool result is keyed by the call it answers (answered
+    once per thread, whatever its content — the surface may have shown a preview), any other part
+    by its own serialized form (its timestamp included)."""
+    kind = str(part.get("part_kind"))
+    if part.get("tool_call_id") and (kind.endswith("-return") or kind == "retry-prompt"):
+        return source_key("pai-call", str(part["tool_call_id"]))
+    return source_key("pai-part", _hash(part))
 
 
 def _part_text(part: dict[str, Any]) -> str:
@@ -109,8 +128,10 @@ def _attachments(part: dict[str, Any]) -> tuple[Attachment, ...]:
 
 def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
     """Pydantic AI messages as engine messages: a request becomes one message per part (system
-    prompt parts excluded: they are the thread's system prompt), a response one assistant message.
-    Each carries its serialized source, so :func:`from_engine` rebuilds it exactly."""
+    prompt parts excluded: they are the thread's system prompt or, marked, the engine's summary;
+    the engine's synthetic request excluded: it is the surface's, never the agent's), a response
+    one assistant message. Each carries its serialized source, so :func:`from_engine` rebuilds it
+    exactly."""
     out: list[Message] = []
     for msg in messages:
         raw = _dump(msg)
@@ -134,11 +155,11 @@ def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
             continue
         for i, part in enumerate(raw.get("parts", [])):
             kind = str(part.get("part_kind"))
-            if kind == "system-prompt":
+            if kind == "system-prompt" or kind == "user-prompt" and part.get("content") == SYNTHETIC_USER_TEXT:
                 continue
             one = {**raw, "parts": [part]}
             meta = {META_SOURCE: SOURCE, META_GROUP: sid, META_RAW: one}
-            common: dict[str, Any] = {"metadata": meta, "attachments": _attachments(part), "source_key": f"{sid}:{i}"}
+            common: dict[str, Any] = {"metadata": meta, "attachments": _attachments(part), "source_key": _part_key(part)}
             if part.get("tool_call_id") and (kind.endswith("-return") or kind == "retry-prompt" and part.get("tool_name")):
                 failed = part.get("outcome") in ("retried", "error", "failed") or kind == "retry-prompt"
                 out.append(Message("tool", _part_text(part), tool_call_id=str(part["tool_call_id"]), name=part.get("tool_name"), is_error=failed, **common))
@@ -148,8 +169,9 @@ def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
 
 
 def system_parts(messages: Sequence[ModelMessage]) -> list[Any]:
-    """The system prompt parts of the history (Pydantic AI puts them in the first request)."""
-    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart)]
+    """The agent's system prompt parts of the history (Pydantic AI puts them in the first request);
+    not the engine's (the summary, marked with :data:`MARK`)."""
+    return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart) and not (p.metadata or {}).get(MARK)]
 
 
 def from_engine(stored: Sequence[tuple[Message, bool]]) -> list[ModelMessage]:
@@ -170,7 +192,7 @@ def from_engine(stored: Sequence[tuple[Message, bool]]) -> list[ModelMessage]:
         raw = message.metadata.get(META_RAW)
         if not isinstance(raw, dict):
             flush()
-            part = UserPromptPart(message.content) if message.role == "user" else SystemPromptPart(message.content)
+            part = UserPromptPart(message.content) if message.role == "user" else SystemPromptPart(message.content, metadata={MARK: True})
             out.append(ModelRequest(parts=[part]))
             continue
         raw = copy.deepcopy(raw)
@@ -214,9 +236,25 @@ def _tools(params: Any) -> list[dict[str, Any]]:
     return out
 
 
+def _tool_defs(ctx: Any) -> list[dict[str, Any]]:
+    """A history processor's tool schemas: the run's tool manager's definitions (what Pydantic AI
+    builds the request parameters from: function tools, then output tools)."""
+    defs = list(getattr(getattr(ctx, "tool_manager", None), "tool_defs", None) or ())
+    ordered = [d for d in defs if getattr(d, "kind", None) != "output"] + [d for d in defs if getattr(d, "kind", None) == "output"]
+    return _tools(SimpleNamespace(function_tools=ordered, output_tools=()))
+
+
 def _system_prompt(messages: Sequence[ModelMessage], params: Any) -> str:
+    """The agent's system prompt parts and instructions: from the request parameters when known,
+    else (a history processor) the newest request's ``instructions``, which Pydantic AI resolves
+    before the processors run."""
     texts = [p.content for p in system_parts(messages)]
-    texts.extend(p.content for p in getattr(params, "instruction_parts", None) or () if getattr(p, "content", None))
+    if params is not None:
+        texts.extend(p.content for p in getattr(params, "instruction_parts", None) or () if getattr(p, "content", None))
+    else:
+        last = next((m for m in reversed(messages) if isinstance(m, ModelRequest)), None)
+        if last is not None and last.instructions:
+            texts.append(last.instructions)
     return "\n\n".join(texts)
 
 
@@ -263,10 +301,10 @@ class EngineCompaction(AbstractCapability[Any]):
         self.engine.close()
 
     # -- blocking steps ---------------------------------------------------------------------------
-    def _intake(self, model: Any, messages: Sequence[ModelMessage], params: Any) -> None:
+    def _intake(self, model: Any, messages: Sequence[ModelMessage], params: Any, ctx: Any = None) -> None:
         t = self.engine
         t.route(*_route(model))
-        t.configure(_system_prompt(messages, params), _tools(params))
+        t.configure(_system_prompt(messages, params), _tools(params) if params is not None else _tool_defs(ctx))
         t.persist(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
 
     def _surface(self, measured: Any, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
@@ -279,11 +317,11 @@ class EngineCompaction(AbstractCapability[Any]):
         call = self.engine.begin_call()
         return call, self._surface(call.measured, messages)
 
-    def _compacted(self, model: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
+    def _compacted(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor's work: settle the previous call from the response that arrived
         since, intake, pressure compaction, and the recorded request this history is for."""
         self._settle(messages)
-        self._intake(model, messages, None)
+        self._intake(ctx.model, messages, None, ctx)
         self._call = self.engine.begin_call()
         return self._surface(self._call.measured, messages)
 
@@ -346,4 +384,4 @@ class EngineCompaction(AbstractCapability[Any]):
 
     async def history_processor(self, ctx: RunContext[Any], messages: list[ModelMessage]) -> list[ModelMessage]:
         """Intake + prune + summary as a plain Pydantic AI history processor."""
-        return await asyncio.to_thread(self._compacted, ctx.model, messages)
+        return await asyncio.to_thread(self._compacted, ctx, messages)

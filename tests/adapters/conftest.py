@@ -135,3 +135,28 @@ def assert_calls_answered(svc: Service, key: str) -> None:
         if s.message.role == "tool":
             counts[s.message.tool_call_id] = counts.get(s.message.tool_call_id, 0) + 1  # type: ignore[index]
     assert counts and set(counts.values()) == {1}, counts
+
+
+SUMMARY_MARK = "Summary of the earlier conversation"
+SYNTHETIC_MARK = "(Earlier messages were compacted"
+
+
+def summary_copies(sim: ProviderSimulator) -> list[int]:
+    """How many copies of the summary each request the simulator received carried."""
+    return [sum(1 for m in r.body["messages"] if SUMMARY_MARK in str(m.get("content") or "")) for r in sim.requests]
+
+
+def assert_one_summary_per_request(sim: ProviderSimulator) -> None:
+    """No request before the first summary carries one; every request from it on carries exactly one."""
+    counts = summary_copies(sim)
+    assert 1 in counts, counts
+    first = counts.index(1)
+    assert counts == [0] * first + [1] * (len(counts) - first), counts
+
+
+def assert_nothing_synthetic_stored(svc: Service, key: str, system: str) -> None:
+    """The store holds only the agent's own messages: no synthetic request, no summary text, and the
+    thread's system prompt is the agent's, not the summary."""
+    for s in svc.messages_page(key, limit=10_000):
+        assert SYNTHETIC_MARK not in s.message.content and SUMMARY_MARK not in s.message.content, s.message
+    assert svc.measure(key).envelope.system_prompt == system
