@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from engine import figures
 from engine.views import PressureStatus
 
 HINT_RATIO = 0.85
@@ -46,9 +47,9 @@ class PressureView:
 
 
 def percent(status: PressureStatus) -> str:
-    """``487%`` / ``86.2%``: the share of the threshold, one decimal below 1000%."""
-    pct = status.pressure_ratio * 100
-    return f"{pct:,.0f}%" if pct >= 1000 else f"{pct:.1f}%"
+    """``1,487%`` / ``86.2%``: the share of the threshold (:func:`engine.figures.percent`, the
+    thread list's figure too: floored to a tenth below 1000%)."""
+    return figures.percent(status.pressure_ratio)
 
 
 def over_window(status: PressureStatus) -> bool:

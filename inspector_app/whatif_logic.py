@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from urllib.parse import urlparse
 
+from engine import figures
+
 if TYPE_CHECKING:
     from engine.service import WhatIfComparison, WhatIfSweep
 
@@ -174,8 +176,8 @@ def metric_text(kind: str, v: Any) -> str:
     if not _number(v):
         return f"unreadable ({str(v)[:20]})"
     if kind == "ratio":
-        return f"{v * 100:.1f}%"
-    return f"{int(v):,}"
+        return figures.percent(v)
+    return figures.count(int(v))
 
 
 def metric_change(kind: str, before: Any, after: Any) -> tuple[str, Tone]:

@@ -22,6 +22,7 @@ from ..store import Store
 from ..summarizers.protocol import Summarizer
 from ..units import is_closing_marker, is_request, starts_turn
 from ..workdir import Workdir
+from .dropped import recorded_dropped
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
 from .settings import (
     WhatIfSettingError,
@@ -370,8 +371,8 @@ def recorded_run(source: Store, key: str, *, policies: PolicySet, thread: _Threa
         name = f"source {c.kind}"
         kinds[name] = kinds.get(name, 0) + 1
         calls += c.kind == "summary"
-    if source_compactions:
-        dropped = None  # not recorded by the source
+    if source_compactions:  # the source recorded none: the history's count (the before/after view's)
+        dropped = recorded_dropped(source, key)
         notes.append(f"{len(source_compactions)} compactions recorded by {t.source_format}")
     if not stats.points:
         notes.append("no model request recorded: pressure figures are 0")

@@ -10,6 +10,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import QAbstractListModel, QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 
+from engine import figures
 from engine.messages import META_PRUNED, Message, summary_message
 from engine.views import DIFF_CATEGORIES, CompactionDiff, CompactionEntry
 
@@ -101,17 +102,43 @@ def side_counts(lines: Sequence[DiffLine]) -> dict[str, int]:
     return out
 
 
+#: what a compaction's before / after figures are, by ``CompactionDiff.measured_by``
+MEASURED_BY: dict[str, str] = {
+    "compactor": "the envelope the compactor measured when it ran",
+    "source": "the figures the source reported",
+    "rebuilt": "our count of the rebuilt surfaces (nothing was recorded)",
+}
+
+
+def diff_tokens(diff: CompactionDiff) -> tuple[int | None, int | None]:
+    """THE tokens before / after of a compaction (what the picker, the title and the table's total
+    show): what was measured when it ran (``measured_*``), else the rebuilt totals."""
+    if diff.measured_by is not None:
+        return diff.measured_before, diff.measured_after
+    return diff.tokens_before.get("total"), diff.tokens_after.get("total")
+
+
+def dropped_total(dropped: object) -> int | None:
+    """How many specifics were dropped in all (listed or not: the list is capped), or None."""
+    if dropped is None:
+        return None
+    n = getattr(dropped, "dropped_count", None)
+    if isinstance(n, int) and not isinstance(n, bool):
+        return n
+    return len(getattr(dropped, "dropped", ()) or ())
+
+
 def compaction_label(entry: CompactionEntry, total: int) -> str:
-    """The picker's text of one compaction: ordinal, kind, trigger, tokens, where it comes from."""
+    """The picker's text of one compaction: ordinal, kind, trigger, tokens, where it comes from,
+    how many specifics it dropped (all of them, not the capped list's length)."""
     parts = [f"#{entry.index} of {total}", entry.kind + (f" ({entry.trigger})" if entry.trigger else "")]
     if entry.tokens_before is not None and entry.tokens_after is not None:
-        parts.append(f"{entry.tokens_before:,} → {entry.tokens_after:,} tok")
+        parts.append(f"{figures.tokens_change(entry.tokens_before, entry.tokens_after)} tok")
     if entry.origin != "engine":
         parts.append(f"recorded by {entry.origin}")
-    if entry.dropped is not None:
-        n = len(getattr(entry.dropped, "dropped", ()) or ())
-        if n:
-            parts.append(f"{n} dropped")
+    n = dropped_total(entry.dropped)
+    if n:
+        parts.append(f"{figures.count(n)} dropped")
     return " · ".join(parts)
 
 
@@ -171,15 +198,28 @@ class DiffTokensModel(QAbstractTableModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self._rows: list[tuple[str, int | None, int | None]] = []
+        self._measured_by: str | None = None
+
+    #: the row of the rebuilt count, when it differs from the measured total
+    REBUILT = "rebuilt (sum of the above)"
 
     def set_diff(self, diff: CompactionDiff | None) -> None:
+        """The categories as rebuilt now; the ``total`` row is THE figure of the compaction
+        (:func:`diff_tokens`), with the rebuilt sum above it when the two differ."""
         self.beginResetModel()
+        self._measured_by = None
         if diff is None:
             self._rows = []
         else:
-            names = [c for c in DIFF_CATEGORIES if c in diff.tokens_before or c in diff.tokens_after]
-            names += sorted((set(diff.tokens_before) | set(diff.tokens_after)) - set(names))
+            names = [c for c in DIFF_CATEGORIES if (c in diff.tokens_before or c in diff.tokens_after) and c != "total"]
+            names += sorted((set(diff.tokens_before) | set(diff.tokens_after)) - set(names) - {"total"})
             self._rows = [(c, diff.tokens_before.get(c), diff.tokens_after.get(c)) for c in names]
+            rebuilt = (diff.tokens_before.get("total"), diff.tokens_after.get("total"))
+            total = diff_tokens(diff)
+            if total != rebuilt and rebuilt != (None, None):
+                self._rows.append((self.REBUILT, *rebuilt))
+            self._rows.append(("total", *total))
+            self._measured_by = diff.measured_by
         self.endResetModel()
 
     def values(self) -> list[tuple[str, int | None, int | None]]:
@@ -208,7 +248,13 @@ class DiffTokensModel(QAbstractTableModel):
             value = (before, after, change)[col - 1]
             if value is None:
                 return "–"
-            return f"{value:+,}" if col == 3 else f"{value:,}"
+            return figures.signed(value) if col == 3 else figures.tokens(value)
+        if role == Qt.ItemDataRole.ToolTipRole and name in ("total", self.REBUILT):
+            if name == self.REBUILT:
+                return "The categories above, counted now on the rebuilt surfaces (the source's own system prompt and tools, or the run's ephemeral notes, are not in them)"
+            return "Tokens before / after: " + MEASURED_BY.get(self._measured_by or "rebuilt", MEASURED_BY["rebuilt"])
+        if role == Qt.ItemDataRole.ForegroundRole and col > 0 and name == self.REBUILT:
+            return QBrush(theme.color("text_muted"))
         if role == Qt.ItemDataRole.TextAlignmentRole and col > 0:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.FontRole and name == "total":

@@ -6,11 +6,11 @@ and its title is indented with ``↳``."""
 
 from __future__ import annotations
 
-import math
 from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, QSortFilterProxyModel, Qt
 
+from engine import figures
 from engine.views import ThreadInfo
 
 from ..timeline.pages import source_badge, source_name
@@ -165,7 +165,7 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
             if t.key in self._failed:
                 return "error"
             ratio = self._pressure.get(t.key)
-            return "–" if ratio is None else f"{math.floor(ratio * 100)}%"  # 84.9% must not read 85%
+            return figures.percent(ratio)  # the header's and the gauge's figure (floored: 84.96% reads 84.9%)
         if col == COL_GENERATION:
             return str(t.generation)
         return state_label(t.busy_reason)

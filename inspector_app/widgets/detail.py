@@ -35,6 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import figures
 from engine.messages import Message
 from engine.views import CompactionEvent, Offload, SourceCompaction, StoredMessage
 
@@ -217,7 +218,8 @@ class DroppedView:
         seen = f" of {self.seen:,} seen" if self.seen is not None else ""
         if not self.count:
             return f"No specifics dropped{f' ({self.seen:,} seen before the compaction)' if self.seen is not None else ''}: everything it saw is in the summary or still on the surface"
-        return f"{self.count:,} specific{'s' if self.count != 1 else ''} dropped{seen}: in neither the summary nor what the model still sees"
+        listed = f" (the list shows the {figures.capped(len(self.items), self.count)})" if len(self.items) < self.count else ""
+        return f"{figures.plural(self.count, 'specific')} dropped{seen}: in neither the summary nor what the model still sees{listed}"
 
     def warning(self) -> str | None:
         """The card's warning, when something dropped is still referred to."""
@@ -526,7 +528,7 @@ class DetailPane(QWidget):
         when = info.updated_at.strftime("%Y-%m-%d %H:%M:%S") if info.updated_at else "unknown"
         lines = [
             f"History up to #{info.boundary} is represented only by this summary.",
-            f"{info.summary_tokens:,} tokens · generation {info.generation} · {info.compact_count} {'summary' if info.compact_count == 1 else 'summaries'} · {why} · {when}",
+            f"{figures.tokens(info.summary_tokens)} tokens · generation {info.generation} · {info.compact_count} {'summary' if info.compact_count == 1 else 'summaries'} · {why} · {when}",
         ]
         if info.tokens_before is not None and info.tokens_after is not None:
             lines.append(f"envelope {info.tokens_before:,} → {info.tokens_after:,} tokens")

@@ -33,17 +33,18 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import figures
 from engine.views import CompactionDiff, CompactionEntry
 
 from .. import theme
-from ..models.diff import DiffSideModel, DiffTokensModel, compaction_label, diff_lines, side_counts
+from ..models.diff import MEASURED_BY, DiffSideModel, DiffTokensModel, compaction_label, diff_lines, diff_tokens, side_counts
 from .detail import DroppedModel, DroppedView
 
 EMPTY_TEXT = "This thread has no compactions: nothing was summarized or pruned yet."
 
 
 def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
+    return figures.plural(n, word)
 
 
 def side_summary(counts: dict[str, int], side: str) -> str:
@@ -345,13 +346,14 @@ class DiffView(QWidget):
         self.after_model.set_lines(after)
         self.before_title.setText(f"Before · {side_summary(side_counts(before), 'before')}")
         self.after_title.setText(f"After · {side_summary(side_counts(after), 'after')}")
-        total_before, total_after = diff.tokens_before.get("total"), diff.tokens_after.get("total")
-        tokens = f" · {total_before:,} → {total_after:,} tokens" if total_before is not None and total_after is not None else ""
+        total_before, total_after = diff_tokens(diff)
+        tokens = f" · {figures.tokens_change(total_before, total_after)} tokens" if total_before is not None and total_after is not None else ""
         generation = f" · generation {diff.generation_before} → {diff.generation_after}" if diff.generation_before is not None and diff.generation_after is not None else ""
         origin = "" if diff.origin == "engine" else f" · recorded by {diff.origin}"
         of = f" of {self._thread}" if self._thread else ""
         self.title.setText(f"Compaction {diff.index}{of}: {diff.kind}{f' ({diff.trigger})' if diff.trigger else ''}{tokens}{generation}{origin}")
-        self.title.setToolTip(diff.note or "")
+        measured = f"Tokens before / after: {MEASURED_BY[diff.measured_by]}" if diff.measured_by in MEASURED_BY else ""
+        self.title.setToolTip("\n".join(x for x in (measured, diff.note or "") if x))
         self.title.show()
         self.summary.setPlainText(diff.summary or "")
         view = DroppedView.from_specifics(diff.dropped)

@@ -260,7 +260,12 @@ def test_imported_session_whatif(db_url: str, tmp_path: Path, new_key) -> None:
         requests = [r for r in svc.store.model_requests(main.thread) if r.origin == "imported"]
         assert c.recorded.requests == len(requests) == c.candidate.requests > 0
         assert c.recorded.by_kind == {"source prune": 1, "source summary": 1}
-        assert c.recorded.specifics_dropped is None and "recorded by claude-code" in (c.recorded.note or "")
+        # the source recorded no dropped specifics: the recorded run counts what the before/after view computes
+        from engine.history import compaction_diff
+
+        diffs = [compaction_diff(svc.store, main.thread, i) for i in (1, 2)]
+        assert c.recorded.specifics_dropped == sum(d.dropped.dropped_count for d in diffs if d.dropped is not None) > 0
+        assert "recorded by claude-code" in (c.recorded.note or "")
         assert c.recorded.prompt_tokens == sum(r.reported_prompt_tokens for r in requests)
         assert c.candidate.context_window == 4000 and c.candidate.requests_without_request == 0
     finally:

@@ -99,10 +99,10 @@ def test_thread_list_rows_states_pressure_and_filter(qapp: QApplication, fake: F
     states = {model.data(model.index(r, 0), KeyRole): model.data(model.index(r, COL_STATE)) for r in range(5)}
     assert states == {"acme-vat": "idle", "beta-running": "running", "delta-queued": "queued", "gamma-waiting": "waiting", "omega-long": "idle"}
     assert model.data(model.index(0, COL_PRESSURE)) == "–"
-    model.set_pressure("omega-long", 0.849)
+    model.set_pressure("omega-long", 0.8496)
     model.set_pressure("acme-vat", 0.85)
-    assert model.data(model.index(4, COL_PRESSURE)) == "84%"  # never rounds up into the hint
-    assert model.data(model.index(0, COL_PRESSURE)) == "85%"
+    assert model.data(model.index(4, COL_PRESSURE)) == "84.9%"  # never rounds up into the hint (the header's figure)
+    assert model.data(model.index(0, COL_PRESSURE)) == "85.0%"
     proxy = ThreadFilterModel()
     proxy.setSourceModel(model)
     proxy.setFilterFixedString("VAT")

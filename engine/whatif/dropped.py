@@ -1,0 +1,23 @@
+"""The recorded run's dropped specifics: the count the before/after view shows, summed."""
+
+from __future__ import annotations
+
+from ..history import HistorySource, read_history
+
+
+def recorded_dropped(source: HistorySource, key: str) -> int | None:
+    """Specifics dropped by every compaction of ``key`` (ours and the source's recorded ones),
+    each counted as :func:`engine.history.compaction_diff` counts it (all of them, not the capped
+    list): what its event recorded, or what the history computes from the rebuilt surfaces for a
+    compaction that recorded none (a source's). Our prunes drop none. None when a summary's count
+    cannot be had."""
+    th = read_history(source, key)
+    total = 0
+    for c in th.compactions:
+        d = th.diff(c.index).dropped
+        if d is None:
+            if c.kind == "prune":
+                continue
+            return None
+        total += d.dropped_count or 0
+    return total
