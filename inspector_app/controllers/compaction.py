@@ -88,6 +88,16 @@ WHATIF_TIP = "Replay this thread under other compaction settings (a scratch copy
 EXPORT_TIP = "Write the open thread's compactions (trigger, tokens, summary, dropped specifics, cost) as Markdown or JSON"
 NO_THREAD = "Open a thread first"
 
+
+
+def compact_action_text(button: str) -> str:
+    """Compaction → Compact now…'s text from the button's: greyed with the same reason in words
+    ("Compact now… (can't: running)"), so a disabled item reads as one without hovering it."""
+    if button.startswith("Can't compact: "):
+        return f"Compact now… (can't: {button.removeprefix('Can' + chr(39) + 't compact: ')})"
+    return button if button.endswith("…") else "Compact now…"
+
+
 #: ``reload(key, keep)``: read the thread afresh, re-selecting message ``keep``
 Reload = Callable[[str, "int | None"], Awaitable[None]]
 #: ``reread_status(key)``: read the thread's header and status again
@@ -357,6 +367,7 @@ class CompactionController:
             self._update_compact_button()
         finally:
             ui.compact_action.setEnabled(ui.compact_button.isEnabled())
+            ui.compact_action.setText(compact_action_text(ui.compact_button.text()))
             ui.compact_action.setToolTip(ui.compact_button.toolTip())
             ui.compact_action.setStatusTip(ui.compact_button.toolTip())
 
