@@ -9,6 +9,7 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
+from engine import figures
 from engine.views import PressurePoint, PressureStatus
 
 from .. import theme
@@ -123,7 +124,7 @@ class PressureGauge(QWidget):
 
     def legend_texts(self) -> list[str]:
         s = self._status
-        return [f"{CATEGORY_LABELS.get(c, c)}  {(s.breakdown.get(c, 0) if s else 0):,}" for c in CATEGORIES]
+        return [f"{CATEGORY_LABELS.get(c, c)}  {figures.tokens(s.breakdown.get(c, 0) if s else 0)}" for c in CATEGORIES]
 
     def legend(self) -> tuple[int, list[QRectF]]:
         """The legend's columns and text rectangles at the current width (see :func:`legend_layout`)."""
