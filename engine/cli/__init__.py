@@ -15,6 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
+from .. import figures
 from ..errors import CannotCompact, EngineError, ThreadBusy
 from . import check, demo, history_cmd, import_cmd, preview, whatif_cmd
 from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
@@ -135,7 +136,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         emit_json(data)
         return EXIT_OK
     print(f"thread     {data['thread']}")
-    print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({data['pressure_ratio']:.1%}), window {data['context_window']}")
+    print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window']}")
     state = STATE_WORDS.get(data["state"])
     if state:
         print(f"state      {state}")

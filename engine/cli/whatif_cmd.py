@@ -17,6 +17,7 @@ import signal
 import sys
 from typing import Any
 
+from .. import figures
 from .output import EXIT_OK, EXIT_USAGE, database_url, emit_json
 
 
@@ -51,8 +52,8 @@ COLUMNS = (
     ("requests", "REQS", "{:,}"),
     ("compactions", "COMPACT", "{:,}"),
     ("summarizer_calls", "CALLS", "{:,}"),
-    ("peak_pressure", "PEAK", "{:.1%}"),
-    ("mean_pressure", "MEAN", "{:.1%}"),
+    ("peak_pressure", "PEAK", "percent"),
+    ("mean_pressure", "MEAN", "percent"),
     ("prompt_tokens", "PROMPT TOKENS", "{:,}"),
     ("steps_over_window", "OVER", "{:,}"),
     ("specifics_dropped", "DROPPED", "{:,}"),
@@ -68,6 +69,8 @@ def table(runs: list[Any]) -> str:
             return "-"
         if isinstance(value, bool):
             return "yes" if value else "no"
+        if fmt == "percent":  # the inspector's figure (engine.figures)
+            return figures.percent(value)
         return fmt.format(value)
 
     rows = [[r.label] + [cell(r, a, f) for a, _, f in COLUMNS] for r in runs]
