@@ -386,6 +386,12 @@ class Service:
     def message_count(self, key: str) -> int:
         return self.store.message_count(key)
 
+    def versions(self, key: str | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        """Cheap marks of the thread list and of thread ``key`` (:meth:`Store.versions`): equal
+        marks mean nothing a reader shows has changed; the inspector's live refresh reads these
+        every few seconds and re-reads only what changed."""
+        return self.store.versions(key)
+
     def compaction_state(self, key: str) -> CompactionState:
         return self.store.compaction_state(key)
 

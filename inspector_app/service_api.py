@@ -49,6 +49,10 @@ class InspectorService(Protocol):
         """Ascending keyset page: the first ``limit`` after ``after_id``, or the last before ``before_id``."""
         ...
 
+    def versions(self, key: str | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        """Cheap marks of the thread list and of thread ``key``: equal marks, nothing changed (the live refresh's poll)."""
+        ...
+
     def compaction_state(self, key: str) -> CompactionState:
         """Boundary, summary and generation of the thread."""
         ...

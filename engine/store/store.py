@@ -28,7 +28,7 @@ from ..errors import EngineError, ThreadNotFound
 from ..events import EventKind
 from ..messages import Message
 from ..views import (
-    CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
+    ACTIVE_RUN_STATUSES, CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
 )
 from . import db
 from .door import Locked
@@ -596,6 +596,41 @@ class Store:
     def message_count(self, key: str) -> int:
         with self._session(write=False) as s:
             return self._conv(s, key).message_count
+
+    def versions(self, key: str | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        """Cheap marks of what a reader shows, to tell whether anything changed since it last
+        looked (a few aggregate reads on indexed columns, no message or event body):
+
+        - of the thread list: (threads, newest thread id, latest ``updated_at`` of a thread and of
+          a compaction state, total messages, the busy threads and why);
+        - of thread ``key`` (None without one): (messages, last message id, boundary, generation,
+          compactions, busy reason, events and the last event id, model requests, the last one's
+          id and how many are pending, the source's compactions, ``updated_at`` of the thread and
+          of its compaction state). Raises ``ThreadNotFound`` when ``key`` is not a thread."""
+        with self._session(write=False) as s:
+            listing = s.execute(select(func.count(Conversation.id), func.max(Conversation.id), func.max(Conversation.updated_at), func.sum(Conversation.message_count))).one()
+            states = s.scalar(select(func.max(CompactionStateRow.updated_at)))
+            active = s.execute(select(Run.conversation_id, Run.status).where(Run.status.in_(ACTIVE_RUN_STATUSES)).order_by(Run.conversation_id, Run.status)).all()
+            queued = s.scalars(select(QueuedRequest.conversation_id).where(QueuedRequest.status == "queued").distinct().order_by(QueuedRequest.conversation_id)).all()
+            marks = (*listing, states, tuple(map(tuple, active)), tuple(queued))
+            if key is None:
+                return marks, None
+            conv = self._conv(s, key)
+            st = s.get(CompactionStateRow, conv.id)
+            cid = conv.id
+            last_message = s.scalar(select(func.max(MessageRow.id)).where(MessageRow.conversation_id == cid))
+            events = s.execute(select(func.count(CompactionEventRow.id), func.max(CompactionEventRow.id)).where(CompactionEventRow.conversation_id == cid)).one()
+            requests = s.execute(
+                select(func.count(ModelRequestRow.id), func.max(ModelRequestRow.id), func.count(ModelRequestRow.id).filter(ModelRequestRow.outcome == "pending"))
+                .where(ModelRequestRow.conversation_id == cid)
+            ).one()
+            sources = s.scalar(select(func.count(SourceCompactionRow.id)).where(SourceCompactionRow.conversation_id == cid))
+            thread = (
+                conv.message_count, last_message,
+                st.boundary_message_id if st else None, st.generation if st else 0, st.compact_count if st else 0,
+                busy_reasons(s, [cid]).get(cid), *events, *requests, sources, conv.updated_at, st.updated_at if st else None,
+            )  # fmt: skip
+            return marks, thread
 
     def count_messages(self, key: str, *, after_id: int | None = None) -> int:
         with self._session(write=False) as s:

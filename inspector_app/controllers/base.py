@@ -9,7 +9,8 @@ line: both use the one :func:`engine.errors.describe_failure`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from engine.errors import EngineError, describe_failure
 from engine.views import PressureStatus, ThreadInfo
@@ -17,16 +18,41 @@ from engine.views import PressureStatus, ThreadInfo
 
 @dataclass(eq=False)
 class ThreadState:
-    """The open thread as last read: its header and its pressure status (None until read)."""
+    """The open thread as last read: its header and its pressure status (None until read); the
+    marks of the list and of the open view as read before them (``InspectorService.versions``:
+    the live refresh re-reads only when the database's marks differ), and the compaction the
+    open view's timeline was built for ((boundary, generation, compactions, source
+    compactions): another one means the timeline is read again)."""
 
     thread: ThreadInfo | None = None
     status: PressureStatus | None = None
+    listing: Any = None
+    mark: Any = None
+    compaction: Any = None
+    #: the open database, as it was opened (per-database state, e.g. each thread's search text)
+    database: str | None = None
 
     @property
     def total(self) -> int:
         """Messages in the open thread (0 when none is open, or when its stored count is not a number)."""
         n = self.thread.message_count if self.thread is not None else 0
         return n if isinstance(n, int) else 0
+
+
+@dataclass
+class ViewState:
+    """What the user made of a thread's view, kept across a re-read of the whole view (an outside
+    compaction): the selected row (a message id, or the kind and first id of a group row), the
+    scroll position, the turns opened or closed against their default, the side tab, the replay
+    pane's page, episode, step and request, and the selected event."""
+
+    message: int | None = None
+    row: tuple[str, int | None] | None = None
+    scroll: int | None = None
+    expansion: dict[tuple[str, int | None], bool] = field(default_factory=dict)
+    tab: int | None = None
+    replay: Any = None
+    event: int | None = None
 
 
 def count_of(info: ThreadInfo | None) -> int | None:

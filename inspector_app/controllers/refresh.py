@@ -1,6 +1,18 @@
-"""Live refresh: every few seconds (and on F5) the open thread is read again. New messages are
-appended in place (the selection and scroll position stay); an outside compaction, or the thread
-turning busy or idle, re-reads the whole view."""
+"""Live refresh: every few seconds (and on F5) the open thread is looked at again, and nothing the
+user sees changes unless the data did.
+
+A poll reads only the marks of the thread list and of the open thread
+(``InspectorService.versions``: a few aggregate reads). Equal marks: nothing is read and nothing on
+screen is touched. The list is listed again only when its mark moved, and updated in place (the
+selection, the sort and the measured pressures stay). When the open thread's mark moved, its
+header, status and new messages are read and applied in place (the selected row, the scroll
+position, the opened and closed turns, the side tab, the replay pane's page, episode, step and
+request, the selected event and the search all stay); the side panels change only where their
+data did. Only when the thread's timeline itself changed (an outside compaction or prune: the
+boundary, the generation, the compactions or the source's compactions moved; or the thread turned
+busy or idle, which regroups the running turn) is the whole view read again, and then everything
+the user made of the view is put back (:class:`~.base.ViewState`). F5 reads the header and status
+even when the marks are equal (still in place)."""
 
 from __future__ import annotations
 
@@ -11,17 +23,18 @@ from PySide6.QtCore import QObject, QTimer
 from ..layout import InspectorLayout
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
-from .base import ThreadState, count_of
+from .base import ThreadState, ViewState, count_of
 from .paging import PagingController
 from .tasks import TaskSet, ThreadTasks, finished
-from .threads import ThreadsController
+from .threads import ThreadsController, capture_view, compaction_of
 
-#: what a refresh found: reload the thread with (key, message to keep, scroll position)
-Reload = tuple[str, "int | None", int]
+#: what a refresh found: reload the thread with (key, what the user made of its view)
+Reload = tuple[str, ViewState]
 
 
 class RefreshController:
-    """Polls the open thread; :attr:`timer` is the poll (stopped at shutdown)."""
+    """Polls the open thread; :attr:`timer` is the poll (stopped at shutdown). :attr:`reloads`
+    counts the re-reads of the whole view it made (what a user would see flash)."""
 
     def __init__(
         self,
@@ -46,6 +59,7 @@ class RefreshController:
         self.paging = paging
         self._busy = busy
         self.refreshing = False
+        self.reloads = 0
         self.timer = QTimer(parent)
         self.timer.setInterval(poll_ms)
         self.timer.timeout.connect(self._on_poll)
@@ -53,7 +67,7 @@ class RefreshController:
 
     def _on_poll(self) -> None:
         if not (self.refreshing or self._busy() or self.state.thread is None or not self.client.connected or self.loading):
-            self.tasks.spawn(self.refresh(), "refresh")
+            self.tasks.spawn(self.refresh(force=False), "refresh")
 
     @property
     def loading(self) -> bool:
@@ -63,44 +77,55 @@ class RefreshController:
         End's page and the other panels would queue behind a cold measurement of a huge thread."""
         return self.state.status is None and not self.view.idle
 
-    async def refresh(self) -> None:
-        """Re-read the open thread; keep selection and scroll position. The reads are tasks of the
-        thread's view (opening another thread cancels them); a re-read of the whole view, when one
-        is needed, opens a new view."""
+    async def refresh(self, *, force: bool = True) -> None:
+        """Look at the open thread again (see the module doc); ``force`` (F5, and a caller's
+        refresh): read its header and status even when its mark did not move (the poll does not). The reads are tasks of the thread's view
+        (opening another thread cancels them); a re-read of the whole view, when one is needed,
+        opens a new view of it with the user's view put back."""
         if self.state.thread is None or self.refreshing:
             return
         self.refreshing = True
         try:
-            task = self.view.spawn(self._reread(), "refresh")
+            task = self.view.spawn(self._reread(force), "refresh")
             reload = task.result() if await finished(task) else None
             if reload is not None:
-                key, keep, scroll = reload
-                await self.threads.load_thread(key, keep=keep, scroll=scroll)
+                key, kept = reload
+                self.reloads += 1
+                await self.threads.load_thread(key, restore=kept)
         finally:
             self.refreshing = False
 
-    async def _reread(self) -> Reload | None:
+    async def _reread(self, force: bool = False) -> Reload | None:
         old = self.state.thread
         if old is None:
             return None
         key = old.key
-        threads = await self.client.call(InspectorService.list_threads)
+        listing, mark = await self.client.call(InspectorService.versions, key)
+        if listing != self.state.listing:
+            threads = await self.client.call(InspectorService.list_threads)
+            self.threads.show_threads(threads)
+            self.state.listing = listing
+        if mark == self.state.mark and not force:
+            return None
         info = await self.client.call(InspectorService.thread, key)
         state = await self.client.call(InspectorService.compaction_state, key)
+        sources = await self.client.call(InspectorService.source_compactions, key) if info.source_format else ()
+        if compaction_of(state, sources) != self.state.compaction or (old.busy_reason is None) != (info.busy_reason is None):
+            return key, capture_view(self.ui, self.paging)
         status = await self.client.call(InspectorService.status, key)
-        self.ui.thread_model.set_threads(threads)
-        self.threads.set_thread(info)
-        boundary = self.ui.timeline_model.boundary
-        moved = (boundary.boundary if boundary else None, boundary.generation if boundary else 0) != (state.boundary, state.generation)
-        timeline = self.ui.timeline
-        if moved or (old.busy_reason is None) != (info.busy_reason is None):
-            return key, self.paging.selected_message_id(), timeline.verticalScrollBar().value()
-        self.threads.apply_status(status)
+        if info != old:
+            self.threads.set_thread(info)
+        if status != self.state.status:
+            self.threads.apply_status(status)
         total, before = count_of(info), count_of(old)
-        if total is not None:
+        if total is not None and total != before:
             self.ui.timeline_model.set_total(total)
         if total is not None and before is not None and total > before and self.ui.timeline_model.reaches_end:
+            timeline = self.ui.timeline
             scroll = timeline.verticalScrollBar().value()
             await self.paging.append_newer()  # rows are updated in place: the selection stays
             timeline.verticalScrollBar().setValue(scroll)
+        if mark != self.state.mark:
+            await self.threads.update_side(key)
+        self.state.mark = mark
         return None

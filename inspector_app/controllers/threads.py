@@ -19,6 +19,7 @@ from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceC
 
 from ..choices import TABS
 from ..layout import InspectorLayout
+from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
 from ..pressure_text import percent, pressure_view, window_text, window_tooltip
@@ -29,7 +30,7 @@ from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
 from ..widgets.pressure import measuring_text
 from ..widgets.whatif import ProgressRelay
-from .base import ThreadState, count_of, error_code, error_text, plural
+from .base import ThreadState, ViewState, count_of, error_code, error_text, plural
 from .compaction import CompactionController
 from .paging import PagingController, read_page
 from .tasks import Report, TaskSet, ThreadTasks, finished
@@ -79,6 +80,9 @@ class ThreadsController:
         #: the forms of the open database's password: masked in every message the window shows
         self.secrets: tuple[str, ...] = ()
         ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
+        #: the thread the status bar's message is about (:data:`DATABASE`: the database; None: none)
+        self._message_about: str | None = None
+        ui.statusBar().messageChanged.connect(self._on_message)
 
     # == database ===============================================================================
     async def open_database(self, url: str | None, *, select: str | None = None) -> bool:
@@ -88,7 +92,7 @@ class ThreadsController:
         could not be listed. A thread that cannot be read does not stop the opening: it shows
         its error in place, the others stay usable."""
         bar = self.ui.statusBar()
-        bar.showMessage("Opening database…")
+        self.say("Opening database…")
         self.secrets = secrets_of(url)  # masked in every message from now on (the banner, the log)
         try:
             if url is None:
@@ -102,7 +106,9 @@ class ThreadsController:
             return False
         RecentConnections(self._settings).add(url)
         self.ui.banner.clear()
-        self.ui.setWindowTitle(f"Compaction Inspector · {strip_password(url)}")
+        self.ui.setWindowTitle(f"Compaction Inspector · {database_name(url)}")
+        self.state.database = url
+        self.state.listing = None
         try:
             await self.load_threads(select=select)
         except Exception as exc:  # noqa: BLE001: the list itself cannot be read (a row every listing reads)
@@ -114,17 +120,12 @@ class ThreadsController:
     async def load_threads(self, *, select: str | None = None) -> None:
         """List the threads and open one (``select``, the open one, else the one with the most
         compaction history); a thread that fails to load shows its error in place."""
-        threads = await self.client.call(InspectorService.list_threads)
+        listing, threads = await self.client.apply(read_listing)
         model = self.ui.thread_model
         current = select or (self.state.thread.key if self.state.thread else None)
-        model.set_threads(threads)
-        for t in threads:
-            if t.error:  # the store could not read this thread's row: say so in its row (opening it says why too)
-                model.set_failed(t.key, t.error)
-        imported = any(t.source_format for t in threads)
-        self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)  # only when something was imported;
-        self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)  # then the title needs Gen's room (it is in the header)
-        self.ui.statusBar().showMessage(f"{len(threads)} threads")
+        self.show_threads(threads)
+        self.state.listing = listing
+        self.say(plural(len(threads), "thread"))
         if threads:
             # by default open the thread with the most compaction history: what the inspector is for
             key = current if current in model.keys() else max(threads, key=_interest).key
@@ -134,6 +135,39 @@ class ThreadsController:
         if self._measuring is not None:
             self._measuring.cancel()  # the list of another database (or an older listing)
         self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH] if not t.error]), "measure pressure")
+
+    def show_threads(self, threads: list[ThreadInfo]) -> None:
+        """The list as read: rows updated, added or removed in place (the selection, the sort and
+        the pressures measured stay), unreadable rows marked, the Source column shown only when
+        something was imported."""
+        model = self.ui.thread_model
+        model.set_threads(threads)
+        for t in threads:
+            if t.error:  # the store could not read this thread's row: say so in its row (opening it says why too)
+                model.set_failed(t.key, t.error)
+        imported = any(t.source_format for t in threads)
+        self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)  # only when something was imported;
+        self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)  # then the title needs Gen's room (it is in the header)
+
+    # == the status bar ===========================================================================
+    def say(self, text: str, key: str | None = None) -> None:
+        """A status-bar message about thread ``key`` (None: about the database): opening another
+        thread clears a message about a thread that is not the one opened."""
+        self.ui.statusBar().showMessage(text)
+        self._message_about = key if key is not None else DATABASE
+
+    def _on_message(self, text: str) -> None:
+        """A message shown by any component: it is about the thread open when it was shown."""
+        if text:
+            self._message_about = self.view.key
+        else:
+            self._message_about = None
+
+    def _clear_other_thread_message(self, key: str) -> None:
+        bar = self.ui.statusBar()
+        about = self._message_about
+        if bar.currentMessage() and about is not None and about != DATABASE and about != key:
+            bar.clearMessage()
 
     async def _measure_pressures(self, keys: list[str]) -> None:
         """The list's pressure column, thread by thread: one that cannot be measured says "error"
@@ -172,14 +206,20 @@ class ThreadsController:
         if key and (self.state.thread is None or key != self.state.thread.key):
             self.tasks.spawn(self.load_thread(key), "load thread")
 
-    async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None) -> None:
+    async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None, restore: ViewState | None = None) -> None:
         """Open a new view of ``key`` (cancelling every task of the previous one) and wait until it
         has loaded or was itself superseded; ``keep`` re-selects a message id, ``scroll`` the
-        scroll position. A failure is reported by the view's task group."""
+        scroll position; ``restore`` puts back all the user made of the previous view of the same
+        thread (:func:`capture_view`). A failure is reported by the view's task group."""
+        if restore is None and keep is not None and self.state.thread is not None and self.state.thread.key == key:
+            restore = capture_view(self.ui, self.paging)  # a re-read of the open thread keeps the view as it is
+        if restore is not None:
+            keep = restore.message if keep is None else keep
+            scroll = restore.scroll if scroll is None else scroll
         self.view.bind(key)
-        await finished(self.view.spawn(self._load(key, keep, scroll), "load thread"))
+        await finished(self.view.spawn(self._load(key, keep, scroll, restore), "load thread"))
 
-    async def _load(self, key: str, keep: int | None, scroll: int | None) -> None:
+    async def _load(self, key: str, keep: int | None, scroll: int | None, restore: ViewState | None = None) -> None:
         """The first page is shown before the side panels (status, pressure history, replay,
         events) are read: those read the whole thread and must not hold up the timeline.
 
@@ -188,6 +228,8 @@ class ThreadsController:
         part empty (a failed page is a gap row to retry) and the banner says why."""
         ui, model = self.ui, self.ui.timeline_model
         ui.confirm.hide()
+        if self.state.thread is None or self.state.thread.key != key:
+            self._clear_other_thread_message(key)
         # the header, the compaction state, the source's compactions and the first page in one trip
         first = await self.client.apply_interactive(read_opening, key, self.paging.first_request())
         info = first.info
@@ -209,6 +251,8 @@ class ThreadsController:
             sources = first.sources
         self.state.thread = info
         self.state.status = None
+        self.state.mark = first.mark
+        self.state.compaction = compaction_of(first.state, sources) if not isinstance(first.state, Exception) else None
         ui.thread_model.update_thread(info)
         model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=count_of(info), sources=sources)
         ui.summary_button.setVisible(boundary is not None)
@@ -234,7 +278,11 @@ class ThreadsController:
         else:
             if keep is not None:
                 await self.paging.ensure_loaded(keep)
+            if restore is not None:
+                ui.timeline.apply_expansion(restore.expansion)
             index = model.index_for_message(keep) if keep is not None else model.boundary_index()
+            if not index.isValid() and restore is not None and restore.row is not None:
+                index = ui.timeline.index_of_key(restore.row)  # a group row (a turn, the summary card)
             if not index.isValid() and keep is None and sources:
                 found = model.source_indexes()  # an imported thread opens on the source's newest compaction
                 index = found[-1] if found else index
@@ -245,11 +293,17 @@ class ThreadsController:
             elif keep is None and boundary is not None:
                 ui.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
             if scroll is not None:
+                ui.timeline.executeDelayedItemsLayout()
                 ui.timeline.verticalScrollBar().setValue(scroll)
                 if index.isValid():
-                    ui.timeline.scrollTo(index)
+                    ui.timeline.scrollTo(index)  # only if that moved it off screen (EnsureVisible)
+        if restore is not None and restore.tab is not None and restore.tab != ui.tabs.currentIndex():
+            ui.tabs.setCurrentIndex(restore.tab)
         await self.paging.painted(paints)  # the side panels read the whole thread: not before the page is on screen
         problems += await self._load_side(key)
+        if restore is not None:
+            ui.replay.restore_view_state(restore.replay)
+            select_event(ui, restore.event)
         if problems:
             what, exc = problems[0]
             others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -299,9 +353,8 @@ class ThreadsController:
         if episodes is None:
             ui.replay.show_error(next(error_text(e) for w, e in problems if w == "read replay"))
         else:
-            ui.replay.set_episodes(episodes)
-        ui.events_model.set_events(events or [])
-        ui.set_events_count(len(events or []))
+            ui.replay.update_episodes(episodes)  # a fresh view of the same thread keeps its episode and step
+        set_events(ui, events or [])
         ui.findings_model.set_findings([])
         ui.set_checks_count(0)
         self._checked = None
@@ -383,6 +436,28 @@ class ThreadsController:
         self.state.thread = info
         self.ui.thread_model.update_thread(info)
 
+    async def update_side(self, key: str) -> None:
+        """The live refresh found the open thread changed (not compacted): its pressure history,
+        replay and events are read again and each panel changes only if what it shows did (the
+        chart's and the requests' cursor, the episode and step, the selected event stay); the
+        Requests page reads its rows again when the number of requests changed."""
+        ui = self.ui
+        points = await self.client.call(InspectorService.pressure_history, key)
+        episodes = await self.client.call(InspectorService.replay, key)
+        events = await self.client.call(InspectorService.events, key, limit=10_000)
+        if self.view.key != key:
+            return
+        if list(points) != list(ui.chart.points()):
+            more = len(points) != len(ui.chart.points())
+            ui.chart.set_points(points)
+            if more:
+                ui.replay.reread_requests()
+        ui.replay.update_episodes(episodes)
+        if list(events) != list(ui.events_model.events()):
+            chosen = selected_event(ui)
+            set_events(ui, events)
+            select_event(ui, chosen)
+
     def apply_status(self, status: PressureStatus) -> None:
         """The thread header, gauge, chart, hint and the list's pressure column from ``status``."""
         ui = self.ui
@@ -415,15 +490,85 @@ class ThreadsController:
 CHECK_AUTO_LIMIT = 2_000
 
 
+#: what :meth:`ThreadsController.say` records for a message about the database (not a thread)
+DATABASE = "\x00database"
+
+
 @dataclass(frozen=True)
 class Opening:
     """What a thread shows first, read in one worker trip: each part its value or the exception
-    that reading it raised (each fails on its own, as separate reads would)."""
+    that reading it raised (each fails on its own, as separate reads would); ``mark``: the
+    thread's mark (``InspectorService.versions``) read before the rest, None if it failed."""
 
     info: ThreadInfo | Exception
     state: tuple[CompactionState, list[HistoryRecord]] | Exception
     sources: tuple[SourceCompaction, ...] | Exception
     page: TimelinePage | Exception
+    mark: Any = None
+
+
+def read_listing(service: InspectorService) -> tuple[Any, list[ThreadInfo]]:
+    """The list's mark and the list, in one worker trip (the mark first: a change in between is
+    seen by the next poll; a mark that cannot be read is None, and the next poll lists again)."""
+    try:
+        listing = invoke(service, InspectorService.versions, None)[0]
+    except Exception:  # noqa: BLE001: the list itself says what is wrong, if anything
+        listing = None
+    return listing, invoke(service, InspectorService.list_threads)
+
+
+def compaction_of(state: tuple[CompactionState, list[HistoryRecord]] | CompactionState, sources: Any) -> tuple[Any, ...]:
+    """What a timeline is built for: (boundary, generation, compactions, the source's compactions);
+    when it changes, the rows change (compacted turns, pruned results, a card), so the live
+    refresh reads the whole view again."""
+    st = state[0] if isinstance(state, tuple) else state
+    return (st.boundary, st.generation, st.compact_count, len(sources) if isinstance(sources, (list, tuple)) else sources)
+
+
+def capture_view(ui: InspectorLayout, paging: PagingController) -> ViewState:
+    """What the user made of the open view (:class:`~.base.ViewState`)."""
+    timeline = ui.timeline
+    node = ui.timeline_model.node(timeline.currentIndex())
+    return ViewState(
+        message=paging.selected_message_id(),
+        row=timeline.row_key(node) if node is not None else None,
+        scroll=timeline.verticalScrollBar().value(),
+        expansion=timeline.expansion(),
+        tab=ui.tabs.currentIndex(),
+        replay=ui.replay.view_state(),
+        event=selected_event(ui),
+    )
+
+
+def set_events(ui: InspectorLayout, events: list[Any]) -> None:
+    ui.events_model.set_events(events, sources=ui.timeline_model.core.sources)  # the source's compactions first
+    ui.set_events_count(ui.events_model.rowCount())
+
+
+def selected_event(ui: InspectorLayout) -> int | None:
+    """The id of the event selected in the Events tab (None: none)."""
+    event = ui.events_view.currentIndex().siblingAtColumn(0).data(EventRole)
+    return getattr(event, "id", None)
+
+
+def select_event(ui: InspectorLayout, event_id: int | None) -> None:
+    if event_id is None:
+        return
+    model = ui.events_model
+    row = model.row_of(event_id)
+    if row is not None:
+        ui.events_view.setCurrentIndex(model.index(row, 0))
+
+
+def database_name(url: str) -> str:
+    """The one form of a database's name the window shows: a SQLite database as its file path
+    (``sqlite:////tmp/a.db`` and ``/tmp/a.db`` read the same), any other URL without its password."""
+    raw = url.strip()
+    for prefix in ("sqlite+pysqlite:///", "sqlite:///"):
+        if raw.startswith(prefix):
+            path = raw[len(prefix):].split("?", 1)[0]
+            return path or ":memory:"
+    return strip_password(raw)
 
 
 def read_opening(service: InspectorService, key: str, request: PageRequest) -> Opening:
@@ -436,12 +581,14 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
         except Exception as exc:  # noqa: BLE001: handed back to the GUI thread, which reports it
             return exc
 
+    marks = attempt(lambda: invoke(service, InspectorService.versions, key))
     info = attempt(lambda: invoke(service, InspectorService.thread, key))
     if isinstance(info, Exception):
         return Opening(info, info, (), info)
     state = attempt(lambda: (invoke(service, InspectorService.compaction_state, key), invoke(service, InspectorService.history, key)))
     sources = attempt(lambda: tuple(invoke(service, InspectorService.source_compactions, key))) if info.source_format else ()
-    return Opening(info, state, sources, attempt(lambda: read_page(service, key, request)))
+    mark = None if isinstance(marks, Exception) else marks[1]
+    return Opening(info, state, sources, attempt(lambda: read_page(service, key, request)), mark)
 
 
 def run_checks(service: Any, key: str) -> list[Finding]:

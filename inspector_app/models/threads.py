@@ -54,19 +54,41 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
 
     # -- data in -------------------------------------------------------------------------------
     def set_threads(self, threads: Sequence[ThreadInfo]) -> None:
-        """Replace the list; the same keys in the same order update in place (selection survives)."""
+        """Replace the list in place: rows of threads gone are removed, new threads inserted where
+        they belong, and only rows whose thread changed are told so (the selection, the sort of a
+        proxy and the measured pressures survive; an unchanged list changes nothing). Only a list
+        whose common threads come in another order is reset."""
         threads = list(threads)
-        if [t.key for t in threads] == [t.key for t in self._rows]:
-            self._rows = threads
-            if threads:
-                self.dataChanged.emit(self.index(0, 0), self.index(len(threads) - 1, len(COLUMNS) - 1))
-            return
-        self.beginResetModel()
-        self._rows = threads
         keys = {t.key for t in threads}
         self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
         self._failed = {k: v for k, v in self._failed.items() if k in keys}
-        self.endResetModel()
+        old_keys = [t.key for t in self._rows]
+        kept = [k for k in old_keys if k in keys]
+        if kept != [t.key for t in threads if t.key in set(old_keys)]:
+            self.beginResetModel()
+            self._rows = threads
+            self.endResetModel()
+            return
+        row = len(self._rows) - 1
+        while row >= 0:  # threads gone: contiguous runs, from the end
+            if self._rows[row].key in keys:
+                row -= 1
+                continue
+            last = row
+            while row >= 0 and self._rows[row].key not in keys:
+                row -= 1
+            self.beginRemoveRows(QModelIndex(), row + 1, last)
+            del self._rows[row + 1 : last + 1]
+            self.endRemoveRows()
+        for i, t in enumerate(threads):
+            if i < len(self._rows) and self._rows[i].key == t.key:
+                if self._rows[i] != t:
+                    self._rows[i] = t
+                    self.dataChanged.emit(self.index(i, 0), self.index(i, len(COLUMNS) - 1))
+                continue
+            self.beginInsertRows(QModelIndex(), i, i)
+            self._rows.insert(i, t)
+            self.endInsertRows()
 
     def update_thread(self, info: ThreadInfo) -> None:
         """Refresh one row (after a live refresh or a compaction of that thread)."""
@@ -126,9 +148,9 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
         if role == SearchTextRole:
             return " ".join(filter(None, (t.title, t.key, t.agent, t.model, t.provider, source_name(t.source_format))))
         if role == Qt.ItemDataRole.ToolTipRole and t.key in self._failed:
-            return f"Cannot read this thread: {self._failed[t.key]}"
+            return f"{t.title or t.key}\nCannot read this thread: {self._failed[t.key]}"
         if role == Qt.ItemDataRole.ToolTipRole and col == COL_TITLE:
-            details = [f"key: {t.key}"]
+            details = [t.title or t.key, f"key: {t.key}"]  # the full title: the column elides it
             if t.agent:
                 details.append(f"agent: {t.agent}")
             if t.provider or t.model:

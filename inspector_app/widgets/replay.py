@@ -12,7 +12,7 @@ another thread is opened, so nothing of the previous thread stays on screen."""
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex, Qt, Signal
 from PySide6.QtGui import QShowEvent
@@ -170,8 +170,8 @@ class ReplayPanel(QWidget):
         self.surface_model = SurfaceModel(self)
         self.requests_model = RequestsModel(self)
         self.request_surface_model = SurfaceModel(self)
-        #: a request to select once the requests are in (a chart click): ("index" | "id", value)
-        self._pending_request: tuple[str, int] | None = None
+        #: a request to select once the requests are in (a chart click, a kept cursor): ("index" | "id", n) or ("step", (episode, step))
+        self._pending_request: tuple[str, Any] | None = None
         self._points: list[PressurePoint] = []
 
         self.episodes = QComboBox()
@@ -283,10 +283,25 @@ class ReplayPanel(QWidget):
 
     def clear_thread(self, key: str | None) -> None:
         """Another thread (or none) is opened: every page is emptied now, before anything of the new
-        one is read, so no surface of the previous thread stays on screen."""
+        one is read, so no surface of the previous thread stays on screen.
+
+        A fresh view of the same thread (an outside compaction re-reads the whole view) empties
+        nothing: what is shown stays until its new data replaces it (the pages read again; the
+        recoveries never flash "No overflow-recovery episodes" in between), and the compaction the
+        Before / after page shows is read again."""
+        same = key is not None and key == self.key
+        shown = self.diff.current_index() if same else None
         self.key = key
         self.requests_state = "none"
         self.diff_state = "none"
+        if same:
+            current = self.requests_key()
+            self._pending_request = current if current is not None else self._pending_request
+            if self.page() == "diff" and self.isVisible():
+                self.diff_state = "loading"
+                self.diffWanted.emit(shown)
+            self._want()
+            return
         self._pending_request = None
         self._points = []
         self.requests_model.clear()
@@ -294,6 +309,77 @@ class ReplayPanel(QWidget):
         self.requests_status.setText(self.EMPTY_REQUESTS if key is None else "Requests are read when this page is shown.")
         self.set_episodes([])
         self.diff.clear("Select a compaction (or open this page) to see the surface before and after it." if key else "")
+        self._want()
+
+    # -- what the user chose, kept across a re-read ------------------------------------------------
+    def requests_key(self) -> tuple[str, int] | tuple[str, tuple[int | None, int | None]] | None:
+        """The current row of the Requests page as :meth:`select_request` takes it back: ("index",
+        request) or ("step", (episode, step)); a choice not applied yet while the rows are read."""
+        row = self.requests_model.current()
+        if self.requests_state != "loaded" or row is None:
+            return self._pending_request
+        if row.replay_step is not None:
+            return ("step", (row.episode, row.step))
+        return ("index", row.index) if row.index is not None else None
+
+    def view_state(self) -> tuple[int, int, int, object]:
+        """(page, episode, step, current request): what :meth:`restore_view_state` puts back."""
+        return (self.pages.currentIndex(), self.model.episode_index, self.model.step_index, self.requests_key())
+
+    def restore_view_state(self, state: tuple[int, int, int, object] | None) -> None:
+        """Put back what :meth:`view_state` kept (a page, episode, step or request that no longer
+        exists is left as it is)."""
+        if state is None:
+            return
+        page, episode, step, request = state
+        if 0 <= page < self.pages.count() and page != self.pages.currentIndex():
+            self.pages.setCurrentIndex(page)
+        self.restore_recovery(episode, step)
+        if isinstance(request, tuple):
+            self._select_key(request)
+
+    def restore_recovery(self, episode: int, step: int) -> None:
+        """Episode ``episode`` at step ``step``, when the episodes have them."""
+        if 0 <= episode < self.episodes.count() and episode != self.episodes.currentIndex():
+            self.episodes.setCurrentIndex(episode)
+        if step >= 0 and self.model.episode_index == episode and step < self.model.rowCount():
+            self.model.go(step)
+
+    def _select_key(self, request: tuple) -> None:  # type: ignore[type-arg]
+        kind, value = request
+        if self.requests_state != "loaded":
+            self._pending_request = request  # type: ignore[assignment]
+            return
+        row = self._row_of_key(kind, value)
+        if row >= 0 and row != self.requests_model.row_index:
+            self.requests_model.go(row)
+
+    def _row_of_key(self, kind: str, value: object) -> int:
+        model = self.requests_model
+        if kind == "index" and isinstance(value, int):
+            return model.row_of_request(value)
+        if kind == "id" and isinstance(value, int):
+            return model.row_of_request_id(value)
+        if kind == "step":
+            return next((i for i, r in enumerate(model.rows()) if r.replay_step is not None and (r.episode, r.step) == value), -1)
+        return -1
+
+    def update_episodes(self, episodes: Sequence[Episode]) -> None:
+        """The episodes read again (a live refresh): nothing changes when they are the same; else
+        the episode and step shown stay when they still exist."""
+        episodes = list(episodes)
+        if episodes == self.model.episodes():
+            return
+        episode, step = self.model.episode_index, self.model.step_index
+        self.set_episodes(episodes)
+        self.restore_recovery(episode, step)
+
+    def reread_requests(self) -> None:
+        """The thread's requests changed (a live refresh): read them again, the cursor kept."""
+        if self.requests_state != "loaded":
+            return
+        self._pending_request = self.requests_key()  # type: ignore[assignment]
+        self.requests_state = "none"
         self._want()
 
     # -- requests ------------------------------------------------------------------------------
@@ -310,11 +396,17 @@ class ReplayPanel(QWidget):
         self.requests_state = "loaded"
         self._points = list(points)
         pending, self._pending_request = self._pending_request, None
+        step: tuple[object, object] | None = None
         if select is None and pending is not None:
             kind, value = pending
             matched = self._points if len(self._points) == count else []
-            select = value if kind == "index" else next((i for i, p in enumerate(matched) if p.request_id == value), None)
+            if kind == "step":
+                step = value  # type: ignore[assignment]
+            else:
+                select = value if kind == "index" else next((i for i, p in enumerate(matched) if p.request_id == value), None)  # type: ignore[assignment]
         self.requests_model.set_requests(count, self._points, self.model.episodes(), select=select, rows=rows)
+        if step is not None:
+            self._select_key(("step", step))
         self.requests_status.setObjectName("muted")
         self.requests_status.setText(f"{count:,} request{'s' if count != 1 else ''}, oldest first" if count else self.EMPTY_REQUESTS)
 
@@ -327,8 +419,11 @@ class ReplayPanel(QWidget):
         model = self.requests_model
         current = model.current()
         keep = current.index if current is not None and current.replay_step is None else None
+        step = (current.episode, current.step) if current is not None and current.replay_step is not None else None
         self._points = list(points)
         model.set_requests(model.request_count, self._points, self.model.episodes(), select=keep, envelopes=model.envelopes())
+        if step is not None:
+            self._select_key(("step", step))
 
     def set_envelope(self, envelope: RequestEnvelope) -> None:
         """Request ``envelope.index``'s envelope was built (on a worker)."""

@@ -152,6 +152,45 @@ class TimelineView(QTreeView):
             self.setCurrentIndex(index)
         super().scrollToBottom()
 
+    # -- what the user opened, closed and selected (kept across a re-read of the whole view) -------
+    @staticmethod
+    def row_key(node: Any) -> tuple[str, int | None]:
+        """A row's identity that survives a re-read: its kind and its first message id."""
+        return (node.kind, node.first_id if node.info is None else node.info.id)
+
+    def expansion(self) -> dict[tuple[str, int | None], bool]:
+        """The loaded groups the user opened or closed against their default (a unit or round
+        opens unless compacted; anything else starts closed), by :meth:`row_key`."""
+        model = self.timeline()
+        out: dict[tuple[str, int | None], bool] = {}
+        if model is None:
+            return out
+        for node in model.core.root.walk():
+            if node.children:
+                shown = self.isExpanded(model.index_of(node))
+                if shown != _opens(node):
+                    out[self.row_key(node)] = shown
+        return out
+
+    def apply_expansion(self, wanted: dict[tuple[str, int | None], bool]) -> None:
+        """Open or close the loaded groups listed in ``wanted`` (what :meth:`expansion` kept)."""
+        model = self.timeline()
+        if model is None or not wanted:
+            return
+        for node in model.core.root.walk():
+            if node.children:
+                shown = wanted.get(self.row_key(node))
+                if shown is not None:
+                    self.setExpanded(model.index_of(node), shown)
+
+    def index_of_key(self, key: tuple[str, int | None]) -> QModelIndex:
+        """The loaded row whose :meth:`row_key` is ``key`` (invalid when none)."""
+        model = self.timeline()
+        if model is None:
+            return QModelIndex()
+        node = next((n for n in model.core.root.walk() if self.row_key(n) == key), None)
+        return model.index_of(node) if node is not None else QModelIndex()
+
     # -- gaps --------------------------------------------------------------------------------------
     def _schedule(self, *_args: Any) -> None:
         self._check.start()
@@ -185,3 +224,8 @@ class TimelineView(QTreeView):
         if height > 0 and offset // height:
             bar = self.verticalScrollBar()
             bar.setValue(bar.value() - offset // height)
+
+
+def _opens(node: Any) -> bool:
+    """Whether a group row opens by itself when it is loaded (see ``PagingController._on_rows_inserted``)."""
+    return node.kind in ("unit", "round") and not node.compacted

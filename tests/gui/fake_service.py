@@ -205,6 +205,17 @@ class FakeService:
         assert t is not None
         return len(t.messages)
 
+    def versions(self, key: str | None = None) -> tuple[tuple[Any, ...], tuple[Any, ...] | None]:
+        """Marks like the store's: the list's from every thread's header, the thread's from what
+        its panels show (header, state, messages, tokens, points, episodes, sources)."""
+        t = self._record("versions", key) if key is not None else None
+        with self._lock:
+            listing = tuple(sorted(((x.info.key, x.info) for x in self.threads.values()), key=lambda p: p[0]))
+            if t is None:
+                return listing, None
+            last = t.messages[-1].id if t.messages else None
+            return listing, (t.info, t.state, len(t.messages), last, t.tokens, t.threshold, tuple(t.pressure), tuple(t.episodes), tuple(t.sources), len(t.history))
+
     def compaction_state(self, key: str) -> CompactionState:
         t = self._record("compaction_state", key)
         assert t is not None and t.state is not None

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine.messages import user
 from inspector_app.main_window import MainWindow
 from tests.gui.fake_service import FakeService
 
@@ -42,6 +43,10 @@ def test_poll_waits_for_the_first_status_and_badges_do_not(qtbot: Any, make_wind
     qtbot.waitUntil(lambda: window.idle, timeout=5000)
     assert not window.live.loading and window.state.status is not None
     before = len(in_flight)  # the first read, and the thread list's pressure column
-    window.live._on_poll()  # loaded: the poll refreshes as before
+    window.live._on_poll()  # loaded, and nothing changed: the poll reads no status
+    qtbot.waitUntil(lambda: window.idle and fake.called("versions") >= 2, timeout=5000)
+    assert len(in_flight) == before
+    fake.append("acme-vat", user("one more"))
+    window.live._on_poll()  # loaded, and the thread changed: the poll reads its status again
     qtbot.waitUntil(lambda: len(in_flight) == before + 1 and in_flight[-1] == "acme-vat", timeout=5000)
     qtbot.waitUntil(lambda: window.idle, timeout=5000)

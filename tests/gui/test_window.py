@@ -179,7 +179,7 @@ def test_search_and_keyboard_enter_opens_the_detail(qtbot: Any, window: MainWind
     qtbot.waitUntil(lambda: window.idle and window.timeline.currentIndex().data(MessageIdRole) == 10, timeout=5000)
     QTest.keyClick(window.search, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: window.idle and window.timeline.currentIndex().data(MessageIdRole) == 12, timeout=5000)
-    assert window.statusBar().currentMessage() == "Match: message #12"
+    assert window.statusBar().currentMessage() == "Match 2 of 2: message #12"
     window.timeline.setFocus()
     QTest.keyClick(window.timeline, Qt.Key.Key_Return)
     assert window.tabs.currentWidget() is window.detail

@@ -392,7 +392,7 @@ def test_search_loads_pages_until_it_finds_a_match(qtbot: Any, open_demo: Any, d
     assert loaded < 200 and not w.timeline_model.exhausted and not w.timeline_model.contains(target.id)
     w.search.setText("THE NEEDLE")
     qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == target.id, timeout=WAIT_MS)
-    assert w.statusBar().currentMessage() == f"Match: message #{target.id}"
+    assert w.statusBar().currentMessage() == f"Match 1 of 1: message #{target.id}"
     assert loaded < w.timeline_model.loaded_count() < len(messages)  # the page around the match (and gap rows on screen)
     assert w.timeline_model.gaps() and w.counts_label.text() == f"{w.timeline_model.loaded_count()} of 600 messages loaded"
     w.search.setText("no such text anywhere in this thread")
@@ -402,7 +402,7 @@ def test_search_loads_pages_until_it_finds_a_match(qtbot: Any, open_demo: Any, d
     w.search.setText("question 3:")  # from the start
     qtbot.waitUntil(lambda: w.idle and w.timeline.currentIndex().data(MessageIdRole) == messages[6].id, timeout=WAIT_MS)
     QTest.keyClick(w.search, Qt.Key.Key_Return)  # the only match: the search wraps around to it
-    qtbot.waitUntil(lambda: w.idle and w.statusBar().currentMessage() == f"Match: message #{messages[6].id}", timeout=WAIT_MS)
+    qtbot.waitUntil(lambda: w.idle and w.statusBar().currentMessage() == f"Match 1 of 1: message #{messages[6].id}", timeout=WAIT_MS)
 
 
 def test_events_tab_lists_the_compactions_and_points_into_the_timeline(qtbot: Any, open_demo: Any, demo: Demo) -> None:
