@@ -132,6 +132,20 @@ def is_demo(url: str | None) -> bool:
     return same_database(url, demo_database())
 
 
+def database_name(url: str | None) -> str:
+    """A database in words: "My sessions (~/…/sessions.db)", "the demo database", or the URL
+    without its password."""
+    if not url:
+        return ""
+    path = database_file(url)
+    shown = str(path) if path is not None else strip_password(url)
+    home = str(Path.home())
+    shown = "~" + shown[len(home):] if shown.startswith(home + "/") else shown
+    if same_database(url, sessions_database()):
+        return f"My sessions ({shown})"
+    return f"the demo database ({shown})" if is_demo(url) else shown
+
+
 def import_target(settings: QSettings) -> tuple[str, str | None]:
     """The remembered choice of where imports go while the demo is open: ``(TARGET_*, url)``."""
     kind = _text(settings, KEY_IMPORT_TARGET) or TARGET_SESSIONS

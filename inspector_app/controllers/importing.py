@@ -18,7 +18,7 @@ from PySide6.QtCore import QSettings, QUrl, Qt
 from PySide6.QtWidgets import QFileDialog
 
 from ..layout import InspectorLayout
-from ..preferences import TARGET_OTHER, import_target, is_demo, remember_directory, remember_import_target, same_database, sessions_database, start_directory
+from ..preferences import TARGET_OTHER, database_name, import_target, is_demo, remember_directory, remember_import_target, same_database, sessions_database, start_directory
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
@@ -159,7 +159,7 @@ class ImportController:
             ui.import_action.setEnabled(True)
             ui.busy.hide()
             ui.busy.setToolTip("")
-        outcome = ImportOutcome(tuple(reports), tuple(failures))
+        outcome = ImportOutcome(tuple(reports), tuple(failures), database_name(self._database()))
         bar.showMessage(outcome.summary())
         if reports:  # the list again; the open thread stays open, else (or in the database just opened) the first session imported
             first = reports[0].thread  # type: ignore[attr-defined]

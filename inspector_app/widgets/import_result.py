@@ -1,4 +1,4 @@
-"""The result of an import: one row per session written (thread, format, messages, tool calls,
+"""The result of an import: the database the sessions went into, one row per session written (thread, format, messages, tool calls,
 compactions, warnings), the warnings and the files that could not be read, in words, and a button
 that opens the imported thread."""
 
@@ -44,6 +44,8 @@ class ImportOutcome:
 
     reports: tuple[Any, ...] = ()
     failures: tuple[ImportFailure, ...] = field(default_factory=tuple)
+    #: the database the sessions went into, in words ("My sessions (~/…/sessions.db)"); "" when not known
+    database: str = ""
 
     def summary(self) -> str:
         """One line: how many sessions and messages, how many files failed."""
@@ -96,6 +98,11 @@ class ImportResultDialog(QDialog):
         self.heading = QLabel(outcome.summary())
         self.heading.setObjectName("sectionTitle")
         self.heading.setWordWrap(True)
+        self.database = QLabel(f"Into {outcome.database}" if outcome.database else "")
+        self.database.setObjectName("importDatabase")
+        self.database.setWordWrap(True)
+        self.database.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.database.setVisible(bool(outcome.database))
         self.table = QTreeWidget()
         self.table.setObjectName("importSessions")
         self.table.setColumnCount(len(COLUMNS))
@@ -133,6 +140,7 @@ class ImportResultDialog(QDialog):
         self.table.itemDoubleClicked.connect(lambda _item, _col: self._open())
         layout = QVBoxLayout(self)
         layout.addWidget(self.heading)
+        layout.addWidget(self.database)
         layout.addWidget(self.table, 1)
         notes_title = QLabel("Warnings and errors")
         notes_title.setObjectName("muted")

@@ -225,6 +225,8 @@ def test_import_on_the_demo_asks_and_goes_to_my_sessions_by_default_and_remember
     assert KEY in w.thread_model.keys() and not demo_threads & set(w.thread_model.keys())
     assert w.timeline_model.key == KEY
     assert settings.value(preferences.KEY_IMPORT_TARGET) == TARGET_SESSIONS
+    into = w.importer.dialog.database.text()  # the result says where they went
+    assert into.startswith("Into My sessions (") and into.endswith("sessions.db)") and w.importer.dialog.database.isVisible()
     svc = open_service(str(data / "demo.db"), workdir=tmp_path / "w2")
     try:
         assert KEY not in {t.key for t in svc.list_threads()}  # the demo was left alone
@@ -243,6 +245,7 @@ def test_import_on_the_demo_asks_and_goes_to_my_sessions_by_default_and_remember
     qtbot.waitUntil(lambda: w.idle and w.importer.dialog is not None, timeout=30_000)
     assert preferences.is_demo(w.database) and any(k.startswith("codex:") for k in w.thread_model.keys())
     assert settings.value(preferences.KEY_IMPORT_TARGET) == TARGET_HERE
+    assert w.importer.dialog.database.text().startswith("Into the demo database (")
     w.importer.dialog.close()
     w.importer.start([str(CODEX)])
     assert w.importer.target_dialog is not None and w.importer.target_dialog.combo.currentData() == TARGET_HERE
