@@ -1,5 +1,5 @@
 # Two commands on a fresh machine (see README.md):
-#   make run    install into .venv and launch the inspector on the embedded demo database
+#   make run    install into .venv and launch the inspector (a welcome page on the first run, then the last database)
 #   make test   install into .venv (with test extras) and run the whole test suite
 PYTHON ?= python3
 VENV   ?= .venv

@@ -8,7 +8,7 @@ of the selected thread) prepare what it shows; ``--request N``, ``--compaction N
 ``--replay-view`` open the replay tab on a request, on a compaction's before/after or on a page,
 and ``--diff-window`` shows that before/after in its own window (drawn over the main one).
 
-Without ``--db`` the database of the last session opens; on a first launch, the welcome page
+Without ``--db`` (nor ``$COMPACTION_DB``) the database of the last session opens; on a first launch, the welcome page
 (open a database, import a session, open the demo). Without ``--theme``, the theme last chosen.
 """
 
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compaction-inspector", description="Inspect how conversations were compacted.")
-    parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: the database of the last session; on a first launch, a welcome page)")
+    parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: $COMPACTION_DB, else the database of the last session; on a first launch, a welcome page)")
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded (offscreen), then exit")
     parser.add_argument("--theme", choices=THEME_MODES, default=None, help="colour theme (default: the one last chosen, else follow the system)")
@@ -58,7 +58,9 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     from .widgets.connect import to_url
 
     url = to_url(args.db) if args.db is not None else None  # --db "" is an error, not the demo
-    opened = await window.start(url, select=args.thread)  # no --db: the last database, else the welcome
+    if url is None and os.environ.get("COMPACTION_DB"):  # as the compaction command
+        url = to_url(os.environ["COMPACTION_DB"])
+    opened = await window.start(url, select=args.thread)  # else the last database, else the welcome
     await window.settle()
     if opened and args.import_files:
         await window.import_files([str(p) for p in args.import_files])
