@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine import figures
 from engine.messages import summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
@@ -490,7 +491,7 @@ class ReplayPanel(QWidget):
             return
         limits = []
         if e.threshold:
-            limits.append(f"{e.tokens / e.threshold:.0%} of threshold {e.threshold:,}")
+            limits.append(f"{figures.percent(e.tokens / e.threshold)} of threshold {figures.tokens(e.threshold)}")
         if e.context_window:
             limits.append(f"window {e.context_window:,}")
         reported = f" · the provider reported {e.reported_prompt_tokens:,}" if e.reported_prompt_tokens is not None else ""
