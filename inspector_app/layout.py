@@ -7,10 +7,13 @@ pure layout is connected here: the thread filter box and the Find shortcut.
 
 from __future__ import annotations
 
-from PySide6.QtCore import QModelIndex, Qt
-from PySide6.QtGui import QAction, QKeySequence
+from typing import Any
+
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QSize, Qt
+from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
+    QBoxLayout,
     QFrame,
     QHBoxLayout,
     QHeaderView,
@@ -19,7 +22,9 @@ from PySide6.QtWidgets import (
     QMainWindow,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSizePolicy,
+    QStyle,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -35,9 +40,9 @@ from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.checks import FindingsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
 from .pressure_text import HINT_TEXT, PressureView
-from .models.timeline import COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
+from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .widgets.bars import ConfirmBar, ErrorBanner
-from .widgets.delegates import PillDelegate
+from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
 from .widgets.pressure import PressureChart, PressureGauge
 from .widgets.replay import ReplayPanel
@@ -45,25 +50,145 @@ from .widgets.timeline_view import TimelineView
 
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
 MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted"}
+STATE_SHORT = {"running": "run", "waiting": "wait", "queued": "queue"}
+#: the Source badge when its name does not fit the column (the full name is in the cell's tooltip)
+SOURCE_SHORT = {"Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "OAI", "Anthropic": "Ant", "OpenHands": "OH", "SWE-agent": "SWE"}
+
+#: the smallest widths the three panes keep (the splitter never squeezes one below them)
+MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 380, 280
+#: below this width the thread header puts its buttons under its texts (the texts keep a real width)
+HEADER_TEXT_MIN = 300
+#: below this window width the toolbar shows icons only (the words are in the tooltips)
+TOOLBAR_WORDS_MIN = 1180
 
 
-def state_pills(index: QModelIndex) -> list[tuple[str, str]]:
+def state_pills(index: QModelIndex) -> list[Pill]:
     state = index.data(StateRole)
-    return [(state, STATE_TOKENS.get(state, "text_muted"))] if state else []
+    return [Pill(state, STATE_TOKENS.get(state, "text_muted"), STATE_SHORT.get(state, ""))] if state else []
 
 
-def source_pills(index: QModelIndex) -> list[tuple[str, str]]:
+def source_pills(index: QModelIndex) -> list[Pill]:
     text = index.data()
-    return [(text, "info")] if text else []
+    return [Pill(text, "info", SOURCE_SHORT.get(text, text[:3]))] if text else []
 
 
-def token_pills(index: QModelIndex) -> list[tuple[str, str]]:
+def token_pills(index: QModelIndex) -> list[Pill]:
     text = index.data()
-    return [(text, "badge_bg")] if text else []
+    return [Pill(text, "badge_bg")] if text else []
 
 
-def marker_pills(index: QModelIndex) -> list[tuple[str, str]]:
-    return [(m, MARKER_TOKENS.get(m, "info")) for m in (index.data(MarkersRole) or ())]
+def marker_pills(index: QModelIndex) -> list[Pill]:
+    return [Pill(m, MARKER_TOKENS.get(m, "info"), icon=theme.marker_icon(m)) for m in (index.data(MarkersRole) or ())]
+
+
+class ElidedLabel(QLabel):
+    """A one-line label that elides its text at the right when it is narrower than the text;
+    :meth:`text` stays the full text, which the tooltip then shows."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(text, parent)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+
+    def setText(self, text: str) -> None:  # noqa: N802 (Qt name)
+        super().setText(text)
+        self._sync_tooltip()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 (Qt name)
+        return QSize(0, super().minimumSizeHint().height())
+
+    def elided(self) -> bool:
+        """The text does not fit the label's width (part of it is drawn as …)."""
+        return QFontMetrics(self.font()).horizontalAdvance(self.text()) > self.contentsRect().width()
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self._sync_tooltip()
+
+    def _sync_tooltip(self) -> None:
+        self.setToolTip(self.text() if self.elided() else "")
+
+    def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt name)
+        painter = QPainter(self)
+        rect = self.contentsRect()
+        text = QFontMetrics(self.font()).elidedText(self.text(), Qt.TextElideMode.ElideRight, rect.width())
+        self.style().drawItemText(painter, rect, int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), self.palette(), self.isEnabled(), text, self.foregroundRole())
+
+
+class ThreadHeader(QFrame):
+    """The thread header: the title on a line of its own (elided, whole in its tooltip), then the
+    texts beside the buttons, or the buttons under the texts when beside them the texts would be
+    narrower than :data:`HEADER_TEXT_MIN` (they wrap, never blank)."""
+
+    def __init__(self, title: QWidget, texts: QVBoxLayout, buttons: list[QWidget]) -> None:
+        super().__init__()
+        self.setObjectName("threadHeader")
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(10, 8, 10, 8)
+        outer.setSpacing(2)
+        outer.addWidget(title)
+        self.box = QBoxLayout(QBoxLayout.Direction.LeftToRight)
+        self.box.setContentsMargins(0, 0, 0, 0)
+        outer.addLayout(self.box)
+        self.box.addLayout(texts, 1)
+        self.buttons = QHBoxLayout()
+        self.buttons.setSpacing(6)
+        self.buttons.addStretch(1)
+        for w in buttons:
+            self.buttons.addWidget(w)
+        self.box.addLayout(self.buttons)
+        self._buttons = buttons
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Maximum)
+
+    @property
+    def stacked(self) -> bool:
+        """The buttons are under the texts."""
+        return self.box.direction() == QBoxLayout.Direction.TopToBottom
+
+    def buttons_width(self) -> int:
+        shown = [w for w in self._buttons if not w.isHidden()]
+        return sum(w.sizeHint().width() for w in shown) + self.buttons.spacing() * max(0, len(shown) - 1)
+
+    def arrange(self) -> None:
+        """Beside or under, from the header's width (which the splitter sets, not this choice)."""
+        margins = self.layout().contentsMargins()
+        room = self.width() - margins.left() - margins.right() - self.box.spacing() - self.buttons_width()
+        direction = QBoxLayout.Direction.TopToBottom if room < HEADER_TEXT_MIN else QBoxLayout.Direction.LeftToRight
+        if direction != self.box.direction():
+            self.box.setDirection(direction)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        self.arrange()
+        super().resizeEvent(event)
+
+    def event(self, event: QEvent) -> bool:
+        if event.type() == QEvent.Type.LayoutRequest:  # a button shown or hidden changes the room
+            self.arrange()
+        return super().event(event)
+
+
+class _Fitter(QObject):
+    """Calls ``fit()`` whenever the watched widget is resized."""
+
+    def __init__(self, watched: QWidget, fit: Any) -> None:
+        super().__init__(watched)
+        self._fit = fit
+        watched.installEventFilter(self)
+
+    def eventFilter(self, _obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt name)
+        if event.type() == QEvent.Type.Resize:
+            self._fit()
+        return False
+
+
+def scrolled(page: QWidget) -> QScrollArea:
+    """``page`` in a vertical scroll area: a short window scrolls the side panel instead of clipping it."""
+    area = QScrollArea()
+    area.setObjectName(f"{page.objectName() or 'page'}Scroll")
+    area.setWidget(page)
+    area.setWidgetResizable(True)
+    area.setFrameShape(QFrame.Shape.NoFrame)
+    area.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    return area
 
 
 class InspectorLayout(QMainWindow):
@@ -100,12 +225,16 @@ class InspectorLayout(QMainWindow):
         self.thread_list.setAlternatingRowColors(False)
         self.thread_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.thread_list.setAllColumnsShowFocus(True)
+        self.thread_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long name keeps its start and its end
         header = self.thread_list.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(COL_TITLE, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((COL_SOURCE, 80), (COL_PRESSURE, 78), (COL_GENERATION, 40), (COL_STATE, 76)):
+        header.setMinimumSectionSize(18)
+        for col in (COL_SOURCE, COL_PRESSURE, COL_GENERATION, COL_STATE):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
-            header.resizeSection(col, width)
+        self._fitting = False
+        self._thread_fitter = _Fitter(self.thread_list, self.fit_thread_columns)
+        header.sectionResized.connect(lambda _c, old, new: (old == 0 or new == 0) and self.fit_thread_columns())  # a column shown or hidden
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(state_pills, self.thread_list))
         self.thread_list.setItemDelegateForColumn(COL_SOURCE, PillDelegate(source_pills, self.thread_list))
@@ -120,7 +249,7 @@ class InspectorLayout(QMainWindow):
         ll.addWidget(self.thread_list, 1)
 
         # thread header + compact controls
-        self.thread_title = QLabel("No thread selected")
+        self.thread_title = ElidedLabel("No thread selected")
         self.thread_title.setObjectName("threadTitle")
         self.thread_meta = QLabel("")
         self.thread_meta.setObjectName("muted")
@@ -130,7 +259,7 @@ class InspectorLayout(QMainWindow):
         self.busy_label = QLabel()
         self.busy_label.setObjectName("busyLabel")
         self.busy_label.hide()
-        for label in (self.thread_title, self.thread_meta, self.hint_label, self.busy_label):
+        for label in (self.thread_meta, self.hint_label, self.busy_label):
             label.setWordWrap(True)
             label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.summary_button = QToolButton()
@@ -152,21 +281,13 @@ class InspectorLayout(QMainWindow):
         self.busy.setFixedWidth(90)
         self.busy.setTextVisible(False)
         self.busy.hide()
-        head = QFrame()
-        head.setObjectName("threadHeader")
-        hl = QHBoxLayout(head)
-        hl.setContentsMargins(10, 8, 10, 8)
         texts = QVBoxLayout()
         texts.setSpacing(2)
-        texts.addWidget(self.thread_title)
         texts.addWidget(self.thread_meta)
         texts.addWidget(self.hint_label)
         texts.addWidget(self.busy_label)
-        hl.addLayout(texts, 1)
-        hl.addWidget(self.busy)
-        hl.addWidget(self.summary_button)
-        hl.addWidget(self.whatif_button)
-        hl.addWidget(self.compact_button)
+        head = ThreadHeader(self.thread_title, texts, [self.busy, self.summary_button, self.whatif_button, self.compact_button])
+        self.thread_header = head
         self.confirm = ConfirmBar()
 
         self.search = QLineEdit()
@@ -187,9 +308,10 @@ class InspectorLayout(QMainWindow):
         th = self.timeline.header()
         th.setStretchLastSection(False)
         th.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
-        for col, width in ((1, 72), (2, 120), (3, 48)):
+        th.setMinimumSectionSize(18)
+        for col in (COL_TOKENS, COL_MARKERS, COL_ID):
             th.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
-            th.resizeSection(col, width)
+        self._timeline_fitter = _Fitter(self.timeline, self.fit_timeline_columns)
         self.timeline.setItemDelegateForColumn(COL_TOKENS, PillDelegate(token_pills, self.timeline, align_right=True))
         self.timeline.setItemDelegateForColumn(COL_MARKERS, PillDelegate(marker_pills, self.timeline))
 
@@ -210,6 +332,7 @@ class InspectorLayout(QMainWindow):
         pl.setContentsMargins(4, 8, 4, 8)
         pl.addWidget(self.gauge)
         pl.addWidget(self.chart, 1)
+        pressure.setObjectName("pressurePage")
         self.replay = ReplayPanel()
         self.events_model = EventsModel(self)
         self.events_view = QTreeView()
@@ -266,7 +389,7 @@ class InspectorLayout(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.setObjectName("sideTabs")
         self.tabs.addTab(self.detail, "Detail")
-        self.tabs.addTab(pressure, "Pressure")
+        self.tabs.addTab(scrolled(pressure), "Pressure")
         self.tabs.addTab(self.replay, "Replay")
         self.tabs.addTab(events, "Events")
         self.tabs.addTab(checks, "Checks")
@@ -276,9 +399,12 @@ class InspectorLayout(QMainWindow):
         self.splitter.addWidget(center)
         self.splitter.addWidget(self.tabs)
         self.splitter.setChildrenCollapsible(False)
-        left.setMinimumWidth(300)
-        for i, stretch in enumerate((2, 3, 2)):
+        for pane, width in ((left, MIN_LEFT), (center, MIN_CENTER), (self.tabs, MIN_RIGHT)):
+            pane.setMinimumWidth(width)
+        for i, stretch in enumerate((2, 4, 3)):
             self.splitter.setStretchFactor(i, stretch)
+        self.tabs.tabBar().setElideMode(Qt.TextElideMode.ElideNone)
+        self.tabs.tabBar().setUsesScrollButtons(True)
 
         root = QWidget()
         rl = QVBoxLayout(root)
@@ -359,15 +485,26 @@ class InspectorLayout(QMainWindow):
         self.hint_label.setStyleSheet(f"color: {theme.color(view.tone).name()}; font-weight: 600;")
         self.hint_label.setVisible(view.shown)
 
+    def fit_tabs(self) -> None:
+        """The side panel at least as wide as its tab titles (the splitter takes the room from the
+        timeline, which keeps :data:`MIN_CENTER`): no tab hides behind the scroll arrows."""
+        bar = self.tabs.tabBar()
+        bar.ensurePolished()
+        wanted = max(MIN_RIGHT, sum(bar.tabSizeHint(i).width() for i in range(bar.count())) + 6)
+        if self.tabs.minimumWidth() != wanted:
+            self.tabs.setMinimumWidth(wanted)
+
     def set_checks_count(self, count: int) -> None:
         """The Checks tab's title: how many violations the open thread has."""
         self.tabs.setTabText(TABS.index("checks"), f"Checks ({count})" if count else "Checks")
         self.tabs.tabBar().setTabTextColor(TABS.index("checks"), theme.color("danger") if count else self.tabs.tabBar().palette().windowText().color())
+        self.fit_tabs()
 
     def set_events_count(self, count: int) -> None:
         """The events tab's title and its empty-state note."""
         self.events_empty.setVisible(not count)
         self.tabs.setTabText(TABS.index("events"), f"Events ({count})" if count else "Events")
+        self.fit_tabs()
 
     def select_row(self, index: QModelIndex) -> None:
         """Make ``index`` the timeline's current row, centred on screen."""
@@ -379,7 +516,73 @@ class InspectorLayout(QMainWindow):
         if self._sized:
             return
         self._sized = True
+        self.fit_tabs()
         self.layout().activate()
         self.centralWidget().layout().activate()
         width = self.splitter.width()
-        self.splitter.setSizes([int(width * 0.26), int(width * 0.43), int(width * 0.31)])
+        self.splitter.setSizes(splitter_sizes(width))
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self.fit_toolbar()
+
+    def fit_toolbar(self) -> None:
+        """Words beside the toolbar's icons when the window is wide enough, icons only below
+        :data:`TOOLBAR_WORDS_MIN` (the Theme button at its end stays on screen)."""
+        style = Qt.ToolButtonStyle.ToolButtonTextBesideIcon if self.width() >= TOOLBAR_WORDS_MIN else Qt.ToolButtonStyle.ToolButtonIconOnly
+        if self.toolbar.toolButtonStyle() != style:
+            self.toolbar.setToolButtonStyle(style)
+
+    def fit_thread_columns(self) -> None:
+        """The thread list's badge columns sized from the font; when the title would get less than
+        about 20 characters, the Source badge takes its short form and the State a dot in its
+        colour (the delegate draws what fits; the full words are in the tooltip)."""
+        if self._fitting:
+            return
+        self._fitting = True
+        try:
+            view, fm = self.thread_list.viewport().width(), QFontMetrics(self.thread_list.font())
+            pill = lambda text: fm.horizontalAdvance(text) + 22  # noqa: E731 (pill padding + cell margins)
+            widths = {COL_PRESSURE: fm.horizontalAdvance("100.0%") + 16, COL_GENERATION: fm.horizontalAdvance("Gen") + 18,
+                      COL_STATE: pill("waiting"), COL_SOURCE: pill("OpenHands")}  # fmt: skip
+            shown = lambda: sum(w for c, w in widths.items() if not self.thread_list.isColumnHidden(c))  # noqa: E731
+            if view - shown() < fm.horizontalAdvance("x") * 20 + 24:  # the title first: short sources, state dots
+                widths[COL_SOURCE], widths[COL_STATE] = pill("SWE"), 26
+            header = self.thread_list.header()
+            for col, width in widths.items():
+                if not self.thread_list.isColumnHidden(col) and header.sectionSize(col) != width:
+                    header.resizeSection(col, width)
+        finally:
+            self._fitting = False
+
+    def fit_timeline_columns(self) -> None:
+        """The timeline's Tokens, Markers and # columns sized from the font and the view's width:
+        the Message column keeps at least half of a narrow view (markers draw as icons, the id goes)."""
+        fm = QFontMetrics(self.timeline.font())
+        view = self.timeline.viewport().width()
+        tokens = fm.horizontalAdvance("999,999") + 26
+        ident = fm.horizontalAdvance("99999") + 14
+        markers = fm.horizontalAdvance("pruned · open") + 20
+        if view - tokens - markers - ident < view // 2:
+            markers = max(3 * 20 + 8, view // 8)  # icons only (PillDelegate), three of them
+        if view - tokens - markers - ident < view // 2:
+            ident = 0
+        header = self.timeline.header()
+        header.resizeSection(COL_TOKENS, tokens)
+        header.resizeSection(COL_MARKERS, markers)
+        if ident:
+            header.resizeSection(COL_ID, ident)
+        if self.timeline.isColumnHidden(COL_ID) != (not ident):
+            self.timeline.setColumnHidden(COL_ID, not ident)
+
+
+def splitter_sizes(width: int) -> list[int]:
+    """The three panes' first widths: 25 / 43 / 32 % of ``width``, each at least its minimum."""
+    sizes = [max(MIN_LEFT, int(width * 0.25)), max(MIN_CENTER, int(width * 0.43)), max(MIN_RIGHT, int(width * 0.32))]
+    over = sum(sizes) - width
+    if over > 0:  # take it from the centre first, never below the minimums
+        for i, floor in ((1, MIN_CENTER), (0, MIN_LEFT), (2, MIN_RIGHT)):
+            cut = min(over, sizes[i] - floor)
+            sizes[i] -= cut
+            over -= cut
+    return sizes

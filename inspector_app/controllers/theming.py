@@ -30,6 +30,18 @@ class ThemeController:
         self.button.setMenu(menu)
         self.button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         ui.toolbar.addWidget(self.button)
+        # the same choices in View → Theme: reachable however narrow the window (the toolbar may hide its end)
+        self.view_menu = QMenu("&View", ui)
+        self.view_menu.setObjectName("viewMenu")
+        theme_menu = self.view_menu.addMenu("&Theme")
+        theme_menu.addActions(self.actions.actions())
+        bar = ui.menuBar()
+        after = bar.actions()
+        at = next((i + 1 for i, a in enumerate(after) if a is ui.compaction_menu.menuAction()), len(after))
+        if at < len(after):
+            bar.insertMenu(after[at], self.view_menu)
+        else:
+            bar.addMenu(self.view_menu)
         if manager is not None:
             manager.changed.connect(self._on_changed)
 

@@ -183,6 +183,7 @@ class PressureGauge(QWidget):
         fits = QFontMetrics(big).horizontalAdvance(headline) + QFontMetrics(base).horizontalAdvance(numbers) + 16 <= rect.width()
         dy = 0.0 if fits else 20.0
         numbers_row = QRectF(rect.left(), rect.top(), rect.width(), 26) if fits else QRectF(rect.left(), rect.top() + 24, rect.width(), 20)
+        numbers = QFontMetrics(base).elidedText(numbers, Qt.TextElideMode.ElideRight, int(numbers_row.width()))  # all of it in the tooltip
         p.drawText(numbers_row, (Qt.AlignmentFlag.AlignRight if fits else Qt.AlignmentFlag.AlignLeft) | Qt.AlignmentFlag.AlignVCenter, numbers)
 
         # the bar: full width = the context window
@@ -405,6 +406,7 @@ class PressureChart(QWidget):
         p.setPen(theme.color("text_muted"))
         title = QRectF(outer.left(), outer.top(), outer.width(), 18)
         heading = "Recorded prompt per request, and the next turn" if self.imported() else "Envelope per model request, and the next turn"
+        heading = QFontMetrics(self.font()).elidedText(heading, Qt.TextElideMode.ElideRight, int(title.width()))
         p.drawText(title, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, heading)
         nxt = self._status.tokens if self._status is not None else None
         geometry = self._geometry()
@@ -470,10 +472,15 @@ class PressureChart(QWidget):
         p.drawText(QRectF(area.left() - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, "1")
         if self._points:
             p.drawText(QRectF(x_of(len(self._points) - 1) - 20, area.bottom() + 4, 40, 16), Qt.AlignmentFlag.AlignCenter, str(len(self._points)))
-        legend = "request  ·  P prune  S summary  M manual  O overflow"
-        if self.imported():
-            legend = "request  ·  R the source's compaction  ·  P S M O ours"
-        p.drawText(QRectF(area.left(), area.bottom() + 20, area.width(), 16), Qt.AlignmentFlag.AlignCenter, legend)
+        row = QRectF(outer.left(), area.bottom() + 20, outer.width(), 16)
+        p.drawText(row, Qt.AlignmentFlag.AlignCenter, self.legend_text(QFontMetrics(small), row.width()))
+
+    def legend_text(self, metrics: QFontMetrics, width: float) -> str:
+        """The legend under the chart: the longest of its forms that fits ``width`` (the last elided)."""
+        forms = (("request  ·  R the source's compaction  ·  P S M O ours", "R the source's  ·  P S M O ours", "R source · P S M O ours")
+                 if self.imported() else ("request  ·  P prune  S summary  M manual  O overflow", "P prune  S summary  M manual  O overflow", "P S M O: prune summary manual overflow"))  # fmt: skip
+        fitting = next((f for f in forms if metrics.horizontalAdvance(f) <= width), None)
+        return fitting or metrics.elidedText(forms[-1], Qt.TextElideMode.ElideRight, int(width))
 
     def imported(self) -> bool:
         """The points are a source's recorded usage (an imported thread)."""

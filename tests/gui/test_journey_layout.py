@@ -1,0 +1,183 @@
+"""Layouts that fit: the real window on a real database rendered at 1024×640, 1440×900 and
+2560×1440 (and at Qt scale factor 2, in a child process). At each size the thread header, its
+buttons (Compact now), the timeline, the side panel's tabs and the Theme button are on screen,
+inside the window, and their words fit their widgets (font metrics against widths): nothing is
+cut at the right edge, the header never blanks, the timeline shows more than a couple of rows and
+its Message column keeps a real share of the width.
+
+(At 1100×700 the header once went empty — its labels wrapped to one character per line beside the
+buttons — two timeline rows showed, and the Theme button and the summary card were cut off.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QRect
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMenu, QWidget
+
+from engine.demo import build_demo
+from engine.service import open_service
+from engine.summarizers.extractive import ExtractiveSummarizer
+from inspector_app import theme
+from inspector_app.main_window import MainWindow
+from tests.gui.conftest import run
+
+pytestmark = pytest.mark.gui
+ROOT = Path(__file__).resolve().parents[2]
+SIZES = [(1024, 640), (1440, 900), (2560, 1440)]
+RESEARCH = "research-retrieval-latency"  # the fullest header: hint line, Summary card, What if…, Compact now
+CODEX = ROOT / "tests/fixtures/sessions/codex/2026/11/30/rollout-2026-11-30T10-00-00-019ad3f2-7a10-7c31-b2c4-5e6f7a8b9c0d.jsonl"
+CODEX_KEY = "codex:019ad3f2-7a10-7c31-b2c4-5e6f7a8b9c0d"
+
+
+@pytest.fixture(autouse=True)
+def themed(qapp: QApplication) -> Any:
+    """The app's real look (the style sheet's paddings and fonts decide what fits); reset after."""
+    manager = theme.ThemeManager(qapp, "light")
+    manager.apply()
+    yield manager
+    qapp.setStyleSheet("")
+
+
+@pytest.fixture(scope="module")
+def database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """The demo database with an imported Codex rollout beside its threads."""
+    db = tmp_path_factory.mktemp("layout") / "demo.db"
+    workdir = db.with_name("demo.db.workdir")
+    with ThreadPoolExecutor(1) as pool:  # asyncio.run inside must not meet a test's qasync loop
+        pool.submit(build_demo, str(db), workdir=workdir).result(timeout=120)
+    svc = open_service(str(db), workdir=workdir)
+    try:
+        svc.import_file(CODEX)
+    finally:
+        svc.close()
+    return db, workdir
+
+
+def inside(w: QWidget, window: QWidget) -> QRect:
+    """``w``'s rectangle in window coordinates; asserts it is shown and lies inside the window."""
+    assert w.isVisible(), w.objectName()
+    rect = QRect(w.mapTo(window, w.rect().topLeft()), w.size())
+    assert window.rect().contains(rect), (w.objectName(), rect, window.rect())
+    return rect
+
+
+def visible_inside(w: QWidget, window: QWidget) -> QRect:
+    """Like :func:`inside`, and not hidden under an ancestor's edge (each ancestor contains it)."""
+    rect = inside(w, window)
+    parent = w.parentWidget()
+    while parent is not None and parent is not window:
+        prect = QRect(parent.mapTo(window, parent.rect().topLeft()), parent.size())
+        assert prect.contains(rect), (w.objectName(), parent.objectName(), rect, prect)
+        parent = parent.parentWidget()
+    return rect
+
+
+def words_fit(label: QLabel) -> None:
+    """A wrapping label: every word fits its width and every line fits its height."""
+    fm = QFontMetrics(label.font())
+    width = label.contentsRect().width()
+    longest = max((fm.horizontalAdvance(word) for word in label.text().split()), default=0)
+    assert longest <= width, (label.objectName(), label.text(), longest, width)
+    needed = label.heightForWidth(label.width())
+    assert needed <= label.height() + 1, (label.objectName(), label.text(), needed, label.height())
+
+
+def button_fits(button: QAbstractButton, window: QWidget) -> QRect:
+    rect = visible_inside(button, window)
+    text = button.text()
+    assert QFontMetrics(button.font()).horizontalAdvance(text) + 12 <= button.width(), (text, button.width())
+    return rect
+
+
+def open_at(qtbot: Any, window_factory: Any, database: tuple[Path, Path], key: str, size: tuple[int, int]) -> MainWindow:
+    db, workdir = database
+    w = window_factory(lambda url: open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), policies=None))
+    w.resize(*size)
+    assert run(qtbot, w, w.open_database(str(db), select=key), timeout=15_000)
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.key == key, timeout=15_000)
+    QApplication.processEvents()
+    w.grab()  # laid out and painted at this size
+    assert (w.width(), w.height()) == size
+    return w
+
+
+@pytest.mark.parametrize("size", SIZES, ids=[f"{a}x{b}" for a, b in SIZES])
+@pytest.mark.parametrize("key", [RESEARCH, CODEX_KEY])
+def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, Path], key: str, size: tuple[int, int]) -> None:
+    w = open_at(qtbot, window_factory, database, key, size)
+    # the header: texts with a real width, words fitting, the buttons on screen and not over the texts
+    header = visible_inside(w.thread_title.parentWidget(), w)  # the header frame
+    title = w.thread_title
+    title_rect = visible_inside(title, w)
+    fm = QFontMetrics(title.font())
+    assert title.width() >= 250, title.width()
+    if fm.horizontalAdvance(title.text()) > title.contentsRect().width():
+        assert title.toolTip() == title.text()  # elided on screen: the whole title in the tooltip
+    if size[0] >= 1440:
+        assert fm.horizontalAdvance(title.text()) <= title.contentsRect().width(), (title.text(), title.width())
+    for label in (w.thread_meta, w.hint_label):
+        if not label.isHidden():
+            visible_inside(label, w)
+            words_fit(label)
+    buttons = [b for b in (w.summary_button, w.whatif_button, w.compact_button) if not b.isHidden()]
+    assert w.compact_button in buttons
+    for b in buttons:
+        rect = button_fits(b, w)
+        assert header.contains(rect)
+        for label in (title, w.thread_meta, w.hint_label):
+            if not label.isHidden():
+                assert not QRect(label.mapTo(w, label.rect().topLeft()), label.size()).intersects(rect), (b.text(), label.objectName())
+    assert title_rect.height() >= fm.height()
+    # the timeline: many rows, the Message column keeps a real share
+    timeline = visible_inside(w.timeline, w)
+    rows = w.timeline.viewport().height() // max(1, w.timeline.sizeHintForRow(0))
+    assert rows >= 10, (rows, timeline)
+    assert w.timeline.header().sectionSize(0) >= 0.45 * w.timeline.viewport().width(), [w.timeline.header().sectionSize(i) for i in range(4)]
+    # the side panel: every tab's title whole, none behind scroll arrows
+    visible_inside(w.tabs, w)
+    bar = w.tabs.tabBar()
+    for i in range(bar.count()):
+        tab = bar.tabRect(i)
+        assert tab.right() <= bar.width() and tab.left() >= 0, (bar.tabText(i), tab, bar.width())
+        assert QFontMetrics(bar.font()).horizontalAdvance(bar.tabText(i)) <= tab.width(), bar.tabText(i)
+    visible_inside(w.detail, w)
+    # the three panes keep their minimums
+    assert all(s >= m for s, m in zip(w.splitter.sizes(), (w.splitter.widget(i).minimumWidth() for i in range(3)))), w.splitter.sizes()
+    # the toolbar's end: the Theme button, whole; View → Theme holds the same choices (reachable at any width)
+    button_fits(w.theming.button, w)
+    view = next((m for m in w.findChildren(QMenu) if m.title() == "&View"), None)
+    assert view is not None and [a.text() for a in view.actions()[0].menu().actions()] == [a.text() for a in w.theming.actions.actions()]
+
+
+def test_a_narrow_pane_shows_short_badges_and_the_whole_name_in_a_tooltip(qtbot: Any, window_factory: Any, database: tuple[Path, Path]) -> None:
+    w = open_at(qtbot, window_factory, database, CODEX_KEY, (1024, 640))
+    from inspector_app.models.threads import COL_SOURCE, COL_STATE
+
+    delegate = w.thread_list.itemDelegateForColumn(COL_SOURCE)
+    row = w.thread_list.currentIndex().siblingAtColumn(COL_SOURCE)
+    width = w.thread_list.header().sectionSize(COL_SOURCE)
+    mode, texts = delegate.shown(row, width, QFontMetrics(w.thread_list.font()))
+    fm = QFontMetrics(w.thread_list.font())
+    assert all(fm.horizontalAdvance(t) + 12 <= width - 8 for t in texts), (mode, texts, width)
+    state = w.thread_list.itemDelegateForColumn(COL_STATE)
+    mode, texts = state.shown(row.siblingAtColumn(COL_STATE), w.thread_list.header().sectionSize(COL_STATE), fm)
+    assert texts  # a badge or a dot, never nothing
+    assert w.thread_list.textElideMode().name == "ElideMiddle"
+
+
+@pytest.mark.skipif(os.environ.get("JOURNEY_LAYOUT_CHILD") == "1", reason="already the child at scale factor 2")
+def test_the_window_fits_at_scale_factor_2() -> None:
+    """The same checks with QT_SCALE_FACTOR=2 (a fresh process: the factor is read when Qt starts)."""
+    env = dict(os.environ, QT_SCALE_FACTOR="2", JOURNEY_LAYOUT_CHILD="1", QT_QPA_PLATFORM="offscreen", QT_API="pyside6")
+    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", str(Path(__file__)), "-k", "test_the_window_fits and not scale"]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
