@@ -243,7 +243,7 @@ MARKER_ICONS: dict[str, str] = {
     "meta": "meta", "no result": "noresult",
 }  # fmt: skip
 #: the icons of the timeline's group rows and of the other places that name one
-ROW_ICONS: tuple[str, ...] = ("turn", "round", "boundary", "summary")
+ROW_ICONS: tuple[str, ...] = ("turn", "round", "boundary", "summary", "context")
 
 
 def role_icon(role: str, meta_kind: str | None = None) -> str:
