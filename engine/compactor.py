@@ -40,7 +40,7 @@ from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, TailRule, Unit, build_units, current_request, is_request, select_overflow_head, select_prefix
-from .views import ManualResult, Offload, Snapshot
+from .views import ManualResult, ModelRequest, Offload, Snapshot
 from .workdir import Workdir
 
 log = logging.getLogger(__name__)
@@ -198,6 +198,21 @@ class Compactor:
         return Measured(snapshot, surface, env, meter.measure(env), policy, meter)
 
     # -- §2 pressure ----------------------------------------------------------------------
+    def check(self, snap: Snapshot, routed: ModelRequest | None, run: RunState) -> Outcome | Measured:
+        """The pressure check alone (§2), writing nothing: the :class:`Outcome` when the step needs
+        no compaction (no completed request yet, below the threshold, automatic compaction off),
+        else the :class:`Measured` envelope compaction starts from. ``routed`` is the newest
+        completed request (its route is what pressure measures for)."""
+        if routed is None:
+            g = snap.state.generation
+            return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
+        m = self.measure(snap, ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
+        if m.tokens < m.policy.threshold:
+            return Outcome.between("below_threshold", m, m)
+        if not m.policy.policy.auto:
+            return Outcome.between("auto_off", m, m)
+        return m
+
     def pressure(self, thread: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step (§2)."""
         if self.snapshots is not None:  # the route and the snapshot in one read transaction
@@ -205,16 +220,13 @@ class Compactor:
         else:
             routed = self.store.last_completed_request(thread)
             snap = self._snapshot(thread)
-        if routed is None:
-            g = snap.state.generation
-            return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
+        checked = self.check(snap, routed, run)
+        if isinstance(checked, Outcome):
+            return checked
+        assert routed is not None
         route = {"provider": routed.provider, "model": routed.model}
-        start = m = self.measure(snap, ephemeral=run.ephemeral, **route)
+        start = m = checked
         threshold = m.policy.threshold
-        if m.tokens < threshold:
-            return Outcome.between("below_threshold", start, m)
-        if not m.policy.policy.auto:
-            return Outcome.between("auto_off", start, m)
         m = self._prune(thread, m, trigger="pressure", run=run)
         if m.tokens < threshold:
             return Outcome.between("prune_enough", start, m)

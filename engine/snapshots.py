@@ -49,6 +49,7 @@ import threading
 from array import array
 from bisect import bisect_right
 from collections import OrderedDict, deque
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from types import MappingProxyType
@@ -266,16 +267,18 @@ class SnapshotCache:
         transaction. Its measurement through :meth:`measure` costs O(new messages)."""
         return self._held(thread, with_busy=with_busy, with_route=False)[0]
 
-    def pressure_read(self, thread: str) -> tuple[Snapshot, ModelRequest | None]:
+    def pressure_read(self, thread: str, *, reader: ThreadReader | None = None) -> tuple[Snapshot, ModelRequest | None]:
         """What the pressure check reads before a model step, in one read transaction:
         :meth:`snapshot` (no busy check) and the newest completed model request
-        (``Store.last_completed_request``)."""
-        return self._held(thread, with_busy=False, with_route=True)
+        (``Store.last_completed_request``). ``reader``: read in that transaction instead (the
+        write door's, ``Locked.thread_reader``: the step's one transaction); if it rolls back, the
+        caller invalidates this thread's entry."""
+        return self._held(thread, with_busy=False, with_route=True, reader=reader)
 
-    def _held(self, thread: str, *, with_busy: bool, with_route: bool) -> tuple[Snapshot, ModelRequest | None]:
+    def _held(self, thread: str, *, with_busy: bool, with_route: bool, reader: ThreadReader | None = None) -> tuple[Snapshot, ModelRequest | None]:
         with self._key_lock(thread):
             entry = self._get(thread)
-            with thread_reading(self.store, thread) as reader:
+            with (nullcontext(reader) if reader is not None else thread_reading(self.store, thread)) as reader:
                 routed = reader.last_completed_request() if with_route else None
                 if entry is not None and entry.held and entry.snapshot is not None and reader.row == entry.row and _nothing_new(reader, entry):
                     # the same key row: no configuration, state or message changed since the last read

@@ -1,9 +1,316 @@
 """One model step on a thread: the one driver the harness, the adapters and what-if run on.
 
-(Filled in below.)"""
+A step, written once here:
+
+1. **intake** of the messages that are new (a message whose ``source_key`` the thread already
+   holds is skipped by the database's unique key), the **pressure check** and the **request
+   record**, in ONE transaction when the thread is below its threshold (the hot path:
+   :meth:`StepPort.begin_step`);
+2. otherwise **pressure compaction** (prune, then a summary only if still at the threshold), outside
+   the conversation lock (a summarizer call may take seconds); a compaction that fails
+   operationally (database, Workdir) is recorded as ``pressure_failed`` and the step goes on with
+   the persisted surface (§2.9); then the request record;
+3. the **model call** through a function the caller supplies (:meth:`StepDriver.call` /
+   :meth:`StepDriver.acall`), or by the caller between :meth:`StepDriver.prepare` and
+   :meth:`StepDriver.succeeded` / :meth:`StepDriver.failed` where a framework's hooks split it;
+4. the provider-reported **usage** (and the response's messages, in the same transaction);
+5. **overflow recovery** (§3): a provider error is recorded (``provider_error``); a context
+   overflow is recovered at most ``max_overflow_retries`` times per run and retried only when the
+   surface generation grew (``retry``, then ``recovered`` once a retried step succeeds); otherwise
+   a ``gave_up`` event says why and the caller raises (or reports) the ORIGINAL error.
+
+The driver works on a :class:`StepPort`, what a step needs of a thread's store and compactor:
+:class:`engine.service.Service` is one (the harness and the adapters); what-if's scratch copy
+(:mod:`engine.whatif.runs`) gives its own. It holds no run state of its own beyond the open
+recovery episode: the caller's :class:`RunState` carries the run id, notes and overflow count.
+"""
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass, field, replace
+from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
+
+from .compactor import Measured, Outcome, RunState
+from .events import Event, GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
+from .llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
+from .messages import Message
+from .policy import ResolvedPolicy
 from .surface import SYNTHETIC_USER_TEXT
 
-__all__ = ["SYNTHETIC_USER_TEXT"]
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+__all__ = ["SYNTHETIC_USER_TEXT", "Call", "Failure", "StepDriver", "StepPort", "StepStart", "describe"]
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """What :meth:`StepPort.begin_step` did in its one transaction: the ids of the messages it
+    appended and, when the pressure check settled the step (nothing to compact), its outcome, the
+    request measured for the route and the recorded request's id. ``outcome is None``: compaction
+    is needed; only the intake was committed."""
+
+    ids: list[int] = field(default_factory=list)
+    outcome: Outcome | None = None
+    measured: Measured | None = None
+    request_id: int | None = None
+
+
+class StepPort(Protocol):
+    """What the driver needs of a thread (``engine.service.Service`` has all of it)."""
+
+    def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
+                   messages: Sequence[Message] = (), record: bool = True) -> StepStart: ...
+
+    def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome: ...
+
+    def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured: ...
+
+    def record_model_request(self, key: str, *, provider: str, model: str, run_id: int | None = None, step: int = 0,
+                             estimated_tokens: int | None = None, threshold: int | None = None) -> int: ...
+
+    def finish_step(self, key: str, request_id: int, *, outcome: str, reported_prompt_tokens: int | None = None,
+                    reported_completion_tokens: int | None = None, error_code: str | None = None, error_message: str | None = None,
+                    messages: Sequence[Message] = (), run_id: int | None = None, event: Event | None = None,
+                    trigger: str | None = None) -> list[int]: ...
+
+    def add_event(self, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int: ...
+
+    def recover_overflow(self, key: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome: ...
+
+    def policy_for(self, provider: str | None, model: str | None) -> ResolvedPolicy: ...
+
+
+@dataclass
+class Call:
+    """One model call in flight: the measured request, its recorded id (None when not recorded), the
+    step number, and the pressure check's outcome."""
+
+    measured: Measured
+    request_id: int | None
+    step: int
+    outcome: Outcome | None = None
+
+    @property
+    def tokens(self) -> int:
+        return self.measured.tokens
+
+
+@dataclass(frozen=True)
+class Failure:
+    """What a failed call means: ``retry`` (the surface changed: send a new call), else the caller
+    raises the original error. ``error`` is it as classified (None: not a provider error);
+    ``reason`` why no retry (``not_overflow``, ``retries_exhausted``, ``no_progress``,
+    ``recovery_failed``, ``cancelled``; None for an error that is not a provider's)."""
+
+    retry: bool
+    error: ProviderError | None
+    reason: str | None = None
+
+
+@dataclass
+class StepDriver:
+    """Model steps on one thread of a :class:`StepPort` for one route (see the module docstring).
+
+    Blocking: every method does store (and maybe summarizer) work; async callers run them in a
+    worker thread. ``record=False`` records no model requests (what-if records its own);
+    ``pressure_failures=False`` raises a failing pressure compaction instead of recording it
+    (§2.9 records it and goes on; a what-if replay that cannot compact says so)."""
+
+    port: StepPort
+    key: str
+    provider: str
+    model: str
+    max_overflow_retries: int | None = None
+    record: bool = True
+    pressure_failures: bool = True
+    #: a recovery episode is open: the last failed step was retried after a recovery
+    recovering: bool = False
+
+    # -- before the call ------------------------------------------------------------------------
+    def prepare(self, run: RunState, step: int, *, messages: Sequence[Message] = (), running_turn: bool = True) -> Call:
+        """Intake of ``messages``, pressure compaction, the measured request for this route and its
+        record (one transaction when nothing needs compacting)."""
+        port = self.port
+        start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages, record=self.record)
+        if start.outcome is not None and start.measured is not None:
+            return Call(start.measured, start.request_id, step, start.outcome)
+        try:
+            outcome: Outcome | None = port.compact_for_pressure(self.key, run, running_turn=running_turn)
+        except Exception as exc:
+            if not self.pressure_failures:
+                raise
+            log.warning("pressure compaction failed on thread %r; continuing", self.key, exc_info=True)
+            port.add_event(self.key, PressureFailedEvent(step=step, error_message=describe(exc)), trigger="pressure", run_id=run.run_id)
+            outcome = None
+        m = outcome.measured if outcome is not None else None
+        if m is None or (m.policy.provider, m.policy.model) != (self.provider, self.model):
+            m = port.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
+        request_id = None
+        if self.record:
+            request_id = port.record_model_request(self.key, provider=self.provider, model=self.model, run_id=run.run_id, step=step,
+                                                   estimated_tokens=m.tokens, threshold=m.policy.threshold)
+        return Call(m, request_id, step, outcome)
+
+    # -- after the call -------------------------------------------------------------------------
+    def succeeded(self, call: Call, run: RunState, *, prompt_tokens: int | None, completion_tokens: int | None,
+                  messages: Sequence[Message] = ()) -> list[int]:
+        """The call returned: its usage, ``messages`` (the response, when the caller stores it now)
+        and, closing an open recovery episode, ``recovered`` — one transaction. Returns the ids."""
+        event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+        ids = self.port.finish_step(self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens,  # type: ignore[arg-type]
+                                    reported_completion_tokens=completion_tokens, messages=messages, run_id=run.run_id,
+                                    event=event, trigger="overflow")
+        self.recovering = False
+        return ids
+
+    def cancelled(self, call: Call, error_code: str, message: str) -> None:
+        """The call was cancelled: its request completed as ``cancelled``."""
+        if call.request_id is not None:
+            self.port.finish_step(self.key, call.request_id, outcome="cancelled", error_code=error_code, error_message=message)
+
+    def failed(self, call: Call, run: RunState, err: ProviderError | None, *, message: str | None = None,
+               cancelled: Callable[[], bool] = lambda: False) -> Failure:
+        """The call failed with ``err`` (None: not a provider error; ``message`` describes it).
+        Records the outcome and, for a context overflow, recovers (see the module docstring).
+        ``cancelled()`` is asked after the error is recorded and after a recovery: True stops there
+        (``reason="cancelled"``, no gave-up event: the caller cancels the run)."""
+        port = self.port
+        if call.request_id is not None:
+            port.finish_step(self.key, call.request_id, outcome="error", error_code=err.code if err is not None else None,
+                             error_message=err.message if err is not None else message)
+        if err is None:
+            return Failure(False, None)
+        self._provider_error(call, err, run)
+        if cancelled():
+            return Failure(False, err, "cancelled")
+        if not is_context_overflow(err):
+            if self.recovering:
+                self._gave_up(call, err, run, "not_overflow")
+            return Failure(False, err, "not_overflow")
+        limit = self.max_overflow_retries
+        if limit is None:
+            limit = port.policy_for(self.provider, self.model).policy.max_overflow_retries
+        if run.overflow_attempts >= limit:
+            self._gave_up(call, err, run, "retries_exhausted")
+            return Failure(False, err, "retries_exhausted")
+        run.overflow_attempts += 1
+        crash: Exception | None = None
+        try:
+            outcome = port.recover_overflow(self.key, run, provider=self.provider, model=self.model)
+        except Exception as exc:  # what already landed still counts: generation growth decides (§3.3)
+            log.warning("overflow recovery failed on thread %r: %s", self.key, exc, exc_info=exc)
+            crash = exc
+            now = port.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
+            outcome = Outcome.between("recovery_failed", call.measured, now)
+        if cancelled():  # cancellation wins over a finished recovery
+            return Failure(False, err, "cancelled")
+        if not outcome.progressed:
+            reason = "recovery_failed" if crash is not None else "no_progress"
+            self._gave_up(call, err, run, reason, outcome=outcome, crash=crash)
+            return Failure(False, err, reason)
+        retry = RetryEvent(
+            attempt=run.overflow_attempts,
+            failed_step=call.step,
+            next_step=call.step + 1,
+            tokens_before=outcome.tokens_before,
+            tokens_after=outcome.tokens_after,
+            generation_before=outcome.generation_before,
+            generation_after=outcome.generation_after,
+            summarizer_calls=outcome.summarizer_calls,
+            recovery_error=describe(crash) if crash is not None else None,
+        )
+        port.add_event(self.key, retry, trigger="overflow", run_id=run.run_id)
+        self.recovering = True
+        return Failure(True, err)
+
+    # -- the whole call -------------------------------------------------------------------------
+    def call(self, run: RunState, send: Callable[[Call], T], *, step: Callable[[], int],
+             classify: Callable[[BaseException], ProviderError | None], done: Callable[[Call, T], Sequence[Any]],
+             messages: Sequence[Message] = ()) -> T:
+        """One model call with overflow retries, blocking: ``step()`` numbers each attempt,
+        ``send(call)`` makes it, ``done(call, result)`` returns ``(prompt_tokens,
+        completion_tokens, messages)`` to record; an error ``classify`` does not make retryable is
+        re-raised as is. ``messages`` are taken in with the first attempt."""
+        intake = messages
+        while True:
+            c = self.prepare(run, step(), messages=intake)
+            intake = ()
+            try:
+                result = send(c)
+            except Exception as exc:
+                if self.failed(c, run, classify(exc), message=describe(exc)).retry:
+                    continue
+                raise
+            prompt, completion, out = done(c, result)
+            self.succeeded(c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out)
+            return result
+
+    async def acall(self, run: RunState, send: Callable[[Call], Awaitable[T]], *, step: Callable[[], int],
+                    classify: Callable[[BaseException], ProviderError | None], done: Callable[[Call, T], Sequence[Any]],
+                    messages: Sequence[Message] = (), io: Callable[..., Awaitable[Any]]) -> T:
+        """:meth:`call` for an async model call; the blocking work runs through ``io(fn, *args,
+        **kwargs)`` (``asyncio.to_thread``, or the harness's shielded form)."""
+        intake = messages
+        while True:
+            c = await io(self.prepare, run, step(), messages=intake)
+            intake = ()
+            try:
+                result = await send(c)
+            except Exception as exc:
+                if (await io(self.failed, c, run, classify(exc), message=describe(exc))).retry:
+                    continue
+                raise
+            prompt, completion, out = await io(done, c, result)
+            await io(self.succeeded, c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out)
+            return result
+
+    # -- events ---------------------------------------------------------------------------------
+    def _provider_error(self, call: Call, err: ProviderError, run: RunState) -> None:
+        snap = call.measured.snapshot
+        event = ProviderErrorEvent(
+            error_code=err.code,
+            error_message=err.message,
+            status=err.status,
+            inband=err.inband,
+            provider=self.provider,
+            model=self.model,
+            attempt=run.overflow_attempts + 1,
+            step=call.step,
+            tokens=call.tokens,
+            tokens_before=call.tokens,
+            threshold=call.measured.policy.threshold,
+            generation=snap.state.generation,
+            last_message_id=max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
+            ephemeral=tuple(m.content for m in run.ephemeral),  # so the replay shows what was sent
+        )
+        self.port.add_event(self.key, event, trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider", run_id=run.run_id)
+
+    def _gave_up(self, call: Call, err: ProviderError, run: RunState, reason: str, *, outcome: Outcome | None = None,
+                 crash: Exception | None = None) -> None:
+        event = GaveUpEvent(
+            reason=reason,
+            error_code=err.code,
+            error_message=err.message,
+            attempt=run.overflow_attempts,
+            step=call.step,
+            recovery_error=describe(crash) if crash is not None else None,
+        )
+        if outcome is not None:
+            event = replace(
+                event,
+                tokens_before=outcome.tokens_before,
+                tokens_after=outcome.tokens_after,
+                generation_before=outcome.generation_before,
+                generation_after=outcome.generation_after,
+                summarizer_calls=outcome.summarizer_calls,
+            )
+        self.port.add_event(self.key, event, trigger="overflow", run_id=run.run_id)
+        self.recovering = False
+
+
+def describe(exc: BaseException) -> str:
+    """A failure in one line for an event: its type and message."""
+    return f"{type(exc).__name__}: {exc}"

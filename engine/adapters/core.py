@@ -1,45 +1,45 @@
-"""The framework-agnostic driver the adapters share: one engine thread seen from a foreign agent loop.
+"""What the adapters share: one engine thread seen from a foreign agent loop, on the one step driver.
 
-A :class:`EngineThread` does, through :class:`engine.service.Service` only, what our own harness
-(:mod:`engine.harness.loop`) does around each model step:
+A :class:`EngineThread` runs a framework's model calls on :class:`engine.step.StepDriver` (the
+step our own harness and what-if run on too), through :class:`engine.service.Service` only:
 
-1. **intake** — :meth:`EngineThread.persist` appends the framework's messages that the store does
-   not have yet (each carries its framework's raw form in ``Message.metadata["raw"]`` and, where
-   the framework identifies messages, a ``source_key``, so nothing is lost and nothing is stored
-   twice), starting a run when none is active;
-2. **pressure** — :meth:`EngineThread.begin_call` runs pressure compaction (prune first, then a
-   summary only if still at the threshold), measures the request the model will really get (system
-   prompt and tool schemas included: :meth:`EngineThread.configure` keeps them current) and records
-   the model request;
-3. **outcome** — :meth:`EngineThread.succeeded` completes the request with the provider-reported
-   usage; :meth:`EngineThread.failed` classifies the error with :mod:`engine.llm.errors` and, for a
-   context overflow, recovers at most ``max_overflow_retries`` times per run and only when the
-   surface generation grew — otherwise the caller re-raises the ORIGINAL error.
+1. **intake** — :meth:`EngineThread.stage` takes the framework's messages the thread does not have
+   yet (each carries its framework's raw form in ``Message.metadata["raw"]`` and, where the
+   framework identifies messages, a ``source_key``, so nothing is lost and nothing is stored
+   twice: the database's unique key decides, keys seen by this process are skipped before asking);
+2. **pressure** — :meth:`EngineThread.begin_call` stores them, runs the pressure check, measures
+   the request the model will really get (system prompt and tool schemas included:
+   :meth:`EngineThread.configure` keeps them current) and records the model request — one
+   transaction when nothing needs compacting; else pruning, then a summary only if still at the
+   threshold;
+3. **outcome** — :meth:`EngineThread.succeeded` records the provider-reported usage with the
+   response's messages; :meth:`EngineThread.failed` classifies the error with
+   :mod:`engine.llm.errors` and, for a context overflow, recovers at most ``max_overflow_retries``
+   times per run and only when the surface generation grew — otherwise the caller re-raises the
+   ORIGINAL error. :meth:`EngineThread.call` / :meth:`EngineThread.acall` do 2 and 3 around a
+   model call the adapter supplies.
 
-The adapters map :meth:`EngineThread.surface` (what the model should see: the summary, the
+The adapters map :func:`surface_items` (what the model should see: the summary, the
 synthetic user message, history with previews in place of pruned tool results, ephemeral notes)
 back into their framework's message types.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
-from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Literal, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
+
+T = TypeVar("T")
 
 from engine.errors import EngineError
-from engine.events import GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
-from engine.llm.errors import (
-    CONTEXT_WINDOW_EXCEEDED,
-    ProviderError,
-    classify_http_error,
-    classify_inband,
-    is_context_overflow,
-)
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, classify_http_error, classify_inband
 from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.service import RunState, Service, open_service
-from engine.step import SYNTHETIC_USER_TEXT
+from engine.step import SYNTHETIC_USER_TEXT, StepDriver, describe
+from engine.step import Call as StepCall
 
 log = logging.getLogger(__name__)
 
@@ -76,20 +76,8 @@ class SurfaceItem:
         return self.message.metadata.get(META_RAW)
 
 
-@dataclass
-class Call:
-    """One model call in flight: the measured request, its recorded id, the step number."""
-
-    measured: Any  # engine.compactor.Measured, reached through Service
-    request_id: int
-    step: int
-
-    @property
-    def tokens(self) -> int:
-        return self.measured.tokens
-
-    def surface(self) -> list[SurfaceItem]:
-        return surface_items(self.measured)
+#: one model call in flight (:class:`engine.step.Call`): the measured request, its recorded id, the step
+Call = StepCall
 
 
 def surface_items(measured: Any) -> list[SurfaceItem]:
@@ -174,10 +162,14 @@ class EngineThread:
     model: str | None = None
     max_overflow_retries: int | None = None
     run: RunState | None = None
-    _known: set[str] | None = field(default=None, repr=False)
+    #: source keys this process knows the thread holds (stored or found stored): skipped without
+    #: asking; nothing is read at open (the database's unique key decides the rest)
+    _known: set[str] = field(default_factory=set, repr=False)
+    _staged: list[Message] = field(default_factory=list, repr=False)
+    _ensured: bool = field(default=False, repr=False)
     _configured: tuple[str | None, tuple[Any, ...] | None] | None = field(default=None, repr=False)
     _step: int = 0
-    _recovering: bool = False
+    _driver: StepDriver | None = field(default=None, repr=False)
     owns_service: bool = False
 
     @classmethod
@@ -210,9 +202,19 @@ class EngineThread:
         self.provider = self.provider or provider or "unknown"
         self.model = self.model or model or "unknown"
 
+    @property
+    def driver(self) -> StepDriver:
+        """The step driver for this thread and route (:mod:`engine.step`)."""
+        d = self._driver
+        if d is None:
+            d = self._driver = StepDriver(self.service, self.key, provider=self.provider or "unknown", model=self.model or "unknown",
+                                          max_overflow_retries=self.max_overflow_retries)
+        d.provider, d.model = self.provider or "unknown", self.model or "unknown"
+        return d
+
     def ensure(self) -> None:
         """Create the thread if the store does not have it (named, so the inspector lists it)."""
-        if self._known is not None:
+        if self._ensured:
             return
         try:
             self.service.thread(self.key)
@@ -224,19 +226,7 @@ class EngineThread:
             except EngineError as dup:  # created meanwhile by another agent or inspector
                 if dup.code != "duplicate_thread":
                     raise
-        self._known = self._load_known()
-
-    def _load_known(self) -> set[str]:
-        known: set[str] = set()
-        after: int | None = None
-        while True:
-            page = self.service.messages_page(self.key, after_id=after, limit=500)
-            for s in page:
-                if s.message.source_key is not None:
-                    known.add(s.message.source_key)
-            if len(page) < 500:
-                return known
-            after = page[-1].id
+        self._ensured = True
 
     def configure(self, system_prompt: str | None, tools: Sequence[Mapping[str, Any]] | None) -> None:
         """Keep the thread's system prompt and tool schemas equal to what the framework sends."""
@@ -247,31 +237,37 @@ class EngineThread:
         self.service.configure(self.key, system_prompt=want[0], tools=list(want[1]))
         self._configured = want
 
-    def known(self, source_id: str) -> bool:
-        self.ensure()
-        assert self._known is not None
-        return source_id in self._known
-
     # -- intake ---------------------------------------------------------------------------------
-    def persist(self, messages: Iterable[Message]) -> list[int]:
-        """Append, in one transaction, the messages whose ``source_key`` the store does not have yet
-        (a message without one is always new); starts a run first when none is active. Returns
-        the new ids."""
-        self.ensure()
-        assert self._known is not None
-        new: list[Message] = []
+    def _unknown(self, messages: Iterable[Message]) -> list[Message]:
+        out: list[Message] = []
         keys: set[str] = set()
         for m in messages:
-            if m.source_key is not None and (m.source_key in self._known or m.source_key in keys):
-                continue
             if m.source_key is not None:
+                if m.source_key in self._known or m.source_key in keys:
+                    continue
                 keys.add(m.source_key)
-            new.append(m)
+            out.append(m)
+        return out
+
+    def _stored(self, messages: Sequence[Message]) -> None:
+        self._known.update(m.source_key for m in messages if m.source_key is not None)
+
+    def stage(self, messages: Iterable[Message]) -> None:
+        """Take ``messages`` in with the next :meth:`begin_call` (its one transaction); those this
+        process knows are stored are dropped now, the database skips the others it holds."""
+        self._staged.extend(self._unknown(messages))
+
+    def persist(self, messages: Iterable[Message]) -> list[int]:
+        """Append now, in one transaction, the messages the thread does not hold yet (a message
+        without a ``source_key`` is always new); starts a run first when none is active. Returns
+        the new ids."""
+        self.ensure()
+        new = self._unknown(messages)
         if not new:
             return []
-        self.ensure_run()
-        ids = self.service.append_messages(self.key, new, run_id=self.run.run_id if self.run else None)
-        self._known.update(keys)
+        run = self.ensure_run()
+        ids = self.service.finish_step(self.key, None, outcome="ok", messages=new, run_id=run.run_id)
+        self._stored(new)
         return ids
 
     def ensure_run(self) -> RunState:
@@ -280,7 +276,8 @@ class EngineThread:
         if self.run is None:
             run_id = self.service.start_run(self.key)
             self.run = RunState(run_id=run_id)
-            self._step, self._recovering = 0, False
+            self._step = 0
+            self.driver.recovering = False
         return self.run
 
     def end_run(self, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
@@ -304,9 +301,12 @@ class EngineThread:
             self.end_run(failed=True, error_code=code, error_message=str(exc)[:2000])
 
     def abandon(self, exc: BaseException) -> None:
-        """The adapter's own work failed (the store, a message the write door refused): fail the
-        run, if one is still active, so the thread does not stay busy. Best effort: the caller
-        re-raises ``exc`` whatever happens here."""
+        """The call failed for good (a provider error not recovered, the store, a message the write
+        door refused): fail the run, if one is still active, so the thread does not stay busy.
+        Best effort: the caller re-raises ``exc`` whatever happens here. What this process thought
+        stored is forgotten (the transaction that failed may have held it): the database decides."""
+        self._staged = []
+        self._known.clear()
         if self.run is None:
             return
         try:
@@ -316,143 +316,62 @@ class EngineThread:
             self.run = None
 
     # -- one model call -------------------------------------------------------------------------
-    def begin_call(self) -> Call:
-        """Pressure compaction, then the measured request (for this route) and its recorded id.
-
-        A compaction that fails operationally (database, Workdir) is recorded as
-        ``pressure_failed`` and the call goes on with the persisted surface (§2.9)."""
-        run = self.ensure_run()
+    def _next_step(self) -> int:
         self._step += 1
-        svc = self.service
-        try:
-            outcome = svc.compact_for_pressure(self.key, run)
-        except Exception as exc:
-            log.warning("pressure compaction failed on thread %r; continuing", self.key, exc_info=True)
-            svc.add_event(self.key, PressureFailedEvent(step=self._step, error_message=_describe(exc)), trigger="pressure", run_id=run.run_id)
-            outcome = None
-        m = outcome.measured if outcome is not None else None
-        if m is None or (m.policy.provider, m.policy.model) != (self.provider, self.model):
-            m = svc.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
-        request_id = svc.record_model_request(
-            self.key,
-            provider=self.provider or "unknown",
-            model=self.model or "unknown",
-            run_id=run.run_id,
-            step=self._step,
-            estimated_tokens=m.tokens,
-            threshold=m.policy.threshold,
-        )
-        return Call(m, request_id, self._step)
+        return self._step
 
-    def succeeded(self, call: Call, *, prompt_tokens: int | None, completion_tokens: int | None) -> None:
-        """The call returned: record the provider-reported usage; close an open recovery episode."""
-        svc = self.service
-        svc.complete_model_request(
-            self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens, reported_completion_tokens=completion_tokens
-        )
-        if self._recovering and self.run is not None:
-            svc.add_event(self.key, RecoveredEvent(attempt=self.run.overflow_attempts, step=call.step, tokens=call.tokens), trigger="overflow", run_id=self.run.run_id)
-            self._recovering = False
+    def begin_call(self) -> Call:
+        """The staged messages, the pressure check (and compaction when needed), the measured
+        request for this route and its recorded id (:meth:`engine.step.StepDriver.prepare`)."""
+        run = self.ensure_run()
+        return self.driver.prepare(run, self._next_step(), messages=self._take_staged())
+
+    def succeeded(self, call: Call, *, prompt_tokens: int | None, completion_tokens: int | None, messages: Sequence[Message] = ()) -> None:
+        """The call returned: its usage and ``messages`` (the response), one transaction; closes an
+        open recovery episode."""
+        _, _, new = self._response(prompt_tokens, completion_tokens, messages)
+        self.driver.succeeded(call, self.ensure_run(), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, messages=new)
 
     def failed(self, call: Call, exc: BaseException) -> bool:
         """The call raised ``exc``. Records the outcome and, for a context overflow, recovers.
 
         Returns True when the caller should send a new call (the surface changed); False when it
         must re-raise ``exc`` unchanged (not an overflow, retries exhausted, or no progress)."""
-        svc = self.service
-        run = self.ensure_run()
-        err = provider_error_of(exc, self.provider or "unknown")
-        code = err.code if err is not None else None
-        message = err.message if err is not None else _describe(exc)
-        svc.complete_model_request(self.key, call.request_id, outcome="error", error_code=code, error_message=message)
-        if err is None:
-            return False
-        self._provider_error(call, err, run)
-        if not is_context_overflow(err):
-            if self._recovering:
-                self._gave_up(call, err, run, "not_overflow")
-            return False
-        limit = self.max_overflow_retries
-        if limit is None:
-            limit = svc.policy_for(self.provider, self.model).policy.max_overflow_retries
-        if run.overflow_attempts >= limit:
-            self._gave_up(call, err, run, "retries_exhausted")
-            return False
-        run.overflow_attempts += 1
-        crash: Exception | None = None
-        gen_before, tokens_before = call.measured.snapshot.state.generation, call.tokens
-        outcome: Any = None
+        return self.driver.failed(call, self.ensure_run(), provider_error_of(exc, self.provider or "unknown"), message=describe(exc)).retry
+
+    def call(self, send: Callable[[Call], T], done: Callable[[Call, T], Sequence[Any]]) -> T:
+        """One model call with the step around it (:meth:`engine.step.StepDriver.call`): ``send``
+        makes it, ``done(call, result)`` gives ``(prompt_tokens, completion_tokens, messages)``.
+        A failure that is not recovered fails the run and is re-raised as is."""
         try:
-            outcome = svc.recover_overflow(self.key, run, provider=self.provider, model=self.model)
-            gen_before, tokens_before = outcome.generation_before, outcome.tokens_before
-            gen_after, tokens_after, calls = outcome.generation_after, outcome.tokens_after, outcome.summarizer_calls
-        except Exception as exc2:  # what already landed still counts: generation growth decides (§3.3)
-            log.warning("overflow recovery failed on thread %r: %s", self.key, exc2, exc_info=exc2)
-            crash = exc2
-            now = svc.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
-            gen_after, tokens_after, calls = now.snapshot.state.generation, now.tokens, None
-        if gen_after <= gen_before:
-            self._gave_up(call, err, run, "recovery_failed" if crash is not None else "no_progress", outcome=outcome, crash=crash)
-            return False
-        retry = RetryEvent(
-            attempt=run.overflow_attempts,
-            failed_step=call.step,
-            next_step=call.step + 1,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-            generation_before=gen_before,
-            generation_after=gen_after,
-            summarizer_calls=calls,
-            recovery_error=_describe(crash) if crash is not None else None,
-        )
-        svc.add_event(self.key, retry, trigger="overflow", run_id=run.run_id)
-        self._recovering = True
-        return True
+            return self.driver.call(self.ensure_run(), send, step=self._next_step, messages=self._take_staged(),
+                                    classify=self._classify, done=lambda c, r: self._response(*done(c, r)))
+        except Exception as exc:  # never leave the thread busy with a run nobody drives
+            self.abandon(exc)
+            raise
 
-    def _provider_error(self, call: Call, err: ProviderError, run: RunState) -> None:
-        snap = call.measured.snapshot
-        event = ProviderErrorEvent(
-            error_code=err.code,
-            error_message=err.message,
-            status=err.status,
-            inband=err.inband,
-            provider=self.provider,
-            model=self.model,
-            attempt=run.overflow_attempts + 1,
-            step=call.step,
-            tokens=call.tokens,
-            tokens_before=call.tokens,
-            threshold=call.measured.policy.threshold,
-            generation=snap.state.generation,
-            last_message_id=max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
-            ephemeral=tuple(m.content for m in run.ephemeral),
-        )
-        self.service.add_event(self.key, event, trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider", run_id=run.run_id)
+    async def acall(self, send: Callable[[Call], Awaitable[T]], done: Callable[[Call, T], Sequence[Any]]) -> T:
+        """:meth:`call` for an async model call (the blocking work in a worker thread)."""
+        try:
+            run = await asyncio.to_thread(self.ensure_run)
+            return await self.driver.acall(run, send, step=self._next_step, messages=self._take_staged(), classify=self._classify,
+                                           done=lambda c, r: self._response(*done(c, r)), io=asyncio.to_thread)
+        except Exception as exc:
+            await asyncio.to_thread(self.abandon, exc)
+            raise
 
-    def _gave_up(self, call: Call, err: ProviderError, run: RunState, reason: str, *, outcome: Any = None, crash: Exception | None = None) -> None:
-        event = GaveUpEvent(
-            reason=reason,
-            error_code=err.code,
-            error_message=err.message,
-            attempt=run.overflow_attempts,
-            step=call.step,
-            recovery_error=_describe(crash) if crash is not None else None,
-        )
-        if outcome is not None:
-            event = replace(
-                event,
-                tokens_before=outcome.tokens_before,
-                tokens_after=outcome.tokens_after,
-                generation_before=outcome.generation_before,
-                generation_after=outcome.generation_after,
-                summarizer_calls=outcome.summarizer_calls,
-            )
-        self.service.add_event(self.key, event, trigger="overflow", run_id=run.run_id)
-        self._recovering = False
+    def _take_staged(self) -> list[Message]:
+        staged, self._staged = self._staged, []
+        self._stored(staged)
+        return staged
 
+    def _response(self, prompt: int | None, completion: int | None, messages: Sequence[Message]) -> tuple[int | None, int | None, list[Message]]:
+        new = self._unknown(messages)
+        self._stored(new)
+        return prompt, completion, new
 
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
+    def _classify(self, exc: BaseException) -> ProviderError | None:
+        return provider_error_of(exc, self.provider or "unknown")
 
 
 def source_key(prefix: str, value: str) -> str:

@@ -36,7 +36,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from engine.messages import Attachment, Message, Reasoning, ToolCall
 
-from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, text_of
+from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, surface_items, text_of
 
 SOURCE = "langchain"
 
@@ -211,64 +211,44 @@ class CompactionMiddleware(AgentMiddleware):
         t.route(*_route(request.model))
         system = request.system_message.text if request.system_message is not None else None
         t.configure(system, _tool_schemas(request.tools))
-        t.persist(to_engine(m) for m in request.messages)
+        t.stage(to_engine(m) for m in request.messages)
 
     def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
         messages: list[AnyMessage] = []
-        for item in call.surface():
+        for item in surface_items(call.measured):
             messages.append(from_engine(item.message, preview=item.pruned))  # type: ignore[arg-type]
         return request.override(messages=messages)
 
-    def _done(self, t: EngineThread, call: Call, response: ModelResponse) -> None:
+    @staticmethod
+    def _done(call: Call, response: ModelResponse) -> tuple[int | None, int | None, list[Message]]:
         prompt, completion = _usage(response)
-        t.succeeded(call, prompt_tokens=prompt, completion_tokens=completion)
         for m in response.result:
             if m.id is None:  # the graph's reducer would give it a fresh id: give it ours so it is stored once
                 m.id = f"lc-run-{uuid4()}"
-        t.persist(to_engine(m) for m in response.result)
-
-    def _fail(self, t: EngineThread, call: Call, exc: BaseException) -> bool:
-        if t.failed(call, exc):
-            return True
-        t.fail_run(exc)
-        return False
+        return prompt, completion, [to_engine(m) for m in response.result]
 
     # -- hooks -----------------------------------------------------------------------------------
     def wrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], ModelResponse]) -> ModelResponse:
         t = self.thread()
         try:
             self._intake(t, request)
-            while True:
-                call = t.begin_call()
-                try:
-                    response = handler(self._compacted(request, call))
-                except Exception as exc:
-                    if self._fail(t, call, exc):
-                        continue
-                    raise
-                self._done(t, call, response)
-                return response
         except Exception as exc:  # never leave the thread busy with a run nobody drives
             t.abandon(exc)
             raise
+        return t.call(lambda call: handler(self._compacted(request, call)), self._done)
 
     async def awrap_model_call(self, request: ModelRequest, handler: Callable[[ModelRequest], Any]) -> ModelResponse:
         t = self.thread()
         try:
             await asyncio.to_thread(self._intake, t, request)
-            while True:
-                call = await asyncio.to_thread(t.begin_call)
-                try:
-                    response = await handler(await asyncio.to_thread(self._compacted, request, call))
-                except Exception as exc:
-                    if await asyncio.to_thread(self._fail, t, call, exc):
-                        continue
-                    raise
-                await asyncio.to_thread(self._done, t, call, response)
-                return response
         except Exception as exc:
             await asyncio.to_thread(t.abandon, exc)
             raise
+
+        async def send(call: Call) -> ModelResponse:
+            return await handler(await asyncio.to_thread(self._compacted, request, call))
+
+        return await t.acall(send, self._done)
 
     def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
         self.thread().end_run()

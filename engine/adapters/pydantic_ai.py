@@ -305,7 +305,7 @@ class EngineCompaction(AbstractCapability[Any]):
         t = self.engine
         t.route(*_route(model))
         t.configure(_system_prompt(messages, params), _tools(params) if params is not None else _tool_defs(ctx))
-        t.persist(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
+        t.stage(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
 
     def _surface(self, measured: Any, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         items = [(i.message, i.pruned) for i in surface_items(measured)]

@@ -1,9 +1,10 @@
 """A small agent loop over an OpenAI-compatible endpoint, with compaction built in.
 
-Every step goes through :class:`engine.service.Service` (the harness touches no store and no
-compactor directly): intake through the write door, a recorded model request
-(routed provider and model, estimated tokens, reported usage, outcome), pressure compaction at the
-pre-step boundary (§2), and overflow recovery (§3) when the provider says the request is too long.
+Every model step runs on the one step driver (:class:`engine.step.StepDriver`, over
+:class:`engine.service.Service`; the harness itself calls only ``Service``): the pressure check and
+the recorded model request (routed provider and model, estimated tokens) in one transaction,
+pressure compaction at the pre-step boundary when needed (§2), the reported usage with the reply,
+and overflow recovery (§3) when the provider says the request is too long.
 Store and summarizer work runs in a worker thread (``asyncio.to_thread``); the loop itself only
 awaits HTTP.
 """
@@ -14,16 +15,17 @@ import asyncio
 import inspect
 import json
 import logging
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
-from ..compactor import Outcome, RunState
-from ..events import CancelledEvent, GaveUpEvent, HarnessErrorEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
+from ..compactor import RunState
+from ..events import CancelledEvent, HarnessErrorEvent
 from ..messages import Message, ToolCall
 from ..service import Service
+from ..step import StepDriver, describe
 from ..store import ABORTED_TEXT
 from ..llm.client import ChatClient
-from ..llm.errors import CANCELLED, CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
+from ..llm.errors import CANCELLED, ProviderError
 
 
 FAILED_TEXT = "aborted: the run failed before this tool call ran"
@@ -183,85 +185,32 @@ class AgentHarness:
 
     # -- the loop -------------------------------------------------------------------------
     async def _drive(self, thread: str, state: RunState, cancel: asyncio.Event, step: int = 0) -> RunResult:
-        """Model steps from the persisted state until an answer without tool calls (steps after ``step``)."""
+        """Model steps from the persisted state until an answer without tool calls (steps after
+        ``step``), each on the step driver (:mod:`engine.step`: pressure check and request record
+        in one transaction, compaction when needed, the overflow protocol)."""
         svc = self.service
-        policy = svc.policy_for(self.provider_name, self.model)
-        recovering = False
+        driver = StepDriver(svc, thread, provider=self.provider_name, model=self.model)
         while step < self.max_steps:
             if cancel.is_set():
                 return await asyncio.to_thread(self._cancel, thread, state)
             step += 1
-            measured = await self._pre_step(thread, state, step)
-            request_id = await _io(
-                svc.record_model_request,
-                thread,
-                provider=self.provider_name,
-                model=self.model,
-                run_id=state.run_id,
-                step=step,
-                estimated_tokens=measured.tokens,
-                threshold=measured.policy.threshold,
-            )
-            body = measured.envelope.to_openai()
+            call = await asyncio.to_thread(driver.prepare, state, step)
+            body = call.measured.envelope.to_openai()
             try:
                 completion = await self.provider.complete(body, model=self.model, stream=self.stream)
             except asyncio.CancelledError:
-                await asyncio.shield(
-                    asyncio.to_thread(svc.complete_model_request, thread, request_id, outcome="cancelled", error_code=CANCELLED, error_message="the run was cancelled")
-                )
+                await asyncio.shield(asyncio.to_thread(driver.cancelled, call, CANCELLED, "the run was cancelled"))
                 raise
             except ProviderError as err:
-                await asyncio.to_thread(
-                    svc.complete_model_request, thread, request_id, outcome="error", error_code=err.code, error_message=err.message
-                )
-                await asyncio.to_thread(self._provider_error, thread, state, err, measured, step)
-                if cancel.is_set():
+                failure = await asyncio.to_thread(driver.failed, call, state, err, cancelled=cancel.is_set)
+                if failure.reason == "cancelled":
                     return await asyncio.to_thread(self._cancel, thread, state)
-                if not is_context_overflow(err):
-                    return await asyncio.to_thread(self._fail, thread, state, err, step, "not_overflow", episode_open=recovering)
-                if state.overflow_attempts >= policy.policy.max_overflow_retries:
-                    return await asyncio.to_thread(self._fail, thread, state, err, step, "retries_exhausted")
-                state.overflow_attempts += 1
-                crash: Exception | None = None
-                try:
-                    outcome = await asyncio.to_thread(svc.recover_overflow, thread, state, provider=self.provider_name, model=self.model)
-                except Exception as exc:  # what already landed still counts: generation growth decides (§3.3)
-                    log.warning("overflow recovery failed on thread %r: %s", thread, exc, exc_info=exc)
-                    crash = exc
-                    outcome = await asyncio.to_thread(self._outcome_after_crash, thread, state, measured)
-                if cancel.is_set():  # cancellation wins over a finished recovery
-                    return await asyncio.to_thread(self._cancel, thread, state)
-                if not outcome.progressed:
-                    reason = "recovery_failed" if crash is not None else "no_progress"
-                    return await asyncio.to_thread(self._fail, thread, state, err, step, reason, outcome, crash)
-                retry = RetryEvent(
-                    attempt=state.overflow_attempts,
-                    failed_step=step,
-                    next_step=step + 1,
-                    tokens_before=outcome.tokens_before,
-                    tokens_after=outcome.tokens_after,
-                    generation_before=outcome.generation_before,
-                    generation_after=outcome.generation_after,
-                    summarizer_calls=outcome.summarizer_calls,
-                    recovery_error=_describe(crash) if crash is not None else None,
-                )
-                await asyncio.to_thread(svc.add_event, thread, retry, trigger="overflow", run_id=state.run_id)
-                recovering = True
+                if not failure.retry:
+                    return await asyncio.to_thread(self._fail, thread, state, err, step)
                 continue  # a new step from the persisted state
-            await asyncio.to_thread(
-                svc.complete_model_request,
-                thread,
-                request_id,
-                outcome="ok",
-                reported_prompt_tokens=completion.prompt_tokens,
-                reported_completion_tokens=completion.completion_tokens,
-            )
-            if recovering:
-                recovered = RecoveredEvent(attempt=state.overflow_attempts, step=step, tokens=measured.tokens)
-                await asyncio.to_thread(svc.add_event, thread, recovered, trigger="overflow", run_id=state.run_id)
-                recovering = False
             reply = completion.message
-            await _io(svc.append_message, thread, _persistable(reply), run_id=state.run_id)
+            await _io(driver.succeeded, call, state, prompt_tokens=completion.prompt_tokens,
+                      completion_tokens=completion.completion_tokens, messages=[_persistable(reply)])
             if not reply.tool_calls:
                 await asyncio.to_thread(svc.finish_run, thread, state.run_id)
                 return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
@@ -305,92 +254,9 @@ class AgentHarness:
     def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
         self.service.wait_for_user(thread, state.run_id, call=call, question=question)  # type: ignore[arg-type]
 
-    async def _pre_step(self, thread: str, state: RunState, step: int) -> Any:
-        """Pressure compaction (§2), then the envelope to send. An operational failure of the
-        compaction (database, Workdir) is recorded and the step goes on from the persisted surface
-        (§2.9: warn and continue); the surface measured by the compactor is reused."""
-        svc = self.service
-        try:
-            outcome = await asyncio.to_thread(svc.compact_for_pressure, thread, state)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.warning("pressure compaction failed on thread %r; continuing", thread, exc_info=True)
-            await _io(svc.add_event, thread, PressureFailedEvent(step=step, error_message=_describe(exc)), trigger="pressure", run_id=state.run_id)
-            outcome = None
-        m = outcome.measured if outcome is not None else None
-        if m is not None and (m.policy.provider, m.policy.model) == (self.provider_name, self.model):
-            return m
-        return await asyncio.to_thread(self._measure, thread, state)
-
-    def _measure(self, thread: str, state: RunState):
-        return self.service.measure(thread, ephemeral=state.ephemeral, provider=self.provider_name, model=self.model)
-
-    def _provider_error(self, thread: str, state: RunState, err: ProviderError, measured: Any, step: int) -> None:
-        snap = measured.snapshot
-        event = ProviderErrorEvent(
-            error_code=err.code,
-            error_message=err.message,
-            status=err.status,
-            inband=err.inband,
-            provider=self.provider_name,
-            model=self.model,
-            attempt=state.overflow_attempts + 1,
-            step=step,
-            tokens=measured.tokens,
-            tokens_before=measured.tokens,
-            threshold=measured.policy.threshold,
-            generation=snap.state.generation,
-            last_message_id=max((m.id for m in snap.messages if m.id is not None), default=snap.state.boundary),
-            ephemeral=tuple(m.content for m in state.ephemeral),  # so the replay shows what was sent
-        )
-        self.service.add_event(
-            thread,
-            event,
-            trigger="overflow" if err.code == CONTEXT_WINDOW_EXCEEDED else "provider",
-            run_id=state.run_id,
-        )
-
-    def _outcome_after_crash(self, thread: str, state: RunState, measured: Any) -> Outcome:
-        """What a recovery that raised left behind, measured from the persisted state."""
-        now = self._measure(thread, state)
-        return Outcome.between("recovery_failed", measured, now)
-
-    def _fail(
-        self,
-        thread: str,
-        state: RunState,
-        err: ProviderError,
-        step: int,
-        reason: str,
-        outcome: Any = None,
-        crash: Exception | None = None,
-        *,
-        episode_open: bool = False,
-    ) -> RunResult:
-        """Report the ORIGINAL provider error and code; record why recovery did not help (also when
-        the retried request of an open recovery episode failed for another reason)."""
-        svc = self.service
-        if err.code == CONTEXT_WINDOW_EXCEEDED or episode_open:
-            gave_up = GaveUpEvent(
-                reason=reason,
-                error_code=err.code,
-                error_message=err.message,
-                attempt=state.overflow_attempts,
-                step=step,
-                recovery_error=_describe(crash) if crash is not None else None,
-            )
-            if outcome is not None:
-                gave_up = replace(
-                    gave_up,
-                    tokens_before=outcome.tokens_before,
-                    tokens_after=outcome.tokens_after,
-                    generation_before=outcome.generation_before,
-                    generation_after=outcome.generation_after,
-                    summarizer_calls=outcome.summarizer_calls,
-                )
-            svc.add_event(thread, gave_up, trigger="overflow", run_id=state.run_id)
-        svc.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
+    def _fail(self, thread: str, state: RunState, err: ProviderError, step: int) -> RunResult:
+        """Report the ORIGINAL provider error and code (the driver recorded why recovery did not help)."""
+        self.service.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
         return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
 
     def _cancel(self, thread: str, state: RunState) -> RunResult:
@@ -407,10 +273,10 @@ class AgentHarness:
                 thread,
                 state,
                 "failed",
-                HarnessErrorEvent(attempt=state.overflow_attempts, error_code=HARNESS_ERROR, error_message=_describe(exc)),
+                HarnessErrorEvent(attempt=state.overflow_attempts, error_code=HARNESS_ERROR, error_message=describe(exc)),
                 FAILED_TEXT,
                 error_code=HARNESS_ERROR,
-                error_message=_describe(exc),
+                error_message=describe(exc),
             )
         except Exception:
             log.exception("could not record the failure of run %s on thread %r", state.run_id, thread)
@@ -438,10 +304,6 @@ class AgentHarness:
             event=event,
             trigger="overflow" if state.overflow_attempts else None,
         )
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
 
 
 def _persistable(m: Message) -> Message:

@@ -36,7 +36,7 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
-from .reads import ConversationReader
+from .reads import THREAD_KEY, ConversationReader, ThreadReader
 from .records import MESSAGES, message_values
 from .rules import check_json, clean_text, scrub_text
 
@@ -139,6 +139,28 @@ class Locked(SourceWrites, ConversationReader):
             raise ThreadBusy(self.conv.thread_key, reason)
 
     # -- messages -------------------------------------------------------------------------
+    def stored_source_keys(self, keys: Iterable[str]) -> set[str]:
+        """Which of ``keys`` a message of this thread already holds, asked of the unique
+        ``(conversation_id, source_key)`` index (a few keys: a few index probes; no scan of the
+        thread). The step driver's intake skips those (engine.step)."""
+        wanted = list(dict.fromkeys(keys))
+        found: set[str] = set()
+        conn = self.session.connection()
+        for i in range(0, len(wanted), 500):
+            chunk = wanted[i : i + 500]
+            found.update(conn.execute(
+                select(MESSAGES.c.source_key).where(MESSAGES.c.conversation_id == self.conv.id, MESSAGES.c.source_key.in_(chunk))
+            ).scalars())
+        return found
+
+    def thread_reader(self) -> ThreadReader:
+        """The snapshot reads (:class:`engine.store.reads.ThreadReader`) inside this transaction,
+        its own writes included (flushed first): the step driver checks the pressure in the
+        transaction of its intake and request record."""
+        self.session.flush()
+        conn = self.session.connection()
+        return ThreadReader(conn, conn.execute(THREAD_KEY, {"key": self.conv.thread_key}).first())
+
     def call_ledger(self) -> CallLedger:
         """The pending calls as of this transaction's writes (read once, then kept up to date)."""
         if self._ledger is None:

@@ -166,6 +166,10 @@ _THREAD_KEY = select(
 )
 
 
+#: the same, by its public name (the write door reads a thread's key inside its own transaction)
+THREAD_KEY = _THREAD_KEY
+
+
 def _lenient_int(value: Any) -> int | None:
     try:
         return int(value) if value is not None else None

@@ -18,6 +18,7 @@ from ..events import EventKind
 from ..messages import Message
 from ..policy import PolicySet, ResolvedPolicy
 from ..snapshots import SnapshotCache
+from ..step import StepDriver, StepStart
 from ..store import Store
 from ..summarizers.protocol import Summarizer
 from ..units import is_closing_marker, is_request, starts_turn
@@ -120,6 +121,10 @@ class EngineReplay:
         self._blocked = True
         self._request_since = False
         self._kept: bool | None = None
+        #: the step driver, on this scratch thread: no fast path (the replay predicts below-threshold
+        #: steps itself), requests recorded by :meth:`flush`, a failing pressure check raised
+        self.driver = StepDriver(_ReplayPort(compactor, snapshots), key, provider=route[0], model=route[1], record=False,
+                                 pressure_failures=False)
 
     def add(self, message: Message) -> None:
         """A message the recorded agent produced or received (persisted with the next flush)."""
@@ -162,15 +167,13 @@ class EngineReplay:
             return step
         predicted = self._sum if last is not None and not self._blocked else None
         self.flush()
-        provider, model = self.route
-        outcome = self.compactor.pressure(self.key, self.run)  # = Service.compact_for_pressure
+        call = self.driver.prepare(self.run, self.steps)  # the harness's and the adapters' step (engine.step)
+        outcome, m = call.outcome, call.measured
+        assert outcome is not None  # pressure failures are raised here, not recorded
         self.checks += 1
         if predicted is not None and outcome.measured is not None and outcome.tokens_before != predicted:
             self.mismatches += 1
             self.every_step = True  # the sum missed something: ask the database at every step from now on
-        m = outcome.measured
-        if m is None or (m.policy.provider, m.policy.model) != self.route:  # = AgentHarness._pre_step
-            m = self.compactor.measure(self.snapshots.snapshot(self.key, with_busy=True), ephemeral=self.run.ephemeral, provider=provider, model=model)
         if self.record_requests or not self._routed:
             self._pending = (m.tokens, m.policy.threshold)
         kept = request_kept(m)
@@ -189,6 +192,25 @@ class EngineReplay:
     def finish(self) -> None:
         """Write what is still buffered."""
         self.flush()
+
+
+class _ReplayPort:
+    """What :class:`engine.step.StepDriver` needs of the scratch thread for a pressure step: the
+    compactor's pressure path and measurement over the replay's snapshot cache (what
+    ``Service.compact_for_pressure`` / ``Service.measure`` call), no one-transaction fast path."""
+
+    def __init__(self, compactor: Compactor, snapshots: SnapshotCache) -> None:
+        self.compactor = compactor
+        self.snapshots = snapshots
+
+    def begin_step(self, key: str, run: RunState, **kwargs: Any) -> StepStart:
+        return StepStart()
+
+    def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
+        return self.compactor.pressure(key, run, running_turn=running_turn)
+
+    def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
+        return self.compactor.measure(self.snapshots.snapshot(key, with_busy=True), ephemeral=ephemeral, provider=provider, model=model)
 
 
 def request_kept(m: Measured) -> bool | None:

@@ -221,6 +221,7 @@ def test_a_failing_pressure_check_is_recorded_and_the_run_goes_on(svc: Service, 
         raise OSError("disk full")
 
     monkeypatch.setattr(svc.compactor, "pressure", broken)
+    monkeypatch.setattr(svc.compactor, "check", broken)  # the step's one-transaction check, too
     sim.script([Reply(content="Fine anyway.")])
 
     async def scenario():

@@ -419,15 +419,15 @@ def test_task_cancellation_while_the_tool_call_message_is_being_stored(svc: Serv
     record the run as cancelled first and leave three orphan calls behind it."""
     sim.script([PARALLEL])
     entered, release = threading.Event(), threading.Event()
-    real_append = svc.append_message
+    real_finish = svc.finish_step
 
-    def slow_append(key, message, **kwargs):
-        if message.role == "assistant":
+    def slow_finish(key, request_id, **kwargs):  # the reply is stored with the request's outcome
+        if any(m.role == "assistant" for m in kwargs.get("messages", ())):
             entered.set()
             release.wait(5)
-        return real_append(key, message, **kwargs)
+        return real_finish(key, request_id, **kwargs)
 
-    monkeypatch.setattr(svc, "append_message", slow_append)
+    monkeypatch.setattr(svc, "finish_step", slow_finish)
 
     async def scenario():
         async with harness(svc, sim, [Tool(n, lambda a: "x") for n in ("first", "second", "third")]) as h:
