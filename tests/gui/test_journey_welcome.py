@@ -20,7 +20,7 @@ from typing import Any, Iterator
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import QApplication, QFileDialog
+from PySide6.QtWidgets import QApplication, QFileDialog, QLabel
 
 from engine.messages import assistant, user
 from engine.service import open_service
@@ -73,10 +73,11 @@ def windows(qapp: QApplication, no_leaks: None, qloop: Any) -> Iterator[Any]:
     saved, as a user's close does) and deleted after the test."""
     made: list[tuple[MainWindow, ServiceClient]] = []
 
-    def make(opener: Any, settings: QSettings, *, theme_manager: Any = None) -> MainWindow:
+    def make(opener: Any, settings: QSettings, *, theme_manager: Any = None, show: bool = True) -> MainWindow:
         client = ServiceClient()
         window = MainWindow(client, opener=opener, settings=settings, theme_manager=theme_manager, poll_ms=3_600_000)
-        window.show()
+        if show:
+            window.show()
         made.append((window, client))
         return window
 
@@ -105,7 +106,7 @@ def test_a_first_launch_shows_the_welcome_and_opens_nothing(qtbot: Any, windows:
     assert not (user_dirs[1] / "demo.db").exists()  # the demo is not built behind the user's back
     texts = {b.text() for b in w.welcome.buttons.values()}
     assert texts == {"Open a database…", "Import a session…", "Open the demo"}
-    assert "context window" in w.welcome.findChild(type(w.thread_title), "welcomeAbout").text()
+    assert "context window" in w.welcome.findChild(QLabel, "welcomeAbout").text()
 
     w.welcome.buttons["welcomeDemo"].click()  # one click away
     qtbot.waitUntil(lambda: w.idle and w.database is not None, timeout=60_000)
@@ -132,22 +133,23 @@ def test_a_restart_restores_the_database_theme_geometry_and_splitter(
         first.set_theme("dark")  # the Theme menu
         first.resize(1100, 700)
         qtbot.waitUntil(lambda: first.width() == 1100)
-        first.splitter.setSizes([300, 500, 280])
+        first.splitter.setSizes([440, 380, 266])  # a wide thread list (the default gives it a quarter)
         sizes = first.splitter.sizes()
         first.close()  # the user quits: the session is saved
 
         assert initial_theme(parse_args([]), settings) == "dark"  # the next launch's theme
         assert initial_theme(parse_args(["--theme", "light"]), settings) == "light"  # the command line wins
-        second = windows(real_opener(tmp_path), settings)
-        # the height as left (not the default 880); the width as well, within the screen (offscreen: 800 wide)
-        screen = second.screen().availableGeometry().width()
-        assert second.height() == 700 and second.width() == max(min(1100, screen), second.minimumSizeHint().width())
+        second = windows(real_opener(tmp_path), settings, show=False)
+        # the height as left (not the default 880 × 1440); the width too, but within the screen (offscreen: 800 wide)
+        assert second.height() == 700 and second.width() == min(1100, second.screen().availableGeometry().width() - 2)
+        second.resize(1100, 700)  # as on a screen as wide as the last session's (the offscreen one is narrower)
+        second.show()
         assert run(qtbot, second, second.start(None))  # no --db: the last database
         qtbot.waitUntil(lambda: second.idle, timeout=10_000)
         assert preferences.same_database(second.database, db) and not second.welcome_shown
         assert set(second.thread_model.keys()) == {"alpha", "beta"}
-        restored = second.splitter.sizes()  # the side panes as left; the timeline takes what the narrower screen lacks
-        assert (restored[0], restored[2]) == (sizes[0], sizes[2]) and restored[1] > 0
+        restored = second.splitter.sizes()
+        assert sizes[0] >= 350 and all(abs(a - b) <= 8 for a, b in zip(restored, sizes)), (restored, sizes)  # as left, to a few pixels of tab-bar fitting
     finally:
         manager.apply("light")
 
@@ -345,5 +347,5 @@ def test_about_shows_the_version_from_the_package_metadata(qtbot: Any, make_wind
     w = make_window()
     dialog = w.show_about()
     assert dialog.version == metadata.version("compaction-inspector")
-    assert f"Compaction Inspector {dialog.version}" in dialog.findChild(type(w.thread_title), "aboutText").text()
+    assert f"Compaction Inspector {dialog.version}" in dialog.findChild(QLabel, "aboutText").text()
     dialog.close()
