@@ -142,7 +142,10 @@ class ImportController:
                 self.show_result(outcome)
                 return outcome
         self.importing = True
+        tip = ui.import_action.toolTip()
         ui.import_action.setEnabled(False)
+        ui.import_action.setToolTip("An import is running: wait for its result")
+        ui.import_action.setStatusTip(ui.import_action.toolTip())
         ui.busy.show()
         try:
             for i, path in enumerate(paths, 1):
@@ -157,6 +160,8 @@ class ImportController:
         finally:
             self.importing = False
             ui.import_action.setEnabled(True)
+            ui.import_action.setToolTip(tip)
+            ui.import_action.setStatusTip("")
             ui.busy.hide()
             ui.busy.setToolTip("")
         outcome = ImportOutcome(tuple(reports), tuple(failures), database_name(self._database()))

@@ -66,7 +66,7 @@ class ShortcutsDialog(QDialog):
         self.table.header().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
         self.table.header().setStretchLastSection(False)
         note = QLabel("In the timeline: Home / End jump to the first / newest messages, Enter opens a row; "
-                      "in the search box, Enter finds the next match.")
+                      "in the search box, Enter finds the next match and Shift+Enter the previous one.")
         note.setObjectName("muted")
         note.setWordWrap(True)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)

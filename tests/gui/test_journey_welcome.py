@@ -253,6 +253,20 @@ def test_import_on_the_demo_asks_and_goes_to_my_sessions_by_default_and_remember
     assert w.importer.target_dialog is not None and w.importer.target_dialog.combo.currentData() == TARGET_HERE
     w.importer.target_dialog.reject()
 
+    # Choose a SQLite file…: a new file is created, the sessions go there, and it is offered next time
+    other = tmp_path / "elsewhere" / "mine.db"
+    other.parent.mkdir()
+    w.importer.start([str(CODEX)])
+    dialog = w.importer.target_dialog
+    assert dialog is not None
+    dialog.choose_file(str(other))
+    dialog.accept()
+    qtbot.waitUntil(lambda: w.idle and w.importer.dialog is not None, timeout=30_000)
+    assert other.exists() and preferences.same_database(w.database, str(other))
+    assert any(k.startswith("codex:") for k in w.thread_model.keys()) and KEY not in w.thread_model.keys()
+    assert preferences.import_target(settings) == (preferences.TARGET_OTHER, str(other))
+    w.importer.dialog.close()
+
 
 def test_import_from_the_welcome_goes_to_my_sessions_without_asking(qtbot: Any, windows: Any, settings: QSettings, tmp_path: Path, user_dirs: tuple[Path, Path]) -> None:
     w = windows(real_opener(tmp_path), settings)
