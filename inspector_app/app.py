@@ -35,11 +35,24 @@ if TYPE_CHECKING:
     from .main_window import MainWindow
 
 
+def window_size(text: str) -> tuple[int, int]:
+    """``1100x700`` → (1100, 700): the window's size for ``--size``."""
+    try:
+        width, height = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected WIDTHxHEIGHT, e.g. 1100x700, not {text!r}") from None
+    if not (320 <= width <= 16384 and 240 <= height <= 16384):
+        raise argparse.ArgumentTypeError(f"{text}: width 320 to 16384, height 240 to 16384")
+    return width, height
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="compaction-inspector", description="Inspect how conversations were compacted.")
     parser.add_argument("--db", metavar="URL", help="SQLite file or database URL (default: $COMPACTION_DB, else the database of the last session; on a first launch, a welcome page)")
     parser.add_argument("--thread", metavar="KEY", help="select this thread")
     parser.add_argument("--screenshot", metavar="PATH", type=Path, help="render the window to a PNG once loaded (offscreen), then exit")
+    parser.add_argument("--size", metavar="WxH", type=window_size, default=None,
+                        help="the window's size, e.g. 1100x700 (default: the last session's, or 1440x880; for --screenshot)")
     parser.add_argument("--theme", choices=THEME_MODES, default=None, help="colour theme (default: the one last chosen, else follow the system)")
     parser.add_argument("--tab", choices=TABS, default=None, help="the side tab to show (default: detail, or replay with the options below)")
     parser.add_argument("--message", metavar="ID", type=int, help="select this message in the timeline")
@@ -179,6 +192,8 @@ def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: C
     client = ServiceClient()
     # a --screenshot run neither reads nor writes the window's geometry (its picture is reproducible)
     window = MainWindow(client, opener=opener, settings=settings, theme_manager=themes, remember=args.screenshot is None)
+    if args.size is not None:  # before the first show: the splitter takes its proportions from it
+        window.resize(*args.size)
     window.show()
     try:
         with loop:

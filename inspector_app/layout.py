@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QSize, Qt
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -167,16 +167,28 @@ class ThreadHeader(QFrame):
 
 
 class _Fitter(QObject):
-    """Calls ``fit()`` whenever the watched widget is resized."""
+    """Calls ``fit()`` after the watched widget was resized (and on :meth:`later`), once the
+    events of the moment are done: a column shown or hidden, a scroll bar come or gone."""
 
     def __init__(self, watched: QWidget, fit: Any) -> None:
         super().__init__(watched)
         self._fit = fit
+        self._pending = False
         watched.installEventFilter(self)
+
+    def later(self) -> None:
+        if not self._pending:
+            self._pending = True
+            QTimer.singleShot(0, self._run)
+
+    def _run(self) -> None:
+        self._pending = False
+        self._fit()
 
     def eventFilter(self, _obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt name)
         if event.type() == QEvent.Type.Resize:
             self._fit()
+            self.later()
         return False
 
 
@@ -234,7 +246,7 @@ class InspectorLayout(QMainWindow):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
         self._fitting = False
         self._thread_fitter = _Fitter(self.thread_list, self.fit_thread_columns)
-        header.sectionResized.connect(lambda _c, old, new: (old == 0 or new == 0) and self.fit_thread_columns())  # a column shown or hidden
+        header.sectionResized.connect(lambda _c, old, new: (old == 0 or new == 0) and self._thread_fitter.later())  # a column shown or hidden
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(state_pills, self.thread_list))
         self.thread_list.setItemDelegateForColumn(COL_SOURCE, PillDelegate(source_pills, self.thread_list))
@@ -535,7 +547,7 @@ class InspectorLayout(QMainWindow):
 
     def fit_thread_columns(self) -> None:
         """The thread list's badge columns sized from the font; when the title would get less than
-        about 20 characters, the Source badge takes its short form and the State a dot in its
+        about a third of the list (140 to 240 px), the Source badge takes its short form and the State a dot in its
         colour (the delegate draws what fits; the full words are in the tooltip)."""
         if self._fitting:
             return
@@ -546,7 +558,7 @@ class InspectorLayout(QMainWindow):
             widths = {COL_PRESSURE: fm.horizontalAdvance("100.0%") + 16, COL_GENERATION: fm.horizontalAdvance("Gen") + 18,
                       COL_STATE: pill("waiting"), COL_SOURCE: pill("OpenHands")}  # fmt: skip
             shown = lambda: sum(w for c, w in widths.items() if not self.thread_list.isColumnHidden(c))  # noqa: E731
-            if view - shown() < fm.horizontalAdvance("x") * 20 + 24:  # the title first: short sources, state dots
+            if view - shown() < min(240, max(140, 0.36 * view)):  # the title first: short sources, state dots
                 widths[COL_SOURCE], widths[COL_STATE] = pill("SWE"), 26
             header = self.thread_list.header()
             for col, width in widths.items():
