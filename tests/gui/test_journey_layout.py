@@ -181,3 +181,19 @@ def test_the_window_fits_at_scale_factor_2() -> None:
     cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-x", str(Path(__file__)), "-k", "test_the_window_fits and not scale"]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+
+
+def test_a_screenshot_has_the_size_asked_for(database: tuple[Path, Path], tmp_path: Path) -> None:
+    """``compaction-inspector --size 1100x700 --screenshot FILE``: the picture the README shows."""
+    from PySide6.QtGui import QImage
+
+    db, _workdir = database
+    shot = tmp_path / "shot.png"
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", QT_API="pyside6", HOME=str(tmp_path), XDG_CONFIG_HOME=str(tmp_path / "config"))
+    cmd = [sys.executable, "-m", "inspector_app.app", "--db", str(db), "--thread", CODEX_KEY, "--size", "1100x700", "--theme", "light", "--screenshot", str(shot)]
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    image = QImage(str(shot))
+    assert (image.width(), image.height()) == (1100, 700)
+    bad = subprocess.run([sys.executable, "-m", "inspector_app.app", "--size", "1100by700", "--screenshot", str(shot)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "WIDTHxHEIGHT" in bad.stderr
