@@ -53,6 +53,7 @@ from .importers import (
 from .messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
 from .store import Store
 from .store.invariants import CallLedger
+from .store.reads import request_title
 from .units import META_MISSING_RESULT
 
 __all__ = [
@@ -295,12 +296,25 @@ def _kept(messages: Iterable[ImportedMessage]) -> list[dict[str, Any]]:
     return out
 
 
+def session_title(session: ImportedSession) -> str:
+    """The title of an imported session: the source's own (a Claude Code ``summary`` entry …), else
+    its first real user request (no meta message: not a command, reminder or demonstration), one
+    line of at most 80 characters (:func:`engine.store.reads.request_title`, which also titles an
+    older import that has none, at read time)."""
+    own = " ".join((session.title or "").split())
+    if own:
+        return own if len(own) <= 200 else own[:199] + "…"
+    first = next((m for m in session.messages if m.role == "user" and not m.meta and not m.repair and m.text.strip()), None)
+    return request_title(first.text) if first is not None else ""
+
+
 def _write_session(store: Store, session: ImportedSession, key: str, *, final: bool, parent_key: str | None) -> ImportReport:
     limit = len(session.messages) if final else int(session.stable_messages or 0)
     converted = [to_message(m) for m in session.messages[:limit]]
     repairs: Counter[str] = Counter()
     warnings = [str(w) for w in session.warnings]
-    with store.locked_or_created(key, title=session.title or "") as (tx, created):
+    title = session_title(session)
+    with store.locked_or_created(key, title=title) as (tx, created):
         if not created and tx.conv.source_format is None:
             raise EngineError(f"thread {key!r} exists and was not imported; give another --thread", code="thread_not_imported")
         if not created and tx.conv.source_format != session.format:
@@ -317,7 +331,7 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
             meta={**({"extra": dict(session.extra)} if session.extra else {}),
                   **({"parent_thread": parent_key} if parent_key else {}),
                   **({"model": session.model} if session.model else {})},
-            title=session.title,
+            title=title or None,  # a thread imported untitled takes it now (the door keeps a title it has)
         )
         if created:
             tx.configure(system_prompt=session.system_prompt or "", tools=session.tools)

@@ -263,6 +263,26 @@ class PolicySet:
             raise PolicyError(f"no context window known for {provider}/{model}: set context_window in the configuration")
         return ResolvedPolicy(replace(policy, context_window=window), window, provider, model, source, detail)
 
+    def resolve_known(
+        self,
+        provider: str | None,
+        model: str | None,
+        *,
+        reported_window: int | None = None,
+        reported_by: str | None = None,
+    ) -> ResolvedPolicy | None:
+        """:meth:`resolve`, but None where it would only *assume* a window (the configured fallback
+        ``context_window``). For an imported session: the fallback is this database's guess for
+        its own threads, never a fact about another tool's session, so its window is unknown
+        (``PressureStatus.state == "window_unknown"``) rather than a toy window's alarm."""
+        try:
+            resolved = self.resolve(provider, model, reported_window=reported_window, reported_by=reported_by)
+        except PolicyError:
+            if self.default_window is None:
+                return None  # no fallback configured either: nothing knows this window
+            raise
+        return None if resolved.window_assumed else resolved
+
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> "PolicySet":
         """Build from JSON/TOML-like data: ``{"context_window": int, "default": {...},

@@ -47,6 +47,7 @@ from .views import (
     Offload,
     PressurePoint,
     PressureStatus,
+    SOURCE_NAMES,
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
@@ -490,33 +491,53 @@ class Service:
         return self._status(key)
 
     def _status(self, key: str, progress: Any = None) -> PressureStatus:
+        """The one place a thread's pressure figures are made (``compaction status``, the gauge,
+        the header and the list read this). An imported thread our engine has not compacted is
+        measured as its source ran it (:class:`engine.snapshots.SourceView`: after the source's
+        last recorded compaction, anchored to its last recorded request), with our engine's
+        measure of the whole history beside it (``engine_tokens``); its window is never the
+        configured fallback (``window_unknown`` instead, :meth:`PolicySet.resolve_known`)."""
         t = self.snapshots.thread_measure(key, progress=progress)
         head = t.head
         last = t.last_request  # read with the head, in the same transaction
+        source = t.source
         reported = head.reported_context_window
-        policy = self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=head.source_format if reported else None)
+        by = head.source_format if reported else None
+        policy = (self.policies.resolve_known(head.provider, head.model, reported_window=reported, reported_by=by) if source is not None
+                  else self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=by))
         anchored = None
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
             anchored = t.meter.anchor(t.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
-        elif last is not None and last.origin == "imported" and last.reported_prompt_tokens and head.state.generation == 0:
-            # the source's own count of the prompt at its last response, plus what came after it
-            # (only while our engine has not changed the surface of the imported history: at
-            # generation 0 nothing is pruned, so what the tally counted is the stored messages)
-            after = t.tokens_after(last.message_id) if last.message_id is not None else 0
-            anchored = last.reported_prompt_tokens + (last.reported_completion_tokens or 0) + after
+        tokens, breakdown = t.tokens, dict(t.measurement.breakdown)
+        extra: dict[str, Any] = {}
+        if source is not None:
+            extra = {"source_compact_count": source.compactions, "recorded_prompt_tokens": source.recorded_prompt_tokens,
+                     "source_format": head.source_format}
+            if source.anchored and head.state.generation == 0:
+                anchored = source.tokens
+            if head.state.generation == 0:  # what the source would send next; ours beside it
+                tokens, breakdown = source.tokens, dict(source.breakdown)
+                extra.update(basis="source", engine_tokens=t.tokens, source_detail=source.detail)
+        if policy is None:
+            name = SOURCE_NAMES.get(head.source_format or "", head.source_format)
+            what = f"model {head.model}" if head.model else "no model"
+            window = {"threshold": 0, "context_window": 0, "window_source": "unknown",
+                      "window_detail": f"{name} names {what} and reported no context window: window unknown (this database's "
+                                       f"fallback window is for its own threads, not an imported session)"}
+        else:
+            window = {"threshold": policy.threshold, "context_window": policy.context_window, "window_source": policy.window_source,
+                      "window_detail": policy.window_detail}
         return PressureStatus(
             thread=key,
-            tokens=t.tokens,
-            threshold=policy.threshold,
-            context_window=policy.context_window,
-            breakdown=dict(t.measurement.breakdown),
+            tokens=tokens,
+            breakdown=breakdown,
             boundary=head.state.boundary,
             generation=head.state.generation,
-            compact_count=head.state.compact_count,
+            compact_count=head.state.compact_count + (source.compactions if source is not None else 0),
             busy_reason=head.busy_reason,
             anchored_tokens=anchored,
-            window_source=policy.window_source,
-            window_detail=policy.window_detail,
+            **window,
+            **extra,
         )
 
     def status_with_progress(self, key: str, progress: Any) -> PressureStatus:
@@ -538,8 +559,9 @@ class Service:
         if any(r.origin == "imported" for r in requests):
             info = self.store.thread(key)
             recorded = sorted(c.after_message_id or 0 for c in self.store.source_compactions(key))
-            imported_threshold = self.policy_for(info.provider, info.model, reported_window=info.reported_context_window,
-                                                 reported_by=info.source_format).threshold
+            known = self.policies.resolve_known(info.provider, info.model, reported_window=info.reported_context_window,
+                                                reported_by=info.source_format)
+            imported_threshold = known.threshold if known is not None else None  # no window known: no threshold line
         points: list[PressurePoint] = []
         ei = 0
         ri = 0

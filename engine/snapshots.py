@@ -61,9 +61,9 @@ from .store import Store
 from .store.reads import CountedRow, ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
-from .views import ModelRequest, Offload, Snapshot
+from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction
 
-__all__ = ["PAGE", "SnapshotCache", "Tally", "ThreadMeasure"]
+__all__ = ["PAGE", "SnapshotCache", "SourceView", "Tally", "ThreadMeasure"]
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,28 @@ class Tally:
 
 
 @dataclass(frozen=True)
+class SourceView:
+    """An imported thread as its source ran it: what the source would send next.
+
+    After the source's last recorded summary compaction the source sends its summary, what it kept
+    (Codex ``replacement_history``), the messages it did not replace (OpenHands keeps the first
+    events) and everything that followed. ``rebuilt`` / ``breakdown`` are our meter's count of that
+    envelope (the whole history when the source never compacted). When the source recorded a
+    request after that compaction, ``tokens`` is anchored to it: its reported prompt and
+    completion plus our count of the messages since (``anchored`` True); else ``tokens`` is
+    ``rebuilt``. ``detail`` says which, in words."""
+
+    tokens: int
+    breakdown: Mapping[str, int]
+    detail: str
+    anchored: bool
+    #: every compaction the source recorded (summaries and prunes)
+    compactions: int
+    #: the prompt size the last recorded request reported (the pressure chart's last point)
+    recorded_prompt_tokens: int | None
+
+
+@dataclass(frozen=True)
 class ThreadMeasure:
     """A thread's head (its snapshot without messages) and the measurement of its envelope."""
 
@@ -158,6 +180,9 @@ class ThreadMeasure:
     #: the thread's newest completed model request (``Store.last_completed_request``), read in
     #: the same transaction as the head
     last_request: ModelRequest | None = None
+    #: an imported thread: its source's view (:class:`SourceView`), read in the same transaction;
+    #: None for a thread written live
+    source: SourceView | None = None
 
     @property
     def tokens(self) -> int:
@@ -169,7 +194,7 @@ class ThreadMeasure:
 
 
 class _Entry:
-    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages", "row", "measured")
+    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages", "row", "measured", "source")
 
     def __init__(self, head: Snapshot) -> None:
         self.head = head  # messages=(): state, configuration, offloads, current request
@@ -182,6 +207,8 @@ class _Entry:
         self.snapshot: Snapshot | None = None  # held entries only
         self.shown: list[Message] | None = None  # held: the shown history, closing markers placed
         self.messages: tuple[Message, ...] | None = None  # held: the stored messages after the boundary
+        #: (what it depends on, the source view) of an imported thread (see :func:`_source_view`)
+        self.source: tuple[Any, SourceView] | None = None
 
     @property
     def held(self) -> bool:
@@ -373,7 +400,8 @@ class SnapshotCache:
                     # the same key row: no configuration, state or message changed since the last read
                     if (reader.busy_reason() if with_busy else None) == entry.measured.head.busy_reason:
                         self._put(thread, entry)
-                        return replace(entry.measured, last_request=last_request)
+                        measured = replace(entry.measured, last_request=last_request)
+                        return replace(measured, source=self._source(reader, entry, measured))
                 head, valid = self._read_head(reader, entry, with_busy=with_busy)
                 meter = default_meter(head.model)
                 if valid and entry is not None and entry.held:
@@ -394,10 +422,27 @@ class SnapshotCache:
                     head = replace(head, current_request=entry.head.current_request)
                 entry.head = replace(head, messages=())
                 entry.row = reader.row
-            measured = entry.measured = ThreadMeasure(head=entry.head, measurement=_measurement(head, tally, meter, ()), meter=meter, tally=tally,
-                                                      counted=len(tally.ids), last_request=last_request)
+                measured = entry.measured = ThreadMeasure(head=entry.head, measurement=_measurement(head, tally, meter, ()), meter=meter,
+                                                          tally=tally, counted=len(tally.ids), last_request=last_request)
+                source = self._source(reader, entry, measured)
             self._put(thread, entry)
-            return measured
+            return replace(measured, source=source) if source is not None else measured
+
+    def _source(self, reader: ThreadReader, entry: _Entry, measured: ThreadMeasure) -> SourceView | None:
+        """The source's view of an imported thread (None for a live one), kept with the entry
+        while nothing it depends on changed (the key row, the source's compactions, the last
+        request)."""
+        head = measured.head
+        if head.source_format is None:
+            return None
+        compactions = reader.source_compactions()
+        last = measured.last_request
+        key = (reader.row, tuple(c.id for c in compactions), last.id if last is not None else None, measured.counted)
+        if entry.source is not None and entry.source[0] == key:
+            return entry.source[1]
+        view = _source_view(reader, measured, compactions)
+        entry.source = (key, view)
+        return view
 
     def _stream(self, reader: ThreadReader, entry: _Entry, head: Snapshot, tally: Tally, meter: TokenMeter,
                 progress: Callable[[int], None] | None) -> None:
@@ -427,6 +472,98 @@ class SnapshotCache:
                 worker=self.worker, worker_min_messages=self.worker_min_messages, progress=progress)
         if saw_user:
             entry.head = replace(entry.head, current_request=reader.last_user_message())
+
+
+def _replaced(compactions: Sequence[SourceCompaction]) -> list[tuple[int, int]]:
+    """The id ranges (first, last) the source's summary compactions replaced, merged, in order."""
+    spans = sorted((c.replaced_first_id, c.replaced_last_id) for c in compactions
+                   if c.kind == "summary" and c.replaced_first_id is not None and c.replaced_last_id is not None)
+    merged: list[tuple[int, int]] = []
+    for lo, hi in spans:  # type: ignore[misc]
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
+def _kept_message(item: Mapping[str, Any]) -> Message | None:
+    """One item of what a source put back after a compaction (Codex ``replacement_history``) as a
+    message to count; None for an item without text."""
+    text = item.get("text") if isinstance(item.get("text"), str) else ""
+    if not text:
+        return None
+    role = item.get("role") if item.get("role") in ("system", "developer", "user", "assistant") else "user"
+    return Message(role, text, id=0)  # type: ignore[arg-type]  # before every stored message (a tally adds in id order)
+
+
+def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Sequence[SourceCompaction]) -> SourceView:
+    """:class:`SourceView` of an imported thread (module docstring of :class:`SourceView`).
+
+    Reads only what the source's envelope holds after its last compaction (our meter's kept counts,
+    no text for a counted row); the whole-history tally is reused when the source never
+    compacted."""
+    head, tally, meter = measured.head, measured.tally, measured.meter
+    name = SOURCE_NAMES.get(head.source_format or "", head.source_format or "the source")
+    summaries = [c for c in compactions if c.kind == "summary"]
+    last_c = max(summaries, key=lambda c: (c.after_message_id or 0, c.id)) if summaries else None
+    last = measured.last_request
+    recorded = last.reported_prompt_tokens if last is not None and last.origin == "imported" and last.reported_prompt_tokens else None
+    after_c = (last_c.after_message_id or 0) if last_c is not None else None
+    if head.state.generation:  # our engine compacted the thread: its surface is what goes out next
+        return SourceView(measured.tokens, dict(measured.measurement.breakdown), f"our engine compacted this thread after it was imported from {name}",
+                          False, len(compactions), recorded)
+    if last_c is None:
+        breakdown, rebuilt = dict(measured.measurement.breakdown), measured.tokens
+        how = f"no compaction recorded by {name}: the whole history"
+    else:
+        part = Tally(meter)
+        kept = [m for m in (_kept_message(k) for k in last_c.kept) if m is not None]
+        if kept:
+            part.add(kept, meter.count_messages(kept))
+        holes = _replaced(compactions)
+        ranges: list[tuple[int | None, int | None]] = []  # (after, upto] id spans the envelope holds
+        low: int | None = None
+        for lo, hi in holes:
+            if lo > after_c:  # type: ignore[operator]
+                break
+            ranges.append((low, min(lo - 1, after_c)))  # type: ignore[type-var]
+            low = hi
+        ranges.append((low, None))
+        for start, upto in ranges:
+            if upto is not None and start is not None and upto <= start:
+                continue
+            _count_span(reader, part, meter, start, upto)
+        with_summary = replace(head, state=replace(head.state, summary=last_c.summary or None))
+        m = _measurement(with_summary, part, meter, ())
+        breakdown, rebuilt = dict(m.breakdown), m.total
+        n = sum(1 for c in compactions if c.kind == "summary")
+        what = "its summary" if last_c.summary else "its summary (kept encrypted by the source: not counted)"
+        how = f"after the last compaction {name} recorded (#{n}): {what}" + (", what it kept" if kept else "") + " and the messages since"
+    if recorded is not None and last is not None and (after_c is None or (last.message_id or 0) > after_c):
+        since = tally.tokens_after(last.message_id, measured.counted) if last.message_id is not None else 0
+        tokens = recorded + (last.reported_completion_tokens or 0) + since
+        detail = (f"the last request {name} recorded ({recorded:,} prompt + {last.reported_completion_tokens or 0:,} completion tokens) "
+                  f"+ {since:,} since, our count; {how}: {rebuilt:,} by our count")
+        return SourceView(tokens, breakdown, detail, True, len(compactions), recorded)
+    return SourceView(rebuilt, breakdown, f"{how}, as our meter counts it", False, len(compactions), recorded)
+
+
+def _count_span(reader: ThreadReader, tally: Tally, meter: TokenMeter, after: int | None, upto: int | None) -> None:
+    """Add the messages with an id in (``after``, ``upto``] (all after ``after`` when ``upto`` is
+    None) to ``tally``: the kept counts, a message without one counted with ``meter``."""
+    while True:
+        rows = reader.counted_messages_after(after, key=meter.count_key, limit=PAGE)
+        if not rows:
+            return
+        inside = [(m, n) for m, n in rows if upto is None or m.id <= upto]  # type: ignore[operator]
+        if inside:
+            todo = [m for m, n in inside if n is None]
+            counted = iter(meter.count_messages(todo)) if todo else iter(())  # type: ignore[arg-type]
+            tally.add([m for m, _ in inside], [n if n is not None else next(counted) for _, n in inside])
+        if len(rows) < PAGE or len(inside) < len(rows):
+            return
+        after = rows[-1][0].id
 
 
 def _shareable(store: Store) -> bool:

@@ -20,6 +20,18 @@ RunStatus = Literal["queued", "running", "waiting_for_user", "completed", "faile
 ACTIVE_RUN_STATUSES: tuple[str, ...] = ("running", "waiting_for_user")
 
 
+#: the transcript formats by the name their tool goes by (an imported thread's source, in words)
+SOURCE_NAMES: Mapping[str, str] = {
+    "claude-code": "Claude Code",
+    "codex": "Codex",
+    "openai-chat": "the OpenAI chat log",
+    "openai-responses": "the OpenAI Responses log",
+    "anthropic": "the Anthropic request",
+    "openhands": "OpenHands",
+    "swe-agent": "SWE-agent",
+}
+
+
 @dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """One conversation, as the threads list shows it."""
@@ -250,6 +262,8 @@ class PressureStatus:
     source_compact_count: int = 0
     #: the prompt size the thread's last recorded request reported (the chart's last point), if any
     recorded_prompt_tokens: int | None = None
+    #: an imported thread: the format it was read from (``SOURCE_NAMES`` names its tool)
+    source_format: str | None = None
 
     @property
     def window_known(self) -> bool:

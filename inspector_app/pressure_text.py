@@ -14,6 +14,13 @@ Five distinct states, each with its own words, never one hint for all of them:
 
 An assumed window (``window_source == "assumed"``: the model is in no catalogue and nothing
 reported one) is shown as assumed, with ``window_detail`` as the explanation.
+
+An imported thread is shown as its source ran it (``status.basis == "source"``: what the source
+would send next, after its last recorded compaction); the line under the header names that and
+gives our engine's measure of the whole history beside it ("our engine, whole history: …"), the
+tooltip how the source's figure was made. A sixth state, ``window_unknown`` (an imported session
+whose model nobody catalogued and whose source reported no window), says so with the recorded
+usage, in neutral colours: never an alarm measured against another database's fallback window.
 """
 
 from __future__ import annotations
@@ -21,11 +28,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine import figures
-from engine.views import PressureStatus
+from engine.views import SOURCE_NAMES, PressureStatus
 
 HINT_RATIO = 0.85
 HINT_TEXT = "85% of the threshold reached: consider compacting now"
-STATES: tuple[str, ...] = ("below", "hint", "over_threshold", "over_window", "cannot_compact")
+STATES: tuple[str, ...] = ("below", "hint", "over_threshold", "over_window", "cannot_compact", "window_unknown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,8 +55,16 @@ class PressureView:
 
 def percent(status: PressureStatus) -> str:
     """``1,487%`` / ``86.2%``: the share of the threshold (:func:`engine.figures.percent`, the
-    thread list's figure too: floored to a tenth below 1000%)."""
+    thread list's figure too: floored to a tenth below 1000%); ``–`` when no window (so no
+    threshold) is known."""
+    if status.state == "window_unknown":
+        return "–"
     return figures.percent(status.pressure_ratio)
+
+
+def list_ratio(status: PressureStatus) -> float | None:
+    """The thread list's pressure: ``pressure_ratio``, None (shown ``–``) when no window is known."""
+    return status.pressure_ratio if status.state != "window_unknown" else None
 
 
 def over_window(status: PressureStatus) -> bool:
@@ -73,9 +88,60 @@ def short_reason(reason: str) -> str:
     return reason[:cut] + " (…)" if 0 < cut <= SHORT_REASON else reason[: SHORT_REASON - 1] + "…"
 
 
+def source_name(status: PressureStatus) -> str:
+    """The tool an imported thread came from, in words (``Claude Code``), else ``the source``."""
+    return SOURCE_NAMES.get(status.source_format or "", status.source_format or "the source")
+
+
+def engine_text(status: PressureStatus) -> str | None:
+    """``our engine, whole history: 225,436 tokens`` beside an imported thread's source figure."""
+    if status.basis != "source" or status.engine_tokens is None:
+        return None
+    return f"our engine, whole history: {figures.tokens(status.engine_tokens)} tokens"
+
+
+def source_tooltip(status: PressureStatus) -> str | None:
+    """How the source's figure was made, and ours beside it (the header's tooltip)."""
+    if status.basis != "source":
+        return None
+    lines = [f"As {source_name(status)} ran it: {figures.tokens(status.tokens)} tokens would go out next"]
+    if status.source_detail:
+        lines.append(status.source_detail)
+    if status.recorded_prompt_tokens is not None:
+        lines.append(f"last recorded request: {figures.tokens(status.recorded_prompt_tokens)} prompt tokens")
+    if status.source_compact_count:
+        lines.append(f"compactions {source_name(status)} recorded: {status.source_compact_count}")
+    engine = engine_text(status)
+    if engine:
+        lines.append(engine[0].upper() + engine[1:] + " (what our engine measures without the source's compactions)")
+    return "\n".join(lines)
+
+
 def pressure_view(status: PressureStatus, blocked: str | None = None) -> PressureView:
     """The state of ``status``; ``blocked``: why compaction cannot help (from the last manual
-    compaction of this thread), or None."""
+    compaction of this thread), or None. An imported thread's words name its source and carry
+    our engine's whole-history figure beside the source's (:func:`engine_text`)."""
+    view = _state_view(status, blocked)
+    if status.basis != "source":
+        return view
+    engine = engine_text(status) if status.engine_tokens != status.tokens else None  # the same figure is said once (the tooltip has both)
+    text = view.text or f"As {source_name(status)} ran it: {figures.tokens(status.tokens)} tokens"
+    reason = "\n\n".join(r for r in (view.reason, source_tooltip(status)) if r)
+    return PressureView(view.state, view.headline, f"{text} · {engine}" if engine else text, view.tone if view.text else "text_muted", reason or None)
+
+
+def _state_view(status: PressureStatus, blocked: str | None) -> PressureView:
+    if status.state == "window_unknown":
+        recorded = (f"; its last recorded request: {figures.tokens(status.recorded_prompt_tokens)} prompt tokens"
+                    if status.recorded_prompt_tokens is not None else "")
+        return PressureView(
+            "window_unknown",
+            f"Window unknown · {figures.tokens(status.tokens)} tokens",
+            f"Window unknown: {source_name(status)} names no model a catalogue knows and reported no window; "
+            f"{figures.tokens(status.tokens)} tokens by our count{recorded}",
+            "text_muted",
+            status.window_detail,
+        )
     pct = percent(status)
     if (over_threshold(status) or over_window(status)) and blocked:
         where = "the context window" if over_window(status) else "the threshold"
@@ -85,7 +151,7 @@ def pressure_view(status: PressureStatus, blocked: str | None = None) -> Pressur
         return PressureView(
             "over_window",
             f"Over the window · {pct} of threshold",
-            f"Over the context window: {status.tokens:,} tokens, the window holds {status.context_window:,}; the provider refuses the next request unless it is compacted",
+            f"Over the context window: {figures.tokens(status.tokens)} tokens, the window holds {status.context_window:,}; the provider refuses the next request unless it is compacted",
             "danger",
         )
     if over_threshold(status):
@@ -100,9 +166,19 @@ def pressure_view(status: PressureStatus, blocked: str | None = None) -> Pressur
     return PressureView("below", f"{pct} of threshold", "", "text")
 
 
+def numbers_text(status: PressureStatus) -> str:
+    """The gauge's figures: ``22,261 / 160,000 tokens · window 200,000``; without a known window
+    ``23,942 tokens · window unknown``."""
+    if status.state == "window_unknown":
+        return f"{figures.tokens(status.tokens)} tokens · {window_text(status)}"
+    return f"{figures.tokens(status.tokens)} / {status.threshold:,} tokens · {window_text(status)}"
+
+
 def window_text(status: PressureStatus) -> str:
     """``window 128,000`` with where it came from when that matters: ``(assumed)`` for a window
     nobody reported or catalogued, ``(reported)`` for one the source recorded."""
+    if status.state == "window_unknown":
+        return "window unknown"
     suffix = {"assumed": " (assumed)", "reported": " (reported)"}.get(status.window_source or "", "")
     return f"window {status.context_window:,}{suffix}"
 
@@ -115,6 +191,7 @@ def window_tooltip(status: PressureStatus) -> str:
         "reported": "Window reported by the source",
         "override": "Window configured in the policy",
         "catalog": "Window from the model catalogue",
+        "unknown": "Window unknown: no catalogue knows the model and the source reported none (no threshold to compare with)",
     }
     head = lines.get(source, f"Window source: {source}")
     return f"{head}\n{status.window_detail}" if status.window_detail else head

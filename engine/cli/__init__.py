@@ -78,6 +78,7 @@ def cmd_threads(args: argparse.Namespace) -> int:
             "messages": t.message_count,
             "generation": t.generation,
             "compact_count": t.compact_count,
+            "source_compactions": t.source_compact_count,
             "boundary": t.boundary,
             "busy": t.busy,
             "busy_reason": t.busy_reason,
@@ -107,6 +108,7 @@ STATE_WORDS = {
     "hint": "85% of the threshold reached: consider `compaction compact`",
     "over_threshold": "over the threshold: the next model step compacts first (or `compaction compact` now)",
     "over_window": "over the context window: the provider refuses the next request as it stands; compact first",
+    "window_unknown": "window unknown: the source names no model any catalogue knows and reported no window",
 }
 
 
@@ -124,8 +126,15 @@ def status_json(st) -> dict[str, Any]:
         "boundary": st.boundary,
         "generation": st.generation,
         "compact_count": st.compact_count,
+        "source_compactions": st.source_compact_count,
         "busy": st.busy,
         "busy_reason": st.busy_reason,
+        "window_source": st.window_source,
+        "window_detail": st.window_detail,
+        "basis": st.basis,
+        "engine_tokens": st.engine_tokens,
+        "source_detail": st.source_detail,
+        "recorded_prompt_tokens": st.recorded_prompt_tokens,
     }
 
 
@@ -136,12 +145,19 @@ def cmd_status(args: argparse.Namespace) -> int:
         emit_json(data)
         return EXIT_OK
     print(f"thread     {data['thread']}")
-    print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window']}")
+    if data["window_source"] == "unknown":
+        print(f"tokens     {data['tokens']} (window unknown: no threshold)")
+    else:
+        print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window']}")
+    if data["basis"] == "source":
+        print(f"source     {data['source_detail']}")
+        print(f"engine     our engine, whole history: {data['engine_tokens']}")
     state = STATE_WORDS.get(data["state"])
     if state:
         print(f"state      {state}")
     print("breakdown  " + ", ".join(f"{k} {v}" for k, v in data["breakdown"].items()))
-    print(f"boundary   {data['boundary']}   generation {data['generation']}   compactions {data['compact_count']}")
+    recorded = f" ({data['source_compactions']} recorded by the source)" if data["source_compactions"] else ""
+    print(f"boundary   {data['boundary']}   generation {data['generation']}   compactions {data['compact_count']}{recorded}")
     print(f"busy       {data['busy_reason'] or 'idle'}")
     return EXIT_OK
 

@@ -7,24 +7,25 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 from __future__ import annotations
 
 import json
+import re
 from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Select, Text, and_, bindparam, case, select, type_coerce
+from sqlalchemy import Connection, Select, Text, and_, bindparam, case, func, select, type_coerce
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
 from ..errors import ThreadNotFound
 from ..messages import Message, ToolCall
 from ..units import current_request
-from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot
+from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot, SourceCompaction
 from . import db
 from .invariants import CallLedger
-from .rules import CorruptRow, as_int
-from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, checked_calls_and_meta, message_from_text_row, model_request_record, offload_record, state_record, to_message
+from .rules import NUL_ESCAPE, CorruptRow, as_int
+from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, SourceCompactionRow, ToolOffloadRow
+from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, checked_calls_and_meta, message_from_text_row, model_request_record, offload_record, source_compaction_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.
@@ -54,6 +55,58 @@ def busy_reasons(session: Session, conversation_ids: Sequence[int]) -> dict[int,
     ):
         offer(cid, "queued")
     return out
+
+# -- imported threads: the source's compactions and a title where the source gave none -----------
+#: characters of a thread's first request read for its fallback title (never a whole long message)
+TITLE_SOURCE_CHARS = 4000
+TITLE_CHARS = 80
+_TAGGED_BLOCK = re.compile(r"<(uploaded_files|environment_context|system-reminder|user_instructions)>.*?(</\1>|$)", re.S)
+_TAG = re.compile(r"</?[A-Za-z_][\w-]*>")
+
+
+def request_title(text: str | None, limit: int = TITLE_CHARS) -> str:
+    """A thread title from the text of its first real user request: one line of at most ``limit``
+    characters (cut with "…"). A SWE-agent / OpenHands task template gives its task (the
+    ``<pr_description>`` or the text after ``ISSUE:``); tags and bookkeeping blocks are dropped."""
+    if not text:
+        return ""
+    text = text.replace(NUL_ESCAPE, " ")
+    m = re.search(r"<pr_description>(.*?)(</pr_description>|$)", text, re.S)
+    if m and m.group(1).strip():
+        text = m.group(1)
+    else:
+        m = re.search(r"^ISSUE:\s*\n(.*)", text, re.S | re.M)
+        if m and m.group(1).strip():
+            text = m.group(1)
+    text = _TAG.sub(" ", _TAGGED_BLOCK.sub(" ", text))
+    line = next((" ".join(ln.split()) for ln in text.splitlines() if ln.strip()), "")
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
+def imported_facts(session: Session, conversation_ids: Sequence[int]) -> tuple[dict[int, int], dict[int, str]]:
+    """For the listed conversations: how many compactions each one's source recorded (absent: none),
+    and a fallback title (:func:`request_title` of the first user message that is no meta message)
+    for each *imported* one whose stored title is empty. Two or three grouped queries, whatever
+    the number of threads; read only, nothing is written back."""
+    if not conversation_ids:
+        return {}, {}
+    ids = list(conversation_ids)
+    counts = {cid: n for cid, n in session.execute(
+        select(SourceCompactionRow.conversation_id, func.count(SourceCompactionRow.id))
+        .where(SourceCompactionRow.conversation_id.in_(ids)).group_by(SourceCompactionRow.conversation_id))}
+    untitled = list(session.scalars(select(Conversation.id).where(
+        Conversation.id.in_(ids), Conversation.source_format.is_not(None), Conversation.title == "")))
+    titles: dict[int, str] = {}
+    if untitled:
+        first = (select(func.min(MessageRow.id)).where(MessageRow.conversation_id.in_(untitled), MessageRow.role == "user",
+                                                       MessageRow.meta_kind.is_(None)).group_by(MessageRow.conversation_id))
+        for cid, text in session.execute(select(MessageRow.conversation_id, func.substr(MessageRow.content, 1, TITLE_SOURCE_CHARS))
+                                         .where(MessageRow.id.in_(first))):
+            title = request_title(text)
+            if title:
+                titles[cid] = title
+    return counts, titles
+
 
 # -- statements built once (building a select costs more than running it on the pre-step path) ------
 #: ids are positive: "after None" is "after this", "before None" is "before this"
@@ -154,6 +207,7 @@ _REQUESTS = ModelRequestRow.__table__
 _LAST_COMPLETED = (
     select(_REQUESTS).where(_REQUESTS.c.conversation_id == bindparam("cid"), _REQUESTS.c.outcome == "ok").order_by(_REQUESTS.c.id.desc()).limit(1)
 )
+_SOURCES_OF = select(SourceCompactionRow.__table__).where(SourceCompactionRow.conversation_id == bindparam("cid")).order_by(SourceCompactionRow.id)
 _CONVERSATIONS, _STATES = Conversation.__table__, CompactionStateRow.__table__
 #: a thread's key in one query: the conversation row's columns a snapshot needs and its compaction state
 _THREAD_KEY = select(
@@ -411,6 +465,10 @@ class ThreadReader:
         """The newest completed model request (``Store.last_completed_request``), in this read."""
         row = self.conn.execute(_LAST_COMPLETED, {"cid": self.row.id}).first()
         return model_request_record(row) if row is not None else None
+
+    def source_compactions(self) -> list[SourceCompaction]:
+        """The compactions the thread's source recorded (``Store.source_compactions``), in this read."""
+        return [source_compaction_record(r) for r in self.conn.execute(_SOURCES_OF, {"cid": self.row.id})]
 
     def head(self, *, with_busy: bool = True, offloads: Mapping[int, Offload] | None = None, current: tuple[Message | None] | None = None) -> Snapshot:
         """:meth:`ConversationReader.head`; ``offloads`` and ``current`` (a 1-tuple: the current

@@ -46,7 +46,7 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
-from .reads import ConversationReader, busy_reasons
+from .reads import ConversationReader, busy_reasons, imported_facts
 from .reads import corrupt_from as _corrupt_from
 from .reads import database_errors
 from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
@@ -486,7 +486,9 @@ class Store:
                 return self._list_threads_one_by_one(s, q)
             ids = [c.id for c, _ in rows]
             busy = busy_reasons(s, ids)
-            return [self._safe_thread_info(c.id, c.thread_key, lambda c=c, st=st: self._thread_info(c, st, busy.get(c.id))) for c, st in rows]
+            sources, titles = imported_facts(s, ids)
+            return [self._safe_thread_info(c.id, c.thread_key, lambda c=c, st=st: self._thread_info(
+                c, st, busy.get(c.id), sources.get(c.id, 0), titles.get(c.id))) for c, st in rows]
 
     def _list_threads_one_by_one(self, s: Session, q: Any) -> list[ThreadInfo]:
         """:meth:`list_threads` when one of the listed rows cannot be loaded: the ids and keys
@@ -522,20 +524,24 @@ class Store:
         with self._session(write=False) as s:
             conv = self._conv(s, key)
             st = s.get(CompactionStateRow, conv.id)
-            return self._thread_info(conv, st, busy_reasons(s, [conv.id]).get(conv.id))
+            sources, titles = imported_facts(s, [conv.id]) if conv.source_format is not None else ({}, {})
+            return self._thread_info(conv, st, busy_reasons(s, [conv.id]).get(conv.id), sources.get(conv.id, 0), titles.get(conv.id))
 
     @staticmethod
-    def _thread_info(c: Conversation, st: CompactionStateRow | None, busy: str | None) -> ThreadInfo:
+    def _thread_info(c: Conversation, st: CompactionStateRow | None, busy: str | None, source_compactions: int = 0,
+                     fallback_title: str | None = None) -> ThreadInfo:
+        """``source_compactions``: how many the source recorded (counted in ``compact_count``);
+        ``fallback_title``: an imported thread's title when its source gave none (read-time only)."""
         return ThreadInfo(
             id=c.id,
             key=c.thread_key,
-            title=c.title,
+            title=c.title or fallback_title or "",
             agent=c.agent,
             provider=c.provider,
             model=c.model,
             message_count=as_int(c.message_count, "conversations", c.id, "message_count") or 0,
             generation=(as_int(st.generation, "compaction_state", c.id, "generation") or 0) if st else 0,
-            compact_count=(as_int(st.compact_count, "compaction_state", c.id, "compact_count") or 0) if st else 0,
+            compact_count=((as_int(st.compact_count, "compaction_state", c.id, "compact_count") or 0) if st else 0) + source_compactions,
             boundary=as_int(st.boundary_message_id, "compaction_state", c.id, "boundary_message_id") if st else None,
             busy_reason=busy,  # type: ignore[arg-type]
             created_at=aware(c.created_at),  # type: ignore[arg-type]
@@ -547,6 +553,7 @@ class Store:
             reported_context_window=c.reported_context_window,
             parent_source_session_id=c.parent_source_session_id,
             parent_thread=(c.source_meta or {}).get("parent_thread") if isinstance(c.source_meta, dict) else None,
+            source_compact_count=source_compactions,
         )
 
 

@@ -157,7 +157,7 @@ class CompactionController:
     def ask(self) -> None:
         thread = self.state.thread
         if thread is not None:
-            self.ui.confirm.ask(f"Compact “{thread.title}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
+            self.ui.confirm.ask(f"Compact “{thread.title or thread.key}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
 
     def _confirmed(self) -> None:
         if self.state.thread is not None:

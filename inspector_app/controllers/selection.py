@@ -13,7 +13,7 @@ from PySide6.QtCore import QModelIndex
 from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope, SourceCompaction
 
 from ..layout import InspectorLayout
-from ..models.events import EventRole, event_target
+from ..models.events import EventRole, TargetRole, event_target
 from ..models.replay import request_rows
 from ..models.timeline import Node
 from ..service_api import InspectorService
@@ -110,11 +110,12 @@ class SelectionController:
     def _on_event_activated(self, index: QModelIndex) -> None:
         """Show the event's subject in the timeline: the new boundary, or the first pruned result."""
         event = index.siblingAtColumn(0).data(EventRole)
-        target = event_target(event) if event is not None else None
+        # a source's compaction (no event of ours): the message it came after
+        target = event_target(event) if event is not None else index.siblingAtColumn(0).data(TargetRole)
         if target is None:
             return
         boundary = self.model.boundary
-        on_boundary = boundary is not None and event.data.get("boundary_after") == boundary.boundary
+        on_boundary = event is not None and boundary is not None and event.data.get("boundary_after") == boundary.boundary
         found = self.model.boundary_index() if on_boundary else self.model.index_for_message(target)
         if found.isValid():
             self.ui.timeline.setCurrentIndex(found)

@@ -22,7 +22,7 @@ from ..layout import InspectorLayout
 from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
-from ..pressure_text import percent, pressure_view, window_text, window_tooltip
+from ..pressure_text import list_ratio, percent, pressure_view, window_text, window_tooltip
 from ..service_api import InspectorService
 from ..service_client import ServiceClient, invoke
 from ..timeline.pages import source_name
@@ -180,7 +180,7 @@ class ThreadsController:
                 self.ui.thread_model.set_failed(key, error_text(exc))
                 failed.append((key, exc))
                 continue
-            self.ui.thread_model.set_pressure(key, status.pressure_ratio)
+            self.ui.thread_model.set_pressure(key, list_ratio(status))  # type: ignore[arg-type]  # None: no window known
         if failed and not self.ui.banner.isVisible():
             key, exc = failed[0]
             more = f" (and {plural(len(failed) - 1, 'other thread')})" if len(failed) > 1 else ""
@@ -467,7 +467,7 @@ class ThreadsController:
         ui.gauge.set_status(status, blocked)
         ui.chart.set_status(status)
         ui.show_pressure_line(view)
-        ui.thread_model.set_pressure(status.thread, status.pressure_ratio)
+        ui.thread_model.set_pressure(status.thread, list_ratio(status))  # type: ignore[arg-type]
         info = self.state.thread
         ui.thread_title.setText(info.title if info else status.thread)
         meta = [

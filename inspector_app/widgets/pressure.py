@@ -13,7 +13,7 @@ from engine import figures
 from engine.views import PressurePoint, PressureStatus
 
 from .. import theme
-from ..pressure_text import HINT_RATIO, HINT_TEXT, PressureView, pressure_view, window_text, window_tooltip
+from ..pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip
 
 __all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout", "measuring_text"]
 
@@ -149,6 +149,8 @@ class PressureGauge(QWidget):
         if s.anchored_tokens is not None:
             lines.append(f"anchored to provider usage: {s.anchored_tokens:,}")
         lines.append(window_tooltip(s))
+        if s.basis == "source":  # an imported thread: how its source's figure was made, ours beside it
+            lines.append(source_tooltip(s) or "")
         return "\n".join(lines)
 
     def paintEvent(self, _event: object) -> None:  # noqa: N802 (Qt name)
@@ -178,7 +180,7 @@ class PressureGauge(QWidget):
         p.drawText(QRectF(rect.left(), rect.top(), rect.width(), 26), Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter, headline)
         p.setFont(base)
         p.setPen(theme.color("text_muted"))
-        numbers = f"{s.tokens:,} / {s.threshold:,} tokens · {window_text(s)}"
+        numbers = numbers_text(s)
         # beside the headline when both fit, else on a line of their own
         fits = QFontMetrics(big).horizontalAdvance(headline) + QFontMetrics(base).horizontalAdvance(numbers) + 16 <= rect.width()
         dy = 0.0 if fits else 20.0
@@ -214,17 +216,18 @@ class PressureGauge(QWidget):
         # threshold and hint lines
         tx = bar.left() + s.threshold * scale
         hx = bar.left() + s.threshold * HINT_RATIO * scale
-        p.setPen(QPen(theme.color("danger"), 2))
-        p.drawLine(QPointF(tx, bar.top() - 5), QPointF(tx, bar.bottom() + 5))
         hot = view.state == "hint"
-        hint_pen = QPen(theme.color("warn"), 3 if hot else 1.5, Qt.PenStyle.SolidLine if hot else Qt.PenStyle.DashLine)
-        p.setPen(hint_pen)
-        p.drawLine(QPointF(hx, bar.top() - 5), QPointF(hx, bar.bottom() + 5))
+        if s.window_known:  # no window known (an imported session's): no threshold to draw
+            p.setPen(QPen(theme.color("danger"), 2))
+            p.drawLine(QPointF(tx, bar.top() - 5), QPointF(tx, bar.bottom() + 5))
+            hint_pen = QPen(theme.color("warn"), 3 if hot else 1.5, Qt.PenStyle.SolidLine if hot else Qt.PenStyle.DashLine)
+            p.setPen(hint_pen)
+            p.drawLine(QPointF(hx, bar.top() - 5), QPointF(hx, bar.bottom() + 5))
         small = QFont(base)
         small.setPointSizeF(base.pointSizeF() * 0.85)
         p.setFont(small)
         label_y = bar.bottom() + 6
-        marks = [(hx, "85% hint", True, theme.color("text_muted")), (tx, "threshold", False, theme.color("danger"))]
+        marks = [(hx, "85% hint", True, theme.color("text_muted")), (tx, "threshold", False, theme.color("danger"))] if s.window_known else []
         if s.context_window and s.tokens > s.context_window:  # the bar is longer than the window: mark where it ends
             wx = bar.left() + s.context_window * scale
             p.setPen(QPen(theme.color("text"), 2, Qt.PenStyle.DotLine))
@@ -235,7 +238,7 @@ class PressureGauge(QWidget):
         for (_, text, _, color), (bx, by, bw) in zip(marks, boxes):
             p.setPen(color)
             p.drawText(QRectF(bx, by, bw, LABEL_ROW), Qt.AlignmentFlag.AlignLeft, text)
-        label_y = max(by for _, by, _ in boxes)  # the lowest row of labels
+        label_y = max((by for _, by, _ in boxes), default=label_y)  # the lowest row of labels
 
         y = label_y + 22
         if view.shown:  # the state's words: the hint (85-100%), over the threshold / window, cannot compact
