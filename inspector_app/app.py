@@ -92,7 +92,8 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     if opened and replay:
         await _show_replay(window, args)
     if args.screenshot is not None:
-        app.processEvents()
+        await window.settle()  # what showing the tab started (the replay's requests) has landed
+        await asyncio.sleep(0.05)  # Qt lays out and paints in the loop (processEvents inside a task re-enters it)
         if not _grab(window).save(str(args.screenshot), "PNG"):
             print(f"compaction-inspector: cannot write {args.screenshot}", file=sys.stderr)
             return 1
