@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QSize, Qt, QTimer
-from PySide6.QtGui import QAction, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
+from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QBoxLayout,
@@ -560,6 +560,11 @@ class InspectorLayout(QMainWindow):
             shown = lambda: sum(w for c, w in widths.items() if not self.thread_list.isColumnHidden(c))  # noqa: E731
             if view - shown() < min(240, max(140, 0.36 * view)):  # the title first: short sources, state dots
                 widths[COL_SOURCE], widths[COL_STATE] = pill("SWE"), 26
+            else:  # room enough: the column headings whole too
+                for col in widths:
+                    widths[col] = max(widths[col], heading_width(self.thread_list, col))
+                if view - shown() < min(240, max(140, 0.36 * view)):
+                    widths[COL_PRESSURE] = fm.horizontalAdvance("100.0%") + 16
             header = self.thread_list.header()
             for col, width in widths.items():
                 if not self.thread_list.isColumnHidden(col) and header.sectionSize(col) != width:
@@ -579,6 +584,8 @@ class InspectorLayout(QMainWindow):
             markers = max(3 * 20 + 8, view // 8)  # icons only (PillDelegate), three of them
         if view - tokens - markers - ident < view // 2:
             ident = 0
+        if view - tokens - markers - ident >= view // 2:  # room enough: the headings whole too
+            tokens, markers = max(tokens, heading_width(self.timeline, COL_TOKENS)), max(markers, heading_width(self.timeline, COL_MARKERS))
         header = self.timeline.header()
         header.resizeSection(COL_TOKENS, tokens)
         header.resizeSection(COL_MARKERS, markers)
@@ -586,6 +593,14 @@ class InspectorLayout(QMainWindow):
             header.resizeSection(COL_ID, ident)
         if self.timeline.isColumnHidden(COL_ID) != (not ident):
             self.timeline.setColumnHidden(COL_ID, not ident)
+
+
+def heading_width(view: QTreeView, col: int) -> int:
+    """The width column ``col``'s heading needs whole (the style sheet draws headings semi-bold)."""
+    font = view.header().font()
+    font.setWeight(QFont.Weight.DemiBold)
+    text = view.model().headerData(col, Qt.Orientation.Horizontal) or ""
+    return QFontMetrics(font).horizontalAdvance(str(text)) + 16
 
 
 def splitter_sizes(width: int) -> list[int]:
