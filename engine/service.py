@@ -512,7 +512,7 @@ class Service:
         extra: dict[str, Any] = {}
         if source is not None:
             extra = {"source_compact_count": source.compactions, "recorded_prompt_tokens": source.recorded_prompt_tokens,
-                     "source_format": head.source_format}
+                     "source_format": head.source_format, "recorded_usage": source.recorded_usage}
             if source.anchored and head.state.generation == 0:
                 anchored = source.tokens
             if head.state.generation == 0:  # what the source would send next; ours beside it

@@ -165,6 +165,8 @@ class SourceView:
     compactions: int
     #: the prompt size the last recorded request reported (the pressure chart's last point)
     recorded_prompt_tokens: int | None
+    #: usage the source recorded for the whole session (SWE-agent ``model_stats``), in words
+    recorded_usage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -510,9 +512,10 @@ def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Seq
     last = measured.last_request
     recorded = last.reported_prompt_tokens if last is not None and last.origin == "imported" and last.reported_prompt_tokens else None
     after_c = (last_c.after_message_id or 0) if last_c is not None else None
+    usage = _recorded_usage(reader.source_meta(), name)
     if head.state.generation:  # our engine compacted the thread: its surface is what goes out next
         return SourceView(measured.tokens, dict(measured.measurement.breakdown), f"our engine compacted this thread after it was imported from {name}",
-                          False, len(compactions), recorded)
+                          False, len(compactions), recorded, usage)
     if last_c is None:
         breakdown, rebuilt = dict(measured.measurement.breakdown), measured.tokens
         how = f"no compaction recorded by {name}: the whole history"
@@ -545,8 +548,22 @@ def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Seq
         tokens = recorded + (last.reported_completion_tokens or 0) + since
         detail = (f"the last request {name} recorded ({recorded:,} prompt + {last.reported_completion_tokens or 0:,} completion tokens) "
                   f"+ {since:,} since, our count; {how}: {rebuilt:,} by our count")
-        return SourceView(tokens, breakdown, detail, True, len(compactions), recorded)
-    return SourceView(rebuilt, breakdown, f"{how}, as our meter counts it", False, len(compactions), recorded)
+        return SourceView(tokens, breakdown, detail, True, len(compactions), recorded, usage)
+    return SourceView(rebuilt, breakdown, f"{how}, as our meter counts it", False, len(compactions), recorded, usage)
+
+
+def _recorded_usage(meta: Mapping[str, Any], name: str) -> str | None:
+    """What the source recorded of its usage for the whole session, in words (SWE-agent
+    ``info.model_stats``: cumulative over its calls, not one request's prompt), else None."""
+    extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
+    stats = extra.get("model_stats") if isinstance(extra.get("model_stats"), dict) else {}
+    sent, calls = stats.get("tokens_sent"), stats.get("api_calls")
+    if not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0:
+        return None
+    over = f" over {calls:,} calls" if isinstance(calls, int) and not isinstance(calls, bool) and calls > 0 else ""
+    received = stats.get("tokens_received")
+    back = f", {received:,} received" if isinstance(received, int) and not isinstance(received, bool) else ""
+    return f"{name} recorded {sent:,} tokens sent{over}{back} in all (summed over the session, not one request's prompt)"
 
 
 def _count_span(reader: ThreadReader, tally: Tally, meter: TokenMeter, after: int | None, upto: int | None) -> None:

@@ -264,6 +264,9 @@ class PressureStatus:
     recorded_prompt_tokens: int | None = None
     #: an imported thread: the format it was read from (``SOURCE_NAMES`` names its tool)
     source_format: str | None = None
+    #: an imported thread: usage its source recorded for the whole session, in words (SWE-agent
+    #: ``model_stats``), when it recorded no per-request usage to anchor on
+    recorded_usage: str | None = None
 
     @property
     def window_known(self) -> bool:

@@ -62,6 +62,15 @@ def percent(status: PressureStatus) -> str:
     return figures.percent(status.pressure_ratio)
 
 
+def compactions_text(status: PressureStatus) -> str:
+    """The header's count: ``3 summaries`` (ours), ``4 compactions (4 by Claude Code)`` when the
+    source recorded some (``compact_count`` counts both)."""
+    n = status.compact_count
+    if not status.source_compact_count:
+        return figures.plural(n, "summary", "summaries")
+    return f"{figures.plural(n, 'compaction')} ({status.source_compact_count:,} by {source_name(status)})"
+
+
 def list_ratio(status: PressureStatus) -> float | None:
     """The thread list's pressure: ``pressure_ratio``, None (shown ``–``) when no window is known."""
     return status.pressure_ratio if status.state != "window_unknown" else None
@@ -109,6 +118,8 @@ def source_tooltip(status: PressureStatus) -> str | None:
         lines.append(status.source_detail)
     if status.recorded_prompt_tokens is not None:
         lines.append(f"last recorded request: {figures.tokens(status.recorded_prompt_tokens)} prompt tokens")
+    if status.recorded_usage:
+        lines.append(status.recorded_usage)
     if status.source_compact_count:
         lines.append(f"compactions {source_name(status)} recorded: {status.source_compact_count}")
     engine = engine_text(status)
@@ -133,7 +144,7 @@ def pressure_view(status: PressureStatus, blocked: str | None = None) -> Pressur
 def _state_view(status: PressureStatus, blocked: str | None) -> PressureView:
     if status.state == "window_unknown":
         recorded = (f"; its last recorded request: {figures.tokens(status.recorded_prompt_tokens)} prompt tokens"
-                    if status.recorded_prompt_tokens is not None else "")
+                    if status.recorded_prompt_tokens is not None else f"; {status.recorded_usage}" if status.recorded_usage else "")
         return PressureView(
             "window_unknown",
             f"Window unknown · {figures.tokens(status.tokens)} tokens",

@@ -135,6 +135,7 @@ def status_json(st) -> dict[str, Any]:
         "engine_tokens": st.engine_tokens,
         "source_detail": st.source_detail,
         "recorded_prompt_tokens": st.recorded_prompt_tokens,
+        "recorded_usage": st.recorded_usage,
     }
 
 
@@ -151,6 +152,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window']}")
     if data["basis"] == "source":
         print(f"source     {data['source_detail']}")
+        if data["recorded_usage"]:
+            print(f"recorded   {data['recorded_usage']}")
         print(f"engine     our engine, whole history: {data['engine_tokens']}")
     state = STATE_WORDS.get(data["state"])
     if state:

@@ -466,6 +466,11 @@ class ThreadReader:
         row = self.conn.execute(_LAST_COMPLETED, {"cid": self.row.id}).first()
         return model_request_record(row) if row is not None else None
 
+    def source_meta(self) -> Mapping[str, Any]:
+        """The thread's per-session source facts (``conversations.source_meta``), in this read."""
+        meta = self.conn.execute(select(_CONVERSATIONS.c.source_meta).where(_CONVERSATIONS.c.id == self.row.id)).scalar()
+        return meta if isinstance(meta, dict) else {}
+
     def source_compactions(self) -> list[SourceCompaction]:
         """The compactions the thread's source recorded (``Store.source_compactions``), in this read."""
         return [source_compaction_record(r) for r in self.conn.execute(_SOURCES_OF, {"cid": self.row.id})]

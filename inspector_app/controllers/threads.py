@@ -22,7 +22,7 @@ from ..layout import InspectorLayout
 from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
-from ..pressure_text import list_ratio, percent, pressure_view, window_text, window_tooltip
+from ..pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
 from ..service_api import InspectorService
 from ..service_client import ServiceClient, invoke
 from ..timeline.pages import source_name
@@ -473,8 +473,8 @@ class ThreadsController:
         meta = [
             plural(info.message_count, "message") if info else "",
             f"generation {status.generation}",
-            plural(status.compact_count, "summary", "summaries"),
-            f"{percent(status)} of threshold",
+            compactions_text(status),
+            f"{percent(status)} of threshold" if status.window_known else "",
             window_text(status),
         ]
         if info and info.model:

@@ -93,7 +93,7 @@ def source_detail(c: SourceCompaction) -> str:
     """Tokens the source reported before it, what it replaced or cleared, its summary's size."""
     parts: list[str] = []
     if c.tokens_before is not None:
-        parts.append(f"{_n(c.tokens_before)} tok before (as {source_name(c)} counted)")
+        parts.append(f"{_n(c.tokens_before)} tok before")  # as the source counted them (the tooltip says so)
     if c.kind == "prune":
         n = c.details.get("forgotten_messages") if isinstance(c.details, Mapping) else None
         saved = c.details.get("tokens_saved") if isinstance(c.details, Mapping) else None
@@ -105,7 +105,6 @@ def source_detail(c: SourceCompaction) -> str:
         parts.append(f"summary of {len(c.summary):,} characters" if c.summary else "summary kept encrypted by the source")
         if c.kept:
             parts.append(f"kept {len(c.kept)} item{'s' if len(c.kept) != 1 else ''}")
-    parts.append(f"recorded by {source_name(c)}")
     return "\n".join(parts)
 
 
@@ -182,7 +181,8 @@ class EventsModel(RecordTableModel[Any]):
             if col == COL_TIME:
                 return _source_time(c)[0]
             if col == COL_KIND:
-                return f"{source_kind(c)}\n{c.trigger}" if c.trigger else source_kind(c)
+                kind = f"{source_name(c)}\n{'prune' if c.kind == 'prune' else 'compaction'}"  # two short lines: the column is narrow
+                return f"{kind}\n{c.trigger}" if c.trigger else kind
             try:
                 return source_detail(c)
             except Exception:  # noqa: BLE001: a data shape nobody planned for is shown raw, not raised into Qt
@@ -194,7 +194,7 @@ class EventsModel(RecordTableModel[Any]):
         if role == Qt.ItemDataRole.ForegroundRole and col == COL_KIND:
             return QBrush(theme.color(KIND_TOKENS["prune" if c.kind == "prune" else "summary"]))
         if role == Qt.ItemDataRole.ToolTipRole:
-            head = f"{source_kind(c)} · {_source_time(c)[1]} · recorded by {source_name(c)} (not by our engine)"
+            head = f"{source_kind(c)} · {_source_time(c)[1]} · recorded by {source_name(c)} (not by our engine; tokens as it counted them)"
             summary = f"\n\n{c.summary[:3000]}" if c.summary else ""
             return f"{head}\n{source_detail(c)}{summary}"
         return None

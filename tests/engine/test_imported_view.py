@@ -205,9 +205,11 @@ def test_a_trajectory_without_a_model_has_no_window_not_the_databases_toy_one(se
     assert st.tokens > TOY_WINDOW  # a normal run, larger than the toy window
     assert (st.state, st.window_source, st.threshold, st.context_window) == ("window_unknown", "unknown", 0, 0)
     assert "SWE-agent" in (st.window_detail or "") and "no model" in (st.window_detail or "")
+    assert "61,840 tokens sent over 12 calls" in (st.recorded_usage or "")  # the usage the trajectory recorded (model_stats)
     assert all(p.threshold is None for p in service.pressure_history(key))
     view = pressure_view(st)
     assert view.state == "window_unknown" and view.tone != "danger" and "Over" not in view.text and "Window unknown" in view.headline
+    assert "61,840 tokens sent" in view.text
     assert percent(st) == "–" and list_ratio(st) is None and "window unknown" in numbers_text(st)
     data = cli_json("status", "--db", fresh_url, "--thread", key, capsys=capsys)
     assert (data["state"], data["window_source"], data["tokens"]) == ("window_unknown", "unknown", st.tokens)

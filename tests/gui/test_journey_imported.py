@@ -95,9 +95,10 @@ def test_an_imported_session_reads_as_its_source_ran_it(qtbot: Any, window_facto
     for r in range(4):
         source = model.index(r, 0).data(SourceRole)
         assert source is not None and model.index(r, 0).data(EventRole) is None
-        assert model.index(r, COL_KIND).data() == "Claude Code compaction\nauto"
+        assert model.index(r, COL_KIND).data() == "Claude Code\ncompaction\nauto"
         detail = model.index(r, COL_DETAIL).data(Qt.ItemDataRole.DisplayRole)
-        assert f"{source.tokens_before:,} tok before" in detail and "recorded by Claude Code" in detail
+        assert f"{source.tokens_before:,} tok before" in detail and "summary of" in detail
+        assert "recorded by Claude Code (not by our engine" in model.index(r, COL_KIND).data(Qt.ItemDataRole.ToolTipRole)
     assert "Events (4)" in [w.tabs.tabText(i) for i in range(w.tabs.count())]
 
     # -- the trajectory that names no model
@@ -108,6 +109,7 @@ def test_an_imported_session_reads_as_its_source_ran_it(qtbot: Any, window_facto
     assert status.tokens > TOY_WINDOW and status.state == "window_unknown"
     header = w.hint_label.text()
     assert "Window unknown" in header and "Over" not in header and w.hint_label.property("state") == "window_unknown"
+    assert "61,840 tokens sent over 12 calls" in header  # the usage the trajectory recorded
     assert w.gauge.view.tone != "danger" and "Window unknown" in w.gauge.view.headline
     assert w.thread_model.index(w.thread_model.row_of(swe), COL_PRESSURE).data() == "–"
     assert w.thread_title.text() == "Parsing a quoted CSV header drops the last column"
