@@ -580,6 +580,8 @@ class InspectorLayout(QMainWindow):
         tokens = fm.horizontalAdvance("999,999") + 26
         ident = fm.horizontalAdvance("99999") + 14
         markers = fm.horizontalAdvance("pruned · open") + 20
+        if view >= 900:  # two or three pills side by side (thinking, image, meta …)
+            markers = fm.horizontalAdvance("thinkingimagemeta") + 3 * 12 + 2 * 4 + 10
         if view - tokens - markers - ident < view // 2:
             markers = max(3 * 20 + 8, view // 8)  # icons only (PillDelegate), three of them
         if view - tokens - markers - ident < view // 2:
