@@ -363,7 +363,7 @@ class InspectorLayout(QMainWindow):
         events = QWidget()
         el = QVBoxLayout(events)
         el.setContentsMargins(8, 8, 8, 8)
-        hint = QLabel("Every prune, summary and recovery step the engine recorded, oldest first. Click one to show it in the timeline.")
+        hint = QLabel("Every prune, summary and recovery step recorded, oldest first (an imported session starts with its source's own compactions). Click one to show it in the timeline.")
         hint.setObjectName("muted")
         hint.setWordWrap(True)
         hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
