@@ -30,7 +30,6 @@ from .policy import PolicySet, ResolvedPolicy
 from .replay import build_episodes
 from .snapshots import SnapshotCache
 from .step import StepStart
-from .step import StepStart
 from .store.reads import thread_reading
 from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
@@ -310,68 +309,6 @@ class Service:
                 error_code=error_code,
                 error_message=error_message,
             )
-
-    # -- the step driver's transactions (engine.step) ----------------------------------------
-    def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
-                   messages: Sequence[Message] = (), record: bool = True) -> StepStart:
-        """A model step's hot path in ONE transaction through the write door: ``messages`` not yet
-        stored (their ``source_key`` asked of the database's unique key; one without a key is always
-        new), the pressure check (:meth:`Compactor.check`, reading the snapshot in this transaction)
-        and, when nothing needs compacting, the request record for ``(provider, model)``. When
-        compaction is needed only the intake is committed (``StepStart.outcome`` is None): the
-        driver then compacts outside the lock."""
-        try:
-            with self.store.locked(key) as tx:
-                ids = self._intake(tx, messages, run.run_id)
-                snap, routed = self.snapshots.pressure_read(key, reader=tx.thread_reader())
-                try:  # measuring only (no I/O); a failure goes the slow path, which records it (§2.9)
-                    checked = self.compactor.check(snap, routed, run)
-                except Exception:
-                    return StepStart(ids)
-                if not isinstance(checked, Outcome):
-                    return StepStart(ids)
-                m = checked.measured
-                if m is None or (m.policy.provider, m.policy.model) != (provider, model):
-                    m = self.compactor.measure(snap, ephemeral=run.ephemeral, provider=provider, model=model)
-                rid = None
-                if record:
-                    rid = tx.record_model_request(provider=provider, model=model, run_id=run.run_id, step=step,
-                                                  estimated_tokens=m.tokens, threshold=m.policy.threshold)
-                return StepStart(ids, checked, m, rid)
-        except BaseException:
-            self.snapshots.invalidate(key)  # it may have read this transaction's writes
-            raise
-
-    def finish_step(self, key: str, request_id: int | None, *, outcome: str, reported_prompt_tokens: int | None = None,
-                    reported_completion_tokens: int | None = None, error_code: str | None = None, error_message: str | None = None,
-                    messages: Sequence[Message] = (), run_id: int | None = None, event: Event | None = None,
-                    trigger: str | None = None) -> list[int]:
-        """How a model step ended, in one transaction: the request's outcome and usage, the
-        response's ``messages`` not yet stored, and ``event`` (``recovered``). Returns the new ids."""
-        with self.store.locked(key) as tx:
-            if request_id is not None:
-                tx.complete_model_request(request_id, outcome=outcome, reported_prompt_tokens=reported_prompt_tokens,
-                                          reported_completion_tokens=reported_completion_tokens, error_code=error_code,
-                                          error_message=error_message)
-            ids = self._intake(tx, messages, run_id)
-            if event is not None:
-                write_event(tx, event, trigger=trigger, run_id=run_id)
-            return ids
-
-    @staticmethod
-    def _intake(tx: Any, messages: Sequence[Message], run_id: int | None) -> list[int]:
-        if not messages:
-            return []
-        keys = [m.source_key for m in messages if m.source_key is not None]
-        stored = tx.stored_source_keys(keys) if keys else set()
-        new: list[Message] = []
-        for m in messages:
-            if m.source_key is not None:
-                if m.source_key in stored:
-                    continue
-                stored.add(m.source_key)
-            new.append(m)
-        return tx.append_messages(new, run_id=run_id) if new else []
 
     # -- the step driver's transactions (engine.step) ----------------------------------------
     def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
