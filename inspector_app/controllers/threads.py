@@ -288,15 +288,19 @@ class ThreadsController:
                 index = found[-1] if found else index
             if not index.isValid() and keep is None and model.exhausted:
                 index = model.newest_message_index()  # nothing compacted: open on what happens now
-            if index.isValid():  # a fresh thread opens on its summary card
+            if index.isValid() and restore is not None:  # as it was: a row in a turn the user closed leaves it closed
+                ui.timeline.setAutoScroll(False)
+                ui.timeline.setCurrentIndex(index)
+                ui.timeline.setAutoScroll(True)
+            elif index.isValid():  # a fresh thread opens on its summary card
                 ui.timeline.setCurrentIndex(index)
             elif keep is None and boundary is not None:
                 ui.detail.show_boundary(boundary)  # its row is in a part not loaded yet: the card still shows
             if scroll is not None:
                 ui.timeline.executeDelayedItemsLayout()
                 ui.timeline.verticalScrollBar().setValue(scroll)
-                if index.isValid():
-                    ui.timeline.scrollTo(index)  # only if that moved it off screen (EnsureVisible)
+                if index.isValid() and (restore is None or ui.timeline.visualRect(index).isValid()):
+                    ui.timeline.scrollTo(index)  # only if that moved it off screen (EnsureVisible; never opening a turn the user closed)
         if restore is not None and restore.tab is not None and restore.tab != ui.tabs.currentIndex():
             ui.tabs.setCurrentIndex(restore.tab)
         await self.paging.painted(paints)  # the side panels read the whole thread: not before the page is on screen

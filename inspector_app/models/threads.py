@@ -56,15 +56,16 @@ class ThreadListModel(RecordTableModel[ThreadInfo]):
     def set_threads(self, threads: Sequence[ThreadInfo]) -> None:
         """Replace the list in place: rows of threads gone are removed, new threads inserted where
         they belong, and only rows whose thread changed are told so (the selection, the sort of a
-        proxy and the measured pressures survive; an unchanged list changes nothing). Only a list
-        whose common threads come in another order is reset."""
+        proxy and the measured pressures survive; an unchanged list changes nothing). A list that
+        shares no thread with the one shown (a first listing, another database), or whose common
+        threads come in another order, is reset."""
         threads = list(threads)
         keys = {t.key for t in threads}
         self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
         self._failed = {k: v for k, v in self._failed.items() if k in keys}
         old_keys = [t.key for t in self._rows]
         kept = [k for k in old_keys if k in keys]
-        if kept != [t.key for t in threads if t.key in set(old_keys)]:
+        if not kept or kept != [t.key for t in threads if t.key in set(old_keys)]:  # nothing to keep (a first listing, another database)
             self.beginResetModel()
             self._rows = threads
             self.endResetModel()
