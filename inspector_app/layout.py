@@ -192,9 +192,33 @@ class _Fitter(QObject):
         return False
 
 
+class PageScroll(QScrollArea):
+    """A side tab's page in a vertical scroll area (see :func:`scrolled`)."""
+
+
+class SideTabs(QTabWidget):
+    """The side panel's tabs. A page may sit in a :class:`PageScroll`; :meth:`widget`,
+    :meth:`currentWidget`, :meth:`indexOf` and :meth:`setCurrentWidget` name the page itself."""
+
+    def widget(self, index: int) -> QWidget:
+        page = super().widget(index)
+        return page.widget() if isinstance(page, PageScroll) else page
+
+    def currentWidget(self) -> QWidget:  # noqa: N802 (Qt name)
+        return self.widget(self.currentIndex())
+
+    def indexOf(self, page: QWidget) -> int:  # noqa: N802 (Qt name)
+        return next((i for i in range(self.count()) if self.widget(i) is page), super().indexOf(page))
+
+    def setCurrentWidget(self, page: QWidget) -> None:  # noqa: N802 (Qt name)
+        index = self.indexOf(page)
+        if index >= 0:
+            self.setCurrentIndex(index)
+
+
 def scrolled(page: QWidget) -> QScrollArea:
     """``page`` in a vertical scroll area: a short window scrolls the side panel instead of clipping it."""
-    area = QScrollArea()
+    area = PageScroll()
     area.setObjectName(f"{page.objectName() or 'page'}Scroll")
     area.setWidget(page)
     area.setWidgetResizable(True)
@@ -398,11 +422,11 @@ class InspectorLayout(QMainWindow):
         row.addWidget(self.checks_button)
         kl.addLayout(row)
         kl.addWidget(self.findings_view, 1)
-        self.tabs = QTabWidget()
+        self.tabs = SideTabs()
         self.tabs.setObjectName("sideTabs")
-        self.tabs.addTab(self.detail, "Detail")
+        self.tabs.addTab(scrolled(self.detail), "Detail")
         self.tabs.addTab(scrolled(pressure), "Pressure")
-        self.tabs.addTab(self.replay, "Replay")
+        self.tabs.addTab(scrolled(self.replay), "Replay")
         self.tabs.addTab(events, "Events")
         self.tabs.addTab(checks, "Checks")
 

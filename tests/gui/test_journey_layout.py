@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import QRect
 from PySide6.QtGui import QFontMetrics
-from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMenu, QWidget
+from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMenu, QTabWidget, QWidget
 
 from engine.demo import build_demo
 from engine.service import open_service
@@ -150,6 +150,18 @@ def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, 
         assert tab.right() <= bar.width() and tab.left() >= 0, (bar.tabText(i), tab, bar.width())
         assert QFontMetrics(bar.font()).horizontalAdvance(bar.tabText(i)) <= tab.width(), bar.tabText(i)
     visible_inside(w.detail, w)
+    # every page of the side panel: its wrapped words whole (a short window scrolls the page instead)
+    for i in range(w.tabs.count()):
+        w.tabs.setCurrentIndex(i)
+        qtbot.waitUntil(lambda: w.idle, timeout=15_000)  # what the tab loads when shown (the replay's requests)
+        QApplication.processEvents()
+        w.grab()
+        page = QTabWidget.widget(w.tabs, i)  # the page as placed (maybe its scroll area)
+        for label in page.findChildren(QLabel):
+            if label.isVisible() and label.wordWrap() and label.text().strip():
+                needed = label.heightForWidth(label.width())
+                assert needed <= label.height() + 1, (bar.tabText(i), label.objectName(), label.text()[:60], needed, label.height())
+    w.tabs.setCurrentIndex(0)
     # the three panes keep their minimums
     assert all(s >= m for s, m in zip(w.splitter.sizes(), (w.splitter.widget(i).minimumWidth() for i in range(3)))), w.splitter.sizes()
     # the toolbar's end: the Theme button, whole; View → Theme holds the same choices (reachable at any width)
