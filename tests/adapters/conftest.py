@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine.events import EventKind
-from engine.harness.simulator import ProviderSimulator
+from engine.harness.simulator import ProviderSimulator, Reply
 from engine.service import Service, open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
@@ -160,3 +160,39 @@ def assert_nothing_synthetic_stored(svc: Service, key: str, system: str) -> None
     for s in svc.messages_page(key, limit=10_000):
         assert SYNTHETIC_MARK not in s.message.content and SUMMARY_MARK not in s.message.content, s.message
     assert svc.measure(key).envelope.system_prompt == system
+
+
+# -- several runs, the returned history passed back in (as users do) ------------------------------
+RUNS = 3
+PER_RUN = 4
+
+
+def part(r: int) -> str:
+    """The user's request opening run ``r``."""
+    return f"Part {r}: cover four topics."
+
+
+def multi_run_script() -> list[Reply]:
+    """``RUNS`` runs of ``PER_RUN`` tool rounds (long enough to be compacted) and a final answer each."""
+    out: list[Reply] = []
+    for r in range(RUNS):
+        out += [Reply(content=f"Run {r} step {i}. " + PROSE * 15, tool_calls=(("lookup", {"q": f"topic {r}.{i}"}),)) for i in range(PER_RUN)]
+        out.append(Reply(content=f"Run {r} is done."))
+    return out
+
+
+def assert_runs_stored_once(svc: Service, sim: ProviderSimulator, key: str, *, system_first: bool = True) -> None:
+    """After the runs: each message stored once, in order, nothing synthetic, the summary sent once
+    per request from the first summary on, the system prompt once (first, unless the framework puts
+    it after the history's system parts), every run completed and every request ok."""
+    assert stored_roles(svc, key) == (["user"] + ["assistant", "tool"] * PER_RUN + ["assistant"]) * RUNS
+    assert [s.message.content for s in svc.messages_page(key, limit=10_000) if s.message.role == "user"] == [part(r) for r in range(RUNS)]
+    assert_nothing_synthetic_stored(svc, key, SYSTEM)
+    assert_one_summary_per_request(sim)
+    for r in sim.requests:
+        sent = r.body["messages"]
+        assert [m["content"] for m in sent].count(SYSTEM) == 1 and (not system_first or sent[0] == {"role": "system", "content": SYSTEM}), sent[:3]
+    assert_calls_answered(svc, key)
+    assert EventKind.SUMMARY in kinds(svc, key)
+    assert [r.status for r in svc.store.runs(key)] == ["completed"] * RUNS
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * len(sim.requests)

@@ -10,21 +10,8 @@ from typing import Any
 import openai
 import pytest
 
-from .conftest import (
-    LONG,
-    MODEL,
-    PROSE,
-    ROUNDS,
-    SYSTEM,
-    assert_calls_answered,
-    assert_nothing_synthetic_stored,
-    assert_one_summary_per_request,
-    assert_pruned_and_summarized,
-    bulk,
-    kinds,
-    skip_without,
-    stored_roles,
-)
+from .conftest import LONG, MODEL, PROSE, ROUNDS, SYSTEM, assert_calls_answered, assert_pruned_and_summarized, bulk, kinds, skip_without, stored_roles
+from .conftest import RUNS, assert_runs_stored_once, multi_run_script, part
 
 skip_without("langchain.agents", "langchain")
 skip_without("langchain_openai", "langchain")
@@ -266,32 +253,16 @@ def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_id
     assert svc.thread(key).busy_reason is None and svc.message_count(key) == 0
 
 
+
 # -- several runs, the returned state passed back in (as users do) -----------------------------------
-RUNS = 3
-PER_RUN = 4
-
-
 def test_runs_that_pass_the_state_back_store_each_message_once(make_service, sim, key) -> None:
     svc = make_service(**LONG)
-    script: list[Reply] = []
-    for r in range(RUNS):
-        script += [Reply(content=f"Run {r} step {i}. " + PROSE * 15, tool_calls=(("lookup", {"q": f"topic {r}.{i}"}),)) for i in range(PER_RUN)]
-        script.append(Reply(content=f"Run {r} is done."))
-    sim.script(script)
+    sim.script(multi_run_script())
     agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))
     state: list[Any] = []
     for r in range(RUNS):
-        state = agent.invoke({"messages": [*state, HumanMessage(f"Part {r}: cover four topics.")]}, {"recursion_limit": 100})["messages"]
+        state = agent.invoke({"messages": [*state, HumanMessage(part(r))]}, {"recursion_limit": 100})["messages"]
 
     assert state[-1].content == f"Run {RUNS - 1} is done."
-    assert stored_roles(svc, key) == (["user"] + ["assistant", "tool"] * PER_RUN + ["assistant"]) * RUNS
+    assert_runs_stored_once(svc, sim, key)
     assert stored_roles(svc, key) == [{"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in state]
-    assert [s.message.content for s in svc.messages_page(key, limit=10_000) if s.message.role == "user"] == [f"Part {r}: cover four topics." for r in range(RUNS)]
-    assert_nothing_synthetic_stored(svc, key, SYSTEM)
-    assert_one_summary_per_request(sim)
-    for r in sim.requests:  # the system prompt once, first
-        assert r.body["messages"][0] == {"role": "system", "content": SYSTEM} and [m["content"] for m in r.body["messages"]].count(SYSTEM) == 1
-    assert_calls_answered(svc, key)
-    assert EventKind.SUMMARY in kinds(svc, key)
-    assert [r.status for r in svc.store.runs(key)] == ["completed"] * RUNS
-    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * len(sim.requests)

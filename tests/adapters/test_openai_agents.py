@@ -10,21 +10,8 @@ from typing import Any
 import openai
 import pytest
 
-from .conftest import (
-    LONG,
-    MODEL,
-    PROSE,
-    ROUNDS,
-    SYSTEM,
-    assert_calls_answered,
-    assert_nothing_synthetic_stored,
-    assert_one_summary_per_request,
-    assert_pruned_and_summarized,
-    bulk,
-    kinds,
-    skip_without,
-    stored_roles,
-)
+from .conftest import LONG, MODEL, PROSE, ROUNDS, SYSTEM, assert_calls_answered, assert_pruned_and_summarized, bulk, kinds, skip_without, stored_roles
+from .conftest import RUNS, assert_runs_stored_once, multi_run_script, part
 
 skip_without("agents", "openai-agents")
 
@@ -232,34 +219,18 @@ def test_a_streamed_run_is_compacted_and_recorded_the_same_way(make_service, sim
     assert [r.status for r in svc.store.runs(key)] == ["completed"]
 
 
+
 # -- several runs on one session (the SDK's way to pass the history back in) ---------------------
-RUNS = 3
-PER_RUN = 4
-
-
 def test_runs_on_one_session_store_each_item_once(make_service, sim, key) -> None:
     svc = make_service(**LONG)
-    script: list[Reply] = []
-    for r in range(RUNS):
-        script += [Reply(content=f"Run {r} step {i}. " + PROSE * 15, tool_calls=(("lookup", {"q": f"topic {r}.{i}"}),)) for i in range(PER_RUN)]
-        script.append(Reply(content=f"Run {r} is done."))
-    sim.script(script)
+    sim.script(multi_run_script())
     session = EngineSession(key, service=svc)
 
     async def runs() -> Any:
         agent = make_agent(sim, session)
         for r in range(RUNS):
-            result = await Runner.run(agent, f"Part {r}: cover four topics.", session=session, max_turns=30)
+            result = await Runner.run(agent, part(r), session=session, max_turns=30)
         return result
 
     assert run(runs()).final_output == f"Run {RUNS - 1} is done."
-    assert stored_roles(svc, key) == (["user"] + ["assistant", "tool"] * PER_RUN + ["assistant"]) * RUNS
-    assert [s.message.content for s in svc.messages_page(key, limit=10_000) if s.message.role == "user"] == [f"Part {r}: cover four topics." for r in range(RUNS)]
-    assert_nothing_synthetic_stored(svc, key, SYSTEM)
-    assert_one_summary_per_request(sim)
-    for r in sim.requests:  # the instructions once, first
-        assert r.body["messages"][0] == {"role": "system", "content": SYSTEM} and [m["content"] for m in r.body["messages"]].count(SYSTEM) == 1
-    assert_calls_answered(svc, key)
-    assert EventKind.SUMMARY in kinds(svc, key)
-    assert [r.status for r in svc.store.runs(key)] == ["completed"] * RUNS
-    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * len(sim.requests)
+    assert_runs_stored_once(svc, sim, key)
