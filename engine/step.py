@@ -233,26 +233,28 @@ class StepDriver:
         """One model call with overflow retries, blocking: ``step()`` numbers each attempt,
         ``send(call)`` makes it, ``done(call, result)`` returns ``(prompt_tokens,
         completion_tokens, messages)`` to record; an error ``classify`` does not make retryable is
-        re-raised as is. ``messages`` are taken in with the first attempt."""
-        intake = messages
-        while True:
-            c = self.prepare(run, step(), messages=intake)
-            intake = ()
-            try:
-                result = send(c)
-            except Exception as exc:
-                if self.failed(c, run, classify(exc), message=describe(exc)).retry:
-                    continue
-                raise
-            prompt, completion, out = done(c, result)
-            self.succeeded(c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out)
-            return result
+        re-raised as is. ``messages`` are taken in with the first attempt. (:meth:`acall` run
+        with blocking ``send`` and ``io``: it never suspends.)"""
+
+        async def sent(c: Call) -> T:
+            return send(c)
+
+        async def io(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+            return fn(*args, **kwargs)
+
+        coro = self.acall(run, sent, step=step, classify=classify, done=done, messages=messages, io=io)
+        try:
+            coro.send(None)
+        except StopIteration as stop:
+            return stop.value
+        coro.close()
+        raise RuntimeError("a blocking step suspended")
 
     async def acall(self, run: RunState, send: Callable[[Call], Awaitable[T]], *, step: Callable[[], int],
                     classify: Callable[[BaseException], ProviderError | None], done: Callable[[Call, T], Sequence[Any]],
                     messages: Sequence[Message] = (), io: Callable[..., Awaitable[Any]]) -> T:
         """:meth:`call` for an async model call; the blocking work runs through ``io(fn, *args,
-        **kwargs)`` (``asyncio.to_thread``, or the harness's shielded form)."""
+        **kwargs)`` (``asyncio.to_thread``)."""
         intake = messages
         while True:
             c = await io(self.prepare, run, step(), messages=intake)
