@@ -139,9 +139,14 @@ def resolve(mode: ThemeMode) -> Tokens:
 
 
 def stylesheet(tokens: Tokens) -> str:
-    """The QSS template from ``resources/`` filled with ``tokens``."""
-    template = importlib_resources.files("resources").joinpath("inspector.qss").read_text(encoding="utf-8")
-    return Template(template).substitute(asdict(tokens))
+    """The QSS template from ``resources/`` filled with ``tokens``; without it (a broken install)
+    the palette alone styles the window, and the reason is logged: the app still starts."""
+    try:
+        template = importlib_resources.files("resources").joinpath("inspector.qss").read_text(encoding="utf-8")
+        return Template(template).substitute(asdict(tokens))
+    except (OSError, UnicodeDecodeError, ValueError, KeyError) as exc:
+        logging.getLogger(__name__).warning("the style sheet resources/inspector.qss cannot be used (%s): the palette alone styles the window", exc)
+        return ""
 
 
 def card_stylesheet(tokens: Tokens) -> str:
@@ -221,6 +226,7 @@ class ThemeManager(QObject):
 
 _icon_cache: dict[tuple[str, str, int], QIcon] = {}
 _log = logging.getLogger(__name__)
+_warned: set[str] = set()  # icon names already reported missing (once each, not per colour)
 
 #: the icon every missing or unreadable resource falls back to
 GENERIC_ICON = "generic"
@@ -271,7 +277,9 @@ def _svg_text(name: str) -> str | None:
     try:
         return importlib_resources.files("resources").joinpath("icons", f"{name}.svg").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError, ValueError) as exc:
-        _log.warning("icon %r is missing from resources/icons (%s); the generic icon is drawn instead", name, exc)
+        if name not in _warned:
+            _warned.add(name)
+            _log.warning("icon %r is missing from resources/icons (%s); the generic icon is drawn instead", name, exc)
         return None
 
 

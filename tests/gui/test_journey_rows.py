@@ -136,3 +136,22 @@ def test_a_missing_icon_draws_the_generic_one_and_never_raises(caplog: Any, qapp
         assert theme.role_icon("user", kind) != theme.GENERIC_ICON
     for marker in ("pruned", "synthetic", "ephemeral", "open round", "orphan", "continues", "thinking", "image", "2 images", "document", "error", "meta", "no result"):
         assert theme.marker_icon(marker) != theme.GENERIC_ICON, marker
+
+
+def test_a_broken_install_still_draws_and_styles_without_raising(qapp: Any, tmp_path: Path, monkeypatch: Any, caplog: Any) -> None:
+    """No resources at all (an install that lost them): icons are empty, the palette alone styles the
+    window; nothing raises (icon() runs inside data() and paints)."""
+    caplog.set_level(logging.WARNING, logger=theme.__name__)
+
+    class NoResources:
+        @staticmethod
+        def files(_package: str) -> Path:
+            return tmp_path  # an empty folder: resources/icons/*.svg and inspector.qss are missing
+
+    monkeypatch.setattr(theme, "importlib_resources", NoResources)
+    monkeypatch.setattr(theme, "_icon_cache", {})
+    monkeypatch.setattr(theme, "_warned", set())
+    assert theme.icon("developer", "cat_system").isNull() and theme.icon(theme.GENERIC_ICON).isNull()
+    assert theme.stylesheet(theme.LIGHT) == ""
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("'developer' is missing" in m for m in messages) and any("inspector.qss" in m for m in messages)
