@@ -58,8 +58,8 @@ SOURCE_SHORT = {"Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "O
 MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 380, 280
 #: below this width the thread header puts its buttons under its texts (the texts keep a real width)
 HEADER_TEXT_MIN = 300
-#: below this window width the toolbar shows icons only (the words are in the tooltips)
-TOOLBAR_WORDS_MIN = 1180
+#: the window width the toolbar's words need until it has measured them (below it: icons only)
+TOOLBAR_WORDS_MIN = 800
 
 
 def state_pills(index: QModelIndex) -> list[Pill]:
@@ -563,9 +563,14 @@ class InspectorLayout(QMainWindow):
         self.fit_toolbar()
 
     def fit_toolbar(self) -> None:
-        """Words beside the toolbar's icons when the window is wide enough, icons only below
-        :data:`TOOLBAR_WORDS_MIN` (the Theme button at its end stays on screen)."""
-        style = Qt.ToolButtonStyle.ToolButtonTextBesideIcon if self.width() >= TOOLBAR_WORDS_MIN else Qt.ToolButtonStyle.ToolButtonIconOnly
+        """Words beside the toolbar's icons when the window is wide enough for them, icons only
+        when not (the Theme button at its end stays on screen). The width the words need is read
+        whenever they are shown (:data:`TOOLBAR_WORDS_MIN` before it is known)."""
+        words = Qt.ToolButtonStyle.ToolButtonTextBesideIcon
+        if self.toolbar.toolButtonStyle() == words:
+            self._toolbar_words = self.toolbar.sizeHint().width()
+        need = getattr(self, "_toolbar_words", TOOLBAR_WORDS_MIN) + 24
+        style = words if self.width() >= need else Qt.ToolButtonStyle.ToolButtonIconOnly
         if self.toolbar.toolButtonStyle() != style:
             self.toolbar.setToolButtonStyle(style)
 

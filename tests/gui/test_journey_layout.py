@@ -166,6 +166,12 @@ def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, 
     assert all(s >= m for s, m in zip(w.splitter.sizes(), (w.splitter.widget(i).minimumWidth() for i in range(3)))), w.splitter.sizes()
     # the toolbar's end: the Theme button, whole; View → Theme holds the same choices (reachable at any width)
     button_fits(w.theming.button, w)
+    for action in w.toolbar.actions():  # every toolbar button on screen, none behind the overflow arrow
+        button = w.toolbar.widgetForAction(action)
+        if button is not None and action.isVisible() and action.text():
+            visible_inside(button, w)
+    extension = w.toolbar.findChild(QWidget, "qt_toolbar_ext_button")
+    assert extension is None or not extension.isVisible()
     view = next((m for m in w.findChildren(QMenu) if m.title() == "&View"), None)
     assert view is not None and [a.text() for a in view.actions()[0].menu().actions()] == [a.text() for a in w.theming.actions.actions()]
 
