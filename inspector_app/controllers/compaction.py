@@ -27,7 +27,7 @@ from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.detail import DroppedView
 from ..widgets.whatif import WhatIfDialog
-from .base import ThreadState, error_text
+from .base import ThreadState, error_text, plural
 from .tasks import Report, TaskSet, ThreadTasks
 
 #: File → Export compaction history…: the name filters and the format of each
@@ -195,12 +195,12 @@ class CompactionController:
             ui.banner.clear()
             await self._reload(key, self._selected())
         if result.status == "no_op":
-            bar.showMessage(f"Nothing to compact ({result.reason})")
+            bar.showMessage(f"Nothing to compact ({result.reason})" if self.view.key == key else f"{key}: nothing to compact ({result.reason})")
         else:
-            done = f"Compacted {result.compacted_messages} messages: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
+            done = f"Compacted {plural(result.compacted_messages, 'message')}: {result.before_tokens:,} → {result.after_tokens:,} tokens, generation {result.generation}"
             if result.still_over_threshold:
                 done += f" · still over the threshold: {result.note or 'the retained part alone reaches it'}"
-            bar.showMessage(done)
+            bar.showMessage(done if self.view.key == key else f"{key}: {done}")  # another thread open meanwhile: say which
 
     def _block(self, key: str, why: str) -> None:
         thread = self.state.thread

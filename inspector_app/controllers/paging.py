@@ -20,7 +20,7 @@ from ..layout import InspectorLayout
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
 from ..service_api import InspectorService
 from ..service_client import ServiceClient, invoke
-from .base import ThreadState, count_of
+from .base import ThreadState, count_of, plural
 from .tasks import ThreadTasks
 
 PAINT_WAIT_S = 0.25  # the longest work that waits for the timeline's paint waits (a window that never paints)
@@ -232,7 +232,7 @@ class PagingController:
         loaded = self.model.loaded_count()
         total = count_of(self.state.thread)  # None: no thread, or a stored count that is not a number
         total = loaded if total is None else total
-        self.ui.counts_label.setText(f"{loaded:,} of {total:,} messages loaded")
+        self.ui.counts_label.setText(f"{loaded:,} of {plural(total, 'message')} loaded")
         self.ui.counts_label.setToolTip("" if self.model.exhausted else "Scroll to a gap row or press Enter on it to load more; End loads the newest")
 
     def _on_rows_inserted(self, parent: QModelIndex, first: int, last: int) -> None:

@@ -156,7 +156,7 @@ class SearchController(QObject):
                     await self.paging.go_to(shown)
                 if not done:
                     where = f"match {ids.index(shown) + 1} of {len(ids)}+ · " if shown is not None else ""
-                    bar.showMessage(f"Searching for {text!r}: {where}{min(scanned, total):,} of {total:,} messages read…")
+                    bar.showMessage(f"Searching for {text!r}: {where}{min(scanned, total):,} of {plural(total, 'message')} read…")
             self._matches = ((key, needle, total), ids)
         if not ids:
             bar.showMessage(f"No match for {text!r} in {plural(total, 'message')}")
