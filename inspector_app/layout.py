@@ -635,8 +635,8 @@ def heading_width(view: QTreeView, col: int) -> int:
 
 
 def splitter_sizes(width: int) -> list[int]:
-    """The three panes' first widths: 25 / 43 / 32 % of ``width``, each at least its minimum."""
-    sizes = [max(MIN_LEFT, int(width * 0.25)), max(MIN_CENTER, int(width * 0.43)), max(MIN_RIGHT, int(width * 0.32))]
+    """The three panes' first widths: 23 / 47 / 30 % of ``width``, each at least its minimum."""
+    sizes = [max(MIN_LEFT, int(width * 0.23)), max(MIN_CENTER, int(width * 0.47)), max(MIN_RIGHT, int(width * 0.30))]
     over = sum(sizes) - width
     if over > 0:  # take it from the centre first, never below the minimums
         for i, floor in ((1, MIN_CENTER), (0, MIN_LEFT), (2, MIN_RIGHT)):
