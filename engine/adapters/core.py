@@ -252,6 +252,10 @@ class EngineThread:
     def _stored(self, messages: Sequence[Message]) -> None:
         self._known.update(m.source_key for m in messages if m.source_key is not None)
 
+    def knows(self, source_key: str) -> bool:
+        """This process stored (or found stored) a message with ``source_key`` on this thread."""
+        return source_key in self._known
+
     def stage(self, messages: Iterable[Message]) -> None:
         """Take ``messages`` in with the next :meth:`begin_call` (its one transaction); those this
         process knows are stored are dropped now, the database skips the others it holds."""

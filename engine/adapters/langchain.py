@@ -211,12 +211,20 @@ class CompactionMiddleware(AgentMiddleware):
         t.route(*_route(request.model))
         system = request.system_message.text if request.system_message is not None else None
         t.configure(system, _tool_schemas(request.tools))
-        t.stage(to_engine(m) for m in request.messages)
+        # a message with an id is keyed by it: one this process stored is skipped unserialized
+        t.stage(to_engine(m) for m in request.messages if not (m.id and t.knows(source_key("lc", m.id))))
 
     def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
+        """The surface as LangChain messages: the state's own message objects where the state has
+        them (a pruned result copied with its preview), the stored form read back otherwise."""
+        state = {source_key("lc", m.id): m for m in request.messages if m.id}
         messages: list[AnyMessage] = []
         for item in surface_items(call.measured):
-            messages.append(from_engine(item.message, preview=item.pruned))  # type: ignore[arg-type]
+            original = state.get(item.message.source_key) if item.message.source_key else None
+            if original is None:
+                messages.append(from_engine(item.message, preview=item.pruned))  # type: ignore[arg-type]
+            else:
+                messages.append(original.model_copy(update={"content": item.message.content}) if item.pruned else original)
         return request.override(messages=messages)
 
     @staticmethod
