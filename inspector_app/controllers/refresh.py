@@ -9,9 +9,9 @@ header, status and new messages are read and applied in place (the selected row,
 position, the opened and closed turns, the side tab, the replay pane's page, episode, step and
 request, the selected event and the search all stay); the side panels change only where their
 data did. Only when the thread's timeline itself changed (an outside compaction or prune: the
-boundary, the generation, the compactions or the source's compactions moved; or the thread turned
-busy or idle, which regroups the running turn) is the whole view read again, and then everything
-the user made of the view is put back (:class:`~.base.ViewState`). F5 reads the header and status
+boundary, the generation, the compactions or the source's compactions moved) is the whole view
+read again, and then everything the user made of the view is put back (:class:`~.base.ViewState`).
+A thread that starts or ends a run regroups only its last turn, in place. F5 reads the header and status
 even when the marks are equal (still in place)."""
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from .paging import PagingController
 from .tasks import TaskSet, ThreadTasks, finished
 from .threads import ThreadsController, capture_view, compaction_of
 
+#: busy reasons whose last turn is running (grouped as the user's head and one row per round)
+RUNNING = ("running", "waiting_for_user")
 #: what a refresh found: reload the thread with (key, what the user made of its view)
 Reload = tuple[str, ViewState]
 
@@ -110,7 +112,8 @@ class RefreshController:
         info = await self.client.call(InspectorService.thread, key)
         state = await self.client.call(InspectorService.compaction_state, key)
         sources = await self.client.call(InspectorService.source_compactions, key) if info.source_format else ()
-        if compaction_of(state, sources) != self.state.compaction or (old.busy_reason is None) != (info.busy_reason is None):
+        running = info.busy_reason in RUNNING
+        if compaction_of(state, sources) != self.state.compaction or (running != (old.busy_reason in RUNNING) and not self.ui.timeline_model.set_running_turn(running)):
             return key, capture_view(self.ui, self.paging)
         status = await self.client.call(InspectorService.status, key)
         if info != old:

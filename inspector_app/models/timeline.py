@@ -174,6 +174,11 @@ class TimelineModel(QAbstractItemModel):
         """The thread's message count (from the service): the gap rows say how many are missing."""
         self.core.set_total(total)
 
+    def set_running_turn(self, running: bool) -> bool:
+        """The thread turned busy or idle: its last turn is regrouped in place (False: it cannot
+        be regrouped alone, read the view again)."""
+        return self.core.set_running_turn(running)
+
     def gap_for(self, message_id: int) -> Node | None:
         """The gap whose unloaded stretch could hold ``message_id``."""
         return self.core.gap_for(message_id)

@@ -166,6 +166,36 @@ class Timeline:
         self._newest = None
         self.listener.end_reset()
 
+    def set_running_turn(self, running: bool) -> bool:
+        """The thread turned busy (its last turn is running: cut into the user's head and one row
+        per round) or idle (one turn again). Only the last turn's rows are regrouped, in place
+        (rows that stay keep their expansion and selection); when the last turn is not loaded it
+        groups this way when it is. False when the last turn cannot be regrouped alone (the
+        boundary row or a source's compaction inside it): the owner reads the view again."""
+        if running == self._running_turn:
+            return True
+        self._running_turn = running
+        top = self.root.children
+        if not self._by_id or not self.reaches_end:
+            return True
+        start = len(top)
+        while start > 0 and (top[start - 1].kind == "source" or (top[start - 1].kind == "unit" and top[start - 1].unit_kind == "round")):
+            start -= 1  # the rounds of a running turn (and the source's compactions after them)...
+        if start > 0 and top[start - 1].kind == "unit":
+            start -= 1  # ...and the unit that opens it (or the last finished turn)
+        units = [n for n in top[start:] if n.kind == "unit"]
+        if not units:
+            return True
+        if top[start].kind != "unit" or any(n.kind not in ("unit", "source") for n in top[start:]):
+            return False
+        cut_before = start > 0 and top[start - 1].kind == "gap"
+        rows = [i for n in units for i in n.infos()]
+        b = self._boundary.boundary if self._boundary else None
+        if b is not None and rows[0].id <= b:
+            return False
+        self._reconcile(self.root, start, len(top), self._partition(rows, cut_before=cut_before, cut_after=False, running=True))
+        return True
+
     def set_total(self, total: int) -> None:
         """The thread's message count (from the service): the gap rows say how many are missing."""
         self._total = total

@@ -146,3 +146,25 @@ def test_new_messages_appear_in_place(qtbot: Any, window: MainWindow, fake: Fake
     poll(qtbot, w)
     assert w.timeline_model.contains(new.id) and not resets and w.live.reloads == 0
     assert w.timeline.currentIndex().data(MessageIdRole) == 10
+
+
+def test_a_run_that_ends_regroups_the_last_turn_in_place(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    from dataclasses import replace
+
+    w = window
+    open_thread(qtbot, w, "beta-running")
+    model = w.timeline_model
+    assert [n.unit_kind for n in model.core.root.children][-2:] == ["turn_user", "round"]  # the running turn
+    first = model.core.root.children[0]
+    w.timeline.setCurrentIndex(model.index_of(first))
+    w.timeline.collapse(model.index_of(first))
+    resets: list[int] = []
+    model.modelReset.connect(lambda: resets.append(1))
+    t = fake.threads["beta-running"]
+    t.info = replace(t.info, busy_reason=None)  # the run ended
+    poll(qtbot, w)
+    assert not resets and w.live.reloads == 0
+    assert model.core.root.children[-1].unit_kind == "turn" and len(model.core.root.children) == 2  # one turn again
+    assert model.core.root.children[0] is first and not w.timeline.isExpanded(model.index_of(first))
+    assert w.timeline.currentIndex() == model.index_of(first)
+    assert w.thread_model.index(w.thread_model.row_of("beta-running"), 5).data() == "idle"
