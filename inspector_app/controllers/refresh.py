@@ -118,7 +118,7 @@ class RefreshController:
         status = await self.client.call(InspectorService.status, key)
         if info != old:
             self.threads.set_thread(info)
-        if status != self.state.status:
+        if status != self.state.status or info != old:  # the header shows both
             self.threads.apply_status(status)
         total, before = count_of(info), count_of(old)
         if total is not None and total != before:
