@@ -281,8 +281,8 @@ class ThreadsController:
             if restore is not None:
                 ui.timeline.apply_expansion(restore.expansion)
             index = model.index_for_message(keep) if keep is not None else model.boundary_index()
-            if not index.isValid() and restore is not None and restore.row is not None:
-                index = ui.timeline.index_of_key(restore.row)  # a group row (a turn, the summary card)
+            if keep is None and restore is not None and restore.row is not None:
+                index = ui.timeline.index_of_key(restore.row)  # a group row (a turn, the summary card, a gap)
             if not index.isValid() and keep is None and sources:
                 found = model.source_indexes()  # an imported thread opens on the source's newest compaction
                 index = found[-1] if found else index

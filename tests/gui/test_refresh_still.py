@@ -168,3 +168,16 @@ def test_a_run_that_ends_regroups_the_last_turn_in_place(qtbot: Any, window: Mai
     assert model.core.root.children[0] is first and not w.timeline.isExpanded(model.index_of(first))
     assert w.timeline.currentIndex() == model.index_of(first)
     assert w.thread_model.index(w.thread_model.row_of("beta-running"), 5).data() == "idle"
+
+
+def test_a_selected_turn_row_stays_selected_through_a_reread(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
+    w = window
+    model = w.timeline_model
+    unit = model.core.root.children[-1]
+    w.timeline.setCurrentIndex(model.index_of(unit))  # the turn's own row, not a message
+    qtbot.waitUntil(lambda: w.idle, timeout=5000)
+    fake.set_boundary("acme-vat", 9, "someone else compacted")
+    poll(qtbot, w)
+    assert w.live.reloads == 1
+    node = model.node(w.timeline.currentIndex())
+    assert node is not None and (node.kind, node.first_id) == ("unit", unit.first_id)
