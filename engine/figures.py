@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from decimal import ROUND_HALF_UP, Decimal
 
-__all__ = ["UNKNOWN", "capped", "count", "money", "percent", "plural", "signed", "tokens", "tokens_change"]
+__all__ = ["UNKNOWN", "byte_size", "capped", "count", "money", "percent", "plural", "signed", "tokens", "tokens_change"]
 
 #: what a figure nobody recorded reads as
 UNKNOWN = "unknown"
@@ -49,6 +49,21 @@ def count(n: int | None) -> str:
     if not _number(n):
         return str(n)
     return f"{int(n):,}"
+
+
+def byte_size(n: int | None) -> str:
+    """A file's size: ``812 B``, ``14.2 KB``, ``3.1 MB``, ``1.2 GB`` (1 KB = 1024 B, one decimal under 100);
+    ``unknown`` for None."""
+    if n is None or not _number(n):
+        return UNKNOWN
+    value = float(n)
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(value) < 1024 or unit == "GB":
+            if unit == "B":
+                return f"{int(value)} B"
+            return f"{value:.1f} {unit}" if abs(value) < 100 else f"{value:,.0f} {unit}"
+        value /= 1024
+    return UNKNOWN  # pragma: no cover (the loop returns at GB)
 
 
 def tokens(n: int | None) -> str:

@@ -24,6 +24,7 @@ from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
 from .history import RequestEnvelopes
 from .importing import ImportReport, follow_path, import_path
+from .discovery import DiscoveredSession, SessionFollower, discover, store_writer
 from .messages import Message, ToolCall
 from .meter import default_meter
 from .policy import PolicySet, ResolvedPolicy
@@ -630,6 +631,21 @@ class Service:
         return follow_path(self.store, Path(path), format=format, thread=thread, poll_seconds=poll_seconds, stop=stop,
                            seconds=seconds, on_reports=on_reports)
 
+    # -- discovery (docs/import.md#discovery) --------------------------------------------
+    def discover_sessions(self, folders: Sequence[str] = (), *, home: str | None = None) -> list[DiscoveredSession]:
+        """The sessions on this machine (each tool's default locations under ``home``, default the
+        user's, and ``folders``), newest first, each marked with the threads of this database
+        imported from it (:mod:`engine.discovery`)."""
+        return discover(folders, home=home, imported=self.store.imported_sources())
+
+    def follow_sessions(self, folders: Sequence[str] = (), *, home: str | None = None, on_reports: Any = None,
+                        on_error: Any = None, debounce_ms: int = 400) -> SessionFollower:
+        """Follow all: import new and growing sessions under the default locations and ``folders``
+        into this database as they change, on a watcher thread of its own (started; ``stop()`` it).
+        ``on_reports(reports)`` / ``on_error(path, exc)`` are called on that thread."""
+        return SessionFollower(store_writer(self.store), folders=folders, home=home, on_reports=on_reports,
+                               on_error=on_error, debounce_ms=debounce_ms).start()
+
     def close_dangling_calls(self, key: str, reason: str = "closed by the inspector") -> int:
         """On an idle thread (``thread_busy`` otherwise), close every call after the boundary that
         has no result with a ``missing_result`` marker. Returns how many were closed."""
@@ -682,4 +698,4 @@ class Service:
 
 
 
-__all__ = ["EngineError", "ImportReport", "RunState", "Service", "WhatIfComparison", "WhatIfRun", "WhatIfSweep", "data_dir", "default_database_url", "open_service"]
+__all__ = ["DiscoveredSession", "EngineError", "ImportReport", "SessionFollower", "discover", "RunState", "Service", "WhatIfComparison", "WhatIfRun", "WhatIfSweep", "data_dir", "default_database_url", "open_service"]

@@ -58,6 +58,10 @@ from .jsonl import iter_lines
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, Part, TextPart
 
 FORMAT = "claude-code"
+#: where Claude Code keeps sessions, relative to the home directory (engine.discovery)
+DEFAULT_LOCATIONS = (".claude/projects/*/*.jsonl",)
+#: read with their main session (its sub-agents), not listed on their own
+DISCOVERY_SKIP = ("agent-*.jsonl", "*/subagents/*")
 ENTRY_TYPES = NameSet({"user", "assistant", "system"})
 BOOKKEEPING = NameSet({"file-history-snapshot", "queue-operation", "attachment", "progress", "summary",
                          "custom-title"})

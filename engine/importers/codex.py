@@ -45,6 +45,8 @@ from .model import ImportedSession, ImportFormatError
 from .openai_responses import ITEM_TYPES, ItemReader, usage_record
 
 FORMAT = "codex"
+#: where Codex CLI keeps rollouts, relative to the home directory (engine.discovery)
+DEFAULT_LOCATIONS = (".codex/sessions/**/rollout-*.jsonl",)
 LINE_TYPES = NameSet({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
 
 _META_PREFIXES = (

@@ -60,6 +60,8 @@ from .model import (
 from .openai_chat import chat_parts, usage_record as chat_usage
 
 FORMAT = "openhands"
+#: where the OpenHands CLI keeps V1 conversations (one folder each), relative to the home directory (engine.discovery)
+DEFAULT_LOCATIONS = (".openhands/conversations/*",)
 STATE_ACTIONS = NameSet({"change_agent_state", "recall", "null", "pause", "resume", "reject", "mcp_init"})
 V1_SKIPPED = NameSet({"CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent", "CondensationSummaryEvent"})
 

@@ -35,6 +35,9 @@ from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFor
 from .openai_chat import chat_calls, chat_parts
 
 FORMAT = "swe-agent"
+#: SWE-agent writes ``trajectories/<user>/<run>/<instance>/<instance>.traj`` under the folder it runs in:
+#: the home directory, or a SWE-agent checkout in it (engine.discovery)
+DEFAULT_LOCATIONS = ("trajectories/**/*.traj", "SWE-agent/trajectories/**/*.traj")
 
 
 def looks_like(data: Any) -> bool:

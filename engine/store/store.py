@@ -570,6 +570,14 @@ class Store:
             conv = self._conv(s, key)
             return conv.follow_offset, conv.follow_line
 
+    def imported_sources(self) -> list[tuple[str, str, datetime | None]]:
+        """(source file as recorded, thread key, last written) of every imported thread: what
+        discovery compares the sessions on disk with (``engine.discovery``)."""
+        with self._session(write=False) as s:
+            q = select(Conversation.source_file, Conversation.thread_key, Conversation.updated_at).where(
+                Conversation.source_file.is_not(None)).order_by(Conversation.thread_key)
+            return [(str(f), str(k), aware(u) if u is not None else None) for f, k, u in s.execute(q).all()]
+
     def messages_page(
         self, key: str, *, after_id: int | None = None, before_id: int | None = None, limit: int = 500
     ) -> list[StoredMessage]:
