@@ -38,6 +38,7 @@ from .pruning import PruneReport, prune_surface, stale_results
 from .specifics import dropped_at_compaction
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
+from .summarizers.factory import provenance
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .units import Selection, TailRule, Unit, build_units, current_request, is_request, select_overflow_head, select_prefix
 from .views import ManualResult, ModelRequest, Offload, Snapshot
@@ -269,7 +270,7 @@ class Compactor:
         return Outcome.between("overflow", start, m, calls)
 
     # -- §4 manual ------------------------------------------------------------------------
-    def manual(self, thread: str) -> ManualResult:
+    def manual(self, thread: str, *, summarizer: Summarizer | None = None) -> ManualResult:
         """Manual compaction (§4): row lock from the idle check to the commit, summarizer included.
 
         The finished last turn is split into its request and one unit per round
@@ -290,7 +291,7 @@ class Compactor:
             att = None
             limit = max(1, m.policy.policy.loop_max_compaction_rounds)
             for _ in range(limit):
-                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx)
+                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer)
                 calls += att.calls
                 if not att.advanced:
                     break
@@ -431,6 +432,7 @@ class Compactor:
         run_id: int | None,
         running_turn: bool,
         tx: Locked | None = None,
+        summarizer: Summarizer | None = None,
     ) -> _Attempt:
         """The one summary path: summarize the selection, validate, compare-and-swap, record."""
         started = time.perf_counter()
@@ -439,7 +441,9 @@ class Compactor:
         meter = m.meter
         current = _request_text(snap)
         replaced = sum(meter.count_message(x) for x in sel.messages) + (meter.count_text(state.summary) if state.summary else 0)
-        summarizer_name = getattr(self.summarizer, "name", type(self.summarizer).__name__)
+        summarizer = summarizer if summarizer is not None else self.summarizer  # a manual compaction may choose its own
+        who = provenance(summarizer)  # who writes it: name and endpoint host (never the key)
+        summarizer_name = who["summarizer"]
         # the keys both the summary and the rejection event carry
         base: dict[str, Any] = dict(
             tokens_before=m.tokens,
@@ -452,6 +456,8 @@ class Compactor:
             replaced_tokens=replaced,
             summarizer=summarizer_name,
         )
+        if who["summarizer_host"]:
+            base["summarizer_host"] = who["summarizer_host"]
 
         def reject(reason: str, calls: int, **extra: Any) -> _Attempt:
             event = SummaryRejectedEvent(**base, reason=reason, calls=calls, generation_after=state.generation, duration_ms=_ms_since(started), **extra)
@@ -471,7 +477,7 @@ class Compactor:
             retained=tuple(x for x in history_part(m.surface) if x.id is not None and x.id > sel.boundary) if sel.boundary is not None else (),
         )
         try:
-            result = self.summarizer.summarize(request)
+            result = summarizer.summarize(request)
         except SummarizerError as exc:
             return reject("summarizer_failed", 1, error_code=exc.code, error_message=exc.message)
         except Exception as exc:  # a third-party summarizer's bug: reject, keep history, carry on

@@ -256,6 +256,8 @@ class SummaryEvent(Event):
     replaced_tokens: int | None = None
     summary_tokens: int | None = None
     summarizer: str | None = None
+    #: the host of the summarizer's endpoint (a model summary; never the key); absent for the offline one
+    summarizer_host: str | None = _only_when_set()
     usage: SummaryUsage | None = None
     calls: int | None = None
     #: identifiers of the range the summarizer reported leaving out for its budget
@@ -294,6 +296,7 @@ class SummaryRejectedEvent(Event):
     selected_messages: int | None = None
     replaced_tokens: int | None = None
     summarizer: str | None = None
+    summarizer_host: str | None = _only_when_set()
     calls: int | None = None
     duration_ms: float | None = None
     error_code: str | None = _only_when_set()
@@ -517,3 +520,22 @@ def _coerce(tp: Any, value: Any) -> Any:
     if tp is str:
         return value if isinstance(value, str) else None
     return None
+
+
+def written_by(data: Mapping[str, Any] | None) -> str | None:
+    """Who wrote a compaction's summary, in words, from its ``summary`` (or ``summary_rejected``)
+    event payload: ``extractive summarizer (offline)`` or ``model gpt-4o-mini at api.openai.com``;
+    ``None`` when the payload does not say (an event written before it was recorded)."""
+    if not isinstance(data, Mapping):
+        return None
+    name = data.get("summarizer")
+    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+    host = data.get("summarizer_host")
+    if usage.get("extractive") is True or name == "extractive":
+        return "extractive summarizer (offline)"
+    model = usage.get("model") if isinstance(usage.get("model"), str) and usage.get("model") else None
+    if model is None and isinstance(name, str) and ":" in name:
+        model = name.split(":", 1)[1]
+    if model is None:
+        return f"summarizer {name}" if isinstance(name, str) and name else None
+    return f"model {model} at {host}" if isinstance(host, str) and host else f"model {model}"

@@ -34,7 +34,9 @@ from .step import StepStart
 from .store.reads import thread_reading
 from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
-from .summarizers.factory import make_summarizer_from_env
+from .summarizers.factory import ConnectionReport, check_connection, make_summarizer, provenance  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
+from .summarizers.extractive import ExtractiveSummarizer
+from .config import Settings as UserSettings
 from .surface import shown_message
 from .views import (
     CompactionDiff,
@@ -126,15 +128,29 @@ def open_service(
         raise InvalidDatabaseURL("empty database URL: name a SQLite file or a postgresql:// URL (omit it for the default database)")
     store = Store.open(url, create=create)
     try:
+        if create and policies is None:
+            _apply_default_policy(store)
         return Service(
             store,
             workdir=Workdir(workdir or default_workdir(url)),
-            summarizer=summarizer or make_summarizer_from_env(),
+            summarizer=summarizer or make_summarizer(),
             policies=load_policies(store, policies),
         )
     except Exception:
         store.close()
         raise
+
+
+def _apply_default_policy(store: Store) -> None:
+    """A new database (no policy stored, no thread yet) takes the user's default policy
+    (``policy.*`` in the settings file, issue #28). Best effort: an unreadable settings file leaves
+    the engine's defaults."""
+    try:
+        default = UserSettings().default_policy()
+    except EngineError:
+        return
+    if default and store.get_setting(POLICY_SETTING) is None and not store.list_threads(limit=1):
+        store.put_setting(POLICY_SETTING, default)
 
 
 class Service:
@@ -385,9 +401,25 @@ class Service:
         return write_thread_event(self.store, key, event, trigger=trigger, run_id=run_id)
 
     # -- compaction -----------------------------------------------------------------------
-    def compact(self, key: str) -> ManualResult:
-        """Manual compaction (§4). Raises :class:`engine.errors.ThreadBusy` on a busy thread."""
-        return self.compactor.manual(key)
+    def compact(self, key: str, *, summarizer: str | None = None) -> ManualResult:
+        """Manual compaction (§4). Raises :class:`engine.errors.ThreadBusy` on a busy thread.
+        ``summarizer="extractive"``: this one compaction with the offline extractive summarizer
+        (offered when the configured model's summary was rejected); ``None``: the configured one."""
+        if summarizer not in (None, "configured", "extractive"):
+            raise EngineError(f"summarizer must be 'extractive' or None, not {summarizer!r}", code="invalid_argument")
+        return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None)
+
+    def summarizer_info(self) -> dict[str, str | None]:
+        """Who writes this service's summaries: ``summarizer`` (name) and ``summarizer_host``."""
+        return provenance(self.summarizer)
+
+    def reload_summarizer(self) -> dict[str, str | None]:
+        """Build the summarizer again from the user's settings (after Preferences changed them);
+        raises :class:`engine.summarizers.SummarizerError` (``config``) when they do not make one."""
+        summarizer = make_summarizer()
+        self.summarizer = summarizer
+        self.compactor.summarizer = summarizer
+        return provenance(summarizer)
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step: prune, then summarize if still at the threshold."""

@@ -485,6 +485,9 @@ class CompactionDiff:
     measured_before: int | None = None
     measured_after: int | None = None
     measured_by: str | None = None
+    #: who wrote the summary (``engine.events.written_by``: "model gpt-4o-mini at api.openai.com",
+    #: "extractive summarizer (offline)"); None for a prune, a source's compaction, or when not recorded
+    written_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,3 +529,5 @@ class CompactionEntry:
     note: str | None = None
     #: the history record id (``origin == "engine"``) or the ``SourceCompaction.id`` (a source's)
     record_id: int | None = None
+    #: who wrote the summary (see :attr:`CompactionDiff.written_by`)
+    written_by: str | None = None

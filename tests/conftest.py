@@ -89,3 +89,15 @@ def sqlite_url(tmp_path_factory: pytest.TempPathFactory) -> str:
 def db_url(request: pytest.FixtureRequest) -> str:
     """A migrated database URL, once per backend."""
     return request.getfixturevalue("sqlite_url" if request.param == "sqlite" else "pg_url")
+
+
+@pytest.fixture(autouse=True)
+def _own_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Every test gets an empty settings directory (issue #28: never the person's own
+    ~/.config/compaction) and no API key kept from another test's session."""
+    from engine import config
+
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path_factory.mktemp("user-config")))
+    config._SESSION_KEYS.clear()
+    yield
+    config._SESSION_KEYS.clear()

@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .. import figures
 from ..errors import CannotCompact, EngineError, ThreadBusy
-from . import check, demo, discover_cmd, history_cmd, import_cmd, preview, whatif_cmd
+from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, whatif_cmd
 from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
@@ -347,7 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_commands() -> list[Callable[[Any], None]]:
-    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser]
+    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -122,6 +122,7 @@ def diff_json(key: str, count: int, d: Any, cost: Any) -> dict[str, Any]:
         "cost": cost_to_json(cost),
         "note": d.note,
         "record_id": d.record_id,
+        "written_by": d.written_by,
     }
 
 
@@ -155,6 +156,8 @@ def _print_diff(data: dict[str, Any]) -> None:
     _print_messages("summarized", data["summarized"])
     if data["summary"] and data["kind"] != "prune":
         print(f"summary: {_short(data['summary'])}")
+        if data.get("written_by"):
+            print(f"written by: {data['written_by']}")
     _print_messages("kept", data["kept"])
     if data["pruned"]:
         print(f"pruned to a preview: {len(data['pruned'])}")

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
 
 from ..errors import EngineError
-from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event
+from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event, written_by
 from ..messages import META_PRUNED, Message
 from ..meter import TokenMeter, default_meter
 from ..replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
@@ -439,6 +439,7 @@ class ThreadHistory:
             tokens_before=before.tokens, tokens_after=after.tokens, dropped=dropped, note="; ".join(notes) or None,
             before=before.messages, after=after.messages, record_id=h.id,
             measured_before=measured[0], measured_after=measured[1], measured_by=measured[2],
+            written_by=written_by(c.event.data) if h.kind != "prune" and c.event is not None and c.event.kind == "summary" else None,
         )
 
     def request_before(self, last_id: int | None) -> Message | None:
@@ -595,7 +596,7 @@ class ThreadHistory:
         return CompactionEntry(  # the diff's measured figures: THE before / after of the compaction
             index=c.index, kind=c.kind, trigger=c.trigger, origin=c.origin, created_at=c.at, tokens_before=d.measured_before,
             tokens_after=d.measured_after, summary=d.summary if c.kind != "prune" else None, dropped=d.dropped,
-            cost=self.cost(index, diff=d), note=d.note, record_id=d.record_id,
+            cost=self.cost(index, diff=d), note=d.note, record_id=d.record_id, written_by=d.written_by,
         )
 
     def entries(self) -> list[CompactionEntry]:

@@ -54,7 +54,7 @@ def entry_to_json(e: CompactionEntry) -> dict[str, Any]:
         "created_at": e.created_at.isoformat() if e.created_at is not None else None,
         "tokens_before": e.tokens_before, "tokens_after": e.tokens_after, "summary": e.summary,
         "dropped": e.dropped.to_json() if e.dropped is not None else None, "cost": cost_to_json(e.cost), "note": e.note,
-        "record_id": e.record_id,
+        "record_id": e.record_id, "written_by": e.written_by,
     }
 
 
@@ -122,6 +122,7 @@ def entry_from_json(data: Any) -> CompactionEntry:
         summary=_opt(data.get("summary"), (str,), f"entry {idx} summary"), dropped=dropped, cost=cost_v,
         note=_opt(data.get("note"), (str,), f"entry {idx} note"),
         record_id=_opt(data.get("record_id"), (int,), f"entry {idx} record_id"),
+        written_by=_opt(data.get("written_by"), (str,), f"entry {idx} written_by"),
     )
 
 
@@ -307,6 +308,8 @@ def export_markdown(key: str, entries: Sequence[CompactionEntry], info: ThreadIn
         when = e.created_at.isoformat() if e.created_at else "time unknown"
         out += [f"### {e.index}. {e.kind} ({e.trigger or 'no trigger'}, {e.origin}) — {when}", ""]
         out += [f"- Tokens: {figures.tokens_change(e.tokens_before, e.tokens_after)}"]
+        if e.written_by:
+            out += [f"- Written by: {e.written_by}"]
         if e.cost is not None:
             c = e.cost
             summ = ("unknown" if c.summarizer_prompt_tokens is None and c.summarizer_completion_tokens is None

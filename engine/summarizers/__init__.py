@@ -1,11 +1,11 @@
 """Summarizers behind one small synchronous protocol: OpenAI-compatible (through :mod:`engine.llm`)
-and offline extractive. :func:`make_summarizer_from_env` picks one from the environment.
+and offline extractive. :func:`make_summarizer` picks one from the user's settings (environment variables overriding).
 
 Module order (no cycles): :mod:`.protocol` < :mod:`.extractive` < :mod:`.openai_compat` (it appends
 the extractive identifier index to a model's summary) < :mod:`.factory`."""
 
 from .extractive import ExtractiveSummarizer
-from .factory import make_summarizer_from_env
+from .factory import ConnectionReport, check_connection, make_summarizer, make_summarizer_from_env, provenance
 from .openai_compat import OpenAICompatSummarizer
 from .protocol import (
     Summarizer,
@@ -23,7 +23,11 @@ __all__ = [
     "SummarizerError",
     "SummaryRequest",
     "SummaryResult",
+    "ConnectionReport",
+    "check_connection",
     "contains_verbatim",
+    "make_summarizer",
     "make_summarizer_from_env",
+    "provenance",
     "validate_summary",
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from ..errors import EngineError
 from ..policy import CompactionPolicy, PolicyError, PolicySet, ResolvedPolicy
 from ..store import Store
+from ..config import Settings as UserSettings
 from ..summarizers.extractive import ExtractiveSummarizer
 from ..summarizers.factory import ENV_API_KEY
 from ..summarizers.openai_compat import OpenAICompatSummarizer
@@ -244,7 +245,19 @@ def candidate_policy(policies: PolicySet, t: _Thread, settings: Mapping[str, Any
         resolved.threshold, resolved.target_tokens, resolved.retained_tail_tokens  # raise PolicyError when unusable
     except PolicyError as exc:
         raise WhatIfSettingError(f"these settings make no policy: {exc.message}") from None
-    return resolved, settings.get("summarizer", "extractive")
+    return resolved, settings.get("summarizer") or default_summarizer_spec()
+
+
+def default_summarizer_spec() -> str:
+    """The summarizer a what-if uses when its settings name none: the user's configured one
+    (``summarizer.*`` of :mod:`engine.config`, environment overriding), else ``extractive``."""
+    try:
+        s = UserSettings().summarizer()
+    except EngineError:
+        return "extractive"
+    if s.kind == "openai" and s.base_url and s.model:
+        return f"openai:{s.base_url}#{s.model}"
+    return "extractive"
 
 
 def make_summarizer(spec: str) -> Summarizer:
@@ -253,7 +266,14 @@ def make_summarizer(spec: str) -> Summarizer:
         return ExtractiveSummarizer()
     url, _, model = spec[len("openai:"):].rpartition("#")
     try:
-        return OpenAICompatSummarizer(url, model, api_key=os.environ.get(ENV_API_KEY) or None)
+        configured = UserSettings().summarizer()
+    except EngineError:
+        configured = None
+    # the configured key (environment, else the OS keyring) when the spec names the configured endpoint
+    same = configured is not None and configured.base_url.rstrip("/") == url.rstrip("/")
+    api_key = (configured.api_key if same and configured is not None else None) or os.environ.get(ENV_API_KEY) or None
+    try:
+        return OpenAICompatSummarizer(url, model, api_key=api_key, timeout=configured.timeout if same and configured is not None else 60.0)
     except SummarizerError as exc:
         raise WhatIfSettingError(f"summarizer {spec!r}: {exc.message}") from None
 

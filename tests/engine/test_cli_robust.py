@@ -348,7 +348,7 @@ def test_a_rejected_summary_says_why(as_json: bool, tmp_path: Path, monkeypatch:
         finished_turns(svc, "t", 12)
     finally:
         svc.close()
-    monkeypatch.setattr(service, "make_summarizer_from_env", lambda: _RateLimited())
+    monkeypatch.setattr(service, "make_summarizer", lambda: _RateLimited())
     code, out, err = run_cli(capsys, "compact", "--thread", "t", "--db", str(db), *(["--json"] if as_json else []))
     assert code == 1
     why = "summarizer_failed: HTTP 429 from http://127.0.0.1:9/v1/chat/completions after 2 attempts"

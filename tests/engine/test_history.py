@@ -375,7 +375,7 @@ def test_cli_diff_json_and_text(svc: Service, key: str, db_url: str, capsys: pyt
     assert [m["id"] for m in data["kept"]] == [m.id for m in d.kept] and data["summary"] == d.summary
     assert set(data) == {"thread", "compaction", "compactions", "kind", "trigger", "origin", "created_at", "generation_before",
                          "generation_after", "tokens", "tokens_before", "tokens_after", "previous_summary", "summary", "summarized", "kept",
-                         "pruned", "cleared", "dropped", "cost", "note", "record_id"}
+                         "pruned", "cleared", "dropped", "cost", "note", "record_id", "written_by"}
     assert set(data["cost"]) == set(CompactionCost.__dataclass_fields__)
     assert cli("diff", "--db", db_url, "--thread", key, "--compaction", "1") == 0
     out = capsys.readouterr().out
