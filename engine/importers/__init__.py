@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import anthropic, claude_code, codex, openai_chat, openai_responses, openhands, swe_agent
+from . import aider, gemini_cli, openhands_eval
 from ._common import Source, as_source
 from .jsonl import JsonlEntry, JsonlFollower, iter_new_entries
 from .model import (
@@ -55,9 +56,14 @@ FORMATS: dict[str, Parser] = {
     anthropic.FORMAT: anthropic.parse,
     openhands.FORMAT: openhands.parse,
     swe_agent.FORMAT: swe_agent.parse,
+    openhands_eval.FORMAT: openhands_eval.parse,
+    aider.FORMAT: aider.parse,
+    gemini_cli.FORMAT: gemini_cli.parse,
 }
 #: the formats that are append-only JSON Lines files (``--follow`` can tail them)
-JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT})
+JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT,
+                                           # append-only too (re-read whole; their keys are stable under appends)
+                                           openhands_eval.FORMAT, aider.FORMAT, gemini_cli.FORMAT})
 
 _SNIFF_LINES = 8
 
@@ -80,6 +86,10 @@ def _sniff_jsonl(lines: list[str]) -> str | None:
             obj = json.loads(line)
         except ValueError:
             continue  # a malformed (or cut) line, or a pretty-printed document: look at the next one
+        if openhands_eval.looks_like(obj):
+            return openhands_eval.FORMAT
+        if gemini_cli.looks_like_line(obj):
+            return gemini_cli.FORMAT
         if codex.looks_like(obj) or codex.looks_like_legacy_header(obj) or (
                 isinstance(obj, dict) and "record_type" in obj):
             return codex.FORMAT
@@ -89,6 +99,10 @@ def _sniff_jsonl(lines: list[str]) -> str | None:
 
 
 def _sniff_json(data: Any) -> str | None:
+    if openhands_eval.looks_like_document(data):
+        return openhands_eval.FORMAT
+    if gemini_cli.looks_like_document(data):
+        return gemini_cli.FORMAT
     if swe_agent.looks_like(data):
         return swe_agent.FORMAT
     if openhands.looks_like_v0(data):
@@ -127,6 +141,8 @@ def detect_format(path_or_text: str | Path) -> str | None:
     found = _sniff_jsonl(head)
     if found:
         return found
+    if head and aider.looks_like(head[0]):
+        return aider.FORMAT
     if not head or not head[0].startswith(("{", "[")):
         return None
     try:

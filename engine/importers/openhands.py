@@ -244,10 +244,7 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
     files = sorted(events_dir.glob("event-*.json"), key=_event_index)
     if not files:
         raise ImportFormatError(f"{source.name}: no OpenHands event files (events/event-*.json)")
-    groups: dict[str, int] = {}
-    msg_of_event: dict[str, int] = {}
-    system_prompt = None
-    tools: tuple = ()
+    reader = V1Reader(b)
     for path in files:
         try:
             ev = json.loads(path.read_text(encoding="utf-8", errors="replace"))
@@ -257,18 +254,40 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
         if not isinstance(ev, Mapping) or "kind" not in ev:
             b.warnings.append(ParseWarning(str(path), None, "not an event (no kind)"))
             continue
+        reader.event(ev, path.stem)
+    for rec in v1_usage_records(_token_usages(state), reader.groups):
+        b.usage(rec)
+    agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
+    llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
+    return b.build(final=final, source_session_id=str_or_none(state.get("id")) or root.name,
+                   system_prompt=str_or_none(reader.system_prompt), tools=reader.tools, model=str_or_none(llm.get("model")))
+
+
+class V1Reader:
+    """Reads V1 events (``kind``) one at a time into a builder: the conversation directory's event files
+    and the ``history`` of a V1 evaluation output share it."""
+
+    def __init__(self, b: SessionBuilder) -> None:
+        self.b = b
+        self.groups: dict[str, int] = {}  # llm_response_id → assistant message index
+        self.msg_of_event: dict[str, int] = {}
+        self.system_prompt: Any = None
+        self.tools: tuple = ()
+
+    def event(self, ev: Mapping[str, Any], fallback_id: str) -> None:
+        b, msg_of_event = self.b, self.msg_of_event
         kind = ev["kind"]
-        eid = str(ev.get("id") or path.stem)
+        eid = str(ev.get("id") or fallback_id)
         ts = ev.get("timestamp") if isinstance(ev.get("timestamp"), str) else None
         if kind == "SystemPromptEvent":
             sp = ev.get("system_prompt")
-            system_prompt = sp.get("text") if isinstance(sp, Mapping) else sp
-            tools = tuple(t for t in as_list(ev.get("tools")) if isinstance(t, Mapping))
+            self.system_prompt = sp.get("text") if isinstance(sp, Mapping) else sp
+            self.tools = tuple(t for t in as_list(ev.get("tools")) if isinstance(t, Mapping))
             b.skipped[kind] += 1
         elif kind == "MessageEvent":
             _message_v1(b, ev, eid, ts, msg_of_event)
         elif kind == "ActionEvent":
-            _action_v1(b, ev, eid, ts, groups, msg_of_event)
+            _action_v1(b, ev, eid, ts, self.groups, msg_of_event)
         elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
             obs = ev.get("observation") if isinstance(ev.get("observation"), Mapping) else {}
             details: dict[str, Any] = {"observation": str_or_none(obs.get("kind")) or kind}
@@ -291,12 +310,6 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
             b.skipped[kind] += 1
         else:
             b.unknown[str(kind)] += 1
-    for rec in _v1_usage(state, groups):
-        b.usage(rec)
-    agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
-    llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
-    return b.build(final=final, source_session_id=str_or_none(state.get("id")) or root.name,
-                   system_prompt=str_or_none(system_prompt), tools=tools, model=str_or_none(llm.get("model")))
 
 
 def _event_index(path: Path) -> tuple[int, str]:
@@ -354,22 +367,27 @@ def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups:
     msg_of_event[eid] = i
 
 
-def _v1_usage(state: Mapping[str, Any], groups: dict[str, int]) -> list[UsageRecord]:
+def _token_usages(state: Mapping[str, Any]) -> list[Any]:
     stats = state.get("stats") if isinstance(state.get("stats"), Mapping) else {}
     metrics = stats.get("usage_to_metrics") if isinstance(stats.get("usage_to_metrics"), Mapping) else {}
+    return [u for m in metrics.values() for u in (as_list(m.get("token_usages")) if isinstance(m, Mapping) else ())]
+
+
+def v1_usage_records(token_usages: list[Any], groups: Mapping[str, int]) -> list[UsageRecord]:
+    """``token_usages`` entries matched to the assistant message of their ``response_id`` (the
+    condenser's own calls have no message and give no record)."""
     out: list[UsageRecord] = []
-    for m in metrics.values():
-        for u in as_list(m.get("token_usages")) if isinstance(m, Mapping) else ():
-            rid = u.get("response_id") if isinstance(u, Mapping) else None
-            if not isinstance(rid, str) or rid not in groups:
-                continue
-            prompt = as_int(u.get("prompt_tokens"))
-            if prompt is None:
-                continue
-            out.append(UsageRecord(position=groups[rid], prompt_tokens=prompt,
-                                   completion_tokens=as_int(u.get("completion_tokens")),
-                                   cache_read_tokens=as_int(u.get("cache_read_tokens")),
-                                   cache_creation_tokens=as_int(u.get("cache_write_tokens")),
-                                   reasoning_tokens=as_int(u.get("reasoning_tokens")), model=str_or_none(u.get("model")),
-                                   response_id=rid, context_window=as_int(u.get("context_window"))))
+    for u in token_usages:
+        rid = u.get("response_id") if isinstance(u, Mapping) else None
+        if not isinstance(rid, str) or rid not in groups:
+            continue
+        prompt = as_int(u.get("prompt_tokens"))
+        if prompt is None:
+            continue
+        out.append(UsageRecord(position=groups[rid], prompt_tokens=prompt,
+                               completion_tokens=as_int(u.get("completion_tokens")),
+                               cache_read_tokens=as_int(u.get("cache_read_tokens")),
+                               cache_creation_tokens=as_int(u.get("cache_write_tokens")),
+                               reasoning_tokens=as_int(u.get("reasoning_tokens")), model=str_or_none(u.get("model")),
+                               response_id=rid, context_window=as_int(u.get("context_window"))))
     return sorted(out, key=lambda r: r.position)
