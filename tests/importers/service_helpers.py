@@ -1,0 +1,45 @@
+"""Importing through the real service (SQLite file or PostgreSQL) and following a growing file, for the
+tests of the formats that tail (OpenHands evaluation output, Aider, Gemini CLI)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from engine.messages import Message
+from engine.service import Service, open_service
+from engine.summarizers.extractive import ExtractiveSummarizer
+
+
+@contextmanager
+def service(url: str, tmp_path: Path) -> Iterator[Service]:
+    svc = open_service(url, workdir=tmp_path / "wd", summarizer=ExtractiveSummarizer(), create=True)
+    try:
+        yield svc
+    finally:
+        svc.close()
+
+
+def stored(svc: Service, key: str) -> list[Message]:
+    return [m.message for m in svc.messages_page(key, limit=1000)]
+
+
+def follow_while_growing(svc: Service, path: Path, chunks: list[bytes], *, delay: float = 0.25,
+                         seconds: float = 2.5) -> list:
+    """Follow ``path`` while another thread appends ``chunks`` to it, ``delay`` apart; returns the
+    follower's reports."""
+
+    def grow() -> None:
+        for chunk in chunks:
+            time.sleep(delay)
+            with path.open("ab") as fh:
+                fh.write(chunk)
+
+    t = threading.Thread(target=grow, daemon=True)
+    t.start()
+    reports = svc.follow_file(path, poll_seconds=0.05, seconds=seconds)
+    t.join()
+    return reports
