@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .errors import EngineError
 from .importers import (
+    DATABASE_FORMATS,
     DUPLICATE_RESULT,
     JSONL_FORMATS,
     MISSING_RESULT,
@@ -52,6 +53,7 @@ from .importers import (
 )
 from .messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
 from .store import Store
+from .store.foreign import ForeignDatabaseError, read_tables
 from .store.invariants import CallLedger
 from .store.reads import request_title
 from .units import META_MISSING_RESULT
@@ -469,7 +471,16 @@ def import_path(store: Store, path: str | Path, *, format: str | None = None, th
                 final: bool = True) -> list[ImportReport]:
     """Parse one file or directory and write its sessions. Raises
     :class:`engine.importers.ImportFormatError` (one line) when it is not (a readable) ``format``."""
-    sessions = parse(Path(path), format, final=final)
+    p = Path(path).expanduser()
+    fmt = format or (detect_format(p) if p.is_file() else None)
+    if fmt in DATABASE_FORMATS:  # another tool's database: read here, read-only (SQL lives in engine.store)
+        try:
+            tables = read_tables(p, DATABASE_FORMATS[fmt].pick)
+        except ForeignDatabaseError as exc:
+            raise ImportFormatError(f"{p}: not a readable {fmt} database ({exc})") from exc
+        sessions = parse(p, fmt, final=final, tables=tables)
+    else:
+        sessions = parse(p, format, final=final)
     if not sessions:
         raise ImportFormatError(f"{path}: no session in it")
     return import_sessions(store, sessions, thread=thread, final=final)

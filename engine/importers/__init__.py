@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from . import anthropic, claude_code, codex, openai_chat, openai_responses, openhands, swe_agent
 from . import aider, gemini_cli, openhands_eval
+from . import agents_sdk
 from ._common import Source, as_source
 from .jsonl import JsonlEntry, JsonlFollower, iter_new_entries
 from .model import (
@@ -39,7 +40,7 @@ from .model import (
 )
 
 __all__ = [
-    "FORMATS", "JSONL_FORMATS", "detect_format", "parse", "iter_new_entries", "JsonlEntry", "JsonlFollower",
+    "FORMATS", "JSONL_FORMATS", "DATABASE_FORMATS", "detect_format", "parse", "iter_new_entries", "JsonlEntry", "JsonlFollower",
     "ImportFormatError", "ImportedSession", "ImportedMessage", "ImportedToolCall", "RecordedCompaction",
     "UsageRecord", "ParseWarning", "TextPart", "ImagePart", "DocumentPart", "ReasoningPart",
     "MISSING_RESULT", "ORPHAN", "DUPLICATE_RESULT", "MISSING_RESULT_TEXT",
@@ -59,6 +60,13 @@ FORMATS: dict[str, Parser] = {
     openhands_eval.FORMAT: openhands_eval.parse,
     aider.FORMAT: aider.parse,
     gemini_cli.FORMAT: gemini_cli.parse,
+    agents_sdk.FORMAT: agents_sdk.parse,
+}
+#: the formats kept in another tool's SQLite database: recognized from the file's first bytes, read
+#: (read-only) by the caller that may speak SQL (``engine.importing`` through ``engine.store.foreign``),
+#: whose rows go to ``parse(..., tables=rows)``
+DATABASE_FORMATS: dict[str, agents_sdk.DatabaseFormat] = {
+    agents_sdk.FORMAT: agents_sdk.DATABASE,
 }
 #: the formats that are append-only JSON Lines files (``--follow`` can tail them)
 JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT,
@@ -133,6 +141,10 @@ def detect_format(path_or_text: str | Path) -> str | None:
             return None
         try:
             with p.open("rb") as fh:
+                first = fh.read(agents_sdk.SNIFF_BYTES)
+                if first.startswith(agents_sdk.SQLITE_MAGIC):  # a database: its schema text names the format
+                    return next((f for f, d in DATABASE_FORMATS.items() if d.sniff(first)), None)
+                fh.seek(0)
                 head = _first_lines(fh)
         except OSError:
             return None
@@ -152,13 +164,15 @@ def detect_format(path_or_text: str | Path) -> str | None:
     return _sniff_json(data)
 
 
-def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = True) -> tuple[ImportedSession, ...]:
+def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = True,
+          tables: Any = None) -> tuple[ImportedSession, ...]:
     """Read one source into sessions (a Claude Code session comes with its sub-agents).
 
     ``format`` names the format (else it is detected); a source that is not that format raises
     :class:`ImportFormatError` with a one-line message. ``final=False`` reads a file that is still
     being written: a half-written last line is left out and the calls of the trailing assistant
-    message are not given ``missing_result`` repairs yet.
+    message are not given ``missing_result`` repairs yet. ``tables``: the rows of a database format
+    (``DATABASE_FORMATS``), read by the caller.
     """
     src = as_source(path_or_text)
     if src.path is not None:
@@ -172,4 +186,6 @@ def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = 
     parser = FORMATS.get(format)
     if parser is None:
         raise ImportFormatError(f"unknown format {format!r} (known: {', '.join(FORMATS)})", code="unknown_format")
+    if format in DATABASE_FORMATS:
+        return tuple(parser(src, final=final, tables=tables))
     return tuple(parser(src, final=final))
