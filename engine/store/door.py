@@ -9,6 +9,7 @@ the same transaction (:mod:`.invariants`): a write that breaks one raises
 
 from __future__ import annotations
 
+import getpass
 import logging
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -25,6 +26,8 @@ from ..views import ACTIVE_RUN_STATUSES, Offload
 from .invariants import CallLedger
 from .sources import SourceWrites
 from .models import (
+    AUDIT_ACTIONS,
+    AuditRow,
     CompactionEventRow,
     CompactionHistoryRow,
     CompactionStateRow,
@@ -91,6 +94,23 @@ def with_counts(conversation_model: str | None, rows: Sequence[dict[str, Any]], 
     for row, m, n in zip(rows, messages, counts):
         if row["content"] == m.content:
             row["tokens"], row["tokens_key"] = n, key
+
+
+def os_operator() -> str:
+    """The OS user running this process (the operator of a SQLite store); ``unknown`` when the
+    platform cannot say."""
+    try:
+        return getpass.getuser() or "unknown"
+    except Exception:  # noqa: BLE001: no login name (a container without USER / passwd entry)
+        return "unknown"
+
+
+def session_operator(session: Session) -> str:
+    """Who acts in this session: the PostgreSQL role (``current_user``) on PostgreSQL, the OS user
+    on SQLite (a file has no roles)."""
+    if session.get_bind().dialect.name == "sqlite":
+        return os_operator()
+    return str(session.execute(text("SELECT current_user")).scalar_one())
 
 
 class Locked(SourceWrites, ConversationReader):
@@ -566,3 +586,43 @@ class Locked(SourceWrites, ConversationReader):
         self.conv.updated_at = utcnow()
         self.session.flush()
         return st.generation
+
+    # -- audit ----------------------------------------------------------------------------
+    def operator(self) -> str:
+        """Who acts in this transaction (:func:`session_operator`)."""
+        return session_operator(self.session)
+
+    def record_audit(
+        self,
+        action: str,
+        *,
+        operator: str | None = None,
+        display_name: str | None = None,
+        reason: str | None = None,
+        before: Mapping[str, Any] | None = None,
+        after: Mapping[str, Any] | None = None,
+    ) -> int:
+        """Write one audit row for an operator action on this thread, in this transaction (so it
+        is kept exactly when the action is). ``action`` is one of :data:`AUDIT_ACTIONS` (else
+        ``invalid_audit``, nothing written); ``operator`` defaults to :meth:`operator`;
+        ``before`` / ``after`` are JSON objects describing the state. Returns the row id."""
+        if action not in AUDIT_ACTIONS:
+            raise EngineError(f"unknown audit action {action!r} (expected one of {', '.join(AUDIT_ACTIONS)})", code="invalid_audit")
+        who = operator if operator else self.operator()
+        for name, value in (("before", before), ("after", after)):
+            if value is not None:
+                check_json(dict(value), f"audit {name}", code="invalid_audit")
+        row = AuditRow(
+            conversation_id=self.conv.id,
+            thread_key=self.conv.thread_key,
+            action=action,
+            operator=clean_text(str(who), "operator", code="invalid_audit")[:200],
+            display_name=(clean_text(display_name, "display name", code="invalid_audit", limit=200) or None) if display_name else None,
+            reason=(clean_text(reason, "reason", code="invalid_audit") or None) if reason else None,
+            at=utcnow(),
+            before=dict(before) if before is not None else None,
+            after=dict(after) if after is not None else None,
+        )
+        self.session.add(row)
+        self.session.flush()
+        return row.id

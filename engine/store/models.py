@@ -210,6 +210,9 @@ class CompactionStateRow(Base):
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0)
     compact_count: Mapped[int] = mapped_column(Integer, nullable=False, default=0)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    #: bumped by every pin / unpin of the thread; read with a compaction's snapshot and compared
+    #: when it writes (a pin changed meanwhile: CompareAndSwapConflict, nothing written)
+    pins_version: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default=text("0"))
 
 
 class CompactionHistoryRow(Base):
@@ -277,3 +280,57 @@ class Setting(Base):
     key: Mapped[str] = mapped_column(String(100), primary_key=True)
     value: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+
+
+#: the actions an audit row records (``audit_log.action``)
+AUDIT_ACTIONS: tuple[str, ...] = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
+
+
+class MessagePin(Base):
+    """A message an operator pinned: never pruned or summarized (widened to its tool round when read)."""
+
+    __tablename__ = "message_pins"
+    __table_args__ = (UniqueConstraint("conversation_id", "message_id", name="uq_message_pins_conversation_message"),)
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)
+    message_id: Mapped[int] = mapped_column(ForeignKey("messages.id", ondelete="CASCADE"), nullable=False)
+    pinned_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    pinned_by: Mapped[str] = mapped_column(String(200), nullable=False)
+    reason: Mapped[str | None] = mapped_column(Text)
+
+
+class ThreadPolicyRow(Base):
+    """One thread's policy overrides (``threshold_ratio``, ``context_window``, ``retained_tail_tokens``,
+    …) and its standing compaction ``instructions``; what is absent comes from the route / store."""
+
+    __tablename__ = "thread_policies"
+
+    conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), primary_key=True)
+    overrides: Mapped[dict[str, Any]] = mapped_column(JSON, nullable=False, default=dict)
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    updated_by: Mapped[str | None] = mapped_column(String(200))
+
+
+class AuditRow(Base):
+    """One operator action, written in the same transaction as the action (``Locked.record_audit``).
+    ``conversation_id`` is set NULL when the thread is deleted; ``thread_key`` still names it."""
+
+    __tablename__ = "audit_log"
+    __table_args__ = (
+        Index("ix_audit_log_conversation_id_id", "conversation_id", "id"),
+        CheckConstraint(
+            "action IN ('compact','revert','redo','pin','unpin','instructions','policy')", name="ck_audit_log_action"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    conversation_id: Mapped[int | None] = mapped_column(ForeignKey("conversations.id", ondelete="SET NULL"))
+    thread_key: Mapped[str | None] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(32), nullable=False)
+    operator: Mapped[str] = mapped_column(String(200), nullable=False)
+    display_name: Mapped[str | None] = mapped_column(String(200))
+    reason: Mapped[str | None] = mapped_column(Text)
+    at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    before: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)
+    after: Mapped[dict[str, Any] | None] = mapped_column(NullableJSON)

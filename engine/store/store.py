@@ -31,7 +31,7 @@ from ..views import (
     ACTIVE_RUN_STATUSES, CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
 )
 from . import db
-from .door import Locked
+from .door import Locked, os_operator, session_operator
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -164,6 +164,19 @@ class Store:
     @property
     def writable(self) -> bool:
         return self.schema.status == "current" and not self.read_only
+
+    _operator: str | None = None
+
+    def operator(self) -> str:
+        """Who acts on this store: the PostgreSQL role this connection logs in as
+        (``current_user``), or the OS user on SQLite. Asked once, then remembered."""
+        if self._operator is None:
+            if self.is_sqlite:
+                self._operator = os_operator()
+            else:
+                with self._session(write=False) as s:
+                    self._operator = session_operator(s)
+        return self._operator
 
     @property
     def display_url(self) -> str:
