@@ -3,12 +3,14 @@
 Before Qt is loaded, :func:`inspector_app.platform_check.check` makes sure the platform Qt will use
 can work here (a display, the system libraries its plugin needs); if not, one line says what is
 missing and how to install it, and the exit code is 2. ``--screenshot`` renders offscreen;
-``--import FILE`` (import first, the result dialog shown) and ``--compact`` (a manual compaction
+``--import FILE`` (import first, the result dialog shown), ``--sessions-panel`` (File → Sessions on
+this machine… drawn over the window) and ``--compact`` (a manual compaction
 of the selected thread) prepare what it shows; ``--request N``, ``--compaction N`` and
 ``--replay-view`` open the replay tab on a request, on a compaction's before/after or on a page,
 and ``--diff-window`` shows that before/after in its own window (drawn over the main one).
 
-Without ``--db`` (nor ``$COMPACTION_DB``) the database of the last session opens; on a first launch, the welcome page
+``compaction-inspector SESSION_FILE`` imports that file into the user's sessions database (or
+``--db``) and opens its thread. Without ``--db`` (nor ``$COMPACTION_DB``) the database of the last session opens; on a first launch, the welcome page
 (open a database, import a session, open the demo). Without ``--theme``, the theme last chosen.
 """
 
@@ -64,6 +66,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--import", dest="import_files", metavar="FILE", action="append", type=Path, default=[],
                         help="import this transcript into the database first and show the result (repeatable)")
     parser.add_argument("--compact", action="store_true", help="compact the selected thread by hand once loaded (as Compact now does)")
+    parser.add_argument("--sessions-panel", action="store_true", help="open File → Sessions on this machine… once loaded")
+    parser.add_argument("session_file", nargs="?", metavar="SESSION_FILE", type=Path, default=None,
+                        help="a session file (or folder) to import into your sessions database (or --db) and open")
     return parser.parse_args(argv)
 
 
@@ -73,7 +78,10 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     url = to_url(args.db) if args.db is not None else None  # --db "" is an error, not the demo
     if url is None and os.environ.get("COMPACTION_DB"):  # as the compaction command
         url = to_url(os.environ["COMPACTION_DB"])
-    opened = await window.start(url, select=args.thread)  # else the last database, else the welcome
+    if args.session_file is not None:  # opening a file is enough: into My sessions (or --db), its thread opened
+        opened = await window.sessions.open_file(str(args.session_file), into=url)
+    else:
+        opened = await window.start(url, select=args.thread)  # else the last database, else the welcome
     await window.settle()
     if opened and args.import_files:
         await window.import_files([str(p) for p in args.import_files])
@@ -89,6 +97,9 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
         if args.replay_view is None and not replay:
             args.replay_view, replay = "recoveries", True
     window.show_tab(args.tab or ("replay" if replay else "detail"))
+    if args.sessions_panel:
+        window.sessions.show()
+        await window.settle()
     if opened and replay:
         await _show_replay(window, args)
     if args.screenshot is not None:
@@ -133,6 +144,8 @@ def _grab(window: MainWindow) -> Any:
         return diff.grab()
     picture = window.grab()
     dialog = window.importer.dialog
+    if dialog is None or not dialog.isVisible():
+        dialog = window.sessions.dialog
     if dialog is not None and dialog.isVisible():
         shot = dialog.grab()
         painter = QPainter(picture)

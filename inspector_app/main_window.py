@@ -30,6 +30,7 @@ from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
 from .controllers.search import SearchController
 from .controllers.selection import SelectionController
+from .controllers.sessions import SessionsController
 from .controllers.tasks import TaskSet, ThreadTasks, finished
 from .controllers.theming import ThemeController
 from .controllers.threads import Opener, ThreadsController, default_database_url
@@ -106,6 +107,13 @@ class MainWindow(InspectorLayout):
             settings=self._settings, database=lambda: self.database,
             open_database=lambda url: self.open_database(url, create=True),
         )  # fmt: skip
+        self.sessions = SessionsController(
+            self, client, self.tasks, settings=self._settings, importer=self.importer, database=lambda: self.database,
+            open_database=lambda url: self.open_database(url, create=True),
+            reload_threads=lambda select: self.threads.load_threads(select=select),
+            current=lambda: self.state.thread.key if self.state.thread is not None else None, report=self.report,
+        )  # fmt: skip
+        self.file_menu.insertAction(self.export_action, self.sessions.action)  # File → Sessions on this machine…, after Import…
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
         self._build_session_ui()
@@ -289,6 +297,7 @@ class MainWindow(InspectorLayout):
             if self.remember:
                 preferences.remember_database(self._settings, url)
             self.poll.start()
+            await self.sessions.database_changed()  # Follow all writes into the database shown
         return opened
 
     async def select_thread(self, key: str) -> None:
@@ -377,6 +386,7 @@ class MainWindow(InspectorLayout):
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
         self.save_session()
         self.poll.stop()
+        self.sessions.shutdown()
         self.cancel_tasks()
         super().closeEvent(event)
 

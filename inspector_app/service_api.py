@@ -31,7 +31,7 @@ from engine.views import (
 )
 
 if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
-    from engine.service import ImportReport, WhatIfComparison, WhatIfSweep
+    from engine.service import DiscoveredSession, ImportReport, SessionFollower, WhatIfComparison, WhatIfSweep
 
 
 class InspectorService(Protocol):
@@ -108,6 +108,18 @@ class InspectorService(Protocol):
     def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
         """Import one transcript file or directory: one report per session (raises
         ``ImportFormatError`` when it is not that format)."""
+        ...
+
+    # -- issue #27: the sessions on this machine ---------------------------------------------------
+    def discover_sessions(self, folders: Sequence[str] = (), *, home: str | None = None) -> "list[DiscoveredSession]":
+        """The sessions each tool keeps in its default locations (under ``home``) and in ``folders``,
+        newest first, marked with the threads of this database imported from each."""
+        ...
+
+    def follow_sessions(self, folders: Sequence[str] = (), *, home: str | None = None, on_reports: Any = None,
+                        on_error: Any = None, debounce_ms: int = 400) -> "SessionFollower":
+        """Follow all: import new and growing sessions there as they change (a watcher thread of its
+        own, started; ``stop()`` it); the callbacks are called on that thread."""
         ...
 
     # -- issue #14: what compaction kept and dropped, what-if runs, export -----------------------

@@ -27,6 +27,8 @@ from .base import error_code, error_text
 from .tasks import TaskSet
 
 FILE_FILTER = "Transcripts (*.jsonl *.json *.traj);;All files (*)"
+#: ``progress(done, total, name)`` of an import of several files
+Progress = Callable[[int, int, str], None]
 
 
 def dropped_paths(urls: Sequence[QUrl]) -> list[str]:
@@ -89,20 +91,21 @@ class ImportController:
         kind, url = import_target(self._settings)
         return url if kind == TARGET_OTHER and url else sessions_database()
 
-    def start(self, paths: Sequence[str]) -> None:
+    def start(self, paths: Sequence[str], *, progress: Progress | None = None) -> None:
         """Import ``paths`` (chosen or dropped): into the open database; on the demo, once the
-        user said where (:meth:`ask_target`); with nothing open, into :meth:`default_target`."""
+        user said where (:meth:`ask_target`); with nothing open, into :meth:`default_target`.
+        ``progress(done, total, name)``: see :meth:`import_paths` (the sessions panel's bar)."""
         if not paths:
             return
         current = self._database()
         if current is None:
-            self.tasks.spawn(self.import_paths(paths, into=self.default_target()), "import")
+            self.tasks.spawn(self.import_paths(paths, into=self.default_target(), progress=progress), "import")
         elif is_demo(current):
-            self.ask_target(paths)
+            self.ask_target(paths, progress=progress)
         else:
-            self.tasks.spawn(self.import_paths(paths), "import")
+            self.tasks.spawn(self.import_paths(paths, progress=progress), "import")
 
-    def ask_target(self, paths: Sequence[str]) -> ImportTargetDialog:
+    def ask_target(self, paths: Sequence[str], *, progress: Progress | None = None) -> ImportTargetDialog:
         """"Import into: [My sessions ▾ | this database | choose…]" (non-blocking); the choice is
         remembered, then the files are imported there."""
         if self.target_dialog is not None:
@@ -117,7 +120,7 @@ class ImportController:
             remember_import_target(self._settings, kind, url)
             if kind == TARGET_OTHER and url:
                 remember_directory(self._settings, url)
-            self.tasks.spawn(self.import_paths(files, into=url), "import")
+            self.tasks.spawn(self.import_paths(files, into=url, progress=progress), "import")
 
         dialog.accepted.connect(accepted)
         dialog.finished.connect(lambda _r: setattr(self, "target_dialog", None))
@@ -125,12 +128,13 @@ class ImportController:
         dialog.open()
         return dialog
 
-    async def import_paths(self, paths: Sequence[str], *, into: str | None = None) -> ImportOutcome:
+    async def import_paths(self, paths: Sequence[str], *, into: str | None = None, progress: Progress | None = None) -> ImportOutcome:
         """Import ``paths`` one by one; a file that cannot be read as its format is listed as a
         failure (the others are still imported). Then the list is read again and the result shown.
 
         ``into``: the database to import into (opened first, created when it is a new SQLite
-        file, and then shown); None: the open one."""
+        file, and then shown); None: the open one. ``progress(done, total, name)`` is called before
+        each file and with ``done == total`` at the end."""
         ui, bar = self.ui, self.ui.statusBar()
         reports: list[object] = []
         failures: list[ImportFailure] = []
@@ -153,6 +157,8 @@ class ImportController:
                 what = f"Importing {name}" + (f" ({i} of {len(paths)})" if len(paths) > 1 else "") + "…"
                 bar.showMessage(what)
                 ui.busy.setToolTip(what)
+                if progress is not None:
+                    progress(i - 1, len(paths), name)
                 try:
                     reports += await self.client.call(InspectorService.import_file, path)
                 except Exception as exc:  # noqa: BLE001: listed in the result, the other files go on
@@ -164,6 +170,8 @@ class ImportController:
             ui.import_action.setStatusTip("")
             ui.busy.hide()
             ui.busy.setToolTip("")
+            if progress is not None:
+                progress(len(paths), len(paths), "")
         outcome = ImportOutcome(tuple(reports), tuple(failures), database_name(self._database()))
         bar.showMessage(outcome.summary())
         if reports:  # the list again; the open thread stays open, else (or in the database just opened) the first session imported

@@ -312,6 +312,20 @@ class FakeService:
         assert t is not None
         return list(t.sources)
 
+    def discover_sessions(self, folders: Sequence[str] = (), *, home: str | None = None) -> "list[Any]":
+        """The real discovery on disk (``home``: a test's fake home), none marked imported."""
+        from engine.discovery import discover
+
+        return discover(folders, home=home)
+
+    def follow_sessions(self, folders: Sequence[str] = (), *, home: str | None = None, on_reports: Any = None,
+                        on_error: Any = None, debounce_ms: int = 400) -> Any:
+        """The real follower, writing through :meth:`import_file`."""
+        from engine.discovery import SessionFollower
+
+        return SessionFollower(lambda p, _fmt: self.import_file(p), folders=folders, home=home, on_reports=on_reports,
+                               on_error=on_error, debounce_ms=debounce_ms).start()
+
     def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
         """A JSON or JSONL file becomes a thread ``<format>:<stem>`` (default format
         ``claude-code``) of one turn with a recorded compaction after its first message; anything

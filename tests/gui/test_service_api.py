@@ -38,6 +38,8 @@ def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
         "request_envelopes", "compaction_diff", "compaction_history", "export_history", "whatif", "whatif_sweep",
         # issue 22: the live refresh's cheap marks
         "versions",
+        # issue 27: the sessions on this machine
+        "discover_sessions", "follow_sessions",
     }  # fmt: skip
 
 
