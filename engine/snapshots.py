@@ -365,7 +365,7 @@ class SnapshotCache:
         thread, the history part comes from the running tally (O(new messages)); any other
         snapshot is measured in full."""
         entry = self._get(snapshot.thread)
-        if entry is None or entry.snapshot is not snapshot or entry.shown is None:
+        if entry is None or entry.snapshot is not snapshot or entry.shown is None or snapshot.pins:  # pins: measured whole
             surface = build_surface(snapshot, ephemeral=ephemeral)
             env = envelope_of(snapshot, surface)
             return surface, env, meter.measure(env)
@@ -479,7 +479,8 @@ class SnapshotCache:
 def _replaced(compactions: Sequence[SourceCompaction]) -> list[tuple[int, int]]:
     """The id ranges (first, last) the source's summary compactions replaced, merged, in order."""
     spans = sorted((c.replaced_first_id, c.replaced_last_id) for c in compactions
-                   if c.kind == "summary" and c.replaced_first_id is not None and c.replaced_last_id is not None)
+                   if c.kind == "summary" and not c.details.get("failed") and c.replaced_first_id is not None
+                   and c.replaced_last_id is not None)
     merged: list[tuple[int, int]] = []
     for lo, hi in spans:  # type: ignore[misc]
         if merged and lo <= merged[-1][1] + 1:
@@ -507,7 +508,8 @@ def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Seq
     compacted."""
     head, tally, meter = measured.head, measured.tally, measured.meter
     name = SOURCE_NAMES.get(head.source_format or "", head.source_format or "the source")
-    summaries = [c for c in compactions if c.kind == "summary"]
+    # a failed compaction (an Anthropic block with no content) replaced nothing: the API ignores it
+    summaries = [c for c in compactions if c.kind == "summary" and not c.details.get("failed")]
     last_c = max(summaries, key=lambda c: (c.after_message_id or 0, c.id)) if summaries else None
     last = measured.last_request
     recorded = last.reported_prompt_tokens if last is not None and last.origin == "imported" and last.reported_prompt_tokens else None
@@ -540,7 +542,7 @@ def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Seq
         with_summary = replace(head, state=replace(head.state, summary=last_c.summary or None))
         m = _measurement(with_summary, part, meter, ())
         breakdown, rebuilt = dict(m.breakdown), m.total
-        n = sum(1 for c in compactions if c.kind == "summary")
+        n = len(summaries)
         what = "its summary" if last_c.summary else "its summary (kept encrypted by the source: not counted)"
         how = f"after the last compaction {name} recorded (#{n}): {what}" + (", what it kept" if kept else "") + " and the messages since"
     if recorded is not None and last is not None and (after_c is None or (last.message_id or 0) > after_c):
@@ -855,6 +857,9 @@ def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequenc
         breakdown[category] += n
     for m, n in zip(notes, meter.count_messages(notes)):
         breakdown[message_category(m)] += n
+    if head.pinned:  # pinned messages behind the boundary stay on the surface (engine.surface)
+        for m, n in zip(head.pinned, meter.count_messages(head.pinned)):
+            breakdown[message_category(m)] += n
     return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)
 
 

@@ -103,10 +103,14 @@ def _sniff_jsonl(lines: list[str]) -> str | None:
             return codex.FORMAT
         if claude_code.looks_like(obj):
             return claude_code.FORMAT
+        if anthropic.looks_like_log_entry(obj):
+            return anthropic.FORMAT
     return None
 
 
 def _sniff_json(data: Any) -> str | None:
+    if anthropic.looks_like_log(data):  # logged request/response pairs
+        return anthropic.FORMAT
     if openhands_eval.looks_like_document(data):
         return openhands_eval.FORMAT
     if gemini_cli.looks_like_document(data):
