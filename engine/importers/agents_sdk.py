@@ -116,6 +116,9 @@ def parse(source: Source, *, final: bool = True, tables: Mapping[str, list[Mappi
     Without ``tables`` there is nothing to read: a database is opened by the caller that may speak
     SQL (``engine.importing.import_path`` does), so this raises :class:`ImportFormatError`."""
     if tables is None:
+        head = source.read_bytes()[:len(SQLITE_MAGIC)] if source.path is not None and source.path.is_file() else b""
+        if head != SQLITE_MAGIC:
+            raise ImportFormatError(f"{source.name}: not an Agents SDK session database (not a SQLite file)")
         raise ImportFormatError(f"{source.name}: an Agents SDK SQLite database is read through engine.importing "
                                 f"(compaction import), which opens it read-only", code="import_database")
     msg_tables = [t for t, rows in tables.items() if rows and "message_data" in rows[0]]

@@ -328,9 +328,19 @@ def looks_like_log_entry(obj: Any) -> bool:
             or "context_management" in req or looks_like(req))
 
 
+def _pair_shaped(obj: Any) -> bool:
+    """``{request, …}`` whose request body has a ``messages`` list (one entry of a log that another
+    entry showed to be Anthropic's)."""
+    if not isinstance(obj, Mapping) or "request" not in obj:
+        return False
+    req = _body(obj.get("request"))
+    return isinstance(req, Mapping) and isinstance(req.get("messages"), list)
+
+
 def looks_like_log(data: Any) -> bool:
     if isinstance(data, list):
-        return bool(data) and all(looks_like_log_entry(e) for e in data[:8] if e is not None) and looks_like_log_entry(data[0])
+        head = data[:8]
+        return bool(head) and all(_pair_shaped(e) for e in head) and any(looks_like_log_entry(e) for e in head)
     return looks_like_log_entry(data)
 
 
@@ -537,7 +547,7 @@ def parse_log(source: Source, entries: Iterable[tuple[int | None, Any]], *, fina
                 b.warn("malformed JSON; skipped", line)
                 b.skipped["malformed_line"] += 1
             continue
-        if not looks_like_log_entry(entry):
+        if not _pair_shaped(entry):
             b.warn(f"{where + ': ' if where else ''}not a logged Messages request; skipped", line)
             b.skipped["invalid_entry"] += 1
             continue
