@@ -32,7 +32,7 @@ from .events import (
 )
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
-from .policy import PolicySet, ResolvedPolicy
+from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
 from .previews import replacement_preview
 from .pruning import PruneReport, prune_surface, stale_results
 from .specifics import dropped_at_compaction
@@ -40,8 +40,8 @@ from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.factory import provenance
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
-from .units import Selection, TailRule, Unit, build_units, current_request, is_request, select_overflow_head, select_prefix
-from .views import ManualResult, ModelRequest, Offload, Snapshot
+from .units import Selection, TailRule, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, select_prefix
+from .views import ManualResult, ModelRequest, Offload, RevertResult, Snapshot
 from .workdir import Workdir
 
 log = logging.getLogger(__name__)
@@ -189,7 +189,8 @@ class Compactor:
         model = model or snapshot.model
         # a window the thread's source reported (Codex) counts for the thread's own model (§7)
         reported = snapshot.reported_context_window if model == snapshot.model else None
-        policy = self.policies.resolve(provider, model, reported_window=reported, reported_by=snapshot.source_format if reported else None)
+        policy = self.policies.resolve(provider, model, reported_window=reported, reported_by=snapshot.source_format if reported else None,
+                                       thread=snapshot.thread_policy)
         meter = default_meter(model)
         if self.snapshots is not None:  # the cache's latest snapshot: O(new messages); any other: whole
             surface, env, measurement = self.snapshots.measure(snapshot, meter, ephemeral=ephemeral)
@@ -236,7 +237,7 @@ class Compactor:
         calls = 0
         reason = "max_rounds"
         for _ in range(m.policy.policy.loop_max_compaction_rounds):
-            units = build_units(history_part(m.surface), running_turn=running_turn)
+            units = build_units(unpinned(m), running_turn=running_turn)
             sel = self._select(m, units, target=m.policy.target_tokens)
             if not sel.units:  # no attempt was made, so no breaker (§2.8): later steps may free units
                 reason = "nothing_to_compact"
@@ -251,6 +252,8 @@ class Compactor:
             if m.tokens <= m.policy.target_tokens:
                 reason = "summarized"
                 break
+        if m.tokens > m.policy.target_tokens and pinned_tokens(m) > m.policy.target_tokens:
+            reason = "pinned_over_target"  # the pins alone hold more than compaction aims at
         return Outcome.between(reason, start, m, calls)
 
     # -- §3 overflow ----------------------------------------------------------------------
@@ -259,7 +262,7 @@ class Compactor:
         of the largest balanced head range that keeps the newest unit. Progress = generation growth."""
         start = m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
         m = self._prune(thread, m, trigger="overflow", run=run)
-        units = build_units(history_part(m.surface), running_turn=True)
+        units = build_units(unpinned(m), running_turn=True)
         sel = select_overflow_head(units, message_tokens=m.meter.count_message)
         calls = 0
         if sel.units:
@@ -270,28 +273,53 @@ class Compactor:
         return Outcome.between("overflow", start, m, calls)
 
     # -- §4 manual ------------------------------------------------------------------------
-    def manual(self, thread: str, *, summarizer: Summarizer | None = None) -> ManualResult:
+    def manual(self, thread: str, *, summarizer: Summarizer | None = None, operator: str | None = None,
+               instructions: str | None = None, reason: str | None = None, audit: str | None = None) -> ManualResult:
         """Manual compaction (§4): row lock from the idle check to the commit, summarizer included.
 
         The finished last turn is split into its request and one unit per round
         (``split_last_turn``) and the retained tail is counted in tokens over every unit, so an idle
         agent trajectory (one request, hundreds of rounds) compacts too. A compaction that leaves
-        the thread at or over its threshold says so (``still_over_threshold`` and ``note``)."""
+        the thread at or over its threshold says so (``still_over_threshold`` and ``note``).
+
+        ``instructions`` (else the thread's standing ones) go to the summarizer and into the event;
+        pinned messages stay verbatim, and when they alone hold more than the target the result
+        says so (reason ``pinned_over_target``). ``audit``: the operator (database role / OS
+        user) an audit row names, written in this transaction with ``reason`` and the state
+        before and after; None writes none."""
         failure: CannotCompact | None = None
         with self.store.locked(thread) as tx:
             tx.require_idle()
             m = self.measure(tx.snapshot())
             before = m.tokens
+            start_state = m.snapshot.state
+            if instructions is None or not instructions.strip():
+                instructions = standing_instructions(m.snapshot)
+
+            def audited(result: ManualResult) -> ManualResult:
+                if audit is not None:
+                    tx.record_audit(
+                        "compact", operator=audit, display_name=operator, reason=reason,
+                        before={"boundary": start_state.boundary, "generation": start_state.generation, "tokens": before},
+                        after={"status": result.status, "reason": result.reason, "boundary": result.boundary, "generation": result.generation,
+                               "tokens": result.after_tokens, "instructions": instructions or None},
+                    )
+                return result
+
             sel = self._manual_selection(m)
             if not sel.units:
                 state = m.snapshot.state
                 over, note = self._over_threshold(m, reached_limit=False, nothing_selectable=True)
-                return ManualResult("no_op", "insufficient_history", before, before, 0, state.boundary, state.generation, 0, still_over_threshold=over, note=note)
+                why = "insufficient_history"
+                if pinned_tokens(m) > m.policy.target_tokens:
+                    why, note = "pinned_over_target", pins_note(m)
+                return audited(ManualResult("no_op", why, before, before, 0, state.boundary, state.generation, 0, still_over_threshold=over, note=note))
             calls = compacted = 0
             att = None
             limit = max(1, m.policy.policy.loop_max_compaction_rounds)
             for _ in range(limit):
-                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer)
+                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer, operator=operator,
+                                      instructions=instructions)
                 calls += att.calls
                 if not att.advanced:
                     break
@@ -302,19 +330,23 @@ class Compactor:
                     break
             assert att is not None
             if compacted == 0:
+                audited(ManualResult("no_op", "summary_rejected", before, before, 0, start_state.boundary, start_state.generation, calls))
                 failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected", reason=att.reason)
             else:
                 state = m.snapshot.state
                 more = bool(sel.units) and att.advanced  # stopped at the call limit with more to take
                 over, note = self._over_threshold(m, reached_limit=more, rejected=None if att.advanced else att.reason)
-                return ManualResult("completed", None, before, m.tokens, compacted, state.boundary, state.generation, calls, still_over_threshold=over, note=note)
+                why = None
+                if m.tokens > m.policy.target_tokens and pinned_tokens(m) > m.policy.target_tokens:
+                    why, note = "pinned_over_target", pins_note(m) + (f"; {note}" if note else "")
+                return audited(ManualResult("completed", why, before, m.tokens, compacted, state.boundary, state.generation, calls, still_over_threshold=over, note=note))
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
 
     def _manual_selection(self, m: Measured) -> Selection:
         """Everything before the retained tail (§4.3), the finished last turn split into rounds;
         empty when what it would replace is no bigger than the smallest summary of it (the framing,
         the current request verbatim and a line), which could only be rejected as not smaller."""
-        units = build_units(history_part(m.surface), running_turn=False, split_last_turn=True)
+        units = build_units(unpinned(m), running_turn=False, split_last_turn=True)
         sel = self._select(m, units, target=-1, tail="tokens")
         state = m.snapshot.state
         request = _request_text(m.snapshot)
@@ -378,7 +410,7 @@ class Compactor:
         smaller; both keep their ids in the preview and cost no summarizer call."""
         pol = m.policy.policy
         started = time.perf_counter()
-        history = history_part(m.surface)
+        history = unpinned(m)
         stale = stale_results(history, message_tokens=m.meter.count_message, tail_tokens=m.policy.retained_tail_tokens, recent_rounds=pol.loop_recent_tool_rounds)
         report = prune_surface(
             history,
@@ -433,6 +465,8 @@ class Compactor:
         running_turn: bool,
         tx: Locked | None = None,
         summarizer: Summarizer | None = None,
+        operator: str | None = None,
+        instructions: str | None = None,
     ) -> _Attempt:
         """The one summary path: summarize the selection, validate, compare-and-swap, record."""
         started = time.perf_counter()
@@ -458,6 +492,15 @@ class Compactor:
         )
         if who["summarizer_host"]:
             base["summarizer_host"] = who["summarizer_host"]
+        if operator:
+            base["operator"] = operator  # who asked for a manual compaction (the user's display name)
+        if instructions is None:  # an automatic compaction follows the thread's standing instructions
+            instructions = standing_instructions(snap)
+        if instructions:
+            base["instructions"] = instructions
+        pins = pinned_rounds(history_part(m.surface), snap.pins) if snap.pins else frozenset()
+        if pins:
+            base["pinned"] = tuple(sorted(pins))  # kept verbatim on the surface, outside the summary
 
         def reject(reason: str, calls: int, **extra: Any) -> _Attempt:
             event = SummaryRejectedEvent(**base, reason=reason, calls=calls, generation_after=state.generation, duration_ms=_ms_since(started), **extra)
@@ -473,8 +516,9 @@ class Compactor:
             max_tokens=(max_tokens := max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0)),
             identifier_tokens=identifier_budget(m.policy, max_tokens),
             retries=m.policy.policy.summary_retries,
-            # what stays verbatim after the range: the identifiers it mentions are kept first
-            retained=tuple(x for x in history_part(m.surface) if x.id is not None and x.id > sel.boundary) if sel.boundary is not None else (),
+            # what stays verbatim after the range (pinned messages too): the identifiers it mentions are kept first
+            retained=tuple(x for x in history_part(m.surface) if x.id is not None and (x.id > sel.boundary or x.id in pins)) if sel.boundary is not None else (),
+            instructions=instructions or None,
         )
         try:
             result = summarizer.summarize(request)
@@ -495,6 +539,9 @@ class Compactor:
         # the new surface, measured before persisting: the event carries exact before/after tokens
         kept = tuple(x for x in snap.messages if x.id is not None and x.id > sel.boundary)
         new_snap = _replace_snapshot(snap, boundary=sel.boundary, summary=result.text, messages=kept)
+        if pins:  # pinned messages the new boundary passes stay on the surface
+            new_snap = replace(new_snap, pins=snap.pins | pins,
+                               pinned=tuple(x for x in snap.pinned + snap.messages if x.id is not None and x.id in pins and x.id <= sel.boundary))
         ephemeral = [x for x in m.surface.messages if x.is_ephemeral]  # the whole envelope, as before
         after = self.measure(new_snap, ephemeral=ephemeral, provider=m.policy.provider, model=m.policy.model)
         summary_tokens = meter.count_message(summary_message(result.text))  # what it costs in the envelope (the gauge's "summary")
@@ -513,6 +560,7 @@ class Compactor:
                 run_id=run_id,
                 tokens_before=m.tokens,
                 tokens_after=after.tokens,
+                expected_pins_version=state.pins_version,
             )
             event = SummaryEvent(
                 **base,
@@ -545,6 +593,11 @@ class Compactor:
         event = BreakerTrippedEvent(reason=reason, tokens=m.tokens, threshold=m.policy.threshold, generation=m.snapshot.state.generation)
         self._record(thread, event, trigger="pressure", run_id=run.run_id)
 
+    # -- revert / redo of the last compaction (issue 23; the work is in revert_last) -------
+    def revert(self, thread: str, *, display_name: str | None = None, reason: str | None = None) -> RevertResult:
+        """Revert the thread's last compaction of ours, or redo it when the last act was a revert."""
+        return revert_last(self, thread, display_name=display_name, reason=reason)
+
     def _record(self, thread: str, event: Event, *, trigger: Trigger, run_id: int | None, tx: Locked | None = None) -> None:
         """Write ``event`` in ``tx``, or on its own (outside the row lock) when there is none."""
         if tx is not None:
@@ -554,6 +607,37 @@ class Compactor:
 
 
 # -- small helpers ----------------------------------------------------------------------------
+
+
+def standing_instructions(snap: Snapshot) -> str | None:
+    """The thread's standing compaction instructions (its policy's ``instructions``), or None."""
+    value = (snap.thread_policy or {}).get(THREAD_INSTRUCTIONS)
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+def _pins_of(m: Measured) -> frozenset[int]:
+    return pinned_rounds(history_part(m.surface), m.snapshot.pins) if m.snapshot.pins else frozenset()
+
+
+def unpinned(m: Measured) -> tuple[Message, ...]:
+    """The surface's history without the pinned messages (widened to their tool rounds): what
+    compaction may prune or summarize. A pinned message stays verbatim in its place."""
+    history = history_part(m.surface)
+    pins = _pins_of(m)
+    return tuple(x for x in history if x.id not in pins) if pins else history
+
+
+def pinned_tokens(m: Measured) -> int:
+    """Tokens the pinned messages take on the surface (they count against the envelope)."""
+    pins = _pins_of(m)
+    return sum(m.meter.count_message(x) for x in history_part(m.surface) if x.id in pins) if pins else 0
+
+
+def pins_note(m: Measured) -> str:
+    pins = _pins_of(m)
+    return (f"pinned messages alone hold {pinned_tokens(m):,} tokens, over the target of {m.policy.target_tokens:,} "
+            f"({len(pins)} pinned message{'s' if len(pins) != 1 else ''}); unpin some to compact further")
+
 
 
 def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int, floor: int = 0) -> Selection:
@@ -622,3 +706,75 @@ def _with_offloads(snap: Snapshot, extra: Mapping[int, Offload], *, generation: 
 
 def _replace_snapshot(snap: Snapshot, *, boundary: int, summary: str, messages: tuple[Message, ...]) -> Snapshot:
     return replace(snap, messages=messages, state=replace(snap.state, boundary=boundary, summary=summary))
+
+
+# -- revert / redo (issue 23) ------------------------------------------------------------------
+
+
+def revert_last(compactor: Compactor, thread: str, *, display_name: str | None = None, reason: str | None = None) -> RevertResult:
+    """Revert the thread's last compaction of ours (or, of a revert, redo it) as a new generation,
+    through the write door: row lock, idle check, compare-and-swap against the state read under the
+    lock, the results its prunes replaced verified against their SHA-256 in the Workdir, one
+    ``revert`` / ``redo`` event and one audit row with the operator, all in one transaction."""
+    from .errors import NotRevertible
+    from .events import RedoEvent, RevertEvent
+    from .store.reverts import apply_revert, plan_revert, set_tokens_after
+    from .workdir import WorkdirError, sha256_text
+
+    with compactor.store.locked(thread) as tx:
+        tx.require_idle()
+        start = compactor.measure(tx.snapshot())
+        plan = plan_revert(tx)
+        if plan.action == "revert":  # the originals must come back verbatim, or nothing changes
+            for mid, (sha, tool, path) in plan.results.items():
+                try:
+                    original = compactor.workdir.read(sha, tool, path)
+                except WorkdirError as exc:
+                    raise NotRevertible(f"the original of tool result #{mid} cannot come back: {exc.message}; nothing was changed", code="original_missing") from None
+                stored = tx.message(mid)
+                if stored is None or not isinstance(stored.content, str) or sha256_text(stored.content) != sha or original != stored.content:
+                    raise NotRevertible(f"tool result #{mid} no longer matches its saved original (SHA-256 {sha[:12]}…); nothing was changed", code="original_missing")
+        meter = start.meter
+        summary_tokens = meter.count_message(summary_message(plan.summary)) if plan.summary is not None else 0
+        gen = apply_revert(tx, plan, summary_tokens=summary_tokens, tokens_before=start.tokens, tokens_after=None)
+        end = compactor.measure(tx.snapshot())
+        set_tokens_after(tx, gen, end.tokens)
+        operator = tx.operator()
+        common: dict[str, Any] = dict(
+            generation_before=plan.generation,
+            generation_after=gen,
+            boundary_before=plan.boundary_now,
+            boundary_after=plan.boundary,
+            history_ids=plan.history_ids,
+            tokens_before=start.tokens,
+            tokens_after=end.tokens,
+            operator=operator,
+            display_name=display_name or None,
+            reason=reason or None,
+        )
+        results = tuple(plan.results)
+        event = RevertEvent(**common, restored_results=results) if plan.action == "revert" else RedoEvent(**common, repruned_results=results)
+        write_event(tx, event, trigger="manual")
+        state = {"generation": plan.generation, "boundary": plan.boundary_now, "tokens": start.tokens}
+        audit_id = tx.record_audit(
+            plan.action,
+            operator=operator,
+            display_name=display_name,
+            reason=reason,
+            before=state,
+            after={"generation": gen, "boundary": plan.boundary, "tokens": end.tokens, "history_ids": list(plan.history_ids), "results": list(results)},
+        )
+    return RevertResult(
+        action=plan.action,
+        thread=thread,
+        generation_before=plan.generation,
+        generation_after=gen,
+        boundary_before=plan.boundary_now,
+        boundary_after=plan.boundary,
+        history_ids=plan.history_ids,
+        results=results,
+        tokens_before=start.tokens,
+        tokens_after=end.tokens,
+        operator=operator,
+        audit_id=audit_id,
+    )

@@ -102,9 +102,8 @@ KEYS: dict[str, Key] = {k.name: k for k in (
     Key("policy.threshold_ratio", "ratio", None, "compaction threshold (share of the window) of new databases and imports", optional=True),
     Key("policy.retained_tail_ratio", "ratio", None, "share of the window kept verbatim after a summary, for new databases and imports", optional=True),
     Key("policy.summary_max_tokens", "tokens", None, "most tokens a summary may take, for new databases and imports", optional=True),
-    Key("inspector.poll_interval", "seconds", 2.0, "how often the inspector looks for new messages"),
-    Key("inspector.theme", "choice", "system", "the inspector's colour theme", choices=("system", "light", "dark")),
-    Key("operator.name", "text", "", "your display name, carried by what you do in the inspector (e.g. a manual compaction's audit)"),
+    Key("inspector.poll_interval", "seconds", 3.0, "how often the inspector looks for new messages (seconds)"),
+    Key("operator.name", "text", "", "your display name: a manual compaction records it (the event's operator)"),
 )}
 
 
@@ -443,12 +442,21 @@ class Settings:
         )
 
     def default_policy(self) -> dict[str, Any]:
-        """The ``policy.*`` settings that are set, as a policy mapping (``CompactionPolicy`` field names)."""
+        """The ``policy.*`` settings that are set, as the stored policy mapping of a database
+        (``{"context_window": …, "default": {CompactionPolicy fields}}``; empty when none is set)."""
         file = self.file_values()
         out: dict[str, Any] = {}
+        default: dict[str, Any] = {}
         for name in KEYS:
             if name.startswith("policy."):
                 value = self.get(name, _file=file).value
-                if value is not None:
-                    out[name.removeprefix("policy.")] = value
+                field = name.removeprefix("policy.")
+                if value is None:
+                    continue
+                if field == "context_window":
+                    out[field] = value
+                else:
+                    default[field] = value
+        if default:
+            out["default"] = default
         return out

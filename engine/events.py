@@ -77,6 +77,8 @@ class EventKind(StrEnum):
     CANCELLED = "cancelled"
     HARNESS_ERROR = "harness_error"
     WAITING_FOR_USER = "waiting_for_user"
+    REVERT = "revert"
+    REDO = "redo"
 
 
 _OMIT = "omit_when_none"
@@ -258,6 +260,12 @@ class SummaryEvent(Event):
     summarizer: str | None = None
     #: the host of the summarizer's endpoint (a model summary; never the key); absent for the offline one
     summarizer_host: str | None = _only_when_set()
+    #: the display name of the person who asked for a manual compaction (settings' ``operator.name``)
+    operator: str | None = _only_when_set()
+    #: the instructions the compaction followed (a manual compaction's, or the thread's standing ones)
+    instructions: str | None = _only_when_set()
+    #: ids of the pinned messages (their tool rounds included) kept verbatim outside the summary
+    pinned: tuple[int, ...] | None = _only_when_set()
     usage: SummaryUsage | None = None
     calls: int | None = None
     #: identifiers of the range the summarizer reported leaving out for its budget
@@ -297,6 +305,9 @@ class SummaryRejectedEvent(Event):
     replaced_tokens: int | None = None
     summarizer: str | None = None
     summarizer_host: str | None = _only_when_set()
+    operator: str | None = _only_when_set()
+    instructions: str | None = _only_when_set()
+    pinned: tuple[int, ...] | None = _only_when_set()
     calls: int | None = None
     duration_ms: float | None = None
     error_code: str | None = _only_when_set()
@@ -438,6 +449,51 @@ class WaitingForUserEvent(Event):
     question: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class RevertEvent(Event):
+    """An operator reverted the thread's last compaction of ours: the boundary and summary before
+    it, and the results its prunes replaced, are back (a new generation; nothing deleted)."""
+
+    kind: ClassVar[EventKind] = EventKind.REVERT
+    triggers: ClassVar[tuple[str | None, ...]] = ("manual",)
+
+    generation_before: int | None = None
+    generation_after: int | None = None
+    boundary_before: int | None = None
+    boundary_after: int | None = None
+    #: the compaction history rows undone (one compaction: its prunes and summaries)
+    history_ids: tuple[int, ...] | None = None
+    #: the tool results shown verbatim again (their originals verified by SHA-256 in the Workdir)
+    restored_results: tuple[int, ...] | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    operator: str | None = None
+    display_name: str | None = _only_when_set()
+    reason: str | None = _only_when_set()
+
+
+@dataclass(frozen=True, slots=True)
+class RedoEvent(Event):
+    """An operator reverted a revert: the compaction it undid is back as it was (a new generation)."""
+
+    kind: ClassVar[EventKind] = EventKind.REDO
+    triggers: ClassVar[tuple[str | None, ...]] = ("manual",)
+
+    generation_before: int | None = None
+    generation_after: int | None = None
+    boundary_before: int | None = None
+    boundary_after: int | None = None
+    #: the compaction history rows applied again
+    history_ids: tuple[int, ...] | None = None
+    #: the tool results shown as their previews again
+    repruned_results: tuple[int, ...] | None = None
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    operator: str | None = None
+    display_name: str | None = _only_when_set()
+    reason: str | None = _only_when_set()
+
+
 #: the payload type of every kind
 EVENT_TYPES: Mapping[EventKind, type[Event]] = types.MappingProxyType(
     {
@@ -456,6 +512,8 @@ EVENT_TYPES: Mapping[EventKind, type[Event]] = types.MappingProxyType(
             CancelledEvent,
             HarnessErrorEvent,
             WaitingForUserEvent,
+            RevertEvent,
+            RedoEvent,
         )
     }
 )

@@ -27,17 +27,19 @@ from .importing import ImportReport, follow_path, import_path
 from .discovery import DiscoveredSession, SessionFollower, discover, store_writer
 from .messages import Message, ToolCall
 from .meter import default_meter
-from .policy import PolicySet, ResolvedPolicy
+from .policy import THREAD_INSTRUCTIONS, PolicyError, PolicySet, ResolvedPolicy, thread_overrides
 from .replay import build_episodes
 from .snapshots import SnapshotCache
 from .step import StepStart
 from .store.reads import thread_reading
+from .store import access as _access, reverts as _reverts
 from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
 from .summarizers.protocol import Summarizer
 from .summarizers.factory import ConnectionReport, check_connection, make_summarizer, provenance  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
 from .summarizers.extractive import ExtractiveSummarizer
 from .config import Settings as UserSettings
 from .surface import shown_message
+from .views import AuditEntry, RevertResult, RevertTarget  # issue 23
 from .views import (
     CompactionDiff,
     CompactionEntry,
@@ -48,12 +50,15 @@ from .views import (
     ManualResult,
     ModelRequest,
     Offload,
+    PinChange,
+    PinInfo,
     PressurePoint,
     PressureStatus,
     SOURCE_NAMES,
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
+    ThreadPolicyView,
     VisibleTokens,
 )
 from .whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
@@ -121,12 +126,13 @@ def open_service(
     summarizer: Summarizer | None = None,
     policies: PolicySet | Mapping[str, Any] | None = None,
     create: bool = False,
+    read_only: bool = False,
 ) -> "Service":
     if url is None:
         url = default_database_url()
     elif not isinstance(url, str) or not url.strip():
         raise InvalidDatabaseURL("empty database URL: name a SQLite file or a postgresql:// URL (omit it for the default database)")
-    store = Store.open(url, create=create)
+    store = Store.open(url, create=create, read_only=read_only)
     try:
         if create and policies is None:
             _apply_default_policy(store)
@@ -401,13 +407,56 @@ class Service:
         return write_thread_event(self.store, key, event, trigger=trigger, run_id=run_id)
 
     # -- compaction -----------------------------------------------------------------------
-    def compact(self, key: str, *, summarizer: str | None = None) -> ManualResult:
+    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None,
+                instructions: str | None = None, reason: str | None = None) -> ManualResult:
         """Manual compaction (§4). Raises :class:`engine.errors.ThreadBusy` on a busy thread.
         ``summarizer="extractive"``: this one compaction with the offline extractive summarizer
-        (offered when the configured model's summary was rejected); ``None``: the configured one."""
+        (offered when the configured model's summary was rejected); ``None``: the configured one.
+        ``operator``: who asks (recorded in the event); ``None``: the ``operator.name`` setting."""
         if summarizer not in (None, "configured", "extractive"):
             raise EngineError(f"summarizer must be 'extractive' or None, not {summarizer!r}", code="invalid_argument")
-        return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None)
+        if operator is None:
+            try:
+                operator = UserSettings().value("operator.name") or None
+            except EngineError:
+                operator = None
+        return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
+                                     instructions=instructions, reason=reason, audit=self.store.operator())
+
+    # -- revert / redo, the audit log, access (issue 23) ----------------------------------
+    def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
+        """Revert the thread's last compaction of ours, or redo it when the last act was a revert
+        (:meth:`engine.compactor.Compactor.revert`): under the row lock and the idle check
+        (:class:`engine.errors.ThreadBusy`), a new generation, one event and one audit row.
+        ``display_name``: ``None`` takes the ``operator.name`` setting."""
+        if display_name is None:
+            try:
+                display_name = UserSettings().value("operator.name") or None
+            except EngineError:
+                display_name = None
+        return self.compactor.revert(key, display_name=display_name, reason=reason)
+
+    def revert_target(self, key: str) -> RevertTarget:
+        """What Revert on thread ``key`` would do now (read only, no lock): the summary card's button."""
+        return _reverts.revert_target(self.store, key)
+
+    def audit(
+        self, *, thread: str | None = None, operator: str | None = None, actions: Sequence[str] | None = None, after_id: int | None = None, limit: int = 200
+    ) -> list[AuditEntry]:
+        """The audit log oldest first, ``limit`` rows after ``after_id`` (keyset), filtered by
+        thread key, operator (role / OS user or display name) and actions."""
+        return _reverts.read_audit(self.store, thread=thread, operator=operator, actions=actions, after_id=after_id, limit=limit)
+
+    def audit_operators(self) -> list[str]:
+        """The operators the audit log names (the Audit list's filter)."""
+        return _reverts.audit_operators(self.store)
+
+    def access(self) -> dict[str, Any]:
+        """Whether this store can be written: ``{"writable": bool, "reason": None | "role" |
+        "forced" | "file" | "schema", "words": str | None, "operator": str}``."""
+        reason = self.store.read_only_reason if self.store.read_only else (None if self.store.writable else "schema")
+        words = None if reason is None else (_access.read_only_words(reason) if reason != "schema" else "read-only: the schema is newer than this program")
+        return {"writable": reason is None, "reason": reason, "words": words, "operator": self.store.operator()}
 
     def summarizer_info(self) -> dict[str, str | None]:
         """Who writes this service's summaries: ``summarizer`` (name) and ``summarizer_host``."""
@@ -538,8 +587,9 @@ class Service:
         source = t.source
         reported = head.reported_context_window
         by = head.source_format if reported else None
-        policy = (self.policies.resolve_known(head.provider, head.model, reported_window=reported, reported_by=by) if source is not None
-                  else self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=by))
+        policy = (self.policies.resolve_known(head.provider, head.model, reported_window=reported, reported_by=by, thread=head.thread_policy)
+                  if source is not None
+                  else self.policies.resolve(head.provider, head.model, reported_window=reported, reported_by=by, thread=head.thread_policy))
         anchored = None
         if last is not None and last.reported_prompt_tokens and last.estimated_tokens:
             anchored = t.meter.anchor(t.tokens, reported_prompt_tokens=last.reported_prompt_tokens, estimated_at_report=last.estimated_tokens).anchored
@@ -714,6 +764,107 @@ class Service:
         """:meth:`whatif` for each of ``values`` of one ``parameter``."""
         return whatif.run_sweep(self.store, key, parameter, values, policies=self.policies, settings=settings,
                                 progress=progress, should_stop=should_stop)
+
+    # -- steering: pins, the thread's own policy and instructions (each writes one audit row) --
+    def operator(self) -> str:
+        """Who acts on this store (PostgreSQL ``current_user``, the OS user on SQLite)."""
+        return self.store.operator()
+
+    @staticmethod
+    def _display_name(name: str | None) -> str | None:
+        if name is not None:
+            return name or None
+        try:
+            return UserSettings().value("operator.name") or None
+        except EngineError:
+            return None
+
+    def pins(self, key: str) -> list[PinInfo]:
+        """The pinned messages of thread ``key`` (a pinned round: one entry per message)."""
+        return self.store.pins(key)
+
+    def pin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None, unpin: bool = False) -> PinChange:
+        """Pin (or ``unpin``) a message of thread ``key`` with its whole tool round: it is never
+        pruned or summarized and stays verbatim in its place (docs/contract.md, Pins). One audit
+        row (``pin`` / ``unpin``) in the same transaction when something changed."""
+        action = "unpin" if unpin else "pin"
+        who = self.store.operator()
+        with self.store.locked(key) as tx:
+            before = tx.pinned_ids()
+            covered = tx.pin_round(message_id)
+            changed = tx.unpin(message_id) if unpin else tx.pin(message_id, operator=who, reason=reason)
+            audit_id = None
+            if changed:
+                audit_id = tx.record_audit(action, operator=who, display_name=self._display_name(display_name), reason=reason,
+                                           before={"message_id": int(message_id), "pinned": before},
+                                           after={"message_id": int(message_id), "pinned": tx.pinned_ids(), "changed": changed})
+            version = tx.state().pins_version
+        self.snapshots.invalidate(key)
+        return PinChange(key, int(message_id), action, tuple(covered), tuple(changed), version, audit_id)  # type: ignore[arg-type]
+
+    def unpin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None) -> PinChange:
+        return self.pin(key, message_id, reason=reason, display_name=display_name, unpin=True)
+
+    def thread_policy(self, key: str) -> ThreadPolicyView:
+        """Thread ``key``'s effective policy, each value with where it comes from (the thread, its
+        model route, the store default), its window and standing instructions."""
+        with self.store.reading(key) as reader:
+            head = reader.head(with_busy=False, with_offloads=False, with_request=False)
+        own = dict(head.thread_policy or {})
+        reported = head.reported_context_window
+        try:
+            r: ResolvedPolicy | None = self.policies.resolve(head.provider, head.model, reported_window=reported,
+                                                             reported_by=head.source_format if reported else None, thread=own)
+        except PolicyError:
+            r = None
+        policy = r.policy if r is not None else self.policies.default.with_overrides(thread_overrides(own))
+        values = {f: getattr(policy, f) for f in sorted(self.policies.origins(head.provider, head.model, own))}
+        origins = dict(self.policies.origins(head.provider, head.model, own))
+        if r is not None:
+            values["context_window"] = r.context_window
+            origins["context_window"] = {"thread": "thread", "override": "model route"}.get(r.window_source, r.window_source)
+        instructions = own.get(THREAD_INSTRUCTIONS)
+        return ThreadPolicyView(key, head.provider, head.model, values, origins, r.context_window if r else None, r.window_source if r else None,
+                                r.threshold if r else None, r.target_tokens if r else None, r.retained_tail_tokens if r else None,
+                                {k: v for k, v in own.items() if k != THREAD_INSTRUCTIONS}, instructions if isinstance(instructions, str) else None)
+
+    def set_thread_policy(self, key: str, values: Mapping[str, Any] | None = None, *, unset: Sequence[str] = (),
+                          reason: str | None = None, display_name: str | None = None) -> ThreadPolicyView:
+        """Set (``values``) or remove (``unset``) policy values for thread ``key`` only
+        (``threshold_ratio``, ``threshold_tokens``, ``context_window``, ``retained_tail_ratio``, any
+        policy key; ``instructions``: the standing compaction instructions, "" or None removes
+        them). Refused (``invalid_policy``, nothing written) when the result cannot be used. One
+        audit row (``policy``, or ``instructions`` when only they changed)."""
+        who = self.store.operator()
+        with self.store.locked(key) as tx:
+            old = tx.thread_policy()
+            new = dict(old)
+            for k in unset:
+                new.pop(k, None)
+            for k, v in (values or {}).items():
+                if v is None or (k == THREAD_INSTRUCTIONS and isinstance(v, str) and not v.strip()):
+                    new.pop(k, None)
+                else:
+                    new[k] = v
+            if THREAD_INSTRUCTIONS in new and not isinstance(new[THREAD_INSTRUCTIONS], str):
+                raise PolicyError("instructions must be text")
+            own = thread_overrides(new)  # unknown keys, bad values: PolicyError
+            conv = tx.conv
+            reported = conv.reported_context_window
+            r = self.policies.resolve(conv.provider, conv.model, reported_window=reported, reported_by=conv.source_format if reported else None, thread=own)
+            r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
+            if new != old:
+                tx.set_thread_policy(new, operator=who)
+                only_text = {k for k in set(old) | set(new) if old.get(k) != new.get(k)} == {THREAD_INSTRUCTIONS}
+                tx.record_audit("instructions" if only_text else "policy", operator=who, display_name=self._display_name(display_name),
+                                reason=reason, before=old, after=new)
+        self.snapshots.invalidate(key)
+        return self.thread_policy(key)
+
+    def set_instructions(self, key: str, instructions: str | None, *, reason: str | None = None, display_name: str | None = None) -> ThreadPolicyView:
+        """The thread's standing compaction instructions (None or "" removes them): every later
+        compaction of the thread, automatic or manual, follows them unless given its own."""
+        return self.set_thread_policy(key, {THREAD_INSTRUCTIONS: instructions}, reason=reason, display_name=display_name)
 
     # -- configuration --------------------------------------------------------------------
     def set_policy(self, data: Mapping[str, Any]) -> None:

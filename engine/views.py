@@ -26,7 +26,8 @@ SOURCE_NAMES: Mapping[str, str] = {
     "codex": "Codex",
     "openai-chat": "the OpenAI chat log",
     "openai-responses": "the OpenAI Responses log",
-    "anthropic": "the Anthropic request",
+    "anthropic": "the Anthropic API",
+    "agents-sdk": "the Agents SDK session",
     "openhands": "OpenHands",
     "swe-agent": "SWE-agent",
 }

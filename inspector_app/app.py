@@ -66,6 +66,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--import", dest="import_files", metavar="FILE", action="append", type=Path, default=[],
                         help="import this transcript into the database first and show the result (repeatable)")
     parser.add_argument("--compact", action="store_true", help="compact the selected thread by hand once loaded (as Compact now does)")
+    parser.add_argument("--summary-card", action="store_true", help="show the summary card of the selected thread once loaded (as the Summary card button does)")
+    parser.add_argument("--preferences", choices=("open", "test"), default=None,
+                        help="open Edit → Preferences… once loaded (test: and press Test connection); with --screenshot, the picture shows it")
     parser.add_argument("--sessions-panel", action="store_true", help="open File → Sessions on this machine… once loaded")
     parser.add_argument("session_file", nargs="?", metavar="SESSION_FILE", type=Path, default=None,
                         help="a session file (or folder) to import into your sessions database (or --db) and open")
@@ -91,6 +94,14 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
         await window.settle()
     if opened and args.message is not None:
         await window.select_message(args.message)
+    if opened and args.summary_card and window.state.thread is not None:
+        await window.paging.show_boundary()
+        await window.settle()
+    if args.preferences is not None:
+        dialog = window.prefs.open()
+        await window.settle()  # the settings are read on a worker
+        if args.preferences == "test":
+            await dialog.test()
     replay = args.replay_view is not None or args.request is not None or args.compaction is not None or args.diff_window
     if args.replay_step is not None:
         window.replay.model.go(args.replay_step - 1)
@@ -146,6 +157,8 @@ def _grab(window: MainWindow) -> Any:
     dialog = window.importer.dialog
     if dialog is None or not dialog.isVisible():
         dialog = window.sessions.dialog
+    if (dialog is None or not dialog.isVisible()) and window.prefs.dialog is not None:
+        dialog = window.prefs.dialog  # Edit → Preferences… (--preferences)
     if dialog is not None and dialog.isVisible():
         shot = dialog.grab()
         painter = QPainter(picture)
@@ -182,6 +195,16 @@ def initial_theme(args: argparse.Namespace, settings: Any) -> str:
     return args.theme or remembered_theme(settings) or "system"
 
 
+def _poll_ms() -> int:
+    """The poll interval of the settings (Preferences, ``inspector.poll_interval``), 3 s when unreadable."""
+    from engine.config import Settings, SettingError
+
+    try:
+        return max(500, int(round(float(Settings().value("inspector.poll_interval")) * 1000)))
+    except SettingError:
+        return 3000
+
+
 def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: Callable[[str], Any] | None) -> int:
     import qasync
     from PySide6.QtCore import QCoreApplication, QSettings
@@ -205,7 +228,8 @@ def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: C
     asyncio.set_event_loop(loop)
     client = ServiceClient()
     # a --screenshot run neither reads nor writes the window's geometry (its picture is reproducible)
-    window = MainWindow(client, opener=opener, settings=settings, theme_manager=themes, remember=args.screenshot is None)
+    window = MainWindow(client, opener=opener, settings=settings, theme_manager=themes, remember=args.screenshot is None,
+                        poll_ms=_poll_ms())
     if args.size is not None:  # before the first show: the splitter takes its proportions from it
         window.resize(*args.size)
     window.show()

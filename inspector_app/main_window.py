@@ -39,6 +39,7 @@ from .service_client import ServiceClient
 from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
 from .widgets.detail import boundary_dropped
+from .widgets.preferences_dialog import PreferencesHook
 from .widgets.help import AboutDialog, ShortcutsDialog
 from .widgets.welcome import WelcomePage
 
@@ -117,6 +118,7 @@ class MainWindow(InspectorLayout):
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
         self._build_session_ui()
+        self.prefs = PreferencesHook(self)  # Edit → Preferences… (issue #28)
         # the summary card's dropped specifics come from the open thread's summary events
         self.detail.boundary_dropped = lambda info: boundary_dropped(
             self.events_model.events(), info, self.state.thread.id if self.state.thread is not None else None

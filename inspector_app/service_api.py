@@ -87,8 +87,13 @@ class InspectorService(Protocol):
         """Measured envelope of every recorded model request."""
         ...
 
-    def compact(self, key: str) -> ManualResult:
-        """Manual compaction of an idle thread (raises ``ThreadBusy``)."""
+    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None) -> ManualResult:
+        """Manual compaction of an idle thread (raises ``ThreadBusy``); ``summarizer="extractive"``:
+        this one with the offline summarizer; ``operator``: who asks (default: the settings' name)."""
+        ...
+
+    def reload_summarizer(self) -> dict[str, str | None]:
+        """Build the summarizer again from the user's settings (after Preferences); who writes now."""
         ...
 
     def replay(self, key: str) -> list[Episode]:

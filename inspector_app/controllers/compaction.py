@@ -136,6 +136,8 @@ class CompactionController:
         self._selected = selected
         self._settings = settings if settings is not None else QSettings()
         self.compacting = False
+        #: the thread a rejected model summary may be compacted again with the extractive summarizer
+        self._fallback: str | None = None
         #: thread key -> (its message count then, why the last manual compaction could not bring it
         #: under its threshold): the header's "cannot compact: <reason>" until the thread changes
         self._blocked: dict[str, tuple[object, str]] = {}
@@ -157,13 +159,27 @@ class CompactionController:
     def ask(self) -> None:
         thread = self.state.thread
         if thread is not None:
+            self._fallback = None
+            self.ui.confirm.confirm_button.setText("Compact")
             self.ui.confirm.ask(f"Compact “{thread.title or thread.key}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
 
     def _confirmed(self) -> None:
-        if self.state.thread is not None:
+        fallback, self._fallback = self._fallback, None
+        self.ui.confirm.confirm_button.setText("Compact")
+        if fallback is not None:  # the model's summary was rejected: this one compaction with the extractive summarizer
+            self.tasks.spawn(self.compact(fallback, summarizer="extractive"), "compact (extractive)")
+        elif self.state.thread is not None:
             self.tasks.spawn(self.compact(self.state.thread.key), "compact")
 
-    async def compact(self, key: str) -> None:
+    def offer_extractive(self, key: str, why: str) -> None:
+        """The configured model's summary was rejected (nothing changed): offer the offline
+        extractive summarizer for this one compaction (issue #28)."""
+        self._fallback = key
+        self.ui.confirm.confirm_button.setText("Compact with extractive")
+        self.ui.confirm.ask(f"The model's summary was rejected ({why}); nothing was changed. Compact this thread once with the "
+                            "offline extractive summarizer instead? (Preferences keep the model for later compactions.)")
+
+    async def compact(self, key: str, *, summarizer: str | None = None) -> None:
         """Manual compaction off the GUI thread; on success re-read everything from the service."""
         ui, bar = self.ui, self.ui.statusBar()
         self.compacting = True
@@ -171,16 +187,19 @@ class CompactionController:
         self.update_button()
         bar.showMessage("Compacting…")
         try:
-            result = await self.client.call(InspectorService.compact, key)
+            result = await self.client.call(InspectorService.compact, key, summarizer=summarizer)
         except EngineError as exc:
+            rejected = None
             if isinstance(exc, CannotCompact) and exc.code == "summary_rejected":
-                await self._explain(key, exc)
+                rejected = await self._explain(key, exc)
             if isinstance(exc, CannotCompact):
                 self._block(key, exc.detail or exc.reason or exc.message)
             self.report(exc, "compact")
             bar.showMessage("Compaction refused: nothing changed")
             if isinstance(exc, (ThreadBusy, CannotCompact)) and self.view.key == key:  # busy since we looked, or cannot compact: show it
                 await self._reread_status(key)
+            if summarizer is None and rejected is not None and rejected.get("summarizer") not in (None, "extractive"):
+                self.offer_extractive(key, exc.detail or str(rejected.get("reason") or "rejected"))
             return
         finally:
             self.compacting = False
@@ -218,19 +237,21 @@ class CompactionController:
             return None
         return kept[1]
 
-    async def _explain(self, key: str, exc: CannotCompact) -> None:
+    async def _explain(self, key: str, exc: CannotCompact) -> dict | None:
         """Put the cause of a rejected summary (recorded in the thread's newest ``summary_rejected``
-        event, e.g. ``HTTP 429 from … after 2 attempts``) into its message. Best effort."""
-        if exc.detail:
-            return
+        event, e.g. ``HTTP 429 from … after 2 attempts``) into its message; that event's data
+        (None when it cannot be read). Best effort."""
         try:
             events = await self.client.call(InspectorService.events, key, limit=100_000)
         except Exception:  # noqa: BLE001: the rejection itself is what must be shown
-            return
+            return None
         newest = next((e for e in reversed(events) if e.kind == "summary_rejected"), None)
-        detail = rejection_detail(exc, dict(newest.data) if newest is not None else None)
-        if detail:
-            exc.explain(detail)
+        data = dict(newest.data) if newest is not None and isinstance(newest.data, dict) else None
+        if not exc.detail:
+            detail = rejection_detail(exc, data)
+            if detail:
+                exc.explain(detail)
+        return data
 
     # -- what if … ---------------------------------------------------------------------------
     def open_whatif(self) -> WhatIfDialog | None:

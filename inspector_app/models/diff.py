@@ -136,6 +136,8 @@ def compaction_label(entry: CompactionEntry, total: int) -> str:
         parts.append(f"{figures.tokens_change(entry.tokens_before, entry.tokens_after)} tok")
     if entry.origin != "engine":
         parts.append(f"recorded by {entry.origin}")
+    if getattr(entry, "written_by", None):
+        parts.append(str(entry.written_by))  # issue #28: who wrote the summary
     n = dropped_total(entry.dropped)
     if n:
         parts.append(f"{figures.count(n)} dropped")

@@ -13,7 +13,7 @@ is missing says "not recorded", one that cannot be read says so in place."""
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from PySide6.QtCore import QEvent, QModelIndex, QPersistentModelIndex, Qt, Signal
@@ -36,6 +36,7 @@ from PySide6.QtWidgets import (
 )
 
 from engine import figures
+from engine.events import written_by
 from engine.messages import Message
 from engine.views import CompactionEvent, Offload, SourceCompaction, StoredMessage
 
@@ -149,6 +150,10 @@ class DroppedView:
     truncated: bool = False
     problems: tuple[str, ...] = ()
     why: str | None = None  # why not recorded
+    #: who wrote the summary (``engine.events.written_by``) and who asked for it (a manual
+    #: compaction's ``operator``), from the same summary event (issue #28)
+    written_by: str | None = None
+    operator: str | None = None
 
     @classmethod
     def not_recorded(cls, why: str | None = None) -> "DroppedView":
@@ -168,6 +173,12 @@ class DroppedView:
         and of wrong types (shown as a problem, never raised)."""
         if not isinstance(data, Mapping):
             return cls.failed("the event's data is not an object")
+        view = cls._from_event_data(data)
+        operator = data.get("operator")
+        return replace(view, written_by=written_by(data), operator=operator if isinstance(operator, str) and operator else None)
+
+    @classmethod
+    def _from_event_data(cls, data: Mapping[str, Any]) -> "DroppedView":
         if all(data.get(k) is None for k in DROPPED_KEYS):
             return cls.not_recorded("this compaction was recorded before dropped specifics were tracked")
         problems: list[str] = []
@@ -414,6 +425,13 @@ class DetailPane(QWidget):
         self.card_split.addWidget(self.card_text)
         self.card_split.setChildrenCollapsible(False)
         card_layout.addLayout(top)
+        #: who wrote the summary (the model and its endpoint's host, or the extractive summarizer)
+        self.written_label = QLabel()
+        self.written_label.setObjectName("summaryWrittenBy")
+        self.written_label.setWordWrap(True)
+        self.written_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.written_label.hide()
+        card_layout.addWidget(self.written_label)
         card_layout.addWidget(self.dropped_label)
         card_layout.addWidget(self._warn_box)
         card_layout.addWidget(self.dropped_error)
@@ -560,6 +578,11 @@ class DetailPane(QWidget):
 
     def _show_dropped(self, dropped: DroppedView) -> None:
         self.dropped = dropped
+        who = [f"Written by {dropped.written_by}"] if dropped.written_by else []
+        if dropped.operator:
+            who.append(f"compacted by {dropped.operator}")
+        self.written_label.setText(" · ".join(who))
+        self.written_label.setVisible(bool(who))
         if list(dropped.items) != self.dropped_model.items():  # the same list (the toggle): no reset, no re-measure
             self.dropped_model.set_items(dropped.items)
         self.dropped_label.setText(dropped.headline())

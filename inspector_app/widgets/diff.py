@@ -350,6 +350,7 @@ class DiffView(QWidget):
         tokens = f" · {figures.tokens_change(total_before, total_after)} tokens" if total_before is not None and total_after is not None else ""
         generation = f" · generation {diff.generation_before} → {diff.generation_after}" if diff.generation_before is not None and diff.generation_after is not None else ""
         origin = "" if diff.origin == "engine" else f" · recorded by {diff.origin}"
+        origin += f" · written by {diff.written_by}" if getattr(diff, "written_by", None) else ""  # issue #28: who wrote the summary
         of = f" of {self._thread}" if self._thread else ""
         self.title.setText(f"Compaction {diff.index}{of}: {diff.kind}{f' ({diff.trigger})' if diff.trigger else ''}{tokens}{generation}{origin}")
         measured = f"Tokens before / after: {MEASURED_BY[diff.measured_by]}" if diff.measured_by in MEASURED_BY else ""

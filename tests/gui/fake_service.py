@@ -275,7 +275,7 @@ class FakeService:
         assert t is not None
         return list(t.pressure)
 
-    def compact(self, key: str) -> ManualResult:
+    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None) -> ManualResult:
         t = self._record("compact", key)
         assert t is not None and t.state is not None
         if self.compact_race:
@@ -294,6 +294,9 @@ class FakeService:
             t.tokens = before // 3
             compacted = sum(1 for m in t.messages if m.id <= boundary)
             return ManualResult("completed", None, before, t.tokens, compacted, boundary, t.state.generation, 1)
+
+    def reload_summarizer(self) -> dict[str, str | None]:
+        return {"summarizer": "extractive", "summarizer_host": None}
 
     def replay(self, key: str) -> list[Episode]:
         t = self._record("replay", key)

@@ -40,6 +40,8 @@ def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
         "versions",
         # issue 27: the sessions on this machine
         "discover_sessions", "follow_sessions",
+        # issue 28: Preferences change the summarizer
+        "reload_summarizer",
     }  # fmt: skip
 
 
