@@ -265,10 +265,26 @@ class BoundaryInfo:
         return " · ".join(parts)
 
 
+def _source_what(sc: SourceCompaction, who: str) -> str:
+    """What the source did, in words: compacted, a failed compaction (Anthropic: a block with no
+    content, which the API ignores), pruned tool results, cleared thinking (Anthropic context edits)."""
+    details = sc.details or {}
+    if sc.kind == "summary":
+        if details.get("failed"):
+            return f"{who} tried to compact here: failed, no summary (ignored)"
+        return f"{who} compacted here"
+    edit = str(details.get("edit") or "")
+    if edit.startswith("clear_thinking"):
+        return f"{who} cleared {details.get('cleared_thinking_turns', '?')} thinking turn(s) here"
+    if edit.startswith("clear_tool_uses"):
+        return f"{who} cleared {details.get('cleared_tool_uses', '?')} tool result(s) here"
+    return f"{who} pruned tool results here"
+
+
 def source_headline(sc: SourceCompaction) -> str:
     """The one line of a source's own compaction row: who recorded it, what, tokens before, trigger."""
     who = source_name(sc.source)
-    parts = [f"{who} compacted here" if sc.kind == "summary" else f"{who} pruned tool results here"]
+    parts = [_source_what(sc, who)]
     if sc.tokens_before is not None:
         parts.append(f"{sc.tokens_before:,} tokens before")
     if sc.trigger:

@@ -618,7 +618,9 @@ class DetailPane(QWidget):
         self._offload = None
         who = source_name(sc.source)
         self.header.setText(f"Recorded by {who}")
-        what = "compaction (summary)" if sc.kind == "summary" else "microcompaction (pruned tool results)"
+        failed = bool((sc.details or {}).get("failed"))
+        what = ("failed compaction (no summary was produced; the API ignores it)" if failed else "compaction (summary)"
+                if sc.kind == "summary" else "microcompaction (pruned tool results)")
         lines = [
             f"A {what} that {who} recorded itself, not one of ours: the messages stay in the thread and our engine can compact them to compare.",
             " · ".join(filter(None, (
@@ -636,7 +638,8 @@ class DetailPane(QWidget):
         if sc.forgotten:
             lines.append(f"forgot {len(sc.forgotten)} item(s)")
         self.card_title.setText("\n".join(lines))
-        text = sc.summary if sc.summary is not None else "(the source kept this summary only encrypted)"
+        text = sc.summary if sc.summary is not None else (
+            "(the compaction failed: the source recorded no summary)" if failed else "(the source kept this summary only encrypted)")
         kept = "\n".join(f"[{k.get('role', '?')}] {k.get('text', '')}" for k in sc.kept)
         self.card_text.setPlainText(text + (f"\n\n── kept ──\n{kept}" if kept else ""))
         self._set_card_source(True)  # the source's colour, never our boundary's
