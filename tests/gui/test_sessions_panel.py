@@ -165,3 +165,19 @@ def test_opening_a_session_file_imports_it_into_my_sessions_and_opens_its_thread
     assert sessions.exists() and preferences.same_database(w.database, str(sessions))
     assert w.importer.dialog is None  # opened, not a result to read
     assert "Imported " in w.statusBar().currentMessage()
+
+
+def test_follow_all_moves_with_the_open_database_and_stops_with_the_window(
+        qtbot: Any, real: MainWindow, tmp_path: Path, home: dict[str, Path]) -> None:
+    w = real
+    assert run(qtbot, w, w.sessions.set_following(True), timeout=10_000)
+    first = w.sessions.follower
+    other = tmp_path / "other.db"
+    open_service(str(other), create=True, workdir=tmp_path / "workdir").close()
+    assert run(qtbot, w, w.open_database(str(other)), timeout=10_000)
+    qtbot.waitUntil(lambda: w.idle, timeout=10_000)
+    assert not first.running and w.sessions.follower is not None and w.sessions.follower.running
+    assert preferences.same_database(w.sessions.following_into, str(other))  # new sessions go where the window looks
+    second = w.sessions.follower
+    w.close()
+    assert not second.running and w.sessions.follower is None
