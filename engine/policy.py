@@ -145,7 +145,19 @@ def _check_window(window: int) -> None:
 
 # -- known model windows ("model policy" defaults) ---------------------------------------------------
 #: where a resolved window came from, strongest first
-WINDOW_SOURCES: tuple[str, ...] = ("override", "reported", "catalog", "assumed")
+WINDOW_SOURCES: tuple[str, ...] = ("thread", "override", "reported", "catalog", "assumed")
+#: the key of a thread's policy that is not a policy number: its standing compaction instructions
+THREAD_INSTRUCTIONS = "instructions"
+#: where an effective value comes from (:meth:`PolicySet.origins`), strongest first
+VALUE_ORIGINS: tuple[str, ...] = ("thread", "model route", "store default")
+
+
+def thread_overrides(thread: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The policy numbers of a thread's own policy (its ``instructions`` left out), checked:
+    unknown keys or bad values raise :class:`PolicyError`."""
+    values = {k: v for k, v in (thread or {}).items() if k != THREAD_INSTRUCTIONS}
+    CompactionPolicy().with_overrides(values)
+    return values
 
 
 def known_window(model: str | None, provider: str | None = None) -> int | None:
@@ -236,8 +248,11 @@ class PolicySet:
         *,
         reported_window: int | None = None,
         reported_by: str | None = None,
+        thread: Mapping[str, Any] | None = None,
     ) -> ResolvedPolicy:
-        """The effective policy and window for a (provider, model) pair.
+        """The effective policy and window for a (provider, model) pair; ``thread``: the thread's
+        own policy (``Snapshot.thread_policy``), applied over the pair's, its ``context_window``
+        first of all windows ("thread").
 
         Window, first known wins: the pair's configured ``context_window`` ("override"), a window
         the source reported (``reported_window``: e.g. a Codex rollout's ``model_context_window``
@@ -247,7 +262,13 @@ class PolicySet:
         override = self.overrides.get((provider, model), {}) if provider and model else {}
         policy = self.default.with_overrides(override)
         detail: str | None = None
-        if policy.context_window is not None:
+        own = thread_overrides(thread) if thread else {}
+        if own:
+            policy = policy.with_overrides(own)
+        if own.get("context_window") is not None:
+            window, source = own["context_window"], "thread"
+            detail = "set for this thread"
+        elif policy.context_window is not None:
             window, source = policy.context_window, "override"
             detail = f"configured for {provider}/{model}"
         elif reported_window is not None:
@@ -263,6 +284,15 @@ class PolicySet:
             raise PolicyError(f"no context window known for {provider}/{model}: set context_window in the configuration")
         return ResolvedPolicy(replace(policy, context_window=window), window, provider, model, source, detail)
 
+    def origins(self, provider: str | None, model: str | None, thread: Mapping[str, Any] | None = None) -> dict[str, str]:
+        """Where each policy value for this thread comes from (:data:`VALUE_ORIGINS`): set for the
+        thread, for its model route (provider, model), or the store's default (the ``policy``
+        setting, else the built-in defaults). ``context_window`` is described by
+        ``ResolvedPolicy.window_source``."""
+        override = self.overrides.get((provider, model), {}) if provider and model else {}
+        own = thread_overrides(thread) if thread else {}
+        return {name: "thread" if name in own else "model route" if name in override else "store default" for name in sorted(_FIELD_NAMES)}
+
     def resolve_known(
         self,
         provider: str | None,
@@ -270,13 +300,14 @@ class PolicySet:
         *,
         reported_window: int | None = None,
         reported_by: str | None = None,
+        thread: Mapping[str, Any] | None = None,
     ) -> ResolvedPolicy | None:
         """:meth:`resolve`, but None where it would only *assume* a window (the configured fallback
         ``context_window``). For an imported session: the fallback is this database's guess for
         its own threads, never a fact about another tool's session, so its window is unknown
         (``PressureStatus.state == "window_unknown"``) rather than a toy window's alarm."""
         try:
-            resolved = self.resolve(provider, model, reported_window=reported_window, reported_by=reported_by)
+            resolved = self.resolve(provider, model, reported_window=reported_window, reported_by=reported_by, thread=thread)
         except PolicyError:
             if self.default_window is None:
                 return None  # no fallback configured either: nothing knows this window

@@ -636,3 +636,36 @@ def select_overflow_head(units: Sequence[Unit], *, message_tokens: Callable[[Mes
     cost = _Costs(units, message_tokens)
     taken = max(_steps(units, len(units) - 1), default=0)
     return _selection(units, taken, sum(cost(i) for i in range(taken)))
+
+
+# -- pins ----------------------------------------------------------------------------------------
+
+
+def pinned_rounds(messages: Sequence[Message], pins: Collection[int]) -> frozenset[int]:
+    """The ids of ``messages`` a pin keeps: each pinned message, and for a message of a tool round
+    the whole round, so call and result are never separated (a pinned call keeps every result
+    answering its calls; a pinned result keeps its call and that call's other results). Pure; ids
+    of ``pins`` not in ``messages`` are kept as they are."""
+    if not pins:
+        return frozenset()
+    pins = frozenset(pins)
+    owner: dict[str, Message] = {}  # call id -> the assistant message that made it
+    for m in messages:
+        for c in m.tool_calls:
+            owner.setdefault(c.id, m)
+    results: dict[int, list[int]] = {}  # assistant id -> ids of the results answering it
+    for m in messages:
+        if m.role == "tool" and m.tool_call_id and m.id is not None:
+            a = owner.get(m.tool_call_id)
+            if a is not None and a.id is not None and a.id < m.id:
+                results.setdefault(a.id, []).append(m.id)
+    result_of: dict[int, int] = {r: a for a, rs in results.items() for r in rs}
+    out = set(pins)
+    for m in messages:
+        if m.id is None or m.id not in pins:
+            continue
+        head = m.id if m.id in results else result_of.get(m.id)
+        if head is not None:
+            out.add(head)
+            out.update(results.get(head, ()))
+    return frozenset(out)

@@ -122,6 +122,9 @@ class CompactionState:
     boundary_hash: str | None = None
     compact_count: int = 0
     updated_at: datetime | None = None
+    #: bumped by every pin / unpin / thread-policy change (``compaction_state.pins_version``): part
+    #: of the key of every cached snapshot, and compared by the summary's compare-and-swap
+    pins_version: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -387,6 +390,13 @@ class Snapshot:
     #: reporter), for ``PolicySet.resolve(..., reported_window=, reported_by=)``
     reported_context_window: int | None = None
     source_format: str | None = None
+    #: ids of the pinned messages (as stored; ``engine.units.pinned_rounds`` widens them to their
+    #: tool rounds) and the pinned messages at or before the boundary, in id order: they stay on
+    #: the surface verbatim after the summary (read only when ``state.pins_version`` > 0)
+    pins: frozenset[int] = frozenset()
+    pinned: tuple[Message, ...] = ()
+    #: this thread's own policy overrides (``thread_policies.overrides``), None when it has none
+    thread_policy: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -532,3 +542,48 @@ class CompactionEntry:
     record_id: int | None = None
     #: who wrote the summary (see :attr:`CompactionDiff.written_by`)
     written_by: str | None = None
+
+
+
+@dataclass(frozen=True, slots=True)
+class PinInfo:
+    """One pinned message of a thread (``Service.pins``)."""
+
+    message_id: int
+    pinned_at: datetime | None
+    pinned_by: str
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PinChange:
+    """What a pin or unpin did (``Service.pin`` / ``Service.unpin``): the ids it covered (the
+    message's whole tool round), those that changed, and the thread's pins version after."""
+
+    thread: str
+    message_id: int
+    action: Literal["pin", "unpin"]
+    covered: tuple[int, ...]
+    changed: tuple[int, ...]
+    pins_version: int
+    audit_id: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPolicyView:
+    """A thread's effective policy (``Service.thread_policy``): each value with where it comes
+    from (``thread``, ``model route``, ``store default``), the window and its source, the
+    thread's own overrides and its standing instructions."""
+
+    thread: str
+    provider: str | None
+    model: str | None
+    values: Mapping[str, Any]
+    origins: Mapping[str, str]
+    context_window: int | None
+    window_source: str | None
+    threshold: int | None
+    target_tokens: int | None
+    retained_tail_tokens: int | None
+    overrides: Mapping[str, Any]
+    instructions: str | None = None

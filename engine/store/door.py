@@ -28,6 +28,8 @@ from .sources import SourceWrites
 from .models import (
     AUDIT_ACTIONS,
     AuditRow,
+    MessagePin,
+    ThreadPolicyRow,
     CompactionEventRow,
     CompactionHistoryRow,
     CompactionStateRow,
@@ -40,7 +42,7 @@ from .models import (
     utcnow,
 )
 from .reads import THREAD_KEY, ConversationReader, ThreadReader
-from .records import MESSAGES, message_values
+from .records import MESSAGES, message_values, to_message
 from .rules import check_json, clean_text, scrub_text
 
 log = logging.getLogger(__name__)
@@ -543,14 +545,21 @@ class Locked(SourceWrites, ConversationReader):
         run_id: int | None = None,
         tokens_before: int | None = None,
         tokens_after: int | None = None,
+        expected_pins_version: int | None = None,
     ) -> int:
         """Compare-and-swap the boundary and rolling summary; bump generation and count.
+        ``expected_pins_version``: the pins version the summary was computed under (None: not
+        compared); a pin or policy change since then is a conflict too.
 
         Raises :class:`CompareAndSwapConflict` (nothing written) if the stored boundary or the hash of
         the boundary message no longer matches what the caller compacted against. The summary is
         stored under the data rules (NUL escaped; a lone surrogate refused: ``invalid_summary``)."""
         summary = clean_text(summary, "summary", code="invalid_summary")
         st = self._state_row()
+        if expected_pins_version is not None and (st.pins_version or 0) != expected_pins_version:
+            raise CompareAndSwapConflict(
+                f"pins or the thread policy changed: expected version {expected_pins_version}, found {st.pins_version}; nothing written"
+            )
         if st.boundary_message_id != expected_boundary or (st.boundary_hash or None) != (expected_boundary_hash or None):
             raise CompareAndSwapConflict(
                 f"boundary moved: expected {expected_boundary}, found {st.boundary_message_id}; nothing written"
@@ -586,6 +595,98 @@ class Locked(SourceWrites, ConversationReader):
         self.conv.updated_at = utcnow()
         self.session.flush()
         return st.generation
+
+    # -- pins and the thread policy -----------------------------------------------------------
+    def _bump_pins(self) -> int:
+        st = self._state_row()
+        st.pins_version = (st.pins_version or 0) + 1
+        st.updated_at = utcnow()
+        self.conv.updated_at = utcnow()
+        return st.pins_version
+
+    def pin_round(self, message_id: int) -> list[int]:
+        """The ids a pin of ``message_id`` covers: the message, and for a message of a tool round
+        the whole round as stored now (the call and every result answering it). Raises
+        ``message_not_found`` for an id that is not a message of this thread."""
+        from ..units import pinned_rounds  # pure
+
+        msg = self.message(int(message_id))
+        if msg is None:
+            raise EngineError(f"thread {self.conv.thread_key!r} has no message #{message_id}", code="message_not_found")
+        around: list[Message] = [msg]
+        if msg.role == "tool" and msg.tool_call_id:
+            # its call: the newest assistant message before it that made the call
+            q = (select(MessageRow).where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "assistant",
+                                          MessageRow.id < msg.id).order_by(MessageRow.id.desc()).limit(200))
+            for row in self.session.scalars(q):
+                cand = to_message(row)
+                if any(c.id == msg.tool_call_id for c in cand.tool_calls):
+                    around.insert(0, cand)
+                    break
+        head = around[0]
+        calls = [c.id for c in head.tool_calls] if head.role == "assistant" else []
+        if calls:
+            q = select(MessageRow).where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "tool",
+                                         MessageRow.id > head.id, MessageRow.tool_call_id.in_(calls)).order_by(MessageRow.id)
+            around = [head] + [to_message(r) for r in self.session.scalars(q)]
+        return sorted(pinned_rounds(around, {msg.id}))
+
+    def pinned_ids(self) -> list[int]:
+        """The ids pinned in this thread (as stored), in id order."""
+        q = select(MessagePin.message_id).where(MessagePin.conversation_id == self.conv.id).order_by(MessagePin.message_id)
+        return [int(i) for i in self.session.scalars(q)]
+
+    def pin(self, message_id: int, *, operator: str, reason: str | None = None) -> list[int]:
+        """Pin a message and its tool round (:meth:`pin_round`); bump ``pins_version``. Returns the
+        ids newly pinned (empty when all were pinned already: nothing changes)."""
+        ids = self.pin_round(message_id)
+        have = set(self.pinned_ids())
+        new = [i for i in ids if i not in have]
+        if not new:
+            return []
+        why = clean_text(reason, "reason", code="invalid_pin") if reason else None
+        who = clean_text(operator, "operator", code="invalid_pin")[:200]
+        for i in new:
+            self.session.add(MessagePin(conversation_id=self.conv.id, message_id=i, pinned_at=utcnow(), pinned_by=who, reason=why))
+        self._bump_pins()
+        try:
+            self.session.flush()
+        except IntegrityError:
+            raise EngineError("the message was pinned by another writer at the same time; try again", code="pin_conflict") from None
+        return new
+
+    def unpin(self, message_id: int) -> list[int]:
+        """Unpin a message and its tool round; bump ``pins_version``. Returns the ids unpinned."""
+        ids = set(self.pin_round(message_id))
+        gone = [i for i in self.pinned_ids() if i in ids]
+        if not gone:
+            return []
+        for row in self.session.scalars(select(MessagePin).where(MessagePin.conversation_id == self.conv.id, MessagePin.message_id.in_(gone))):
+            self.session.delete(row)
+        self._bump_pins()
+        self.session.flush()
+        return gone
+
+    def thread_policy(self) -> dict[str, Any]:
+        """This thread's policy overrides (empty when none)."""
+        row = self.session.get(ThreadPolicyRow, self.conv.id)
+        return dict(row.overrides) if row is not None and isinstance(row.overrides, dict) else {}
+
+    def set_thread_policy(self, overrides: Mapping[str, Any], *, operator: str) -> None:
+        """Replace this thread's policy overrides (an empty mapping removes them); bump
+        ``pins_version`` so cached snapshots and compactions in flight see the change."""
+        values = dict(overrides)
+        check_json(values, "thread policy", code="invalid_policy")
+        row = self.session.get(ThreadPolicyRow, self.conv.id)
+        if row is None:
+            row = ThreadPolicyRow(conversation_id=self.conv.id, overrides=values, updated_at=utcnow(), updated_by=operator[:200])
+            self.session.add(row)
+        else:
+            row.overrides = values
+            row.updated_at = utcnow()
+            row.updated_by = operator[:200]
+        self._bump_pins()
+        self.session.flush()
 
     # -- audit ----------------------------------------------------------------------------
     def operator(self) -> str:

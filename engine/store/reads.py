@@ -24,7 +24,7 @@ from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload,
 from . import db
 from .invariants import CallLedger
 from .rules import NUL_ESCAPE, CorruptRow, as_int
-from .models import CompactionStateRow, Conversation, MessageRow, ModelRequestRow, QueuedRequest, Run, SourceCompactionRow, ToolOffloadRow
+from .models import CompactionStateRow, Conversation, MessagePin, MessageRow, ModelRequestRow, QueuedRequest, Run, SourceCompactionRow, ThreadPolicyRow, ToolOffloadRow
 from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, checked_calls_and_meta, message_from_text_row, model_request_record, offload_record, source_compaction_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
@@ -215,6 +215,7 @@ _THREAD_KEY = select(
     _CONVERSATIONS.c.model, _CONVERSATIONS.c.message_count, _CONVERSATIONS.c.last_message_id, _CONVERSATIONS.c.reported_context_window,
     _CONVERSATIONS.c.source_format, _STATES.c.conversation_id.label("state_of"), _STATES.c.boundary_message_id, _STATES.c.boundary_hash,
     _STATES.c.summary, _STATES.c.summary_tokens, _STATES.c.generation, _STATES.c.compact_count, _STATES.c.updated_at,
+    _STATES.c.pins_version,
 ).select_from(_CONVERSATIONS.outerjoin(_STATES, _STATES.c.conversation_id == _CONVERSATIONS.c.id)).where(
     _CONVERSATIONS.c.thread_key == bindparam("key")
 )
@@ -229,6 +230,44 @@ def _lenient_int(value: Any) -> int | None:
         return int(value) if value is not None else None
     except (TypeError, ValueError):
         return None
+
+
+_PINS_OF = select(MessagePin.__table__.c.message_id).where(MessagePin.__table__.c.conversation_id == bindparam("cid")).order_by(MessagePin.__table__.c.message_id)
+_POLICY_OF = select(ThreadPolicyRow.__table__.c.overrides).where(ThreadPolicyRow.__table__.c.conversation_id == bindparam("cid"))
+
+
+def steering_of(conn: Connection, cid: int, state: CompactionState) -> dict[str, Any]:
+    """The snapshot fields pins and the thread policy give (``pins``, ``pinned``, ``thread_policy``),
+    read in this transaction; nothing is read for a thread never pinned nor given a policy
+    (``pins_version`` 0). ``pinned`` holds the pinned messages at or before the boundary, widened
+    to their tool rounds (a pin made before its result arrived keeps the result too)."""
+    if not state.pins_version:
+        return {}
+    pins = frozenset(int(r[0]) for r in conn.execute(_PINS_OF, {"cid": cid}))
+    policy = conn.execute(_POLICY_OF, {"cid": cid}).scalar()
+    if isinstance(policy, str):
+        policy = json.loads(policy)
+    pinned: tuple[Message, ...] = ()
+    if pins and state.boundary is not None and min(pins) <= state.boundary:
+        text = conn.dialect.name == "sqlite"
+        boundary = state.boundary
+
+        def by_ids(ids: Sequence[int]) -> list[Message]:
+            rows = conn.execute(_MESSAGES_BY_ID[text], {"ids": list(ids)}).all() if ids else []
+            return [message_from_text_row(r) if text else build_message(*r) for r in rows]
+
+        # the door pins a whole round (call and results) at once; a result that arrived after
+        # its call was pinned is found by the call's ids
+        found = by_ids([i for i in pins if i <= boundary])
+        calls = [c.id for m in found if m.role == "assistant" for c in m.tool_calls]
+        if calls:
+            late = conn.execute(select(MessageRow.id).where(
+                MessageRow.conversation_id == cid, MessageRow.role == "tool", MessageRow.id <= boundary,
+                MessageRow.tool_call_id.in_(calls))).scalars().all()
+            extra = [int(i) for i in late if int(i) not in pins]
+            found = sorted(found + by_ids(extra), key=lambda m: m.id or 0)
+        pinned = tuple(found)
+    return {"pins": pins, "pinned": pinned, "thread_policy": dict(policy) if isinstance(policy, dict) and policy else None}
 
 
 def _messages_after(conn: Connection, cid: int, boundary: int | None, limit: int | None) -> list[Message]:
@@ -373,6 +412,9 @@ class ConversationReader:
             q = q.where(MessageRow.id > st.boundary)
         ok = set(self.session.scalars(q))
         done = set(self.session.scalars(select(ToolOffloadRow.message_id).where(ToolOffloadRow.message_id.in_(list(ok)))))
+        if st.pins_version:  # a pinned result is never pruned (pinned since the caller's snapshot too)
+            done |= set(self.session.scalars(select(MessagePin.message_id).where(
+                MessagePin.conversation_id == self.conv.id, MessagePin.message_id.in_(list(ok)))))
         return [i for i in message_ids if i in ok and i not in done]
 
     def offloads_after(self, boundary: int | None) -> dict[int, Offload]:
@@ -404,6 +446,7 @@ class ConversationReader:
             busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
             reported_context_window=as_int(conv.reported_context_window, "conversations", conv.id, "reported_context_window"),
             source_format=conv.source_format,
+            **steering_of(self.session.connection(), conv.id, state),
         )
 
     def snapshot(self, *, with_busy: bool = True) -> Snapshot:
@@ -494,6 +537,7 @@ class ThreadReader:
             busy_reason=self.busy_reason() if with_busy else None,  # type: ignore[arg-type]
             reported_context_window=as_int(row.reported_context_window, "conversations", row.id, "reported_context_window"),
             source_format=row.source_format,
+            **steering_of(self.conn, row.id, state),
         )
 
 

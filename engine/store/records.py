@@ -212,6 +212,7 @@ def state_record(row: CompactionStateRow | None, conversation_id: int) -> Compac
         boundary_hash=row.boundary_hash,
         compact_count=as_int(row.compact_count, "compaction_state", conversation_id, "compact_count") or 0,
         updated_at=aware(row.updated_at),
+        pins_version=as_int(getattr(row, "pins_version", 0), "compaction_state", conversation_id, "pins_version") or 0,
     )
 
 

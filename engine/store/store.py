@@ -28,7 +28,7 @@ from ..errors import EngineError, ThreadNotFound
 from ..events import EventKind
 from ..messages import Message
 from ..views import (
-    ACTIVE_RUN_STATUSES, CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
+    ACTIVE_RUN_STATUSES, PinInfo, CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
 )
 from . import db
 from .door import Locked, os_operator, session_operator
@@ -37,6 +37,7 @@ from .models import (
     CompactionHistoryRow,
     CompactionStateRow,
     Conversation,
+    MessagePin,
     MessageRow,
     ModelRequestRow,
     QueuedRequest,
@@ -746,3 +747,10 @@ class Store:
                 )
             ]
 
+    # -- pins (read) ----------------------------------------------------------------------
+    def pins(self, key: str) -> list[PinInfo]:
+        """The messages pinned in thread ``key`` (as stored: a pin of a round has one row per message), in id order."""
+        with self._session(write=False) as s:
+            conv = self._conv(s, key)
+            rows = s.scalars(select(MessagePin).where(MessagePin.conversation_id == conv.id).order_by(MessagePin.message_id)).all()
+            return [PinInfo(message_id=int(r.message_id), pinned_at=aware(r.pinned_at), pinned_by=r.pinned_by, reason=r.reason) for r in rows]

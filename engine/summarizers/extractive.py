@@ -33,7 +33,7 @@ from ..messages import META_PRUNED, Message
 from ..meter import default_meter
 from ..previews import replacement_preview
 from ..specifics import extract_identifiers
-from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim
+from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, instruction_terms
 
 HEADER = "[Extractive summary: copied from the compacted messages by fixed rules, not written by a language model.]"
 MODEL_NAME = "extractive"
@@ -84,7 +84,9 @@ _S_ACTIONS = "Actions done (tool calls)"
 _S_IDS = "Identifiers, paths and URLs seen"
 _S_CONCLUSIONS = "Latest assistant conclusions"
 _S_STATE = "Current state"
-_SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_REQUESTS, _S_TOOLS, _S_ACTIONS, _S_IDS, _S_CONCLUSIONS, _S_STATE)
+#: what the compaction's instructions named (``instruction_terms``), kept ahead of everything but the request
+_S_INSTRUCTED = "Kept as instructed"
+_SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_INSTRUCTED, _S_REQUESTS, _S_TOOLS, _S_ACTIONS, _S_IDS, _S_CONCLUSIONS, _S_STATE)
 
 # ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first.
 # Identifiers rank above tool-call lines: a call's line is mostly its arguments, and the ids a later
@@ -93,6 +95,10 @@ _SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_REQUESTS, _S_TOOLS, _S_AC
 # every other identifier. Older requests beyond a share of the budget (the newest first) come after them.
 _T_MANDATORY, _T_LATEST, _T_REQUESTS, _T_IDS, _T_PART_IDS, _T_REQUESTS_OLDER, _T_TOOLS, _T_PREVIOUS, _T_OLDER = range(9)
 _ID_TIERS = (_T_IDS, _T_PART_IDS)
+#: what the instructions named: right after the mandatory request, before every other tier
+_T_INSTRUCTED = 0.5
+#: lines of one message an instruction term keeps (each clipped)
+_INSTRUCTED_LINES = 3
 #: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
 PARTS_LABEL = " parts"
 #: the heading of the identifier section: the extractive summary's, and the identifier index
@@ -183,6 +189,7 @@ class ExtractiveSummarizer:
                 item = _Item(_S_CONCLUSIONS, (i, 0), (_T_LATEST if i == conclusions[-1] else _T_OLDER, age), f"- {_ref(m)}{_indent(m.content.strip())}", True)
                 # the latest: its head ahead of the identifiers, the whole of it when room is left
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
+        yield from _instructed(msgs, request)
         yield from _identifier_lines(groups, parts_of, n)
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
@@ -509,3 +516,33 @@ def _state_line(last: Message) -> str:
     else:
         step = f"the {last.role} message {_ref(last)}".rstrip()
     return f"- The task is still running. The last compacted step was {step}; newer steps follow verbatim."
+
+
+def _instructed(msgs: list[Message], request: SummaryRequest) -> Iterable[_Item]:
+    """Lines of the range that name what the instructions name (:func:`instruction_terms`, or a
+    tool the range called by its name), ranked right after the current request: a path, an id or
+    a tool's call and result head the operator asked to keep."""
+    terms = list(instruction_terms(request.instructions))
+    if request.instructions:
+        words = set(request.instructions.replace(",", " ").split())
+        terms += [c.name for m in msgs for c in m.tool_calls if c.name in words and c.name not in terms]
+    if not terms:
+        return
+    n = len(msgs)
+    names = {c.id: c.name for m in msgs for c in m.tool_calls}
+    for i, m in enumerate(msgs):
+        tool = m.name or names.get(m.tool_call_id or "") if m.role == "tool" else None
+        calls = [f"{c.name}({_key_arguments(c.arguments)}) [{c.id}]" for c in m.tool_calls]
+        lines = [ln.strip() for ln in (m.content or "").splitlines() if ln.strip()] + calls
+        hit: list[str] = []
+        for term in terms:
+            if tool == term or any(c.name == term for c in m.tool_calls):
+                hit.extend(lines[:1] if tool == term else [c for c in calls if c.startswith(term + "(")])
+            if term.startswith("#") and term[1:].isdigit() and m.id == int(term[1:]):
+                hit.extend(lines)
+            hit.extend(ln for ln in lines if term in ln)
+        hit = list(dict.fromkeys(hit))[:_INSTRUCTED_LINES]
+        if hit:
+            label = f"{tool} result" if tool else m.role
+            text = f"- {_ref(m)}{label}: " + "\n  ".join(_clip(h) for h in hit)
+            yield _Item(_S_INSTRUCTED, (i, 0), (_T_INSTRUCTED, n - i), text, truncatable=True)

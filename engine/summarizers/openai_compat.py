@@ -70,6 +70,11 @@ def render_prompt(request: SummaryRequest) -> tuple[str, str]:
             if request.current_request
             else ""
         ),
+        instructions_block=(
+            load_prompt("instructions").substitute(instructions=request.instructions.strip())
+            if request.instructions and request.instructions.strip()
+            else ""
+        ),
     )
     return load_prompt("system").template.strip(), user.strip()
 

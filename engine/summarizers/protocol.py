@@ -75,6 +75,10 @@ class SummaryRequest:
     #: extra tokens, beyond ``max_tokens``, that identifier lines alone may take (the identifier
     #: appendix of docs/compaction.md: the compactor gives the room up to 35 % of the target, ``IDENTIFIER_ROOM_SHARE``)
     identifier_tokens: int = 0
+    #: what the operator asked this compaction to keep (a manual compaction's ``--instructions`` or
+    #: the thread's standing ones): a language model reads them in its prompt, the extractive
+    #: summarizer keeps first what they name (:func:`instruction_terms`)
+    instructions: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -150,3 +154,21 @@ def validate_summary(
     if current_request and not contains_verbatim(result.text, current_request):
         return REJECT_MISSING_REQUEST
     return None
+
+
+_QUOTED = re.compile(r"`([^`\n]{2,200})`|\"([^\"\n]{2,200})\"|'([^'\n]{2,200})'")
+_PATHLIKE = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]*|[\w-]+\.[A-Za-z0-9]{1,8}|#\d+|[A-Za-z]+[_-][\w-]*\d[\w-]*)(?![\w/])")
+
+
+def instruction_terms(instructions: str | None) -> tuple[str, ...]:
+    """What instructions name, for a summarizer that cannot read them (the extractive one):
+    quoted terms (backquoted, "x", 'x'), paths and path prefixes (``src/``, ``a/b.py``), file names
+    (``notes.md``), message refs (``#12``) and ids (``call_7``, ``KB-1042``), in order, once each."""
+    if not instructions:
+        return ()
+    found: list[str] = []
+    for m in _QUOTED.finditer(instructions):
+        found.append(next(g for g in m.groups() if g))
+    for m in _PATHLIKE.finditer(instructions):
+        found.append(m.group(1).rstrip("."))
+    return tuple(dict.fromkeys(t for t in (f.strip() for f in found) if len(t) >= 2))

@@ -318,13 +318,52 @@ def partition(
     placed = bool(before) and (bool(after) or before[-1].id == b)
     nodes: list[Node] = []
     if before:
-        nodes += Builder(before, tokens, original_tokens, b, cut_before=cut_before, cut_after=cut_after and not placed).build(running=False)
+        nodes += _build_split(before, tokens, original_tokens, b, sources, cut_before=cut_before, cut_after=cut_after and not placed, running=False)
     if placed:
         assert boundary is not None
         nodes.append(boundary_node(boundary))
     if after:
-        nodes += Builder(after, tokens, original_tokens, b, cut_before=cut_before and not before, cut_after=cut_after).build(running=running)
+        nodes += _build_split(after, tokens, original_tokens, b, sources, cut_before=cut_before and not before, cut_after=cut_after, running=running)
     return place_sources(nodes, sources)
+
+
+def _build_split(
+    rows: Sequence[MessageRow],
+    tokens: Mapping[int, int],
+    original_tokens: Mapping[int, int],
+    boundary: int | None,
+    sources: Sequence[SourceCompaction],
+    *,
+    cut_before: bool,
+    cut_after: bool,
+    running: bool,
+) -> list[Node]:
+    """The units of ``rows``, split where the source compacted inside them: the source ran its
+    next requests from its summary, so what follows a compaction recorded in the middle of a turn
+    is a unit of its own ("Turn (continued)") after the compaction's row (:func:`place_sources`),
+    not part of the turn before it. The split depends only on the rows and the sources, so a
+    thread loaded page by page groups exactly as one loaded whole."""
+    cuts = sorted({sc.after_message_id for sc in sources if sc.after_message_id is not None and rows[0].id <= sc.after_message_id < rows[-1].id})
+    if not cuts:
+        return Builder(rows, tokens, original_tokens, boundary, cut_before=cut_before, cut_after=cut_after).build(running=running)
+    pieces: list[list[MessageRow]] = []
+    piece: list[MessageRow] = []
+    pending = iter(cuts)
+    cut = next(pending, None)
+    for row in rows:
+        while cut is not None and piece and row.id > cut:
+            pieces.append(piece)
+            piece = []
+            cut = next(pending, None)
+        while cut is not None and row.id > cut:  # several compactions after the same message: one split
+            cut = next(pending, None)
+        piece.append(row)
+    pieces.append(piece)
+    last = len(pieces) - 1
+    nodes: list[Node] = []
+    for i, part in enumerate(pieces):
+        nodes += Builder(part, tokens, original_tokens, boundary, cut_before=cut_before and i == 0, cut_after=cut_after and i == last).build(running=running and i == last)
+    return nodes
 
 
 # -- what a row says ---------------------------------------------------------------------------
