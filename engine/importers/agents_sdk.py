@@ -136,11 +136,12 @@ def parse(source: Source, *, final: bool = True, tables: Mapping[str, list[Mappi
         for r in tables[table]:
             by_session[str(r.get("session_id"))].append(r)
         for sid, rows in by_session.items():
-            sessions.append(_session(source, table if several else None, sid, rows, started.get(sid)))
+            sessions.append(_session(source, table if several else None, sid, rows, started.get(sid), final=final))
     return sessions
 
 
-def _session(source: Source, table: str | None, sid: str, rows: list[Mapping[str, Any]], started: str | None) -> ImportedSession:
+def _session(source: Source, table: str | None, sid: str, rows: list[Mapping[str, Any]], started: str | None, *,
+             final: bool = True) -> ImportedSession:
     b = SessionBuilder(FORMAT, source)
     reader = ItemReader(b)
     items: list[tuple[int, Any]] = []
@@ -167,5 +168,5 @@ def _session(source: Source, table: str | None, sid: str, rows: list[Mapping[str
         reader.item(item, f"r{rid}", ts=stamps.get(rid), line=None)
     reader.close()
     model = next((m.model for m in b.messages if m.model), None)
-    return b.build(final=True, source_session_id=f"{table}:{sid}" if table else sid, model=model,
+    return b.build(final=final, source_session_id=f"{table}:{sid}" if table else sid, model=model,
                    extra={"table": table or "agent_messages", "started": started, "rows": len(rows)})

@@ -1,4 +1,4 @@
-"""``anthropic``: an Anthropic Messages API request body (JSON object).
+"""``anthropic``: an Anthropic Messages API request body (JSON object), or a log of requests and responses.
 
 Shape handled::
 
@@ -20,6 +20,19 @@ as ``user`` messages between them; each assistant message becomes one ``assistan
 reasoning, calls). A top-level ``usage`` (a logged response) becomes one usage record on the last
 assistant message. Source keys are ``m<index>`` (a split user message: ``m<index>.<block>`` for
 each result, ``m<index>.t<block>`` for the text after it).
+
+**Logs** (:func:`parse_log`): logged exchanges ``{request, response}`` (each a body, or an HTTP
+record ``{method, url, headers, body}`` / ``{status_code, headers, body}`` whose body may be JSON text
+or a streamed Server-Sent Events body), one JSON object, a JSON array of them, or JSON Lines. The
+requests' messages are merged into one history by content (the client resends it, or only what
+follows a compaction block); each response is an assistant message. Server-side context management:
+a ``compaction`` block (``compact_20260112``) is a recorded compaction before the message it opens
+(its ``content`` the summary; ``encrypted_content`` only: no readable summary; neither: a *failed*
+compaction that replaced nothing), tokens before = the ``usage.iterations`` compaction step's input;
+each ``context_management.applied_edits`` entry (``clear_tool_uses_20250919``: cleared tool uses,
+``clear_thinking_20251015``: cleared thinking turns, with ``cleared_input_tokens``) is a ``prune``
+compaction of the oldest results / thinking turns (the API reports how many, not which), its trigger
+from the request's edit. The usage of the compaction step and of the message are two usage records.
 
 The block conversion here is shared with the ``claude-code`` parser.
 """
@@ -46,6 +59,9 @@ from .model import (
 )
 
 FORMAT = "anthropic"
+#: request/response logs live where the program that logged them put them: no default location
+#: (discovery finds them in folders the user adds, by content)
+DEFAULT_LOCATIONS: tuple[str, ...] = ()
 CONTENT_BLOCKS = NameSet({"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
                           "compaction"})
 

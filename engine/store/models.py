@@ -256,6 +256,9 @@ class ToolOffloadRow(Base):
     preview_tokens: Mapped[int] = mapped_column(Integer, nullable=False)
     generation: Mapped[int] = mapped_column(BigInteger, nullable=False)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), nullable=False, default=utcnow)
+    #: the generation of the revert that brought this result back verbatim (NULL: the preview shows);
+    #: a redo clears it. The row is never deleted (migration 0005)
+    reverted_generation: Mapped[int | None] = mapped_column(BigInteger)
 
 
 class CompactionEventRow(Base):

@@ -133,7 +133,7 @@ def _counted_statement(text: bool) -> Select[Any]:
     offloads = ToolOffloadRow.__table__
     counted = and_(
         MessageRow.tokens_key == bindparam("key"), MessageRow.tokens.isnot(None),
-        ~select(offloads.c.message_id).where(offloads.c.message_id == MessageRow.id).exists(),
+        ~select(offloads.c.message_id).where(offloads.c.message_id == MessageRow.id, offloads.c.reverted_generation.is_(None)).exists(),
     )
     calls, meta = (type_coerce(MessageRow.tool_calls, Text), type_coerce(MessageRow.meta, Text)) if text else (MessageRow.tool_calls, MessageRow.meta)
     return select(MessageRow.id, MessageRow.role, calls, MessageRow.tool_call_id, meta, case((counted, MessageRow.tokens), else_=None)).where(
@@ -202,7 +202,9 @@ _USER_MESSAGES_BEFORE = (
 _ACTIVE_RUNS = select(Run.status).where(Run.conversation_id == bindparam("cid"), Run.status.in_(ACTIVE_RUN_STATUSES))
 _QUEUED = select(QueuedRequest.id).where(QueuedRequest.conversation_id == bindparam("cid"), QueuedRequest.status == "queued").limit(1)
 _OFFLOADS = ToolOffloadRow.__table__
-_OFFLOADS_AFTER = select(_OFFLOADS).where(_OFFLOADS.c.conversation_id == bindparam("cid"), _OFFLOADS.c.message_id > bindparam("after"))
+_OFFLOADS_AFTER = select(_OFFLOADS).where(
+    _OFFLOADS.c.conversation_id == bindparam("cid"), _OFFLOADS.c.message_id > bindparam("after"), _OFFLOADS.c.reverted_generation.is_(None)
+)
 _REQUESTS = ModelRequestRow.__table__
 _LAST_COMPLETED = (
     select(_REQUESTS).where(_REQUESTS.c.conversation_id == bindparam("cid"), _REQUESTS.c.outcome == "ok").order_by(_REQUESTS.c.id.desc()).limit(1)
@@ -375,7 +377,7 @@ class ConversationReader:
         return _last_user_message(self.session.execute, self.conv.id, batch)
 
     def offloads(self) -> dict[int, Offload]:
-        rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id))
+        rows = self.session.scalars(select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id, ToolOffloadRow.reverted_generation.is_(None)))
         return {r.message_id: offload_record(r) for r in rows}
 
     def call_ledger(self) -> CallLedger:
@@ -419,7 +421,7 @@ class ConversationReader:
 
     def offloads_after(self, boundary: int | None) -> dict[int, Offload]:
         """Offload records of the messages after ``boundary`` (those behind it are not on the surface)."""
-        q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id)
+        q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == self.conv.id, ToolOffloadRow.reverted_generation.is_(None))
         if boundary is not None:
             q = q.where(ToolOffloadRow.message_id > boundary)
         return {r.message_id: offload_record(r) for r in self.session.scalars(q)}
