@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import time
+from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -620,3 +621,57 @@ def test_extractive_latest_conclusion_keeps_its_head_ahead_of_identifiers() -> N
     assert len(_listed(small)) > 25  # the rest of the answer gave way to identifiers
     roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=6000)).text
     assert answer in roomy and len(_listed(roomy)) == 120
+
+
+def test_api_key_never_leaks_into_the_config_file_the_keyring_fallback_or_the_export(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The secrets probe, extended (issue #28): a key given to the settings where no keyring backend
+    exists is kept in memory (the fallback), never in the settings file; a model that echoes it in
+    a 401 gets it masked in the rejection event; the events, the export and the database never hold it."""
+    import re
+
+    import keyring
+    from keyring.backends import fail
+
+    from engine import config
+    from engine.service import open_service
+    from tests.engine.conftest import POLICY, finished_turns, new_thread
+
+    secret = "sk-test-SECRET-probe-7731"
+
+    def model(req: Any) -> Reply:
+        if req.index == 0:  # the first call: a 401 that echoes the key
+            return http_error(401, f"Incorrect API key provided: {secret}")
+        found = re.search(r"<current_request>\n(.*?)\n</current_request>", req.body["messages"][-1]["content"], re.S)
+        return Reply(f"The agent answered the questions. {'Kept. ' * 4}\n\nCurrent user request:\n{found.group(1) if found else ''}")
+
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path / "config"))
+    monkeypatch.delenv(config.ENV_API_KEY, raising=False)
+    before = keyring.get_keyring()
+    keyring.set_keyring(fail.Keyring())
+    try:
+        with ProviderSimulator(context_window=1_000_000, fallback=model) as sim:
+            settings = config.Settings()
+            settings.set_many({"summarizer.kind": "openai", "summarizer.base_url": sim.base_url, "summarizer.model": "m"})
+            _, said = settings.set(config.API_KEY, secret)
+            assert "this session only" in said and secret not in said
+            assert settings.get(config.API_KEY).source == "session" and secret not in settings.get(config.API_KEY).shown()
+            svc = open_service(f"sqlite:///{tmp_path / 'probe.db'}", workdir=tmp_path / "wd", create=True)
+            try:
+                svc.set_policy(POLICY)
+                key = new_thread(svc, "t")
+                finished_turns(svc, key, 12)
+                with pytest.raises(Exception):
+                    svc.compact(key)  # the 401 echoing the key: rejected
+                rejected = [e for e in svc.events(key) if e.kind == "summary_rejected"][-1].data
+                assert "***" in rejected["error_message"]
+                assert svc.compact(key).status == "completed"
+                assert all(r.headers.get("authorization") == f"Bearer {secret}" for r in sim.requests)  # the fallback's key was used
+                exported = svc.export_history(key, "md") + svc.export_history(key, "json")
+                events = json.dumps([e.data for e in svc.events(key)])
+            finally:
+                svc.close()
+        assert secret not in exported and secret not in events and secret not in repr(svc.summarizer)
+    finally:
+        keyring.set_keyring(before)
+    on_disk = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
+    assert on_disk == []  # settings file, database (and its WAL), Workdir: the fallback is memory only
