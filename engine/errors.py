@@ -100,6 +100,16 @@ class Cancelled(EngineError):
         super().__init__(message, code=code)
 
 
+class NotRevertible(EngineError):
+    """A revert (or redo) cannot be made; nothing was written. ``code`` says why:
+    ``nothing_to_revert`` (the thread has no compaction of ours), ``source_compaction`` (the last
+    compaction on the thread is one its source recorded: the source's own history, never ours to
+    undo), ``original_missing`` (a pruned result's original is not in the Workdir, or its SHA-256
+    no longer matches: it cannot come back verbatim)."""
+
+    code = "not_revertible"
+
+
 class CompareAndSwapConflict(EngineError):
     """The boundary moved underneath us: another writer compacted first. Nothing was written."""
 

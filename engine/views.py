@@ -340,6 +340,52 @@ class ManualResult:
 
 
 @dataclass(frozen=True, slots=True)
+class RevertResult:
+    """Result of ``compaction revert`` (``Service.revert``): a revert or, of a revert, a redo."""
+
+    action: Literal["revert", "redo"]
+    thread: str
+    generation_before: int
+    generation_after: int
+    boundary_before: int | None
+    boundary_after: int | None
+    #: the compaction history rows undone (revert) or applied again (redo)
+    history_ids: tuple[int, ...]
+    #: tool results shown verbatim again (revert) or as their previews again (redo)
+    results: tuple[int, ...]
+    tokens_before: int
+    tokens_after: int
+    operator: str
+    audit_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class RevertTarget:
+    """What ``Revert`` on a thread would do now (the summary card's button): ``action`` is
+    ``revert``, ``redo`` or ``None`` with ``why`` in words (``code`` the error it would raise)."""
+
+    action: Literal["revert", "redo"] | None
+    history_ids: tuple[int, ...] = ()
+    code: str | None = None
+    why: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEntry:
+    """One operator action (``audit_log``): who, when, why, and the state before and after."""
+
+    id: int
+    thread: str | None
+    action: str
+    operator: str
+    display_name: str | None
+    reason: str | None
+    at: datetime
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+
+
+@dataclass(frozen=True, slots=True)
 class ReplayStep:
     """One step of an overflow-recovery episode, read back from recorded events."""
 

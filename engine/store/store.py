@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -32,6 +32,7 @@ from ..views import (
 )
 from . import db
 from .door import Locked, os_operator, session_operator
+from .access import read_only_words, role_can_write
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -77,7 +78,9 @@ def _page_statement(text: bool, after: bool, before: bool, backward: bool) -> An
     offload's SHA-256 of each message."""
     cid = select(Conversation.id).where(Conversation.thread_key == bindparam("key")).scalar_subquery()
     columns = (*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS), MessageRow.conversation_id, MessageRow.created_at, ToolOffloadRow.sha256)
-    q = select(*columns).outerjoin(ToolOffloadRow, ToolOffloadRow.message_id == MessageRow.id).where(MessageRow.conversation_id == cid)
+    q = select(*columns).outerjoin(
+        ToolOffloadRow, and_(ToolOffloadRow.message_id == MessageRow.id, ToolOffloadRow.reverted_generation.is_(None))
+    ).where(MessageRow.conversation_id == cid)
     if after:
         q = q.where(MessageRow.id > bindparam("after"))
     if before:
@@ -120,7 +123,7 @@ class Store:
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
-    def open(cls, url_or_path: str, *, create: bool = False) -> "Store":
+    def open(cls, url_or_path: str, *, create: bool = False, read_only: bool = False) -> "Store":
         """Open a session database. ``create=True`` creates or upgrades the schema first.
 
         Raises a :class:`db.StoreError` subclass with a one-line message for a bad URL, an
@@ -132,7 +135,8 @@ class Store:
         if create:
             db.migrate(url.render_as_string(hide_password=False))
         db.ensure_sqlite_file(url, create=False)
-        read_only = db.sqlite_read_only(url)
+        forced = read_only  # ``--read-only``: SQLite opened ``mode=ro``, every write refused (issue 23)
+        read_only = db.sqlite_read_only(url) or forced
         engine = db.create_db_engine(url, read_only=read_only)
         try:
             info = db.check_schema(engine, url)
@@ -147,6 +151,9 @@ class Store:
             raise info.problem(url)  # type: ignore[misc]
         store = cls(engine, url, info)
         store.read_only = read_only
+        store.read_only_reason = "forced" if forced else ("file" if read_only else None)
+        if not read_only and not store.is_sqlite and not role_can_write(engine):
+            store.read_only, store.read_only_reason = True, "role"  # a viewer role: read-only, no raw permission error
         return store
 
     @classmethod
@@ -161,6 +168,9 @@ class Store:
 
     #: opened read-only (a SQLite file or directory without write permission): every write raises ``read_only``
     read_only = False
+    #: why: ``file`` (no write permission), ``forced`` (``--read-only``), ``role`` (the database role
+    #: cannot write: ``engine.store.access.role_can_write``); None when writable
+    read_only_reason: str | None = None
 
     @property
     def writable(self) -> bool:
@@ -188,6 +198,8 @@ class Store:
 
     def _check_writable(self) -> None:
         if self.read_only:
+            if self.read_only_reason in ("role", "forced"):
+                raise ReadOnlyDatabase(f"{self.display_url}: {read_only_words(self.read_only_reason)}; nothing was written")
             raise ReadOnlyDatabase(f"{self.display_url} is read-only (no write permission); nothing was written")
         problem = self.schema.problem(self.url)
         if problem is not None:
@@ -723,7 +735,7 @@ class Store:
     def offloads(self, key: str, message_ids: Sequence[int] | None = None) -> dict[int, Offload]:
         with self._session(write=False) as s:
             conv = self._conv(s, key)
-            q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == conv.id)
+            q = select(ToolOffloadRow).where(ToolOffloadRow.conversation_id == conv.id, ToolOffloadRow.reverted_generation.is_(None))
             if message_ids is not None:
                 if not message_ids:
                     return {}
