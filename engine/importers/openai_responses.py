@@ -227,6 +227,22 @@ def _items_like(items: list) -> bool:
                for i in typed for p in (i.get("content") if isinstance(i.get("content"), list) else ()))
 
 
+def _compaction_trigger(b: SessionBuilder, body: Mapping[str, Any]) -> None:
+    """Why the compaction items of this body were made: a ``/responses/compact`` result
+    (``object: "response.compaction"``) was asked for (trigger ``manual``, tokens before = its
+    ``usage.input_tokens``); a create request's ``context_management`` compaction fires at its
+    ``compact_threshold`` (trigger ``compact_threshold ≥ N``, else ``auto``)."""
+    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+    cm = [e for e in as_list(body.get("context_management")) if isinstance(e, Mapping) and e.get("type") == "compaction"]
+    for draft in b.compaction_drafts:
+        if body.get("object") == "response.compaction":
+            draft.update(trigger="manual", tokens_before=as_int(usage.get("input_tokens")),
+                         details={**draft.get("details", {}), "endpoint": "/responses/compact"})
+        elif cm:
+            threshold = as_int(cm[0].get("compact_threshold"))
+            draft.update(trigger=f"compact_threshold ≥ {threshold:,}" if threshold is not None else "auto")
+
+
 def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     data = source.load_json(FORMAT)
     if not looks_like(data):
@@ -244,6 +260,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     reader.close()
     for i, item in enumerate(as_list(body.get("output"))):
         reader.item(item, f"output.{i}", model=model, response_id=rid)
+    _compaction_trigger(b, body)
     if isinstance(body.get("usage"), Mapping) and b.messages:
         rec = usage_record(body["usage"], len(b.messages) - 1, model=model, response_id=rid)
         if rec:
