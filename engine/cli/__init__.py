@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .. import figures
 from ..errors import CannotCompact, EngineError, ThreadBusy
-from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, whatif_cmd
+from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
 from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
@@ -168,7 +168,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     with _service(args) as svc:
         try:
-            r = svc.compact(args.thread)
+            r = svc.compact(args.thread, instructions=getattr(args, "instructions", None), reason=getattr(args, "reason", None))
         except CannotCompact as exc:
             if exc.code == "summary_rejected":
                 explain_rejection(svc, args.thread, exc)
@@ -185,6 +185,7 @@ def cmd_compact(args: argparse.Namespace) -> int:
         "summarizer_calls": r.summarizer_calls,
         "still_over_threshold": getattr(r, "still_over_threshold", False),
         "note": getattr(r, "note", None),
+        "instructions": getattr(args, "instructions", None),
     }
     if args.json:
         emit_json(data)
@@ -325,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compact", help="compact an idle thread now (manual compaction)")
     _db_arg(c)
     c.add_argument("--thread", required=True)
+    c.add_argument("--instructions", help="what the summary must keep (paths, ids, tools…); default: the thread's standing instructions")
+    c.add_argument("--reason", help="why (recorded in the audit log)")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compact)
 
@@ -347,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_commands() -> list[Callable[[Any], None]]:
-    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser]
+    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser, steer_cmd.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
