@@ -148,3 +148,17 @@ def test_import_reimport_and_a_grown_log(url: str, tmp_path: Path):
         assert (st.basis, st.source_compact_count) == ("source", 3)
         # the failed compaction replaced nothing: the source's boundary is the one before it
         assert "(#1): its summary" in (st.source_detail or "")
+
+
+def test_the_timeline_says_what_the_api_did(tmp_path: Path):
+    from inspector_app.timeline.pages import source_headline
+
+    with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
+        svc.import_file(LOG)
+        heads = [source_headline(sc) for sc in svc.source_compactions("anthropic:compaction-log")]
+    assert heads == [
+        "Anthropic cleared 1 tool result(s) here · 34,100 tokens before · trigger input_tokens ≥ 30,000 · recorded by the source",
+        "Anthropic compacted here · 64,350 tokens before · trigger input_tokens ≥ 60,000 · recorded by the source",
+        "Anthropic tried to compact here: failed, no summary (ignored) · 3,300 tokens before · trigger input_tokens ≥ 60,000"
+        " · recorded by the source",
+    ]
