@@ -132,7 +132,9 @@ def open_service(
         url = default_database_url()
     elif not isinstance(url, str) or not url.strip():
         raise InvalidDatabaseURL("empty database URL: name a SQLite file or a postgresql:// URL (omit it for the default database)")
-    store = Store.open(url, create=create, read_only=read_only)
+    # ``--read-only`` of the CLI and the inspector: COMPACTION_READ_ONLY=1 forces it on any database
+    read_only = read_only or os.environ.get("COMPACTION_READ_ONLY", "") == "1"
+    store = Store.open(url, create=create and not read_only, read_only=read_only)
     try:
         if create and policies is None:
             _apply_default_policy(store)

@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator, Sequence
 from .. import figures
 from ..errors import CannotCompact, EngineError, ThreadBusy
 from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
+from . import revert_cmd  # issue 23: revert, audit
 from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
@@ -302,6 +303,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="compaction", description="Context compaction for LLM-agent conversations.")
+    p.add_argument("--read-only", action="store_true", help="open the database read-only (SQLite mode=ro); every write is refused")
     sub = p.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
 
@@ -350,12 +352,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_commands() -> list[Callable[[Any], None]]:
-    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser, steer_cmd.add_parser]
+    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser, steer_cmd.add_parser, revert_cmd.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "read_only", False):  # every command's store opens read-only (engine.service.open_service)
+        import os
+
+        os.environ["COMPACTION_READ_ONLY"] = "1"
     want_json = bool(getattr(args, "json", False))
     secrets = url_secrets(getattr(args, "db", None))
     try:
