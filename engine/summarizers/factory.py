@@ -79,12 +79,14 @@ def make_summarizer(settings: Settings | None = None) -> Summarizer:
     if s.kind != "openai":
         return ExtractiveSummarizer()
     if not (s.base_url and s.model):
+        names = {"summarizer.base_url": ENV_BASE_URL, "summarizer.model": ENV_MODEL}
         missing = [n for n, v in (("summarizer.base_url", s.base_url), ("summarizer.model", s.model)) if not v]
-        said = " and ".join(f"{n} ({s.sources[n].where()})" for n in ("summarizer.base_url", "summarizer.model") if n not in missing)
+        said = " and ".join(f"{n} ({s.sources[n].where()})" for n in names if n not in missing)
+        which = " and ".join(f"{n} (or {names[n]})" for n in missing)
         raise SummarizerError(
-            f"the OpenAI-compatible summarizer needs a base URL and a model: {' and '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} not set{f' ({said} is)' if said else ''}; "
-            "set it in Preferences or with `compaction config set`, or choose the extractive summarizer", "config")
+            f"the OpenAI-compatible summarizer needs a base URL and a model: {which} "
+            f"{'is' if len(missing) == 1 else 'are'} not set{f', {said} is' if said else ''}; set "
+            f"{'it' if len(missing) == 1 else 'them'} in Preferences or with `compaction config set`, or use the extractive summarizer", "config")
     return OpenAICompatSummarizer(s.base_url, s.model, api_key=s.api_key, timeout=s.timeout)
 
 

@@ -144,7 +144,7 @@ def test_an_environment_variable_wins_and_is_shown_as_winning(cfg: Path, monkeyp
 def test_the_extractive_summarizer_by_default_and_a_half_configured_endpoint_says_what_is_missing(cfg: Path) -> None:
     assert isinstance(make_summarizer(), ExtractiveSummarizer)
     Settings().set_many({"summarizer.kind": "openai", "summarizer.base_url": "http://127.0.0.1:9/v1"})
-    with pytest.raises(SummarizerError, match=r"summarizer.model is not set \(summarizer.base_url \(settings file\) is\)"):
+    with pytest.raises(SummarizerError, match=r"summarizer.model \(or COMPACTION_SUMMARY_MODEL\) is not set, summarizer.base_url \(settings file\) is"):
         make_summarizer()
 
 
