@@ -6,7 +6,8 @@ as ``DEFAULT_LOCATIONS``: glob patterns relative to the home directory (``**`` f
 Claude Code ``.claude/projects/*/*.jsonl``, Codex ``.codex/sessions/**/rollout-*.jsonl``. A pattern
 may match files or folders (a session kept as a folder: OpenHands V1's conversation directory). An
 optional ``DISCOVERY_SKIP`` (name or path globs) leaves out what is read with another session (a
-Claude Code sub-agent's ``agent-*.jsonl``). The constants are collected with ``getattr`` from every
+Claude Code sub-agent's ``agent-*.jsonl``), and an optional ``discovery_parent(path)`` names that
+session, so that following imports it when the sub-agent's file grows. The constants are collected with ``getattr`` from every
 module of :mod:`engine.importers`, so a format added later is discovered without a change here.
 Besides those, any folder the user adds is searched (depth-first, a folder that is a session not
 entered) and each file or folder whose content :func:`engine.importers.detect_format` recognizes is
@@ -74,6 +75,18 @@ class Location:
     pattern: str
     base: Path
     skip: tuple[str, ...] = ()
+    #: the importer's ``discovery_parent(path)``: the session a skipped file is read with (a sub-agent's)
+    parent: Callable[[Path], "Path | None"] | None = None
+
+    def parent_of(self, path: Path) -> Path | None:
+        """The session ``path`` is read with, when the importer says (and it is one of this location's)."""
+        if self.parent is None or not (self.root == path or self.root in path.parents):
+            return None
+        try:
+            found = self.parent(path)
+        except Exception:  # noqa: BLE001: a file that says nothing useful is no session's
+            return None
+        return found if found is not None and found.exists() and self.matches(found) else None
 
     @property
     def root(self) -> Path:
@@ -162,9 +175,11 @@ def default_locations(home: str | os.PathLike[str] | None = None) -> list[Locati
             patterns = (patterns,)
         tool = getattr(mod, "FORMAT", None) or mod.__name__.rsplit(".", 1)[-1].replace("_", "-")
         skip = tuple(getattr(mod, "DISCOVERY_SKIP", ()) or ())
+        parent = getattr(mod, "discovery_parent", None)
         for pattern in patterns:
             if isinstance(pattern, str) and pattern.strip():
-                out.append(Location(str(tool), pattern.strip().lstrip("/").removeprefix("~/"), base, skip))
+                out.append(Location(str(tool), pattern.strip().lstrip("/").removeprefix("~/"), base, skip,
+                                    parent if callable(parent) else None))
     return out
 
 
@@ -410,6 +425,9 @@ def session_for(path: Path, locations: Sequence[Location]) -> tuple[Path, str | 
                 break
             if loc.matches(parent):
                 return parent, loc.tool
+        main = loc.parent_of(path)  # a sub-agent's file: its main session
+        if main is not None:
+            return main, loc.tool
     return None
 
 
@@ -547,6 +565,8 @@ class SessionFollower:
                     return True
                 continue
             if loc.matches(path) or any(loc.matches(a) for a in path.parents if loc.base in a.parents):
+                return True
+            if loc.parent is not None and loc.parent_of(path) is not None:
                 return True
             if loc.root == path or loc.root in path.parents:  # a new folder on the way (a new project, a new day)
                 try:

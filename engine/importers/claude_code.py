@@ -62,6 +62,23 @@ FORMAT = "claude-code"
 DEFAULT_LOCATIONS = (".claude/projects/*/*.jsonl",)
 #: read with their main session (its sub-agents), not listed on their own
 DISCOVERY_SKIP = ("agent-*.jsonl", "*/subagents/*")
+
+
+def discovery_parent(path: Path) -> Path | None:
+    """The main session file a sub-agent file is read with (engine.discovery's follow all imports
+    that one when the sub-agent's file changes): ``<session>/subagents/*.jsonl`` → ``<session>.jsonl``;
+    a sibling ``agent-*.jsonl`` → the ``sessionId`` its first entry names."""
+    if path.parent.name == "subagents":
+        return path.parent.parent.with_name(path.parent.parent.name + ".jsonl")
+    if path.name.startswith("agent-") and path.suffix == ".jsonl":
+        try:
+            with path.open("rb") as fh:
+                first = json.loads(fh.readline() or b"null")
+        except (OSError, ValueError):
+            return None
+        sid = first.get("sessionId") if isinstance(first, dict) else None
+        return path.with_name(f"{sid}.jsonl") if isinstance(sid, str) and sid and "/" not in sid else None
+    return None
 ENTRY_TYPES = NameSet({"user", "assistant", "system"})
 BOOKKEEPING = NameSet({"file-history-snapshot", "queue-operation", "attachment", "progress", "summary",
                          "custom-title"})

@@ -109,8 +109,10 @@ def test_session_for_names_the_session_a_changed_file_belongs_to(home: Path) -> 
     assert session_for(paths["claude"], locs) == (paths["claude"], "claude-code")
     event = next((paths["openhands"] / "events").iterdir())
     assert session_for(event, locs) == (paths["openhands"], "openhands")  # a file of a session folder: the folder
-    assert session_for(paths["claude"].parent / CLAUDE_ID / "subagents/agent-a1b2c3d4.jsonl", locs) is None
-    assert session_for(paths["claude"].parent / "agent-9f8e7d6c.jsonl", locs) is None
+    # a sub-agent's file is read with its main session: that one is imported when it grows
+    assert session_for(paths["claude"].parent / CLAUDE_ID / "subagents/agent-a1b2c3d4.jsonl", locs) == (paths["claude"], "claude-code")
+    assert session_for(paths["claude"].parent / "agent-9f8e7d6c.jsonl", locs) == (paths["claude"], "claude-code")
+    assert session_for(paths["claude"].parent / "agent-0ther000.jsonl", locs) is None  # its session is not here
     assert session_for(home / ".claude/settings.json", locs) is None
 
 
@@ -185,6 +187,12 @@ def test_follow_all_imports_a_new_session_and_an_appended_line_within_two_second
         appended_s = time.monotonic() - t0
         assert key in reported
         print(f"follow all: new session {new_file_s:.2f} s, appended line {appended_s:.2f} s")
+        # a sub-agent of it writes its own file: the main session is read again, the sub-agent comes with it
+        sub = project / sid / "subagents/agent-5ub0.jsonl"
+        sub.parent.mkdir(parents=True)
+        line = json.loads(_claude_line(sid, "s1", None, "user", "Sub-agent: find the callers"))
+        sub.write_text(json.dumps({**line, "isSidechain": True, "agentId": "5ub0"}) + "\n")
+        _wait(lambda: _texts(svc, f"{key}/5ub0") == ["Sub-agent: find the callers"], FOLLOW_BOUND_S)
         assert new_file_s < FOLLOW_BOUND_S and appended_s < FOLLOW_BOUND_S
 
         # rewritten: truncated, then written again whole with one more line; the follower goes on
