@@ -38,7 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--follow-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this long
     p.add_argument("--poll", type=float, default=0.5, help="--follow: seconds between checks of the file (0.05 to 5)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("files", nargs="+", metavar="FILE", help="session files or directories (OpenHands V1)")
+    p.add_argument("files", nargs="+", metavar="FILE", help="session files or directories (OpenHands V1; a Cline / Roo Code / Kilo Code task folder; opencode's storage folder or one of its session files)")
     p.set_defaults(run=run)
 
 

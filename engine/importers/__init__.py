@@ -19,6 +19,7 @@ from typing import Any, Callable
 from . import anthropic, claude_code, codex, openai_chat, openai_responses, openhands, swe_agent
 from . import aider, gemini_cli, openhands_eval
 from . import agents_sdk
+from . import cline, opencode
 from ._common import Source, as_source
 from .jsonl import JsonlEntry, JsonlFollower, iter_new_entries
 from .model import (
@@ -61,6 +62,8 @@ FORMATS: dict[str, Parser] = {
     aider.FORMAT: aider.parse,
     gemini_cli.FORMAT: gemini_cli.parse,
     agents_sdk.FORMAT: agents_sdk.parse,
+    cline.FORMAT: cline.parse,
+    opencode.FORMAT: opencode.parse,
 }
 #: the formats kept in another tool's SQLite database: recognized from the file's first bytes, read
 #: (read-only) by the caller that may speak SQL (``engine.importing`` through ``engine.store.foreign``),
@@ -109,6 +112,8 @@ def _sniff_jsonl(lines: list[str]) -> str | None:
 
 
 def _sniff_json(data: Any) -> str | None:
+    if cline.looks_like(data):  # before anthropic: an api history is Anthropic messages with ts
+        return cline.FORMAT
     if anthropic.looks_like_log(data):  # logged request/response pairs
         return anthropic.FORMAT
     if openhands_eval.looks_like_document(data):
@@ -138,11 +143,19 @@ def detect_format(path_or_text: str | Path) -> str | None:
     if src.path is not None:
         p = src.path.expanduser()
         if p.is_dir():
+            if cline.looks_like_path(p):  # a task folder (files of JSON, not one file)
+                return cline.FORMAT
+            if opencode.looks_like_path(p):  # the storage folder, or a session's message folder
+                return opencode.FORMAT
             return openhands.FORMAT if openhands.looks_like_v1(p) else None
         if p.name == "base_state.json" and openhands.looks_like_v1(p.parent):
             return openhands.FORMAT
         if not p.is_file():
             return None
+        if cline.looks_like_path(p):  # a file of a task folder: the folder is the session
+            return cline.FORMAT
+        if opencode.looks_like_path(p):  # a session / message / part file of opencode's storage
+            return opencode.FORMAT
         try:
             with p.open("rb") as fh:
                 first = fh.read(agents_sdk.SNIFF_BYTES)
