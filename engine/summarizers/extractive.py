@@ -219,7 +219,7 @@ class ExtractiveSummarizer:
         """Items of a previous extractive summary, placed before (and ranked below) the new material.
         Its identifier lines lose the identifiers shown ``elsewhere`` (new lines, the request, the
         retained tail)."""
-        tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS}
+        tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS, _S_INSTRUCTED: _T_INSTRUCTED}
         section: str | None = None
         blocks: list[tuple[str, list[str]]] = []
         for line in body.strip().splitlines():
@@ -252,7 +252,7 @@ class ExtractiveSummarizer:
                     yield _id_item((-1, k), (_T_PART_IDS if prefix.endswith(PARTS_LABEL + ": ") else _T_IDS, age), prefix, parts)
                 continue
             yield self._request_item(_Item(sec, (-1, k), (tiers[sec], age), text, truncatable=True)) if sec == _S_REQUESTS else _Item(
-                sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS)
+                sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS, _S_INSTRUCTED)
             )
 
     # -- budget ----------------------------------------------------------------------------------
@@ -540,9 +540,19 @@ def _instructed(msgs: list[Message], request: SummaryRequest) -> Iterable[_Item]
                 hit.extend(lines[:1] if tool == term else [c for c in calls if c.startswith(term + "(")])
             if term.startswith("#") and term[1:].isdigit() and m.id == int(term[1:]):
                 hit.extend(lines)
-            hit.extend(ln for ln in lines if term in ln)
+            hit.extend(_around(ln, term) for ln in lines if term in ln)
         hit = list(dict.fromkeys(hit))[:_INSTRUCTED_LINES]
         if hit:
             label = f"{tool} result" if tool else m.role
             text = f"- {_ref(m)}{label}: " + "\n  ".join(_clip(h) for h in hit)
             yield _Item(_S_INSTRUCTED, (i, 0), (_T_INSTRUCTED, n - i), text, truncatable=True)
+
+
+def _around(line: str, term: str) -> str:
+    """``line`` when it is short, else the part of it around ``term`` (what a clip keeps)."""
+    line = " ".join(line.split())
+    if len(line) <= _ARG_VALUE_CHARS:
+        return line
+    at = line.find(term)
+    start = max(0, at - (_ARG_VALUE_CHARS - len(term)) // 2)
+    return ("…" if start else "") + line[start:start + _ARG_VALUE_CHARS - 2]

@@ -5,6 +5,8 @@ and unpin writes one audit row with the operator. On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from engine.compactor import RunState
@@ -22,7 +24,12 @@ MARK = "PINNED-RESULT kb://tickets/T-9917 owner=alice@example.com"
 def audit_rows(svc, key):
     from sqlalchemy import text  # the test reads the table itself: the reading side is another helper's
     with svc.store.engine.connect() as c:
-        return [dict(r._mapping) for r in c.execute(text("SELECT * FROM audit_log WHERE thread_key = :k ORDER BY id"), {"k": key})]
+        rows = [dict(r._mapping) for r in c.execute(text("SELECT * FROM audit_log WHERE thread_key = :k ORDER BY id"), {"k": key})]
+    for r in rows:  # SQLite hands JSON back as text
+        for k in ("before", "after"):
+            if isinstance(r[k], str):
+                r[k] = json.loads(r[k])
+    return rows
 
 
 def pinned_thread(svc, key):
