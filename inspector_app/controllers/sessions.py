@@ -121,6 +121,7 @@ class SessionsController:
             dialog.importRequested.connect(self.import_selected)
             dialog.followToggled.connect(lambda on: self.tasks.spawn(self.set_following(on), "follow all"))
             dialog.addFolderRequested.connect(self.ask_folder)
+            dialog.removeFolderRequested.connect(lambda f: self.tasks.spawn(self.remove_folder(f), "remove a folder"))
             dialog.refreshRequested.connect(lambda: self.tasks.spawn(self.refresh(), "list the sessions on this machine"))
             dialog.openThread.connect(lambda key: self.tasks.spawn(self._reload_threads(key), "open thread"))
             dialog.finished.connect(lambda _r: setattr(self, "dialog", None))
@@ -179,6 +180,15 @@ class SessionsController:
             self._settings.setValue(KEY_FOLDERS, [*folders, folder])
             self._settings.sync()
         if self.follower is not None:  # the follower watches it too
+            await self._restart_follower()
+        return await self.refresh()
+
+    async def remove_folder(self, path: str) -> list[Any]:
+        """Stop looking in (and following) a folder the user added, then list again."""
+        folders = [f for f in self.folders if f != path]
+        self._settings.setValue(KEY_FOLDERS, folders)
+        self._settings.sync()
+        if self.follower is not None:
             await self._restart_follower()
         return await self.refresh()
 

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QMenu,
     QProgressBar,
     QPushButton,
     QTreeWidget,
@@ -69,12 +70,13 @@ class _Row(QTreeWidgetItem):
 
 class SessionsDialog(QDialog):
     """Non-modal. Emits :attr:`importRequested` (the chosen paths), :attr:`followToggled`,
-    :attr:`addFolderRequested`, :attr:`refreshRequested` and :attr:`openThread` (a double-click on
+    :attr:`addFolderRequested`, :attr:`removeFolderRequested` (the folder), :attr:`refreshRequested` and :attr:`openThread` (a double-click on
     an imported session)."""
 
     importRequested = Signal(list)
     followToggled = Signal(bool)
     addFolderRequested = Signal()
+    removeFolderRequested = Signal(str)
     refreshRequested = Signal()
     openThread = Signal(str)
 
@@ -126,13 +128,20 @@ class SessionsDialog(QDialog):
         self.add_button.setObjectName("addSessionsFolder")
         self.add_button.setToolTip("Also look in a folder of your own (searched by content, remembered)")
         self.add_button.clicked.connect(self.addFolderRequested.emit)
+        self.remove_button = QPushButton("Remove folder")
+        self.remove_button.setObjectName("removeSessionsFolder")
+        self.remove_button.setToolTip("Stop looking in a folder you added")
+        self.remove_menu = QMenu(self.remove_button)
+        self.remove_menu.setObjectName("removeSessionsFolderMenu")
+        self.remove_button.setMenu(self.remove_menu)
+        self.remove_button.hide()  # until a folder was added
         self.refresh_button = QPushButton("Refresh")
         self.refresh_button.setObjectName("refreshSessions")
         self.refresh_button.clicked.connect(self.refreshRequested.emit)
         close = QPushButton("Close")
         close.clicked.connect(self.close)
         buttons = QHBoxLayout()
-        for b in (self.import_button, self.follow_button, self.add_button, self.refresh_button):
+        for b in (self.import_button, self.follow_button, self.add_button, self.remove_button, self.refresh_button):
             buttons.addWidget(b)
         buttons.addStretch(1)
         buttons.addWidget(close)
@@ -171,6 +180,10 @@ class SessionsDialog(QDialog):
         self.table.setSortingEnabled(True)
         n, done = len(self.sessions), sum(1 for s in self.sessions if s.imported)
         self.heading.setText(f"{n} session{'s' if n != 1 else ''} on this machine · {done} imported" if n else "No sessions found")
+        self.remove_menu.clear()
+        for folder in folders:
+            self.remove_menu.addAction(folder, lambda f=folder: self.removeFolderRequested.emit(f))
+        self.remove_button.setVisible(bool(folders))
         where = "Each tool's default folders" + (" and " + ", ".join(folders) if folders else "")
         self.where.setText(where + (f" · imports go to {database}" if database else ""))
         self._selection_changed()

@@ -18,7 +18,7 @@ from PySide6.QtCore import QSettings
 from engine.service import open_service
 from inspector_app import preferences
 from inspector_app.app import parse_args
-from inspector_app.controllers.sessions import KEY_FOLDERS
+from inspector_app.controllers.sessions import KEY_FOLDERS, remembered_folders
 from inspector_app.main_window import MainWindow
 from inspector_app.widgets.sessions import COL_TOOL, PathRole
 from tests.fake_home import CLAUDE_ID, FIXTURES, make_fake_home
@@ -151,6 +151,10 @@ def test_an_added_folder_is_remembered_and_listed(qtbot: Any, real: MainWindow, 
     assert str(folder / "conversation.json") in [s.path for s in found]
     assert settings.value(KEY_FOLDERS) == [str(folder)] or settings.value(KEY_FOLDERS) == str(folder)
     assert row_of(dialog, folder / "conversation.json")[0] == "OpenHands" and str(folder) in dialog.where.text()
+    assert dialog.remove_button.isVisible() and [a.text() for a in dialog.remove_menu.actions()] == [str(folder)]
+    dialog.remove_menu.actions()[0].trigger()  # Remove folder → that folder
+    qtbot.waitUntil(lambda: w.idle and dialog.table.topLevelItemCount() == 5, timeout=10_000)
+    assert remembered_folders(settings) == [] and not dialog.remove_button.isVisible() and str(folder) not in dialog.where.text()
     dialog.close()
 
 
