@@ -718,7 +718,7 @@ def revert_last(compactor: Compactor, thread: str, *, display_name: str | None =
     ``revert`` / ``redo`` event and one audit row with the operator, all in one transaction."""
     from .errors import NotRevertible
     from .events import RedoEvent, RevertEvent
-    from .store.reverts import apply_revert, plan_revert, set_tokens_after
+    from .store.reverts import apply_revert, plan_revert
     from .workdir import WorkdirError, sha256_text
 
     with compactor.store.locked(thread) as tx:
@@ -736,9 +736,14 @@ def revert_last(compactor: Compactor, thread: str, *, display_name: str | None =
                     raise NotRevertible(f"tool result #{mid} no longer matches its saved original (SHA-256 {sha[:12]}…); nothing was changed", code="original_missing")
         meter = start.meter
         summary_tokens = meter.count_message(summary_message(plan.summary)) if plan.summary is not None else 0
-        gen = apply_revert(tx, plan, summary_tokens=summary_tokens, tokens_before=start.tokens, tokens_after=None)
-        end = compactor.measure(tx.snapshot())
-        set_tokens_after(tx, gen, end.tokens)
+        measured: list[Measured] = []
+
+        def measure_after() -> int:
+            measured.append(compactor.measure(tx.snapshot()))
+            return measured[0].tokens
+
+        gen, _ = apply_revert(tx, plan, summary_tokens=summary_tokens, tokens_before=start.tokens, measure=measure_after)
+        end = measured[0]
         operator = tx.operator()
         common: dict[str, Any] = dict(
             generation_before=plan.generation,

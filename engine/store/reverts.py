@@ -14,7 +14,7 @@ Everything here runs inside the write door (:class:`Locked`) of the thread, exce
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from sqlalchemy import func, select, update
 
@@ -133,36 +133,22 @@ def _plan(session: Session, conv: Conversation, st: CompactionStateRow | None) -
     )
 
 
-def apply_revert(tx: Locked, plan: RevertPlan, *, summary_tokens: int, tokens_before: int | None, tokens_after: int | None) -> int:
+def apply_revert(tx: Locked, plan: RevertPlan, *, summary_tokens: int, tokens_before: int | None, measure: Callable[[], int] | None = None) -> tuple[int, int | None]:
     """Write ``plan`` as a new generation (compare-and-swap against what it read): the boundary,
-    hash and summary it restores, the offloads it undoes (revert) or applies again (redo), and one
-    history row. Returns the new generation."""
+    hash and summary it restores, the offloads it undoes (revert) or applies again (redo), then
+    one history row carrying the envelope's size after (``measure()``, called once the state is
+    changed in this transaction). Insert-only on the history: an operator role needs no UPDATE
+    there. Returns (the new generation, the tokens after)."""
     st = _state(tx)
     if st.generation != plan.generation or st.boundary_message_id != plan.boundary_now or (st.boundary_hash or None) != (plan.boundary_hash_now or None):
         raise CompareAndSwapConflict(f"the thread changed since the revert was planned (generation {plan.generation} -> {st.generation}); nothing written")
-    before = st.generation
+    before, boundary_before = st.generation, st.boundary_message_id
     after = before + 1
     ids = list(plan.results)
     if ids:
         q = update(ToolOffloadRow).where(ToolOffloadRow.conversation_id == tx.conv.id, ToolOffloadRow.message_id.in_(ids))
         q = q.values(reverted_generation=after if plan.action == "revert" else None)
         tx.session.execute(q)
-    tx.session.add(
-        CompactionHistoryRow(
-            conversation_id=tx.conv.id,
-            run_id=None,
-            kind="manual",
-            trigger=plan.action,
-            generation_before=before,
-            generation_after=after,
-            boundary_before=st.boundary_message_id,
-            boundary_after=plan.boundary,
-            summary=plan.summary,
-            pruned_message_ids=ids or None,
-            tokens_before=tokens_before,
-            tokens_after=tokens_after,
-        )
-    )
     st.boundary_message_id = plan.boundary
     st.boundary_hash = plan.boundary_hash
     st.summary = plan.summary
@@ -172,16 +158,25 @@ def apply_revert(tx: Locked, plan: RevertPlan, *, summary_tokens: int, tokens_be
     st.updated_at = utcnow()
     tx.conv.updated_at = utcnow()
     tx.session.flush()
-    return after
-
-
-def set_tokens_after(tx: Locked, generation: int, tokens: int) -> None:
-    """The envelope's size after the revert / redo row of ``generation`` (measured once written)."""
-    tx.session.execute(
-        update(CompactionHistoryRow)
-        .where(CompactionHistoryRow.conversation_id == tx.conv.id, CompactionHistoryRow.generation_after == generation, CompactionHistoryRow.trigger.in_(REVERT_TRIGGERS))
-        .values(tokens_after=tokens)
+    tokens_after = measure() if measure is not None else None
+    tx.session.add(
+        CompactionHistoryRow(
+            conversation_id=tx.conv.id,
+            run_id=None,
+            kind="manual",
+            trigger=plan.action,
+            generation_before=before,
+            generation_after=after,
+            boundary_before=boundary_before,
+            boundary_after=plan.boundary,
+            summary=plan.summary,
+            pruned_message_ids=ids or None,
+            tokens_before=tokens_before,
+            tokens_after=tokens_after,
+        )
     )
+    tx.session.flush()
+    return after, tokens_after
 
 
 # -- the audit log read back ---------------------------------------------------------------------
@@ -231,4 +226,4 @@ def audit_operators(store: Any) -> list[str]:
         return sorted(str(x) for x in s.scalars(select(AuditRow.operator).distinct()))
 
 
-__all__ = ["REVERT_TRIGGERS", "RevertPlan", "apply_revert", "audit_operators", "plan_revert", "read_audit", "revert_target", "set_tokens_after"]
+__all__ = ["REVERT_TRIGGERS", "RevertPlan", "apply_revert", "audit_operators", "plan_revert", "read_audit", "revert_target"]
