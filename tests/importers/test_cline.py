@@ -1,0 +1,212 @@
+"""cline: Cline, Roo Code and Kilo Code task folders. A Cline task (classic XML tool tags and a native
+tool_use, text results, a summarize_task auto-compact recorded as a deleted range, a task
+resumption leaving a call unanswered, a cut api_req_started); a Roo task (tool_use / tool_result
+blocks, a non-destructive condense with its condense_context record, an orphan result); Kilo by its
+folder; Roo's v2 history with a sliding-window truncation marker; a Cline truncation without a
+summary; idempotent re-import through the service (SQLite and PostgreSQL), re-import after the task
+grew, the tool's files left untouched."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from engine.importers import MISSING_RESULT, ORPHAN, detect_format, parse
+
+from .helpers import FIXTURES
+from .service_helpers import service, stored
+
+CLINE = FIXTURES / "cline" / "saoudrizwan.claude-dev" / "tasks" / "1764843000000"
+ROO = FIXTURES / "roo" / "rooveterinaryinc.roo-cline" / "tasks" / "0b6e2f58-7c1d-4a3e-9f80-5d2c4b1a9e67"
+CONDENSE = "3f2a9c1e-5b7d-4e0a-9c6b-2d8e1f4a7b30"
+
+
+@pytest.mark.parametrize("path", [CLINE, CLINE / "api_conversation_history.json", CLINE / "ui_messages.json",
+                                  CLINE / "task_metadata.json", ROO, ROO / "api_conversation_history.json"])
+def test_detected_from_the_folder_or_any_of_its_files(path: Path):
+    assert detect_format(path) == "cline"
+    (s,) = parse(path)
+    assert s.source_file == str(path if path.is_dir() else path.parent)  # the folder is the session
+
+
+def test_an_api_history_handed_over_as_text_is_cline_not_anthropic():
+    text = (CLINE / "api_conversation_history.json").read_text()
+    assert detect_format(text) == "cline"
+    (s,) = parse(text)
+    assert len(s.messages) == 15 and not s.usage  # no ui messages: no usage
+
+
+def test_cline_task_messages_calls_and_text_results():
+    (s,) = parse(CLINE)
+    assert [(m.role, len(m.tool_calls), m.tool_name, m.is_error, m.meta_kind, m.repair) for m in s.messages] == [
+        ("user", 0, None, False, None, None),
+        ("assistant", 1, None, False, None, None),  # <read_file> in the text
+        ("tool", 0, "read_file", False, None, None),  # "[read_file for 'cli.py'] Result:" + the next block
+        ("user", 0, None, False, "environment_details", None),
+        ("assistant", 1, None, False, None, None),  # <replace_in_file>
+        ("tool", 0, "replace_in_file", False, None, None),
+        ("assistant", 1, None, False, None, None),  # a native tool_use block, answered by a text result
+        ("tool", 0, "execute_command", False, None, None),
+        ("assistant", 1, None, False, None, None),  # <summarize_task>
+        ("tool", 0, "summarize_task", False, None, None),
+        ("assistant", 1, None, False, None, None),  # <execute_command>, then the task was interrupted
+        ("tool", 0, "execute_command", False, None, MISSING_RESULT),
+        ("user", 0, None, False, "resumption", None),  # [TASK RESUMPTION] is not a request
+        ("assistant", 1, None, False, None, None),
+        ("tool", 0, "attempt_completion", False, None, None),
+    ]
+    assert s.tool_call_count == 6
+    read = s.messages[1].tool_calls[0]
+    assert (read.name, json.loads(read.arguments), read.synthetic_id) == ("read_file", {"path": "cli.py"}, True)
+    assert s.messages[1].text == "<thinking>\nI need to see how cli.py parses its arguments.\n</thinking>"  # the tag left
+    assert s.messages[6].tool_calls[0].id == "toolu_01VxQ7" and s.messages[7].tool_call_id == "toolu_01VxQ7"
+    assert s.messages[2].text.startswith("import argparse") and s.messages[2].tool_call_id == s.messages[1].tool_calls[0].id
+    assert (s.title, s.model, s.source_session_id, s.extra["tool"]) == (
+        "Add a --verbose flag to cli.py that prints each step", "claude-sonnet-4-5-20250929", "1764843000000", "cline")
+
+
+def test_cline_usage_from_api_req_started_and_the_cut_record_named():
+    (s,) = parse(CLINE)
+    # on the assistant message that answered each request (conversationHistoryIndex + 1); prompt = in + cache
+    assert [(u.position, u.prompt_tokens, u.completion_tokens, u.cache_read_tokens, u.cache_creation_tokens) for u in s.usage] == [
+        (1, 9812, 85, None, 9800), (4, 11004, 160, 9800, 1200), (6, 11303, 70, 11000, 300),
+        (8, 11503, 420, 11300, 200), (10, 2400, 60, None, None), (13, 2500, 40, None, None)]
+    assert [str(w) for w in s.warnings] == [
+        f"{CLINE}: ui_messages.json: api_req_started at ts 1764843001350 holds no JSON; its usage is not read"]
+    assert s.extra["cost"] == pytest.approx(0.0809)
+
+
+def test_cline_summarize_task_is_a_recorded_compaction_of_the_deleted_range():
+    (s,) = parse(CLINE)
+    (c,) = s.compactions
+    # conversationHistoryDeletedRange [1, 6]: api messages 1..6 (our messages 1..7) dropped, after the result
+    assert (c.source, c.kind, c.trigger, c.position, c.replaced_start, c.replaced_end) == ("cline", "summary", "auto", 10, 1, 8)
+    assert c.summary.startswith("1. Previous Conversation: the user asked for a --verbose flag")
+    assert c.tokens_before == 3 + 420 + 200 + 11300  # the context of the last request before it
+    assert c.forgotten_ids[0] == "1764843000200" and len(c.forgotten_ids) == 7
+    assert dict(c.details) == {"strategy": "summarize_task", "deleted_range": [1, 6], "replaced_messages": 6}
+
+
+def test_roo_task_native_blocks_condense_and_orphan():
+    (s,) = parse(ROO)
+    assert s.extra["tool"] == "roo" and s.title == "Fix the failing date parser test"
+    assert [(m.role, m.tool_name, m.is_error, m.repair) for m in s.messages if m.role == "tool"] == [
+        ("tool", "read_file", False, None), ("tool", "apply_diff", False, None), ("tool", "execute_command", True, None),
+        ("tool", "apply_diff", False, None), ("tool", "attempt_completion", False, None), ("tool", None, False, ORPHAN)]
+    assert s.tool_call_count == 5 and len(s.messages) == 14
+    assert not any("Condensing conversation context" in m.text for m in s.messages)  # the summary is not a message
+    (c,) = s.compactions
+    assert (c.kind, c.trigger, c.position, c.replaced_start, c.replaced_end, c.source_id) == (
+        "summary", None, 5, 1, 5, f"condense:{CONDENSE}")
+    assert c.summary.startswith("1. Previous Conversation: the user asked to fix the failing date parser test.")
+    assert c.tokens_before == 15480 and dict(c.details) == {"replaced_messages": 3, "newContextTokens": 3900, "cost": 0.0213}
+    assert c.forgotten_ids == ("1764900000200", "1764900000300:toolu_r1", "1764900000300", "1764900000400")
+    # usage matched by time (Roo's records carry no conversationHistoryIndex)
+    assert [(u.position, u.prompt_tokens) for u in s.usage] == [(1, 14010), (4, 14906), (6, 15206), (8, 3900), (11, 4304)]
+
+
+def test_kilo_is_named_by_its_extension_folder(tmp_path: Path):
+    task = tmp_path / "kilocode.kilo-code" / "tasks" / "7f00c2d1-0000-4000-8000-000000000001"
+    shutil.copytree(ROO, task)
+    (s,) = parse(task)
+    assert s.extra["tool"] == "kilo" and len(s.compactions) == 1
+
+
+def _write(folder: Path, api, ui=None) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "api_conversation_history.json").write_text(json.dumps(api))
+    if ui is not None:
+        (folder / "ui_messages.json").write_text(json.dumps(ui))
+    return folder
+
+
+def test_roo_v2_history_and_a_sliding_window_truncation(tmp_path: Path):
+    msgs = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nlist the repo\n</task>"}], "ts": 10},
+        {"role": "assistant", "content": [{"type": "tool-call", "toolCallId": "c1", "toolName": "list_files", "input": {"path": "."}}],
+         "ts": 20, "truncationParent": "t1"},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c1", "toolName": "list_files",
+                                      "output": {"type": "text", "value": "a.py\nb.py"}}], "ts": 30, "truncationParent": "t1"},
+        {"role": "user", "content": "[Sliding window truncation: 2 messages hidden to reduce context]", "ts": 35,
+         "isTruncationMarker": True, "truncationId": "t1"},
+        {"type": "reasoning", "encrypted_content": "gAAAA…", "id": "rs_1"},
+        {"role": "assistant", "content": [{"type": "reasoning", "text": "two files"},
+                                          {"type": "tool-call", "toolCallId": "c2", "toolName": "read_file", "input": {"path": "a.py"}}], "ts": 40},
+        {"role": "tool", "content": [{"type": "tool-result", "toolCallId": "c2", "toolName": "read_file",
+                                      "output": {"type": "error-text", "value": "ENOENT"}}], "ts": 50},
+    ]
+    ui = [{"ts": 34, "type": "say", "say": "sliding_window_truncation",
+           "contextTruncation": {"truncationId": "t1", "messagesRemoved": 2, "prevContextTokens": 9000, "newContextTokens": 5000}}]
+    task = _write(tmp_path / "rooveterinaryinc.roo-cline" / "tasks" / "v2", {"version": 2, "messages": msgs}, ui)
+    assert detect_format(task) == "cline"
+    (s,) = parse(task)
+    assert [(m.role, m.tool_name, m.is_error) for m in s.messages] == [
+        ("user", None, False), ("assistant", None, False), ("tool", "list_files", False),
+        ("assistant", None, False), ("tool", "read_file", True)]
+    assert s.messages[2].text == "a.py\nb.py" and s.messages[3].reasoning[0].text == "two files"
+    assert dict(s.skipped) == {"reasoning_item": 1}
+    (c,) = s.compactions
+    assert (c.trigger, c.position, c.replaced_start, c.replaced_end, c.tokens_before) == ("auto", 3, 1, 3, 9000)
+    assert c.summary.startswith("[Sliding window truncation") and c.details["newContextTokens"] == 5000
+
+
+def test_cline_truncation_without_a_summary_and_a_damaged_ui_file(tmp_path: Path):
+    api = json.loads((CLINE / "api_conversation_history.json").read_text())[:7]  # no summarize_task
+    ui = [{"ts": 1764843000950, "type": "say", "say": "api_req_started", "conversationHistoryIndex": 6,
+           "conversationHistoryDeletedRange": [1, 2], "text": json.dumps({"tokensIn": 5, "tokensOut": 9})}]
+    task = _write(tmp_path / "tasks" / "1", api, ui)
+    (s,) = parse(task)
+    (c,) = s.compactions
+    assert (c.trigger, c.replaced_start, c.replaced_end, c.details["strategy"]) == ("auto", 1, 4, "truncation")
+    assert "keeps no summary" in c.summary
+    (task / "ui_messages.json").write_text('[{"ts": 1, "type": "say"')  # cut while being written
+    (s,) = parse(task)
+    assert len(s.messages) == 8 and not s.compactions and "ui_messages.json: not JSON" in str(s.warnings[0])
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() + str(p.stat().st_mtime_ns) for p in folder.iterdir()}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'cline.db'}"
+    return request.getfixturevalue("new_pg_database")()
+
+
+def test_import_and_reimport_leave_the_task_folder_untouched(url: str, tmp_path: Path):
+    before = _digest(CLINE)
+    with service(url, tmp_path) as svc:
+        (first,) = svc.import_file(CLINE)
+        assert (first.thread, first.messages, first.tool_calls, first.compactions, first.requests) == (
+            "cline:1764843000000", 15, 6, 1, 6)
+        (again,) = svc.import_file(CLINE / "api_conversation_history.json")  # any file of the folder: the same thread
+        assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 15)
+        (c,) = svc.source_compactions("cline:1764843000000")
+        assert (c.source, c.trigger, c.tokens_before, c.summary[:24]) == ("cline", "auto", 11923, "1. Previous Conversation")
+        assert [m.role for m in stored(svc, "cline:1764843000000")][:3] == ["user", "assistant", "tool"]
+        (roo,) = svc.import_file(ROO)
+        assert (roo.thread, roo.messages, roo.compactions, roo.requests) == (f"cline:{ROO.name}", 14, 1, 5)
+    assert _digest(CLINE) == before
+
+
+def test_reimport_after_the_task_grew(tmp_path: Path):
+    """The equivalent of --follow for a task folder (rewritten whole as the task goes on): the
+    re-import adds the new messages, requests and the compaction, nothing twice."""
+    api = json.loads((CLINE / "api_conversation_history.json").read_text())
+    ui = json.loads((CLINE / "ui_messages.json").read_text())
+    task = tmp_path / "saoudrizwan.claude-dev" / "tasks" / "1764843000000"
+    shutil.copytree(CLINE, task)
+    _write(task, api[:7], [r for r in ui if r["ts"] < 1764843000700])
+    with service(f"sqlite:///{tmp_path / 'g.db'}", tmp_path) as svc:
+        (r1,) = svc.import_file(task)
+        assert (r1.messages, r1.compactions, r1.requests) == (8, 0, 3)
+        _write(task, api, ui)
+        (r2,) = svc.import_file(task)
+        assert (r2.messages, r2.compactions, r2.requests, r2.already_stored) == (7, 1, 3, 8)
+        assert len(stored(svc, "cline:1764843000000")) == 15 and len(svc.source_compactions("cline:1764843000000")) == 1
