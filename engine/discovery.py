@@ -402,6 +402,8 @@ def discover(
 def session_for(path: Path, locations: Sequence[Location]) -> tuple[Path, str | None] | None:
     """The session a changed ``path`` belongs to, and its format (None: detect it), or None when
     it is part of no session any location names."""
+    if path.name.endswith("-wal") and path.with_name(path.name[:-4]).is_file():
+        path = path.with_name(path.name[:-4])  # a SQLite database in WAL mode grows in its -wal file
     for loc in locations:
         if loc.user:
             try:

@@ -158,3 +158,58 @@ def test_a_session_still_open_is_read_with_its_wal_and_left_untouched(tmp_path: 
         assert {p.name: _digest(p) for p in tmp_path.iterdir() if p.name in files} == files
     finally:
         session.close()
+
+
+def test_discovered_in_an_added_folder_and_followed_while_the_program_writes(tmp_path: Path):
+    """Follow all over an added folder: a database the SDK creates is imported, and so are the items it
+    appends while its session stays open (they go to the ``-wal`` file, the database file itself does
+    not change until a checkpoint)."""
+    import time
+
+    from engine.discovery import discover
+
+    home, folder = tmp_path / "home", tmp_path / "agent-data"
+    home.mkdir()
+    folder.mkdir()
+    with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
+        follower = svc.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
+        session = None
+        try:
+            def wait_for(n: int) -> float:
+                start = time.monotonic()
+                while time.monotonic() - start < 2.0:
+                    try:
+                        if len(stored(svc, "agents-sdk:live")) >= n:
+                            return time.monotonic() - start
+                    except Exception:  # the thread does not exist yet
+                        pass
+                    time.sleep(0.05)
+                raise AssertionError(f"not {n} messages within 2 s: {follower.errors}")
+
+            session = asyncio.run(_write(folder / "app.db", "live", [QUESTION], close=False))
+            wait_for(1)
+            asyncio.run(session.add_items(ANSWER + [{"role": "user", "content": "Thanks!"}]))
+            assert (folder / "app.db-wal").exists()
+            wait_for(5)  # (read as a file still being written: a trailing assistant message waits for what follows it)
+            assert [m.role for m in stored(svc, "agents-sdk:live")] == ["user", "assistant", "tool", "assistant", "user"]
+        finally:
+            follower.stop()
+            if session is not None:
+                session.close()
+    listed = discover([folder], home=home)
+    assert [(d.tool, Path(d.path).name) for d in listed] == [("agents-sdk", "app.db")]
+
+
+def test_a_change_of_the_wal_file_is_a_change_of_its_database(tmp_path: Path):
+    """A program holding its connection open writes only the ``-wal`` file: follow all maps it to the
+    database (a closed connection's writes show on the database file itself)."""
+    from engine.discovery import folder_locations, session_for
+
+    db = tmp_path / "app.db"
+    session = asyncio.run(_write(db, "s", [QUESTION], close=False))
+    try:
+        wal = tmp_path / "app.db-wal"
+        assert wal.exists()
+        assert session_for(wal, folder_locations([tmp_path])) == (db, "agents-sdk")
+    finally:
+        session.close()
