@@ -162,3 +162,42 @@ def test_the_timeline_says_what_the_api_did(tmp_path: Path):
         "Anthropic tried to compact here: failed, no summary (ignored) · 3,300 tokens before · trigger input_tokens ≥ 60,000"
         " · recorded by the source",
     ]
+
+
+def test_a_growing_log_is_followed(tmp_path: Path):
+    """Follow all over the folder a program logs into: exchanges appended (one cut mid-line first) are
+    imported within two seconds; the half-written line waits for the rest of it."""
+    import time
+
+    lines = LOG.read_text(encoding="utf-8").splitlines(keepends=True)
+    home, folder = tmp_path / "home", tmp_path / "logs"
+    home.mkdir()
+    folder.mkdir()
+    log = folder / "audit.jsonl"
+    with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
+        follower = svc.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
+
+        def wait_for(n: int) -> None:
+            start = time.monotonic()
+            while time.monotonic() - start < 2.0:
+                try:
+                    if len(stored(svc, "anthropic:audit")) >= n:
+                        return
+                except Exception:  # not imported yet
+                    pass
+                time.sleep(0.05)
+            raise AssertionError(f"not {n} messages within 2 s: {follower.errors}")
+
+        try:
+            log.write_text(lines[0] + lines[1][:200], encoding="utf-8")
+            wait_for(1)  # the first exchange (its response, the last message, may still change: it waits)
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write(lines[1][200:] + lines[2])
+            wait_for(6)
+            with log.open("a", encoding="utf-8") as fh:
+                fh.write("".join(lines[3:5]))
+            wait_for(8)
+            assert [c.kind for c in svc.source_compactions("anthropic:audit")] == ["prune", "summary"]
+            assert not follower.errors
+        finally:
+            follower.stop()
