@@ -31,6 +31,7 @@ from .controllers.refresh import RefreshController
 from .controllers.search import SearchController
 from .controllers.selection import SelectionController
 from .controllers.sessions import SessionsController
+from .controllers.steering import SteeringController
 from .controllers.tasks import TaskSet, ThreadTasks, finished
 from .controllers.theming import ThemeController
 from .controllers.threads import Opener, ThreadsController, default_database_url
@@ -114,6 +115,12 @@ class MainWindow(InspectorLayout):
             reload_threads=lambda select: self.threads.load_threads(select=select),
             current=lambda: self.state.thread.key if self.state.thread is not None else None, report=self.report,
         )  # fmt: skip
+        self.steering = SteeringController(  # issue 23: pins (timeline menu) and the thread's own policy
+            self, client, self.tasks, self.view, self.report,
+            current=lambda: self.state.thread.key if self.state.thread is not None else None,
+            reread_status=lambda key: self.threads.reread_status(key),
+        )  # fmt: skip
+        self.threadLoaded.connect(self.steering.thread_opened)
         self.file_menu.insertAction(self.export_action, self.sessions.action)  # File → Sessions on this machine…, after Import…
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)

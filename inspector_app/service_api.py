@@ -13,6 +13,9 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from engine.views import (
+    PinChange,
+    PinInfo,
+    ThreadPolicyView,
     CompactionDiff,
     CompactionEntry,
     CompactionEvent,

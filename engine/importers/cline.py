@@ -92,6 +92,7 @@ DEFAULT_LOCATIONS: list[str] = [
 
 _RESULT_HEAD = re.compile(r"^\[([A-Za-z_][\w\-]*)(?:[ :][^\]\n]*)?\] Result:\s*", re.S)
 _TASK = re.compile(r"<task>\s*(.*?)\s*</task>", re.S)
+_CWD = re.compile(r"# Current (?:Working|Workspace) Directory \(([^)\n]+)\)")
 #: Cline / Roo / Kilo tool names written as XML tags in classic (non-native) tool use
 XML_TOOLS = NameSet({
     "read_file", "write_to_file", "replace_in_file", "apply_diff", "insert_content", "search_and_replace",
@@ -425,6 +426,8 @@ class _Reader:
             n += 1
         if rest:
             text = "\n\n".join(x.text for x in rest if isinstance(x, TextPart)).lstrip()
+            if self.cwd is None and _CWD.search(text):
+                self.cwd = _CWD.search(text).group(1).strip()
             meta_kind = next((kind for prefix, kind in _META_PREFIXES if text.startswith(prefix)), None)
             if self.title is None and meta_kind is None:
                 found = _TASK.search(text)

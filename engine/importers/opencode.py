@@ -67,9 +67,13 @@ from .model import (
 FORMAT = "opencode"
 
 #: opencode keeps its data under the XDG data folder on every OS (``xdg-basedir``): the session files
+#: (``session/<project>/ses_*.json``; older ``session/info/ses_*.json``), written as ``*/*/`` so that a
+#: watcher starts at the storage folder and sees the message and part files change too
 DEFAULT_LOCATIONS: list[str] = [
-    ".local/share/opencode/storage/session/*/ses_*.json",
+    ".local/share/opencode/storage/*/*/ses_*.json",
 ]
+#: older storages kept share links as ``session/share/ses_*.json``: not sessions
+DISCOVERY_SKIP: tuple[str, ...] = ("*/session/share/*",)
 
 PRUNED_TEXT = "[Old tool result content cleared]"
 _PRUNE_PASS_MS = 5000
@@ -151,6 +155,18 @@ def _session_ids(path: Path, root: Path) -> list[str]:
     if sid:
         return [sid]
     raise ImportFormatError(f"{path}: an opencode file without a session id")
+
+
+def discovery_parent(path: Path) -> Path | None:
+    """The session file a message or part file belongs to (for discovery's follow all)."""
+    root = storage_root(path)
+    if root is None or path.suffix != ".json":
+        return None
+    sid = path.parent.name if path.parent.name.startswith("ses_") else None
+    if sid is None:
+        data = _read(path)
+        sid = str_or_none(data.get("sessionID")) if isinstance(data, Mapping) else None
+    return Storage(root).session_file(sid) if sid else None
 
 
 # -- parsing -------------------------------------------------------------------------------------
@@ -420,4 +436,4 @@ def _ms(iso: str | None) -> int | None:
         return None
 
 
-__all__ = ["FORMAT", "DEFAULT_LOCATIONS", "Storage", "storage_root", "looks_like_path", "parse"]
+__all__ = ["FORMAT", "DEFAULT_LOCATIONS", "DISCOVERY_SKIP", "discovery_parent", "Storage", "storage_root", "looks_like_path", "parse"]

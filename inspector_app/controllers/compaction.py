@@ -161,7 +161,8 @@ class CompactionController:
         if thread is not None:
             self._fallback = None
             self.ui.confirm.confirm_button.setText("Compact")
-            self.ui.confirm.ask(f"Compact “{thread.title or thread.key}” now? All complete history before the retained tail is summarized; the raw messages are kept.")
+            self.ui.confirm.ask(f"Compact “{thread.title or thread.key}” now? All complete history before the retained tail is summarized; "
+                                "the raw messages are kept, and pinned messages stay verbatim.", fields=True)
 
     def _confirmed(self) -> None:
         fallback, self._fallback = self._fallback, None
@@ -169,7 +170,8 @@ class CompactionController:
         if fallback is not None:  # the model's summary was rejected: this one compaction with the extractive summarizer
             self.tasks.spawn(self.compact(fallback, summarizer="extractive"), "compact (extractive)")
         elif self.state.thread is not None:
-            self.tasks.spawn(self.compact(self.state.thread.key), "compact")
+            instructions, reason = self.ui.confirm.values()
+            self.tasks.spawn(self.compact(self.state.thread.key, instructions=instructions, reason=reason), "compact")
 
     def offer_extractive(self, key: str, why: str) -> None:
         """The configured model's summary was rejected (nothing changed): offer the offline
@@ -179,7 +181,7 @@ class CompactionController:
         self.ui.confirm.ask(f"The model's summary was rejected ({why}); nothing was changed. Compact this thread once with the "
                             "offline extractive summarizer instead? (Preferences keep the model for later compactions.)")
 
-    async def compact(self, key: str, *, summarizer: str | None = None) -> None:
+    async def compact(self, key: str, *, summarizer: str | None = None, instructions: str | None = None, reason: str | None = None) -> None:
         """Manual compaction off the GUI thread; on success re-read everything from the service."""
         ui, bar = self.ui, self.ui.statusBar()
         self.compacting = True
@@ -187,7 +189,7 @@ class CompactionController:
         self.update_button()
         bar.showMessage("Compacting…")
         try:
-            result = await self.client.call(InspectorService.compact, key, summarizer=summarizer)
+            result = await self.client.call(InspectorService.compact, key, summarizer=summarizer, instructions=instructions, reason=reason)
         except EngineError as exc:
             rejected = None
             if isinstance(exc, CannotCompact) and exc.code == "summary_rejected":

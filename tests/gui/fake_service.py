@@ -23,6 +23,9 @@ from engine.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
 from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, tool_result, user
 from engine.surface import SYNTHETIC_USER_TEXT, shown_message
 from engine.views import (
+    PinChange,
+    PinInfo,
+    ThreadPolicyView,
     CompactionCost,
     CompactionDiff,
     CompactionEntry,
@@ -95,6 +98,11 @@ class FakeService:
         #: cold measurement of that thread, to watch its progress)
         self.status_gates: dict[str, threading.Event] = {}
         self._lock = threading.RLock()
+        #: issue 23: pinned ids and thread policies by thread; what the GUI asked
+        self._pins: dict[str, set[int]] = {}
+        self._policies: dict[str, dict[str, Any]] = {}
+        self.steering_calls: list[tuple[Any, ...]] = []
+        self.compact_instructions: list[tuple[str, str | None, str | None]] = []
         self._next_id = 1
         #: request envelopes built (their indexes, in order) and the names of the threads that built them
         self.built: list[int] = []

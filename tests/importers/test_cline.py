@@ -210,3 +210,16 @@ def test_reimport_after_the_task_grew(tmp_path: Path):
         (r2,) = svc.import_file(task)
         assert (r2.messages, r2.compactions, r2.requests, r2.already_stored) == (7, 1, 3, 8)
         assert len(stored(svc, "cline:1764843000000")) == 15 and len(svc.source_compactions("cline:1764843000000")) == 1
+
+
+def test_default_locations_find_task_folders_on_a_fake_home(tmp_path: Path):
+    from engine import discovery
+
+    shutil.copytree(CLINE, tmp_path / ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks" / CLINE.name)
+    shutil.copytree(ROO, tmp_path / "Library/Application Support/Cursor/User/globalStorage/rooveterinaryinc.roo-cline/tasks" / ROO.name)
+    shutil.copytree(ROO, tmp_path / "AppData/Roaming/Code/User/globalStorage/kilocode.kilo-code/tasks/k1")
+    found = sorted((d.tool, Path(d.path).name) for d in discovery.discover(home=tmp_path))
+    assert found == [("cline", ROO.name), ("cline", "1764843000000"), ("cline", "k1")]
+    changed = tmp_path / ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks" / CLINE.name / "ui_messages.json"
+    assert discovery.session_for(changed, discovery.default_locations(tmp_path)) == (changed.parent, "cline")
+    assert parse(changed.parent)[0].cwd == "/home/dev/tool"

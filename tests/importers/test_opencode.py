@@ -156,3 +156,22 @@ def test_reimport_after_the_session_grew(tmp_path: Path):
         (r2,) = svc.import_file(info)
         assert (r2.messages, r2.compactions, r2.requests, r2.already_stored) == (3, 1, 0, 14)
         assert len(stored(svc, KEY)) == 17 and len(svc.source_compactions(KEY)) == 2
+
+
+def test_default_location_lists_sessions_and_follow_maps_message_and_part_files(tmp_path: Path):
+    from engine import discovery
+
+    storage = tmp_path / ".local/share/opencode/storage"
+    shutil.copytree(ROOT, storage)
+    (storage / "session" / "share").mkdir()
+    (storage / "session" / "share" / f"{SA}.json").write_text('{"id": "' + SA + '", "url": "https://opncd.ai/s/x"}')
+    (storage / "session_diff").mkdir()
+    (storage / "session_diff" / f"{SA}.json").write_text("[]")
+    found = sorted((d.tool, Path(d.path).name, d.project) for d in discovery.discover(home=tmp_path))
+    assert found == [("opencode", f"{SA}.json", "/home/dev/webclient"), ("opencode", f"{SB}.json", "/home/dev/webclient")]
+    info = storage / "session" / PROJ / f"{SB}.json"
+    locs = discovery.default_locations(tmp_path)
+    msg = next((storage / "message" / SB).glob("msg_*.json"))
+    part = next((storage / "part" / msg.stem).glob("prt_*.json"))
+    assert discovery.session_for(msg, locs) == (info, "opencode")
+    assert discovery.session_for(part, locs) == (info, "opencode")
