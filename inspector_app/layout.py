@@ -49,7 +49,7 @@ from .widgets.replay import ReplayPanel
 from .widgets.timeline_view import TimelineView
 
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
-MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted"}
+MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted", "pinned": "accent"}
 STATE_SHORT = {"running": "run", "waiting": "wait", "queued": "queue"}
 #: the Source badge when its name does not fit the column (the full name is in the cell's tooltip)
 SOURCE_SHORT = {"Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "OAI", "Anthropic": "Ant", "OpenHands": "OH", "SWE-agent": "SWE"}

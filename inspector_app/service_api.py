@@ -90,9 +90,28 @@ class InspectorService(Protocol):
         """Measured envelope of every recorded model request."""
         ...
 
-    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None) -> ManualResult:
+    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None,
+                instructions: str | None = None, reason: str | None = None) -> ManualResult:
         """Manual compaction of an idle thread (raises ``ThreadBusy``); ``summarizer="extractive"``:
-        this one with the offline summarizer; ``operator``: who asks (default: the settings' name)."""
+        this one with the offline summarizer; ``operator``: who asks (default: the settings' name);
+        ``instructions``: what the summary must keep; ``reason``: why (the audit log)."""
+        ...
+
+    def pins(self, key: str) -> "list[PinInfo]":
+        """The thread's pinned messages (issue 23)."""
+        ...
+
+    def pin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None, unpin: bool = False) -> "PinChange":
+        """Pin (``unpin``: unpin) a message with its tool round; one audit row."""
+        ...
+
+    def thread_policy(self, key: str) -> "ThreadPolicyView":
+        """The thread's effective policy, each value with where it comes from."""
+        ...
+
+    def set_thread_policy(self, key: str, values: Mapping[str, Any] | None = None, *, unset: Sequence[str] = (),
+                          reason: str | None = None, display_name: str | None = None) -> "ThreadPolicyView":
+        """Set / remove values of the thread's own policy (and its standing instructions); one audit row."""
         ...
 
     def reload_summarizer(self) -> dict[str, str | None]:

@@ -246,7 +246,7 @@ META_ICON = "meta"
 MARKER_ICONS: dict[str, str] = {
     "pruned": "pruned", "synthetic": "synthetic", "ephemeral": "ephemeral", "open round": "open", "orphan": "orphan",
     "continues": "continues", "thinking": "thinking", "image": "image", "document": "document", "error": "error",
-    "meta": "meta", "no result": "noresult",
+    "meta": "meta", "no result": "noresult", "pinned": "pin",
 }  # fmt: skip
 #: the icons of the timeline's group rows and of the other places that name one
 ROW_ICONS: tuple[str, ...] = ("turn", "round", "boundary", "summary", "context")

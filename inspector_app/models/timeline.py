@@ -112,6 +112,20 @@ class TimelineModel(QAbstractItemModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.core = Timeline(_Signals(self))
+        #: ids of the thread's pinned messages (``Service.pins``): their rows carry a ``pinned`` marker
+        self.pinned: frozenset[int] = frozenset()
+
+    def set_pinned(self, ids: "frozenset[int] | set[int]") -> None:
+        """The pinned messages of the open thread; the rows whose pin changed repaint."""
+        ids = frozenset(ids)
+        changed, self.pinned = ids ^ self.pinned, ids
+        for mid in changed:
+            index = self.index_for_message(mid)
+            if index.isValid():
+                self.dataChanged.emit(index.siblingAtColumn(0), index.siblingAtColumn(self.columnCount() - 1))
+
+    def is_pinned(self, message_id: int | None) -> bool:
+        return message_id is not None and message_id in self.pinned
 
     # -- the core, as the window uses it ---------------------------------------------------------
     @property
@@ -354,6 +368,9 @@ def _icon(node: Node) -> Any:
     return theme.icon(name, token)
 
 
+#: the marker of a pinned message (kept verbatim through compaction; issue 23)
+MARKER_PINNED = "pinned"
+
 #: what a message row says when its source recorded no text for it (never a blank row)
 PLACEHOLDER_EMPTY = "(empty)"
 PLACEHOLDER_REDACTED = "[redacted by the source]"
@@ -385,7 +402,7 @@ _ROLES: dict[int, Any] = {
     NodeKindRole: lambda m, n, c: n.kind,
     MessageRole: lambda m, n, c: n.info,
     MessageIdRole: lambda m, n, c: n.info.id if n.info else None,
-    MarkersRole: lambda m, n, c: n.markers,
+    MarkersRole: lambda m, n, c: (*n.markers, MARKER_PINNED) if n.info is not None and n.info.id in m.pinned else n.markers,
     TokensRole: lambda m, n, c: n.tokens,
     CompactedRole: lambda m, n, c: n.compacted,
     IconRole: lambda m, n, c: n.icon,

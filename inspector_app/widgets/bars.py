@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QToolButton, QWidget
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from .. import theme
 
@@ -68,19 +68,49 @@ class ConfirmBar(QFrame):
         self.confirm_button.setProperty("primary", True)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setObjectName("cancelCompact")
-        layout = QHBoxLayout(self)
+        # a manual compaction's instructions and reason (issue 23): shown by ask(..., fields=True)
+        self.instructions = QLineEdit()
+        self.instructions.setObjectName("compactInstructions")
+        self.instructions.setPlaceholderText("Instructions: what the summary must keep (paths, ids, tools…); empty: the thread's standing ones")
+        self.reason = QLineEdit()
+        self.reason.setObjectName("compactReason")
+        self.reason.setPlaceholderText("Reason (recorded in the audit log)")
+        self.fields = QWidget()
+        fields = QHBoxLayout(self.fields)
+        fields.setContentsMargins(0, 0, 0, 0)
+        fields.addWidget(self.instructions, 3)
+        fields.addWidget(self.reason, 2)
+        top = QHBoxLayout()
+        top.addWidget(self.label, 1)
+        top.addWidget(self.cancel_button)
+        top.addWidget(self.confirm_button)
+        layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 6, 6)
-        layout.addWidget(self.label, 1)
-        layout.addWidget(self.cancel_button)
-        layout.addWidget(self.confirm_button)
+        layout.addLayout(top)
+        layout.addWidget(self.fields)
+        self.fields.hide()
+        self.instructions.returnPressed.connect(self._accept)
+        self.reason.returnPressed.connect(self._accept)
         self.confirm_button.clicked.connect(self._accept)
         self.cancel_button.clicked.connect(self._reject)
         self.hide()
 
-    def ask(self, question: str) -> None:
+    def ask(self, question: str, *, fields: bool = False, instructions: str = "") -> None:
+        """Show ``question``; ``fields``: with the instructions and reason fields (cleared, the
+        instructions prefilled with ``instructions``)."""
         self.label.setText(question)
+        self.fields.setVisible(fields)
+        if fields:
+            self.instructions.setText(instructions)
+            self.reason.clear()
         self.show()
         self.confirm_button.setFocus()
+
+    def values(self) -> tuple[str | None, str | None]:
+        """(instructions, reason) typed, None where empty or the fields are hidden."""
+        if self.fields.isHidden():
+            return None, None
+        return self.instructions.text().strip() or None, self.reason.text().strip() or None
 
     def _accept(self) -> None:
         self.hide()

@@ -283,7 +283,48 @@ class FakeService:
         assert t is not None
         return list(t.pressure)
 
-    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None) -> ManualResult:
+    # -- steering (issue 23) -------------------------------------------------------------
+    def pins(self, key: str) -> list[PinInfo]:
+        self._record("pins", key)
+        return [PinInfo(i, None, "tester") for i in sorted(self._pins.get(key, set()))]
+
+    def pin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None, unpin: bool = False) -> PinChange:
+        self._record("pin", key, message_id)
+        have = self._pins.setdefault(key, set())
+        changed = (message_id,) if (message_id in have) == unpin else ()
+        (have.discard if unpin else have.add)(message_id)
+        self.steering_calls.append(("unpin" if unpin else "pin", key, message_id, reason))
+        return PinChange(key, message_id, "unpin" if unpin else "pin", (message_id,), changed, len(self.steering_calls))
+
+    def thread_policy(self, key: str) -> ThreadPolicyView:
+        self._record("thread_policy", key)
+        own = dict(self._policies.get(key, {}))
+        values = {"threshold_ratio": own.get("threshold_ratio", 0.8), "context_window": own.get("context_window", 8000),
+                  "retained_tail_ratio": own.get("retained_tail_ratio", 0.16)}
+        origins = {k: "thread" if k in own else "store default" for k in values}
+        window = int(values["context_window"])
+        threshold = int(window * float(values["threshold_ratio"]))
+        return ThreadPolicyView(key, "sim", "m", values, origins, window, "thread" if "context_window" in own else "assumed", threshold,
+                                threshold // 2, int(window * float(values["retained_tail_ratio"])),
+                                {k: v for k, v in own.items() if k != "instructions"}, own.get("instructions"))
+
+    def set_thread_policy(self, key: str, values: Mapping[str, Any] | None = None, *, unset: Sequence[str] = (),
+                          reason: str | None = None, display_name: str | None = None) -> ThreadPolicyView:
+        self._record("set_thread_policy", key)
+        own = self._policies.setdefault(key, {})
+        for k in unset:
+            own.pop(k, None)
+        for k, v in (values or {}).items():
+            if v is None or v == "":
+                own.pop(k, None)
+            else:
+                own[k] = v
+        self.steering_calls.append(("policy", key, dict(own), reason))
+        return self.thread_policy(key)
+
+    def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None,
+                instructions: str | None = None, reason: str | None = None) -> ManualResult:
+        self.compact_instructions.append((key, instructions, reason))
         t = self._record("compact", key)
         assert t is not None and t.state is not None
         if self.compact_race:
