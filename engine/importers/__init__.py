@@ -158,8 +158,9 @@ def detect_format(path_or_text: str | Path) -> str | None:
             return opencode.FORMAT
         try:
             with p.open("rb") as fh:
-                first = fh.read(agents_sdk.SNIFF_BYTES)
-                if first.startswith(agents_sdk.SQLITE_MAGIC):  # a database: its schema text names the format
+                if fh.read(len(agents_sdk.SQLITE_MAGIC)) == agents_sdk.SQLITE_MAGIC:  # a database: its schema names the format
+                    fh.seek(0)
+                    first = fh.read(agents_sdk.SNIFF_BYTES)
                     return next((f for f, d in DATABASE_FORMATS.items() if d.sniff(first)), None)
                 fh.seek(0)
                 head = _first_lines(fh)
