@@ -223,3 +223,12 @@ def test_default_locations_find_task_folders_on_a_fake_home(tmp_path: Path):
     changed = tmp_path / ".config/Code/User/globalStorage/saoudrizwan.claude-dev/tasks" / CLINE.name / "ui_messages.json"
     assert discovery.session_for(changed, discovery.default_locations(tmp_path)) == (changed.parent, "cline")
     assert parse(changed.parent)[0].cwd == "/home/dev/tool"
+
+
+def test_compaction_import_takes_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from engine import cli
+
+    assert cli.main(["import", "--db", str(tmp_path / "c.db"), "--json", str(CLINE), str(ROO / "ui_messages.json")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["thread"], r["format"], r["source"], r["compactions"]) for r in out["imported"]] == [
+        ("cline:1764843000000", "cline", str(CLINE), 1), (f"cline:{ROO.name}", "cline", str(ROO), 1)]

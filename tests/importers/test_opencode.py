@@ -175,3 +175,12 @@ def test_default_location_lists_sessions_and_follow_maps_message_and_part_files(
     part = next((storage / "part" / msg.stem).glob("prt_*.json"))
     assert discovery.session_for(msg, locs) == (info, "opencode")
     assert discovery.session_for(part, locs) == (info, "opencode")
+
+
+def test_compaction_import_takes_the_storage_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
+    from engine import cli
+
+    assert cli.main(["import", "--db", str(tmp_path / "o.db"), "--json", str(ROOT)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(r["thread"], r["messages"], r["compactions"], r["parent_thread"]) for r in out["imported"]] == [
+        (KEY, 17, 2, None), (SUBKEY, 4, 0, KEY)]
