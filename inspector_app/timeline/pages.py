@@ -32,7 +32,7 @@ FLAG_NO_RESULT = "no result"
 #: how a format's name reads (a source the table does not know reads as written)
 SOURCE_NAMES = {
     "claude-code": "Claude Code", "codex": "Codex", "openai-chat": "OpenAI chat", "openai-responses": "OpenAI Responses",
-    "anthropic": "Anthropic", "openhands": "OpenHands", "swe-agent": "SWE-agent",
+    "anthropic": "Anthropic", "openhands": "OpenHands", "swe-agent": "SWE-agent", "agents-sdk": "Agents SDK",
 }  # fmt: skip
 
 
