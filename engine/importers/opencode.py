@@ -76,6 +76,8 @@ DEFAULT_LOCATIONS: list[str] = [
 DISCOVERY_SKIP: tuple[str, ...] = ("*/session/share/*",)
 
 PRUNED_TEXT = "[Old tool result content cleared]"
+#: what a prune's card says (the model was sent PRUNED_TEXT in place of each cleared output)
+PRUNE_NOTE = "opencode cleared the output of {n} tool call{s}: from then on each was sent as \"" + PRUNED_TEXT + "\""
 _PRUNE_PASS_MS = 5000
 _QUIET_PARTS = {"step-start", "step-finish", "snapshot", "patch", "compaction"}
 
@@ -422,9 +424,12 @@ class _Reader:
             pos = next((k for k, msg in enumerate(self.b.messages) if k > after and _ms(msg.timestamp) is not None
                         and _ms(msg.timestamp) >= when), len(self.b.messages))
             self.b.compaction(position=pos, replaced_start=idx[0], replaced_end=idx[-1] + 1, kind="prune", trigger="auto",
-                              summary=None, source_id=f"prune:{g[0][0]}", timestamp=_iso(g[0][0]),
+                              summary=PRUNE_NOTE.format(n=len(g), s="" if len(g) == 1 else "s"),
+                              source_id=f"prune:{g[0][0]}", timestamp=_iso(g[0][0]),
                               forgotten_ids=tuple(cid for _, cid, _ in g),
                               details={"cleared_results": len(g), "replaced_by": PRUNED_TEXT})
+        # in time order where they share a position (a prune pass runs before the compaction after it)
+        self.b.compaction_drafts.sort(key=lambda d: (d["position"], d.get("timestamp") or ""))
 
 
 def _ms(iso: str | None) -> int | None:

@@ -76,14 +76,15 @@ def test_steps_calls_results_and_repairs():
 
 def test_compaction_and_prune_are_recorded_compactions():
     (s,) = parse(INFO)
-    prune, comp = sorted(s.compactions, key=lambda c: c.kind)
+    prune, comp = s.compactions  # in time order: the prune pass ran before the compaction
     assert not any("## Summary" in m.text for m in s.messages)  # the summary is not a message
     assert (comp.kind, comp.trigger, comp.position, comp.replaced_start, comp.replaced_end) == ("summary", "auto", 14, 0, 14)
     assert comp.summary.startswith("## Summary\n- Task: retry with exponential backoff")
     assert comp.tokens_before == 11260 + 90  # the last response's context before it
     assert comp.details["summary_output_tokens"] == 310
     assert (prune.kind, prune.trigger, prune.replaced_start, prune.replaced_end) == ("prune", "auto", 2, 11)
-    assert prune.forgotten_ids == ("toolu_01Read", "toolu_04Write")
+    assert prune.forgotten_ids == ("toolu_01Read", "toolu_04Write") and prune.position == comp.position
+    assert prune.summary == 'opencode cleared the output of 2 tool calls: from then on each was sent as "[Old tool result content cleared]"'
     assert dict(prune.details) == {"cleared_results": 2, "replaced_by": "[Old tool result content cleared]"}
     assert s.messages[2].text.startswith("<file>")  # the file keeps the output the prune cleared from the requests
 
