@@ -72,7 +72,7 @@ def open_prefs(qtbot: Any, w: MainWindow) -> Any:
 
 
 def test_preferences_env_override_test_connection_and_save(qtbot: Any, window: MainWindow, cfg: Path, memory_keyring: MemoryKeyring,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+                                                           monkeypatch: pytest.MonkeyPatch, settings: Any) -> None:
     assert QKeySequence("Ctrl+,") in window.prefs.action.shortcuts()
     assert window.prefs.action in window.prefs.menu.actions() and window.prefs.menu.title() == "&Edit"
     with ProviderSimulator(context_window=1_000_000, model="served-model") as sim:
@@ -107,7 +107,10 @@ def test_preferences_env_override_test_connection_and_save(qtbot: Any, window: M
     assert memory_keyring.passwords == {(config.KEYRING_SERVICE, config.KEYRING_USER): KEY}
     text = (cfg / "settings.toml").read_text(encoding="utf-8")
     assert 'model = "file-model"' in text and "poll_interval = 1.5" in text and 'name = "Dana"' in text
-    assert [p for p in cfg.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()] == []
+    # nowhere on disk: the config dir, the window's QSettings file, the fake database's Workdir (all under tmp_path)
+    assert [p for p in cfg.parent.rglob("*") if p.is_file() and KEY.encode() in p.read_bytes()] == []
+    settings.sync()
+    assert Path(settings.fileName()).is_relative_to(cfg.parent) and KEY.encode() not in Path(settings.fileName()).read_bytes()
     assert window.live.timer.interval() == 1500
     assert "Preferences saved" in window.statusBar().currentMessage()
 
