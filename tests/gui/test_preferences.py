@@ -155,11 +155,21 @@ def show_card(qtbot: Any, w: MainWindow) -> None:
 
 def test_a_manual_compaction_from_the_gui_uses_the_configured_endpoint_and_the_card_names_it(
         qtbot: Any, window_factory: Any, demo_copy: Path, cfg: Path, memory_keyring: MemoryKeyring) -> None:
-    config.store_api_key(KEY)
     with ProviderSimulator(context_window=1_000_000, fallback=summarizing, model="qwen2.5-7b-instruct") as sim:
-        Settings().set_many({"summarizer.kind": "openai", "summarizer.base_url": sim.base_url, "summarizer.model": "qwen2.5-7b-instruct",
-                             "operator.name": "Dana"})
-        w = open_demo(qtbot, window_factory, demo_copy)
+        w = open_demo(qtbot, window_factory, demo_copy)  # opened with the defaults: the extractive summarizer
+        # a person chooses the endpoint in Preferences, with the window and its database open
+        dialog = open_prefs(qtbot, w)
+        assert dialog.kind.currentData() == "extractive" and not dialog.base_url.isEnabled()
+        dialog.kind.setCurrentIndex(dialog.kind.findData("openai"))
+        assert dialog.base_url.isEnabled() and dialog.test_button.isEnabled()
+        dialog.base_url.setText(sim.base_url)
+        dialog.model.setText("qwen2.5-7b-instruct")
+        dialog.api_key.setText(KEY)
+        dialog.operator.setText("Dana")
+        qtbot.mouseClick(dialog.buttons.button(dialog.buttons.StandardButton.Save), Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: "Summaries are now written by openai-compatible:qwen2.5-7b-instruct at 127.0.0.1:" in w.statusBar().currentMessage(),
+                        timeout=WAIT_MS)
+        assert memory_keyring.passwords == {(config.KEYRING_SERVICE, config.KEYRING_USER): KEY}
         compact(qtbot, w)
         assert len(sim.requests) >= 1 and sim.requests[0].headers.get("authorization") == f"Bearer {KEY}"
         assert w.statusBar().currentMessage().startswith("Compacted ")
