@@ -70,6 +70,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--preferences", choices=("open", "test"), default=None,
                         help="open Edit → Preferences… once loaded (test: and press Test connection); with --screenshot, the picture shows it")
     parser.add_argument("--sessions-panel", action="store_true", help="open File → Sessions on this machine… once loaded")
+    parser.add_argument("--read-only", action="store_true", help="open the database read-only (SQLite mode=ro): every write action disabled")
+    parser.add_argument("--revert", action="store_true", help="revert the selected thread's last compaction once loaded (as the summary card's Revert does)")
     parser.add_argument("session_file", nargs="?", metavar="SESSION_FILE", type=Path, default=None,
                         help="a session file (or folder) to import into your sessions database (or --db) and open")
     return parser.parse_args(argv)
@@ -91,6 +93,9 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
         await window.settle()
     if opened and args.compact and window.state.thread is not None:
         await window.compact(window.state.thread.key)
+        await window.settle()
+    if opened and args.revert and window.state.thread is not None:
+        await window.revert_audit.revert(window.state.thread.key, "shown by --revert")
         await window.settle()
     if opened and args.message is not None:
         await window.select_message(args.message)
@@ -172,6 +177,8 @@ def _grab(window: MainWindow) -> Any:
 def main(argv: Sequence[str] | None = None, *, opener: Callable[[str], Any] | None = None) -> int:
     """Run the inspector; ``opener(url)`` replaces ``engine.service.open_service`` (tests, embedding)."""
     args = parse_args(argv)
+    if args.read_only:  # every store this process opens is read-only (engine.service.open_service)
+        os.environ["COMPACTION_READ_ONLY"] = "1"
     if args.screenshot is not None:
         os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     problem = platform_check.check()

@@ -8,4 +8,4 @@ from typing import Literal
 ThemeMode = Literal["light", "dark", "system"]
 THEME_MODES: tuple[str, ...] = ("light", "dark", "system")
 #: the side tabs, in order
-TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events", "checks")
+TABS: tuple[str, ...] = ("detail", "pressure", "replay", "events", "checks", "audit")

@@ -28,6 +28,7 @@ from .controllers.compaction import CompactionController
 from .controllers.importing import ImportController, dropped_paths
 from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
+from .controllers.revert_audit import RevertAuditController
 from .controllers.search import SearchController
 from .controllers.selection import SelectionController
 from .controllers.sessions import SessionsController
@@ -131,6 +132,13 @@ class MainWindow(InspectorLayout):
             self.events_model.events(), info, self.state.thread.id if self.state.thread is not None else None
         )
         self.events_model.modelReset.connect(self.detail.refresh_dropped)
+        # issue 23: Revert on the summary card, the Audit tab, a store that cannot be written
+        self.revert_audit = RevertAuditController(
+            self, client, self.tasks, self.view, self.state, self.report,
+            reload=lambda key, keep: self.threads.load_thread(key, keep=keep), compaction=self.compaction,
+        )  # fmt: skip
+        self.tabs.addTab(self.revert_audit.panel, "Audit")
+        self.threadLoaded.connect(self.revert_audit.thread_loaded)
         self.setAcceptDrops(True)
 
     def _build_session_ui(self) -> None:
@@ -306,6 +314,7 @@ class MainWindow(InspectorLayout):
             if self.remember:
                 preferences.remember_database(self._settings, url)
             self.poll.start()
+            await self.revert_audit.database_opened()  # read-only (a role that cannot write, --read-only): said and disabled
             await self.sessions.database_changed()  # Follow all writes into the database shown
         return opened
 

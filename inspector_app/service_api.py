@@ -34,6 +34,7 @@ from engine.views import (
 )
 
 if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
+    from engine.views import AuditEntry, RevertResult, RevertTarget
     from engine.service import DiscoveredSession, ImportReport, SessionFollower, WhatIfComparison, WhatIfSweep
 
 
@@ -192,6 +193,29 @@ class InspectorService(Protocol):
         should_stop: Callable[[], bool] | None = None,
     ) -> "WhatIfSweep":
         """One what-if run per value of ``parameter`` (the other settings from ``settings``)."""
+        ...
+
+    # -- issue 23: revert / redo, the audit log, a store that cannot be written ----------------
+    def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> "RevertResult":
+        """Revert the thread's last compaction of ours, or redo it after a revert (raises ``ThreadBusy``, ``NotRevertible``)."""
+        ...
+
+    def revert_target(self, key: str) -> "RevertTarget":
+        """What Revert on the thread would do now (``revert`` / ``redo`` / None and why)."""
+        ...
+
+    def audit(
+        self, *, thread: str | None = None, operator: str | None = None, actions: Sequence[str] | None = None, after_id: int | None = None, limit: int = 200
+    ) -> list["AuditEntry"]:
+        """Audit rows oldest first, keyset-paged by id, filtered by thread, operator and actions."""
+        ...
+
+    def audit_operators(self) -> list[str]:
+        """The operators the audit log names."""
+        ...
+
+    def access(self) -> dict[str, Any]:
+        """``{"writable", "reason", "words", "operator"}``: whether this store can be written, and why not."""
         ...
 
     def close(self) -> None:

@@ -394,8 +394,16 @@ class CompactionController:
             ui.compact_action.setToolTip(ui.compact_button.toolTip())
             ui.compact_action.setStatusTip(ui.compact_button.toolTip())
 
+    #: why the store cannot be written, in words (issue 23; set by the revert/audit controller): Compact disabled with it
+    read_only: str | None = None
+
     def _update_compact_button(self) -> None:
         button, note = self.ui.compact_button, self.ui.busy_label
+        if self.read_only:
+            button.setEnabled(False)
+            button.setText("Compact now")
+            button.setToolTip(self.read_only)
+            return
         if self.compacting:
             button.setEnabled(False)
             button.setText("Compacting…")

@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLineEdit,
     QPlainTextEdit,
     QPushButton,
     QSizePolicy,
@@ -336,6 +337,10 @@ class DetailPane(QWidget):
     #: the card of a source's compaction is shown: its dropped specifics are to be read
     #: (answer with :meth:`set_source_dropped`)
     sourceCardShown = Signal(object)
+    #: our boundary's card is shown (the BoundaryInfo): Revert's state is to be read (issue 23)
+    boundaryCardShown = Signal(object)
+    #: Revert (or Redo) was pressed on the summary card: the reason typed beside it
+    revertRequested = Signal(str)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -425,6 +430,19 @@ class DetailPane(QWidget):
         self.card_split.addWidget(self.card_text)
         self.card_split.setChildrenCollapsible(False)
         card_layout.addLayout(top)
+        # issue 23: revert the last compaction (of a revert: redo it), with the reason for the audit log
+        self.revert_reason = QLineEdit()
+        self.revert_reason.setObjectName("revertReason")
+        self.revert_reason.setPlaceholderText("Reason (optional, recorded in the audit log)")
+        self.revert_button = QPushButton("Revert")
+        self.revert_button.setObjectName("revertCompaction")
+        self.revert_button.setEnabled(False)
+        self.revert_button.setToolTip("Reading whether the last compaction can be reverted…")
+        self.revert_button.clicked.connect(lambda: self.revertRequested.emit(self.revert_reason.text().strip()))
+        revert_row = QHBoxLayout()
+        revert_row.addWidget(self.revert_reason, 1)
+        revert_row.addWidget(self.revert_button, 0)
+        card_layout.addLayout(revert_row)
         #: who wrote the summary (the model and its endpoint's host, or the extractive summarizer)
         self.written_label = QLabel()
         self.written_label.setObjectName("summaryWrittenBy")
@@ -556,6 +574,9 @@ class DetailPane(QWidget):
         self.card_subject = ("boundary", info)
         self._show_dropped(self._read_boundary_dropped(info))
         self.stack.setCurrentWidget(self.card)
+        self.revert_button.setEnabled(False)
+        self.revert_button.setToolTip("Reading whether the last compaction can be reverted…")
+        self.boundaryCardShown.emit(info)
 
     def _read_boundary_dropped(self, info: BoundaryInfo) -> DroppedView:
         if self.boundary_dropped is None:
@@ -644,6 +665,9 @@ class DetailPane(QWidget):
         self.card_text.setPlainText(text + (f"\n\n── kept ──\n{kept}" if kept else ""))
         self._set_card_source(True)  # the source's colour, never our boundary's
         self.card_subject = ("source", sc)
+        self.revert_button.setText("Revert")
+        self.revert_button.setEnabled(False)
+        self.revert_button.setToolTip(f"A compaction {who} recorded itself is its history, not ours: it cannot be reverted")
         self._show_dropped(DroppedView.reading())
         self.sourceCardShown.emit(sc)
         self.stack.setCurrentWidget(self.card)

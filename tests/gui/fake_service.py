@@ -283,6 +283,29 @@ class FakeService:
         assert t is not None
         return list(t.pressure)
 
+    # -- issue 23: revert / redo, audit, access (the fake: nothing to revert, an empty log, writable) --
+    def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> Any:
+        from engine.errors import NotRevertible
+
+        self._record("revert", key)
+        raise NotRevertible(f"thread {key!r} has no compaction to revert", code="nothing_to_revert")
+
+    def revert_target(self, key: str) -> Any:
+        from engine.views import RevertTarget
+
+        return RevertTarget(None, (), "nothing_to_revert", f"thread {key!r} has no compaction to revert")
+
+    def audit(
+        self, *, thread: str | None = None, operator: str | None = None, actions: Sequence[str] | None = None, after_id: int | None = None, limit: int = 200
+    ) -> list[Any]:
+        return []
+
+    def audit_operators(self) -> list[str]:
+        return []
+
+    def access(self) -> dict[str, Any]:
+        return {"writable": True, "reason": None, "words": None, "operator": "fake"}
+
     # -- steering (issue 23) -------------------------------------------------------------
     def pins(self, key: str) -> list[PinInfo]:
         self._record("pins", key)

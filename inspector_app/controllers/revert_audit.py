@@ -1,0 +1,224 @@
+"""Revert on the summary card, the Audit tab and a store that cannot be written (issue 23).
+
+- **Revert**: the summary card's button reverts the open thread's last compaction of ours (Redo
+  after a revert); what it would do is read when the card shows (``revert_target``); the reason
+  typed beside it goes to the audit log. The thread is then read again.
+- **Audit**: the Audit tab lists the audit log (this thread or all, by operator and action).
+- **Read-only**: when the service says the store cannot be written (a database role without the
+  privileges, or ``--read-only``), the header says so, and every write action is disabled with the
+  reason in its tooltip: "read-only: your database role cannot write". No write is attempted, so no
+  raw permission error ever reaches the user.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+from PySide6.QtCore import QObject
+from PySide6.QtGui import QAction
+from PySide6.QtWidgets import QLabel, QWidget
+
+from engine.errors import EngineError
+
+from ..service_api import InspectorService
+from ..service_client import ServiceClient
+from ..widgets.audit import AuditPanel
+from .base import ThreadState
+from .tasks import TaskSet, ThreadTasks
+
+#: the audit rows read per page
+AUDIT_PAGE = 200
+#: a widget or action with this dynamic property set to True writes to the database: disabled read-only
+WRITE_PROPERTY = "dbWrite"
+
+
+class RevertAuditController:
+    def __init__(
+        self,
+        ui: Any,
+        client: ServiceClient,
+        tasks: TaskSet,
+        view: ThreadTasks,
+        state: ThreadState,
+        report: Callable[[BaseException, str], None],
+        *,
+        reload: Callable[[str, "int | None"], Awaitable[None]],
+        compaction: Any,
+    ) -> None:
+        self.ui = ui
+        self.client = client
+        self.tasks = tasks
+        self.view = view
+        self.state = state
+        self.report = report
+        self._reload = reload
+        self.compaction = compaction
+        #: why the store cannot be written, in words (None: writable or not known yet)
+        self.read_only: str | None = None
+        self.reverting = False
+        self.last_result: Any = None
+        self.panel = AuditPanel()
+        self.panel.filtersChanged.connect(lambda: self.tasks.spawn(self.load_audit(), "read the audit log"))
+        self.panel.moreRequested.connect(lambda: self.tasks.spawn(self.load_audit(more=True), "read the audit log"))
+        self.badge = QLabel("")
+        self.badge.setObjectName("readOnlyBadge")
+        self.badge.setWordWrap(True)
+        self.badge.hide()
+        ui.thread_header.layout().insertWidget(1, self.badge)
+        ui.detail.boundaryCardShown.connect(self._card_shown)
+        ui.detail.revertRequested.connect(self._revert_requested)
+        #: Compaction → Revert last compaction (Redo after a revert): reachable when no summary card is
+        #: (a revert of the first compaction leaves none)
+        self.action = QAction("Revert last compaction", ui)
+        self.action.setObjectName("revertAction")
+        self.action.setEnabled(False)
+        self.action.triggered.connect(lambda: self._revert_requested(""))
+        ui.compaction_menu.addAction(self.action)
+        self.target: Any = None
+
+    # -- access -----------------------------------------------------------------------------
+    async def database_opened(self) -> None:
+        """Ask the store whether it can be written and set the window up for it; then the audit."""
+        try:
+            access = await self.client.call(InspectorService.access)
+        except Exception as exc:  # noqa: BLE001: shown, as any failure
+            self.report(exc, "read the database's access")
+            return
+        self.apply_access(access)
+        await self.load_audit()
+
+    def apply_access(self, access: dict[str, Any]) -> None:
+        ui = self.ui
+        self.read_only = None if access.get("writable", True) else (access.get("words") or "read-only")
+        self.compaction.read_only = self.read_only
+        if self.read_only:
+            self.badge.setText(f"{self.read_only} · viewing as {access.get('operator') or 'this role'}")
+            self.badge.setToolTip("Compact, Revert, Import and every other write are disabled. docs/roles.md explains the roles.")
+            self.badge.show()
+            if "read-only" not in ui.windowTitle():
+                ui.setWindowTitle(f"{ui.windowTitle()} · read-only")
+        else:
+            self.badge.hide()
+        self.compaction.update_button()
+        self.apply_write_controls()
+
+    def write_controls(self) -> list[Any]:
+        """Every control that writes to the database."""
+        ui = self.ui
+        found: list[Any] = [ui.compact_button, ui.compact_action, ui.import_action, ui.detail.revert_button, ui.detail.revert_reason, self.action]
+        sessions = getattr(ui, "sessions", None)
+        if sessions is not None and getattr(sessions, "action", None) is not None:
+            found.append(sessions.action)
+        welcome = getattr(ui, "welcome", None)
+        for obj in ui.findChildren(QObject):
+            if obj.property(WRITE_PROPERTY) is True and obj not in found:
+                found.append(obj)
+        if welcome is not None:
+            found += [w for w in welcome.findChildren(QWidget) if w.objectName() in ("importSession",)]
+        return found
+
+    def apply_write_controls(self) -> None:
+        if not self.read_only:
+            return
+        for control in self.write_controls():
+            control.setEnabled(False)
+            control.setToolTip(self.read_only)
+            if hasattr(control, "setStatusTip"):
+                control.setStatusTip(self.read_only)
+
+    # -- revert -----------------------------------------------------------------------------
+    def _card_shown(self, _info: object) -> None:
+        button = self.ui.detail.revert_button
+        if self.read_only:
+            button.setEnabled(False)
+            button.setToolTip(self.read_only)
+            self.ui.detail.revert_reason.setEnabled(False)
+            return
+        if self.state.thread is not None:
+            self.view.spawn(self._read_target(self.state.thread.key), "read what Revert would do")
+
+    def thread_loaded(self, key: str) -> None:
+        """A thread was (re)loaded: what Revert would do now (the menu's action), and its audit."""
+        self.tasks.spawn(self.load_audit(), "read the audit log")
+        if self.read_only:
+            self.action.setEnabled(False)
+            self.action.setToolTip(self.read_only)
+            return
+        self.view.spawn(self._read_target(key), "read what Revert would do")
+
+    async def _read_target(self, key: str) -> None:
+        target = await self.client.call(InspectorService.revert_target, key)
+        if self.state.thread is None or self.state.thread.key != key:
+            return
+        self.target = target
+        self.action.setText("Redo the reverted compaction" if target.action == "redo" else "Revert last compaction")
+        self.action.setEnabled(target.action is not None and not self.read_only)
+        self.action.setToolTip(self.read_only or target.why or "")
+        self.action.setStatusTip(self.read_only or target.why or "")
+        button = self.ui.detail.revert_button
+        self.ui.detail.revert_reason.setEnabled(target.action is not None)
+        if target.action is None:
+            button.setText("Revert")
+            button.setEnabled(False)
+            button.setToolTip(target.why or "Nothing to revert")
+        elif target.action == "redo":
+            button.setText("Redo")
+            button.setEnabled(not self.reverting)
+            button.setToolTip("The last act on this thread was a revert: apply the compaction it undid again (a new generation)")
+        else:
+            button.setText("Revert")
+            button.setEnabled(not self.reverting)
+            button.setToolTip("Bring back the boundary, summary and pruned results from before the last compaction (a new generation; nothing is deleted)")
+
+    def _revert_requested(self, reason: str) -> None:
+        if self.state.thread is not None and not self.read_only:
+            self.tasks.spawn(self.revert(self.state.thread.key, reason or None), "revert")
+
+    async def revert(self, key: str, reason: str | None = None) -> Any:
+        """Revert (or redo) the last compaction of ``key``, then read the thread again."""
+        bar = self.ui.statusBar()
+        self.reverting = True
+        self.ui.detail.revert_button.setEnabled(False)
+        bar.showMessage("Reverting…")
+        try:
+            result = await self.client.call(InspectorService.revert, key, reason=reason)
+        except EngineError as exc:
+            self.report(exc, "revert")
+            bar.showMessage("Revert refused: nothing changed")
+            return None
+        finally:
+            self.reverting = False
+        self.last_result = result
+        self.ui.detail.revert_reason.clear()
+        done = ("Reverted the last compaction" if result.action == "revert" else "Redid the reverted compaction") + (
+            f": {result.tokens_before:,} → {result.tokens_after:,} tokens, generation {result.generation_after}"
+        )
+        if self.state.thread is not None and self.state.thread.key == key:
+            self.ui.banner.clear()
+            await self._reload(key, None)
+        bar.showMessage(done if self.state.thread is not None and self.state.thread.key == key else f"{key}: {done}")
+        await self.load_audit()
+        return result
+
+    # -- audit ------------------------------------------------------------------------------
+    async def load_audit(self, *, more: bool = False) -> None:
+        panel = self.panel
+        thread = self.state.thread.key if self.state.thread is not None and panel.this_thread.isChecked() else None
+        after = None
+        if more and panel.model.rowCount():
+            after = panel.model.entries()[-1].id
+        try:
+            operators = await self.client.call(InspectorService.audit_operators)
+            rows = await self.client.call(
+                InspectorService.audit, thread=thread, operator=panel.chosen_operator(), actions=panel.chosen_actions(), after_id=after, limit=AUDIT_PAGE
+            )
+        except Exception as exc:  # noqa: BLE001: shown, as any failure
+            self.report(exc, "read the audit log")
+            return
+        panel.set_operators(operators)
+        panel.view.setColumnHidden(2, thread is not None)  # one thread: its name in every row says nothing
+        panel.model.set_entries(rows, append=more)
+        panel.more.setVisible(len(rows) == AUDIT_PAGE)
+        n = panel.model.rowCount()
+        where = f"thread {thread}" if thread else "every thread"
+        panel.status.setText(f"{n} action{'s' if n != 1 else ''} on {where}" if n else f"No recorded action on {where} yet")
