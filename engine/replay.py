@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import Mapping, Protocol, Sequence
+from typing import Collection, Mapping, Protocol, Sequence
 
 from .events import (
     CancelledEvent,
@@ -35,7 +35,7 @@ from .messages import META_EPHEMERAL, Message
 from .surface import build_surface
 from .views import CompactionEvent, CompactionState, Episode, HistoryRecord, Offload, ReplayStep, Snapshot
 
-__all__ = ["OVERFLOW_CODE", "ReplaySource", "build_episodes", "episodes_from", "ephemeral_notes", "snapshot_at", "state_at", "surface_at"]
+__all__ = ["OVERFLOW_CODE", "ReplaySource", "build_episodes", "episodes_from", "ephemeral_notes", "pins_at", "snapshot_at", "state_at", "surface_at"]
 
 OVERFLOW_CODE = "CONTEXT_WINDOW_EXCEEDED"
 
@@ -92,9 +92,11 @@ def surface_at(
     generation: int,
     last_message_id: int | None,
     ephemeral: Sequence[str] = (),
+    pinned: Collection[int] = (),
 ) -> tuple[Message, ...]:
-    """The model-visible surface at a generation, limited to messages that existed then."""
-    snap = snapshot_at(snapshot, history, all_messages, offloads, generation=generation, last_message_id=last_message_id)
+    """The model-visible surface at a generation, limited to messages that existed then;
+    ``pinned``: the ids kept verbatim behind the boundary then (:func:`pins_at`)."""
+    snap = snapshot_at(snapshot, history, all_messages, offloads, generation=generation, last_message_id=last_message_id, pinned=pinned)
     return build_surface(snap, ephemeral=ephemeral_notes(ephemeral)).messages
 
 
@@ -108,6 +110,7 @@ def snapshot_at(
     last_message_id: int | None,
     state: CompactionState | None = None,
     message_ids: Sequence[int] | None = None,
+    pinned: Collection[int] = (),
 ) -> Snapshot:
     """``snapshot`` as it was at ``generation``: the state then (``state`` when the caller already
     has it), the messages after its boundary that existed then (id at most ``last_message_id``),
@@ -117,7 +120,25 @@ def snapshot_at(
         state = state_at(history, generation, snapshot.conversation_id)
     msgs = _between(all_messages, state.boundary, last_message_id, message_ids)
     offs = {k: v for k, v in offloads.items() if v.generation is not None and v.generation <= generation}
-    return replace(snapshot, state=state, messages=msgs, offloads=offs)
+    kept: tuple[Message, ...] = ()
+    if pinned and state.boundary is not None:  # pinned messages behind the boundary stayed on the surface
+        wanted = {i for i in pinned if i <= state.boundary and (last_message_id is None or i <= last_message_id)}
+        kept = tuple(m for m in _between(all_messages, None, state.boundary, message_ids) if m.id in wanted) if wanted else ()
+    return replace(snapshot, state=state, messages=msgs, offloads=offs, pins=frozenset(pinned), pinned=kept)
+
+
+def pins_at(events: Sequence[CompactionEvent], generation: int) -> frozenset[int]:
+    """The pinned ids in force at ``generation``: those the newest summary event at or before it
+    recorded (``SummaryEvent.pinned``); empty before the first pinned compaction."""
+    best: tuple[int, frozenset[int]] | None = None
+    for e in events:
+        if e.kind != "summary" or not isinstance(e.data, Mapping):
+            continue
+        after = e.data.get("generation_after")
+        if isinstance(after, int) and after <= generation and (best is None or after >= best[0]):
+            ids = e.data.get("pinned") or ()
+            best = (after, frozenset(i for i in ids if isinstance(i, int)))
+    return best[1] if best is not None else frozenset()
 
 
 def ephemeral_notes(texts: Sequence[str]) -> list[Message]:
@@ -235,7 +256,8 @@ def episodes_from(
         last_gen = gen
         st = state_at(history, gen, snapshot.conversation_id)
         return (
-            surface_at(snapshot, history, messages, offloads, generation=gen, last_message_id=last_id, ephemeral=notes),
+            surface_at(snapshot, history, messages, offloads, generation=gen, last_message_id=last_id, ephemeral=notes,
+                       pinned=pins_at(events, gen)),
             st.summary,
         )
 

@@ -545,6 +545,11 @@ class CompactionDiff:
     #: who wrote the summary (``engine.events.written_by``: "model gpt-4o-mini at api.openai.com",
     #: "extractive summarizer (offline)"); None for a prune, a source's compaction, or when not recorded
     written_by: str | None = None
+    #: the instructions the compaction followed (issue 23), and for each term they name
+    #: (``engine.summarizers.protocol.instruction_terms``) whether it survived: in the summary or
+    #: verbatim on the surface after it
+    instructions: str | None = None
+    instructions_kept: tuple[tuple[str, bool], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

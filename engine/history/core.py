@@ -17,7 +17,8 @@ from ..errors import EngineError
 from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event, written_by
 from ..messages import META_PRUNED, Message
 from ..meter import TokenMeter, default_meter
-from ..replay import OVERFLOW_CODE, ephemeral_notes, snapshot_at, state_at
+from ..summarizers.protocol import instruction_terms
+from ..replay import OVERFLOW_CODE, ephemeral_notes, pins_at, snapshot_at, state_at
 from ..previews import replacement_preview
 from ..specifics import DroppedSpecifics, dropped_at_compaction
 from ..surface import build_surface, envelope_of
@@ -214,6 +215,8 @@ class ThreadHistory:
         self.source = list(source_compactions)
         self.events = list(events)
         self.last_event_id: int | None = self.events[-1].id if self.events else None
+        #: the summary events that kept pinned messages (issue 23): the surfaces they left show them
+        self._pin_events = [e for e in self.events if e.kind == "summary" and isinstance(e.data, Mapping) and e.data.get("pinned")]
         self._errors: dict[tuple[int | None, int | None], ProviderErrorEvent] = {}
         self._notes: dict[int | None, tuple[str, ...]] = {}
         self._retries: dict[tuple[int | None, int | None], RetryEvent] = {}
@@ -284,7 +287,7 @@ class ThreadHistory:
 
     def _engine_snapshot(self, generation: int, last_id: int | None, state: CompactionState | None = None) -> Snapshot:
         return snapshot_at(self.snapshot, self.history, self.messages, self.offloads, generation=generation,
-                           last_message_id=last_id, state=state, message_ids=self.ids)
+                           last_message_id=last_id, state=state, message_ids=self.ids, pinned=pins_at(self._pin_events, generation))
 
     def _source_state(self, before: int | None = None, *, until: SourceCompaction | None = None) -> _SourceView:
         """What the source's model saw of a prompt made of the messages with id < ``before`` (or:
@@ -418,7 +421,8 @@ class ThreadHistory:
         lo, hi = h.boundary_before, h.boundary_after
         summarized: tuple[Message, ...] = ()
         if h.kind != "prune" and hi is not None and hi != lo:
-            summarized = tuple(m for m in before.messages if m.id is not None and (lo is None or m.id > lo) and m.id <= hi)
+            kept_pinned = pins_at(self._pin_events, h.generation_after)  # pinned: kept verbatim, not summarized
+            summarized = tuple(m for m in before.messages if m.id is not None and (lo is None or m.id > lo) and m.id <= hi and m.id not in kept_pinned)
         kept = tuple(m for m in after.messages if m.id is not None)
         pruned = tuple(self.offloads[i] for i in h.pruned_message_ids if i in self.offloads)
         notes: list[str] = []
@@ -440,6 +444,7 @@ class ThreadHistory:
             before=before.messages, after=after.messages, record_id=h.id,
             measured_before=measured[0], measured_after=measured[1], measured_by=measured[2],
             written_by=written_by(c.event.data) if h.kind != "prune" and c.event is not None and c.event.kind == "summary" else None,
+            **_instructed(c.event.data if h.kind != "prune" and c.event is not None and c.event.kind == "summary" else None, sa.summary, after.messages),
         )
 
     def request_before(self, last_id: int | None) -> Message | None:
@@ -762,3 +767,15 @@ def compaction_cost(source: HistorySource, key: str, compaction: int | None = No
 def compaction_history(source: HistorySource, key: str) -> list[CompactionEntry]:
     """Every compaction of ``key`` (ours and the source's recorded ones), in time order."""
     return read_history(source, key).entries()
+
+
+def _instructed(data: Mapping[str, Any] | None, summary: str | None, after: Sequence[Message]) -> dict[str, Any]:
+    """The diff's ``instructions`` and, for each term they name, whether it survived the compaction
+    (in the summary, or verbatim on the surface after it)."""
+    text = data.get("instructions") if isinstance(data, Mapping) else None
+    if not isinstance(text, str) or not text.strip():
+        return {}
+    shown = [summary or ""] + [m.content for m in after] + [c.arguments for m in after for c in m.tool_calls]
+    kept = tuple((t, any(t in s for s in shown) or (t.startswith("#") and t[1:].isdigit() and any(m.id == int(t[1:]) for m in after)))
+                 for t in instruction_terms(text))
+    return {"instructions": text, "instructions_kept": kept}

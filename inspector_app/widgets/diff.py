@@ -71,6 +71,16 @@ def side_summary(counts: dict[str, int], side: str) -> str:
     return " · ".join(parts)
 
 
+def instructions_text(diff: CompactionDiff) -> str:
+    """``Instructions: …`` and, for each term they named, kept ✓ or gone ✗ (empty: none)."""
+    text = getattr(diff, "instructions", None)
+    if not text:
+        return ""
+    kept = getattr(diff, "instructions_kept", ()) or ()
+    terms = " · ".join(f"{t} {'✓ kept' if ok else '✗ not kept'}" for t, ok in kept)
+    return f"Instructions: {text}" + (f"\nWhat they named: {terms}" if terms else "")
+
+
 class DiffView(QWidget):
     """Compaction picker, tokens by category, the two surfaces, the summary and the dropped list."""
 
@@ -208,6 +218,13 @@ class DiffView(QWidget):
         self.body = QWidget()
         body = QVBoxLayout(self.body)
         body.setContentsMargins(0, 0, 0, 0)
+        #: the instructions the compaction followed and whether what they named survived (issue 23)
+        self.instructions = QLabel()
+        self.instructions.setObjectName("diffInstructions")
+        self.instructions.setWordWrap(True)
+        self.instructions.setTextFormat(Qt.TextFormat.PlainText)
+        self.instructions.hide()
+        body.addWidget(self.instructions)
         body.addWidget(self.tokens)
         body.addWidget(split, 1)
 
@@ -357,6 +374,8 @@ class DiffView(QWidget):
         self.title.setToolTip("\n".join(x for x in (measured, diff.note or "") if x))
         self.title.show()
         self.summary.setPlainText(diff.summary or "")
+        self.instructions.setText(instructions_text(diff))
+        self.instructions.setVisible(bool(self.instructions.text()))
         view = DroppedView.from_specifics(diff.dropped)
         self.dropped_model.set_items(view.items)
         self.dropped_title.setText(view.headline() + (f" — {view.error()}" if view.error() else ""))

@@ -102,3 +102,12 @@ def test_instruction_terms_and_the_prompt_block():
     req = SummaryRequest(messages=(user("hi"),), instructions="Keep src/")
     assert "<instructions>\nKeep src/\n</instructions>" in render_prompt(req)[1]
     assert "<instructions>" not in render_prompt(SummaryRequest(messages=(user("hi"),)))[1]
+
+
+def test_the_before_after_view_shows_the_instructions_and_what_survived(make_service, new_key):
+    svc = make_service(Counting(ExtractiveSummarizer()))
+    key = thread_with_fact(svc, new_key("instr-diff"))
+    svc.compact(key, instructions='keep "retention window is 45 days" and "no-such-phrase-here"')
+    diff = svc.compaction_diff(key)
+    assert diff.instructions.startswith("keep ")
+    assert dict(diff.instructions_kept) == {"retention window is 45 days": True, "no-such-phrase-here": False}

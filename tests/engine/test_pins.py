@@ -170,3 +170,18 @@ def test_pin_of_an_unknown_message_is_refused(make_service, new_key):
         svc.pin(key, 10**9)
     assert caught.value.code == "message_not_found"
     assert audit_rows(svc, key) == []
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_the_history_rebuilds_the_pinned_surface(request, new_key, factory):
+    """The replay / history knows the pins: the rebuilt surface after a compaction shows the
+    pinned round verbatim, as the model saw it."""
+    svc = request.getfixturevalue(factory)(Counting())
+    key = new_key("pin-history")
+    call_id, result_id = pinned_thread(svc, key)
+    svc.pin(key, result_id)
+    assert svc.compact(key).status == "completed"
+    diff = svc.compaction_diff(key)
+    after = {m.id: m for m in diff.after if m.id is not None}
+    assert call_id in after and result_id in after and MARK in after[result_id].content
+    assert result_id not in {m.id for m in diff.summarized}
