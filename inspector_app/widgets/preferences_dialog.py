@@ -101,6 +101,8 @@ class PreferencesDialog(QDialog):
         self.setObjectName("preferencesDialog")
         self.setWindowTitle("Preferences")
         self.setMinimumWidth(720)
+        # a field the environment overrides (or the extractive summarizer leaves unused) reads as such
+        self.setStyleSheet("QLineEdit:disabled, QDoubleSpinBox:disabled, QComboBox:disabled { color: palette(mid); background: palette(window); }")
         self._run = run
         self._spawn = spawn
         self.settings = settings if settings is not None else Settings()
