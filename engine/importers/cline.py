@@ -233,6 +233,7 @@ class _Reader:
         self.first_of: dict[int, int] = {}  # api index → builder index of its first message
         self.assistant_at: dict[int, int] = {}  # api index → builder index of its assistant message
         self.pending: list[ImportedToolCall] = []
+        self._all_calls: list[ImportedToolCall] = []
         self.summary_calls: list[tuple[int, str, str]] = []  # (api index, trigger, context)
         self.title: str | None = None
         self.model: str | None = None
@@ -367,13 +368,17 @@ class _Reader:
         self.first_of[i] = idx
         self.assistant_at[i] = idx
         self.pending = list(calls)
+        self._all_calls.extend(calls)
 
     def _take_call(self, name: str | None, wanted_id: str | None = None) -> ImportedToolCall | None:
-        for c in self.pending:
-            if (wanted_id and c.id == wanted_id) or (not wanted_id and name and c.name == name):
-                self.pending.remove(c)
-                return c
-        if wanted_id is None and self.pending:
+        """The open call a result answers: by id, else by name, else the first open one (Cline writes
+        the placeholder id ``cline`` when it lost the provider's)."""
+        for match in (lambda c: bool(wanted_id) and c.id == wanted_id, lambda c: bool(name) and c.name == name):
+            for c in self.pending:
+                if match(c):
+                    self.pending.remove(c)
+                    return c
+        if self.pending and (wanted_id is None or not any(c.id == wanted_id for c in self._all_calls)):
             return self.pending.pop(0)
         return None
 
@@ -388,10 +393,12 @@ class _Reader:
         start = len(self.b.messages)
         for r in results:
             call = self._take_call(None, r.tool_use_id or None)
-            cid = r.tool_use_id or (call.id if call else f"{key}:r{r.index}")
+            cid = call.id if call else (r.tool_use_id or f"{key}:r{r.index}")
+            extra = {"source_tool_use_id": r.tool_use_id} if call and r.tool_use_id and r.tool_use_id != call.id else {}
             self.b.add(ImportedMessage(role="tool", parts=tuple(r.parts), tool_call_id=cid,
                                        tool_name=call.name if call else None, is_error=r.is_error,
-                                       source_key=f"{key}:{cid}", timestamp=ts, details=details))
+                                       source_key=f"{key}:{r.tool_use_id or cid}" if not extra else f"{key}:{cid}",
+                                       timestamp=ts, details={**details, **extra}))
         # text results: "[name for '…'] Result:" then the result block(s)
         rest: list[Part] = []
         n = 0

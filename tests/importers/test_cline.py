@@ -232,3 +232,17 @@ def test_compaction_import_takes_the_folder(tmp_path: Path, capsys: pytest.Captu
     out = json.loads(capsys.readouterr().out)
     assert [(r["thread"], r["format"], r["source"], r["compactions"]) for r in out["imported"]] == [
         ("cline:1764843000000", "cline", str(CLINE), 1), (f"cline:{ROO.name}", "cline", str(ROO), 1)]
+
+
+def test_a_placeholder_tool_use_id_is_paired_by_order(tmp_path: Path):
+    """Cline writes tool_result blocks with the id ``cline`` when it lost the provider's id."""
+    api = [
+        {"role": "user", "content": [{"type": "text", "text": "<task>\nls\n</task>"}], "ts": 1},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_A", "name": "list_files", "input": {"path": "."}},
+                                          {"type": "tool_use", "id": "toolu_B", "name": "read_file", "input": {"path": "a"}}], "ts": 2},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "cline", "content": "a\nb"},
+                                     {"type": "tool_result", "tool_use_id": "cline", "content": "x = 1"}], "ts": 3},
+    ]
+    (s,) = parse(_write(tmp_path / "tasks" / "9", api))
+    assert [(m.tool_call_id, m.tool_name, m.repair, m.details.get("source_tool_use_id")) for m in s.messages[2:]] == [
+        ("toolu_A", "list_files", None, "cline"), ("toolu_B", "read_file", None, "cline")]
