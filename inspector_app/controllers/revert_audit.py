@@ -156,7 +156,11 @@ class RevertAuditController:
         self.action.setToolTip(self.read_only or target.why or "")
         self.action.setStatusTip(self.read_only or target.why or "")
         button = self.ui.detail.revert_button
-        self.ui.detail.revert_reason.setEnabled(target.action is not None)
+        self.ui.detail.revert_reason.setEnabled(target.action is not None and not self.read_only)
+        if self.read_only:  # learnt while this was read: never enabled on a store that cannot be written
+            button.setEnabled(False)
+            button.setToolTip(self.read_only)
+            return
         if target.action is None:
             button.setText("Revert")
             button.setEnabled(False)

@@ -7,10 +7,10 @@ reads the rows through the service.
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTreeView, QVBoxLayout, QWidget
 
-from ..models.audit import AuditModel
+from ..models.audit import AuditModel, state_text
 
 ACTIONS = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
 ALL = "All"
@@ -51,9 +51,16 @@ class AuditPanel(QWidget):
         self.view.setAllColumnsShowFocus(True)
         self.view.setAlternatingRowColors(True)
         head = self.view.header()
-        head.setStretchLastSection(True)
+        head.setStretchLastSection(False)
         for col in range(4):
             head.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
+        head.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)  # the reason takes the room
+        self.view.setColumnHidden(5, True)  # before → after: in full under the list, for the selected row
+        #: the selected action in full (else the newest): who, when, why, the state before and after
+        self.detail = QLabel("")
+        self.detail.setObjectName("auditDetail")
+        self.detail.setWordWrap(True)
+        self.detail.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.status = QLabel("")
         self.status.setObjectName("muted")
         self.status.setWordWrap(True)
@@ -67,11 +74,32 @@ class AuditPanel(QWidget):
         layout.setContentsMargins(8, 8, 8, 8)
         layout.addLayout(filters)
         layout.addWidget(self.view, 1)
+        layout.addWidget(self.detail)
         layout.addLayout(bottom)
         self.this_thread.toggled.connect(lambda _on: self.filtersChanged.emit())
         self.operator.currentIndexChanged.connect(lambda _i: self.filtersChanged.emit())
         self.action.currentIndexChanged.connect(lambda _i: self.filtersChanged.emit())
         self.more.clicked.connect(self.moreRequested.emit)
+        self.view.selectionModel().currentRowChanged.connect(lambda _cur, _prev: self.show_detail())
+        self.model.modelReset.connect(self.show_detail)
+        self.model.rowsInserted.connect(lambda *_a: self.show_detail())
+
+    def show_detail(self) -> None:
+        """The selected row in full (the newest when none is selected)."""
+        rows = self.model.entries()
+        index = self.view.currentIndex()
+        entry = rows[index.row()] if index.isValid() and index.row() < len(rows) else (rows[-1] if rows else None)
+        if entry is None:
+            self.detail.setText("")
+            return
+        who = f"{entry.operator} ({entry.display_name})" if entry.display_name else entry.operator
+        lines = [
+            f"#{entry.id} {entry.action} of {entry.thread or '(deleted thread)'} by {who}, {entry.at.astimezone():%Y-%m-%d %H:%M:%S}",
+            f"Reason: {entry.reason}" if entry.reason else "No reason given",
+            f"Before: {state_text(entry.before) or '—'}",
+            f"After: {state_text(entry.after) or '—'}",
+        ]
+        self.detail.setText("\n".join(lines))
 
     def set_operators(self, names: list[str]) -> None:
         """The operator filter's choices (the current one kept when it is still there)."""

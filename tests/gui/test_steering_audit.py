@@ -118,6 +118,9 @@ def test_the_viewer_role_opens_read_only_with_no_error_dialog(qtbot: Any, window
     assert w.revert_audit.badge.isVisible() and w.revert_audit.badge.text().startswith(READ_ONLY_ROLE)
     assert not w.compact_button.isEnabled() and w.compact_button.toolTip() == READ_ONLY_ROLE
     assert not w.compact_action.isEnabled() and not w.import_action.isEnabled()
+    # the thread opened on its summary card before the access was known: its Revert stays disabled
+    assert w.detail.stack.currentWidget() is w.detail.card
+    assert not w.detail.revert_button.isEnabled() and w.detail.revert_button.toolTip() == READ_ONLY_ROLE
     assert run(qtbot, w, w.show_boundary(), timeout=WAIT_MS) is None
     qtbot.waitUntil(lambda: w.idle and w.detail.stack.currentWidget() is w.detail.card, timeout=WAIT_MS)
     assert not w.detail.revert_button.isEnabled() and w.detail.revert_button.toolTip() == READ_ONLY_ROLE
