@@ -41,14 +41,11 @@ def build_surface(snapshot: Snapshot, *, ephemeral: Sequence[Message] = ()) -> S
     right after their call's round, and one whose call is behind the boundary is left out: an
     OpenAI-compatible provider rejects a result that does not follow its call.
 
-    Pinned messages (``snapshot.pins``, ``snapshot.pinned``) are shown verbatim in their place:
-    those at or before the boundary right after the summary, in id order, and a pinned result is
-    never its preview (§pins in docs/contract.md)."""
+    Pinned messages (``snapshot.pinned``) stay in their place as they were shown when pinned:
+    those at or before the boundary right after the summary, in id order (a result pruned before
+    its pin stays its preview; a pinned one is never pruned: docs/contract.md, Pins)."""
     messages = snapshot.pinned + snapshot.messages if snapshot.pinned else snapshot.messages
-    offloads = snapshot.offloads
-    if snapshot.pins and offloads:
-        offloads = {i: o for i, o in offloads.items() if i not in snapshot.pins}
-    shown = place_closing_markers(shown_messages(messages, offloads))
+    shown = place_closing_markers(shown_messages(messages, snapshot.offloads))
     first = next((m for m in shown if m.role != "system"), None)
     if first is not None and first.role != "user":
         shown.insert(0, Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True}))

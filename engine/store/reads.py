@@ -268,7 +268,14 @@ def steering_of(conn: Connection, cid: int, state: CompactionState) -> dict[str,
                 MessageRow.tool_call_id.in_(calls))).scalars().all()
             extra = [int(i) for i in late if int(i) not in pins]
             found = sorted(found + by_ids(extra), key=lambda m: m.id or 0)
-        pinned = tuple(found)
+        # a result pruned before it was pinned stays its preview (the offloads of a snapshot are those
+        # after the boundary: a pinned one behind it is shown here already)
+        rows = conn.execute(select(ToolOffloadRow.__table__).where(
+            ToolOffloadRow.__table__.c.conversation_id == cid,
+            ToolOffloadRow.__table__.c.message_id.in_([m.id for m in found if m.role == "tool"]))).all() if found else []
+        shown = {r.message_id: offload_record(r) for r in rows if getattr(r, "reverted_generation", None) is None}
+        from ..surface import shown_message  # pure
+        pinned = tuple(shown_message(m, shown.get(m.id)) if m.id in shown else m for m in found)
     return {"pins": pins, "pinned": pinned, "thread_policy": dict(policy) if isinstance(policy, dict) and policy else None}
 
 

@@ -185,3 +185,22 @@ def test_the_history_rebuilds_the_pinned_surface(request, new_key, factory):
     after = {m.id: m for m in diff.after if m.id is not None}
     assert call_id in after and result_id in after and MARK in after[result_id].content
     assert result_id not in {m.id for m in diff.summarized}
+
+
+@pytest.mark.parametrize("factory", FACTORIES)
+def test_a_result_pruned_before_its_pin_stays_its_preview(request, new_key, factory):
+    from engine.messages import META_PRUNED
+    svc = request.getfixturevalue(factory)(Counting())
+    key = new_key("pin-pruned")
+    call_id, result_id = pinned_thread(svc, key)
+    route(svc, key)
+    svc.compact_for_pressure(key, RunState())  # prunes the big result (and summarizes)
+    if svc.compaction_state(key).boundary and svc.compaction_state(key).boundary >= result_id:
+        pytest.skip("the pressure summary already took the round")
+    assert result_id in svc.offloads(key)
+    svc.pin(key, result_id)
+    finished_turns(svc, key, 10)
+    assert svc.compact(key).status == "completed" and svc.compaction_state(key).boundary > result_id
+    shown = {m.id: m for m in history_part(surface_of(svc, key))}
+    assert shown[result_id].metadata.get(META_PRUNED) and shown[result_id].content.startswith("[tool result offloaded")  # as when pinned
+    assert call_id in shown
