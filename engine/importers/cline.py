@@ -11,7 +11,10 @@ A task folder holds (all rewritten whole by the extension as the task goes on):
 - ``ui_messages.json``: what the panel showed, ``[{ts, type: say | ask, say?, ask?, text?, partial?,
   conversationHistoryIndex?, conversationHistoryDeletedRange?, contextCondense?, contextTruncation?}]``;
 - ``task_metadata.json`` (Cline, Kilo): ``{model_usage [{ts, model_id, model_provider_id, mode}],
-  files_in_context, environment_history}``.
+  files_in_context, environment_history}``;
+- ``history_item.json`` (Roo): the task's history entry ``{id, number, ts, task, workspace, mode,
+  parentTaskId?, tokensIn, tokensOut, totalCost, …}``: a subtask (``new_task``) names its parent task,
+  so its thread is keyed under the parent's.
 
 Tool calls come three ways: Cline's classic XML tool tags in the assistant's text
 (``<read_file><path>a.py</path></read_file>``), answered by user **text** blocks ``[read_file for
@@ -74,7 +77,8 @@ FORMAT = "cline"
 API_FILE = "api_conversation_history.json"
 UI_FILE = "ui_messages.json"
 META_FILE = "task_metadata.json"
-TASK_FILES = (API_FILE, UI_FILE, META_FILE)
+ITEM_FILE = "history_item.json"  # Roo: the task's history entry (task, workspace, parentTaskId, totals)
+TASK_FILES = (API_FILE, UI_FILE, META_FILE, ITEM_FILE)
 
 _EXTENSIONS = {"saoudrizwan.claude-dev": "cline", "rooveterinaryinc.roo-cline": "roo", "kilocode.kilo-code": "kilo"}
 _EDITORS = ("Code", "Code - Insiders", "VSCodium", "Cursor", "Windsurf")
@@ -206,8 +210,10 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
         api_raw = _load(b, folder / API_FILE, list)
         ui = _load(b, folder / UI_FILE, list) or []
         meta = _load(b, folder / META_FILE, dict) or {}
+        item = _load(b, folder / ITEM_FILE, dict) or {}
     else:  # text handed over: one api history or ui messages document
         data = source.load_json(FORMAT)
+        item = {}
         api_raw, ui, meta = (data, [], {}) if not (isinstance(data, list) and data and isinstance(data[0], Mapping)
                                                      and data[0].get("type") in ("say", "ask")) else (None, data, {})
     if api_raw is None and not ui:
@@ -223,8 +229,12 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     reader.read()
     sid = folder.name if folder is not None else "task"
     extra = {"tool": tool, **{k: v for k, v in reader.facts.items() if v is not None}}
-    return [b.build(final=final, source_session_id=sid, title=reader.title, model=reader.model,
-                    cwd=reader.cwd, extra=extra)]
+    for k in ("mode", "totalCost", "tokensIn", "tokensOut", "number"):
+        if item.get(k) is not None:
+            extra[k] = item[k]
+    return [b.build(final=final, source_session_id=sid, title=reader.title or str_or_none(item.get("task")),
+                    model=reader.model, cwd=reader.cwd or str_or_none(item.get("workspace")),
+                    parent_session_id=str_or_none(item.get("parentTaskId")), extra=extra)]
 
 
 class _Reader:

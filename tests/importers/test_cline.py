@@ -246,3 +246,15 @@ def test_a_placeholder_tool_use_id_is_paired_by_order(tmp_path: Path):
     (s,) = parse(_write(tmp_path / "tasks" / "9", api))
     assert [(m.tool_call_id, m.tool_name, m.repair, m.details.get("source_tool_use_id")) for m in s.messages[2:]] == [
         ("toolu_A", "list_files", None, "cline"), ("toolu_B", "read_file", None, "cline")]
+
+
+def test_roo_history_item_gives_workspace_and_a_subtask_its_parent(tmp_path: Path):
+    (s,) = parse(ROO / "history_item.json")
+    assert (s.cwd, s.extra["mode"], s.extra["totalCost"], s.parent_session_id) == ("/home/dev/dates", "code", 0.11, None)
+    child = tmp_path / "rooveterinaryinc.roo-cline" / "tasks" / "c0ffee00-0000-4000-8000-000000000002"
+    shutil.copytree(ROO, child)
+    item = json.loads((child / "history_item.json").read_text())
+    (child / "history_item.json").write_text(json.dumps({**item, "id": child.name, "parentTaskId": ROO.name}))
+    with service(f"sqlite:///{tmp_path / 'sub.db'}", tmp_path) as svc:
+        (r,) = svc.import_file(child)
+        assert (r.thread, r.parent_thread) == (f"cline:{ROO.name}/{child.name}", f"cline:{ROO.name}")
