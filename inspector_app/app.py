@@ -69,6 +69,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--summary-card", action="store_true", help="show the summary card of the selected thread once loaded (as the Summary card button does)")
     parser.add_argument("--preferences", choices=("open", "test"), default=None,
                         help="open Edit → Preferences… once loaded (test: and press Test connection); with --screenshot, the picture shows it")
+    parser.add_argument("--compact-dialog", action="store_true",
+                        help="open Compact now's confirmation with its instructions and reason fields (issue 23; --instructions / --reason fill them)")
+    parser.add_argument("--instructions", metavar="TEXT", default="", help="with --compact-dialog: the instructions typed")
+    parser.add_argument("--reason", metavar="TEXT", default="", help="with --compact-dialog: the reason typed")
     parser.add_argument("--sessions-panel", action="store_true", help="open File → Sessions on this machine… once loaded")
     parser.add_argument("--read-only", action="store_true", help="open the database read-only (SQLite mode=ro): every write action disabled")
     parser.add_argument("--revert", action="store_true", help="revert the selected thread's last compaction once loaded (as the summary card's Revert does)")
@@ -116,6 +120,11 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
     if args.sessions_panel:
         window.sessions.show()
         await window.settle()
+    if opened and args.compact_dialog and window.state.thread is not None:  # issue 23: the dialog, filled in
+        window.compaction.ask()
+        for field, text in ((window.confirm.instructions, args.instructions), (window.confirm.reason, args.reason)):
+            field.setText(text)
+            field.setCursorPosition(0)
     if opened and replay:
         await _show_replay(window, args)
     if args.screenshot is not None:

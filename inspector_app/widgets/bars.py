@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from .. import theme
 
@@ -71,15 +71,16 @@ class ConfirmBar(QFrame):
         # a manual compaction's instructions and reason (issue 23): shown by ask(..., fields=True)
         self.instructions = QLineEdit()
         self.instructions.setObjectName("compactInstructions")
-        self.instructions.setPlaceholderText("Instructions: what the summary must keep (paths, ids, tools…); empty: the thread's standing ones")
+        self.instructions.setPlaceholderText("what the summary must keep (paths, ids, tools…); empty: the thread's standing instructions")
         self.reason = QLineEdit()
         self.reason.setObjectName("compactReason")
-        self.reason.setPlaceholderText("Reason (recorded in the audit log)")
+        self.reason.setPlaceholderText("why (recorded in the audit log with your name)")
         self.fields = QWidget()
-        fields = QHBoxLayout(self.fields)
-        fields.setContentsMargins(0, 0, 0, 0)
-        fields.addWidget(self.instructions, 3)
-        fields.addWidget(self.reason, 2)
+        fields = QFormLayout(self.fields)
+        fields.setContentsMargins(0, 2, 0, 0)
+        fields.setFieldGrowthPolicy(QFormLayout.FieldGrowthPolicy.AllNonFixedFieldsGrow)
+        fields.addRow("Instructions", self.instructions)
+        fields.addRow("Reason", self.reason)
         top = QHBoxLayout()
         top.addWidget(self.label, 1)
         top.addWidget(self.cancel_button)
@@ -102,6 +103,7 @@ class ConfirmBar(QFrame):
         self.fields.setVisible(fields)
         if fields:
             self.instructions.setText(instructions)
+            self.instructions.setCursorPosition(0)
             self.reason.clear()
         self.show()
         self.confirm_button.setFocus()
