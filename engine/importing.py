@@ -467,13 +467,22 @@ def import_sessions(store: Store, sessions: Sequence[ImportedSession], *, thread
     return reports
 
 
+def _is_sqlite(p: Path) -> bool:
+    """A SQLite file (a format kept both as a database and as files, opencode, is read by what ``p`` is)."""
+    try:
+        with p.open("rb") as fh:
+            return fh.read(16) == b"SQLite format 3\x00"
+    except OSError:
+        return False
+
+
 def import_path(store: Store, path: str | Path, *, format: str | None = None, thread: str | None = None,
                 final: bool = True) -> list[ImportReport]:
     """Parse one file or directory and write its sessions. Raises
     :class:`engine.importers.ImportFormatError` (one line) when it is not (a readable) ``format``."""
     p = Path(path).expanduser()
     fmt = format or (detect_format(p) if p.is_file() else None)
-    if fmt in DATABASE_FORMATS:  # another tool's database: read here, read-only (SQL lives in engine.store)
+    if fmt in DATABASE_FORMATS and _is_sqlite(p):  # another tool's database: read here, read-only (SQL lives in engine.store)
         try:
             tables = read_tables(p, DATABASE_FORMATS[fmt].pick)
         except ForeignDatabaseError as exc:

@@ -70,6 +70,7 @@ FORMATS: dict[str, Parser] = {
 #: whose rows go to ``parse(..., tables=rows)``
 DATABASE_FORMATS: dict[str, agents_sdk.DatabaseFormat] = {
     agents_sdk.FORMAT: agents_sdk.DATABASE,
+    opencode.FORMAT: opencode.DATABASE,  # newer opencode: opencode.db (its JSON storage folder is read as files)
 }
 #: the formats that are append-only JSON Lines files (``--follow`` can tail them)
 JSONL_FORMATS: frozenset[str] = frozenset({claude_code.FORMAT, codex.FORMAT,

@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, str_or_none
+from .agents_sdk import SQLITE_MAGIC, DatabaseFormat
 from .model import (
     DocumentPart,
     ImportedMessage,
@@ -71,6 +72,7 @@ FORMAT = "opencode"
 #: watcher starts at the storage folder and sees the message and part files change too
 DEFAULT_LOCATIONS: list[str] = [
     ".local/share/opencode/storage/*/*/ses_*.json",
+    ".local/share/opencode/opencode*.db",  # newer versions: one SQLite database (per channel)
 ]
 #: older storages kept share links as ``session/share/ses_*.json``: not sessions
 DISCOVERY_SKIP: tuple[str, ...] = ("*/session/share/*",)
@@ -182,7 +184,9 @@ def _iso(ms: Any) -> str | None:
         return None
 
 
-def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
+def parse(source: Source, *, final: bool = True, tables: Any = None) -> list[ImportedSession]:
+    if tables is not None:  # the database (``opencode.db``), read read-only by the caller
+        return _parse_database(source, tables, final=final)
     if source.path is None:
         raise ImportFormatError(f"{source.name}: opencode sessions are read from their storage folder, not from text")
     root = storage_root(source.path)
@@ -227,12 +231,89 @@ def _session(st: Storage, sid: str, *, final: bool) -> ImportedSession:
             else:
                 b.warn(f"{pp.name}: not a part (unreadable JSON or no type); skipped")
         messages.append((m, parts))
+    return _build(b, sid, info, messages, final=final)
+
+
+def _build(b: SessionBuilder, sid: str, info: Mapping[str, Any],
+           messages: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]], *, final: bool) -> ImportedSession:
     _Reader(b).read(messages)
     model = next((str_or_none(m.get("modelID")) for m, _ in reversed(messages) if m.get("role") == "assistant"
                   and m.get("modelID")), None)
     extra = {k: info.get(k) for k in ("projectID", "version") if info.get(k)}
     return b.build(final=final, source_session_id=sid, parent_session_id=str_or_none(info.get("parentID")),
                    title=str_or_none(info.get("title")), cwd=str_or_none(info.get("directory")), model=model, extra=extra)
+
+
+# -- the database (newer versions) ---------------------------------------------------------------
+def looks_like_database(head: bytes) -> bool:
+    """A SQLite file whose schema has opencode's ``session`` / ``message`` / ``part`` tables (a
+    ``part`` row names its ``message_id``; the ``session`` table has ``time_compacting``)."""
+    return head.startswith(SQLITE_MAGIC) and b"time_compacting" in head and b"message_id" in head and b"session_id" in head
+
+
+def pick(schema: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[tuple[str, ...], str | None]]:
+    out: dict[str, tuple[tuple[str, ...], str | None]] = {}
+    if "session" in schema:
+        out["session"] = (("id", "project_id", "parent_id", "directory", "title", "version", "time_created",
+                           "time_updated", "time_compacting"), "time_created")
+    if "message" in schema:
+        out["message"] = (("id", "session_id", "time_created", "data"), "id")
+    if "part" in schema:
+        out["part"] = (("id", "message_id", "session_id", "time_created", "data"), "id")
+    return out
+
+
+def _row_json(b: SessionBuilder, row: Mapping[str, Any], what: str) -> dict[str, Any] | None:
+    data = row.get("data")
+    try:
+        value = json.loads(data) if isinstance(data, (str, bytes)) else data
+    except ValueError:
+        value = None
+    if not isinstance(value, Mapping):
+        b.warn(f"{what} {row.get('id')}: its data is not a JSON object; skipped")
+        return None
+    return dict(value)
+
+
+def _parse_database(source: Source, tables: Mapping[str, list[Mapping[str, Any]]], *, final: bool) -> list[ImportedSession]:
+    if not any(tables.get(t) for t in ("session", "message")):
+        raise ImportFormatError(f"{source.name}: an opencode database with no sessions")
+    parts_of: dict[str, list[Mapping[str, Any]]] = {}
+    for r in tables.get("part") or []:
+        parts_of.setdefault(str(r.get("message_id")), []).append(r)
+    msgs_of: dict[str, list[Mapping[str, Any]]] = {}
+    for r in tables.get("message") or []:
+        msgs_of.setdefault(str(r.get("session_id")), []).append(r)
+    sessions = {str(r.get("id")): r for r in tables.get("session") or []}
+    out: list[ImportedSession] = []
+    for sid in [*sessions, *(k for k in msgs_of if k not in sessions)]:
+        b = SessionBuilder(FORMAT, source)
+        row = sessions.get(sid, {})
+        info = {"id": sid, "projectID": row.get("project_id"), "parentID": row.get("parent_id"),
+                "directory": row.get("directory"), "title": row.get("title"), "version": row.get("version")}
+        messages: list[tuple[Mapping[str, Any], list[Mapping[str, Any]]]] = []
+        for mr in msgs_of.get(sid, []):
+            m = _row_json(b, mr, "message")
+            if m is None:
+                continue
+            m = {**m, "id": str(mr.get("id")), "sessionID": sid}
+            if not isinstance(m.get("time"), Mapping) and mr.get("time_created") is not None:
+                m["time"] = {"created": mr.get("time_created")}
+            if m.get("role") not in ("user", "assistant"):
+                b.warn(f"message {m['id']}: no role; skipped")
+                continue
+            parts = []
+            for pr in parts_of.get(m["id"], []):
+                p = _row_json(b, pr, "part")
+                if p is not None and isinstance(p.get("type"), str):
+                    parts.append({**p, "id": str(pr.get("id")), "messageID": m["id"], "sessionID": sid})
+            messages.append((m, parts))
+        out.append(_build(b, sid, info, messages, final=final))
+    return out
+
+
+#: how the database format is recognized and read (``engine.importers.DATABASE_FORMATS``)
+DATABASE = DatabaseFormat(sniff=looks_like_database, pick=pick)
 
 
 class _Reader:

@@ -185,3 +185,62 @@ def test_compaction_import_takes_the_storage_folder(tmp_path: Path, capsys: pyte
     out = json.loads(capsys.readouterr().out)
     assert [(r["thread"], r["messages"], r["compactions"], r["parent_thread"]) for r in out["imported"]] == [
         (KEY, 17, 2, None), (SUBKEY, 4, 0, KEY)]
+
+
+def _database(path: Path) -> Path:
+    """An ``opencode.db`` laid out as opencode's Drizzle schema (session / message / part, each row's
+    JSON in ``data`` without its ids), holding the storage fixture's sessions."""
+    import sqlite3
+
+    ddl = [
+        "CREATE TABLE `project` (`id` text PRIMARY KEY, `worktree` text NOT NULL, `vcs` text, `name` text, "
+        "`time_created` integer NOT NULL, `time_updated` integer NOT NULL)",
+        "CREATE TABLE `session` (`id` text PRIMARY KEY, `project_id` text NOT NULL, `parent_id` text, `slug` text NOT NULL, "
+        "`directory` text NOT NULL, `title` text NOT NULL, `version` text NOT NULL, `share_url` text, `summary_additions` integer, "
+        "`summary_deletions` integer, `summary_files` integer, `summary_diffs` text, `revert` text, `permission` text, "
+        "`time_created` integer NOT NULL, `time_updated` integer NOT NULL, `time_compacting` integer, `time_archived` integer)",
+        "CREATE TABLE `message` (`id` text PRIMARY KEY, `session_id` text NOT NULL, `time_created` integer NOT NULL, "
+        "`time_updated` integer NOT NULL, `data` text NOT NULL)",
+        "CREATE TABLE `part` (`id` text PRIMARY KEY, `message_id` text NOT NULL, `session_id` text NOT NULL, "
+        "`time_created` integer NOT NULL, `time_updated` integer NOT NULL, `data` text NOT NULL)",
+    ]
+    con = sqlite3.connect(path)
+    for d in ddl:
+        con.execute(d)
+    for sp in sorted((ROOT / "session").glob("*/ses_*.json")):
+        s = json.loads(sp.read_text())
+        con.execute("INSERT INTO session VALUES (?,?,?,?,?,?,?,NULL,NULL,NULL,NULL,NULL,NULL,NULL,?,?,NULL,NULL)",
+                    (s["id"], s["projectID"], s.get("parentID"), s["id"][-8:], s["directory"], s["title"], s["version"],
+                     s["time"]["created"], s["time"]["updated"]))
+        for mp in sorted((ROOT / "message" / s["id"]).glob("msg_*.json")):
+            m = json.loads(mp.read_text())
+            data = {k: v for k, v in m.items() if k not in ("id", "sessionID")}
+            con.execute("INSERT INTO message VALUES (?,?,?,?,?)", (m["id"], s["id"], m["time"]["created"], m["time"]["created"], json.dumps(data)))
+            for pp in sorted((ROOT / "part" / m["id"]).glob("prt_*.json")):
+                try:
+                    p = json.loads(pp.read_text())
+                except ValueError:
+                    con.execute("INSERT INTO part VALUES (?,?,?,?,?,?)", (pp.stem, m["id"], s["id"], 0, 0, "{\"type\": \"te"))
+                    continue
+                data = {k: v for k, v in p.items() if k not in ("id", "sessionID", "messageID")}
+                con.execute("INSERT INTO part VALUES (?,?,?,?,?,?)", (p["id"], m["id"], s["id"], 0, 0, json.dumps(data)))
+    con.commit()
+    con.close()
+    return path
+
+
+def test_the_newer_sqlite_database_reads_as_the_files_do_and_is_left_untouched(tmp_path: Path):
+    db = _database(tmp_path / "opencode.db")
+    assert detect_format(db) == "opencode"
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    with service(f"sqlite:///{tmp_path / 'in.db'}", tmp_path) as svc:
+        reports = svc.import_file(db)
+        assert [(r.thread, r.messages, r.tool_calls, r.compactions, r.requests) for r in reports] == [
+            (KEY, 17, 6, 2, 7), (SUBKEY, 4, 1, 0, 2)]
+        assert any("part prt_09a3f1c2b033Kq7RmT2vXb9LpW: its data is not a JSON object; skipped" in w for w in reports[1].warnings)
+        assert [(r.messages, r.already_stored) for r in svc.import_file(db)] == [(0, 17), (0, 4)]
+        files = [m.content for m in stored(svc, KEY)]
+    with service(f"sqlite:///{tmp_path / 'files.db'}", tmp_path) as svc:
+        svc.import_file(ROOT)
+        assert [m.content for m in stored(svc, KEY)] == files  # the same thread from the files and from the database
+    assert hashlib.sha256(db.read_bytes()).hexdigest() == before and not list(tmp_path.glob("opencode.db-*"))
