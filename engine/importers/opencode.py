@@ -9,6 +9,13 @@ Layouts read:
 - older: ``session/info/<ses_…>.json``, ``session/message/<ses_…>/<msg_…>.json``,
   ``session/part/<ses_…>/<msg_…>/<prt_…>.json``.
 
+Newer versions keep one SQLite database instead (``~/.local/share/opencode/opencode.db``): tables
+``session`` (columns ``id``, ``project_id``, ``parent_id``, ``directory``, ``title``, ``version``,
+``time_created``, ``time_updated``, ``time_compacting``, …), ``message`` and ``part`` (``id``,
+``session_id`` / ``message_id``, ``time_created``, ``data``: the JSON below without its ids). It is a
+database format (:data:`DATABASE`): read read-only by :mod:`engine.store.foreign`, its rows handed to
+:func:`parse` as ``tables``; the same keys, so the same threads as from the files.
+
 Ids sort in creation order (``ses_`` / ``msg_`` / ``prt_`` + time); times are epoch milliseconds.
 A message is ``{id, sessionID, role: user | assistant, time {created, completed?}}``; an assistant's
 also ``modelID``, ``providerID``, ``parentID`` (the user message it answers), ``cost``, ``tokens
