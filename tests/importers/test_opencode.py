@@ -244,3 +244,11 @@ def test_the_newer_sqlite_database_reads_as_the_files_do_and_is_left_untouched(t
         svc.import_file(ROOT)
         assert [m.content for m in stored(svc, KEY)] == files  # the same thread from the files and from the database
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before and not list(tmp_path.glob("opencode.db-*"))
+
+
+def test_the_database_is_found_in_its_default_location(tmp_path: Path):
+    from engine import discovery
+
+    (tmp_path / ".local/share/opencode").mkdir(parents=True)
+    db = _database(tmp_path / ".local/share/opencode/opencode.db")
+    assert [(d.tool, Path(d.path)) for d in discovery.discover(home=tmp_path)] == [("opencode", db)]
