@@ -503,6 +503,9 @@ class _Reader:
             if tin is None and tout is None:
                 continue  # cancelled before any usage
             reads, writes = as_int(info.get("cacheReads")) or 0, as_int(info.get("cacheWrites")) or 0
+            if not (tin or tout or reads or writes):
+                self.b.skipped["empty_request"] += 1  # cancelled or failed before the provider counted anything
+                continue
             prompt = (tin or 0) if info.get("apiProtocol") == "openai" else (tin or 0) + reads + writes
             pos = self._position_after(as_int(r.get("conversationHistoryIndex")), r.get("ts"))
             if pos is None or pos in used:

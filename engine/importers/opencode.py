@@ -39,7 +39,8 @@ parts the message's own ``tokens``. ``snapshot`` / ``patch`` / ``step-*`` parts 
 opencode's own compactions (recorded compactions, never messages):
 
 - **compaction**: a user message holding a ``compaction`` part (``auto``: trigger ``auto``, else
-  ``manual``) answered by an assistant message with ``summary: true``: that assistant's text is the
+  ``manual``) answered by an assistant message with ``summary: true`` (older versions wrote the
+  summary message alone: trigger not recorded): that assistant's text is the
   summary, it replaced the messages since the previous compaction (a ``tail_start_id`` keeps the
   recent tail), ``tokens_before`` = the context the last response before it reported (input + cache +
   output). Its own tokens and cost go to the compaction's details.
@@ -337,7 +338,7 @@ class _Reader:
             mid = str(m.get("id"))
             if m.get("role") == "user":
                 self._user(mid, m, parts)
-            elif m.get("summary") is True and str(m.get("parentID")) in self.pending_compaction:
+            elif m.get("summary") is True:  # a compaction's summary (older versions: without a compaction part)
                 self._compaction(mid, m, parts)
             else:
                 self._assistant(mid, m, parts)
@@ -473,7 +474,9 @@ class _Reader:
 
     def _compaction(self, mid: str, m: Mapping[str, Any], parts: list[Mapping[str, Any]]) -> None:
         parent = str(m.get("parentID"))
-        comp = self.pending_compaction.pop(parent)
+        comp = self.pending_compaction.pop(parent, None)
+        trigger = None if comp is None else "auto" if comp.get("auto") else "manual"
+        comp = comp or {}
         summary = "\n\n".join(str(p["text"]).strip() for p in parts if p.get("type") == "text" and isinstance(p.get("text"), str)).strip()
         pos = len(self.b.messages)
         start = self.last_boundary
@@ -491,7 +494,7 @@ class _Reader:
             details["failed"] = True
         keys = tuple(self.b.messages[k].source_key for k in range(start, end))
         self.b.compaction(position=pos, replaced_start=start, replaced_end=end,
-                          trigger="auto" if comp.get("auto") else "manual", tokens_before=self.last_context,
+                          trigger=trigger, tokens_before=self.last_context,
                           summary=summary or None, source_id=f"compaction:{parent}", timestamp=_iso(_time(m)),
                           forgotten_ids=keys, details=details)
         if summary:

@@ -252,3 +252,17 @@ def test_the_database_is_found_in_its_default_location(tmp_path: Path):
     (tmp_path / ".local/share/opencode").mkdir(parents=True)
     db = _database(tmp_path / ".local/share/opencode/opencode.db")
     assert [(d.tool, Path(d.path)) for d in discovery.discover(home=tmp_path)] == [("opencode", db)]
+
+
+def test_an_older_summary_message_without_a_compaction_part(tmp_path: Path):
+    root = tmp_path / "storage"
+    shutil.copytree(ROOT, root)
+    for mp in (root / "message" / SA).glob("msg_*.json"):
+        parts = [json.loads(p.read_text()) for p in (root / "part" / mp.stem).glob("prt_*.json")]
+        if any(p.get("type") == "compaction" for p in parts):
+            shutil.rmtree(root / "part" / mp.stem)
+            mp.unlink()  # the compaction request: older versions did not write one
+    (s,) = parse(root / "session" / PROJ / f"{SA}.json")
+    comp = next(c for c in s.compactions if c.kind == "summary")
+    assert (comp.trigger, comp.replaced_start, comp.replaced_end) == (None, 0, 14)
+    assert comp.summary.startswith("## Summary") and not any("## Summary" in m.text for m in s.messages)
