@@ -365,7 +365,7 @@ class SnapshotCache:
         thread, the history part comes from the running tally (O(new messages)); any other
         snapshot is measured in full."""
         entry = self._get(snapshot.thread)
-        if entry is None or entry.snapshot is not snapshot or entry.shown is None or snapshot.pins:  # pins: measured whole
+        if entry is None or entry.snapshot is not snapshot or entry.shown is None or snapshot.pinned:  # pinned behind the boundary: whole
             surface = build_surface(snapshot, ephemeral=ephemeral)
             env = envelope_of(snapshot, surface)
             return surface, env, meter.measure(env)
