@@ -456,6 +456,7 @@ class Service:
     def access(self) -> dict[str, Any]:
         """Whether this store can be written: ``{"writable": bool, "reason": None | "role" |
         "forced" | "file" | "schema", "words": str | None, "operator": str}``."""
+        self.store.check_role()
         reason = self.store.read_only_reason if self.store.read_only else (None if self.store.writable else "schema")
         words = None if reason is None else (_access.read_only_words(reason) if reason != "schema" else "read-only: the schema is newer than this program")
         return {"writable": reason is None, "reason": reason, "words": words, "operator": self.store.operator()}

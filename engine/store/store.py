@@ -152,8 +152,6 @@ class Store:
         store = cls(engine, url, info)
         store.read_only = read_only
         store.read_only_reason = "forced" if forced else ("file" if read_only else None)
-        if not read_only and not store.is_sqlite and not role_can_write(engine):
-            store.read_only, store.read_only_reason = True, "role"  # a viewer role: read-only, no raw permission error
         return store
 
     @classmethod
@@ -196,7 +194,21 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    _role_checked = False
+
+    def check_role(self) -> bool:
+        """Whether the PostgreSQL role may write (asked once, on the first write or access
+        question, not at open: opening stays three statements); a role that may not makes the
+        store read-only (``read_only_reason`` ``role``), so a write is refused in words before the
+        database answers with a permission error. True on SQLite."""
+        if not self._role_checked and not self.read_only and not self.is_sqlite:
+            self._role_checked = True
+            if not role_can_write(self.engine):
+                self.read_only, self.read_only_reason = True, "role"
+        return not (self.read_only and self.read_only_reason == "role")
+
     def _check_writable(self) -> None:
+        self.check_role()
         if self.read_only:
             if self.read_only_reason in ("role", "forced"):
                 raise ReadOnlyDatabase(f"{self.display_url}: {read_only_words(self.read_only_reason)}; nothing was written")
