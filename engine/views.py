@@ -30,6 +30,8 @@ SOURCE_NAMES: Mapping[str, str] = {
     "agents-sdk": "the Agents SDK session",
     "openhands": "OpenHands",
     "swe-agent": "SWE-agent",
+    "cline": "Cline",  # Cline, Roo Code and Kilo Code task folders (the thread's extra.tool says which)
+    "opencode": "opencode",
 }
 
 

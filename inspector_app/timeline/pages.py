@@ -33,6 +33,7 @@ FLAG_NO_RESULT = "no result"
 SOURCE_NAMES = {
     "claude-code": "Claude Code", "codex": "Codex", "openai-chat": "OpenAI chat", "openai-responses": "OpenAI Responses",
     "anthropic": "Anthropic", "openhands": "OpenHands", "swe-agent": "SWE-agent", "agents-sdk": "Agents SDK",
+    "cline": "Cline", "opencode": "opencode",
 }  # fmt: skip
 
 
