@@ -216,3 +216,33 @@ def test_100_races_of_intake_against_revert_lose_no_write(request, new_key, fact
     assert [a.action for a in intake.audit(thread=key, actions=["revert", "redo"], limit=1000)] == ["revert", "redo"] * 50
     assert problems(intake, key) == []
     assert elapsed < 240, f"100 races took {elapsed:.1f} s"
+
+
+def test_cli_revert_audit_and_read_only(make_service, new_key, sqlite_url, tmp_path, capsys, monkeypatch):
+    import json
+
+    from engine.cli import main
+
+    svc = make_service(Counting())
+    key = new_key("cli")
+    long_thread(svc, key)
+    svc.compact(key)
+    monkeypatch.setenv("COMPACTION_WORKDIR", str(svc.workdir.root))
+    db = sqlite_url
+    capsys.readouterr()
+    assert main(["revert", "--db", db, "--thread", key, "--reason", "from the CLI", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["action"] == "revert" and out["operator"] == svc.store.operator() and out["history_ids"]
+    assert main(["audit", "--db", db, "--thread", key, "--action", "revert", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["entries"]
+    assert [(r["action"], r["reason"], r["operator"]) for r in rows] == [("revert", "from the CLI", svc.store.operator())]
+    # --read-only: the store opens read-only (SQLite mode=ro) and a write says so in words, exit 2
+    state = thread_state(svc, key)
+    monkeypatch.setenv("COMPACTION_READ_ONLY", "0")  # main sets it to 1: monkeypatch puts back what was before the test
+    assert main(["--read-only", "revert", "--db", db, "--thread", key, "--json"]) == 2
+    error = json.loads(capsys.readouterr().out)["error"]
+    assert error["code"] == "read_only" and "read-only: opened with --read-only" in error["message"]
+    assert thread_state(svc, key) == state and audit_of(svc, key, "redo") == []
+    monkeypatch.setenv("COMPACTION_READ_ONLY", "0")
+    assert main(["audit", "--db", db, "--thread", key, "--after", str(rows[-1]["id"]), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"entries": [], "next_after": None}
