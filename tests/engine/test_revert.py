@@ -246,3 +246,15 @@ def test_cli_revert_audit_and_read_only(make_service, new_key, sqlite_url, tmp_p
     monkeypatch.setenv("COMPACTION_READ_ONLY", "0")
     assert main(["audit", "--db", db, "--thread", key, "--after", str(rows[-1]["id"]), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == {"entries": [], "next_after": None}
+
+
+def test_a_result_a_revert_brought_back_is_not_pruned_again(make_service, new_key):
+    svc = make_service(Counting())
+    key = new_key("no-reprune")
+    pressure_thread(svc, key)
+    svc.compact_for_pressure(key, RunState(), running_turn=False)
+    pruned = set(svc.offloads(key))
+    assert svc.revert(key).action == "revert" and svc.offloads(key) == {}
+    svc.compact_for_pressure(key, RunState(), running_turn=False)
+    assert not set(svc.offloads(key)) & pruned  # summarized maybe, never shown as a preview again
+    assert problems(svc, key) == []
