@@ -52,7 +52,11 @@ STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "t
 MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted", "pinned": "accent"}
 STATE_SHORT = {"running": "run", "waiting": "wait", "queued": "queue"}
 #: the Source badge when its name does not fit the column (the full name is in the cell's tooltip)
-SOURCE_SHORT = {"Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "OAI", "Anthropic": "Ant", "OpenHands": "OH", "SWE-agent": "SWE"}
+SOURCE_SHORT = {
+    "Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "OAI", "Anthropic": "Ant", "OpenHands": "OH", "SWE-agent": "SWE",
+    "Agents SDK": "SDK", "Aider": "Ai", "aider": "Ai", "Gemini CLI": "Gem", "gemini-cli": "Gem", "Cline": "Cl", "opencode": "oc",
+    "Roo Code": "Roo", "Kilo Code": "Kilo", "OpenHands eval": "OHe", "openhands-eval": "OHe",
+}  # fmt: skip
 
 #: the smallest widths the three panes keep (the splitter never squeezes one below them)
 MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 380, 280
@@ -271,6 +275,8 @@ class InspectorLayout(QMainWindow):
         self._fitting = False
         self._thread_fitter = _Fitter(self.thread_list, self.fit_thread_columns)
         header.sectionResized.connect(lambda _c, old, new: (old == 0 or new == 0) and self._thread_fitter.later())  # a column shown or hidden
+        for signal in (self.thread_model.modelReset, self.thread_model.rowsInserted, self.thread_model.dataChanged):
+            signal.connect(lambda *_args: self._thread_fitter.later())  # new badges, measured pressures
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
         self.thread_list.setItemDelegateForColumn(COL_STATE, PillDelegate(state_pills, self.thread_list))
         self.thread_list.setItemDelegateForColumn(COL_SOURCE, PillDelegate(source_pills, self.thread_list))
@@ -583,17 +589,21 @@ class InspectorLayout(QMainWindow):
         self._fitting = True
         try:
             view, fm = self.thread_list.viewport().width(), QFontMetrics(self.thread_list.font())
+            model = self.thread_model  # the Source badges the list shows (its first 1,000 rows)
+            rows = range(min(model.rowCount(), 1000))
+            badges = {t for t in (model.index(r, COL_SOURCE).data() for r in rows) if t}
+            percents = {t for t in (model.index(r, COL_PRESSURE).data() for r in rows) if t} or {"100.0%"}
             pill = lambda text: fm.horizontalAdvance(text) + 22  # noqa: E731 (pill padding + cell margins)
-            widths = {COL_PRESSURE: fm.horizontalAdvance("100.0%") + 16, COL_GENERATION: fm.horizontalAdvance("Gen") + 18,
-                      COL_STATE: pill("waiting"), COL_SOURCE: pill("OpenHands")}  # fmt: skip
+            widths = {COL_PRESSURE: max(fm.horizontalAdvance(str(t)) for t in percents) + 16, COL_GENERATION: fm.horizontalAdvance("Gen") + 18,
+                      COL_STATE: pill("waiting"), COL_SOURCE: max((pill(b) for b in badges), default=pill("OpenHands"))}  # fmt: skip
             shown = lambda: sum(w for c, w in widths.items() if not self.thread_list.isColumnHidden(c))  # noqa: E731
             if view - shown() < min(240, max(140, 0.36 * view)):  # the title first: short sources, state dots
-                widths[COL_SOURCE], widths[COL_STATE] = pill("SWE"), 26
+                widths[COL_SOURCE], widths[COL_STATE] = max((pill(SOURCE_SHORT.get(b, b[:3])) for b in badges), default=pill("SWE")), 26
             else:  # room enough: the column headings whole too
                 for col in widths:
                     widths[col] = max(widths[col], heading_width(self.thread_list, col))
                 if view - shown() < min(240, max(140, 0.36 * view)):
-                    widths[COL_PRESSURE] = fm.horizontalAdvance("100.0%") + 16
+                    widths[COL_PRESSURE] = max(fm.horizontalAdvance(str(t)) for t in percents) + 16
             header = self.thread_list.header()
             for col, width in widths.items():
                 if not self.thread_list.isColumnHidden(col) and header.sectionSize(col) != width:
@@ -635,8 +645,8 @@ def heading_width(view: QTreeView, col: int) -> int:
 
 
 def splitter_sizes(width: int) -> list[int]:
-    """The three panes' first widths: 23 / 47 / 30 % of ``width``, each at least its minimum."""
-    sizes = [max(MIN_LEFT, int(width * 0.23)), max(MIN_CENTER, int(width * 0.47)), max(MIN_RIGHT, int(width * 0.30))]
+    """The three panes' first widths: 25 / 45 / 30 % of ``width``, each at least its minimum."""
+    sizes = [max(MIN_LEFT, int(width * 0.25)), max(MIN_CENTER, int(width * 0.45)), max(MIN_RIGHT, int(width * 0.30))]
     over = sum(sizes) - width
     if over > 0:  # take it from the centre first, never below the minimums
         for i, floor in ((1, MIN_CENTER), (0, MIN_LEFT), (2, MIN_RIGHT)):

@@ -386,7 +386,8 @@ def _display(node: Node, col: int) -> str:
         return f"(thinking) {PLACEHOLDER_REDACTED}"
     if not flat:
         return PLACEHOLDER_EMPTY
-    if flat.endswith(":") and node.info is not None and node.info.role == "tool":  # a tool result with no output
+    shape = node.info.shape if node.info is not None else None
+    if shape is not None and shape.role == "tool" and flat == f"{shape.name or shape.tool_call_id}:":  # a result with no output
         return f"{flat} {PLACEHOLDER_EMPTY}"
     return text
 

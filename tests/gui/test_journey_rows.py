@@ -36,6 +36,12 @@ FILES = {
     "anthropic": SESSIONS / "anthropic/request.json",
     "openhands": SESSIONS / "openhands/v1/5e2f9a0c4b7d",
     "swe-agent": SESSIONS / "swe-agent/function-calling/calc__calc-2.traj",
+    "openhands-eval": SESSIONS / "openhands-eval/swe-bench-lite-run_1/output.jsonl",
+    "aider": SESSIONS / "aider/slugify/.aider.chat.history.md",
+    "gemini-cli": SESSIONS / "gemini-cli/tmp/9b0e4f1c2d3a/chats/session-2026-11-30T10-02-8c1d2e3f.jsonl",
+    "agents-sdk": SESSIONS / "agents-sdk/sessions.sqlite",
+    "cline": SESSIONS / "cline/saoudrizwan.claude-dev/tasks/1764843000000",
+    "opencode": SESSIONS / "opencode/storage",
 }
 #: what the offscreen platform says about itself on every show (not about the app)
 BENIGN = ("propagateSizeHints",)
@@ -64,11 +70,17 @@ def imported(tmp_path: Path) -> tuple[Path, list[str]]:
     try:
         for fmt, path in FILES.items():
             reports = svc.import_file(path)
-            assert reports and reports[0].messages > 0, fmt
+            assert reports and reports[0].messages > 0 and {r.format for r in reports} == {fmt}, fmt
         keys = [t.key for t in svc.list_threads()]
     finally:
         svc.close()
     return db, keys
+
+
+def test_every_supported_format_has_its_file() -> None:
+    from engine.importers import FORMATS
+
+    assert set(FILES) == set(FORMATS)  # a format added to the importers gets a session here
 
 
 def rows(model: Any, parent: QModelIndex = QModelIndex()) -> Iterator[QModelIndex]:
@@ -99,7 +111,6 @@ def test_every_imported_row_shows_its_text_and_nothing_is_logged(
     qtbot: Any, window_factory: Any, imported: tuple[Path, list[str]], tmp_path: Path, capfd: Any, caplog: Any, qt_messages: list[str]
 ) -> None:
     db, keys = imported
-    assert {k.split(":")[0] for k in keys} == set(FILES)
     caplog.set_level(logging.WARNING, logger=theme.__name__)
     w = window_factory(lambda url: open_service(url, workdir=tmp_path / "workdir"))
     w.resize(1100, 700)
