@@ -242,10 +242,10 @@ class QueueBeforeCompact:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._svc, name)
 
-    def compact(self, key: str) -> Any:
+    def compact(self, key: str, **options: Any) -> Any:
         with fresh(self._demo) as agent:
             agent.queue_request(key, "One more thing before you compact")
-        return self._svc.compact(key)
+        return self._svc.compact(key, **options)
 
 
 @pytest.mark.parametrize("when", ["before_confirm", "before_lock"])
