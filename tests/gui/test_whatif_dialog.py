@@ -156,7 +156,7 @@ def finish(qtbot: Any, w: MainWindow, dialog: WhatIfDialog, timeout: int = 10_00
 
 def test_the_compaction_menu_follows_the_compact_button(qtbot: Any, window: MainWindow) -> None:
     w = window
-    assert w.compaction_menu.actions() == [w.compact_action, w.whatif_action]
+    assert w.compaction_menu.actions()[:2] == [w.compact_action, w.whatif_action]  # then the thread's policy and revert (issue 23)
     assert w.compact_action.isEnabled() and w.compact_button.isEnabled()
     w.compact_action.trigger()
     assert w.confirm.isVisible()  # the same non-blocking question as the button
