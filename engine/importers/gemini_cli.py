@@ -89,8 +89,9 @@ def looks_like_document(data: Any) -> bool:
     if isinstance(data, Mapping):
         if looks_like_line(data) and isinstance(data.get("messages"), list):
             return True
-        if isinstance(data.get("clientHistory"), list) and isinstance(data.get("toolCall"), Mapping):
-            return True
+        if isinstance(data.get("clientHistory"), list) and (isinstance(data.get("toolCall"), Mapping)
+                                                             or isinstance(data.get("commitHash"), str)):
+            return True  # a restore checkpoint (a tool's, or a manual one with ``name`` and no ``toolCall``)
         if isinstance(data.get("history"), list) and set(data) <= {"history", "authType"}:
             return _looks_like_contents(data["history"]) or not data["history"]
         return False
@@ -383,7 +384,8 @@ def _saved_chat(source: Source, doc: Any) -> ImportedSession:
         contents = as_list(doc.get("clientHistory"))
         tool = doc.get("toolCall") if isinstance(doc.get("toolCall"), Mapping) else {}
         extra.update({"checkpoint": "restore", "pending_tool": str_or_none(tool.get("name")),
-                      "commitHash": str_or_none(doc.get("commitHash"))})
+                      "commitHash": str_or_none(doc.get("commitHash")), "checkpoint_name": str_or_none(doc.get("name")),
+                      "messageId": str_or_none(doc.get("messageId"))})
     elif isinstance(doc, Mapping):
         contents = as_list(doc.get("history"))
         extra["checkpoint"] = "chat save"
@@ -420,7 +422,9 @@ def _saved_chat(source: Source, doc: Any) -> ImportedSession:
         responses = [p["functionResponse"] for p in parts_raw if isinstance(p.get("functionResponse"), Mapping)]
         for k, fr in enumerate(responses):
             cid = fr.get("id")
-            if not cid:  # no ids: the first open call of that name
+            if not cid or (str(cid) not in {p[0] for p in pending} and any(p[1] == fr.get("name") for p in pending)):
+                # no id, or the CLI's own call id (``<name>-<ms>-<hex>``) on a response whose call has none:
+                # the first open call of that name
                 match = next((p for p in pending if p[1] == fr.get("name")), pending[0] if pending else None)
                 cid = match[0] if match else f"gc-{n}-r{k}"
             pending = [p for p in pending if p[0] != cid]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.importers import MISSING_RESULT_TEXT, detect_format, parse
+from engine.importers import MISSING_RESULT, MISSING_RESULT_TEXT, ORPHAN, detect_format, parse
 
 from .helpers import FIXTURES
 from .service_helpers import follow_while_growing, service, stored
@@ -18,10 +18,11 @@ ROOT = FIXTURES / "gemini-cli" / "tmp" / "9b0e4f1c2d3a"
 JSONL = ROOT / "chats" / "session-2026-11-30T10-02-8c1d2e3f.jsonl"
 LEGACY = ROOT / "chats" / "session-2025-10-01T09-00-1a2b3c4d.json"
 SAVED = ROOT / "checkpoint-refactor.json"
+RESTORE = ROOT / "checkpoints" / "2026-11-30T10-03-05_412Z-util.py-replace.json"
 KEY = "gemini-cli:8c1d2e3f-5a6b-4c7d-9e0f-1a2b3c4d5e6f"
 
 
-@pytest.mark.parametrize("path", [JSONL, LEGACY, SAVED], ids=["jsonl", "legacy", "saved-chat"])
+@pytest.mark.parametrize("path", [JSONL, LEGACY, SAVED, RESTORE], ids=["jsonl", "legacy", "saved-chat", "restore"])
 def test_detected_from_content(path):
     assert detect_format(path) == "gemini-cli"
 
@@ -82,6 +83,50 @@ def test_saved_chat_snapshot_is_a_compaction_and_calls_pair_by_name():
     (c,) = s.compactions
     assert (c.position, c.replaced_start, c.replaced_end, c.source_id) == (2, 2, 2, "C2")
     assert "Split app.py" in c.summary and [m.text for m in c.kept] == ["Got it. Thanks for the additional context!"]
+
+
+def test_restore_checkpoint_pairs_the_clis_call_ids_and_repairs_the_pending_call():
+    """A restore checkpoint is written when a file-editing tool waits for approval: its clientHistory
+    ends with that call unanswered; the model's functionCall carries no id while the CLI's
+    functionResponse carries its own ``<name>-<ms>-<hex>`` call id."""
+    (s,) = parse(RESTORE)
+    assert s.source_session_id == "2026-11-30T10-03-05_412Z-util.py-replace@9b0e4f1c2d3a"
+    assert [(m.role, m.source_key, m.call_ids, m.tool_call_id, m.tool_name, m.meta_kind, m.repair) for m in s.messages] == [
+        ("user", "C0", (), None, None, "environment_context", None),
+        ("assistant", "C1", (), None, None, None, None),
+        ("user", "C2", (), None, None, None, None),
+        ("assistant", "C3", ("gc-3-0",), None, None, None, None),
+        ("tool", "C4:0", (), "gc-3-0", "read_file", None, None),  # paired although the ids differ
+        ("assistant", "C5", ("gc-5-0",), None, None, None, None),  # the call the checkpoint was taken for
+        ("tool", "C5#missing:gc-5-0", (), "gc-5-0", "replace", None, MISSING_RESULT)]
+    assert s.tool_call_count == 2 and s.repaired("missing_result") and not s.repaired(ORPHAN)
+    assert s.messages[4].text.startswith("def slug(s):") and not s.compactions and not s.warnings
+    assert (s.extra["checkpoint"], s.extra["pending_tool"], s.extra["commitHash"][:7]) == ("restore", "replace", "5e1f0c9")
+    assert json.loads(s.messages[5].tool_calls[0].arguments)["file_path"] == "/home/dev/proj/util.py"
+
+
+def test_a_manual_checkpoint_without_a_tool_call_is_read(tmp_path: Path):
+    """``createManualCheckpoint`` writes ``{name, history, clientHistory, commitHash, messageId}`` (no toolCall)."""
+    doc = json.loads(RESTORE.read_text())
+    del doc["toolCall"]
+    doc.update(name="before refactor", messageId="last_user_turn")
+    p = tmp_path / "9b0e4f1c2d3a" / "checkpoints" / "2026-11-30T10-04-00_000Z-before_refactor.json"
+    p.parent.mkdir(parents=True)
+    p.write_text(json.dumps(doc))
+    assert detect_format(p) == "gemini-cli"
+    (s,) = parse(p)
+    assert len(s.messages) == 7 and s.extra["checkpoint_name"] == "before refactor" and "pending_tool" not in s.extra
+
+
+def test_restore_checkpoint_reimport_is_idempotent(tmp_path: Path):
+    key = "gemini-cli:2026-11-30T10-03-05_412Z-util.py-replace@9b0e4f1c2d3a"
+    with service(f"sqlite:///{tmp_path / 'r.db'}", tmp_path) as svc:
+        (r,) = svc.import_file(RESTORE)
+        assert (r.thread, r.messages, r.tool_calls, r.compactions) == (key, 7, 2, 0)
+        (again,) = svc.import_file(RESTORE)
+        assert (again.messages, again.compactions, again.already_stored) == (0, 0, 7)
+        msgs = stored(svc, key)
+        assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "tool", "assistant", "tool"]
 
 
 def test_import_is_idempotent_and_keeps_the_compaction(tmp_path: Path):
