@@ -31,7 +31,9 @@ assistant message that answered it (by ``conversationHistoryIndex``, else by tim
 
 The tools' own compactions (recorded compactions, never messages):
 
-- **Roo / Kilo condense**: an assistant api message with ``isSummary`` (its text is the summary;
+- **Roo / Kilo condense**: an api message with ``isSummary`` (assistant in older versions; a user
+  message ``## Conversation Summary …`` appended after all it replaced in the "fresh start" condense of
+  Kilo and newer Roo; its text is the summary;
   ``condenseId`` names it and the messages it replaced carry ``condenseParent`` = that id, kept in the
   file since the non-destructive condense; an older destructive condense removed them from the file).
   The ``say: condense_context`` ui record with ``contextCondense {cost, prevContextTokens,

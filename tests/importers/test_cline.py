@@ -23,6 +23,8 @@ from .service_helpers import service, stored
 CLINE = FIXTURES / "cline" / "saoudrizwan.claude-dev" / "tasks" / "1764843000000"
 ROO = FIXTURES / "roo" / "rooveterinaryinc.roo-cline" / "tasks" / "0b6e2f58-7c1d-4a3e-9f80-5d2c4b1a9e67"
 CONDENSE = "3f2a9c1e-5b7d-4e0a-9c6b-2d8e1f4a7b30"
+KILO = FIXTURES / "kilo" / "kilocode.kilo-code" / "tasks" / "5d1a8e3c-2f47-4b90-8c6e-7a0b1d2e3f45"
+KILO_CONDENSE = "9c4e7a21-3b5d-4f08-a6c2-1e7d9b0f3a54"
 
 
 @pytest.mark.parametrize("path", [CLINE, CLINE / "api_conversation_history.json", CLINE / "ui_messages.json",
@@ -114,6 +116,42 @@ def test_kilo_is_named_by_its_extension_folder(tmp_path: Path):
     shutil.copytree(ROO, task)
     (s,) = parse(task)
     assert s.extra["tool"] == "kilo" and len(s.compactions) == 1
+
+
+def test_kilo_fresh_start_condense_is_a_recorded_compaction():
+    """Kilo's condense ("fresh start"): the summary is a *user* api message with ``isSummary`` appended
+    after every message it replaced, all of them tagged ``condenseParent``; text blocks ``## Conversation
+    Summary`` (+ the environment details for an automatic condense)."""
+    assert detect_format(KILO) == "cline"
+    (s,) = parse(KILO)
+    assert (s.extra["tool"], s.title, s.source_session_id) == ("kilo", "Add a --verbose flag to cli.py", KILO.name)
+    assert [(m.role, m.tool_name, m.meta_kind, m.repair) for m in s.messages] == [
+        ("user", None, None, None), ("assistant", None, None, None), ("tool", "read_file", None, None),
+        ("user", None, "environment_details", None), ("assistant", None, None, None), ("tool", "apply_diff", None, None),
+        ("assistant", None, None, None), ("tool", "execute_command", None, None),
+        ("assistant", None, None, None), ("tool", "attempt_completion", None, MISSING_RESULT)]  # the task ended asking
+    assert s.tool_call_count == 4 and not any("Conversation Summary" in m.text for m in s.messages)
+    (c,) = s.compactions
+    assert (c.kind, c.trigger, c.position, c.replaced_start, c.replaced_end, c.source_id) == (
+        "summary", None, 6, 0, 6, f"condense:{KILO_CONDENSE}")
+    assert c.summary.startswith("## Conversation Summary\n1. Previous Conversation: the user asked for a --verbose flag")
+    assert c.tokens_before == 12760 and dict(c.details) == {"replaced_messages": 5, "newContextTokens": 2950, "cost": 0.0172}
+    assert c.forgotten_ids[0] == "1764950000000" and len(c.forgotten_ids) == 6  # the task itself was condensed too
+    assert [(u.position, u.prompt_tokens) for u in s.usage] == [(1, 11812), (4, 12408), (6, 2950), (8, 3156)]
+
+
+def test_kilo_import_is_idempotent_and_keeps_its_condense(tmp_path: Path):
+    before = _digest(KILO)
+    key = f"cline:{KILO.name}"
+    with service(f"sqlite:///{tmp_path / 'k.db'}", tmp_path) as svc:
+        (r,) = svc.import_file(KILO)
+        assert (r.thread, r.messages, r.tool_calls, r.compactions, r.requests) == (key, 10, 4, 1, 4)
+        (again,) = svc.import_file(KILO / "ui_messages.json")
+        assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 10)
+        (c,) = svc.source_compactions(key)
+        assert (c.source, c.tokens_before, c.summary[:22]) == ("cline", 12760, "## Conversation Summar")
+        assert len(stored(svc, key)) == 10
+    assert _digest(KILO) == before
 
 
 def _write(folder: Path, api, ui=None) -> Path:
