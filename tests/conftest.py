@@ -101,3 +101,33 @@ def _own_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
     config._SESSION_KEYS.clear()
     yield
     config._SESSION_KEYS.clear()
+
+
+@pytest.fixture
+def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A settings directory of this test's own (not yet created) and none of the settings'
+    environment variables set: what the file and the keyring say is what the test sees."""
+    from engine import config
+
+    d = tmp_path / "config"
+    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(d))
+    for var in (config.ENV_BASE_URL, config.ENV_MODEL, config.ENV_API_KEY, config.ENV_TIMEOUT):
+        monkeypatch.delenv(var, raising=False)
+    return d
+
+
+@pytest.fixture
+def memory_keyring() -> Iterator[object]:
+    """A real in-memory ``keyring`` backend (tests/keyring_backends.py) for this test; the previous
+    backend is put back after it."""
+    import keyring
+
+    from tests.keyring_backends import MemoryKeyring
+
+    before = keyring.get_keyring()
+    ring = MemoryKeyring()
+    keyring.set_keyring(ring)
+    try:
+        yield ring
+    finally:
+        keyring.set_keyring(before)

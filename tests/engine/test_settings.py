@@ -46,26 +46,6 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "config"
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(d))
-    for var in (ENV_BASE_URL, ENV_MODEL, ENV_API_KEY, config.ENV_TIMEOUT):
-        monkeypatch.delenv(var, raising=False)
-    return d
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    before = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    try:
-        yield ring
-    finally:
-        keyring.set_keyring(before)
-
-
-@pytest.fixture
 def no_keyring() -> Iterator[None]:
     before = keyring.get_keyring()
     keyring.set_keyring(fail.Keyring())

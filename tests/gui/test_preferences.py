@@ -11,15 +11,14 @@ import re
 import shutil
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
-import keyring
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
 from engine import config
-from engine.config import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, Settings
+from engine.config import ENV_MODEL, Settings
 from engine.demo import build_demo
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.service import open_service
@@ -32,26 +31,6 @@ pytestmark = pytest.mark.gui
 KEY = "sk-test-GUI-PREFS-0a1b2c3d"
 CODING = "coding-lock-test-failure"
 WAIT_MS = 15_000
-
-
-@pytest.fixture
-def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    d = tmp_path / "config"
-    monkeypatch.setenv(config.ENV_CONFIG_DIR, str(d))
-    for var in (ENV_BASE_URL, ENV_MODEL, ENV_API_KEY, config.ENV_TIMEOUT):
-        monkeypatch.delenv(var, raising=False)
-    return d
-
-
-@pytest.fixture
-def memory_keyring() -> Iterator[MemoryKeyring]:
-    before = keyring.get_keyring()
-    ring = MemoryKeyring()
-    keyring.set_keyring(ring)
-    try:
-        yield ring
-    finally:
-        keyring.set_keyring(before)
 
 
 def summarizing(request: Any) -> Reply:
