@@ -254,7 +254,7 @@ class MainWindow(InspectorLayout):
     def report(self, exc: BaseException, what: str = "") -> None:
         """Show ``exc`` in the error banner (in words, the database password masked) and emit
         :attr:`failed`."""
-        secrets = self.threads.secrets if hasattr(self, "threads") else ()
+        secrets = self.state.secrets
         code, text = error_code(exc), redact(error_text(exc), secrets)
         self.banner.show_error(code, redact(f"{what}: {text}", secrets) if what else text)
         self.failed.emit(code, text)

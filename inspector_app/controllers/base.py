@@ -31,6 +31,8 @@ class ThreadState:
     compaction: Any = None
     #: the open database, as it was opened (per-database state, e.g. each thread's search text)
     database: str | None = None
+    #: the forms of the open database's password: masked in every message the window shows
+    secrets: tuple[str, ...] = ()
 
     @property
     def total(self) -> int:

@@ -77,8 +77,6 @@ class ThreadsController:
         self._measurements = 0
         ui.tabs.currentChanged.connect(self._on_tab)
         ui.checks_button.clicked.connect(lambda: self.view.key and self.view.spawn(self._check(self.view.key), "check thread"))
-        #: the forms of the open database's password: masked in every message the window shows
-        self.secrets: tuple[str, ...] = ()
         ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
         #: the thread the status bar's message is about (:data:`DATABASE`: the database; None: none)
         self._message_about: str | None = None
@@ -93,7 +91,7 @@ class ThreadsController:
         its error in place, the others stay usable."""
         bar = self.ui.statusBar()
         self.say("Opening database…")
-        self.secrets = secrets_of(url)  # masked in every message from now on (the banner, the log)
+        self.state.secrets = secrets_of(url)  # masked in every message from now on (the banner, the log)
         try:
             if url is None:
                 url = await self.client.run(default_database_url)
