@@ -1,4 +1,4 @@
-# Over 500 lines: the one use-case API (intake, runs, requests, compaction, queries, import) by design; each method is a thin call into the store, compactor or importer.
+# Over 500 lines: the one use-case API (intake, runs, requests, compaction, steering, queries, import) until issue 24 splits it into facets; the logic lives in the compactor, the store, the snapshots, history and importing.
 """Use cases: the one API that the CLI, the inspector, the harness and agent platforms call.
 
 Every write goes through the store's write door (``Store.locked`` → :class:`engine.store.Locked`),
@@ -16,7 +16,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-import platformdirs
 
 from . import history, whatif
 from .compactor import Compactor, Measured, Outcome, RunState
@@ -63,61 +62,19 @@ from .views import (
 )
 from .whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
 from .workdir import Workdir, WorkdirMissing
-
-APP_NAME = "compaction-inspector"
-ENV_WORKDIR = "COMPACTION_WORKDIR"
-ENV_DB = "COMPACTION_DB"
-#: the configured window when neither an override nor the known-model table knows the model
-DEFAULT_CONTEXT_WINDOW = 128_000
-POLICY_SETTING = "policy"
-
-
-def data_dir() -> Path:
-    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False))
-
-
-def default_database_url() -> str:
-    """``$COMPACTION_DB``, else the embedded demo database in the user's data directory."""
-    return os.environ.get(ENV_DB) or str(data_dir() / "demo.db")
-
-
-def sessions_database_url() -> str:
-    """Where imported sessions go unless told otherwise (``compaction import`` without ``--db``,
-    the inspector's File → Import… on the demo): ``$COMPACTION_DB``, else ``sessions.db`` in the
-    user's data directory (created on first import), never the demo database."""
-    return os.environ.get(ENV_DB) or str(data_dir() / "sessions.db")
-
-
-def default_workdir(url: str) -> Path:
-    """``$COMPACTION_WORKDIR``, else ``<db>.workdir`` beside a SQLite file, else the data directory."""
-    env = os.environ.get(ENV_WORKDIR)
-    if env:
-        return Path(env)
-    u = normalize_url(url)
-    if u.get_backend_name() == "sqlite" and u.database and u.database != ":memory:":
-        p = Path(u.database)
-        return p.with_name(p.name + ".workdir")
-    return data_dir() / "workdir"
-
-
-def load_policies(store: Store, explicit: PolicySet | Mapping[str, Any] | None = None) -> PolicySet:
-    """Explicit configuration, else the store-wide ``policy`` setting, else the defaults.
-
-    A stored setting that is not a JSON object, or does not make a policy, raises
-    :class:`engine.store.InvalidSetting` (``invalid_setting``) naming the key."""
-    if isinstance(explicit, PolicySet):
-        return explicit
-    if explicit is not None:
-        data = dict(explicit)
-        data.setdefault("context_window", DEFAULT_CONTEXT_WINDOW)
-        return PolicySet.from_mapping(data)
-    data = dict(store.get_setting(POLICY_SETTING) or {})  # InvalidSetting for non-JSON / not an object
-    data.setdefault("context_window", DEFAULT_CONTEXT_WINDOW)
-    try:
-        return PolicySet.from_mapping(data)
-    except EngineError as exc:
-        raise InvalidSetting(f"setting {POLICY_SETTING!r} does not make a policy ({exc.message}); set it again") from None
-
+from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and the adapters import them from here)
+    APP_NAME,
+    DEFAULT_CONTEXT_WINDOW,
+    ENV_DB,
+    ENV_WORKDIR,
+    POLICY_SETTING,
+    apply_default_policy,
+    data_dir,
+    default_database_url,
+    default_workdir,
+    load_policies,
+    sessions_database_url,
+)
 
 def open_service(
     url: str | None = None,
@@ -137,7 +94,7 @@ def open_service(
     store = Store.open(url, create=create and not read_only, read_only=read_only)
     try:
         if create and policies is None:
-            _apply_default_policy(store)
+            apply_default_policy(store)
         return Service(
             store,
             workdir=Workdir(workdir or default_workdir(url)),
@@ -147,18 +104,6 @@ def open_service(
     except Exception:
         store.close()
         raise
-
-
-def _apply_default_policy(store: Store) -> None:
-    """A new database (no policy stored, no thread yet) takes the user's default policy
-    (``policy.*`` in the settings file, issue #28). Best effort: an unreadable settings file leaves
-    the engine's defaults."""
-    try:
-        default = UserSettings().default_policy()
-    except EngineError:
-        return
-    if default and store.get_setting(POLICY_SETTING) is None and not store.list_threads(limit=1):
-        store.put_setting(POLICY_SETTING, default)
 
 
 class Service:
@@ -650,39 +595,7 @@ class Service:
             known = self.policies.resolve_known(info.provider, info.model, reported_window=info.reported_context_window,
                                                 reported_by=info.source_format)
             imported_threshold = known.threshold if known is not None else None  # no window known: no threshold line
-        points: list[PressurePoint] = []
-        ei = 0
-        ri = 0
-        for r in requests:
-            kinds: list[str] = []
-            while ei < len(events) and events[ei].created_at <= r.created_at:
-                e = events[ei]
-                kinds.append("overflow" if e.trigger == "overflow" else ("manual" if e.trigger == "manual" else e.kind))
-                ei += 1
-            if r.origin == "imported" and r.message_id is not None:
-                while ri < len(recorded) and recorded[ri] < r.message_id:
-                    kinds.append("recorded")
-                    ri += 1
-            marker = None
-            for k in ("overflow", "manual", "summary", "prune", "recorded"):
-                if k in kinds:
-                    marker = k
-                    break
-            imported = r.origin == "imported"
-            points.append(
-                PressurePoint(
-                    request_id=r.id,
-                    run_id=r.run_id,
-                    step=r.step,
-                    tokens=(r.reported_prompt_tokens or 0) if imported else (r.estimated_tokens or 0),
-                    threshold=imported_threshold if imported else r.threshold,
-                    compaction=marker,
-                    created_at=r.created_at,
-                    origin=r.origin,
-                    reported_tokens=r.reported_prompt_tokens,
-                )
-            )
-        return points
+        return history.pressure_points(requests, events, recorded, imported_threshold)
 
     def source_compactions(self, key: str) -> list[SourceCompaction]:
         """The compactions the thread's source recorded (Claude Code, Codex, OpenHands), in order;

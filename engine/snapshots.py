@@ -40,9 +40,7 @@ It only reads (``Store.reading``); nothing here writes to the database.
 from __future__ import annotations
 
 import logging
-import os
 import pickle
-import queue
 import subprocess
 import sys
 import threading
@@ -51,7 +49,6 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from contextlib import nullcontext
 from dataclasses import dataclass, replace
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -61,7 +58,10 @@ from .store import Store
 from .store.reads import CountedRow, ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
-from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction
+from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
+from .workers import CountWorker as _CountWorker
+from .workers import read_array as _read_array
+from .workers import start_worker as _start_worker
 
 __all__ = ["PAGE", "SnapshotCache", "SourceView", "Tally", "ThreadMeasure"]
 
@@ -143,30 +143,6 @@ class Tally:
         end = len(self.ids) if upto is None else upto
         i = bisect_right(self.ids, message_id, 0, end)
         return sum(self.counts[i:end])
-
-
-@dataclass(frozen=True)
-class SourceView:
-    """An imported thread as its source ran it: what the source would send next.
-
-    After the source's last recorded summary compaction the source sends its summary, what it kept
-    (Codex ``replacement_history``), the messages it did not replace (OpenHands keeps the first
-    events) and everything that followed. ``rebuilt`` / ``breakdown`` are our meter's count of that
-    envelope (the whole history when the source never compacted). When the source recorded a
-    request after that compaction, ``tokens`` is anchored to it: its reported prompt and
-    completion plus our count of the messages since (``anchored`` True); else ``tokens`` is
-    ``rebuilt``. ``detail`` says which, in words."""
-
-    tokens: int
-    breakdown: Mapping[str, int]
-    detail: str
-    anchored: bool
-    #: every compaction the source recorded (summaries and prunes)
-    compactions: int
-    #: the prompt size the last recorded request reported (the pressure chart's last point)
-    recorded_prompt_tokens: int | None
-    #: usage the source recorded for the whole session (SWE-agent ``model_stats``), in words
-    recorded_usage: str | None = None
 
 
 @dataclass(frozen=True)
@@ -746,77 +722,6 @@ def _stream_worker_main(stdin: Any, stdout: Any) -> None:
     tally.ids.tofile(stdout)  # raw, a block at a time: no pickled copy of 12 bytes a message on either side
     tally.counts.tofile(stdout)
     stdout.flush()
-
-
-def _read_array(stream: Any, typecode: str, n: int) -> array:
-    """``n`` items of ``typecode`` read straight into a new array (no intermediate bytes object)."""
-    out = array(typecode, [0]) * n
-    view = memoryview(out).cast("B")
-    got = 0
-    while got < len(view):
-        k = stream.readinto(view[got:])
-        if not k:
-            raise RuntimeError("the stream worker's reply ended early")
-        got += k
-    return out
-
-
-class _CountWorker:
-    """A worker process counting texts (``python -m engine.meter``): tiktoken holds the GIL while
-    it encodes a short text, so threads do not overlap with reading the next page; a process does.
-    Started with ``subprocess`` (not ``multiprocessing``, which would re-run the caller's main
-    script in the child); pages are sent on a helper thread, so neither side blocks the other on
-    a full pipe. Results come back in the order pages were sent."""
-
-    def __init__(self) -> None:
-        self.proc = _start_worker("engine.meter")
-        self._outbox: "queue.Queue[Any]" = queue.Queue()
-        self._sender = threading.Thread(target=self._send, name="snapshots-count-sender", daemon=True)
-        self._sender.start()
-
-    def _send(self) -> None:
-        stdin = self.proc.stdin
-        assert stdin is not None
-        try:
-            while True:
-                item = self._outbox.get()
-                if item is None:
-                    break
-                pickle.dump(item, stdin, protocol=pickle.HIGHEST_PROTOCOL)
-                stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass
-        finally:
-            try:
-                stdin.close()
-            except OSError:
-                pass
-
-    def submit(self, encoding: str, texts: list[str]) -> None:
-        self._outbox.put((encoding, texts))
-
-    def result(self) -> list[int]:
-        assert self.proc.stdout is not None
-        try:
-            return pickle.load(self.proc.stdout)
-        except EOFError:
-            raise RuntimeError(f"the counting worker exited ({self.proc.poll()})") from None
-
-    def close(self) -> None:
-        self._outbox.put(None)
-        self._sender.join(timeout=10)
-        try:
-            self.proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-
-
-def _start_worker(module: str) -> "subprocess.Popen[bytes]":
-    """``python -m <module>`` of this interpreter with this package importable, stdin and stdout piped."""
-    root = str(Path(__file__).resolve().parents[1])
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
-    return subprocess.Popen([sys.executable, "-m", module], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
 
 
 def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:

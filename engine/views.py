@@ -640,3 +640,27 @@ class ThreadPolicyView:
     retained_tail_tokens: int | None
     overrides: Mapping[str, Any]
     instructions: str | None = None
+
+
+@dataclass(frozen=True)
+class SourceView:
+    """An imported thread as its source ran it: what the source would send next.
+
+    After the source's last recorded summary compaction the source sends its summary, what it kept
+    (Codex ``replacement_history``), the messages it did not replace (OpenHands keeps the first
+    events) and everything that followed. ``rebuilt`` / ``breakdown`` are our meter's count of that
+    envelope (the whole history when the source never compacted). When the source recorded a
+    request after that compaction, ``tokens`` is anchored to it: its reported prompt and
+    completion plus our count of the messages since (``anchored`` True); else ``tokens`` is
+    ``rebuilt``. ``detail`` says which, in words."""
+
+    tokens: int
+    breakdown: Mapping[str, int]
+    detail: str
+    anchored: bool
+    #: every compaction the source recorded (summaries and prunes)
+    compactions: int
+    #: the prompt size the last recorded request reported (the pressure chart's last point)
+    recorded_prompt_tokens: int | None
+    #: usage the source recorded for the whole session (SWE-agent ``model_stats``), in words
+    recorded_usage: str | None = None
