@@ -1,3 +1,4 @@
+# Over 800 lines: one stand-in implementing every method of InspectorService (tests/gui/test_service_api.py keeps it in step with the protocol); split, the protocol would be implemented in pieces.
 """An in-memory stand-in for ``engine.service.Service``: fast, scriptable, with races on demand.
 
 It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector
