@@ -85,14 +85,19 @@ def settings(tmp_path: Path) -> QSettings:
 
 @pytest.fixture
 def window_factory(qapp: QApplication, no_leaks: None, qloop: qasync.QEventLoop, settings: QSettings) -> Iterator[Any]:
-    """``window_factory(opener, page_size=...)`` → a shown MainWindow whose client opens services
-    with ``opener(url)``; every window is closed, its tasks drained and its client closed after the test."""
+    """``window_factory(opener, page_size=..., settings=..., theme_manager=..., show=...)`` → a
+    MainWindow (shown unless ``show=False``) whose client opens services with ``opener(url)``, on
+    this test's QSettings unless others are given; every window is closed (its session saved, as a
+    user's close does), its tasks drained and its client closed after the test."""
     made: list[tuple[MainWindow, ServiceClient]] = []
+    default_settings = settings
 
-    def make(opener: Any, *, page_size: int = 500) -> MainWindow:
+    def make(opener: Any, *, page_size: int = 500, settings: QSettings | None = None, theme_manager: Any = None, show: bool = True) -> MainWindow:
         client = ServiceClient()
-        window = MainWindow(client, opener=opener, settings=settings, poll_ms=3_600_000, page_size=page_size)
-        window.show()
+        window = MainWindow(client, opener=opener, settings=settings if settings is not None else default_settings,
+                            theme_manager=theme_manager, poll_ms=3_600_000, page_size=page_size)
+        if show:
+            window.show()
         made.append((window, client))
         return window
 

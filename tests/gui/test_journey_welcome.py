@@ -15,7 +15,7 @@ import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings
@@ -29,7 +29,7 @@ from inspector_app.app import initial_theme, parse_args
 from inspector_app.main_window import MainWindow
 from inspector_app.preferences import TARGET_HERE, TARGET_SESSIONS, start_directory
 from inspector_app.service_client import ServiceClient
-from tests.gui.conftest import _drain, run
+from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
 
 pytestmark = pytest.mark.gui
@@ -68,27 +68,10 @@ def small_database(path: Path) -> str:
 
 
 @pytest.fixture
-def windows(qapp: QApplication, no_leaks: None, qloop: Any) -> Iterator[Any]:
-    """``windows(opener, settings, theme_manager=None)`` → a shown MainWindow; closed (its session
-    saved, as a user's close does) and deleted after the test."""
-    made: list[tuple[MainWindow, ServiceClient]] = []
-
-    def make(opener: Any, settings: QSettings, *, theme_manager: Any = None, show: bool = True) -> MainWindow:
-        client = ServiceClient()
-        window = MainWindow(client, opener=opener, settings=settings, theme_manager=theme_manager, poll_ms=3_600_000)
-        if show:
-            window.show()
-        made.append((window, client))
-        return window
-
-    yield make
-    for window, client in made:
-        window.poll.stop()
-        _drain(qapp, window.cancel_tasks())
-        client.close()
-        window.close()
-        window.deleteLater()
-    QCoreApplication.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+def windows(window_factory: Any) -> Any:
+    """``windows(opener, settings, theme_manager=None, show=True)`` → a MainWindow from the shared
+    ``window_factory`` (tests/gui/conftest.py) on the QSettings given."""
+    return lambda opener, settings, **kw: window_factory(opener, settings=settings, **kw)
 
 
 # == first launch ==============================================================================
