@@ -16,7 +16,7 @@ from typing import Any, Awaitable, Callable
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
-from PySide6.QtWidgets import QLabel, QWidget
+from PySide6.QtWidgets import QLabel
 
 from engine.errors import EngineError
 
@@ -105,16 +105,8 @@ class RevertAuditController:
     def write_controls(self) -> list[Any]:
         """Every control that writes to the database."""
         ui = self.ui
-        found: list[Any] = [ui.compact_button, ui.compact_action, ui.import_action, ui.detail.revert_button, ui.detail.revert_reason, self.action]
-        sessions = getattr(ui, "sessions", None)
-        if sessions is not None and getattr(sessions, "action", None) is not None:
-            found.append(sessions.action)
-        welcome = getattr(ui, "welcome", None)
-        for obj in ui.findChildren(QObject):
-            if obj.property(WRITE_PROPERTY) is True and obj not in found:
-                found.append(obj)
-        if welcome is not None:
-            found += [w for w in welcome.findChildren(QWidget) if w.objectName() in ("importSession",)]
+        found: list[Any] = [ui.compact_button, ui.compact_action, ui.import_action, ui.detail.revert_button, ui.detail.revert_reason, self.action, ui.sessions.action]
+        found += [obj for obj in ui.findChildren(QObject) if obj.property(WRITE_PROPERTY) is True and obj not in found]
         return found
 
     def apply_write_controls(self) -> None:
