@@ -19,7 +19,7 @@ from .. import figures
 from ..errors import CannotCompact, EngineError, ThreadBusy
 from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
 from . import revert_cmd  # issue 23: revert, audit
-from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
+from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets, whole_number
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
 MAX_LIMIT = 1_000_000
@@ -29,14 +29,7 @@ def _db_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", help="database URL or SQLite file path (default: the demo database)")
 
 
-def _limit(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= MAX_LIMIT:
-        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT:,}")
-    return value
+_limit = whole_number(1, MAX_LIMIT)
 
 
 @contextmanager

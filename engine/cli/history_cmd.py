@@ -21,20 +21,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets
+from .output import EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets, whole_number
 
 #: characters of a message shown per line in the text output of ``diff``
 _LINE = 100
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("compactions are numbered from 1")
-    return value
+_positive = whole_number(1, out_of_range="compactions are numbered from 1")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:

@@ -5,18 +5,38 @@ registers it, so there is no import cycle."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
 from ..errors import EngineError, describe_failure
 
-__all__ = ["EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets", "url_secrets"]
+__all__ = [
+    "EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets",
+    "url_secrets", "whole_number",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
+
+
+def whole_number(low: int, high: int | None = None, out_of_range: str | None = None) -> Callable[[str], int]:
+    """An argparse ``type``: a whole number from ``low`` (up to ``high``); ``out_of_range`` is the
+    message for one outside (default: "must be between LOW and HIGH")."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(out_of_range or f"must be between {low:,} and {high:,}")
+        return value
+
+    return parse
 
 
 def jsonable(value: Any) -> Any:

@@ -16,29 +16,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .output import EXIT_OK, database_url, emit_json
+from .output import EXIT_OK, database_url, emit_json, whole_number
 
 ACTIONS = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 10_000:
-        raise argparse.ArgumentTypeError("must be between 1 and 10,000")
-    return value
-
-
-def _id(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError("ids are not negative")
-    return value
+_count = whole_number(1, 10_000)
+_id = whole_number(0, out_of_range="ids are not negative")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
