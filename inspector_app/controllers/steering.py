@@ -149,10 +149,8 @@ class SteeringController:
         self.policy_action.setToolTip("Threshold, window, retained tail and standing instructions of this thread only")
         self.policy_action.triggered.connect(self.open_policy)
         ui.compaction_menu.addAction(self.policy_action)
-        gauge = getattr(ui, "gauge", None)
-        if gauge is not None:  # the header's gauge: right-click for the thread's policy
-            gauge.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
-            gauge.addAction(self.policy_action)
+        ui.gauge.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)  # the header's gauge: right-click for the thread's policy
+        ui.gauge.addAction(self.policy_action)
 
     # -- pins -------------------------------------------------------------------------------
     def thread_opened(self, key: str) -> None:
