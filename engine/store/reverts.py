@@ -17,15 +17,13 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal, Sequence
 
 from sqlalchemy import func, select, update
-
-from ..errors import CompareAndSwapConflict, NotRevertible
 from sqlalchemy.orm import Session
 
+from ..errors import CompareAndSwapConflict, NotRevertible
 from ..views import AuditEntry, RevertTarget
 from .door import Locked
-from .models import AuditRow, CompactionHistoryRow, CompactionStateRow, Conversation, MessageRow, SourceCompactionRow, ToolOffloadRow
+from .models import AuditRow, CompactionHistoryRow, CompactionStateRow, Conversation, MessageRow, SourceCompactionRow, ToolOffloadRow, utcnow
 from .records import aware, to_message
-from .models import utcnow
 
 #: the ``compaction_history.trigger`` of a revert row and of a redo row
 REVERT_TRIGGERS = ("revert", "redo")
@@ -94,14 +92,10 @@ def _plan(session: Session, conv: Conversation, st: CompactionStateRow | None) -
         start -= 1
     group = rows[start : end + 1]
     first, last = group[0], group[-1]
-    if action == "revert":
-        boundary = first.boundary_before
-        earlier = [r for r in rows[:start] if r.kind != "prune"]
-        summary = earlier[-1].summary if earlier and boundary is not None else None
-    else:
-        boundary = last.boundary_after
-        earlier = [r for r in rows[: end + 1] if r.kind != "prune"]
-        summary = earlier[-1].summary if earlier and boundary is not None else None
+    # revert: the boundary and summary from before the compaction; redo: those it left
+    boundary, upto = (first.boundary_before, start) if action == "revert" else (last.boundary_after, end + 1)
+    earlier = [r for r in rows[:upto] if r.kind != "prune"]
+    summary = earlier[-1].summary if earlier and boundary is not None else None
     pruned: list[int] = []
     for r in group:
         if r.kind == "prune" and isinstance(r.pruned_message_ids, list):
