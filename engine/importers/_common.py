@@ -11,6 +11,7 @@ import re
 import struct
 from collections import Counter
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -186,6 +187,18 @@ def as_int(value: Any) -> int | None:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return None
+
+
+def iso_from_ms(ms: Any) -> str | None:
+    """Epoch milliseconds (an int, or a float) as ISO 8601 UTC with ``Z``; None for junk, zero,
+    negative or out of range."""
+    n = as_int(ms) if not isinstance(ms, float) else int(ms)
+    if n is None or n <= 0:
+        return None
+    try:
+        return datetime.fromtimestamp(n / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    except (OverflowError, OSError, ValueError):
+        return None
 
 
 def str_or_none(value: Any) -> str | None:

@@ -55,11 +55,10 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, image_from_url, str_or_none
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, image_from_url, iso_from_ms, str_or_none
 from .anthropic import ToolResultBlock, convert_blocks
 from .model import (
     DocumentPart,
@@ -160,16 +159,6 @@ def looks_like_path(path: Path) -> bool:
 
 
 # -- parsing -------------------------------------------------------------------------------------
-def _iso(ts: Any) -> str | None:
-    n = as_int(ts) if not isinstance(ts, float) else int(ts)
-    if n is None or n <= 0:
-        return None
-    try:
-        return datetime.fromtimestamp(n / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def _tool_of(folder: Path | None, api: list, ui: list) -> str:
     if folder is not None:
         for part in folder.parts:
@@ -375,7 +364,7 @@ class _Reader:
         if isinstance(info, Mapping):
             model = str_or_none(info.get("modelId"))
         idx = self.b.add(ImportedMessage(role="assistant", parts=tuple(parts), tool_calls=tuple(calls), source_key=key,
-                                         timestamp=_iso(m.get("ts")), model=model or None,
+                                         timestamp=iso_from_ms(m.get("ts")), model=model or None,
                                          details={"condensed_by": m["condenseParent"]} if m.get("condenseParent") else {}))
         self.first_of[i] = idx
         self.assistant_at[i] = idx
@@ -396,7 +385,7 @@ class _Reader:
 
     def _user(self, i: int, m: Mapping[str, Any]) -> None:
         key = self._key(i, m)
-        ts = _iso(m.get("ts"))
+        ts = iso_from_ms(m.get("ts"))
         details = {"condensed_by": m["condenseParent"]} if m.get("condenseParent") else {}
         if m.get("truncationParent"):
             details = {**details, "truncated_by": m["truncationParent"]}
@@ -467,7 +456,7 @@ class _Reader:
             call = self._take_call(None, r.tool_use_id or None)
             self.b.add(ImportedMessage(role="tool", parts=tuple(r.parts), tool_call_id=r.tool_use_id or (call.id if call else f"{key}:r{r.index}"),
                                        tool_name=call.name if call else None, is_error=r.is_error,
-                                       source_key=f"{key}:{r.tool_use_id or r.index}", timestamp=_iso(m.get("ts"))))
+                                       source_key=f"{key}:{r.tool_use_id or r.index}", timestamp=iso_from_ms(m.get("ts"))))
         if len(self.b.messages) > start:
             self.first_of.setdefault(i, start)
 
@@ -523,7 +512,7 @@ class _Reader:
                 model = earlier[-1] if earlier else None
             self.b.usage(UsageRecord(position=pos, prompt_tokens=prompt, completion_tokens=tout,
                                      cache_read_tokens=reads or None, cache_creation_tokens=writes or None,
-                                     model=model or self.model, timestamp=_iso(r.get("ts"))))
+                                     model=model or self.model, timestamp=iso_from_ms(r.get("ts"))))
             self.facts["cost"] = round(float(self.facts.get("cost") or 0) + float(info.get("cost") or 0), 6)
 
     def _prompt_before(self, ts: Any) -> int | None:
@@ -580,7 +569,7 @@ class _Reader:
                     details[k] = cc[k]
             self.b.compaction(position=pos, replaced_start=start, replaced_end=end, trigger=None,
                               tokens_before=as_int(cc.get("prevContextTokens")), summary=summary or str_or_none(cc.get("summary")),
-                              source_id=f"condense:{cid}", timestamp=_iso(rec.get("ts") if rec is not None else m.get("ts")),
+                              source_id=f"condense:{cid}", timestamp=iso_from_ms(rec.get("ts") if rec is not None else m.get("ts")),
                               forgotten_ids=keys, details=details)
         truncs = {str(r["contextTruncation"].get("truncationId")): r for r in self.ui
                   if r.get("say") == "sliding_window_truncation" and isinstance(r.get("contextTruncation"), Mapping)}
@@ -594,7 +583,7 @@ class _Reader:
                 start = end = pos
             self.b.compaction(position=pos, replaced_start=start, replaced_end=end, trigger="auto",
                               tokens_before=as_int(ct.get("prevContextTokens")), summary=text or TRUNCATION_NOTE,
-                              source_id=f"truncation:{tid}", timestamp=_iso(rec.get("ts") if rec else None),
+                              source_id=f"truncation:{tid}", timestamp=iso_from_ms(rec.get("ts") if rec else None),
                               forgotten_ids=keys,
                               details={"strategy": "sliding window truncation", "replaced_messages": len(replaced),
                                        **({"newContextTokens": ct["newContextTokens"]} if ct.get("newContextTokens") is not None else {})})
@@ -627,7 +616,7 @@ class _Reader:
             trigger, summary = ("auto", TRUNCATION_NOTE) if summary_call is None else (summary_call[1], summary_call[2])
             self.b.compaction(position=pos, replaced_start=s, replaced_end=e, trigger=trigger,
                               tokens_before=self._prompt_before(r.get("ts")), summary=summary,
-                              source_id=f"deleted-range:{start}-{end}", timestamp=_iso(r.get("ts")), forgotten_ids=keys,
+                              source_id=f"deleted-range:{start}-{end}", timestamp=iso_from_ms(r.get("ts")), forgotten_ids=keys,
                               details={"strategy": "summarize_task" if summary_call and summary_call[1] == "auto" else
                                        "condense" if summary_call else "truncation",
                                        "deleted_range": [start, end], "replaced_messages": len(newly)})

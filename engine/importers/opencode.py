@@ -55,11 +55,11 @@ of a session is its session file (what discovery lists). The files are only read
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, str_or_none
+from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, iso_from_ms, str_or_none
 from .agents_sdk import SQLITE_MAGIC, DatabaseFormat
 from .model import (
     DocumentPart,
@@ -182,16 +182,6 @@ def discovery_parent(path: Path) -> Path | None:
 
 
 # -- parsing -------------------------------------------------------------------------------------
-def _iso(ms: Any) -> str | None:
-    n = as_int(ms) if not isinstance(ms, float) else int(ms)
-    if n is None or n <= 0:
-        return None
-    try:
-        return datetime.fromtimestamp(n / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-    except (OverflowError, OSError, ValueError):
-        return None
-
-
 def parse(source: Source, *, final: bool = True, tables: Any = None) -> list[ImportedSession]:
     if tables is not None:  # the database (``opencode.db``), read read-only by the caller
         return _parse_database(source, tables, final=final)
@@ -376,7 +366,7 @@ class _Reader:
         if not content:
             return  # a compaction request alone carries no message
         synthetic = all(p.get("synthetic") for p in parts if p.get("type") == "text")
-        idx = self.b.add(ImportedMessage(role="user", parts=tuple(content), source_key=mid, timestamp=_iso(_time(m)),
+        idx = self.b.add(ImportedMessage(role="user", parts=tuple(content), source_key=mid, timestamp=iso_from_ms(_time(m)),
                                          source_ids=(mid,), meta=synthetic and any(p.get("type") == "text" for p in parts),
                                          meta_kind="synthetic" if synthetic and any(p.get("type") == "text" for p in parts) else None))
         self.first_of[mid] = idx
@@ -402,7 +392,7 @@ class _Reader:
             return  # an aborted step: nothing was reported
         self.b.usage(UsageRecord(position=pos, prompt_tokens=inp + read + write, completion_tokens=out,
                                  cache_read_tokens=read or None, cache_creation_tokens=write or None,
-                                 reasoning_tokens=as_int(tokens.get("reasoning")) or None, model=model, timestamp=_iso(ts)))
+                                 reasoning_tokens=as_int(tokens.get("reasoning")) or None, model=model, timestamp=iso_from_ms(ts)))
         self.last_context = inp + read + write + (out or 0)
 
     def _assistant(self, mid: str, m: Mapping[str, Any], parts: list[Mapping[str, Any]]) -> None:
@@ -442,7 +432,7 @@ class _Reader:
             if err is not None and n == len(steps) - 1:
                 details["error"] = err.get("name") if isinstance(err, Mapping) and err.get("name") else as_json_text(err)
             idx = self.b.add(ImportedMessage(role="assistant", parts=tuple(content), tool_calls=tuple(calls), source_key=key,
-                                             source_ids=(mid,), timestamp=_iso(_time(step[0]) if step and _time(step[0]) else ts),
+                                             source_ids=(mid,), timestamp=iso_from_ms(_time(step[0]) if step and _time(step[0]) else ts),
                                              model=model, details=details))
             self.first_of.setdefault(mid, idx)
             if finish is not None:
@@ -466,7 +456,7 @@ class _Reader:
         details = {"status": status, **({"title": state["title"]} if isinstance(state.get("title"), str) and state["title"] else {})}
         idx = self.b.add(ImportedMessage(role="tool", parts=(TextPart(text),) if text else (), tool_call_id=cid,
                                          tool_name=str(p.get("tool") or "?"), is_error=err, source_key=f"{mid}:{cid}",
-                                         source_ids=(str(p.get("id")),), timestamp=_iso(t.get("end") or t.get("start")),
+                                         source_ids=(str(p.get("id")),), timestamp=iso_from_ms(t.get("end") or t.get("start")),
                                          details=details))
         compacted = as_int(t.get("compacted"))
         if compacted:
@@ -495,7 +485,7 @@ class _Reader:
         keys = tuple(self.b.messages[k].source_key for k in range(start, end))
         self.b.compaction(position=pos, replaced_start=start, replaced_end=end,
                           trigger=trigger, tokens_before=self.last_context,
-                          summary=summary or None, source_id=f"compaction:{parent}", timestamp=_iso(_time(m)),
+                          summary=summary or None, source_id=f"compaction:{parent}", timestamp=iso_from_ms(_time(m)),
                           forgotten_ids=keys, details=details)
         if summary:
             self.last_boundary = pos
@@ -516,7 +506,7 @@ class _Reader:
                         and _ms(msg.timestamp) >= when), len(self.b.messages))
             self.b.compaction(position=pos, replaced_start=idx[0], replaced_end=idx[-1] + 1, kind="prune", trigger="auto",
                               summary=PRUNE_NOTE.format(n=len(g), s="" if len(g) == 1 else "s"),
-                              source_id=f"prune:{g[0][0]}", timestamp=_iso(g[0][0]),
+                              source_id=f"prune:{g[0][0]}", timestamp=iso_from_ms(g[0][0]),
                               forgotten_ids=tuple(cid for _, cid, _ in g),
                               details={"cleared_results": len(g), "replaced_by": PRUNED_TEXT})
         # in time order where they share a position (a prune pass runs before the compaction after it)
