@@ -107,13 +107,6 @@ ANSWER = [
 ]
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("new_pg_database")()
-
-
 def test_sdk_database_import_reimport_and_growth(url: str, tmp_path: Path):
     db = tmp_path / "agent" / "conversations.db"
     db.parent.mkdir()

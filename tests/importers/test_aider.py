@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from engine.importers import detect_format, parse
 
 from .helpers import FIXTURES
@@ -49,13 +47,6 @@ def test_verbose_summarization_is_a_recorded_compaction():
 
 def test_text_before_the_first_header_is_not_aider():
     assert detect_format("#### hello\n\nworld\n") is None
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'aider.db'}"
-    return request.getfixturevalue("new_pg_database")()
 
 
 def test_import_and_reimport(url: str, tmp_path: Path):

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from engine.importers import MISSING_RESULT_TEXT, ReasoningPart, UsageRecord, detect_format, parse
 
 from .helpers import FIXTURES, rows
@@ -108,13 +106,6 @@ def test_a_pair_as_one_json_object_with_a_client_that_keeps_the_whole_history():
     # the resent history is recognized despite cache markers and null fields: nothing twice
     assert [(m.role, m.source_key, m.text) for m in s.messages] == [("user", "m0", "hi"), ("assistant", "m1", "hello"),
                                                                    ("user", "m2", "bye")]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'store.db'}"
-    return request.getfixturevalue("new_pg_database")()
 
 
 def test_import_reimport_and_a_grown_log(url: str, tmp_path: Path):

@@ -210,13 +210,6 @@ def _digest(folder: Path) -> dict[str, str]:
     return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() + str(p.stat().st_mtime_ns) for p in folder.iterdir()}
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'cline.db'}"
-    return request.getfixturevalue("new_pg_database")()
-
-
 def test_import_and_reimport_leave_the_task_folder_untouched(url: str, tmp_path: Path):
     before = _digest(CLINE)
     with service(url, tmp_path) as svc:

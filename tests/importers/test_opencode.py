@@ -117,13 +117,6 @@ def _digest(root: Path) -> str:
     return h.hexdigest()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'opencode.db'}"
-    return request.getfixturevalue("new_pg_database")()
-
-
 def test_import_and_reimport_leave_the_storage_untouched(url: str, tmp_path: Path):
     before = _digest(ROOT)
     with service(url, tmp_path) as svc:

@@ -79,13 +79,6 @@ def test_a_cut_line_is_named_and_the_other_instances_are_kept():
     assert all(not s.warnings for s in sessions[1:])
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'eval.db'}"
-    return request.getfixturevalue("new_pg_database")()
-
-
 def test_import_writes_every_instance_and_reimport_adds_nothing(url: str, tmp_path: Path):
     with service(url, tmp_path) as svc:
         first = svc.import_file(OUT)
