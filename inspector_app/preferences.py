@@ -65,11 +65,6 @@ def remember_database(settings: QSettings, url: str) -> None:
     settings.sync()
 
 
-def forget_database(settings: QSettings) -> None:
-    settings.remove(KEY_DATABASE)
-    settings.sync()
-
-
 # == theme and layout ===========================================================================
 def remembered_theme(settings: QSettings) -> str | None:
     mode = _text(settings, KEY_THEME)
