@@ -248,7 +248,7 @@ class SessionsController:
             await self.refresh()
 
     def shutdown(self) -> None:
-        """The window closes: stop the follower (waits for its thread, a second at most)."""
+        """The window closes: stop the follower (waits for its thread on the GUI thread, two seconds at most)."""
         follower, self.follower = self.follower, None
         if follower is not None:
             follower.stop(2.0)
