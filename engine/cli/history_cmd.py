@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets, whole_number
+from .output import EXIT_OK, EXIT_USAGE, describe_failure, emit_json, mask_secrets, open_db, url_secrets, whole_number
 
 #: characters of a message shown per line in the text output of ``diff``
 _LINE = 100
@@ -62,12 +62,6 @@ def _fail(exc: BaseException, want_json: bool, secrets: list[str]) -> int:
     else:
         print(f"error: {message}", file=sys.stderr)
     return EXIT_USAGE
-
-
-def _open(args: argparse.Namespace) -> Any:
-    from ..service import open_service
-
-    return open_service(database_url(args.db))
 
 
 def message_json(m: Any) -> dict[str, Any]:
@@ -188,7 +182,7 @@ def run_diff(args: argparse.Namespace) -> int:
     want_json = bool(args.json)
     secrets = url_secrets(args.db)
     try:
-        svc = _open(args)
+        svc = open_db(args)
     except Exception as exc:  # noqa: BLE001: one line, never a traceback
         return _fail(exc, want_json, secrets)
     try:
@@ -211,7 +205,7 @@ def run_export(args: argparse.Namespace) -> int:
 
     secrets = url_secrets(args.db)
     try:
-        svc = _open(args)
+        svc = open_db(args)
     except Exception as exc:  # noqa: BLE001
         return _fail(exc, False, secrets)
     try:

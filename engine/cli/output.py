@@ -17,7 +17,7 @@ from ..errors import EngineError, describe_failure
 
 __all__ = [
     "EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets",
-    "url_secrets", "whole_number",
+    "open_db", "url_secrets", "whole_number",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
@@ -37,6 +37,13 @@ def whole_number(low: int, high: int | None = None, out_of_range: str | None = N
         return value
 
     return parse
+
+
+def open_db(args: Any) -> Any:
+    """The service on the command's ``--db`` (the caller closes it)."""
+    from ..service import open_service
+
+    return open_service(database_url(args.db))
 
 
 def jsonable(value: Any) -> Any:

@@ -14,9 +14,8 @@ Page with ``--after`` the last id shown.
 from __future__ import annotations
 
 import argparse
-from typing import Any
 
-from .output import EXIT_OK, database_url, emit_json, whole_number
+from .output import EXIT_OK, emit_json, open_db, whole_number
 
 ACTIONS = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
 
@@ -48,14 +47,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     a.set_defaults(run=run_audit)
 
 
-def _open(args: argparse.Namespace) -> Any:
-    from ..service import open_service
-
-    return open_service(database_url(args.db))
-
-
 def run_revert(args: argparse.Namespace) -> int:
-    svc = _open(args)
+    svc = open_db(args)
     try:
         svc.thread(args.thread)
         result = svc.revert(args.thread, reason=args.reason)
@@ -74,7 +67,7 @@ def run_revert(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
-    svc = _open(args)
+    svc = open_db(args)
     try:
         if args.thread:
             svc.thread(args.thread)

@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ..errors import EngineError
-from .output import EXIT_OK, database_url, emit_json
+from .output import EXIT_OK, emit_json, open_db
 
 __all__ = ["add_parser", "parse_assignment", "run_pin", "run_policy"]
 
@@ -51,14 +51,8 @@ def parse_assignment(text: str) -> tuple[str, Any]:
         return key, raw
 
 
-def _open(args: argparse.Namespace) -> Any:
-    from ..service import open_service
-
-    return open_service(database_url(args.db))
-
-
 def run_pin(args: argparse.Namespace) -> int:
-    svc = _open(args)
+    svc = open_db(args)
     try:
         if args.list or args.message is None:
             if args.message is None and not args.list:
@@ -100,7 +94,7 @@ def policy_json(view: Any) -> dict[str, Any]:
 
 
 def run_policy(args: argparse.Namespace) -> int:
-    svc = _open(args)
+    svc = open_db(args)
     try:
         values = dict(parse_assignment(a) for a in args.set)
         if values or args.unset:
