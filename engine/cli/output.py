@@ -1,4 +1,5 @@
-"""What every ``compaction`` command shares: exit codes, the JSON writer, and how a failure reads
+"""What every ``compaction`` command shares: exit codes, the JSON writer, the service on ``--db``
+(:func:`open_db`), whole-number arguments (:func:`whole_number`), and how a failure reads
 (one line, in words, with any password of the database URL masked: :func:`describe_failure`, the
 one copy in :mod:`engine.errors` the inspector shares). No command imports the package that
 registers it, so there is no import cycle."""
