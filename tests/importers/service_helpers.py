@@ -28,18 +28,24 @@ def stored(svc: Service, key: str) -> list[Message]:
 
 
 def follow_while_growing(svc: Service, path: Path, chunks: list[bytes], *, delay: float = 0.25,
-                         seconds: float = 2.5) -> list:
+                         seconds: float = 60.0) -> list:
     """Follow ``path`` while another thread appends ``chunks`` to it, ``delay`` apart; returns the
-    follower's reports."""
+    follower's reports. The writer stops the follower once the last chunk is written (the follower
+    reads the file once more before it returns), so a slow machine cannot cut the follow short;
+    ``seconds`` is only a safety bound."""
+    stop = threading.Event()
 
     def grow() -> None:
-        for chunk in chunks:
-            time.sleep(delay)
-            with path.open("ab") as fh:
-                fh.write(chunk)
+        try:
+            for chunk in chunks:
+                time.sleep(delay)
+                with path.open("ab") as fh:
+                    fh.write(chunk)
+        finally:
+            stop.set()
 
     t = threading.Thread(target=grow, daemon=True)
     t.start()
-    reports = svc.follow_file(path, poll_seconds=0.05, seconds=seconds)
+    reports = svc.follow_file(path, poll_seconds=0.05, stop=stop, seconds=seconds)
     t.join()
     return reports
