@@ -52,8 +52,9 @@ def icon_calls() -> set[str]:
 def named_icons() -> set[str]:
     from inspector_app import theme  # Qt is imported, no QApplication is needed
 
-    mapped = set(theme.icon_names()) if hasattr(theme, "icon_names") else set()
-    roles = {theme.role_icon(r) for r in ROLES} if hasattr(theme, "role_icon") else set(ROLES)  # every role has an icon
+    mapped = set(theme.icon_names())  # a rename fails here rather than checking nothing
+    roles = {theme.role_icon(r) for r in ROLES}  # every role has an icon
+    assert mapped, "theme.icon_names() names no icon"
     return icon_calls() | mapped | roles
 
 
