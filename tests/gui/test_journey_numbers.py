@@ -185,6 +185,7 @@ def test_before_after_reads_one_number_in_the_picker_the_title_the_table_the_cli
     exported = _cli_json(capsys, "export", "--db", str(db[0]), "--thread", key, "--format", "json")
     rows = exported["overview"]["rows"]
     assert len(rows) == count
+    compared_dropped = 0
     for index, shown in enumerate(shown_all, 1):  # and with the CLI and the export
         cli = _cli_json(capsys, "diff", "--db", str(db[0]), "--thread", key, "--compaction", str(index), "--json")
         row = rows[index - 1]
@@ -198,6 +199,8 @@ def test_before_after_reads_one_number_in_the_picker_the_title_the_table_the_cli
             assert shown["picker_dropped"] == shown["body_dropped"] == figures.count(dropped), (index, shown)
             listed = len(cli["dropped"]["dropped"])
             assert ("the list shows the first" in shown["headline"]) is (listed < dropped)
+            compared_dropped += 1
+    assert compared_dropped, "no compaction with a dropped list: the dropped figures were never compared"
     if which == "imported":  # the source's reported figures, not our count of what was imported
         assert (rows[1]["tokens_before"], rows[0]["tokens_before"]) == (48_211, 30_122)
         assert shown_all[1]["table"][0] == "48,211"
