@@ -4,11 +4,33 @@ stays readable)."""
 from __future__ import annotations
 
 import argparse
+import re
+from typing import Sequence
 
 RERUN = "make bench   # = .venv/bin/python benchmarks/run_all.py   (needs: .venv/bin/pip install -e '.[bench-peers]')"
 
 
-def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "", whatif: str = "") -> str:
+def marked(name: str, title: str, text: str) -> str:
+    """One extra section of the document, between markers so ``run_all.py --only NAME`` can rewrite
+    it alone (:func:`splice`)."""
+    return f"<!-- section:{name} -->\n## {title}\n\n{text.strip()}\n<!-- /section:{name} -->"
+
+
+def splice(doc: str, name: str, title: str, text: str) -> str:
+    """``doc`` with the section ``name`` replaced by ``text`` (appended before "What was run" when
+    the document does not have it yet)."""
+    new = marked(name, title, text)
+    pattern = re.compile(rf"<!-- section:{re.escape(name)} -->.*?<!-- /section:{re.escape(name)} -->", re.S)
+    if pattern.search(doc):
+        return pattern.sub(lambda _: new, doc)
+    anchor = doc.find("\n## What was run")
+    return doc + "\n\n" + new + "\n" if anchor < 0 else doc[:anchor] + "\n" + new + "\n" + doc[anchor:]
+
+
+def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "", whatif: str = "",
+             extra: Sequence[tuple[str, str, str]] = ()) -> str:
+    """The whole document; ``extra``: (name, title, markdown) sections, each between markers."""
+    extras = "".join(marked(n, t, x) + "\n\n" for n, t, x in extra)
     peers_line = f"\n**Peers not run:** {missing}\n" if missing else ""
     return f"""# Benchmarks
 
@@ -59,7 +81,7 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
 
 {whatif}
 
-## Our own figures
+{extras}## Our own figures
 
 {own}
 

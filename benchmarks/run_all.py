@@ -30,7 +30,7 @@ import adapters_langchain  # noqa: E402
 import import_session  # noqa: E402
 import incremental  # noqa: E402
 import real_corpus  # noqa: E402
-from report_doc import document  # noqa: E402
+from report_doc import document, splice  # noqa: E402
 from store import DEFAULT_PG_URL  # noqa: E402
 import traces  # noqa: E402
 import whatif as whatif_bench  # noqa: E402
@@ -385,6 +385,23 @@ def losses(rows: list[Row]) -> list[str]:
     return out or ["- None in this run."]
 
 
+# -- sections of their own ----------------------------------------------------------------------
+# name -> (title, run(quick, pg_url) -> markdown). Each runs in the full run and alone with
+# ``--only NAME[,NAME]``, which rewrites just that section of docs/benchmarks.md.
+EXTRA: dict[str, tuple[str, Callable[[bool, str], str]]] = {}
+
+
+def run_extra(names: Sequence[str], quick: bool, pg_url: str) -> list[tuple[str, str, str]]:
+    out = []
+    for name in names:
+        title, run = EXTRA[name]
+        log(f"{title} (benchmarks, section {name!r})")
+        t0 = time.perf_counter()
+        out.append((name, title, run(quick, pg_url)))
+        log(f"  {name}: {time.perf_counter() - t0:.0f} s")
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="10k and 100k traces, small store and timeline runs; does not write the docs")
@@ -392,7 +409,22 @@ def main(argv: list[str] | None = None) -> int:
                     help="PostgreSQL server for the store, timeline, status-under-load and import rows")
     ap.add_argument("--no-gui", action="store_true", help="skip the timeline benchmark")
     ap.add_argument("--write", action="store_true", help="write docs/benchmarks.md even with --quick")
+    ap.add_argument("--only", help=f"run only these sections ({', '.join(EXTRA)}), comma-separated, and rewrite just them in docs/benchmarks.md")
     args = ap.parse_args(argv)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = [n for n in names if n not in EXTRA]
+        if unknown:
+            ap.error(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(EXTRA)}")
+        done = run_extra(names, args.quick, args.pg_url)
+        doc = DOC.read_text(encoding="utf-8")
+        for name, title, text in done:
+            print(f"\n## {title}\n\n{text}")
+            doc = splice(doc, name, title, text)
+        if not args.quick or args.write:
+            DOC.write_text(doc, encoding="utf-8")
+            log(f"rewrote {', '.join(names)} in {DOC.relative_to(ROOT)}")
+        return 0
     args.sizes = (10_000, 100_000) if args.quick else traces.SIZES
     missing = peers.available()
     if missing:
@@ -425,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
     agents = adapters_langchain.section((10_000,) if args.quick else (10_000, 100_000))
     log("what-if runs: a trace at two thresholds, a 100k-message what-if (benchmarks/whatif.py)")
     whatif_text = whatif_bench.section(messages=20_000 if args.quick else 100_000, families=("research",) if args.quick else whatif_bench.FAMILIES)
+    extra = run_extra(list(EXTRA), args.quick, args.pg_url)
     seconds = time.perf_counter() - started
 
     head = render_head_to_head(rows)
@@ -436,9 +469,11 @@ def main(argv: list[str] | None = None) -> int:
     print("\n## LangChain agents\n\n" + agents)
     print("\n## What-if runs\n\n" + whatif_text)
     print("\n## Our own figures\n\n" + own_table)
+    for _, title, text in extra:
+        print(f"\n## {title}\n\n{text}")
     print(f"\n(total {seconds:.0f} s)")
     if not args.quick or args.write:
-        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents, whatif_text))
+        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents, whatif_text, extra))
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
