@@ -68,10 +68,23 @@ class ThreadInfo:
     #: set when the thread's own rows cannot be read (``corrupt_row`` …): the reason in words; the
     #: other fields are then placeholders (0, empty, the epoch) and the thread cannot be opened
     error: str | None = None
+    #: the kept tokens (what the next request holds: ``PressureStatus.tokens``), its threshold and
+    #: context window as last stored with the thread (docs/schema.md, migration 0006); None: never
+    #: measured. For a thread whose status was just computed they equal the status's figures.
+    kept_tokens: int | None = None
+    threshold: int | None = None
+    window: int | None = None
 
     @property
     def busy(self) -> bool:
         return self.busy_reason is not None
+
+    @property
+    def pressure(self) -> float | None:
+        """kept / threshold (the same ratio as ``PressureStatus.pressure_ratio``); None when unknown."""
+        if self.kept_tokens is None or not self.threshold:
+            return None
+        return self.kept_tokens / self.threshold
 
     @property
     def imported(self) -> bool:
@@ -664,3 +677,117 @@ class SourceView:
     recorded_prompt_tokens: int | None
     #: usage the source recorded for the whole session (SWE-agent ``model_stats``), in words
     recorded_usage: str | None = None
+
+
+#: the thread list's sort keys (``ThreadQuery.sort``); ties are broken by thread id
+THREAD_SORTS: tuple[str, ...] = ("activity", "pressure", "compactions", "messages", "title", "key")
+#: the thread list's filters (``ThreadQuery.filters``, ANDed): busy now; kept ≥ threshold; kept ≥ 85%
+#: of the threshold (the hint line); a ``summary_rejected`` event; a compaction (ours or the source's) in the last 24 h
+THREAD_FILTERS: tuple[str, ...] = ("busy", "over_threshold", "over_hint", "rejected_summary", "compacted_last_day")
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadQuery:
+    """Which threads a thread list shows, in which order (``svc.threads.page`` / ``count`` / ``stats``)."""
+
+    #: substring of key, title, source format or model; case-insensitive; CJK works; % and _ literal
+    text: str | None = None
+    #: one of THREAD_SORTS; ties broken by thread id, so paging is stable
+    sort: str = "activity"
+    descending: bool = True
+    #: a subset of THREAD_FILTERS, ANDed
+    filters: frozenset[str] = frozenset()
+    #: imported from this format (``claude-code`` …); ``live``: threads not imported
+    source_format: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPage:
+    """One page of a thread list."""
+
+    threads: tuple[ThreadInfo, ...]
+    #: threads matching the query (the M of "N of M")
+    total: int
+    #: opaque keyset cursor for the next page; None at the end
+    after: str | None
+
+
+#: pressure bands of ``FleetStats.bands``: never measured, <50%, 50–85%, 85–100% (the hint line up to
+#: the threshold), ≥100% (at or over the threshold)
+PRESSURE_BANDS: tuple[str, ...] = ("unknown", "below_50", "50_85", "85_100", "over_100")
+PRESSURE_BAND_LABELS: Mapping[str, str] = {
+    "unknown": "unknown", "below_50": "<50%", "50_85": "50–85%", "85_100": "85–100%", "over_100": "≥100%",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class BandCount:
+    band: str  # one of PRESSURE_BANDS
+    label: str
+    threads: int
+
+
+@dataclass(frozen=True, slots=True)
+class DailyCompactions:
+    """Compactions of one UTC day, of one kind, by one source: ``engine`` (ours) or the imported
+    format whose tool recorded them (``claude-code`` …)."""
+
+    day: str  # YYYY-MM-DD (UTC)
+    kind: str  # prune / summary / manual (ours); summary / prune (a source's)
+    source: str
+    count: int
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedBucket:
+    """Summaries that dropped between ``low`` and ``high`` specifics (``high`` None: and more)."""
+
+    label: str
+    low: int
+    high: int | None
+    compactions: int
+
+
+@dataclass(frozen=True, slots=True)
+class DroppedThread:
+    """A thread whose summaries dropped the most specifics."""
+
+    thread_id: int
+    key: str
+    title: str
+    dropped: int  # specifics dropped over all its summaries
+    compactions: int  # its summaries that recorded dropped specifics
+    worst: int  # the most one summary dropped
+
+
+@dataclass(frozen=True, slots=True)
+class FleetStats:
+    """``compaction stats`` / the fleet view: aggregates over the threads a query matches, each
+    computed by the database. ``to_json()`` is the ``--json`` document."""
+
+    threads: int
+    busy: int
+    bands: tuple[BandCount, ...]
+    #: our compactions (compaction_history) and the sources' (source_compactions), per UTC day
+    per_day: tuple[DailyCompactions, ...]
+    compactions: int
+    #: summaries (summary events) bucketed by the specifics they dropped; those written before
+    #: specifics were recorded are not counted
+    dropped_buckets: tuple[DroppedBucket, ...]
+    worst_threads: tuple[DroppedThread, ...]
+    summarizer_calls: int
+    summarizer_prompt_tokens: int
+    summarizer_completion_tokens: int
+    #: money spent on the summarizer (genai-prices, per model); None when no model's price is known
+    summarizer_cost: float | None
+    currency: str | None
+    #: tokens our compactions took out of the request (tokens_before − tokens_after, summed)
+    tokens_saved: int
+    #: the per_day window: days counted back from ``until`` (UTC)
+    days: int
+    until: str
+
+    def to_json(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
