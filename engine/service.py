@@ -11,6 +11,7 @@ manual compaction from the GUI runs the same code path as ``compaction compact``
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -21,6 +22,7 @@ from . import history, whatif
 from .compactor import Compactor, Measured, Outcome, RunState
 from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
+from .fleet import ThreadsFacet
 from .history import RequestEnvelopes
 from .importing import ImportReport, follow_path, import_path
 from .discovery import DiscoveredSession, SessionFollower, discover, store_writer
@@ -76,6 +78,8 @@ from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and 
     sessions_database_url,
 )
 
+log = logging.getLogger(__name__)
+
 def open_service(
     url: str | None = None,
     *,
@@ -116,6 +120,8 @@ class Service:
         #: through it), :meth:`status` and :meth:`measure`
         self.snapshots = SnapshotCache(store)
         self.compactor.snapshots = self.snapshots
+        #: the thread list at scale and the fleet aggregates (engine/fleet.py)
+        self.threads = ThreadsFacet(store)
 
     @property
     def policies(self) -> PolicySet:
@@ -367,8 +373,11 @@ class Service:
                 operator = UserSettings().value("operator.name") or None
             except EngineError:
                 operator = None
-        return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
-                                     instructions=instructions, reason=reason, audit=self.store.operator())
+        try:
+            return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
+                                         instructions=instructions, reason=reason, audit=self.store.operator())
+        finally:
+            self._remeasured([key])
 
     # -- revert / redo, the audit log, access (issue 23) ----------------------------------
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
@@ -381,7 +390,9 @@ class Service:
                 display_name = UserSettings().value("operator.name") or None
             except EngineError:
                 display_name = None
-        return self.compactor.revert(key, display_name=display_name, reason=reason)
+        result = self.compactor.revert(key, display_name=display_name, reason=reason)
+        self._remeasured([key])
+        return result
 
     def revert_target(self, key: str) -> RevertTarget:
         """What Revert on thread ``key`` would do now (read only, no lock): the summary card's button."""
@@ -420,13 +431,17 @@ class Service:
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step: prune, then summarize if still at the threshold."""
-        return self.compactor.pressure(key, run, running_turn=running_turn)
+        outcome = self.compactor.pressure(key, run, running_turn=running_turn)
+        self._remeasured([key])
+        return outcome
 
     def recover_overflow(self, key: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
         """Overflow recovery after the provider said the request is too long: prune without a
         threshold check, then one shrinking summary. ``Outcome.progressed`` says whether the
         surface changed (a retry only makes sense then)."""
-        return self.compactor.overflow(key, run, provider=provider, model=model)
+        outcome = self.compactor.overflow(key, run, provider=provider, model=model)
+        self._remeasured([key])
+        return outcome
 
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         """The envelope the model would get now (from a fresh snapshot) and its token count, for the
@@ -560,7 +575,7 @@ class Service:
         else:
             window = {"threshold": policy.threshold, "context_window": policy.context_window, "window_source": policy.window_source,
                       "window_detail": policy.window_detail}
-        return PressureStatus(
+        status = PressureStatus(
             thread=key,
             tokens=tokens,
             breakdown=breakdown,
@@ -572,6 +587,17 @@ class Service:
             **window,
             **extra,
         )
+        self.threads.remember(status, t)  # the thread list's figure is this one (one number per quantity)
+        return status
+
+    def _remeasured(self, keys: Sequence[str]) -> None:
+        """After a write that changes what a thread keeps (compaction, revert, import): measure it,
+        so the thread list's stored pressure is the status's (best effort, never raises)."""
+        for key in dict.fromkeys(keys):
+            try:
+                self._status(key)
+            except EngineError as exc:
+                log.debug("thread %r not measured after the write: %s", key, exc)
 
     def status_with_progress(self, key: str, progress: Any) -> PressureStatus:
         """:meth:`status`, calling ``progress(messages_counted)`` after each page of a cold
@@ -609,6 +635,7 @@ class Service:
         each written in one transaction, idempotent by source keys (docs/import.md). Raises
         :class:`engine.importers.ImportFormatError` (one line) when it is not that format."""
         reports = import_path(self.store, Path(path), format=format, thread=thread)
+        self._remeasured([r.thread for r in reports])
         self.snapshots.invalidate()  # not needed for correctness (keys are read); frees memory
         return reports
 

@@ -161,6 +161,9 @@ class ThreadMeasure:
     #: an imported thread: its source's view (:class:`SourceView`), read in the same transaction;
     #: None for a thread written live
     source: SourceView | None = None
+    #: the thread's last message id when measured (``conversations.last_message_id``): the guard
+    #: of the pressure write-back (a later append wins)
+    last_message_id: int | None = None
 
     @property
     def tokens(self) -> int:
@@ -401,7 +404,8 @@ class SnapshotCache:
                 entry.head = replace(head, messages=())
                 entry.row = reader.row
                 measured = entry.measured = ThreadMeasure(head=entry.head, measurement=_measurement(head, tally, meter, ()), meter=meter,
-                                                          tally=tally, counted=len(tally.ids), last_request=last_request)
+                                                          tally=tally, counted=len(tally.ids), last_request=last_request,
+                                                          last_message_id=reader.last_message_id())
                 source = self._source(reader, entry, measured)
             self._put(thread, entry)
             return replace(measured, source=source) if source is not None else measured

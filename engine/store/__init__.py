@@ -4,7 +4,8 @@ Modules: ``db`` (URLs, engines, migrations, schema versions), ``models`` (the ta
 (rows to :mod:`engine.views` records), ``invariants`` (the conversation rules, pure), ``reads``
 (reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door),
 ``rules`` (the data rules: what a read refuses as ``corrupt_row``, what the door escapes or refuses), ``sources`` (the door's import writes: source facts, imported usage, recorded compactions) and
-``store`` (:class:`Store`: opening, the lock, every read and write use case).
+``store`` (:class:`Store`: opening, the lock, every read and write use case) and ``fleet``
+(:class:`FleetReads`: the thread list paged, sorted, searched and filtered in SQL; the fleet aggregates).
 """
 
 from .db import (
@@ -21,6 +22,7 @@ from .db import (
     normalize_url,
 )
 from .door import ABORTED_TEXT, InvalidTransition, Locked
+from .fleet import FleetAggregates, FleetReads, InvalidThreadQuery
 from .invariants import CallLedger
 from .reads import ConversationReader
 from .rules import NUL_ESCAPE, CorruptRow, InvalidSetting, ReadOnlyDatabase
@@ -34,8 +36,11 @@ __all__ = [
     "DatabaseLocked",
     "DatabaseUnreachable",
     "DuplicateThread",
+    "FleetAggregates",
+    "FleetReads",
     "InvalidDatabaseURL",
     "InvalidSetting",
+    "InvalidThreadQuery",
     "InvalidTransition",
     "Locked",
     "NUL_ESCAPE",

@@ -23,6 +23,7 @@ from ..messages import Message, ToolCall
 from ..meter import default_meter
 from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
+from .fleet import add_kept
 from .invariants import CallLedger
 from .sources import SourceWrites
 from .models import (
@@ -208,6 +209,7 @@ class Locked(SourceWrites, ConversationReader):
         except IntegrityError as exc:
             raise self._duplicate_key(exc) from None
         self._ledger = ledger
+        add_kept(self.session, self.conv.id, rows)
         self.conv.message_count += len(ids)
         self.conv.last_message_id = ids[-1]
         self.conv.updated_at = utcnow()
@@ -249,6 +251,7 @@ class Locked(SourceWrites, ConversationReader):
             # counted without the meter's cache: an import of a million messages keeps no texts alive
             with_counts(model, buf, sent, cache=False)
             self.session.execute(insert(MESSAGES), buf)
+            add_kept(self.session, cid, buf)
 
         with self.session.begin_nested():
             for m in messages:
@@ -312,6 +315,7 @@ class Locked(SourceWrites, ConversationReader):
         rows = [message_values(self.conv.id, m, None) for m in late]
         with_counts(self.conv.model, rows, late)
         ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
+        add_kept(self.session, self.conv.id, rows)
         if ids:
             self.conv.message_count += len(ids)
             self.conv.last_message_id = ids[-1]

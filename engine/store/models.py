@@ -41,6 +41,13 @@ class Base(DeclarativeBase):
 
 class Conversation(Base):
     __tablename__ = "conversations"
+    __table_args__ = (  # the thread list's sorts (keyset: the sort value, then the id; migration 0006)
+        Index("ix_conversations_updated_at_id", "updated_at", "id"),
+        Index("ix_conversations_pressure_id", "pressure_ppm", "id"),
+        Index("ix_conversations_message_count_id", "message_count", "id"),
+        Index("ix_conversations_title_id", "title", "id"),
+        Index("ix_conversations_source_format_id", "source_format", "id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     thread_key: Mapped[str] = mapped_column(String(200), unique=True, nullable=False)
@@ -65,6 +72,14 @@ class Conversation(Base):
     #: ``--follow``: the byte offset and line number the next read of the source file starts at
     follow_offset: Mapped[int | None] = mapped_column(BigInteger)
     follow_line: Mapped[int | None] = mapped_column(BigInteger)
+    #: the thread list's pressure (migration 0006): the kept tokens (``PressureStatus.tokens``), the
+    #: threshold and context window of the thread's last measurement (written back by every status;
+    #: the door adds each appended message's count); NULL: never measured. ``pressure_ppm`` is
+    #: kept × 1,000,000 // threshold (−1 when unknown or no threshold), the sort and filter column
+    kept_tokens: Mapped[int | None] = mapped_column(Integer)
+    kept_threshold: Mapped[int | None] = mapped_column(Integer)
+    kept_window: Mapped[int | None] = mapped_column(Integer)
+    pressure_ppm: Mapped[int] = mapped_column(BigInteger, nullable=False, default=-1, server_default=text("-1"))
 
 
 class MessageRow(Base):
@@ -219,6 +234,7 @@ class CompactionHistoryRow(Base):
     __tablename__ = "compaction_history"
     __table_args__ = (
         Index("ix_compaction_history_conversation_id_id", "conversation_id", "id"),
+        Index("ix_compaction_history_created_at", "created_at"),
         CheckConstraint("kind IN ('prune','summary','manual')", name="ck_compaction_history_kind"),
     )
 
@@ -263,7 +279,10 @@ class ToolOffloadRow(Base):
 
 class CompactionEventRow(Base):
     __tablename__ = "compaction_events"
-    __table_args__ = (Index("ix_compaction_events_conversation_id_id", "conversation_id", "id"),)
+    __table_args__ = (
+        Index("ix_compaction_events_conversation_id_id", "conversation_id", "id"),
+        Index("ix_compaction_events_kind_conversation_id", "kind", "conversation_id"),
+    )
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
     conversation_id: Mapped[int] = mapped_column(ForeignKey("conversations.id", ondelete="CASCADE"), nullable=False)

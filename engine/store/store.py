@@ -592,8 +592,10 @@ class Store:
             parent_source_session_id=c.parent_source_session_id,
             parent_thread=(c.source_meta or {}).get("parent_thread") if isinstance(c.source_meta, dict) else None,
             source_compact_count=source_compactions,
+            kept_tokens=c.kept_tokens,
+            threshold=c.kept_threshold,
+            window=c.kept_window,
         )
-
 
     def source_compactions(self, key: str) -> list[SourceCompaction]:
         """The compactions the thread's source recorded, in order (empty for a live thread)."""

@@ -1,0 +1,115 @@
+"""The threads facet of the service (``svc.threads``, issue 26): the thread list at any scale and
+the fleet view's aggregates, as plain records of :mod:`engine.views`.
+
+- :meth:`ThreadsFacet.page` / :meth:`count`: a keyset page of the threads a
+  :class:`engine.views.ThreadQuery` matches, sorted, searched and filtered by the database
+  (:mod:`engine.store.fleet`), with the total ("N of M") and an opaque cursor for the next page.
+  The pressure column is the kept tokens stored with each thread (``ThreadInfo.kept_tokens`` /
+  ``threshold`` / ``pressure``), never a status per row.
+- :meth:`ThreadsFacet.stats`: ``compaction stats`` and the fleet view (:class:`engine.views.FleetStats`):
+  every aggregate a grouped query of the database; only the summarizer's money is priced here, once
+  per summarizer model (``genai-prices``).
+- :meth:`ThreadsFacet.remember`: the write-back that keeps the stored figure equal to the status
+  (``Service.status`` calls it with every measurement; compaction, revert and import measure the
+  thread after they write).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
+
+from .errors import EngineError
+from .history.prices import price_tokens
+from .store import FleetReads, Store
+from .store.fleet import DROPPED_BUCKETS
+from .views import (
+    PRESSURE_BAND_LABELS, PRESSURE_BANDS, BandCount, DailyCompactions, DroppedBucket, DroppedThread, FleetStats, PressureStatus,
+    ThreadPage, ThreadQuery,
+)
+
+if TYPE_CHECKING:
+    from .snapshots import ThreadMeasure
+
+__all__ = ["STATS_DAYS", "ThreadsFacet"]
+
+log = logging.getLogger(__name__)
+
+#: the window of ``FleetStats.per_day``: the last 30 UTC days
+STATS_DAYS = 30
+#: the threads ``FleetStats.worst_threads`` lists
+WORST_THREADS = 10
+
+
+class ThreadsFacet:
+    """``svc.threads``: the thread list and the fleet aggregates of one store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.reads = FleetReads(store)
+
+    def page(self, query: ThreadQuery = ThreadQuery(), *, after: str | None = None, limit: int = 200) -> ThreadPage:
+        """One page of the threads ``query`` matches (at most ``limit``), after the cursor of the
+        previous page (``ThreadPage.after``; None: the first page). Stable under concurrent
+        inserts: ordered by (sort value, thread id), each page resumes strictly after the last
+        row shown. ``invalid_query`` for an unknown sort or filter, or a cursor of another order."""
+        return self.reads.page(query, after=after, limit=limit)
+
+    def count(self, query: ThreadQuery = ThreadQuery()) -> int:
+        """How many threads ``query`` matches."""
+        return self.reads.count(query)
+
+    def stats(self, query: ThreadQuery | None = None, *, days: int = STATS_DAYS, worst: int = WORST_THREADS,
+              now: datetime | None = None) -> FleetStats:
+        """The fleet aggregates over the threads ``query`` matches (None: every thread); compactions
+        per day over the last ``days`` UTC days."""
+        if days < 1:
+            raise EngineError(f"days must be at least 1, not {days}", code="invalid_query")
+        now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
+        a = self.reads.aggregates(query or ThreadQuery(), since=start, worst=worst)
+        calls = prompt = completion = 0
+        money: float | None = None
+        priced = True
+        for model, extractive, n, p, c in a.summarizers:
+            calls, prompt, completion = calls + n, prompt + p, completion + c
+            if extractive or (p == 0 and c == 0):
+                continue
+            value, _why = price_tokens(model, input_tokens=p, output_tokens=c)
+            if value is None:
+                priced = False
+            else:
+                money = (money or 0.0) + value
+        if money is None and priced:
+            money = 0.0 if calls else None
+        return FleetStats(
+            threads=a.threads,
+            busy=a.busy,
+            bands=tuple(BandCount(b, PRESSURE_BAND_LABELS[b], a.bands.get(b, 0)) for b in PRESSURE_BANDS),
+            per_day=tuple(DailyCompactions(d, k, s, n) for d, k, s, n in a.per_day),
+            compactions=a.compactions,
+            dropped_buckets=tuple(DroppedBucket(label, low, high, a.dropped_buckets[i]) for i, (label, low, high) in enumerate(DROPPED_BUCKETS)),
+            worst_threads=tuple(DroppedThread(cid, key, title, d, n, w) for cid, key, title, d, n, w in a.worst),
+            summarizer_calls=calls,
+            summarizer_prompt_tokens=prompt,
+            summarizer_completion_tokens=completion,
+            summarizer_cost=money,
+            currency="USD" if money is not None else None,
+            tokens_saved=a.tokens_saved,
+            days=days,
+            until=now.date().isoformat(),
+        )
+
+    def remember(self, status: PressureStatus, measure: "ThreadMeasure") -> bool:
+        """Store ``status``'s figures with the thread (kept tokens, threshold, window) if nothing
+        was appended or compacted since ``measure`` was taken. Best effort: a busy or read-only
+        database leaves the stored figure for the next measurement."""
+        head = measure.head
+        try:
+            return self.reads.record_pressure(head.conversation_id, kept=status.tokens, threshold=status.threshold or None,
+                                              window=status.context_window or None, last_message_id=measure.last_message_id,
+                                              generation=head.state.generation)
+        except EngineError as exc:  # the list keeps its older figure; the status itself is unaffected
+            log.debug("pressure of %r not stored: %s", status.thread, exc)
+            return False

@@ -1,0 +1,373 @@
+"""The thread list and the fleet aggregates in SQL (issue 26): keyset pages, a total, filters and
+``compaction stats``, the same statements on SQLite and PostgreSQL.
+
+- :func:`page_threads`: one page of threads matching a :class:`engine.views.ThreadQuery`, ordered
+  by ``(sort value, id)`` (ties by id, so a page boundary is stable while threads are inserted),
+  resumed after an opaque cursor; the total is one ``COUNT(*)`` of the same filter. The busy reason,
+  the sources' compaction counts and fallback titles of the page come from batched queries
+  (``reads.busy_reasons`` / ``imported_facts``): a few queries per page, whatever its size.
+- :func:`fleet_aggregates`: every ``compaction stats`` figure as a ``GROUP BY`` / ``SUM`` /
+  ``COUNT`` of the database over the threads the query matches; nothing is scanned in Python.
+- :func:`record_pressure`: the write-back of a measured thread's kept tokens, threshold and window
+  (``conversations.kept_*``, ``pressure_ppm``), guarded so an older measurement never overwrites a
+  newer state (the thread's last message and generation must still be those measured).
+
+The pressure filters compare ``pressure_ppm`` (kept × 1,000,000 // threshold): ``≥ 1,000,000`` is
+kept ≥ threshold exactly, ``≥ 850,000`` is ``PressureStatus.hint`` (kept × 1000 ≥ threshold × 850).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import logging
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta, timezone
+from typing import Any, Mapping, Sequence
+
+from sqlalchemy import BigInteger, Integer, and_, case, cast, func, literal, or_, select, text, tuple_, update
+from sqlalchemy.orm import Session
+
+from ..errors import EngineError
+from ..views import ACTIVE_RUN_STATUSES, PRESSURE_BANDS, THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadPage, ThreadQuery
+from .db import StoreError
+from .models import (
+    CompactionEventRow, CompactionHistoryRow, CompactionStateRow, Conversation, QueuedRequest, Run, SourceCompactionRow,
+)
+from .reads import busy_reasons, imported_facts
+from .rules import ReadOnlyDatabase
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "FleetReads", "InvalidThreadQuery", "FleetAggregates", "fleet_aggregates", "count_threads", "page_threads", "pressure_ppm", "record_pressure",
+]
+
+#: ``pressure_ppm`` of a thread never measured (or without a threshold): sorts below every measured one
+UNKNOWN_PPM = -1
+OVER_THRESHOLD_PPM = 1_000_000
+HINT_PPM = 850_000
+#: the buckets of dropped specifics per summary: (label, low, high or None)
+DROPPED_BUCKETS: tuple[tuple[str, int, int | None], ...] = (
+    ("0", 0, 0), ("1–2", 1, 2), ("3–5", 3, 5), ("6–10", 6, 10), ("11–25", 11, 25), ("26+", 26, None),
+)
+
+
+class InvalidThreadQuery(EngineError):
+    code = "invalid_query"
+
+
+def pressure_ppm(kept: int | None, threshold: int | None) -> int:
+    """kept × 1,000,000 // threshold; :data:`UNKNOWN_PPM` when either is unknown or no threshold."""
+    if kept is None or not threshold or threshold <= 0:
+        return UNKNOWN_PPM
+    return max(0, kept) * 1_000_000 // threshold
+
+
+def check_query(query: ThreadQuery) -> None:
+    if query.sort not in THREAD_SORTS:
+        raise InvalidThreadQuery(f"unknown sort {query.sort!r}; one of {', '.join(THREAD_SORTS)}")
+    unknown = sorted(set(query.filters) - set(THREAD_FILTERS))
+    if unknown:
+        raise InvalidThreadQuery(f"unknown filter {', '.join(map(repr, unknown))}; any of {', '.join(THREAD_FILTERS)}")
+
+
+# -- the filter -------------------------------------------------------------------------------
+def _busy() -> Any:
+    C = Conversation
+    running = select(Run.conversation_id).where(Run.status.in_(ACTIVE_RUN_STATUSES))
+    queued = select(QueuedRequest.conversation_id).where(QueuedRequest.status == "queued")
+    return or_(C.id.in_(running), C.id.in_(queued))
+
+
+def _compacted_since(since: datetime) -> Any:
+    """A compaction of ours since ``since``, or one the source recorded whose ISO-8601 timestamp
+    (compared as text, to the second) is since then."""
+    C = Conversation
+    ours = select(CompactionHistoryRow.conversation_id).where(CompactionHistoryRow.created_at >= since)
+    iso = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    theirs = select(SourceCompactionRow.conversation_id).where(
+        SourceCompactionRow.source_timestamp.like("____-__-__T%"), SourceCompactionRow.source_timestamp >= iso)
+    return or_(C.id.in_(ours), C.id.in_(theirs))
+
+
+def conditions(query: ThreadQuery, now: datetime | None = None) -> list[Any]:
+    """The WHERE conditions of ``query`` on :class:`Conversation` (ANDed)."""
+    check_query(query)
+    C = Conversation
+    out: list[Any] = []
+    if query.text:
+        needle = query.text.lower()  # a literal substring: % and _ are escaped (autoescape)
+        out.append(or_(*(func.lower(col).contains(needle, autoescape=True) for col in (C.thread_key, C.title, C.source_format, C.model))))
+    if query.source_format is not None:
+        out.append(C.source_format.is_(None) if query.source_format == "live" else C.source_format == query.source_format)
+    filters = set(query.filters)
+    if "busy" in filters:
+        out.append(_busy())
+    if "over_threshold" in filters:
+        out.append(C.pressure_ppm >= OVER_THRESHOLD_PPM)
+    if "over_hint" in filters:
+        out.append(C.pressure_ppm >= HINT_PPM)
+    if "rejected_summary" in filters:
+        out.append(C.id.in_(select(CompactionEventRow.conversation_id).where(CompactionEventRow.kind == "summary_rejected")))
+    if "compacted_last_day" in filters:
+        out.append(_compacted_since((now or datetime.now(timezone.utc)) - timedelta(days=1)))
+    return out
+
+
+# -- sort and cursor --------------------------------------------------------------------------
+def _compactions() -> Any:
+    """Ours (``compaction_state.compact_count``) plus the source's (``source_compactions`` rows)."""
+    theirs = (select(func.count(SourceCompactionRow.id)).where(SourceCompactionRow.conversation_id == Conversation.id)
+              .correlate(Conversation).scalar_subquery())
+    return func.coalesce(CompactionStateRow.compact_count, 0) + theirs
+
+
+def sort_column(sort: str) -> Any:
+    C = Conversation
+    return {"activity": C.updated_at, "pressure": C.pressure_ppm, "compactions": _compactions(), "messages": C.message_count,
+            "title": C.title, "key": C.thread_key}[sort]
+
+
+def _encode(query: ThreadQuery, value: Any, cid: int) -> str:
+    if isinstance(value, datetime):
+        value = {"t": value.isoformat()}
+    raw = json.dumps([query.sort, query.descending, value, cid], ensure_ascii=False, separators=(",", ":"))
+    return base64.urlsafe_b64encode(raw.encode()).decode().rstrip("=")
+
+
+def _decode(query: ThreadQuery, cursor: str) -> tuple[Any, int]:
+    try:
+        sort, descending, value, cid = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        if isinstance(value, dict):
+            value = datetime.fromisoformat(value["t"])
+        if not isinstance(cid, int):
+            raise ValueError(cid)
+    except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
+        raise InvalidThreadQuery(f"not a thread-list cursor: {cursor!r}") from exc
+    if sort != query.sort or descending != query.descending:
+        raise InvalidThreadQuery(f"the cursor is of a list sorted by {sort} ({'descending' if descending else 'ascending'}), "
+                                 f"not by {query.sort} ({'descending' if query.descending else 'ascending'})")
+    return value, cid
+
+
+def _base(query: ThreadQuery, now: datetime | None, with_state: bool) -> Any:
+    q = select(Conversation, CompactionStateRow) if with_state else select(Conversation.id)
+    q = q.select_from(Conversation).outerjoin(CompactionStateRow, CompactionStateRow.conversation_id == Conversation.id)
+    conds = conditions(query, now)
+    return q.where(and_(*conds)) if conds else q
+
+
+def count_threads(s: Session, query: ThreadQuery, now: datetime | None = None) -> int:
+    check_query(query)
+    conds = conditions(query, now)
+    q = select(func.count()).select_from(Conversation)
+    return int(s.execute(q.where(and_(*conds)) if conds else q).scalar_one())
+
+
+@dataclass(frozen=True, slots=True)
+class PageRows:
+    threads: list[ThreadInfo]
+    total: int
+    after: str | None
+
+
+def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, build: Any, now: datetime | None = None) -> PageRows:
+    """One page: ``build(conversation, state, busy, source_compactions, fallback_title)`` makes each
+    :class:`ThreadInfo` (the store's own builder, which also sets the kept figures)."""
+    if limit < 1:
+        raise InvalidThreadQuery(f"limit must be at least 1, not {limit}")
+    check_query(query)
+    col = sort_column(query.sort)
+    q = _base(query, now, with_state=True).add_columns(col.label("sort_value"))
+    if after is not None:
+        value, cid = _decode(query, after)
+        bound = tuple_(literal(value, Integer() if query.sort == "compactions" else col.type), literal(cid, BigInteger()))
+        key = tuple_(col, Conversation.id)
+        q = q.where(key < bound if query.descending else key > bound)
+    order = (col.desc(), Conversation.id.desc()) if query.descending else (col.asc(), Conversation.id.asc())
+    rows = s.execute(q.order_by(*order).limit(limit + 1)).all()
+    more = len(rows) > limit
+    rows = rows[:limit]
+    ids = [c.id for c, _st, _v in rows]
+    busy = busy_reasons(s, ids)
+    sources, titles = imported_facts(s, ids)
+    threads = [build(c, st, busy.get(c.id), sources.get(c.id, 0), titles.get(c.id)) for c, st, _v in rows]
+    cursor = _encode(query, rows[-1][2], rows[-1][0].id) if more and rows else None
+    return PageRows(threads, count_threads(s, query, now), cursor)
+
+
+# -- the write-back of a measurement ----------------------------------------------------------
+def record_pressure(s: Session, conversation_id: int, *, kept: int, threshold: int | None, window: int | None,
+                    last_message_id: int | None, generation: int) -> bool:
+    """Store a measurement of the thread (``PressureStatus``: tokens, threshold, context window)
+    if the thread still is as measured: its last message and generation unchanged (a later
+    append or compaction wins). True when the row was written (or already held these figures)."""
+    C = Conversation
+    threshold = threshold if threshold and threshold > 0 else None
+    window = window if window and window > 0 else None
+    ppm = pressure_ppm(kept, threshold)
+    current_gen = (select(func.coalesce(func.max(CompactionStateRow.generation), 0))
+                   .where(CompactionStateRow.conversation_id == conversation_id).scalar_subquery())
+    stmt = (update(C).where(C.id == conversation_id, C.last_message_id.is_not_distinct_from(last_message_id), current_gen == generation)
+            .where(or_(C.kept_tokens.is_distinct_from(kept), C.kept_threshold.is_distinct_from(threshold),
+                       C.kept_window.is_distinct_from(window), C.pressure_ppm != ppm))
+            .values(kept_tokens=kept, kept_threshold=threshold, kept_window=window, pressure_ppm=ppm)
+            .execution_options(synchronize_session=False))
+    return bool(getattr(s.execute(stmt), "rowcount", 0))  # a CursorResult (an UPDATE)
+
+
+def add_kept(session: Session, conversation_id: int, rows: Sequence[Mapping[str, Any]]) -> None:
+    """The door's share: new message ``rows`` (with their ``tokens``) appended to a thread add their
+    counts to its kept tokens (a thread never measured stays unknown); a row without a count makes
+    the figure unknown until the next measurement. One UPDATE, computed by the database from the
+    row as it is (the door holds the row lock), so concurrent appends never lose a count."""
+    if not rows:
+        return
+    counts = [r.get("tokens") for r in rows]
+    C = Conversation
+    stmt = update(C).where(C.id == conversation_id).execution_options(synchronize_session=False)
+    if any(n is None for n in counts):
+        session.execute(stmt.where(C.kept_tokens.is_not(None)).values(kept_tokens=None, pressure_ppm=UNKNOWN_PPM))
+        return
+    added = sum(int(n) for n in counts if n is not None)
+    if not added:
+        return
+    kept = C.kept_tokens + added
+    session.execute(stmt.where(C.kept_tokens.is_not(None)).values(
+        kept_tokens=kept,
+        pressure_ppm=case((C.kept_threshold > 0, cast(kept, BigInteger) * 1_000_000 // C.kept_threshold), else_=UNKNOWN_PPM)))
+
+
+# -- aggregates (compaction stats) ------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class FleetAggregates:
+    threads: int
+    busy: int
+    bands: dict[str, int]
+    per_day: list[tuple[str, str, str, int]]
+    compactions: int
+    dropped_buckets: list[int]
+    worst: list[tuple[int, str, str, int, int, int]]
+    #: (summarizer model or None, extractive, calls, prompt tokens, completion tokens)
+    summarizers: list[tuple[str | None, bool, int, int, int]]
+    tokens_saved: int
+
+
+def _day(s: Session, column: Any) -> Any:
+    if s.get_bind().dialect.name == "sqlite":
+        return func.substr(column, 1, 10)
+    return func.to_char(func.timezone("UTC", column), "YYYY-MM-DD")
+
+
+def _band() -> Any:
+    p = Conversation.pressure_ppm
+    return case((p < 0, "unknown"), (p < 500_000, "below_50"), (p < HINT_PPM, "50_85"), (p < OVER_THRESHOLD_PPM, "85_100"), else_="over_100")
+
+
+def fleet_aggregates(s: Session, query: ThreadQuery, *, since: datetime, worst: int = 10, now: datetime | None = None) -> FleetAggregates:
+    """Every figure of ``compaction stats`` over the threads ``query`` matches, each one grouped
+    query of the database (compactions per day: those since ``since``)."""
+    check_query(query)
+    conds = conditions(query, now)
+    C = Conversation
+    matched = select(C.id).where(and_(*conds)) if conds else None
+
+    def scoped(col: Any) -> Any:
+        return col.in_(matched) if matched is not None else literal(True)
+
+    bands = {b: 0 for b in PRESSURE_BANDS}
+    band = _band()
+    q = select(band, func.count()).select_from(C)
+    for name, n in s.execute((q.where(and_(*conds)) if conds else q).group_by(band)):
+        bands[name] = int(n)
+    threads = sum(bands.values())
+    busy = count_threads(s, replace(query, filters=frozenset(query.filters) | {"busy"}), now)
+
+    H, S, E = CompactionHistoryRow, SourceCompactionRow, CompactionEventRow
+    per_day: list[tuple[str, str, str, int]] = []
+    day = _day(s, H.created_at)
+    for d, kind, n in s.execute(select(day, H.kind, func.count()).where(scoped(H.conversation_id), H.created_at >= since)
+                                .group_by(day, H.kind)):
+        per_day.append((str(d), kind, "engine", int(n)))
+    iso = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    sday = func.substr(S.source_timestamp, 1, 10)
+    for d, kind, source, n in s.execute(
+            select(sday, S.kind, S.source, func.count()).where(scoped(S.conversation_id), S.source_timestamp.like("____-__-__T%"),
+                                                               S.source_timestamp >= iso).group_by(sday, S.kind, S.source)):
+        per_day.append((str(d), kind, source, int(n)))
+    per_day.sort()
+    ours = s.execute(select(func.count()).select_from(H).where(scoped(H.conversation_id))).scalar_one()
+    theirs = s.execute(select(func.count()).select_from(S).where(scoped(S.conversation_id))).scalar_one()
+
+    dropped = E.data["dropped_specifics"].as_integer()
+    summaries = and_(E.kind == "summary", scoped(E.conversation_id))
+    bucket = case(*((dropped <= high, i) for i, (_l, _low, high) in enumerate(DROPPED_BUCKETS) if high is not None),
+                  else_=len(DROPPED_BUCKETS) - 1)
+    buckets = [0] * len(DROPPED_BUCKETS)
+    for i, n in s.execute(select(bucket, func.count()).where(summaries, dropped.is_not(None), dropped >= 0).group_by(bucket)):
+        buckets[int(i)] = int(n)
+    total = func.sum(dropped)
+    top = (select(E.conversation_id, total.label("dropped"), func.count().label("n"), func.max(dropped).label("worst"))
+           .where(summaries, dropped.is_not(None), dropped > 0).group_by(E.conversation_id)
+           .order_by(total.desc(), E.conversation_id).limit(worst).subquery())
+    worst_rows = [(int(cid), key, title or "", int(d), int(n), int(w)) for cid, key, title, d, n, w in s.execute(
+        select(top.c.conversation_id, C.thread_key, C.title, top.c.dropped, top.c.n, top.c.worst)
+        .join(C, C.id == top.c.conversation_id).order_by(top.c.dropped.desc(), top.c.conversation_id))]
+
+    model = E.data[("usage", "model")].as_string()
+    extractive = func.coalesce(E.data[("usage", "extractive")].as_boolean(), False)
+    calls = func.sum(func.coalesce(E.data["calls"].as_integer(), 1))
+    prompt = func.sum(func.coalesce(E.data[("usage", "prompt_tokens")].as_integer(), 0))
+    completion = func.sum(func.coalesce(E.data[("usage", "completion_tokens")].as_integer(), 0))
+    summarizers = [(m, bool(x), int(c or 0), int(p or 0), int(o or 0)) for m, x, c, p, o in s.execute(
+        select(model, extractive, calls, prompt, completion)
+        .where(E.kind.in_(("summary", "summary_rejected")), scoped(E.conversation_id)).group_by(model, extractive))]
+
+    saved = s.execute(select(func.coalesce(func.sum(H.tokens_before - H.tokens_after), 0))
+                      .where(scoped(H.conversation_id), H.tokens_before.is_not(None), H.tokens_after.is_not(None))).scalar_one()
+    return FleetAggregates(threads=threads, busy=busy, bands=bands, per_day=per_day, compactions=int(ours) + int(theirs),
+                           dropped_buckets=buckets, worst=worst_rows, summarizers=summarizers, tokens_saved=int(saved or 0))
+
+
+class FleetReads:
+    """The thread list and fleet reads of one :class:`engine.store.Store` (kept out of the Store
+    class, which holds every per-thread use case): each method is one transaction."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
+        """One keyset page of the threads ``query`` matches, with their total (one consistent read)."""
+        st = self.store
+        with st._session(write=False, consistent=True) as s:  # noqa: SLF001 - the store's own package
+            rows = page_threads(s, query, after, limit, lambda c, state, busy, n, title: st._safe_thread_info(  # noqa: SLF001
+                c.id, c.thread_key, lambda: st._thread_info(c, state, busy, n, title)))  # noqa: SLF001
+            return ThreadPage(tuple(rows.threads), rows.total, rows.after)
+
+    def count(self, query: ThreadQuery) -> int:
+        with self.store._session(write=False) as s:  # noqa: SLF001
+            return count_threads(s, query)
+
+    def aggregates(self, query: ThreadQuery, *, since: datetime, worst: int = 10) -> FleetAggregates:
+        with self.store._session(write=False, consistent=True) as s:  # noqa: SLF001
+            return fleet_aggregates(s, query, since=since, worst=worst)
+
+    def record_pressure(self, conversation_id: int, *, kept: int, threshold: int | None, window: int | None,
+                        last_message_id: int | None, generation: int) -> bool:
+        """Write back a thread's measured pressure (:func:`record_pressure`); False when the thread
+        changed since, or the store is read-only, or another writer holds the database or the row
+        (never waits for it: the figure is left for the next measurement)."""
+        st = self.store
+        if st.read_only or not st.check_role():
+            return False
+        try:
+            with st._session(write=True, nowait=True) as s:  # noqa: SLF001
+                if not st.is_sqlite:
+                    s.execute(text("SET LOCAL lock_timeout = '200ms'"))
+                return record_pressure(s, conversation_id, kept=kept, threshold=threshold, window=window,
+                                       last_message_id=last_message_id, generation=generation)
+        except (StoreError, ReadOnlyDatabase) as exc:
+            log.debug("pressure of thread %s not stored: %s", conversation_id, exc)
+            return False
