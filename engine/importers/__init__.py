@@ -141,8 +141,8 @@ def detect_format(path_or_text: str | Path) -> str | None:
     parsed document.
     """
     src = as_source(path_or_text)
-    if src.path is not None:
-        p = src.path.expanduser()
+    p = src.path.expanduser() if src.path is not None else None
+    if p is not None:
         if p.is_dir():
             if cline.looks_like_path(p):  # a task folder (files of JSON, not one file)
                 return cline.FORMAT
@@ -177,7 +177,7 @@ def detect_format(path_or_text: str | Path) -> str | None:
     if not head or not head[0].startswith(("{", "[")):
         return None
     try:
-        data = json.loads(src.text if src.path is None else p.read_text(encoding="utf-8", errors="replace"))
+        data = json.loads(p.read_text(encoding="utf-8", errors="replace") if p is not None else src.text or "")
     except (ValueError, OSError):
         return None
     return _sniff_json(data)
@@ -195,8 +195,9 @@ def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = 
     """
     src = as_source(path_or_text)
     if src.path is not None:
-        src = Source(src.name, path=src.path.expanduser())
-        if not src.path.exists():
+        path = src.path.expanduser()
+        src = Source(src.name, path=path)
+        if not path.exists():
             raise ImportFormatError(f"{src.name}: no such file or directory", code="import_not_found")
     if format is None:
         format = detect_format(src.path if src.path is not None else src.text or "")

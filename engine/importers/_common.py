@@ -13,8 +13,9 @@ from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
+from .jsonl import json_error_text
 from .model import (
     DUPLICATE_RESULT,
     MISSING_RESULT,
@@ -59,7 +60,7 @@ class Source:
         try:
             return json.loads(text)
         except ValueError as exc:
-            raise ImportFormatError(f"{self.name}: not a {fmt} file (not JSON: {exc.msg} at line {exc.lineno})") from exc
+            raise ImportFormatError(f"{self.name}: not a {fmt} file (not JSON: {json_error_text(exc, line=True)})") from exc
 
 
 def as_source(path_or_text: str | Path) -> Source:
@@ -215,6 +216,17 @@ def as_str(value: Any) -> str:
 def as_list(value: Any) -> list:
     """``value`` if it is a list, else ``[]`` (a field that should be a list but holds junk)."""
     return value if isinstance(value, list) else []
+
+
+def as_map(value: Any) -> Mapping[str, Any]:
+    """``value`` if it is a mapping (a JSON object), else ``{}`` (a field that should be an object but
+    holds junk or is missing)."""
+    return value if isinstance(value, Mapping) else {}
+
+
+def map_or_none(value: Any) -> Mapping[str, Any] | None:
+    """``value`` if it is a mapping (a JSON object), else None."""
+    return value if isinstance(value, Mapping) else None
 
 
 def text_parts(text: Any) -> tuple[TextPart, ...]:

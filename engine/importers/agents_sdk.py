@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from ._common import SessionBuilder, Source
+from .jsonl import json_error_text
 from .model import ImportedSession, ImportFormatError
 from .openai_responses import ItemReader
 
@@ -155,7 +156,7 @@ def _session(source: Source, table: str | None, sid: str, rows: list[Mapping[str
         try:
             item = json.loads(data) if isinstance(data, str) else None
         except ValueError as exc:
-            b.warn(f"session {sid!r}, row {rid}: message_data is not JSON ({exc.msg}); skipped")
+            b.warn(f"session {sid!r}, row {rid}: message_data is not JSON ({json_error_text(exc)}); skipped")
             b.skipped["malformed_row"] += 1
             continue
         if not isinstance(item, dict):

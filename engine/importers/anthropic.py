@@ -44,7 +44,20 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size, inline_image
+from ._common import (
+    NameSet,
+    SessionBuilder,
+    Source,
+    as_int,
+    as_json_text,
+    as_list,
+    as_map,
+    as_str,
+    base64_size,
+    inline_image,
+    map_or_none,
+)
+from .jsonl import json_error_text
 from .model import (
     DocumentPart,
     ImagePart,
@@ -99,7 +112,7 @@ class Converted:
 
 
 def media_part(block: Mapping[str, Any]) -> ImagePart | DocumentPart:
-    src = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    src = as_map(block.get("source"))
     stype = src.get("type") or "base64"
     media = src.get("media_type")
     size: int | None = None
@@ -225,7 +238,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     except ValueError as exc:
         entries = _jsonl_entries(text)
         if entries is None:
-            raise ImportFormatError(f"{source.name}: not a {FORMAT} file (not JSON: {exc.msg} at line {exc.lineno})") from exc
+            raise ImportFormatError(f"{source.name}: not a {FORMAT} file (not JSON: {json_error_text(exc, line=True)})") from exc
         return [parse_log(source, entries, final=final)]
     if looks_like_log(data):
         pairs = data if isinstance(data, list) else [data]
@@ -417,7 +430,7 @@ def _from_sse(text: str) -> dict[str, Any] | None:
                     blk["encrypted_content"] = d.get("encrypted_content")
         elif t == "message_delta":
             msg = msg if msg is not None else {}
-            delta = ev.get("delta") if isinstance(ev.get("delta"), Mapping) else {}
+            delta = as_map(ev.get("delta"))
             msg.update({k: v for k, v in delta.items() if v is not None})
             if isinstance(ev.get("usage"), Mapping):
                 msg["usage"] = {**(msg.get("usage") or {}), **ev["usage"]}
@@ -592,7 +605,7 @@ def parse_log(source: Source, entries: Iterable[tuple[int | None, Any]], *, fina
         if resp is None:
             continue
         if not isinstance(resp, Mapping) or resp.get("type") == "error" or (status is not None and status >= 400):
-            err = resp.get("error") if isinstance(resp, Mapping) and isinstance(resp.get("error"), Mapping) else {}
+            err = as_map(resp.get("error") if isinstance(resp, Mapping) else None)
             b.warn(f"{where + ': ' if where else ''}the response is an error ({status or '?'}"
                    f"{': ' + str(err.get('message')) if err.get('message') else ''}); its request is kept", line)
             b.skipped["error_response"] += 1
@@ -604,7 +617,7 @@ def parse_log(source: Source, entries: Iterable[tuple[int | None, Any]], *, fina
         blocks = add_message(b, "assistant", resp.get("content"), key=key, model=rmodel, response_id=rid, timestamp=ts,
                              details={"stop_reason": resp["stop_reason"]} if isinstance(resp.get("stop_reason"), str) else {})
         merged.append(message_digest("assistant", resp.get("content")))
-        usage = resp.get("usage") if isinstance(resp.get("usage"), Mapping) else None
+        usage = map_or_none(resp.get("usage"))
         for blk in blocks:
             _record_compaction(b, blk, at, key, ts, edits.get("compact_20260112", {}), usage)
         prompt_after = None

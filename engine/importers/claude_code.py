@@ -52,7 +52,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_list, str_or_none
+from ._common import NameSet, SessionBuilder, Source, as_int, as_list, as_map, str_or_none
 from .anthropic import ToolResultBlock, convert_blocks, usage_record
 from .jsonl import iter_lines
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, Part, TextPart
@@ -316,7 +316,7 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
         elif etype == "system":
             subtype = o.get("subtype")
             if subtype == "compact_boundary":
-                meta = o.get("compactMetadata") if isinstance(o.get("compactMetadata"), Mapping) else {}
+                meta = as_map(o.get("compactMetadata"))
                 b.compaction(trigger=meta.get("trigger"), tokens_before=as_int(meta.get("preTokens")), source_id=uuid,
                              timestamp=ts, details={"logical_parent_uuid": o.get("logicalParentUuid")})
             elif subtype == "microcompact_boundary":
@@ -338,8 +338,8 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
             b.skipped[str(etype)] += 1
         else:
             b.unknown[str(etype)] += 1
-    for mid, (i, u, m_model, ts) in usage.items():
-        rec = usage_record(u, i, model=m_model, response_id=mid if not mid.startswith("L") else None, timestamp=ts)
+    for mid, (i, raw_usage, m_model, ts) in usage.items():
+        rec = usage_record(raw_usage, i, model=m_model, response_id=mid if not mid.startswith("L") else None, timestamp=ts)
         if rec is not None:
             b.usage(rec)
     if parent_call:
@@ -350,7 +350,7 @@ def _convert(source: Source, entries: list[tuple[int, dict]], b: SessionBuilder,
 
 def _microcompact(b: SessionBuilder, o: Mapping[str, Any], uuid: str | None, ts: str | None) -> None:
     """``microcompact_boundary``: Claude Code cleared some tool results (a prune, not a summary)."""
-    meta = o.get("microcompactMetadata") if isinstance(o.get("microcompactMetadata"), Mapping) else {}
+    meta = as_map(o.get("microcompactMetadata"))
     ids = tuple(str(x) for x in as_list(meta.get("compactedToolIds")))
     wanted = set(ids)
     hit = [i for i, m in enumerate(b.messages) if m.role == "tool" and m.tool_call_id in wanted]

@@ -60,6 +60,7 @@ from typing import Any, Mapping
 
 from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, image_from_url, iso_from_ms, str_or_none
 from .anthropic import ToolResultBlock, convert_blocks
+from .jsonl import json_error_text
 from .model import (
     DocumentPart,
     ImagePart,
@@ -177,7 +178,7 @@ def _load(b: SessionBuilder, path: Path, expect: type) -> Any:
     try:
         data = json.loads(path.read_text(encoding="utf-8", errors="replace"))
     except ValueError as exc:
-        b.warn(f"{path.name}: not JSON ({exc.msg} at line {exc.lineno}); not read")
+        b.warn(f"{path.name}: not JSON ({json_error_text(exc, line=True)}); not read")
         return None
     except OSError as exc:
         b.warn(f"{path.name}: cannot read ({exc.strerror or exc})")
@@ -406,8 +407,7 @@ class _Reader:
         j = 0
         while j < len(parts):
             p = parts[j]
-            head = _RESULT_HEAD.match(p.text) if isinstance(p, TextPart) else None
-            if head is None:
+            if not isinstance(p, TextPart) or (head := _RESULT_HEAD.match(p.text)) is None:
                 rest.append(p)
                 j += 1
                 continue
@@ -417,8 +417,9 @@ class _Reader:
             if inline.strip():
                 body.append(TextPart(inline))
             j += 1
-            if not body and j < len(parts) and isinstance(parts[j], TextPart) and not _RESULT_HEAD.match(parts[j].text):
-                body.append(parts[j])
+            following = parts[j] if j < len(parts) else None
+            if not body and isinstance(following, TextPart) and not _RESULT_HEAD.match(following.text):
+                body.append(following)
                 j += 1
             while j < len(parts) and isinstance(parts[j], (ImagePart, DocumentPart)):
                 body.append(parts[j])
@@ -434,8 +435,8 @@ class _Reader:
             n += 1
         if rest:
             text = "\n\n".join(x.text for x in rest if isinstance(x, TextPart)).lstrip()
-            if self.cwd is None and _CWD.search(text):
-                self.cwd = _CWD.search(text).group(1).strip()
+            if self.cwd is None and (cwd := _CWD.search(text)):
+                self.cwd = cwd.group(1).strip()
             meta_kind = next((kind for prefix, kind in _META_PREFIXES if text.startswith(prefix)), None)
             if self.title is None and meta_kind is None:
                 found = _TASK.search(text)
@@ -478,7 +479,7 @@ class _Reader:
 
     def _usage(self) -> None:
         used: set[int] = set()
-        models = sorted(((u.get("ts"), str_or_none(u.get("model_id"))) for u in as_list(self.meta.get("model_usage"))
+        models = sorted(((u["ts"], str_or_none(u.get("model_id"))) for u in as_list(self.meta.get("model_usage"))
                          if isinstance(u, Mapping) and isinstance(u.get("ts"), (int, float))), key=lambda x: x[0])
         for r in self.ui:
             if r.get("say") != "api_req_started" or not isinstance(r.get("text"), str):

@@ -39,7 +39,7 @@ import json
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, str_or_none
+from ._common import NameSet, SessionBuilder, Source, as_int, map_or_none, str_or_none
 from .jsonl import iter_lines
 from .model import ImportedSession, ImportFormatError
 from .openai_responses import ITEM_TYPES, ItemReader, usage_record
@@ -134,7 +134,8 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
             continue
         kind = obj["type"]
         if kind == "session_meta":
-            meta = payload.get("meta") if isinstance(payload.get("meta"), Mapping) else payload
+            meta_raw = payload.get("meta")
+            meta: Mapping[str, Any] = meta_raw if isinstance(meta_raw, Mapping) else payload
             if "source_session_id" in session:  # a fork repeats its parent's meta: keep the first
                 b.skipped["session_meta:repeated"] += 1
                 continue
@@ -171,7 +172,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
             etype = payload.get("type")
             if etype == "token_count":
                 reader.close()
-                info = payload.get("info") if isinstance(payload.get("info"), Mapping) else None
+                info = map_or_none(payload.get("info"))
                 if info is None:
                     b.skipped["event_msg:token_count"] += 1
                     continue

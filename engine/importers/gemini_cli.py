@@ -47,7 +47,18 @@ import json
 from collections import Counter
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, inline_image, str_or_none
+from ._common import (
+    NameSet,
+    SessionBuilder,
+    Source,
+    as_int,
+    as_json_text,
+    as_list,
+    as_map,
+    inline_image,
+    map_or_none,
+    str_or_none,
+)
 from .jsonl import iter_lines
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, Part, ReasoningPart, TextPart, UsageRecord
 
@@ -181,7 +192,7 @@ def _record(st: _State, m: Mapping[str, Any], last_prompt: int | None) -> int | 
     if mid not in st.records:
         st.order.append(mid)
     st.records[mid] = dict(m)
-    tokens = m.get("tokens") if isinstance(m.get("tokens"), Mapping) else None
+    tokens = map_or_none(m.get("tokens"))
     if m.get("type") == "gemini" and tokens and as_int(tokens.get("input")):
         return as_int(tokens.get("input"))
     return last_prompt
@@ -316,6 +327,7 @@ def _message(b: SessionBuilder, m: Mapping[str, Any], answered: set[str]) -> Non
     mid, mtype = str(m["id"]), m.get("type")
     ts = str_or_none(m.get("timestamp"))
     content = m.get("content")
+    parts: tuple[Part, ...]
     if mtype == "user":
         responses = _function_responses(content)
         if responses:
@@ -334,7 +346,7 @@ def _message(b: SessionBuilder, m: Mapping[str, Any], answered: set[str]) -> Non
         b.add(ImportedMessage(role="user", parts=parts, source_key=mid, source_ids=(mid,), timestamp=ts,
                               meta=meta_kind is not None, meta_kind=meta_kind))
     elif mtype == "gemini":
-        parts: tuple[Part, ...] = tuple(
+        parts = tuple(
             ReasoningPart(": ".join(x for x in (str_or_none(t.get("subject")), str_or_none(t.get("description"))) if x),
                           summary=True)
             for t in as_list(m.get("thoughts")) if isinstance(t, Mapping))
@@ -347,7 +359,7 @@ def _message(b: SessionBuilder, m: Mapping[str, Any], answered: set[str]) -> Non
         model = str_or_none(m.get("model"))
         i = b.add(ImportedMessage(role="assistant", parts=parts, tool_calls=tcs, source_key=mid, source_ids=(mid,),
                                   timestamp=ts, model=model))
-        tokens = m.get("tokens") if isinstance(m.get("tokens"), Mapping) else None
+        tokens = map_or_none(m.get("tokens"))
         if tokens and as_int(tokens.get("input")) is not None:
             b.usage(UsageRecord(position=i, prompt_tokens=as_int(tokens.get("input")) or 0,
                                 completion_tokens=as_int(tokens.get("output")),
@@ -382,7 +394,7 @@ def _saved_chat(source: Source, doc: Any) -> ImportedSession:
     extra: dict[str, Any] = {}
     if isinstance(doc, Mapping) and "clientHistory" in doc:
         contents = as_list(doc.get("clientHistory"))
-        tool = doc.get("toolCall") if isinstance(doc.get("toolCall"), Mapping) else {}
+        tool = as_map(doc.get("toolCall"))
         extra.update({"checkpoint": "restore", "pending_tool": str_or_none(tool.get("name")),
                       "commitHash": str_or_none(doc.get("commitHash")), "checkpoint_name": str_or_none(doc.get("name")),
                       "messageId": str_or_none(doc.get("messageId"))})
@@ -407,7 +419,7 @@ def _saved_chat(source: Source, doc: Any) -> ImportedSession:
                 skip_ack = False
                 b.compaction_drafts[-1]["kept"] = (ImportedMessage(role="assistant", parts=_parts(parts_raw), source_key=key),)
                 continue
-            calls = []
+            calls: list[ImportedToolCall] = []
             for p in parts_raw:
                 fc = p.get("functionCall")
                 if isinstance(fc, Mapping):

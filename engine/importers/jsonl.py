@@ -28,7 +28,21 @@ def _parse(raw: bytes, line: int, offset: int) -> JsonlEntry | None:
     try:
         return JsonlEntry(line, offset, json.loads(text))
     except ValueError as exc:
-        return JsonlEntry(line, offset, None, f"malformed JSON: {exc.msg} (column {exc.colno})")
+        return JsonlEntry(line, offset, None, f"malformed JSON: {json_error_text(exc, column=True)}")
+
+
+def json_error_text(exc: ValueError, *, line: bool = False, column: bool = False) -> str:
+    """What ``json.loads`` objected to: the message, ``at line <n>`` with ``line``, ``(column <n>)`` with
+    ``column``. Not every ValueError it raises is a JSONDecodeError (an integer literal past Python's
+    digit limit is a plain ValueError, with no position): those give their own text."""
+    if not isinstance(exc, json.JSONDecodeError):
+        return str(exc)
+    text = exc.msg
+    if line:
+        text += f" at line {exc.lineno}"
+    if column:
+        text += f" (column {exc.colno})"
+    return text
 
 
 def iter_lines(data: bytes, *, final: bool = True) -> Iterator[JsonlEntry]:

@@ -19,12 +19,13 @@ one usage record on the last assistant message. Source keys are ``m<index>``.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, base64_size, image_from_url
+from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_map, base64_size, image_from_url
 from .model import (
     DocumentPart,
     ImportedMessage,
+    ImportedRole,
     ImportedSession,
     ImportedToolCall,
     ImportFormatError,
@@ -56,7 +57,7 @@ def chat_parts(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
             iu = p.get("image_url")
             parts.append(image_from_url(iu.get("url") if isinstance(iu, Mapping) else iu))
         elif t == "file":
-            f = p.get("file") if isinstance(p.get("file"), Mapping) else {}
+            f = as_map(p.get("file"))
             data = f.get("file_data")
             media, size = None, None
             if isinstance(data, str) and data.startswith("data:"):
@@ -77,7 +78,7 @@ def chat_calls(calls: Any, b: SessionBuilder, key: str) -> tuple[ImportedToolCal
         if not isinstance(c, Mapping):
             b.warn(f"{key}: tool call {j} is not an object; skipped")
             continue
-        fn = c.get("function") if isinstance(c.get("function"), Mapping) else {}
+        fn = as_map(c.get("function"))
         cid = c.get("id")
         out.append(ImportedToolCall(id=str(cid or f"{key}.call{j}"), name=str(fn.get("name") or c.get("name") or "?"),
                                     arguments=as_json_text(fn.get("arguments", c.get("arguments", "{}"))),
@@ -108,15 +109,17 @@ def chat_message(raw: Mapping[str, Any], b: SessionBuilder, key: str, **common: 
         fc = raw["function_call"]
         calls = calls + (ImportedToolCall(id=str(fc.get("name") or key), name=str(fc.get("name") or "?"),
                                           arguments=as_json_text(fc.get("arguments", "{}")), synthetic_id=True),)
-    return ImportedMessage(role=role, parts=parts, source_key=key, tool_calls=calls, name=name, **common)
+    # ROLES less "tool" and "function" (returned above): an imported role
+    return ImportedMessage(role=cast(ImportedRole, role), parts=parts, source_key=key, tool_calls=calls, name=name,
+                           **common)
 
 
 def usage_record(usage: Mapping[str, Any], position: int, **fields: Any) -> UsageRecord | None:
     prompt = as_int(usage.get("prompt_tokens"))
     if prompt is None:
         return None
-    details = usage.get("prompt_tokens_details") if isinstance(usage.get("prompt_tokens_details"), Mapping) else {}
-    out = usage.get("completion_tokens_details") if isinstance(usage.get("completion_tokens_details"), Mapping) else {}
+    details = as_map(usage.get("prompt_tokens_details"))
+    out = as_map(usage.get("completion_tokens_details"))
     return UsageRecord(position=position, prompt_tokens=prompt, completion_tokens=as_int(usage.get("completion_tokens")),
                        cache_read_tokens=as_int(details.get("cached_tokens")),
                        reasoning_tokens=as_int(out.get("reasoning_tokens")), **fields)

@@ -30,7 +30,18 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Callable, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, as_str, base64_size, image_from_url
+from ._common import (
+    NameSet,
+    SessionBuilder,
+    Source,
+    as_int,
+    as_json_text,
+    as_list,
+    as_map,
+    as_str,
+    base64_size,
+    image_from_url,
+)
 from .model import (
     DocumentPart,
     ImportedMessage,
@@ -68,8 +79,7 @@ def content_parts(content: Any, unknown: Callable[[str], None]) -> tuple[Part, .
             if p.get("image_url"):
                 parts.append(image_from_url(p.get("image_url")))
             else:
-                parts.append(image_from_url(None))
-                parts[-1] = replace(parts[-1], source="file", url=p.get("file_id"))
+                parts.append(replace(image_from_url(None), source="file", url=p.get("file_id")))
         elif t == "input_file":
             data = p.get("file_data")
             media = None
@@ -196,8 +206,8 @@ def usage_record(usage: Mapping[str, Any], position: int, **fields: Any) -> Usag
     inp = as_int(usage.get("input_tokens"))
     if inp is None:
         return None
-    details = usage.get("input_tokens_details") if isinstance(usage.get("input_tokens_details"), Mapping) else {}
-    out_details = usage.get("output_tokens_details") if isinstance(usage.get("output_tokens_details"), Mapping) else {}
+    details = as_map(usage.get("input_tokens_details"))
+    out_details = as_map(usage.get("output_tokens_details"))
     cached = as_int(usage.get("cached_input_tokens"))
     if cached is None:
         cached = as_int(details.get("cached_tokens"))
@@ -224,7 +234,7 @@ def _items_like(items: list) -> bool:
     if any(i.get("type") in ITEM_TYPES and i.get("type") != "message" for i in typed):
         return True
     return any(isinstance(p, Mapping) and p.get("type") in ("input_text", "output_text", "input_image")
-               for i in typed for p in (i.get("content") if isinstance(i.get("content"), list) else ()))
+               for i in typed for p in as_list(i.get("content")))
 
 
 def _compaction_trigger(b: SessionBuilder, body: Mapping[str, Any]) -> None:
@@ -232,7 +242,7 @@ def _compaction_trigger(b: SessionBuilder, body: Mapping[str, Any]) -> None:
     (``object: "response.compaction"``) was asked for (trigger ``manual``, tokens before = its
     ``usage.input_tokens``); a create request's ``context_management`` compaction fires at its
     ``compact_threshold`` (trigger ``compact_threshold ≥ N``, else ``auto``)."""
-    usage = body.get("usage") if isinstance(body.get("usage"), Mapping) else {}
+    usage = as_map(body.get("usage"))
     cm = [e for e in as_list(body.get("context_management")) if isinstance(e, Mapping) and e.get("type") == "compaction"]
     for draft in b.compaction_drafts:
         if body.get("object") == "response.compaction":

@@ -59,7 +59,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_json_text, image_from_url, iso_from_ms, str_or_none
+from ._common import SessionBuilder, Source, as_int, as_json_text, as_map, image_from_url, iso_from_ms, str_or_none
 from .agents_sdk import SQLITE_MAGIC, DatabaseFormat
 from .model import (
     DocumentPart,
@@ -300,7 +300,7 @@ def _parse_database(source: Source, tables: Mapping[str, list[Mapping[str, Any]]
             if m.get("role") not in ("user", "assistant"):
                 b.warn(f"message {m['id']}: no role; skipped")
                 continue
-            parts = []
+            parts: list[Mapping[str, Any]] = []
             for pr in parts_of.get(m["id"], []):
                 p = _row_json(b, pr, "part")
                 if p is not None and isinstance(p.get("type"), str):
@@ -385,7 +385,7 @@ class _Reader:
         inp = as_int(tokens.get("input"))
         if inp is None:
             return
-        cache = tokens.get("cache") if isinstance(tokens.get("cache"), Mapping) else {}
+        cache = as_map(tokens.get("cache"))
         read, write = as_int(cache.get("read")) or 0, as_int(cache.get("write")) or 0
         out = as_int(tokens.get("output"))
         if inp == 0 and not out and not read and not write:
@@ -413,7 +413,7 @@ class _Reader:
                 if c is not None:
                     content.append(c)
                 elif t == "tool":
-                    state = p.get("state") if isinstance(p.get("state"), Mapping) else {}
+                    state = as_map(p.get("state"))
                     cid = str(p.get("callID") or p.get("id"))
                     calls.append(ImportedToolCall(id=cid, name=str(p.get("tool") or "?"),
                                                   arguments=as_json_text(state.get("input") if state.get("input") is not None else {}),
@@ -443,7 +443,7 @@ class _Reader:
                 self._result(mid, p)
 
     def _result(self, mid: str, p: Mapping[str, Any]) -> None:
-        state = p.get("state") if isinstance(p.get("state"), Mapping) else {}
+        state = as_map(p.get("state"))
         status = state.get("status")
         cid = str(p.get("callID") or p.get("id"))
         if status == "completed":
@@ -452,7 +452,7 @@ class _Reader:
             text, err = str(state.get("error") or ""), True
         else:
             return  # pending / running: no result (yet); the repair marks it
-        t = state.get("time") if isinstance(state.get("time"), Mapping) else {}
+        t = as_map(state.get("time"))
         details = {"status": status, **({"title": state["title"]} if isinstance(state.get("title"), str) and state["title"] else {})}
         idx = self.b.add(ImportedMessage(role="tool", parts=(TextPart(text),) if text else (), tool_call_id=cid,
                                          tool_name=str(p.get("tool") or "?"), is_error=err, source_key=f"{mid}:{cid}",
@@ -472,7 +472,7 @@ class _Reader:
         start = self.last_boundary
         tail = str_or_none(comp.get("tail_start_id"))
         end = self.first_of.get(tail, pos) if tail else pos
-        tokens = m.get("tokens") if isinstance(m.get("tokens"), Mapping) else {}
+        tokens = as_map(m.get("tokens"))
         details: dict[str, Any] = {"replaced_messages": end - start, "summary_message": mid}
         if as_int(tokens.get("output")) is not None:
             details["summary_output_tokens"] = as_int(tokens.get("output"))
@@ -502,8 +502,8 @@ class _Reader:
             after = max(i for _, _, i in g) + 1
             # the pass ran when the next request was being prepared: after the newest message older than it
             when = g[-1][0]
-            pos = next((k for k, msg in enumerate(self.b.messages) if k > after and _ms(msg.timestamp) is not None
-                        and _ms(msg.timestamp) >= when), len(self.b.messages))
+            pos = next((k for k, msg in enumerate(self.b.messages) if k > after and (ms := _ms(msg.timestamp)) is not None
+                        and ms >= when), len(self.b.messages))
             self.b.compaction(position=pos, replaced_start=idx[0], replaced_end=idx[-1] + 1, kind="prune", trigger="auto",
                               summary=PRUNE_NOTE.format(n=len(g), s="" if len(g) == 1 else "s"),
                               source_id=f"prune:{g[0][0]}", timestamp=iso_from_ms(g[0][0]),

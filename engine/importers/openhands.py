@@ -45,9 +45,22 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import NameSet, SessionBuilder, Source, as_int, as_json_text, as_list, image_from_url, str_or_none, text_parts
+from ._common import (
+    NameSet,
+    SessionBuilder,
+    Source,
+    as_int,
+    as_json_text,
+    as_list,
+    as_map,
+    image_from_url,
+    map_or_none,
+    str_or_none,
+    text_parts,
+)
 from .model import (
     ImportedMessage,
+    ImportedRole,
     ImportedSession,
     ImportedToolCall,
     ImportFormatError,
@@ -114,8 +127,8 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
         raw_id = e.get("id")
         eid = str(raw_id) if isinstance(raw_id, (int, str)) and not isinstance(raw_id, bool) and str(raw_id) else f"#{n}"
         ts = e.get("timestamp") if isinstance(e.get("timestamp"), str) else None
-        args = e.get("args") if isinstance(e.get("args"), Mapping) else {}
-        tcm = e.get("tool_call_metadata") if isinstance(e.get("tool_call_metadata"), Mapping) else None
+        args = as_map(e.get("args"))
+        tcm = map_or_none(e.get("tool_call_metadata"))
         if "action" in e:
             action = e.get("action")
             if action == "system":
@@ -127,7 +140,7 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
             elif action == "message" and tcm is None:
                 parts: tuple[Part, ...] = text_parts(args.get("content"))
                 parts += tuple(image_from_url(u) for u in as_list(args.get("image_urls")))
-                role = "user" if e.get("source") == "user" else "assistant"
+                role: ImportedRole = "user" if e.get("source") == "user" else "assistant"
                 msg_of_event[eid] = b.add(ImportedMessage(role=role, parts=parts, source_key=eid, source_ids=(eid,),
                                                           timestamp=ts))
             elif action in STATE_ACTIONS:
@@ -155,8 +168,8 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
                 b.skipped[f"observation:{obs}"] += 1
                 continue
             text = e.get("content") if isinstance(e.get("content"), str) else e.get("message", "")
-            extras = e.get("extras") if isinstance(e.get("extras"), Mapping) else {}
-            meta = extras.get("metadata") if isinstance(extras.get("metadata"), Mapping) else {}
+            extras = as_map(e.get("extras"))
+            meta = as_map(extras.get("metadata"))
             code = as_int(meta.get("exit_code"))
             code = as_int(extras.get("exit_code")) if code is None else code
             details = {"observation": str_or_none(obs), **({"exit_code": code} if code is not None else {})}
@@ -171,7 +184,7 @@ def _parse_v0(source: Source, events: list, *, final: bool) -> ImportedSession:
 
 def _v0_call(b: SessionBuilder, e: Mapping, eid: str, ts: str | None, args: Mapping, tcm: Mapping,
              group_of: dict, call_of_event: dict, msg_of_event: dict) -> str | None:
-    resp = tcm.get("model_response") if isinstance(tcm.get("model_response"), Mapping) else {}
+    resp = as_map(tcm.get("model_response"))
     rid = str(resp.get("id") or f"event-{eid}")
     call_id = str(tcm.get("tool_call_id") or f"oh-{eid}")
     name = str(tcm.get("function_name") or e.get("action"))
@@ -257,8 +270,8 @@ def _parse_v1(source: Source, *, final: bool) -> ImportedSession:
         reader.event(ev, path.stem)
     for rec in v1_usage_records(_token_usages(state), reader.groups):
         b.usage(rec)
-    agent = state.get("agent") if isinstance(state.get("agent"), Mapping) else {}
-    llm = agent.get("llm") if isinstance(agent.get("llm"), Mapping) else {}
+    agent = as_map(state.get("agent"))
+    llm = as_map(agent.get("llm"))
     return b.build(final=final, source_session_id=str_or_none(state.get("id")) or root.name,
                    system_prompt=str_or_none(reader.system_prompt), tools=reader.tools, model=str_or_none(llm.get("model")))
 
@@ -289,7 +302,7 @@ class V1Reader:
         elif kind == "ActionEvent":
             _action_v1(b, ev, eid, ts, self.groups, msg_of_event)
         elif kind in ("ObservationEvent", "UserRejectObservation", "AgentErrorEvent"):
-            obs = ev.get("observation") if isinstance(ev.get("observation"), Mapping) else {}
+            obs = as_map(ev.get("observation"))
             details: dict[str, Any] = {"observation": str_or_none(obs.get("kind")) or kind}
             if kind == "ObservationEvent":
                 parts = _v1_content(obs.get("content"), b)
@@ -329,8 +342,8 @@ def _v1_content(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
 
 
 def _message_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, msg_of_event: dict) -> None:
-    msg = ev.get("llm_message") if isinstance(ev.get("llm_message"), Mapping) else {}
-    role = msg.get("role") if msg.get("role") in ("user", "assistant", "system") else (
+    msg = as_map(ev.get("llm_message"))
+    role: ImportedRole = msg["role"] if msg.get("role") in ("user", "assistant", "system") else (
         "user" if ev.get("source") == "user" else "assistant")
     parts = _v1_content(msg.get("content"), b)
     if isinstance(msg.get("reasoning_content"), str) and msg["reasoning_content"]:
@@ -343,7 +356,7 @@ def _message_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, msg_of
 
 
 def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups: dict, msg_of_event: dict) -> None:
-    tc = ev.get("tool_call") if isinstance(ev.get("tool_call"), Mapping) else {}
+    tc = as_map(ev.get("tool_call"))
     call_id = tc.get("id") or ev.get("tool_call_id")
     call = ImportedToolCall(id=str(call_id or f"oh-{eid}"), name=str(tc.get("name") or ev.get("tool_name") or "?"),
                             arguments=as_json_text(tc.get("arguments", "{}")), synthetic_id=not call_id)
@@ -368,8 +381,8 @@ def _action_v1(b: SessionBuilder, ev: Mapping, eid: str, ts: str | None, groups:
 
 
 def _token_usages(state: Mapping[str, Any]) -> list[Any]:
-    stats = state.get("stats") if isinstance(state.get("stats"), Mapping) else {}
-    metrics = stats.get("usage_to_metrics") if isinstance(stats.get("usage_to_metrics"), Mapping) else {}
+    stats = as_map(state.get("stats"))
+    metrics = as_map(stats.get("usage_to_metrics"))
     return [u for m in metrics.values() for u in (as_list(m.get("token_usages")) if isinstance(m, Mapping) else ())]
 
 

@@ -37,7 +37,7 @@ import json
 from dataclasses import replace
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_int, as_list, str_or_none
+from ._common import SessionBuilder, Source, as_int, as_list, as_map, str_or_none
 from .jsonl import iter_lines
 from .model import ImportedMessage, ImportedSession, ImportFormatError, ParseWarning, TextPart
 from .openhands import V1Reader, _parse_v0, v1_usage_records
@@ -129,10 +129,10 @@ def _user_text(ev: Any) -> str | None:
     if not isinstance(ev, Mapping) or ev.get("source") != "user":
         return None
     if ev.get("action") == "message":
-        args = ev.get("args") if isinstance(ev.get("args"), Mapping) else {}
+        args = as_map(ev.get("args"))
         return args.get("content") if isinstance(args.get("content"), str) else ev.get("message")
     if ev.get("kind") == "MessageEvent":
-        msg = ev.get("llm_message") if isinstance(ev.get("llm_message"), Mapping) else {}
+        msg = as_map(ev.get("llm_message"))
         content = msg.get("content")
         if isinstance(content, str):
             return content
@@ -142,8 +142,8 @@ def _user_text(ev: Any) -> str | None:
 
 def _instance(source: Source, line: int | None, obj: Mapping[str, Any]) -> ImportedSession:
     iid = str(obj["instance_id"])
-    meta = obj.get("metadata") if isinstance(obj.get("metadata"), Mapping) else {}
-    metrics = obj.get("metrics") if isinstance(obj.get("metrics"), Mapping) else {}
+    meta = as_map(obj.get("metadata"))
+    metrics = as_map(obj.get("metrics"))
     model = _model(meta)
     attempt = as_int(obj.get("attempt"))
     sid = f"{iid}#{attempt}" if attempt and attempt > 1 else iid
@@ -156,7 +156,7 @@ def _instance(source: Source, line: int | None, obj: Mapping[str, Any]) -> Impor
     usages = as_list(metrics.get("token_usages"))
     if newer:
         b = SessionBuilder(FORMAT, source)
-        if prepend:
+        if prepend and instruction is not None:
             b.add(ImportedMessage(role="user", parts=(TextPart(instruction),), source_key="instruction",
                                   details={"from": "instruction"}))
         reader = V1Reader(b)

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from ._common import SessionBuilder, Source, as_list, text_parts
+from ._common import SessionBuilder, Source, as_list, as_map, str_or_none, text_parts
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, TextPart
 from .openai_chat import chat_calls, chat_parts
 
@@ -73,7 +73,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
         _history(b, history, model)
     else:
         _trajectory(b, data["trajectory"], model)
-    info = data.get("info") if isinstance(data.get("info"), Mapping) else {}
+    info = as_map(data.get("info"))
     extra = {k: info[k] for k in ("exit_status", "submission", "model_stats") if k in info}
     stem = source.path.stem if source.path is not None else None
     return [b.build(final=final, model=model, source_session_id=stem, extra=extra)]
@@ -125,7 +125,7 @@ def _trajectory(b: SessionBuilder, steps: list, model: str | None) -> None:
         if not isinstance(s, Mapping):
             b.warn(f"trajectory[{i}] is not an object; skipped")
             continue
-        action = s.get("action") if isinstance(s.get("action"), str) else ""
+        action = str_or_none(s.get("action")) or ""
         thought = s.get("thought") if isinstance(s.get("thought"), str) else s.get("response", "")
         calls = (ImportedToolCall(id=f"swe-t{i}", name=_command_name(action),
                                   arguments=json.dumps({"command": action}, ensure_ascii=False), synthetic_id=True),) \

@@ -46,7 +46,9 @@ def malformed(provider: str, why: str, original: Any) -> ProviderError:
 
 
 def _usage(data: dict[str, Any]) -> tuple[int | None, int | None]:
-    usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+    usage = data.get("usage")
+    if not isinstance(usage, dict):
+        usage = {}
     return int_or_none(usage.get("prompt_tokens")), int_or_none(usage.get("completion_tokens"))
 
 

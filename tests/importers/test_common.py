@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import base64
+import json
 import struct
 import zlib
 
 import pytest
 
-from engine.importers import MISSING_RESULT, ImagePart, ImportedMessage, ImportedToolCall, TextPart
+from engine.importers import MISSING_RESULT, ImagePart, ImportedMessage, ImportedToolCall, ImportFormatError, TextPart, parse
 from engine.importers._common import base64_size, image_from_url, image_size, repair
+from engine.importers.jsonl import iter_lines, json_error_text
 
 
 def _png(w: int, h: int) -> bytes:
@@ -69,3 +71,24 @@ def test_repair_leaves_a_trailing_call_open_while_the_file_grows():
     assert [m.source_key for m in out] == ["u", "a"]
     out, _ = repair([_m("user", "u"), a], final=True)
     assert [m.repair for m in out] == [None, None, MISSING_RESULT]
+
+
+def test_a_number_past_the_digit_limit_is_a_json_error_not_a_crash():
+    # json.loads raises a plain ValueError (no msg / lineno / colno) for an integer literal longer than
+    # Python's digit limit: a whole-document source is then "not JSON", a JSONL line a malformed line
+    huge = "1" * 5000
+    with pytest.raises(ImportFormatError, match="not JSON: Exceeds the limit"):
+        parse('[{"role": "user", "content": "hi", "n": ' + huge + "}]", format="openai-chat")
+    (entry,) = iter_lines(b'{"n": ' + huge.encode() + b"}\n")
+    assert entry.value is None and entry.error is not None and entry.error.startswith("malformed JSON: Exceeds the limit")
+
+
+def test_json_error_text_names_the_position_of_malformed_json():
+    try:
+        json.loads('{"a": 1,\n "b": }')
+    except ValueError as exc:
+        assert json_error_text(exc) == "Expecting value"
+        assert json_error_text(exc, line=True) == "Expecting value at line 2"
+        assert json_error_text(exc, column=True) == "Expecting value (column 7)"
+    else:
+        pytest.fail("malformed JSON parsed")
