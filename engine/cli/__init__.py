@@ -16,10 +16,13 @@ from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Sequence
 
 from .. import figures
-from ..errors import CannotCompact, EngineError, ThreadBusy
+from ..errors import CannotCompact, EngineError
 from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
 from . import revert_cmd  # issue 23: revert, audit
-from .output import EXIT_BUSY, EXIT_FAILED, EXIT_OK, EXIT_USAGE, database_url, describe_failure, emit_json, mask_secrets, url_secrets, whole_number
+from .output import (  # noqa: F401 (EXIT_BUSY and EXIT_USAGE are re-exported for callers and tests)
+    EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, Listing, Reported, add_paging, database_url, describe_failure, emit_json, error_json,
+    exit_code_for, mask_secrets, quiet_pipe, url_secrets, whole_number,
+)
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
 MAX_LIMIT = 1_000_000
@@ -62,38 +65,54 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def thread_json(t: Any) -> dict[str, Any]:
+    return {
+        "thread": t.key,
+        "title": t.title,
+        "messages": t.message_count,
+        "generation": t.generation,
+        "compact_count": t.compact_count,
+        "source_compactions": t.source_compact_count,
+        "boundary": t.boundary,
+        "busy": t.busy,
+        "busy_reason": t.busy_reason,
+        "model": t.model,
+        "source_format": t.source_format,
+        "error": t.error,
+    }
+
+
+#: threads read per query while a listing streams
+BATCH = 1000
+
+
 def cmd_threads(args: argparse.Namespace) -> int:
-    with _service(args) as svc:
-        threads = svc.list_threads(text=args.filter, limit=args.limit)
-    rows = [
-        {
-            "thread": t.key,
-            "title": t.title,
-            "messages": t.message_count,
-            "generation": t.generation,
-            "compact_count": t.compact_count,
-            "source_compactions": t.source_compact_count,
-            "boundary": t.boundary,
-            "busy": t.busy,
-            "busy_reason": t.busy_reason,
-            "model": t.model,
-            "source_format": t.source_format,
-            "error": t.error,
-        }
-        for t in threads
-    ]
-    if args.json:
-        emit_json(rows)
-        return EXIT_OK
-    if not rows:
-        print("no threads")
-        return EXIT_OK
-    width = max(len(r["thread"]) for r in rows)
-    print(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'STATE':<16}  TITLE")
-    for r in rows:
-        state = "unreadable" if r["error"] else (r["busy_reason"] or "idle")
-        title = f"(cannot be read: {r['error']})" if r["error"] else r["title"]
-        print(f"{r['thread']:<{width}}  {r['messages']:>7}  {r['generation']:>4}  {state:<16}  {title}")
+    """The threads in key order, streamed a batch at a time (keyset paging: ``--after`` the last
+    key of the previous page; ``next_after`` null on the last page)."""
+    with _service(args) as svc, Listing("threads", json_mode=args.json, secrets=url_secrets(args.db)) as out:
+        after, width, last = args.after, 0, None
+        while out.count < args.limit:
+            batch = svc.list_threads(text=args.filter, after_key=after, limit=min(BATCH, args.limit - out.count))
+            for t in batch:
+                row = thread_json(t)
+                out.item(row)
+                if not out.json:
+                    if not width:
+                        width = max(24, max(len(x.key) for x in batch))
+                        out.line(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'STATE':<16}  TITLE")
+                    state = "unreadable" if row["error"] else (row["busy_reason"] or "idle")
+                    title = f"(cannot be read: {row['error']})" if row["error"] else row["title"]
+                    out.line(f"{row['thread']:<{width}}  {row['messages']:>7}  {row['generation']:>4}  {state:<16}  {title}")
+            if not batch:
+                break
+            after = last = batch[-1].key
+        if last is not None and out.count >= args.limit and svc.list_threads(text=args.filter, after_key=last, limit=1):
+            out.next_after = last
+        if not out.json:
+            if not out.count:
+                out.line("no threads")
+            elif out.next_after is not None:
+                print(f"more threads: --after {out.next_after}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -223,71 +242,84 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
 def cmd_recount(args: argparse.Namespace) -> int:
     """Keep token counts with the messages that have none (databases from before migration 0003).
     A thread that cannot be read (a corrupt row) is reported and the others still recounted:
-    exit 1 then. A ``--thread`` that does not exist is a usage error (exit 2)."""
+    exit 1 then. A ``--thread`` that does not exist is a usage error (exit 2). Every thread in key
+    order (``--limit`` / ``--after`` page through them), each line printed when its thread is done."""
     done: dict[str, int] = {}
     errors: dict[str, str] = {}
+    next_after = None
     with _service(args) as svc:
-        keys = args.thread or [t.key for t in svc.list_threads(limit=MAX_LIMIT)]
         if args.thread:
+            keys = list(args.thread)
             for key in keys:
                 svc.thread(key)  # ThreadNotFound before anything is written
+        else:
+            keys = [t.key for t in svc.list_threads(after_key=args.after, limit=(args.limit or MAX_LIMIT) + 1)]
+            if args.limit is not None and len(keys) > args.limit:
+                keys = keys[: args.limit]
+                next_after = keys[-1]
         for key in keys:
             try:
                 done[key] = svc.recount(key)
+                if not args.json:
+                    print(f"{key}: {done[key]:,} message{'s' if done[key] != 1 else ''} recounted", flush=True)
             except EngineError as exc:  # the rows before it keep their counts (a batch commits)
                 errors[key] = describe_failure(exc)[1]
+                if not args.json:
+                    print(f"{key}: not recounted: {errors[key]}", file=sys.stderr, flush=True)
     if args.json:
-        emit_json({"recounted": done, "errors": errors, "total": sum(done.values())})
+        emit_json({"recounted": done, "errors": errors, "total": sum(done.values()), "next_after": next_after})
         return EXIT_FAILED if errors else EXIT_OK
-    for key, n in done.items():
-        print(f"{key}: {n:,} message{'s' if n != 1 else ''} recounted")
-    for key, why in errors.items():
-        print(f"{key}: not recounted: {why}", file=sys.stderr)
-    print(f"total: {sum(done.values()):,} in {len(done):,} thread{'s' if len(done) != 1 else ''}")
+    more = f"; more threads: --after {next_after}" if next_after else ""
+    print(f"total: {sum(done.values()):,} in {len(done):,} thread{'s' if len(done) != 1 else ''}{more}")
     return EXIT_FAILED if errors else EXIT_OK
 
 
-def cmd_replay(args: argparse.Namespace) -> int:
-    with _service(args) as svc:
-        episodes = svc.replay(args.thread)
-    data = {
-        "thread": args.thread,
-        "episodes": [
+def episode_json(ep: Any) -> dict[str, Any]:
+    return {
+        "run": ep.run_id,
+        "outcome": ep.outcome,
+        "steps": [
             {
-                "run": ep.run_id,
-                "outcome": ep.outcome,
-                "steps": [
-                    {
-                        "kind": s.kind,
-                        "attempt": s.attempt,
-                        "error_code": s.error_code,
-                        "error_message": s.error_message,
-                        "tokens_before": s.tokens_before,
-                        "tokens_after": s.tokens_after,
-                        "generation_before": s.generation_before,
-                        "generation_after": s.generation_after,
-                        "no_progress": s.no_progress,
-                        "surface_messages": len(s.surface) if s.surface is not None else None,
-                    }
-                    for s in ep.steps
-                ],
+                "kind": s.kind,
+                "attempt": s.attempt,
+                "error_code": s.error_code,
+                "error_message": s.error_message,
+                "tokens_before": s.tokens_before,
+                "tokens_after": s.tokens_after,
+                "generation_before": s.generation_before,
+                "generation_after": s.generation_after,
+                "no_progress": s.no_progress,
+                "surface_messages": len(s.surface) if s.surface is not None else None,
             }
-            for ep in episodes
+            for s in ep.steps
         ],
     }
-    if args.json:
-        emit_json(data)
-        return EXIT_OK
-    if not episodes:
-        print("no overflow-recovery episodes")
-    for i, ep in enumerate(data["episodes"], 1):
-        print(f"episode {i} (run {ep['run']}): {ep['outcome']}")
-        for s in ep["steps"]:
-            gen = f"gen {s['generation_before']}->{s['generation_after']}" if s["generation_before"] is not None else ""
-            tok = f"tokens {s['tokens_before']}->{s['tokens_after']}" if s["tokens_before"] is not None else ""
-            flag = "  [no progress]" if s["no_progress"] else ""
-            err = f"  {s['error_code']}: {s['error_message']}" if s["error_code"] else ""
-            print(f"  #{s['attempt']} {s['kind']:<17} {tok:<24} {gen}{flag}{err}")
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """The thread's episodes in run order, each printed as it is formatted; paged by run id."""
+    with _service(args) as svc:
+        every = svc.replay(args.thread)
+    episodes = [ep for ep in every if args.after is None or (ep.run_id or 0) > args.after]
+    first = len(every) - len(episodes)  # episodes numbered across pages
+    with Listing("episodes", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:
+        for i, ep in enumerate(episodes):
+            if args.limit is not None and i >= args.limit:
+                out.next_after = episodes[i - 1].run_id
+                break
+            data = episode_json(ep)
+            out.item(data)
+            if out.json:
+                continue
+            out.line(f"episode {first + i + 1} (run {data['run']}): {data['outcome']}")
+            for s in data["steps"]:
+                gen = f"gen {s['generation_before']}->{s['generation_after']}" if s["generation_before"] is not None else ""
+                tok = f"tokens {s['tokens_before']}->{s['tokens_after']}" if s["tokens_before"] is not None else ""
+                flag = "  [no progress]" if s["no_progress"] else ""
+                err = f"  {s['error_code']}: {s['error_message']}" if s["error_code"] else ""
+                out.line(f"  #{s['attempt']} {s['kind']:<17} {tok:<24} {gen}{flag}{err}")
+        if not out.json and not out.count:
+            out.line("no overflow-recovery episodes")
     return EXIT_OK
 
 
@@ -308,7 +340,7 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("threads", help="list threads")
     _db_arg(t)
     t.add_argument("--filter", help="only threads whose key or title contains this text")
-    t.add_argument("--limit", type=_limit, default=500, help=f"at most this many threads (1 to {MAX_LIMIT:,}; default 500)")
+    add_paging(t, "threads", "KEY", default=500, high=MAX_LIMIT)
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_threads)
 
@@ -330,12 +362,14 @@ def build_parser() -> argparse.ArgumentParser:
     _db_arg(r)
     r.add_argument("--thread", required=True)
     r.add_argument("--json", action="store_true")
+    add_paging(r, "episodes", "RUN", after_type=whole_number(0, out_of_range="run ids are not negative"))
     r.set_defaults(func=cmd_replay)
 
     rc = sub.add_parser("recount", help="keep token counts with messages written before counts were kept (faster cold status)")
     _db_arg(rc)
     rc.add_argument("--thread", action="append", help="only this thread (repeatable; default: every thread)")
     rc.add_argument("--json", action="store_true")
+    add_paging(rc, "threads (in key order; not with --thread)", "KEY", high=MAX_LIMIT)
     rc.set_defaults(func=cmd_recount)
 
     check.add_parser(sub)
@@ -349,6 +383,18 @@ def _optional_commands() -> list[Callable[[Any], None]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; its exit code. A reader of standard output that left (``| head``) ends the
+    command quietly with :data:`EXIT_PIPE`, on every path, errors included."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+        return code
+    except BrokenPipeError:  # e.g. `compaction threads | head -1`: the reader left, not an error
+        quiet_pipe()
+        return EXIT_PIPE
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "read_only", False):  # every command's store opens read-only (engine.service.open_service)
@@ -360,37 +406,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run = getattr(args, "run", None) or args.func
         return int(run(args) or 0)
-    except ThreadBusy as exc:
-        _report(exc, want_json, secrets)
-        return EXIT_BUSY
-    except EngineError as exc:
-        _report(exc, want_json, secrets)
-        return EXIT_FAILED if exc.code in ("summary_rejected", "cannot_compact") else EXIT_USAGE
+    except Reported as done:  # a streamed listing already wrote its error
+        return done.exit_code
+    except BrokenPipeError:
+        raise
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. `compaction threads | head`: the reader left, not an error
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+        return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001: never a traceback (docs/cli.md); one line in words
         _report(exc, want_json, secrets)
-        return EXIT_USAGE
+        return exit_code_for(exc)
 
 
 def _report(exc: BaseException, want_json: bool, secrets: Sequence[str] = ()) -> None:
-    code, message = describe_failure(exc)
-    message = mask_secrets(message, secrets)
     if want_json:
-        data: dict[str, Any] = {"error": {"code": code, "message": message}}
-        for key in ("reason", "detail"):
-            value = getattr(exc, key, None)
-            if value is not None:
-                data["error"][key] = mask_secrets(str(value), secrets)
-        emit_json(data)
+        emit_json({"error": error_json(exc, secrets)})
     else:
-        print(f"error: {message}", file=sys.stderr)
+        print(f"error: {mask_secrets(describe_failure(exc)[1], secrets)}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, Listing, add_paging, emit_json, url_secrets
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--follow", action="store_true", help="import new and growing sessions as they change, until interrupted")
     p.add_argument("--follow-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this long
     p.add_argument("--json", action="store_true")
+    add_paging(p, "sessions (newest first; with --import, the sessions of this page)", "CURSOR")
     p.set_defaults(run=run)
 
 
@@ -51,22 +52,49 @@ def _state(s: Any) -> str:
     return "changed" if s.changed_since_import else "yes"
 
 
-def _print(found: list[Any]) -> None:
+def cursor(s: Any) -> str:
+    """The ``next_after`` of a page ending with session ``s``: its last activity and path (the
+    listing's order, newest first)."""
+    return f"{s.modified.isoformat()} {s.path}"
+
+
+def _page(found: list[Any], args: argparse.Namespace) -> tuple[list[Any], str | None]:
+    """The sessions after ``--after`` (in the listing's order), at most ``--limit``; the next cursor."""
+    if args.after is not None:
+        from datetime import datetime
+
+        when, _, path = args.after.partition(" ")
+        try:
+            key = (datetime.fromisoformat(when), path)
+        except ValueError:
+            from ..errors import EngineError
+
+            raise EngineError(f"--after takes the next_after of a previous page (a time and a path), not {args.after!r}",
+                              code="invalid_argument") from None
+        found = [s for s in found if (s.modified, s.path) < key]
+    if args.limit is not None and len(found) > args.limit:
+        found = found[: args.limit]
+        return found, cursor(found[-1])
+    return found, None
+
+
+def _print(found: list[Any], out: Any) -> None:
     from ..figures import byte_size
     from ..views import SOURCE_NAMES
 
     if not found:
-        print("no sessions found")
+        out.line("no sessions found")
         return
     rows = [(SOURCE_NAMES.get(s.tool, s.tool).removeprefix("the "), Path(s.project).name if s.project else "-",
              byte_size(s.size), _when(s), _state(s), s.path) for s in found]
     heads = ("TOOL", "PROJECT", "SIZE", "LAST ACTIVITY", "IMPORTED", "PATH")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]
-    print("  ".join(h.ljust(w) for h, w in zip(heads, widths)) + "  PATH")
+    out.line("  ".join(h.ljust(w) for h, w in zip(heads, widths)) + "  PATH")
     for r in rows:
-        print("  ".join(v.ljust(w) if i != 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) + "  " + r[-1])
+        out.line("  ".join(v.ljust(w) if i != 2 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) + "  " + r[-1])
     done = sum(1 for s in found if s.imported)
-    print(f"{len(found)} session{'s' if len(found) != 1 else ''}, {done} imported")
+    more = f"; more sessions: --after '{out.next_after}'" if out.next_after else ""
+    out.line(f"{len(found)} session{'s' if len(found) != 1 else ''}, {done} imported{more}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -96,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
             return EXIT_USAGE
     try:
         found = svc.discover_sessions(args.folder, home=args.home) if svc is not None else discover(args.folder, home=args.home)
+        found, next_after = _page(found, args)
         imported: list[Any] = []
         errors: list[dict[str, str]] = []
         if args.do_import and svc is not None:
@@ -109,17 +138,21 @@ def run(args: argparse.Namespace) -> int:
                     if not want_json:
                         print(f"error: {s.path}: {exc.message}", file=sys.stderr)
             if imported:
-                found = svc.discover_sessions(args.folder, home=args.home)
-        if want_json and not args.follow:
-            data: dict[str, Any] = {"db": url, "sessions": [s.to_json() for s in found]}
-            if args.do_import:
-                data.update(imported=[r.to_json() for r in imported], errors=errors)
-            emit_json(data)
-        elif not want_json:
-            _print(found)
-            if args.do_import:
-                print(f"imported {len(imported)} session{'s' if len(imported) != 1 else ''}"
-                      + (f", {len(errors)} failed" if errors else ""))
+                marked = {x.path: x for x in svc.discover_sessions(args.folder, home=args.home)}
+                found = [marked.get(s.path, s) for s in found]
+        if not (want_json and args.follow):
+            with Listing("sessions", json_mode=want_json, head={"db": url}, secrets=url_secrets(url)) as out:
+                out.next_after = next_after
+                if args.do_import:
+                    out.tail.update(imported=[r.to_json() for r in imported], errors=errors)
+                if want_json:
+                    for s in found:
+                        out.item(s.to_json())
+                else:
+                    _print(found, out)
+                    if args.do_import:
+                        out.line(f"imported {len(imported)} session{'s' if len(imported) != 1 else ''}"
+                                 + (f", {len(errors)} failed" if errors else ""))
         if args.follow and svc is not None:
             _follow(svc, args, want_json)
         return EXIT_FAILED if errors else EXIT_OK

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, emit_json
+from .output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, add_paging, emit_json
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +38,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--follow-seconds", type=float, default=None, help=argparse.SUPPRESS)  # tests: stop after this long
     p.add_argument("--poll", type=float, default=0.5, help="--follow: seconds between checks of the file (0.05 to 5)")
     p.add_argument("--json", action="store_true")
-    p.add_argument("files", nargs="+", metavar="FILE", help="session files or directories (OpenHands V1; a Cline / Roo Code / Kilo Code task folder; opencode's storage folder or one of its session files)")
+    add_paging(p, "files (of a folder, in path order)", "PATH")
+    p.add_argument("files", nargs="+", metavar="FILE", help="session files or folders: a session kept as a folder (OpenHands V1; a Cline / Roo Code / Kilo Code task folder; "
+                                                             "opencode's storage folder), or any folder, searched for sessions of every format (resumable)")
     p.set_defaults(run=run)
 
 
@@ -60,32 +62,73 @@ def _open(url: str) -> Any:
     return open_service(url, create=create)
 
 
-def _line(r: Any) -> str:
-    parts = [f"{r.messages} messages ({r.tool_calls} tool calls)", f"{r.compactions} recorded compactions", f"{r.requests} requests"]
-    if r.already_stored:
-        parts.append(f"{r.already_stored} already stored")
-    if r.skipped:
-        parts.append("skipped " + ", ".join(f"{k} {v}" for k, v in r.skipped.items()))
-    return f"{r.thread} <- {r.source} [{r.format}]: " + "; ".join(parts)
-
-
 def _print_reports(reports: list[Any]) -> None:
+    from .bulk_import import report_line
+
     for r in reports:
-        print(_line(r))
+        print(report_line(r), flush=True)
         for w in r.warnings:
-            print(f"  warning: {w}")
+            print(f"  warning: {w}", flush=True)
+
+
+def _entries(svc: Any, args: argparse.Namespace) -> list[Any]:
+    """What this run imports, in order: each FILE, each session under each non-session DIR (path
+    order; see :mod:`engine.cli.bulk_import`), then ``--format`` / ``--after`` / ``--limit``."""
+    from .bulk_import import SKIPPED, Entry, bulk_entries, is_bulk_folder
+
+    out: list[Any] = []
+    imported = None
+    for f in args.files:
+        if is_bulk_folder(f):
+            imported = svc.store.imported_sources() if imported is None else imported
+            found = bulk_entries(f, imported)
+            if args.format:
+                for e in found:
+                    if e.status is None and e.format != args.format:
+                        e.status, e.reason = SKIPPED, f"not {args.format} (--format)"
+            out.extend(found)
+        else:
+            out.append(Entry(str(f), args.format, explicit=True))
+    if args.after is not None:
+        out = [e for e in out if e.path > args.after]
+    return out
+
+
+def _follow(svc: Any, args: argparse.Namespace, want_json: bool) -> int:
+    from ..errors import EngineError
+    from ..store import StoreError
+
+    f = args.files[0]
+    try:
+        reports = svc.follow_file(f, format=args.format, thread=args.thread, poll_seconds=args.poll, seconds=args.follow_seconds,
+                                  on_reports=None if want_json else _print_reports)
+    except StoreError:
+        raise
+    except EngineError as exc:
+        message = exc.message if exc.message.startswith(str(f)) else f"{f}: {exc.message}"
+        if want_json:
+            emit_json({"imported": [], "errors": [{"file": str(f), "code": exc.code, "message": message}]})
+        else:
+            print(f"error: {message}", file=sys.stderr)
+        return EXIT_FAILED
+    if want_json:
+        emit_json({"imported": [r.to_json() for r in reports], "errors": []})
+    return EXIT_OK
 
 
 def run(args: argparse.Namespace) -> int:
     from ..errors import EngineError
-    from ..importers import ImportFormatError
-    from ..store import StoreError
+    from .bulk_import import import_entries, summary
+    from .output import EXIT_INTERRUPTED, Listing, url_secrets
+    from .whatif_cmd import _terminate_as_interrupt
 
     want_json = bool(args.json)
     if args.thread and len(args.files) > 1:
         return _fail("--thread names one thread: give one FILE", "usage", want_json, EXIT_USAGE)
     if args.follow and len(args.files) != 1:
         return _fail("--follow tails one file: give one FILE", "usage", want_json, EXIT_USAGE)
+    if args.follow and (args.limit is not None or args.after is not None):
+        return _fail("--follow tails one file: --limit / --after page through a folder", "usage", want_json, EXIT_USAGE)
     if args.db is not None and not args.db.strip():
         return _fail('empty database URL (--db ""): give a SQLite file or a database URL', "invalid_db_url", want_json, EXIT_USAGE)
     if args.db is None:
@@ -97,35 +140,34 @@ def run(args: argparse.Namespace) -> int:
         svc = _open(args.db)
     except EngineError as exc:
         return _fail(exc.message, exc.code, want_json, EXIT_USAGE)
-    imported: list[Any] = []
-    errors: list[dict[str, str]] = []
+    previous = _terminate_as_interrupt()  # SIGTERM ends the run like Ctrl-C: what is done stays, a re-run resumes
     try:
-        for f in args.files:
+        if args.follow:
+            return _follow(svc, args, want_json)
+        if args.thread and any(not e.explicit for e in _entries(svc, args)):
+            return _fail("--thread names one thread: give one FILE, not a folder", "usage", want_json, EXIT_USAGE)
+        with Listing("files", json_mode=want_json, secrets=url_secrets(args.db)) as out:
+            out.start()
+            entries = _entries(svc, args)
+            if args.limit is not None and len(entries) > args.limit:
+                entries = entries[: args.limit]
+                out.next_after = entries[-1].path
+            bulk = any(not e.explicit for e in entries)
             try:
-                if args.follow:
-                    reports = svc.follow_file(
-                        f, format=args.format, thread=args.thread, poll_seconds=args.poll, seconds=args.follow_seconds,
-                        on_reports=None if want_json else _print_reports,
-                    )
-                else:
-                    reports = svc.import_file(f, format=args.format, thread=args.thread)
-                    if not want_json:
-                        _print_reports(reports)
-                imported.extend(reports)
-            except StoreError as exc:  # the database, not the file: stop here
-                if want_json:
-                    emit_json({"imported": [r.to_json() for r in imported], "errors": errors,
-                               "error": {"code": exc.code, "message": exc.message}})
-                else:
-                    print(f"error: {exc.message}", file=sys.stderr)
-                return EXIT_USAGE
-            except (ImportFormatError, EngineError) as exc:
-                message = exc.message if exc.message.startswith(str(f)) else f"{f}: {exc.message}"
-                errors.append({"file": str(f), "code": exc.code, "message": message})
+                code = import_entries(svc, entries, out, thread=args.thread)
+            except KeyboardInterrupt:
                 if not want_json:
-                    print(f"error: {message}", file=sys.stderr)
+                    done = sum(1 for e in entries if e.status)
+                    print(f"interrupted after {done:,} of {len(entries):,} files: {summary(out.tail['counts'], done, None)}; "
+                          "run the same command again to import the rest", file=sys.stderr)
+                    return EXIT_INTERRUPTED
+                raise
+            if bulk and not want_json:
+                out.line(summary(out.tail["counts"], len(entries), out.next_after))
+            return code
     finally:
+        if previous is not None:
+            import signal
+
+            signal.signal(signal.SIGTERM, previous)
         svc.close()
-    if want_json:
-        emit_json({"imported": [r.to_json() for r in imported], "errors": errors})
-    return EXIT_FAILED if errors else EXIT_OK

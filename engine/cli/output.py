@@ -17,11 +17,17 @@ from urllib.parse import quote
 from ..errors import EngineError, describe_failure
 
 __all__ = [
-    "EXIT_BUSY", "EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "database_url", "describe_failure", "emit_json", "jsonable", "mask_secrets",
-    "open_db", "url_secrets", "whole_number",
+    "EXIT_BUSY", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PIPE", "EXIT_USAGE", "Listing", "Reported", "add_paging",
+    "database_url", "describe_failure", "emit_json", "error_json", "exit_code_for", "jsonable", "mask_secrets", "open_db", "quiet_pipe",
+    "url_secrets", "whole_number",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_BUSY = 0, 1, 2, 3
+#: interrupted (Ctrl-C, or SIGTERM where a command treats it so)
+EXIT_INTERRUPTED = 130
+#: the reader of standard output left (``compaction threads | head -1``): 128 + SIGPIPE, what a
+#: process the signal ends returns, so ``set -o pipefail`` sees it as every other tool's
+EXIT_PIPE = 141
 
 
 def whole_number(low: int, high: int | None = None, out_of_range: str | None = None) -> Callable[[str], int]:
@@ -109,3 +115,147 @@ def database_url(arg: str | None) -> str:
         shown = mask_secrets(url.split("@")[-1], url_secrets(url))
         raise InvalidDatabaseURL(f"not a database URL: {shown!r} ({why})") from None
     return url
+
+
+# -- listings: streamed, paged (docs/cli.md, "Listings") -----------------------------------------
+
+
+def add_paging(p: argparse.ArgumentParser, what: str, cursor: str, *, default: int | None = None, high: int = 1_000_000,
+               after_type: Callable[[str], Any] = str) -> None:
+    """``--limit N`` (``what`` per page, 1 to ``high``; ``default`` None: all) and ``--after CURSOR``
+    (the ``next_after`` a previous page gave) on a listing command."""
+    shown = f"default {default:,}" if default is not None else "default: all"
+    p.add_argument("--limit", type=whole_number(1, high), default=default, metavar="N", help=f"at most N {what} (1 to {high:,}; {shown})")
+    p.add_argument("--after", type=after_type, default=None, metavar=cursor, help="the page after this one: the next_after a previous page gave")
+
+
+class Reported(Exception):
+    """A failure already reported in the output (a streamed JSON document closed with its
+    ``error``): :func:`engine.cli.main` exits ``exit_code`` without printing it again."""
+
+    def __init__(self, exit_code: int) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+def exit_code_for(exc: BaseException) -> int:
+    """The exit code of a failure (docs/cli.md, "Exit codes")."""
+    from ..errors import ThreadBusy
+
+    if isinstance(exc, ThreadBusy):
+        return EXIT_BUSY
+    if isinstance(exc, EngineError) and exc.code in ("summary_rejected", "cannot_compact"):
+        return EXIT_FAILED
+    return EXIT_USAGE
+
+
+def error_json(exc: BaseException, secrets: Iterable[str] = ()) -> dict[str, Any]:
+    """``{"code", "message"[, "reason", "detail"]}`` of a failure, passwords masked."""
+    code, message = describe_failure(exc)
+    data: dict[str, Any] = {"code": code, "message": mask_secrets(message, secrets)}
+    for key in ("reason", "detail"):
+        value = getattr(exc, key, None)
+        if value is not None:
+            data[key] = mask_secrets(str(value), secrets)
+    return data
+
+
+def _dumps(value: Any, indent: str) -> str:
+    return json.dumps(jsonable(value), ensure_ascii=False, indent=2).replace("\n", "\n" + indent)
+
+
+class Listing:
+    """One listing written as it is read (every listing command; docs/cli.md, "Listings").
+
+    With ``--json`` the output is ONE JSON object, written piece by piece: the ``head`` fields, then
+    ``"<name>": [`` and each item as it comes (flushed), then the ``tail`` fields and ``"next_after"``,
+    the cursor of the next page (null on the last). An exception inside the ``with`` closes the
+    document with ``"error": {...}`` (the items written stay valid JSON) and becomes
+    :class:`Reported` with its exit code. Without ``--json`` :meth:`item` does nothing: the command
+    prints its own text rows (use :meth:`line`, which flushes)."""
+
+    def __init__(self, name: str, *, json_mode: bool, head: dict[str, Any] | None = None, secrets: Iterable[str] = ()) -> None:
+        self.name = name
+        self.json = json_mode
+        self.head = dict(head or {})
+        self.secrets = list(secrets)
+        self.count = 0
+        self.next_after: Any = None
+        self.tail: dict[str, Any] = {}
+        self._open = False
+
+    def __enter__(self) -> "Listing":
+        return self
+
+    def start(self) -> None:
+        """Write the head (done by the first item if not called before)."""
+        if self._open or not self.json:
+            return
+        self._open = True
+        out = sys.stdout
+        out.write("{\n")
+        for k, v in self.head.items():
+            out.write(f"  {json.dumps(k)}: {_dumps(v, '  ')},\n")
+        out.write(f"  {json.dumps(self.name)}: [")
+        out.flush()
+
+    def item(self, value: Any) -> None:
+        self.count += 1
+        if not self.json:
+            return
+        self.start()
+        sys.stdout.write(("," if self.count > 1 else "") + "\n    " + _dumps(value, "    "))
+        sys.stdout.flush()
+
+    @staticmethod
+    def line(text: str) -> None:
+        print(text, flush=True)
+
+    def _close(self, error: dict[str, Any] | None) -> None:
+        self.start()
+        out = sys.stdout
+        out.write("\n  ]" if self.count else "]")
+        fields = {**self.tail, "next_after": self.next_after}
+        if error is not None:
+            fields["error"] = error
+        for k, v in fields.items():
+            out.write(f",\n  {json.dumps(k)}: {_dumps(v, '  ')}")
+        out.write("\n}\n")
+        out.flush()
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if not self.json:
+            return False
+        if exc is None:
+            self._close(None)
+            return False
+        if isinstance(exc, BrokenPipeError) or not self._open:  # nothing written yet: main reports it as usual
+            return False
+        if isinstance(exc, KeyboardInterrupt):
+            self.next_after = None
+            self._close({"code": "interrupted", "message": "interrupted"})
+            raise Reported(EXIT_INTERRUPTED) from exc
+        if isinstance(exc, Exception):
+            self.next_after = None
+            self._close(error_json(exc, self.secrets))
+            raise Reported(exit_code_for(exc)) from exc
+        return False
+
+
+def quiet_pipe() -> None:
+    """After a :class:`BrokenPipeError` on standard output: point it (and standard error when its
+    reader left too) at the null device, so nothing more is written and the interpreter's flush at
+    exit finds nothing to complain about."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+        try:
+            sys.stderr.flush()
+        except (BrokenPipeError, OSError, ValueError):
+            os.dup2(devnull, sys.stderr.fileno())
+    except (OSError, ValueError):  # a stream without a file descriptor (a test's capture)
+        pass
+    finally:
+        os.close(devnull)

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import argparse
 
-from .output import EXIT_OK, emit_json, open_db, whole_number
+from .output import EXIT_OK, Listing, add_paging, emit_json, open_db, url_secrets, whole_number
 
 ACTIONS = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
 
 
-_count = whole_number(1, 10_000)
+#: audit rows read per query while the listing streams
+BATCH = 1000
 _id = whole_number(0, out_of_range="ids are not negative")
 
 
@@ -41,8 +42,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--thread", help="only this thread")
     a.add_argument("--operator", help="only this operator (database role / OS user, or display name)")
     a.add_argument("--action", action="append", choices=ACTIONS, help="only this action (repeatable)")
-    a.add_argument("--limit", type=_count, default=200, help="at most this many rows (default 200)")
-    a.add_argument("--after", type=_id, metavar="ID", help="rows after this audit id (paging)")
+    add_paging(a, "rows", "ID", default=200, after_type=_id)
     a.add_argument("--json", action="store_true")
     a.set_defaults(run=run_audit)
 
@@ -67,20 +67,29 @@ def run_revert(args: argparse.Namespace) -> int:
 
 
 def run_audit(args: argparse.Namespace) -> int:
+    """The audit log oldest first, streamed a batch at a time; ``next_after`` the last id when more remain."""
     svc = open_db(args)
     try:
         if args.thread:
             svc.thread(args.thread)
-        rows = svc.audit(thread=args.thread, operator=args.operator, actions=args.action, after_id=args.after, limit=args.limit)
+        with Listing("entries", json_mode=args.json, secrets=url_secrets(args.db)) as out:
+            after, last = args.after, None
+            query = {"thread": args.thread, "operator": args.operator, "actions": args.action}
+            while out.count < args.limit:
+                rows = svc.audit(**query, after_id=after, limit=min(BATCH, args.limit - out.count))
+                for e in rows:
+                    out.item(e)
+                    if not out.json:
+                        who = f"{e.operator} ({e.display_name})" if e.display_name else e.operator
+                        why = f" — {e.reason}" if e.reason else ""
+                        out.line(f"#{e.id} {e.at:%Y-%m-%d %H:%M:%S} {e.action:<12} {e.thread or '(deleted thread)'} by {who}{why}")
+                if not rows:
+                    break
+                after = last = rows[-1].id
+            if last is not None and out.count >= args.limit and svc.audit(**query, after_id=last, limit=1):
+                out.next_after = last
+            if not out.json and not out.count:
+                out.line("no audit entries")
     finally:
         svc.close()
-    if args.json:
-        emit_json({"entries": rows, "next_after": rows[-1].id if len(rows) == args.limit else None})
-        return EXIT_OK
-    if not rows:
-        print("no audit entries")
-    for e in rows:
-        who = f"{e.operator} ({e.display_name})" if e.display_name else e.operator
-        why = f" — {e.reason}" if e.reason else ""
-        print(f"#{e.id} {e.at:%Y-%m-%d %H:%M:%S} {e.action:<12} {e.thread or '(deleted thread)'} by {who}{why}")
     return EXIT_OK

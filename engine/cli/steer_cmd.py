@@ -10,7 +10,7 @@ import json
 from typing import Any
 
 from ..errors import EngineError
-from .output import EXIT_OK, emit_json, open_db
+from .output import EXIT_OK, Listing, add_paging, emit_json, open_db, url_secrets, whole_number
 
 __all__ = ["add_parser", "parse_assignment", "run_pin", "run_policy"]
 
@@ -24,6 +24,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--reason", help="why (recorded in the audit log)")
     p.add_argument("--list", action="store_true", help="list the thread's pinned messages")
     p.add_argument("--json", action="store_true")
+    add_paging(p, "pins (--list, by message id)", "ID", after_type=whole_number(0, out_of_range="message ids are not negative"))
     p.set_defaults(run=run_pin)
 
     q = subparsers.add_parser("policy", help="a thread's own policy: show where each value comes from, or --set / --unset values")
@@ -57,15 +58,20 @@ def run_pin(args: argparse.Namespace) -> int:
         if args.list or args.message is None:
             if args.message is None and not args.list:
                 raise EngineError("name the message to pin with --message ID (or --list the pins)", code="invalid_argument")
-            pins = svc.pins(args.thread)
-            rows = [{"message_id": p.message_id, "pinned_by": p.pinned_by, "pinned_at": p.pinned_at.isoformat() if p.pinned_at else None,
-                     "reason": p.reason} for p in pins]
-            if args.json:
-                emit_json({"thread": args.thread, "pins": rows})
-            else:
-                for r in rows:
-                    print(f"#{r['message_id']}  {r['pinned_by']}  {r['pinned_at'] or ''}  {r['reason'] or ''}".rstrip())
-                print(f"{len(rows)} pinned message(s)")
+            pins = [p for p in sorted(svc.pins(args.thread), key=lambda p: p.message_id) if args.after is None or p.message_id > args.after]
+            with Listing("pins", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:
+                for i, p in enumerate(pins):
+                    if args.limit is not None and i >= args.limit:
+                        out.next_after = pins[i - 1].message_id
+                        break
+                    r = {"message_id": p.message_id, "pinned_by": p.pinned_by, "pinned_at": p.pinned_at.isoformat() if p.pinned_at else None,
+                         "reason": p.reason}
+                    out.item(r)
+                    if not out.json:
+                        out.line(f"#{r['message_id']}  {r['pinned_by']}  {r['pinned_at'] or ''}  {r['reason'] or ''}".rstrip())
+                if not out.json:
+                    more = f"; more: --after {out.next_after}" if out.next_after is not None else ""
+                    out.line(f"{out.count} pinned message(s){more}")
             return EXIT_OK
         change = svc.pin(args.thread, args.message, reason=args.reason, unpin=args.unpin)
         operator = svc.operator()

@@ -146,8 +146,9 @@ def test_compact_busy_thread_in_a_real_process(tmp_path, make_db):
 def test_threads_json(capsys, tmp_path, make_db):
     db = make_db(tmp_path / "threads.db", busy="waiting_for_user")
     code, out, _ = run_main(capsys, "threads", "--db", str(db), "--json")
-    rows = json.loads(out)
-    assert code == EXIT_OK and isinstance(rows, list)
+    page = json.loads(out)  # one page: {"threads": [...], "next_after": null} (docs/cli.md, "Listings")
+    rows = page["threads"]
+    assert code == EXIT_OK and isinstance(rows, list) and page["next_after"] is None
     assert all(THREAD_KEYS <= set(r) for r in rows)
     by_key = {r["thread"]: r for r in rows}
     assert set(by_key) == {"long", "short"}
@@ -163,7 +164,7 @@ def test_migrate_creates_then_reports_current(capsys, tmp_path):
     code, out, _ = run_main(capsys, "migrate", "--db", str(path), "--json")
     assert code == EXIT_OK and json.loads(out)["from"] == json.loads(out)["to"] == code_head()
     code, out, _ = run_main(capsys, "threads", "--db", str(path), "--json")
-    assert code == EXIT_OK and json.loads(out) == []
+    assert code == EXIT_OK and json.loads(out) == {"threads": [], "next_after": None}
 
 
 # -- bad input: one line on stderr, non-zero, no traceback, nothing written -----------------------

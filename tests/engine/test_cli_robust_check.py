@@ -103,7 +103,7 @@ def test_each_planted_violation_is_found(violation: str, fresh_demo: tuple[str, 
     # --thread narrows it to one thread; the other thread alone is clean
     code, one = check(capsys, url, "--thread", VICTIM)
     assert code == 1 and one["threads"] == 1 and expected & {(v["thread"], v["check"]) for v in one["violations"]}
-    assert check(capsys, url, "--thread", OTHER) == (0, {"db": one["db"], "threads": 1, "violations": []})
+    assert check(capsys, url, "--thread", OTHER) == (0, {"db": one["db"], "threads": 1, "violations": [], "next_after": None})
 
 
 def test_a_call_answered_twice_is_found(fresh_demo: tuple[str, str], capsys: pytest.CaptureFixture[str]) -> None:

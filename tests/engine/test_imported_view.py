@@ -97,7 +97,7 @@ def test_four_auto_compactions_measure_what_claude_code_sends_next_on_both_backe
     data = cli_json("status", "--db", fresh_url, "--thread", key, capsys=capsys)
     assert (data["tokens"], data["engine_tokens"], data["threshold"], data["state"], data["compact_count"], data["basis"]) == (
         st.tokens, st.engine_tokens, st.threshold, "below", 4, "source")
-    [row] = [r for r in cli_json("threads", "--db", fresh_url, capsys=capsys) if r["thread"] == key]
+    [row] = [r for r in cli_json("threads", "--db", fresh_url, capsys=capsys)["threads"] if r["thread"] == key]
     assert (row["compact_count"], row["source_compactions"], row["title"]) == (4, 4, info.title)
     # the header's words: the source's figure, ours beside it, no alarm
     view = pressure_view(st)

@@ -328,7 +328,7 @@ def test_threads_command_lists_a_broken_thread_as_unreadable_and_the_rest(tmp_pa
     finally:
         store.close()
     assert main(["threads", "--db", url, "--json"]) == 0
-    rows = {r["thread"]: r for r in json.loads(capsys.readouterr().out)}
+    rows = {r["thread"]: r for r in json.loads(capsys.readouterr().out)["threads"]}
     assert rows[good]["error"] is None and "corrupt row" in rows[bad]["error"]
     assert main(["threads", "--db", url]) == 0
     out = capsys.readouterr().out
