@@ -160,7 +160,7 @@ _NOUNS = ("discount_tiers", "currency_code", "tenant_quota", "refund_window", "r
 _ERRORS = (
     "KeyError: '{name}'",
     "AttributeError: 'NoneType' object has no attribute '{name}'",
-    "IntegrityError: duplicate key value violates unique constraint \"uq_{name}\"",
+    "IntegrityError: UNIQUE constraint failed: {name}.external_ref",  # no double quotes: a Codex output is JSON text
     "AssertionError: expected status 201, got 409 for POST /v1/{name}",
     "ValueError: invalid literal for int() with base 10: '{name}'",
 )

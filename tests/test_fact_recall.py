@@ -50,6 +50,9 @@ def test_an_observation_checks_only_the_facts_complete_before_the_compaction() -
     assert c.statuses == {"f01": "kept", "f02": "partial"}  # f03 was not complete before message 3
     assert c.missing == {"f02": ("1,200 rps",)}
     assert run.counts() == (1, 1, 2) and run.counts("number") == (0, 1, 1) and run.counts("edit") == (0, 0, 0)
+    run.observe(env, Reference(), {"f01": 1, "f02": 2, "f03": 5}, before=6, summarized=False)  # a prune only
+    assert run.compactions[1].statuses == {"f01": "kept", "f02": "partial", "f03": "lost"}
+    assert run.counts() == (2, 2, 5) and run.counts(summarized_only=True) == (1, 1, 2)
 
 
 def test_complete_at_is_the_message_where_the_last_key_appeared() -> None:
