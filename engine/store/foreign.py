@@ -43,10 +43,11 @@ def _ident(name: str) -> str:
 
 def _flags(path: Path, header: bytes) -> tuple[str, ...]:
     """How to open: ``mode=ro``, or ``immutable=1`` for a WAL database with no ``-wal`` file (nothing
-    left to read there, and a read-only connection would create ``-wal`` / ``-shm`` files beside it)."""
+    left to read there, and a read-only connection would create ``-wal`` / ``-shm`` files beside it:
+    never tried then, so a damaged one is refused without a file written beside the source)."""
     wal_mode = len(header) > 19 and header[18] == 2 and header[19] == 2
     if wal_mode and not Path(str(path) + "-wal").exists():
-        return ("mode=ro&immutable=1", "mode=ro")
+        return ("mode=ro&immutable=1",)
     return ("mode=ro", "mode=ro&immutable=1")
 
 

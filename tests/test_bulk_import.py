@@ -1,0 +1,201 @@
+"""``compaction import DIR`` (issue 26): recursion over nested folders of mixed formats with files
+that are not sessions and a bad one, the per-file JSON report, resuming after a partial run (by
+pages, and after a real SIGINT), the progress line on a terminal and none on a pipe, and the
+source files never written."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pty
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
+
+
+def _tree(root: Path) -> Path:
+    """A folder as people keep them: sessions of five formats at several depths (one kept as a
+    folder, one with sub-agents), a note, a sidecar and a truncated SQLite session store."""
+    shutil.copytree(FIXTURES / "claude-code" / "project", root / "work" / "claude" / "project")
+    shutil.copytree(FIXTURES / "codex", root / "work" / "codex")
+    (root / "runs" / "swe").mkdir(parents=True)
+    shutil.copy(FIXTURES / "swe-agent" / "classic" / "calc__calc-1.traj", root / "runs" / "swe")
+    shutil.copytree(FIXTURES / "cline" / "saoudrizwan.claude-dev" / "tasks" / "1764843000000", root / "cline" / "1764843000000")
+    shutil.copy(FIXTURES / "openai-chat" / "request.json", root / "request.json")
+    (root / "notes").mkdir()
+    (root / "notes" / "README.txt").write_text("exported sessions\n")
+    (root / "bad").mkdir()
+    (root / "bad" / "agents.sqlite").write_bytes((FIXTURES / "agents-sdk" / "sessions.sqlite").read_bytes()[:4096])
+    return root
+
+
+SESSIONS = 6  # claude main (+ 2 sub-agents), 2 codex, swe-agent, cline folder, openai-chat
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int, str]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _run_json(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict]:
+    capsys.readouterr()
+    code = main(["import", *argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_recursion_mixed_formats_bad_file_and_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "in")
+    before = _snapshot(root)
+    db = str(tmp_path / "s.db")
+    code, out = _run_json(capsys, "--db", db, str(root))
+    assert code == 1  # one file failed; the others imported
+    by_path = {Path(f["path"]).relative_to(root).as_posix(): f for f in out["files"]}
+    assert set(f["status"] for f in out["files"]) == {"ok", "skipped", "error"}
+    ok = {k for k, f in by_path.items() if f["status"] == "ok"}
+    assert ok == {
+        "work/claude/project/7c1f0e52-3b9a-4d21-9e55-0a6b2f4c8d10.jsonl",
+        "work/codex/2026/11/30/rollout-2026-11-30T10-00-00-019ad3f2-7a10-7c31-b2c4-5e6f7a8b9c0d.jsonl",
+        "work/codex/legacy/rollout-2025-08-20T09-00-00-6a1d2c3b-0e4f-4a5b-8c9d-0e1f2a3b4c5d.jsonl",
+        "runs/swe/calc__calc-1.traj", "cline/1764843000000", "request.json",
+    }
+    bad = by_path["bad/agents.sqlite"]
+    assert bad["status"] == "error" and bad["code"] and "not a readable agents-sdk database" in bad["reason"]
+    assert out["errors"] == [{"file": bad["path"], "code": bad["code"], "message": bad["reason"]}]
+    assert by_path["notes/README.txt"] == {**by_path["notes/README.txt"], "status": "skipped", "reason": "not a recognized session format"}
+    assert by_path["work/claude/project/agent-9f8e7d6c.jsonl"]["reason"] == "read with its main session"
+    assert not any(k.startswith("cline/1764843000000/") for k in by_path)  # a session folder is one entry
+    claude = by_path["work/claude/project/7c1f0e52-3b9a-4d21-9e55-0a6b2f4c8d10.jsonl"]
+    assert claude["format"] == "claude-code" and len(claude["threads"]) == 3 and claude["messages"] > 0
+    assert {r["thread"] for r in claude["reports"]} == set(claude["threads"])
+    assert out["counts"] == {"ok": SESSIONS, "skipped": len(out["files"]) - SESSIONS - 1, "error": 1, "unchanged": 0,
+                             "threads": len({t for f in out["files"] for t in f["threads"]})}
+    assert [f["path"] for f in out["files"]] == sorted(f["path"] for f in out["files"]) and out["next_after"] is None
+    assert _snapshot(root) == before  # the sources are only read
+    # text output: a line per file and the total
+    capsys.readouterr()
+    assert main(["import", "--db", str(tmp_path / "t.db"), str(root)]) == 1
+    text = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("error    ") and "agents.sqlite" in line for line in text)
+    assert text[-1].startswith(f"{len(out['files'])} files: {SESSIONS} imported") and "1 error" in text[-1]
+
+
+def test_resume_by_pages_skips_what_is_done(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    root = _tree(tmp_path / "in")
+    db = str(tmp_path / "s.db")
+    code, full = _run_json(capsys, "--db", str(tmp_path / "ref.db"), str(root))
+    entries = [f["path"] for f in full["files"]]
+    code, first = _run_json(capsys, "--db", db, "--limit", "4", str(root))
+    assert [f["path"] for f in first["files"]] == entries[:4] and first["next_after"] == entries[3]
+    code, second = _run_json(capsys, "--db", db, "--after", first["next_after"], "--limit", "3", str(root))
+    assert [f["path"] for f in second["files"]] == entries[4:7]
+    # the whole folder again (an interrupted run re-run): what the pages did is skipped unchanged, the rest imported
+    code, rest = _run_json(capsys, "--db", db, str(root))
+    done = {f["path"] for f in first["files"] + second["files"] if f["status"] == "ok"}
+    assert done and {f["path"] for f in rest["files"] if f["reason"] == "already imported, unchanged since"} == done
+    assert {f["path"] for f in rest["files"] if f["status"] == "ok"} == {f["path"] for f in full["files"] if f["status"] == "ok"} - done
+    assert rest["counts"]["unchanged"] == len(done)
+    # the same threads with the same messages as one full run, none twice
+    capsys.readouterr()
+    got, ref = [], []
+    for url, into in ((db, got), (str(tmp_path / "ref.db"), ref)):
+        assert main(["threads", "--db", url, "--json"]) == 0
+        into.extend((t["thread"], t["messages"]) for t in json.loads(capsys.readouterr().out)["threads"])
+    assert got == ref and len({k for k, _ in got}) == len(got)
+    # a file that grew since its import is imported again (only what is new)
+    cc = root / "work" / "codex" / "legacy" / "rollout-2025-08-20T09-00-00-6a1d2c3b-0e4f-4a5b-8c9d-0e1f2a3b4c5d.jsonl"
+    later = time.time() + 60
+    os.utime(cc, (later, later))
+    code, again = _run_json(capsys, "--db", db, str(root))
+    assert [f["path"] for f in again["files"] if f["status"] == "ok"] == [str(cc)]
+    assert again["files"][entries.index(str(cc))]["messages"] == 0
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _generated(root: Path, files: int) -> dict:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import bulk_import  # benchmarks/bulk_import.py: the real-shaped folder
+
+        return bulk_import.generate_folder(root, files, seed=3)
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    made = _generated(root, 60)
+    db = str(tmp_path / "s.db")
+    cmd = [sys.executable, "-m", "engine.cli", "import", "--db", db, str(root)]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = 0
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        seen += line.startswith("ok ")
+        if seen == 8:
+            proc.send_signal(signal.SIGINT)
+            break
+    rest_out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "interrupted after" in err and "Traceback" not in err
+    again = subprocess.run([*cmd, "--json"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    report = json.loads(again.stdout)
+    c = report["counts"]
+    assert again.returncode == 0 and c["error"] == 0, again.stderr
+    assert c["unchanged"] >= 8 and c["unchanged"] + c["ok"] == made["sessions"]
+    ref = subprocess.run([sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "ref.db"), "--json", str(root)],
+                         cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+    listing = []
+    for url in (db, str(tmp_path / "ref.db")):
+        out = subprocess.run([sys.executable, "-m", "engine.cli", "threads", "--db", url, "--json", "--limit", "100000"],
+                             cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+        listing.append([(t["thread"], t["messages"]) for t in json.loads(out.stdout)["threads"]])
+    assert ref.returncode == 0 and listing[0] == listing[1]
+
+
+def _read_all(fd: int, proc: subprocess.Popen, timeout: float = 120) -> bytes:
+    chunks, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 0.2)
+        if ready:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:  # the child closed the terminal
+                break
+            if not data:
+                break
+            chunks.append(data)
+        elif proc.poll() is not None:
+            break
+    return b"".join(chunks)
+
+
+def test_progress_line_on_a_terminal_none_on_a_pipe(tmp_path: Path) -> None:
+    root = tmp_path / "in"
+    _generated(root, 30)
+    cmd = [sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "a.db"), str(root)]
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=slave)
+    os.close(slave)
+    shown = _read_all(master, proc).decode("utf-8", "replace")
+    proc.wait(timeout=60)
+    os.close(master)
+    assert proc.returncode == 0
+    assert "\r32/32 files · 30 threads · 0 errors · 2 skipped\x1b[K" in shown  # 30 sessions, a README and a broken file
+    piped = subprocess.run([*cmd[:5], str(tmp_path / "b.db"), str(root)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
+    assert piped.returncode == 0 and piped.stderr == "" and "files ·" not in piped.stdout
+    assert piped.stdout.splitlines()[-1].startswith("32 files: 30 imported")
