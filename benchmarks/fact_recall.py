@@ -411,6 +411,14 @@ def table_markdown(runs: Sequence[Run]) -> str:
                               ("manual", "Compact now, once", False)):
         cells = [_share(*_pooled([r for r in runs if r.mode == mode], s, None, summarized_only=only)[::2]) for s in ran]
         by_mode.append(f"| {label} | " + " | ".join(cells) + " |")
+    hard_head = ["Kind of fact", *(f"{LABELS[s]}: {m}" for s in ran for m in ("after summaries", "compact now"))]
+    hard = ["| " + " | ".join(hard_head) + " |", "|" + "|".join("---" for _ in hard_head) + "|"]
+    pressure, manual = [r for r in runs if r.mode == "pressure"], [r for r in runs if r.mode == "manual"]
+    for kind in (*fs.KINDS, None):
+        cells = []
+        for s in ran:
+            cells += [_share(*_pooled(pressure, s, kind, summarized_only=True)[::2]), _share(*_pooled(manual, s, kind)[::2])]
+        hard.append(f"| {kind or '**all kinds**'} | " + " | ".join(cells) + " |")
     by_pos = ["| Planted | " + " | ".join(LABELS[s] for s in ran) + " |", "|---|" + "---|" * len(ran)]
     for position in fs.POSITIONS:
         cells = []
@@ -452,7 +460,9 @@ def table_markdown(runs: Sequence[Run]) -> str:
          "checks, every fact whose text was complete before that compaction; sessions and modes pooled). "
          "Exact match of each fact's keys on the whole surface the model gets next; no model involved. "
          f"Partly kept (some keys only) are counted as not kept: {partial}."),
-        "", *lines, "", "By mode:", "", *by_mode, "", "By where the fact was planted:", "", *by_pos,
+        "", *lines, "", "By mode:", "", *by_mode, "",
+        ("Per kind, only the compactions that wrote a summary under pressure (the prunes before them keep most "
+         "text), and compact now:"), "", *hard, "", "By where the fact was planted:", "", *by_pos,
         "", "Per session (compactions / summarizer calls / mean envelope right after a compaction, % of the window / facts kept):",
         "", *detail, "", "What kept means, per kind (the same rule for every strategy):", "", rules,
         "", METHOD,
