@@ -62,7 +62,7 @@ def _reason(exc: BaseException) -> str:
     return describe_failure(exc)[1]
 
 
-def _readable_prefix(reader: ThreadReader, key: str, after: int | None, exc: BaseException) -> tuple[list[StoredMessage], BaseException]:
+def _readable_prefix(reader: ThreadReader, key: str, after: int | None, exc: Exception) -> tuple[list[StoredMessage], Exception]:
     """The longest page after ``after`` that can still be read (halving the page size), and the
     failure of reading one row more: the bad row is the one right after the returned rows."""
     good: list[StoredMessage] = []

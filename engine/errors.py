@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 
 class EngineError(Exception):
@@ -22,7 +23,7 @@ class EngineError(Exception):
         if code is not None:
             self.code = code
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message}}
 
 
@@ -42,7 +43,7 @@ class ThreadBusy(EngineError):
         self.thread = thread
         self.reason = reason
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"error": {"code": self.code, "message": self.message, "reason": self.reason}}
 
 
@@ -66,14 +67,14 @@ class CannotCompact(EngineError):
             self.message = f"summary rejected ({self.reason}: {detail}); nothing was changed"
             self.args = (self.message,)
 
-    def to_json(self) -> dict:
-        out = {"code": self.code, "message": self.message, "reason": self.reason}
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message, "reason": self.reason}
         if self.detail is not None:
             out["detail"] = self.detail
         return {"error": out}
 
 
-def rejection_detail(exc: CannotCompact, rejected: "dict | None") -> str | None:
+def rejection_detail(exc: CannotCompact, rejected: dict[str, Any] | None) -> str | None:
     """The cause of a rejected summary in words, from the data of the thread's newest
     ``summary_rejected`` event (``None`` when it is about another rejection or says nothing)."""
     if rejected is None or rejected.get("reason") != exc.reason:

@@ -187,7 +187,7 @@ class Attachment:
             byte_size=opt_int("byte_size"),
             width=opt_int("width"),
             height=opt_int("height"),
-            source=source if source in ATTACHMENT_SOURCES else "file",  # type: ignore[arg-type]
+            source=source if source in ATTACHMENT_SOURCES else "file",
             url=None if url is not None and url.startswith("data:") else url,
             title=opt_str("title"),
         )

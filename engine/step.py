@@ -71,7 +71,7 @@ class StepPort(Protocol):
     def record_model_request(self, key: str, *, provider: str, model: str, run_id: int | None = None, step: int = 0,
                              estimated_tokens: int | None = None, threshold: int | None = None) -> int: ...
 
-    def finish_step(self, key: str, request_id: int, *, outcome: str, reported_prompt_tokens: int | None = None,
+    def finish_step(self, key: str, request_id: int | None, *, outcome: str, reported_prompt_tokens: int | None = None,
                     reported_completion_tokens: int | None = None, error_code: str | None = None, error_message: str | None = None,
                     messages: Sequence[Message] = (), run_id: int | None = None, event: Event | None = None,
                     trigger: str | None = None) -> list[int]: ...
@@ -160,7 +160,7 @@ class StepDriver:
         """The call returned: its usage, ``messages`` (the response, when the caller stores it now)
         and, closing an open recovery episode, ``recovered`` — one transaction. Returns the ids."""
         event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
-        ids = self.port.finish_step(self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens,  # type: ignore[arg-type]
+        ids = self.port.finish_step(self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens,
                                     reported_completion_tokens=completion_tokens, messages=messages, run_id=run.run_id,
                                     event=event, trigger="overflow")
         self.recovering = False

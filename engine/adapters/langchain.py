@@ -103,7 +103,8 @@ def to_engine(msg: BaseMessage) -> Message:
     common: dict[str, Any] = {"name": msg.name, "metadata": meta, "source_key": _source_key(msg, raw), "attachments": tuple(_attachments(msg))}
     content = text_of(msg.content)
     if isinstance(msg, AIMessage):
-        calls = tuple(ToolCall(c["id"], c["name"], json.dumps(c.get("args") or {}, ensure_ascii=False)) for c in msg.tool_calls if c.get("id") and c.get("name"))
+        calls = tuple(ToolCall(cid, c["name"], json.dumps(c.get("args") or {}, ensure_ascii=False))
+                      for c in msg.tool_calls if (cid := c.get("id")) and c.get("name"))
         return Message("assistant", content, tool_calls=calls, reasoning=tuple(_reasoning(msg)), **common)
     if isinstance(msg, ToolMessage):
         return Message("tool", content, tool_call_id=msg.tool_call_id, is_error=msg.status == "error", **common)
@@ -188,7 +189,8 @@ class CompactionMiddleware(AgentMiddleware):
             self._owns = False
         self.service = service
         self._key = thread
-        self._options = {"title": title, "provider": provider, "model": model, "max_overflow_retries": max_overflow_retries}
+        self._title, self._provider, self._model = title, provider, model
+        self._max_overflow_retries = max_overflow_retries
         self._threads: dict[str, EngineThread] = {}
 
     def close(self) -> None:
@@ -203,7 +205,8 @@ class CompactionMiddleware(AgentMiddleware):
             raise AdapterError("CompactionMiddleware needs thread=KEY, or a LangGraph config with configurable.thread_id")
         t = self._threads.get(key)
         if t is None:
-            t = self._threads[key] = EngineThread(self.service, key, SOURCE, **self._options)
+            t = self._threads[key] = EngineThread(self.service, key, SOURCE, title=self._title, provider=self._provider,
+                                                      model=self._model, max_overflow_retries=self._max_overflow_retries)
         return t
 
     # -- blocking steps (async paths run them in a worker thread) --------------------------------

@@ -36,7 +36,7 @@ import asyncio
 import copy
 import json
 import logging
-from typing import Any, AsyncIterator, Iterable, Mapping, Sequence
+from typing import Any, AsyncIterator, Iterable, Mapping, Protocol, Sequence
 
 try:
     from agents.items import ModelResponse
@@ -61,7 +61,7 @@ _CALL_TYPES = {"function_call": "name", "custom_tool_call": "name"}
 
 
 # -- mapping ---------------------------------------------------------------------------------------
-def _assistant(group: list[dict[str, Any]]) -> Message:
+def _assistant(group: Sequence[Mapping[str, Any]]) -> Message:
     texts: list[str] = []
     calls: list[ToolCall] = []
     reasoning: list[Reasoning] = []
@@ -103,7 +103,7 @@ def _attachments(content: Any) -> tuple[Attachment, ...]:
 def to_engine(items: Iterable[Mapping[str, Any]]) -> list[Message]:
     """Raw items (as the runner adds them) as engine messages; each message keeps its items."""
     out: list[Message] = []
-    group: list[dict[str, Any]] = []
+    group: list[Mapping[str, Any]] = []
 
     def flush() -> None:
         if group:
@@ -267,7 +267,8 @@ class CompactionModel(Model):
         self.inner = model
         self.session = session
         self.provider = provider
-        self.model_name = model_name or (model.model if isinstance(getattr(model, "model", None), str) else None)
+        wrapped_name = getattr(model, "model", None)  # OpenAIResponsesModel / OpenAIChatCompletionsModel name theirs
+        self.model_name = model_name or (wrapped_name if isinstance(wrapped_name, str) else None)
 
     def _prepare(self, system_instructions: str | None, input: Any, tools: Sequence[Any], handoffs: Sequence[Any]) -> bool:
         t = self.session.thread
@@ -288,7 +289,7 @@ class CompactionModel(Model):
     def _input(self, call: Call, input: Any, synced: bool) -> Any:
         return EngineSession.items_of(call.measured) if synced else input
 
-    def _done(self, call: Call, response: ModelResponse | None, usage: Any) -> None:
+    def _done(self, call: Call, response: _Output | None, usage: Any) -> None:
         t = self.session.thread
         t.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
         output = response.output if response is not None else []
@@ -320,7 +321,7 @@ class CompactionModel(Model):
             await asyncio.to_thread(t.abandon, exc)
             raise
 
-    async def stream_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> AsyncIterator[Any]:  # type: ignore[override]
+    async def stream_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> AsyncIterator[Any]:
         """Streamed calls: an error before the first event may be recovered (nothing reached the
         runner yet); one after it is recorded and raised."""
         t = self.session.thread
@@ -354,6 +355,13 @@ class CompactionModel(Model):
             result = closer()
             if asyncio.iscoroutine(result):
                 await result
+
+
+class _Output(Protocol):
+    """What ``_done`` reads of a response: a ``ModelResponse``, or the output of a streamed one."""
+
+    @property
+    def output(self) -> Sequence[Any]: ...
 
 
 class _Streamed:

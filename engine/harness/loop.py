@@ -212,14 +212,14 @@ class AgentHarness:
             await _io(driver.succeeded, call, state, prompt_tokens=completion.prompt_tokens,
                       completion_tokens=completion.completion_tokens, messages=[_persistable(reply)])
             if not reply.tool_calls:
-                await asyncio.to_thread(svc.finish_run, thread, state.run_id)
-                return RunResult(state.run_id, "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+                await asyncio.to_thread(svc.finish_run, thread, _running(state))
+                return RunResult(_running(state), "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)
             waiting = await self._run_tools(thread, state, reply.tool_calls, cancel, step)
             if waiting is not None:
                 return waiting
         err_msg = f"the run did not finish within {self.max_steps} steps"
-        await asyncio.to_thread(svc.finish_run, thread, state.run_id, failed=True, error_code="max_steps", error_message=err_msg)
-        return RunResult(state.run_id, "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+        await asyncio.to_thread(svc.finish_run, thread, _running(state), failed=True, error_code="max_steps", error_message=err_msg)
+        return RunResult(_running(state), "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)
 
     async def _run_tools(self, thread: str, state: RunState, calls: Sequence[ToolCall], cancel: asyncio.Event, step: int) -> RunResult | None:
         """Run ``calls`` in order, persisting each result; cancellation leaves no orphan."""
@@ -230,8 +230,8 @@ class AgentHarness:
                 text = await self.tools.call(call)
             except WaitForUser as ask:
                 await _io(self._wait_for_user, thread, state, call, ask.question)
-                self._parked[state.run_id] = (state, step)  # type: ignore[index]
-                return RunResult(state.run_id, "waiting_for_user", steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+                self._parked[_running(state)] = (state, step)
+                return RunResult(_running(state), "waiting_for_user", steps=step, overflow_retries=state.overflow_attempts)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a failing tool is a result the model can read, not a crash
@@ -252,18 +252,18 @@ class AgentHarness:
         return rest
 
     def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
-        self.service.wait_for_user(thread, state.run_id, call=call, question=question)  # type: ignore[arg-type]
+        self.service.wait_for_user(thread, _running(state), call=call, question=question)
 
     def _fail(self, thread: str, state: RunState, err: ProviderError, step: int) -> RunResult:
         """Report the ORIGINAL provider error and code (the driver recorded why recovery did not help)."""
-        self.service.finish_run(thread, state.run_id, failed=True, error_code=err.code, error_message=err.message)  # type: ignore[arg-type]
-        return RunResult(state.run_id, "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+        self.service.finish_run(thread, _running(state), failed=True, error_code=err.code, error_message=err.message)
+        return RunResult(_running(state), "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)
 
     def _cancel(self, thread: str, state: RunState) -> RunResult:
         """Cancel the run; every call of the last assistant message that never ran gets an aborted
         result, so no orphan tool call is left behind (§3.5). Idempotent."""
         self._close_run(thread, state, "cancelled", CancelledEvent(attempt=state.overflow_attempts), ABORTED_TEXT)
-        return RunResult(state.run_id, "cancelled", overflow_retries=state.overflow_attempts)  # type: ignore[arg-type]
+        return RunResult(_running(state), "cancelled", overflow_retries=state.overflow_attempts)
 
     def _abandon(self, thread: str, state: RunState, exc: Exception) -> None:
         """The harness itself failed: fail the run with :data:`HARNESS_ERROR` so the thread does not
@@ -308,3 +308,10 @@ class AgentHarness:
 
 def _persistable(m: Message) -> Message:
     return Message(m.role, m.content, tool_calls=m.tool_calls, name=m.name)
+
+
+def _running(state: RunState) -> int:
+    """The id of the run ``state`` drives: set by ``_begin`` / ``_resume`` before any step or tool."""
+    if state.run_id is None:
+        raise RuntimeError("the harness reached a step of a run that was never started")
+    return state.run_id

@@ -268,10 +268,9 @@ class ProviderSimulator:
         with self._lock:
             index = self._counter
             self._counter += 1
-        seen = {"path": path, "headers": headers}
         if path.rstrip("/") not in PATHS:
             data, ctype = encode(openai_error(f"Invalid URL (POST {path})", code="unknown_url"), None)
-            self._record(RecordedRequest(index, "", None, False, "invalid", 404, {}, **seen))
+            self._record(RecordedRequest(index, "", None, False, "invalid", 404, {}, path=path, headers=headers))
             h.send_body(404, data, ctype)
             return
         try:
@@ -282,7 +281,7 @@ class ProviderSimulator:
             envelope = request_envelope(body)
         except (ValueError, BadRequest) as exc:
             data, ctype = encode(openai_error(f"simulator: bad request: {exc}"), None)
-            self._record(RecordedRequest(index, "", None, False, "invalid", 400, {}, **seen))
+            self._record(RecordedRequest(index, "", None, False, "invalid", 400, {}, path=path, headers=headers))
             h.send_body(400, data, ctype)
             return
         tokens = self._count(envelope, model)
@@ -294,7 +293,7 @@ class ProviderSimulator:
         request = SimRequest(index=index, body=body, envelope=envelope, prompt_tokens=tokens, stream=stream)
 
         def record(outcome: str, status: int) -> None:
-            self._record(RecordedRequest(index, model, tokens, stream, outcome, status, body, **seen))
+            self._record(RecordedRequest(index, model, tokens, stream, outcome, status, body, path=path, headers=headers))
 
         if over:
             status, err = overflow_body(style, tokens=tokens, window=window, max_tokens=body.get("max_tokens"))
@@ -322,9 +321,9 @@ class ProviderSimulator:
             return
         if reply.delay and self._closing.wait(reply.delay):
             return  # shutting down
-        if not reply.is_completion:
+        if reply.body is not None:  # not a completion: the scripted body, verbatim
             record("scripted", reply.status)
-            data, ctype = encode(reply.body, reply.content_type)  # type: ignore[arg-type]
+            data, ctype = encode(reply.body, reply.content_type)
             h.send_body(reply.status, data, ctype, reply.headers)
             return
         record("ok", 200)

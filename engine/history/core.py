@@ -113,6 +113,10 @@ def _paged(read: Callable[..., Sequence[Any]], key: str, *, after: int | None = 
         after = page[-1].id
 
 
+@overload
+def _aware(t: datetime) -> datetime: ...
+@overload
+def _aware(t: datetime | None) -> datetime | None: ...
 def _aware(t: datetime | None) -> datetime | None:
     if t is None:
         return None
@@ -141,11 +145,18 @@ class _Compaction:
 
     @property
     def kind(self) -> str:
-        return self.record.kind if self.record is not None else self.source.kind  # type: ignore[union-attr]
+        return self.record.kind if self.record is not None else self.imported.kind
 
     @property
     def trigger(self) -> str | None:
-        return self.record.trigger if self.record is not None else self.source.trigger  # type: ignore[union-attr]
+        return self.record.trigger if self.record is not None else self.imported.trigger
+
+    @property
+    def imported(self) -> SourceCompaction:
+        """The source's compaction (for an item that is not one of ours)."""
+        if self.source is None:
+            raise ValueError(f"compaction #{self.index} has neither an engine record nor a source compaction")
+        return self.source
 
 
 @dataclass(frozen=True)
@@ -205,12 +216,12 @@ class ThreadHistory:
         self.history = list(history)
         # generation in force at a time: sorted record times + the running max of generations
         timed = sorted(((_aware(h.created_at), h.generation_after) for h in self.history if h.created_at is not None),
-                       key=lambda x: x[0])  # type: ignore[arg-type, return-value]
+                       key=lambda x: x[0])
         self._gen_times = [t for t, _ in timed]
         self._gen_top = list(itertools.accumulate((g for _, g in timed), max))
         self.offloads = dict(offloads)
         self.requests = list(requests)
-        self._engine_requests = sorted((r for r in self.requests if r.origin == "engine"), key=lambda r: _aware(r.created_at))  # type: ignore[arg-type, return-value]
+        self._engine_requests = sorted((r for r in self.requests if r.origin == "engine"), key=lambda r: _aware(r.created_at))
         self._engine_times = [_aware(r.created_at) for r in self._engine_requests]
         self.source = list(source_compactions)
         self.events = list(events)
@@ -238,14 +249,14 @@ class ThreadHistory:
         """The newest message written at or before ``t``."""
         if t is None:
             return self.ids[-1] if self.ids else None
-        n = bisect.bisect_right(self._times, _aware(t))  # type: ignore[arg-type]
+        n = bisect.bisect_right(self._times, _aware(t))
         return self._top[n - 1] if n else None
 
     def generation_at(self, t: datetime | None) -> int:
         """The generation in force at ``t`` (the last history record written by then)."""
         if t is None:
             return self.history[-1].generation_after if self.history else 0
-        n = bisect.bisect_right(self._gen_times, _aware(t))  # type: ignore[arg-type]
+        n = bisect.bisect_right(self._gen_times, _aware(t))
         return self._gen_top[n - 1] if n else 0
 
     def _list_compactions(self) -> list[_Compaction]:
@@ -328,7 +339,7 @@ class ThreadHistory:
         hi = len(self.ids) if upto is None else bisect.bisect_right(self.ids, upto)
         msgs: list[Message] = _kept_messages(summary_c) if summary_c is not None else []
         for m in self.messages[:hi]:
-            if any(a <= m.id <= b for a, b in view.hidden):  # type: ignore[operator]
+            if m.id is not None and any(a <= m.id <= b for a, b in view.hidden):
                 continue
             if m.id in view.cleared:
                 m = replace(m.with_content(SOURCE_CLEARED_TEXT, **{META_SOURCE_CLEARED: True}), attachments=())
@@ -518,16 +529,16 @@ class ThreadHistory:
         same = [x for x in self.compactions if (x.record is not None) == (c.record is not None)]
         nxt = next((x for x in same if x.index > c.index), None)
         if c.record is not None:
-            lo = bisect.bisect_left(self._engine_times, _aware(c.record.created_at))  # type: ignore[arg-type]
-            hi = (bisect.bisect_left(self._engine_times, _aware(nxt.record.created_at))  # type: ignore[arg-type, union-attr]
-                  if nxt is not None else len(self._engine_times))
+            lo = bisect.bisect_left(self._engine_times, _aware(c.record.created_at))
+            hi = (bisect.bisect_left(self._engine_times, _aware(nxt.record.created_at))
+                  if nxt is not None and nxt.record is not None else len(self._engine_times))
             return self._engine_requests[lo:hi]
         sc = c.source
         assert sc is not None
-        lo = sc.after_message_id or 0
-        hi = nxt.source.after_message_id if nxt is not None and nxt.source is not None else None
-        return [r for r in self.requests if r.origin == "imported" and r.message_id is not None and r.message_id > lo
-                and (hi is None or r.message_id <= hi)]
+        after = sc.after_message_id or 0
+        until = nxt.source.after_message_id if nxt is not None and nxt.source is not None else None
+        return [r for r in self.requests if r.origin == "imported" and r.message_id is not None and r.message_id > after
+                and (until is None or r.message_id <= until)]
 
     def cost(self, index: int | None = None, *, diff: CompactionDiff | None = None) -> CompactionCost:
         c = self.compaction(index)
@@ -558,9 +569,12 @@ class ThreadHistory:
             else:
                 d = diff or self.diff(c.index)
                 delta = d.tokens_before["total"] - d.tokens_after["total"]
-            recorded = bool(following) and all(r.reported_prompt_tokens and r.estimated_tokens for r in following)
+            # every following request has a reported and a measured size: saved in the provider's tokens
+            anchors = [(r.reported_prompt_tokens, r.estimated_tokens) for r in following
+                       if r.reported_prompt_tokens and r.estimated_tokens]
+            recorded = bool(following) and len(anchors) == len(following)
             if recorded:
-                saved = sum(_scale(delta, r.reported_prompt_tokens, r.estimated_tokens) for r in following)  # type: ignore[arg-type]
+                saved = sum(_scale(delta, reported, estimated) for reported, estimated in anchors)
             else:
                 saved = delta * len(following)
             source: Literal["recorded", "meter"] = "recorded" if recorded else "meter"
@@ -713,7 +727,7 @@ def read_history(source: HistorySource, key: str) -> ThreadHistory:
     return th
 
 
-class RequestEnvelopes(SequenceABC):  # type: ignore[type-arg]
+class RequestEnvelopes(SequenceABC[RequestEnvelope]):
     """Every recorded request's envelope, built when indexed (nothing kept between calls)."""
 
     def __init__(self, history: ThreadHistory) -> None:

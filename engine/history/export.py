@@ -240,7 +240,7 @@ def overview(entries: Sequence[CompactionEntry]) -> Overview:
     return Overview(
         rows=tuple(rows), kinds=kinds, dropped=sum(known), dropped_known=len(known),
         saved_prompt_tokens=sum(r.saved_prompt_tokens or 0 for r in rows),
-        money=sum(r.money for r in priced) if priced and len(currencies) == 1 else None,  # type: ignore[misc]
+        money=sum(r.money for r in priced if r.money is not None) if priced and len(currencies) == 1 else None,
         priced=len(priced), currency=currencies.pop() if len(currencies) == 1 else None,
     )
 

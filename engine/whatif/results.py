@@ -24,7 +24,7 @@ class WhatIfPoint:
     #: the current request was verbatim in the envelope (None: no current request / not known)
     request_kept: bool | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"index": self.index, "tokens": self.tokens, "pressure": round(self.pressure, 4), "compactions": self.compactions,
                 "summarizer_calls": self.summarizer_calls, "request_kept": self.request_kept}
 
@@ -60,8 +60,8 @@ class WhatIfRun:
     points: tuple[WhatIfPoint, ...] = field(default=(), repr=False)
     note: str | None = None
 
-    def to_json(self, *, points: bool = False) -> dict:
-        out = {
+    def to_json(self, *, points: bool = False) -> dict[str, Any]:
+        out: dict[str, Any] = {
             "label": self.label,
             "settings": dict(self.settings),
             "context_window": self.context_window,
@@ -90,7 +90,7 @@ class WhatIfComparison:
     recorded: WhatIfRun
     candidate: WhatIfRun
 
-    def to_json(self, *, points: bool = False) -> dict:
+    def to_json(self, *, points: bool = False) -> dict[str, Any]:
         return {"thread": self.thread, "recorded": self.recorded.to_json(points=points), "candidate": self.candidate.to_json(points=points)}
 
 
@@ -98,11 +98,11 @@ class WhatIfComparison:
 class WhatIfSweep:
     thread: str
     parameter: str
-    values: tuple
+    values: tuple[Any, ...]
     runs: tuple[WhatIfRun, ...]
     recorded: WhatIfRun
 
-    def to_json(self, *, points: bool = False) -> dict:
+    def to_json(self, *, points: bool = False) -> dict[str, Any]:
         return {
             "thread": self.thread,
             "parameter": self.parameter,

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..compactor import Compactor, Measured, Outcome, RunState
 from ..errors import Cancelled
-from ..events import EventKind
+from ..events import Event, EventKind
 from ..messages import Message
 from ..policy import PolicySet, ResolvedPolicy
 from ..snapshots import SnapshotCache
@@ -197,13 +197,18 @@ class EngineReplay:
 class _ReplayPort:
     """What :class:`engine.step.StepDriver` needs of the scratch thread for a pressure step: the
     compactor's pressure path and measurement over the replay's snapshot cache (what
-    ``Service.compact_for_pressure`` / ``Service.measure`` call), no one-transaction fast path."""
+    ``Service.compact_for_pressure`` / ``Service.measure`` call), no one-transaction fast path.
+
+    The replay's driver records nothing (``record=False``) and raises a failing pressure check
+    (``pressure_failures=False``), and the replay never reports a call's end: the port's writing
+    methods are never reached, and refuse with an error saying so if they ever are."""
 
     def __init__(self, compactor: Compactor, snapshots: SnapshotCache) -> None:
         self.compactor = compactor
         self.snapshots = snapshots
 
-    def begin_step(self, key: str, run: RunState, **kwargs: Any) -> StepStart:
+    def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
+                   messages: Sequence[Message] = (), record: bool = True) -> StepStart:
         return StepStart()
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
@@ -211,6 +216,29 @@ class _ReplayPort:
 
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         return self.compactor.measure(self.snapshots.snapshot(key, with_busy=True), ephemeral=ephemeral, provider=provider, model=model)
+
+    def policy_for(self, provider: str | None, model: str | None) -> ResolvedPolicy:
+        return self.compactor.policies.resolve(provider, model)
+
+    def record_model_request(self, key: str, *, provider: str, model: str, run_id: int | None = None, step: int = 0,
+                             estimated_tokens: int | None = None, threshold: int | None = None) -> int:
+        raise _unreachable("record a model request")
+
+    def finish_step(self, key: str, request_id: int | None, *, outcome: str, reported_prompt_tokens: int | None = None,
+                    reported_completion_tokens: int | None = None, error_code: str | None = None, error_message: str | None = None,
+                    messages: Sequence[Message] = (), run_id: int | None = None, event: Event | None = None,
+                    trigger: str | None = None) -> list[int]:
+        raise _unreachable("finish a model call")
+
+    def add_event(self, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
+        raise _unreachable(f"record a {event.kind} event")
+
+    def recover_overflow(self, key: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
+        raise _unreachable("recover from a context overflow")
+
+
+def _unreachable(what: str) -> RuntimeError:
+    return RuntimeError(f"the what-if replay does not {what}: its step driver records nothing and makes no model calls")
 
 
 def request_kept(m: Measured) -> bool | None:
