@@ -469,7 +469,8 @@ def table_markdown(runs: Sequence[Run]) -> str:
     ])
 
 
-METHOD = """How it runs (`benchmarks/fact_recall.py`, sessions from `benchmarks/fact_sessions.py`, seeded):
+METHOD = """How it runs (`benchmarks/fact_recall.py`, sessions from `benchmarks/fact_sessions.py`, seeded; alone:
+`.venv/bin/python benchmarks/fact_recall.py [--quick]`, about 2.5 minutes, `--quick` under one):
 
 - **Sessions**: generated coding-agent sessions (file reads, greps, test logs, edits, load tests; each ends
   with a long finished task followed by a new request) and two real-shaped imports, a Claude Code session
