@@ -11,12 +11,17 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Literal, Mapping
+from typing import Any, Literal, Mapping, TypeGuard
 
 from .errors import EngineError
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+def is_role(value: object) -> TypeGuard[Role]:
+    """Is ``value`` one of the message roles (:data:`ROLES`)?"""
+    return isinstance(value, str) and value in ROLES
 
 #: metadata keys the engine itself sets on messages that are *not* persisted history
 META_SYNTHETIC = "synthetic"  # the synthetic user message after a summary
@@ -351,8 +356,11 @@ class Message:
         calls = data.get("tool_calls") or ()
         if not isinstance(calls, (list, tuple)):
             raise InvalidMessage("tool_calls must be a list")
+        role = data.get("role")
+        if not is_role(role):
+            raise InvalidMessage(f"unknown role {role!r} (expected one of {', '.join(sorted(ROLES))})")
         return cls(
-            role=data.get("role"),  # type: ignore[arg-type]
+            role=role,
             content=str(content),
             id=id,
             tool_calls=tuple(ToolCall.from_openai(c) for c in calls),

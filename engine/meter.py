@@ -416,7 +416,7 @@ class TokenMeter:
 
     def _count_cached(self, messages: Sequence[Message]) -> list[int]:
         cache = self._messages
-        counts: list[int | None] = []
+        counts: list[int] = []  # a miss holds 0 until it is counted below
         misses: dict[_MessageKey, list[int]] = {}  # key -> positions
         with cache.lock:
             data = cache.data
@@ -425,14 +425,14 @@ class TokenMeter:
                 hit = data.get(k)
                 if hit is None:
                     misses.setdefault(k, []).append(i)
-                    counts.append(None)
+                    counts.append(0)
                 else:
                     data.move_to_end(k)
                     counts.append(hit[0])
             cache.hits += len(messages) - len(misses)
             cache.misses += len(misses)
         if not misses:
-            return counts  # type: ignore[return-value]
+            return counts
         frames = [self._frame(messages[pos[0]]) for pos in misses.values()]
         flat = [t for _, texts in frames for t in texts]
         encoded = iter(self._count_texts(flat))
@@ -442,7 +442,7 @@ class TokenMeter:
                 cache.put(key, n, sum(map(len, texts)))
                 for i in positions:
                     counts[i] = n
-        return counts  # type: ignore[return-value]
+        return counts
 
     def count_message(self, m: Message) -> int:
         """Tokens of one message: content, framing, tool calls and tool_call_id (cached by content)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, replace
-from typing import Collection, Mapping, Protocol, Sequence
+from typing import Collection, Literal, Mapping, Protocol, Sequence
 
 from .events import (
     CancelledEvent,
@@ -54,7 +54,9 @@ _STEP_KINDS = frozenset(
 )
 #: compaction kinds written by every trigger: only the overflow ones belong to an episode
 _COMPACTION_KINDS = frozenset({EventKind.PRUNE, EventKind.SUMMARY, EventKind.SUMMARY_REJECTED})
-_TERMINAL = {EventKind.GAVE_UP: "gave_up", EventKind.CANCELLED: "cancelled", EventKind.RECOVERED: "recovered"}
+EpisodeOutcome = Literal["recovered", "gave_up", "cancelled"]
+_TERMINAL: dict[str, EpisodeOutcome] = {EventKind.GAVE_UP: "gave_up", EventKind.CANCELLED: "cancelled",
+                                        EventKind.RECOVERED: "recovered"}
 
 
 class ReplaySource(Protocol):
@@ -288,7 +290,7 @@ def episodes_from(
         current.append(_step(e, p, attempt, surface, summary))
         outcome = _TERMINAL.get(p.kind)
         if outcome is not None:
-            episodes.append(Episode(run_id=run_id, outcome=outcome, steps=tuple(current)))  # type: ignore[arg-type]
+            episodes.append(Episode(run_id=run_id, outcome=outcome, steps=tuple(current)))
             current = None
     if current:
         episodes.append(_unterminated(run_id, current))
@@ -297,5 +299,5 @@ def episodes_from(
 
 def _unterminated(run_id: int | None, steps: list[ReplayStep]) -> Episode:
     """An episode whose run never recorded an end: the retry is the last thing we know."""
-    outcome = "recovered" if any(s.kind == EventKind.RETRY for s in steps) else "gave_up"
-    return Episode(run_id=run_id, outcome=outcome, steps=tuple(steps))  # type: ignore[arg-type]
+    outcome: EpisodeOutcome = "recovered" if any(s.kind == EventKind.RETRY for s in steps) else "gave_up"
+    return Episode(run_id=run_id, outcome=outcome, steps=tuple(steps))

@@ -67,7 +67,7 @@ def envelope_of(snapshot: Snapshot, surface: Surface) -> Envelope:
 def history_part(surface: Surface) -> tuple[Message, ...]:
     """The persisted messages of a surface in physical (id) order, what units are built from: no
     synthetic or ephemeral ones, closing markers back where they were recorded."""
-    persisted = [m for m in surface.messages if m.id is not None]
-    if any(a.id > b.id for a, b in zip(persisted, persisted[1:])):  # type: ignore[operator]
-        persisted.sort(key=lambda m: m.id)  # type: ignore[arg-type, return-value]
-    return tuple(persisted)
+    persisted = [(m.id, m) for m in surface.messages if m.id is not None]
+    if any(a > b for (a, _), (b, _) in zip(persisted, persisted[1:])):
+        persisted.sort(key=lambda p: p[0])
+    return tuple(m for _, m in persisted)

@@ -111,10 +111,10 @@ def provider_error_of(exc: BaseException, provider: str) -> ProviderError | None
             return e
         response = getattr(e, "response", None)
         status = getattr(response, "status_code", None)
-        if isinstance(status, int) and status >= 400:
+        if response is not None and isinstance(status, int) and status >= 400:
             headers = getattr(response, "headers", None)
             try:
-                body: Any = response.content  # type: ignore[union-attr]
+                body: Any = response.content
             except Exception:  # a streamed response whose body was not read
                 body = getattr(e, "body", None)
             return classify_http_error(provider, status, body, dict(headers) if headers is not None else None)
@@ -390,6 +390,7 @@ def attachment(kind: str, *, url: Any = None, media_type: Any = None, file_id: A
     """An engine attachment (never the bytes) from what a framework's content part says: an http(s)
     URL, a ``data:`` URL or inline bytes (``base64``, its media type read from the URL), or a file id."""
     media = media_type if isinstance(media_type, str) else None
+    where: Literal["base64", "url", "file"]
     if isinstance(url, str) and url.startswith("data:"):
         media = media or (url[5:].split(";", 1)[0].split(",", 1)[0] or None)
         where, ref = "base64", None
@@ -400,7 +401,7 @@ def attachment(kind: str, *, url: Any = None, media_type: Any = None, file_id: A
     else:
         where, ref = "base64", None
     image = kind == "image" or (media or "").startswith("image/")
-    return Attachment("image" if image else "document", media_type=media, source=where, url=ref, title=title if isinstance(title, str) else None)  # type: ignore[arg-type]
+    return Attachment("image" if image else "document", media_type=media, source=where, url=ref, title=title if isinstance(title, str) else None)
 
 
 def text_of(content: Any) -> str:

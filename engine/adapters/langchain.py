@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 from uuid import uuid4
 
 try:
@@ -225,7 +225,8 @@ class CompactionMiddleware(AgentMiddleware):
         for item in surface_items(call.measured):
             original = state.get(item.message.source_key) if item.message.source_key else None
             if original is None:
-                messages.append(from_engine(item.message, preview=item.pruned))  # type: ignore[arg-type]
+                # a concrete message class (messages_from_dict, HumanMessage, SystemMessage): one of AnyMessage
+                messages.append(cast("AnyMessage", from_engine(item.message, preview=item.pruned)))
             else:
                 messages.append(original.model_copy(update={"content": item.message.content}) if item.pruned else original)
         return request.override(messages=messages)

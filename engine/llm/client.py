@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import threading
 import time
-from typing import Any, Awaitable, Callable, Mapping, TypeVar
+from typing import Any, Callable, Coroutine, Mapping, TypeVar
 
 import httpx
 
@@ -170,18 +170,18 @@ class ChatClient:
             ) from exc
 
 
-def _run_blocking(factory: Callable[[], Awaitable[T]]) -> T:
+def _run_blocking(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run the coroutine ``factory()`` makes to its end on a fresh event loop and return its result;
     on a helper thread when this thread already runs a loop (``asyncio.run`` refuses to nest)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(factory())  # type: ignore[arg-type]
+        return asyncio.run(factory())
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(factory())  # type: ignore[arg-type]
+            box["value"] = asyncio.run(factory())
         except BaseException as exc:  # re-raised in the calling thread
             box["error"] = exc
 
