@@ -373,22 +373,23 @@ def _pooled(runs: Sequence[Run], strategy: str, kind: str | None, *, summarized_
     return k, p, n
 
 
-def targets(runs: Sequence[Run]) -> list[tuple[str, bool | None]]:
-    """The issue's target per kind: ours ≥ 90 % and ahead of both peers (None: not measured)."""
-    out = []
+VIEWS: tuple[tuple[str, str, bool], ...] = (("pooled", "", False), ("after summaries", "pressure", True), ("compact now", "manual", False))
+
+
+def targets(runs: Sequence[Run], view: str = "pooled") -> list[tuple[str, bool | None]]:
+    """The issue's target per kind in one of :data:`VIEWS`: ours ≥ 90 % and ahead of both peers
+    (``None``: not measured, or no peer ran)."""
+    _, mode, only = next(v for v in VIEWS if v[0] == view)
+    chosen = [r for r in runs if not mode or r.mode == mode]
+    out: list[tuple[str, bool | None]] = []
     for kind in fs.KINDS:
-        k, _, n = _pooled(runs, "ours", kind)
-        if not n:
+        k, _, n = _pooled(chosen, "ours", kind, summarized_only=only)
+        theirs = [_pooled(chosen, p, kind, summarized_only=only) for p in peers.STRATEGIES]
+        if not n or not any(r.strategy in peers.STRATEGIES for r in runs):
             out.append((kind, None))
             continue
         mine = k / n
-        ahead = True
-        for p in peers.STRATEGIES:
-            pk, _, pn = _pooled(runs, p, kind)
-            if pn:
-                ahead = ahead and mine > pk / pn
-            else:
-                ahead = False if any(r.strategy == p for r in runs) else ahead
+        ahead = all(mine > pk / pn for pk, _, pn in theirs if pn)  # a peer that never compacted is no comparison
         out.append((kind, mine >= 0.9 and ahead))
     return out
 
@@ -396,12 +397,12 @@ def targets(runs: Sequence[Run]) -> list[tuple[str, bool | None]]:
 def table_markdown(runs: Sequence[Run]) -> str:
     """The section: facts kept per kind × strategy, per session, and the rule."""
     ran = [s for s in STRATEGIES if any(r.strategy == s for r in runs)]
-    head = ["Kind of fact", *(LABELS[s] for s in ran), "Target (≥ 90 %, ahead of both)"]
-    met = dict(targets(runs))
+    head = ["Kind of fact", *(LABELS[s] for s in ran), "Target (ours ≥ 90 %, ahead of both): " + " · ".join(v[0] for v in VIEWS)]
+    met = {view: dict(targets(runs, view)) for view, _, _ in VIEWS}
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
     for kind in (*fs.KINDS, None):
         cells = [_share(*_pooled(runs, s, kind)[::2]) for s in ran]
-        verdict = "" if kind is None else ("n/a" if met[kind] is None else ("met" if met[kind] else "**not met**"))
+        verdict = "" if kind is None else " · ".join("n/a" if met[v][kind] is None else ("met" if met[v][kind] else "**not met**") for v, _, _ in VIEWS)
         lines.append(f"| {kind or '**all kinds**'} | " + " | ".join(cells) + f" | {verdict} |")
     partial = ", ".join(f"{LABELS[s]} {_pooled(runs, s, None)[1]}" for s in ran)
 

@@ -139,3 +139,27 @@ def test_a_small_session_end_to_end_through_every_strategy(tmp_path: Path) -> No
         assert "LangChain" in text and "chars/4" in text
     else:
         pytest.skip(f"ours checked; peers not installed: {fr.peers.available()}")
+
+
+def _run(strategy: str, mode: str, statuses: list[str], *, summarized: bool = True) -> fr.Run:
+    facts = [fs.Fact(f"f{i}", "number", "early", ("x",), "") for i in range(len(statuses))]
+    run = fr.Run("s", "generated", strategy, mode, 1000, 10, 100, facts)
+    run.compactions.append(fr.Compaction(50, {f.fid: s for f, s in zip(facts, statuses)}, summarized))
+    return run
+
+
+def test_the_target_is_ninety_percent_and_ahead_of_both_peers_in_each_view() -> None:
+    ours_all = _run("ours", "pressure", ["kept"] * 9 + ["lost"])
+    weak_peers = [_run(p, "pressure", ["kept"] * 5 + ["lost"] * 5) for p in ("langchain", "chars/4")]
+    assert dict(fr.targets([ours_all, *weak_peers]))["number"] is True
+    strong = _run("chars/4", "pressure", ["kept"] * 10)
+    assert dict(fr.targets([ours_all, weak_peers[0], strong]))["number"] is False  # behind one peer
+    assert dict(fr.targets([_run("ours", "pressure", ["kept"] * 8 + ["lost"] * 2), *weak_peers]))["number"] is False  # under 90 %
+    assert dict(fr.targets([ours_all]))["number"] is None  # no peer ran: not judged
+    # a prune-only compaction counts in the pooled view, not in "after summaries"
+    prune = _run("ours", "pressure", ["kept"] * 10, summarized=False)
+    summary = _run("ours", "pressure", ["lost"] * 10)
+    views = {v: dict(fr.targets([prune, summary, *weak_peers], v))["number"] for v, _, _ in fr.VIEWS}
+    assert views == {"pooled": False, "after summaries": False, "compact now": None}
+    text = fr.table_markdown([ours_all, *weak_peers])
+    assert "| number | 90 % (9/10) | 50 % (5/10) | 50 % (5/10) | met · met · n/a |" in text
