@@ -34,7 +34,7 @@ from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_messag
 from .meter import Measurement, TokenMeter, default_meter
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
 from .previews import replacement_preview
-from .pruning import PruneReport, prune_surface, stale_results
+from .pruning import PruneReport, Pruned, prune_dropped, prune_surface, stale_results
 from .specifics import dropped_at_compaction
 from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
@@ -425,6 +425,9 @@ class Compactor:
                 self._record(thread, PruneFailedEvent(failed=_failures(report)), trigger=trigger, run_id=run.run_id)
             return m
         pruned = {p.message_id: p for p in report.pruned if p.message_id is not None}
+        # what the previews leave out, against the surface after the prune (outside the row lock)
+        left_out = prune_dropped(report, m.surface.messages, system_prompt=m.envelope.system_prompt,
+                                 summary=m.surface.summary, current_request=_request_text(m.snapshot))
         with self.store.locked(thread) as tx:
             # another run may have pruned some of these, or moved the boundary past them, meanwhile
             ids = tx.prunable(list(pruned))
@@ -444,11 +447,14 @@ class Compactor:
                 generation_after=gen,
                 boundary=after.snapshot.state.boundary,
                 pruned=tuple(
-                    PrunedResult(message_id=o.message_id, tool=o.tool_name, sha256=o.sha256, path=o.path, original_tokens=o.original_tokens, preview_tokens=o.preview_tokens)
+                    PrunedResult(message_id=o.message_id, tool=o.tool_name, sha256=o.sha256, path=o.path, original_tokens=o.original_tokens, preview_tokens=o.preview_tokens,
+                                 **_left_out_counts(pruned[o.message_id]))
                     for o in offloads
                 ),
                 failed=_failures(report),
                 duration_ms=_ms_since(started),
+                **(left_out if set(ids) == set(pruned) else prune_dropped(report, m.surface.messages, system_prompt=m.envelope.system_prompt,
+                                                                          summary=m.surface.summary, current_request=_request_text(m.snapshot), ids=set(ids))),
             )
             write_event(tx, event, trigger=trigger, run_id=run.run_id)
         return after
@@ -690,6 +696,11 @@ def _request_text(snap: Snapshot) -> str | None:
         return stored.content
     visible = current_request(snap.messages)
     return visible.content if visible is not None else None
+
+
+def _left_out_counts(p: Pruned) -> dict[str, int]:
+    """A pruned result's specifics and how many its preview leaves out (event keys of PrunedResult)."""
+    return {} if p.left_out is None else {"specifics_seen": p.left_out.seen, "left_out": p.left_out.dropped_count or 0}
 
 
 def _failures(report: PruneReport) -> tuple[PruneFailure, ...]:

@@ -175,6 +175,10 @@ class PrunedResult(Record):
     path: str | None = None
     original_tokens: int | None = None
     preview_tokens: int | None = None
+    #: specifics the original showed, and how many of them its preview leaves out (the full text is
+    #: in the Workdir); absent on events written before prunes recorded them
+    specifics_seen: int | None = _only_when_set()
+    left_out: int | None = _only_when_set()
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +230,20 @@ class PruneEvent(Event):
     pruned: tuple[PrunedResult, ...] | None = None
     failed: tuple[PruneFailure, ...] | None = None
     duration_ms: float | None = None
+    #: what the pruned results showed that neither their previews nor the rest of the surface after
+    #: the prune shows, with the keys and meaning of a ``summary`` event's (engine.pruning.prune_dropped);
+    #: absent on events written before prunes recorded them
+    specifics_seen: int | None = _only_when_set()
+    dropped_specifics: int | None = _only_when_set()
+    dropped_referenced: int | None = _only_when_set()
+    dropped: tuple[DroppedEntry, ...] | None = _only_when_set()
+    dropped_truncated: bool | None = _only_when_set()
+    specifics_ms: float | None = _only_when_set()
+
+    def specifics(self) -> "DroppedSpecifics | None":
+        """The dropped specifics as :class:`engine.specifics.DroppedSpecifics`; ``None`` for an
+        event written before prunes recorded them."""
+        return DroppedSpecifics.from_json(self)
 
 
 @dataclass(frozen=True, slots=True)

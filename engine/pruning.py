@@ -15,18 +15,33 @@ A :class:`Pruned` carries the one offload record type, :class:`engine.views.Offl
 
 from __future__ import annotations
 
+import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Collection, Literal, Sequence
+from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 
+from engine.events import DroppedEntry
 from engine.messages import META_PRUNED, Message
-from engine.previews import PreviewBudgetError, build_replacement, is_structured_tool
-from engine.specifics import extract_identifiers
+from engine.previews import PreviewBudgetError, build_replacement, has_records, is_structured_tool, replacement_preview
+from engine.specifics import DroppedSpecifics, dropped_at_compaction, dropped_specifics, extract_identifiers
 from engine.surface import shown_message
 from engine.views import Offload
 from engine.workdir import Workdir, WorkdirError, sha256_text
 
-__all__ = ["FALLBACK_TOOL_NAME", "PruneFailed", "PruneReport", "Pruned", "prune_surface", "prune_tool_result", "stale_results", "tool_name_of"]
+__all__ = [
+    "FALLBACK_TOOL_NAME",
+    "PruneFailed",
+    "PruneReport",
+    "Pruned",
+    "prune_dropped",
+    "prune_surface",
+    "prune_tool_result",
+    "stale_results",
+    "tool_name_of",
+]
+
+log = logging.getLogger(__name__)
 
 FALLBACK_TOOL_NAME = "tool"
 #: share of ``preview_tokens`` a stale result's replacement gets (see :func:`stale_results`): half,
@@ -43,6 +58,9 @@ class Pruned:
 
     offload: Offload
     replacement: Message
+    #: the specifics of the original its preview does not show (:func:`engine.specifics.dropped_specifics`
+    #: of the original against the preview alone; the full text is in the Workdir)
+    left_out: DroppedSpecifics | None = None
 
     # read-only shortcuts to the offload record
     @property
@@ -113,14 +131,17 @@ def prune_tool_result(
     tool_name: str | None = None,
     saved_as: Literal["path", "name"] = "path",
     wider_tokens: int | None = None,
+    shapes: Mapping[str, str] | None = None,
 ) -> Pruned | PruneFailed | None:
     """Offload ``message`` if it counts more than ``limit_tokens``.
 
     ``wider_tokens``: a larger budget the replacement takes instead when the one within
     ``preview_tokens`` would hide identifiers (paths, URLs, ids) the original names and the larger
-    one shows more of them (a stale result's half budget, :func:`prune_surface`). Not for a
-    structured tool (``query_kb``, ``web_search``): its preview already falls back to id-only
-    result lines within the budget, so only its chunk ids could gain, at the cost of a bigger surface.
+    one shows more of them (a stale result's half budget, :func:`prune_surface`). Not for a list of
+    records (JSON with a result list, or a tool configured to the ``records`` shape): its preview
+    already falls back to id-only lines within the budget, so only ids inside the content could
+    gain, at the cost of a bigger surface. ``shapes``: tools configured to a preview shape
+    (:data:`engine.previews.DEFAULT_TOOL_SHAPES` when ``None``).
 
     ``None``: at or under the limit, or already pruned. :class:`PruneFailed`: the Workdir write
     failed, nothing replaced. ``tool_name`` defaults to :func:`tool_name_of` ``(message)``.
@@ -156,10 +177,12 @@ def prune_tool_result(
             original_tokens=original_tokens,
             budget_tokens=budget,
             count_tokens=count_tokens,
+            shapes=shapes,
         )
 
     text = replacement(min(preview_tokens, limit_tokens))
-    if wider_tokens is not None and preview_tokens < wider_tokens < original_tokens and not is_structured_tool(name):
+    if (wider_tokens is not None and preview_tokens < wider_tokens < original_tokens
+            and not is_structured_tool(name, shapes) and not has_records(message.content)):
         idents = extract_identifiers(message.content)
         hidden = sum(i not in text for i in idents)
         if hidden:
@@ -180,7 +203,12 @@ def prune_tool_result(
         preview_tokens=count_tokens(text),
         generation=None,  # set by the store when it records the prune
     )
-    return Pruned(offload=offload, replacement=shown_message(message, offload))
+    try:
+        left_out: DroppedSpecifics | None = dropped_specifics(before=[message.content], summary=None, after=[replacement_preview(text)])
+    except Exception:  # a bug in a pure extractor must not lose a prune: the counts stay unknown
+        log.warning("specifics left out by a preview failed", exc_info=True)
+        left_out = None
+    return Pruned(offload=offload, replacement=shown_message(message, offload), left_out=left_out)
 
 
 def _shown_path(path: Path, saved_as: str) -> str:
@@ -214,6 +242,7 @@ def prune_surface(
     limit_tokens: int,
     preview_tokens: int,
     stale: Collection[int] = (),
+    shapes: Mapping[str, str] | None = None,
 ) -> PruneReport:
     """Apply :func:`prune_tool_result` (``saved_as="name"``: the compactor's previews name the file in
     the Workdir, not its whole path) to every tool message of ``messages``, keeping their order:
@@ -246,6 +275,7 @@ def prune_surface(
                         tool_name=name,
                         saved_as="name",
                         wider_tokens=preview_tokens if budget < preview_tokens else None,
+                        shapes=shapes,
                     )
                     break
                 except PreviewBudgetError as exc:  # a policy too tight for the header: keep the original
@@ -259,3 +289,53 @@ def prune_surface(
                 failed.append(outcome)
             out.append(m)
     return PruneReport(messages=tuple(out), pruned=tuple(pruned), failed=tuple(failed))
+
+
+def prune_dropped(
+    report: PruneReport,
+    surface: Sequence[Message],
+    *,
+    system_prompt: str | None = None,
+    summary: str | None = None,
+    current_request: str | None = None,
+    ids: Collection[int] | None = None,
+) -> dict[str, Any]:
+    """The ``prune`` event's dropped-specifics keys, the ones a ``summary`` event records
+    (``specifics_seen``, ``dropped_specifics``, ``dropped_referenced``, ``dropped``,
+    ``dropped_truncated``, ``specifics_ms``): what the pruned originals showed that neither their
+    previews nor anything else on the surface after the prune shows (``surface``: the messages
+    before it, each pruned one replaced by its preview here), referenced by the current request
+    and that surface. ``ids``: the pruned results recorded (default: all of ``report``)."""
+    started = time.perf_counter()
+    try:
+        return _prune_dropped(report, surface, system_prompt=system_prompt, summary=summary, current_request=current_request, ids=ids, started=started)
+    except Exception:  # a bug in a pure extractor must not lose a prune: the keys stay unknown
+        log.warning("dropped specifics of a prune failed", exc_info=True)
+        return {}
+
+
+def _prune_dropped(report: PruneReport, surface: Sequence[Message], *, system_prompt: str | None, summary: str | None,
+                   current_request: str | None, ids: Collection[int] | None, started: float) -> dict[str, Any]:
+    chosen = [p for p in report.pruned if ids is None or p.message_id in ids]
+    by_id = {p.message_id: p.replacement for p in chosen if p.message_id is not None}
+    originals = {p.message_id for p in chosen}
+    replaced: list[Message] = []
+    for m in surface:
+        if m.id in by_id:
+            replaced.append(by_id[m.id])
+        else:
+            replaced.append(m)
+    before = [m for m in surface if m.id in originals and m.id is not None]
+    found = dropped_at_compaction(
+        summarized=before,
+        previous_summary=None,
+        summary=summary,
+        kept=replaced,
+        system_prompt=system_prompt,
+        current_request=current_request,
+        shown=replacement_preview,
+    )
+    fields = found.event_fields()
+    fields["dropped"] = tuple(DroppedEntry(kind=d.kind, value=d.value, referenced=d.referenced) for d in found.dropped)
+    fields["specifics_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    return fields

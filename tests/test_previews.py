@@ -17,6 +17,7 @@ from engine.previews import (
     build_replacement,
     generic_preview,
     is_structured_tool,
+    parse_records,
     render_preview,
     structured_preview,
 )
@@ -28,16 +29,8 @@ INTERNAL = "/srv/kb/host01/private/vol7/manual.pdf"
 
 
 def parse_structured(text: str) -> tuple[dict[str, object], list[dict[str, object]]]:
-    """Split a structured preview into its ``key: value`` lines and its result objects."""
-    meta: dict[str, object] = {}
-    rows: list[dict[str, object]] = []
-    for line in text.split("\n"):  # not splitlines(): a value may hold U+0085 or U+2028 unescaped
-        if line.startswith("{"):
-            rows.append(json.loads(line))
-        else:
-            key, _, value = line.partition(": ")
-            meta[key] = json.loads(value)
-    return meta, rows
+    """Split a records preview into its ``key: value`` lines and its records (one dict per line)."""
+    return parse_records(text)
 
 
 def kb_payload(n: int, content_words: int = 400) -> dict[str, object]:
@@ -255,7 +248,8 @@ def test_structured_kb_preview_keeps_fields_in_order_and_fits() -> None:
     assert meta["query"] == payload["query"]
     assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(30)]  # original order
     first = rows[0]
-    assert list(first) == ["doc_id", "chunk_id", "file_id", "kb_id", "source", "title", "url", "score", "content"]
+    # fields in the order they are given up: ids (source names too), URLs, titles, scores, content
+    assert list(first) == ["doc_id", "chunk_id", "file_id", "kb_id", "source", "url", "title", "score", "content"]
     assert first["chunk_id"] == "doc-0#c0" and first["file_id"] == "file-0" and first["kb_id"] == "kb-security"
     assert first["url"] == "https://docs.example.com/keys/0" and first["score"] == 0.95
     assert str(first["content"]).startswith("word0 word1") and str(first["content"]).endswith("…")
@@ -281,13 +275,16 @@ def test_one_result_in_a_160_token_preview_keeps_its_ids() -> None:
 
 
 def _level(row: dict[str, object]) -> int:
-    """How much of a kb_payload result a row shows: 5 content, 4 all fields, 3 ids+URL, 2 first id+URL, 1 ids, 0 one id."""
+    """How much of a kb_payload result a row shows: 5 content, 4 all fields, 3 ids+URLs+titles,
+    2 ids+URLs, 1 ids, 0 one id (the ladder of engine.previews.records)."""
     if "content" in row:
         return 5
-    if "title" in row:
+    if "score" in row:
         return 4
+    if "title" in row:
+        return 3
     if "url" in row:
-        return 3 if "chunk_id" in row else 2
+        return 2
     return 1 if "chunk_id" in row else 0
 
 
@@ -311,7 +308,7 @@ def test_degradation_order_over_a_budget_sweep() -> None:
         if previous is not None:
             assert shown >= previous  # a larger budget never shows less
         previous = shown
-    assert previous == (12, 5)
+    assert previous == (12, 5)  # every result with its content
 
 
 def _realistic_kb(n: int, seed: int) -> dict[str, object]:
@@ -363,7 +360,7 @@ def test_every_id_of_up_to_20_results_is_visible_at_the_default_preview_budget(t
                                 budget_tokens=budget, count_tokens=count)
         assert count(out) <= budget
         key = "doc_id" if tool == "query_kb" else "id"
-        missing = [r[key] for r in payload["results"] if f'"{r[key]}"' not in out]  # type: ignore[index]
+        missing = [r[key] for r in payload["results"] if f"\n{r[key]} | " not in out and f"\n{r[key]}\n" not in out]  # type: ignore[index]
         assert not missing, (n, missing)
         assert "omitted_results" not in out
 
@@ -455,9 +452,11 @@ def test_bad_json_falls_back_to_generic(content: str) -> None:
     assert preview == generic_preview(big, budget_tokens=200, count_tokens=count)
 
 
-def test_structured_preview_only_for_search_tools() -> None:
+def test_records_are_detected_from_the_content_whatever_the_tool() -> None:
+    # deliberately different since previews read the content: any tool's result list is records
     text = json.dumps(kb_payload(30))
-    assert render_preview("read_file", text, budget_tokens=300, count_tokens=count).startswith("[head: chars 0-")
+    assert render_preview("read_file", text, budget_tokens=300, count_tokens=count) == render_preview(
+        "query_kb", text, budget_tokens=300, count_tokens=count)
     assert is_structured_tool("mcp__kb__query_kb") and is_structured_tool("tools.web_search")
     assert not is_structured_tool("query_kb_admin")
 
@@ -504,12 +503,13 @@ def test_replacement_names_tool_tokens_hash_and_path_within_budget() -> None:
                             budget_tokens=600, count_tokens=count)
     assert count(out) <= 600
     lines = out.splitlines()
-    assert lines[0] == f"[tool result offloaded: query_kb, ~{original} tokens]"
-    assert lines[1] == f"sha256: {SHA}" and lines[2] == f"saved: {PATH}" and lines[3] == "preview:"
-    assert lines[4] == "result_count: 30"
+    # one header line: the saved file names the hash once (the older frame wrote it twice)
+    assert lines[0] == f"[tool result offloaded: query_kb, ~{original} tokens; full text: {PATH}]"
+    assert out.count(SHA) == 1
+    assert lines[1] == "result_count: 30"
     assert lines[-1].startswith("[end of preview: ~") and "tokens left out" in lines[-1]
     left_out = int(lines[-1].split("~")[1].split()[0])
-    assert left_out == original - count("\n".join(lines[4:-1]))
+    assert left_out == original - count("\n".join(lines[1:-1]))
 
 
 @pytest.mark.parametrize("budget", [120, 200, 600, 3000])

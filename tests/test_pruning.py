@@ -10,7 +10,7 @@ import pytest
 
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
-from engine.previews import PreviewBudgetError
+from engine.previews import PreviewBudgetError, parse_records, replacement_preview
 from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, stale_results, tool_name_of
 from engine.surface import shown_message
 from engine.views import Offload
@@ -53,7 +53,9 @@ def test_pruned_result_is_saved_first_and_replaced_by_the_preview(tmp_path: Path
     assert wd.read(sha) == content
     assert out.original_tokens == 5000
     assert out.preview_tokens == count(out.preview) <= PREVIEW
-    assert f"sha256: {sha}" in out.preview and f"saved: {out.path}" in out.preview
+    # one header line names the saved file (the hash is in its name: said once, not twice as before)
+    assert out.preview.startswith(f"[tool result offloaded: shell, ~5000 tokens; full text: {out.path}]\n")
+    assert out.preview.count(sha) == 1
     r = out.replacement
     assert r.content == out.preview and r.metadata[META_PRUNED] == sha
     assert (r.id, r.role, r.tool_call_id, r.name) == (42, "tool", "call-7", "shell")
@@ -78,7 +80,8 @@ def test_structured_result_is_pruned_with_structured_preview(tmp_path: Path) -> 
                             "metadata": {"_internal_path": "/srv/kb/host01/x"}} for i in range(20)]}
     out = prune(tool_result("c", json.dumps(payload), name="query_kb"), Workdir(tmp_path), limit=1000, preview=600)
     assert isinstance(out, Pruned) and out.preview_tokens <= 600
-    assert "result_count: 20" in out.preview and all(f'"doc_id":"d{i}"' in out.preview for i in range(20))  # every id kept
+    _, rows = parse_records(replacement_preview(out.preview))
+    assert "result_count: 20" in out.preview and [r["doc_id"] for r in rows] == [f"d{i}" for i in range(20)]  # every id kept
     assert "/srv/kb" not in out.preview
 
 
@@ -183,10 +186,10 @@ def test_the_compactors_previews_name_the_saved_file_in_the_workdir_not_its_whol
     msg = tool_result("call-1", text_of_tokens(3000), name="shell", id=9)
     report = prune_surface([assistant("", ToolCall("call-1", "shell", "{}"), id=8), msg], workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
     (p,) = report.pruned
-    assert f"\nsaved: shell-{p.sha256}.txt\n" in p.preview and f"sha256: {p.sha256}\n" in p.preview
+    assert f"; full text: shell-{p.sha256}.txt]\n" in p.preview and p.preview.count(p.sha256) == 1
     assert str(deep.root) not in p.preview and Path(p.path) == deep.path_for("shell", p.sha256)
     full = prune_tool_result(msg, workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
-    assert isinstance(full, Pruned) and f"saved: {full.path}\n" in full.preview  # the CLI's default: the path
+    assert isinstance(full, Pruned) and f"; full text: {full.path}]\n" in full.preview  # the CLI's default: the path
     with pytest.raises(ValueError):
         prune_tool_result(msg, workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600, saved_as="url")  # type: ignore[arg-type]
 
@@ -211,7 +214,8 @@ def test_every_url_of_20_url_only_web_results_is_visible_in_the_surface_preview(
                            workdir=wd, count_tokens=count, limit_tokens=2000, preview_tokens=600)
     (p,) = report.pruned
     assert count(p.preview) <= 600 and "omitted_results" not in p.preview
-    assert [r["url"] for r in results if f'"{r["url"]}"' not in p.preview] == []
+    _, rows = parse_records(replacement_preview(p.preview))
+    assert [r["url"] for r in results if r["url"] not in [x.get("url") for x in rows]] == []
 
 
 def _rounds(n: int, tokens: int) -> list:
@@ -236,7 +240,9 @@ def test_stale_results_are_pruned_when_their_preview_is_smaller_and_fresh_ones_o
     report = prune_surface(msgs, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT * 10, preview_tokens=PREVIEW, stale={3, 5})
     assert [p.message_id for p in report.pruned] == [3, 5]  # 450 > 200 (the preview) for the stale two only
     assert all(p.preview_tokens <= PREVIEW < p.original_tokens for p in report.pruned)
-    small = _rounds(2, PREVIEW)  # a stale result no bigger than its preview would not shrink: kept
+    # a stale result no bigger than its half budget would not shrink: kept (with the one-line frame a
+    # result of the full preview budget is now pruned to its half budget, which the old frame could not hold)
+    small = _rounds(2, PREVIEW // 2)
     assert prune_surface(small, workdir=Workdir(tmp_path), count_tokens=count, limit_tokens=LIMIT, preview_tokens=PREVIEW, stale={3, 5}).pruned == ()
 
 

@@ -465,14 +465,18 @@ class ThreadHistory:
 
     def _recorded_dropped(self, c: _Compaction, summarized: Sequence[Message], before: _Sides, after: _Sides,
                           last_id: int | None) -> tuple[DroppedSpecifics | None, str | None]:
-        if c.kind == "prune":
-            return None, "a prune drops no specifics by definition (each preview keeps the result's identifiers)"
         data = c.event.data if c.event is not None and isinstance(c.event.data, Mapping) else {}
         recorded = _dropped_from_event(data)
         if recorded is not None:
             return recorded, None
         h = c.record
         assert h is not None
+        if c.kind == "prune":  # what the previews left out (the full texts are in the Workdir)
+            replaced = set(h.pruned_message_ids)
+            originals = [m for m in before.messages if m.id in replaced]
+            computed = _compute_dropped(originals, after, self.snapshot.system_prompt, previous=None, summary=after.summary,
+                                        request=self.request_before(last_id), retained=after.messages)
+            return computed, "what the previews left out computed now from the stored results (not recorded with the prune)"
         retained = [m for m in before.messages if m.id is not None and h.boundary_after is not None and m.id > h.boundary_after]
         computed = _compute_dropped(summarized, after, self.snapshot.system_prompt, previous=before.summary, summary=after.summary,
                                     request=self.request_before(last_id), retained=retained)
@@ -647,8 +651,8 @@ def _kept_messages(c: SourceCompaction) -> list[Message]:
 
 
 def _dropped_from_event(data: Mapping[str, Any]) -> DroppedSpecifics | None:
-    """The dropped specifics recorded with a summary event, or None when it has none (an event
-    written before they existed)."""
+    """The dropped specifics recorded with a summary or prune event (the same keys), or None when
+    it has none (an event written before they existed)."""
     return DroppedSpecifics.from_json(data) if isinstance(data.get("specifics_seen"), int) else None
 
 

@@ -9,7 +9,7 @@ import pytest
 
 import engine.compactor as compactor_module
 from engine.compactor import RunState
-from engine.events import EventKind, SummaryEvent, parse_event
+from engine.events import EventKind, PruneEvent, SummaryEvent, parse_event
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.specifics import MAX_DROPPED, DroppedSpecific
 from engine.summarizers.protocol import SummaryRequest, SummaryResult
@@ -157,8 +157,9 @@ def test_a_failing_comparison_never_costs_the_summary(make, new_key, monkeypatch
     assert event.specifics() is None and svc.compaction_state(key).summary
 
 
-def test_a_prune_drops_nothing(make, new_key):
-    """A prune records no dropped specifics: the preview keeps the ids of what it replaced."""
+def test_a_prune_records_what_its_previews_leave_out(make, new_key):
+    """A prune records the dropped specifics a summary records (issue 25; prunes recorded none
+    before): the preview keeps the ids of what it replaced, so none of them is among them."""
     svc = make(Terse())
     key = new_key("prune")
     new_thread(svc, key)
@@ -173,3 +174,9 @@ def test_a_prune_drops_nothing(make, new_key):
     assert out.action == "pruned" and not summary_events(svc, key)
     preview = svc.offloads(key)[rid].preview
     assert all(f"doc-{i}" in preview for i in range(40))
+    (event,) = [parse_event(e.kind, e.data) for e in svc.events(key) if e.kind == EventKind.PRUNE]
+    assert isinstance(event, PruneEvent) and event.specifics_seen is not None and event.specifics_seen >= 40
+    found = event.specifics()
+    assert found is not None and not any(d.value.startswith("doc-") for d in found.dropped)
+    (result,) = event.pruned or ()
+    assert result.message_id == rid and result.specifics_seen is not None and result.left_out is not None

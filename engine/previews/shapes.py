@@ -1,0 +1,222 @@
+"""Which preview a tool result gets, from its content: JSON (also inside text, an MCP ``content``
+list, Claude Code's ``toolUseResult`` shapes) holding records, a test log, a grep / ls listing, a
+table, a file read; whatever the tool is called. A configured tool name can force a shape
+(:data:`SHAPES`); when the content does not have that shape, detection decides as for any tool.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable, Mapping
+
+from ._text import CountTokens
+from .records import RecordSet, clip, from_mappings, norm_key, records_preview, top_level_lines
+from .texts import file_read_preview, grep_preview, parse_file_read, parse_grep, parse_table, parse_test_log, test_log_preview
+
+__all__ = ["SHAPES", "find_records", "parse_json", "shaped_preview"]
+
+#: the shapes a tool can be configured to (``generic``: head / tail slices whatever the content)
+SHAPES: tuple[str, ...] = ("records", "test_log", "grep", "table", "file_read", "generic")
+#: keys that may hold a result list: preferred when two lists name as many records
+RESULT_LIST_KEYS: tuple[str, ...] = (
+    "results", "documents", "items", "data", "chunks", "hits", "docs", "search_results", "organic_results", "web",
+    "records", "rows", "entries", "files", "filenames", "matches", "issues", "nodes", "edges", "objects",
+)
+#: a JSON object's text field that is the result itself (Bash's stdout, a Grep in content mode)
+TEXT_KEYS: tuple[str, ...] = ("content", "text", "stdout", "output", "result", "body", "markdown", "data")
+MAX_DEPTH = 4  # how deep records are looked for
+MAX_NODES = 4000  # how many JSON values a search visits (a huge result is judged by its start)
+MAX_NESTING = 3  # text inside JSON inside text …: how many times content is unwrapped
+EMBEDDED_SHARE = 0.6  # JSON inside text is the result when it is at least this share of it
+
+Render = Callable[[int], "str | None"]
+
+
+def parse_json(content: str) -> tuple[Any, str, str] | None:
+    """(value, text before, text after) of ``content`` when it is JSON, or holds one JSON value of
+    at least :data:`EMBEDDED_SHARE` of its length (``Results:\\n{...}``); ``None`` otherwise."""
+    text = content.strip()
+    if not text:
+        return None
+    if text[0] in "[{":
+        try:
+            return json.loads(text), "", ""
+        except (ValueError, RecursionError):
+            pass
+    decoder = json.JSONDecoder()
+    start = -1
+    for _ in range(8):  # the first few openings at a line start (or the very start)
+        start = min((i for i in (text.find("\n{", start + 1), text.find("\n[", start + 1)) if i >= 0), default=-1)
+        if start < 0:
+            break
+        try:
+            value, end = decoder.raw_decode(text, start + 1)
+        except (ValueError, RecursionError):
+            continue
+        if (end - start) >= len(text) * EMBEDDED_SHARE and isinstance(value, (dict, list)):
+            return value, text[:start].strip(), text[end:].strip()
+    return None
+
+
+def _identified(item: Any) -> bool:
+    """A JSON object with a field naming it (an id, URL, title, name or path)."""
+    if not isinstance(item, Mapping):
+        return False
+    rs = from_mappings([item])
+    return any(role <= 2 for _, role in rs.columns)
+
+
+def find_records(value: Any) -> tuple[list[Any], Mapping[str, Any] | None] | None:
+    """The list of records in a parsed JSON value and the object holding it: of every list of
+    objects (depth :data:`MAX_DEPTH`), the one with the most identified records, a list under a
+    known key (``results``, ``items``, …) or nearer the top when two tie; ``None`` when none."""
+    best: tuple[tuple[int, int, int], list[Any], Mapping[str, Any] | None] | None = None
+    visited = 0
+    stack: list[tuple[Any, int, Mapping[str, Any] | None, bool]] = [(value, 0, None, True)]
+    while stack and visited < MAX_NODES:
+        node, depth, parent, known = stack.pop()
+        visited += 1
+        if isinstance(node, list):
+            objects = [x for x in node[:200] if isinstance(x, Mapping)]
+            if objects and len(objects) * 2 >= min(len(node), 200) or not node and known:
+                named = sum(_identified(x) for x in objects[:50])
+                score = (named if len(node) <= 50 else named * len(node) // 50, int(known), -depth)
+                if named or known:
+                    if best is None or score > best[0]:
+                        best = (score, node, parent)
+            if depth < MAX_DEPTH:
+                stack.extend((x, depth + 1, parent, False) for x in node[:50] if isinstance(x, (list, Mapping)))
+        elif isinstance(node, Mapping) and depth < MAX_DEPTH:
+            for k, v in node.items():
+                if isinstance(v, (list, Mapping)):
+                    stack.append((v, depth + 1, node, norm_key(k) in RESULT_LIST_KEYS))
+    if best is None:
+        return None
+    return best[1], best[2]
+
+
+def _mcp_text(value: Any) -> str | None:
+    """The text of an MCP tool result: ``[{"type": "text", "text": …}, …]`` or
+    ``{"content": [...], "isError": …}`` (``structuredContent`` is read by the caller first)."""
+    blocks = value.get("content") if isinstance(value, Mapping) else value
+    if not isinstance(blocks, list) or not blocks:
+        return None
+    if not all(isinstance(b, Mapping) and isinstance(b.get("type"), str) for b in blocks):
+        return None
+    texts = [b["text"] for b in blocks if b.get("type") == "text" and isinstance(b.get("text"), str)]
+    return "\n".join(texts) if texts else None
+
+
+def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nesting: int, forced: str | None) -> list[Render]:
+    notes = [f"note: {json.dumps(clip(t), ensure_ascii=False)}" for t in (before, after) if t]
+    if isinstance(value, Mapping) and isinstance(value.get("structuredContent"), (Mapping, list)):
+        return _json_renderers(value["structuredContent"], before, after, count, nesting, forced)
+    mcp = _mcp_text(value)
+    if mcp is not None:
+        return _renderers(mcp, count, nesting + 1, forced)
+    if isinstance(value, Mapping):
+        file = value.get("file")
+        if isinstance(file, Mapping) and isinstance(file.get("filePath"), str) and isinstance(file.get("content"), str):
+            read = parse_file_read(file["content"], str(file["filePath"]))
+            if read is not None:
+                start, total = file.get("startLine"), file.get("totalLines")
+                read.start = start if isinstance(start, int) and start > 0 else read.start
+                read.total = total if isinstance(total, int) else None
+                return [lambda b: file_read_preview(read, budget_tokens=b, count_tokens=count)]
+        if isinstance(value.get("stdout"), str):
+            stderr = value.get("stderr")
+            text = value["stdout"] + (f"\n{stderr}" if isinstance(stderr, str) and stderr.strip() else "")
+            return _renderers(text, count, nesting + 1, forced)
+    found = find_records(value)
+    if found is not None:
+        items, parent = found
+        strings = [x for x in items if isinstance(x, str)]
+        if strings and len(strings) == len(items):  # a list of file names: a listing
+            listing = parse_grep("\n".join(strings))
+            if listing is not None:
+                return [lambda b: grep_preview(listing, budget_tokens=b, count_tokens=count)]
+        top = notes + top_level_lines(value) + (top_level_lines(parent) if parent is not value else [])
+        rs = from_mappings(items, top=list(dict.fromkeys(top)))
+        return [lambda b: records_preview(rs, budget_tokens=b, count_tokens=count)]
+    if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
+        listing = parse_grep("\n".join(value))
+        if listing is not None:
+            return [lambda b: grep_preview(listing, budget_tokens=b, count_tokens=count)]
+    if isinstance(value, Mapping):
+        by_norm = {norm_key(k): v for k, v in value.items()}
+        for key in TEXT_KEYS:
+            text = by_norm.get(key)
+            if isinstance(text, str) and len(text) >= 200:
+                path = next((v for k, v in by_norm.items() if k in ("file_path", "filepath", "path", "filename") and isinstance(v, str)), None)
+                if path is not None:
+                    read = parse_file_read(text, path)
+                    if read is not None:
+                        return [lambda b: file_read_preview(read, budget_tokens=b, count_tokens=count)]
+                return _renderers(text, count, nesting + 1, forced)
+    return []
+
+
+def _text_renderers(text: str, count: CountTokens, forced: str | None) -> list[Render]:
+    out: list[Render] = []
+    order = ["test_log", "grep", "table", "file_read"]
+    if forced in order:
+        order.remove(forced)
+        order.insert(0, forced)
+    for shape in order:
+        if shape == "test_log":
+            log = parse_test_log(text)
+            if log is not None:
+                out.append(lambda b, log=log: test_log_preview(log, text, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+        elif shape == "grep":
+            listing = parse_grep(text)
+            if listing is not None:
+                out.append(lambda b, listing=listing: grep_preview(listing, budget_tokens=b, count_tokens=count, text=text))  # type: ignore[misc]
+        elif shape == "table":
+            rs = parse_table(text)
+            if rs is not None:
+                out.append(lambda b, rs=rs: records_preview(rs, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+        else:
+            read = parse_file_read(text)
+            if read is not None:
+                out.append(lambda b, read=read: file_read_preview(read, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+        if out:
+            return out
+    return out
+
+
+def _renderers(content: str, count: CountTokens, nesting: int, forced: str | None) -> list[Render]:
+    if nesting > MAX_NESTING:
+        return []
+    parsed = parse_json(content)
+    if parsed is not None:
+        found = _json_renderers(*parsed, count, nesting, forced)
+        if found:
+            return found
+    return _text_renderers(content, count, forced)
+
+
+def shaped_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens, forced: str | None = None) -> str | None:
+    """The preview the content's shape calls for, within ``budget_tokens``; ``None`` when it has no
+    shape (or its preview does not fit): the caller uses the generic one. ``forced`` (one of
+    :data:`SHAPES`) is tried first among the text shapes; ``generic`` skips detection."""
+    if forced == "generic":
+        return None
+    for render in _renderers(content, count_tokens, 0, forced):
+        text = render(budget_tokens)
+        if text is not None and count_tokens(text) <= budget_tokens:
+            return text
+    return None
+
+
+def records_of_json(content: str) -> RecordSet | None:
+    """The records of JSON ``content`` (no text around it), or ``None``."""
+    try:
+        value = json.loads(content)
+    except (ValueError, RecursionError):
+        return None
+    found = find_records(value)
+    if found is None or not all(isinstance(x, Mapping) for x in found[0]):
+        return None
+    items, parent = found
+    top = top_level_lines(value) + (top_level_lines(parent) if parent is not value else [])
+    return from_mappings(items, top=list(dict.fromkeys(top)))
