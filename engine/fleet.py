@@ -17,7 +17,7 @@ the fleet view's aggregates, as plain records of :mod:`engine.views`.
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from .errors import EngineError
@@ -25,17 +25,27 @@ from .history.prices import price_tokens
 from .store import FleetReads, Store
 from .store.fleet import DROPPED_BUCKETS
 from .views import (
-    PRESSURE_BAND_LABELS, PRESSURE_BANDS, BandCount, DailyCompactions, DroppedBucket, DroppedThread, FleetStats, PressureStatus,
-    ThreadPage, ThreadQuery,
+    PRESSURE_BAND_LABELS,
+    PRESSURE_BANDS,
+    BandCount,
+    DailyCompactions,
+    DroppedBucket,
+    DroppedThread,
+    FleetStats,
+    PressureStatus,
+    ThreadPage,
+    ThreadQuery,
 )
 
 if TYPE_CHECKING:
     from .snapshots import ThreadMeasure
 
-__all__ = ["STATS_DAYS", "ThreadsFacet"]
+__all__ = ["ALL_THREADS", "STATS_DAYS", "ThreadsFacet"]
 
 log = logging.getLogger(__name__)
 
+#: every thread, newest activity first (the default query)
+ALL_THREADS = ThreadQuery()
 #: the window of ``FleetStats.per_day``: the last 30 UTC days
 STATS_DAYS = 30
 #: the threads ``FleetStats.worst_threads`` lists
@@ -49,14 +59,14 @@ class ThreadsFacet:
         self.store = store
         self.reads = FleetReads(store)
 
-    def page(self, query: ThreadQuery = ThreadQuery(), *, after: str | None = None, limit: int = 200) -> ThreadPage:
+    def page(self, query: ThreadQuery = ALL_THREADS, *, after: str | None = None, limit: int = 200) -> ThreadPage:
         """One page of the threads ``query`` matches (at most ``limit``), after the cursor of the
         previous page (``ThreadPage.after``; None: the first page). Stable under concurrent
         inserts: ordered by (sort value, thread id), each page resumes strictly after the last
         row shown. ``invalid_query`` for an unknown sort or filter, or a cursor of another order."""
         return self.reads.page(query, after=after, limit=limit)
 
-    def count(self, query: ThreadQuery = ThreadQuery()) -> int:
+    def count(self, query: ThreadQuery = ALL_THREADS) -> int:
         """How many threads ``query`` matches."""
         return self.reads.count(query)
 
@@ -66,7 +76,7 @@ class ThreadsFacet:
         per day over the last ``days`` UTC days."""
         if days < 1:
             raise EngineError(f"days must be at least 1, not {days}", code="invalid_query")
-        now = (now or datetime.now(timezone.utc)).astimezone(timezone.utc)
+        now = (now or datetime.now(UTC)).astimezone(UTC)
         start = (now - timedelta(days=days - 1)).replace(hour=0, minute=0, second=0, microsecond=0)
         a = self.reads.aggregates(query or ThreadQuery(), since=start, worst=worst)
         calls = prompt = completion = 0
@@ -101,7 +111,7 @@ class ThreadsFacet:
             until=now.date().isoformat(),
         )
 
-    def remember(self, status: PressureStatus, measure: "ThreadMeasure") -> bool:
+    def remember(self, status: PressureStatus, measure: ThreadMeasure) -> bool:
         """Store ``status``'s figures with the thread (kept tokens, threshold, window) if nothing
         was appended or compacted since ``measure`` was taken. Best effort: a busy or read-only
         database leaves the stored figure for the next measurement."""

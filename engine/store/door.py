@@ -595,6 +595,7 @@ class Locked(SourceWrites, ConversationReader):
         st.summary_tokens = summary_tokens
         st.generation = before + 1
         st.compact_count += 1
+        self.conv.compactions += 1  # the thread list's compactions sort (migration 0006)
         st.updated_at = utcnow()
         self.conv.updated_at = utcnow()
         self.session.flush()

@@ -22,18 +22,46 @@ import base64
 import binascii
 import json
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta, timezone
-from typing import Any, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
-from sqlalchemy import BigInteger, Integer, and_, case, cast, func, literal, or_, select, text, tuple_, update
+from sqlalchemy import (
+    BigInteger,
+    and_,
+    case,
+    cast,
+    func,
+    literal,
+    literal_column,
+    or_,
+    select,
+    text,
+    tuple_,
+    update,
+)
 from sqlalchemy.orm import Session
 
 from ..errors import EngineError
-from ..views import ACTIVE_RUN_STATUSES, PRESSURE_BANDS, THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadPage, ThreadQuery
+from ..views import (
+    ACTIVE_RUN_STATUSES,
+    PRESSURE_BANDS,
+    THREAD_FILTERS,
+    THREAD_SORTS,
+    ThreadInfo,
+    ThreadPage,
+    ThreadQuery,
+)
 from .db import StoreError
 from .models import (
-    CompactionEventRow, CompactionHistoryRow, CompactionStateRow, Conversation, QueuedRequest, Run, SourceCompactionRow,
+    CompactionEventRow,
+    CompactionHistoryRow,
+    CompactionStateRow,
+    Conversation,
+    QueuedRequest,
+    Run,
+    SourceCompactionRow,
 )
 from .reads import busy_reasons, imported_facts
 from .rules import ReadOnlyDatabase
@@ -41,7 +69,14 @@ from .rules import ReadOnlyDatabase
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "FleetReads", "InvalidThreadQuery", "FleetAggregates", "fleet_aggregates", "count_threads", "page_threads", "pressure_ppm", "record_pressure",
+    "FleetAggregates",
+    "FleetReads",
+    "InvalidThreadQuery",
+    "count_threads",
+    "fleet_aggregates",
+    "page_threads",
+    "pressure_ppm",
+    "record_pressure",
 ]
 
 #: ``pressure_ppm`` of a thread never measured (or without a threshold): sorts below every measured one
@@ -86,20 +121,41 @@ def _compacted_since(since: datetime) -> Any:
     (compared as text, to the second) is since then."""
     C = Conversation
     ours = select(CompactionHistoryRow.conversation_id).where(CompactionHistoryRow.created_at >= since)
-    iso = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    iso = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     theirs = select(SourceCompactionRow.conversation_id).where(
         SourceCompactionRow.source_timestamp.like("____-__-__T%"), SourceCompactionRow.source_timestamp >= iso)
     return or_(C.id.in_(ours), C.id.in_(theirs))
 
 
-def conditions(query: ThreadQuery, now: datetime | None = None) -> list[Any]:
+#: the text a search looks in: key, title, source format and model, one per line (PostgreSQL indexes
+#: this very expression with pg_trgm when the extension is there: migration 0006)
+def search_text() -> Any:
+    C = Conversation
+    nl, empty = func.chr(literal_column("10")), literal_column("''")  # inline: the index's expression, not parameters
+    return C.thread_key + nl + C.title + nl + func.coalesce(C.source_format, empty) + nl + func.coalesce(C.model, empty)
+
+
+def _search(needle: str, sqlite: bool) -> Any:
+    """A literal, case-insensitive substring of key, title, source format or model (``%`` and ``_``
+    escaped). SQLite's LIKE ignores ASCII case (as its lower() does: ASCII only); PostgreSQL ILIKE
+    (served by the trigram index)."""
+    if "\n" in needle:  # never across two fields
+        C = Conversation
+        return or_(*(col.icontains(needle, autoescape=True) for col in (C.thread_key, C.title, C.source_format, C.model)))
+    if sqlite:
+        C = Conversation
+        return (C.thread_key + "\n" + C.title + "\n" + func.coalesce(C.source_format, "") + "\n"
+                + func.coalesce(C.model, "")).contains(needle, autoescape=True)
+    return search_text().icontains(needle, autoescape=True)
+
+
+def conditions(query: ThreadQuery, now: datetime | None = None, *, sqlite: bool = False) -> list[Any]:
     """The WHERE conditions of ``query`` on :class:`Conversation` (ANDed)."""
     check_query(query)
     C = Conversation
     out: list[Any] = []
     if query.text:
-        needle = query.text.lower()  # a literal substring: % and _ are escaped (autoescape)
-        out.append(or_(*(func.lower(col).contains(needle, autoescape=True) for col in (C.thread_key, C.title, C.source_format, C.model))))
+        out.append(_search(query.text, sqlite))
     if query.source_format is not None:
         out.append(C.source_format.is_(None) if query.source_format == "live" else C.source_format == query.source_format)
     filters = set(query.filters)
@@ -112,21 +168,14 @@ def conditions(query: ThreadQuery, now: datetime | None = None) -> list[Any]:
     if "rejected_summary" in filters:
         out.append(C.id.in_(select(CompactionEventRow.conversation_id).where(CompactionEventRow.kind == "summary_rejected")))
     if "compacted_last_day" in filters:
-        out.append(_compacted_since((now or datetime.now(timezone.utc)) - timedelta(days=1)))
+        out.append(_compacted_since((now or datetime.now(UTC)) - timedelta(days=1)))
     return out
 
 
 # -- sort and cursor --------------------------------------------------------------------------
-def _compactions() -> Any:
-    """Ours (``compaction_state.compact_count``) plus the source's (``source_compactions`` rows)."""
-    theirs = (select(func.count(SourceCompactionRow.id)).where(SourceCompactionRow.conversation_id == Conversation.id)
-              .correlate(Conversation).scalar_subquery())
-    return func.coalesce(CompactionStateRow.compact_count, 0) + theirs
-
-
 def sort_column(sort: str) -> Any:
     C = Conversation
-    return {"activity": C.updated_at, "pressure": C.pressure_ppm, "compactions": _compactions(), "messages": C.message_count,
+    return {"activity": C.updated_at, "pressure": C.pressure_ppm, "compactions": C.compactions, "messages": C.message_count,
             "title": C.title, "key": C.thread_key}[sort]
 
 
@@ -143,7 +192,7 @@ def _decode(query: ThreadQuery, cursor: str) -> tuple[Any, int]:
         if isinstance(value, dict):
             value = datetime.fromisoformat(value["t"])
         if not isinstance(cid, int):
-            raise ValueError(cid)
+            raise TypeError(cid)
     except (ValueError, TypeError, KeyError, binascii.Error, UnicodeDecodeError) as exc:
         raise InvalidThreadQuery(f"not a thread-list cursor: {cursor!r}") from exc
     if sort != query.sort or descending != query.descending:
@@ -152,16 +201,13 @@ def _decode(query: ThreadQuery, cursor: str) -> tuple[Any, int]:
     return value, cid
 
 
-def _base(query: ThreadQuery, now: datetime | None, with_state: bool) -> Any:
-    q = select(Conversation, CompactionStateRow) if with_state else select(Conversation.id)
-    q = q.select_from(Conversation).outerjoin(CompactionStateRow, CompactionStateRow.conversation_id == Conversation.id)
-    conds = conditions(query, now)
-    return q.where(and_(*conds)) if conds else q
+def _sqlite(s: Session) -> bool:
+    return s.get_bind().dialect.name == "sqlite"
 
 
 def count_threads(s: Session, query: ThreadQuery, now: datetime | None = None) -> int:
     check_query(query)
-    conds = conditions(query, now)
+    conds = conditions(query, now, sqlite=_sqlite(s))
     q = select(func.count()).select_from(Conversation)
     return int(s.execute(q.where(and_(*conds)) if conds else q).scalar_one())
 
@@ -179,23 +225,41 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
     if limit < 1:
         raise InvalidThreadQuery(f"limit must be at least 1, not {limit}")
     check_query(query)
+    C = Conversation
+    sqlite = _sqlite(s)
     col = sort_column(query.sort)
-    q = _base(query, now, with_state=True).add_columns(col.label("sort_value"))
+    conds = conditions(query, now, sqlite=sqlite)
+    # a text search (first page): the total in the same scan (a window count) instead of a second one
+    windowed = bool(query.text) and after is None
+    # first the ids and sort values alone (a narrow sort), then the rows of the page
+    columns: list[Any] = [C.id, col.label("sort_value")]
+    if windowed:
+        columns.append(func.count().over().label("total"))
+    q = select(*columns).select_from(C)
+    if query.text and sqlite:
+        # a substring matches anywhere: scan the table once and sort the matches, rather than walk
+        # the sort index and visit every row in its order (measured 700 ms -> 200 ms at 100k threads)
+        q = q.with_hint(C, "NOT INDEXED", dialect_name="sqlite")
+    if conds:
+        q = q.where(and_(*conds))
     if after is not None:
         value, cid = _decode(query, after)
-        bound = tuple_(literal(value, Integer() if query.sort == "compactions" else col.type), literal(cid, BigInteger()))
-        key = tuple_(col, Conversation.id)
+        bound = tuple_(literal(value, col.type), literal(cid, BigInteger()))
+        key = tuple_(col, C.id)
         q = q.where(key < bound if query.descending else key > bound)
-    order = (col.desc(), Conversation.id.desc()) if query.descending else (col.asc(), Conversation.id.asc())
-    rows = s.execute(q.order_by(*order).limit(limit + 1)).all()
-    more = len(rows) > limit
-    rows = rows[:limit]
-    ids = [c.id for c, _st, _v in rows]
+    order = (col.desc(), C.id.desc()) if query.descending else (col.asc(), C.id.asc())
+    keys = s.execute(q.order_by(*order).limit(limit + 1)).all()
+    more = len(keys) > limit
+    total = int(keys[0].total) if windowed and keys else 0 if windowed else None
+    keys = keys[:limit]
+    ids = [k.id for k in keys]
+    loaded = {c.id: (c, st) for c, st in s.execute(
+        select(C, CompactionStateRow).outerjoin(CompactionStateRow, CompactionStateRow.conversation_id == C.id).where(C.id.in_(ids)))} if ids else {}
     busy = busy_reasons(s, ids)
-    sources, titles = imported_facts(s, ids)
-    threads = [build(c, st, busy.get(c.id), sources.get(c.id, 0), titles.get(c.id)) for c, st, _v in rows]
-    cursor = _encode(query, rows[-1][2], rows[-1][0].id) if more and rows else None
-    return PageRows(threads, count_threads(s, query, now), cursor)
+    facts, titles = imported_facts(s, ids)
+    threads = [build(*loaded[i], busy.get(i), facts.get(i, 0), titles.get(i)) for i in ids if i in loaded]
+    cursor = _encode(query, keys[-1].sort_value, keys[-1].id) if more and keys else None
+    return PageRows(threads, total if total is not None else count_threads(s, query, now), cursor)
 
 
 # -- the write-back of a measurement ----------------------------------------------------------
@@ -270,7 +334,7 @@ def fleet_aggregates(s: Session, query: ThreadQuery, *, since: datetime, worst: 
     """Every figure of ``compaction stats`` over the threads ``query`` matches, each one grouped
     query of the database (compactions per day: those since ``since``)."""
     check_query(query)
-    conds = conditions(query, now)
+    conds = conditions(query, now, sqlite=_sqlite(s))
     C = Conversation
     matched = select(C.id).where(and_(*conds)) if conds else None
 
@@ -291,7 +355,7 @@ def fleet_aggregates(s: Session, query: ThreadQuery, *, since: datetime, worst: 
     for d, kind, n in s.execute(select(day, H.kind, func.count()).where(scoped(H.conversation_id), H.created_at >= since)
                                 .group_by(day, H.kind)):
         per_day.append((str(d), kind, "engine", int(n)))
-    iso = since.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    iso = since.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S")
     sday = func.substr(S.source_timestamp, 1, 10)
     for d, kind, source, n in s.execute(
             select(sday, S.kind, S.source, func.count()).where(scoped(S.conversation_id), S.source_timestamp.like("____-__-__T%"),
@@ -341,17 +405,17 @@ class FleetReads:
     def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
         """One keyset page of the threads ``query`` matches, with their total (one consistent read)."""
         st = self.store
-        with st._session(write=False, consistent=True) as s:  # noqa: SLF001 - the store's own package
-            rows = page_threads(s, query, after, limit, lambda c, state, busy, n, title: st._safe_thread_info(  # noqa: SLF001
-                c.id, c.thread_key, lambda: st._thread_info(c, state, busy, n, title)))  # noqa: SLF001
+        with st._session(write=False, consistent=True) as s:
+            rows = page_threads(s, query, after, limit, lambda c, state, busy, n, title: st._safe_thread_info(
+                c.id, c.thread_key, lambda: st._thread_info(c, state, busy, n, title)))
             return ThreadPage(tuple(rows.threads), rows.total, rows.after)
 
     def count(self, query: ThreadQuery) -> int:
-        with self.store._session(write=False) as s:  # noqa: SLF001
+        with self.store._session(write=False) as s:
             return count_threads(s, query)
 
     def aggregates(self, query: ThreadQuery, *, since: datetime, worst: int = 10) -> FleetAggregates:
-        with self.store._session(write=False, consistent=True) as s:  # noqa: SLF001
+        with self.store._session(write=False, consistent=True) as s:
             return fleet_aggregates(s, query, since=since, worst=worst)
 
     def record_pressure(self, conversation_id: int, *, kept: int, threshold: int | None, window: int | None,
@@ -363,7 +427,7 @@ class FleetReads:
         if st.read_only or not st.check_role():
             return False
         try:
-            with st._session(write=True, nowait=True) as s:  # noqa: SLF001
+            with st._session(write=True, nowait=True) as s:
                 if not st.is_sqlite:
                     s.execute(text("SET LOCAL lock_timeout = '200ms'"))
                 return record_pressure(s, conversation_id, kept=kept, threshold=threshold, window=window,

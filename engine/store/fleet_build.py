@@ -24,15 +24,16 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from sqlalchemy import create_engine, select, text
 
 from .db import migrate, normalize_url
-from .models import Setting
 from .fleet import pressure_ppm
+from .models import Setting
 
 __all__ = ["FleetSpec", "build_fleet_store", "fleet_store_spec"]
 
@@ -58,7 +59,7 @@ class FleetSpec:
 
 def _sqlite_time(dt: datetime) -> str:
     """How SQLAlchemy stores a DateTime on SQLite (naive UTC, microseconds always written)."""
-    return dt.astimezone(timezone.utc).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
+    return dt.astimezone(UTC).replace(tzinfo=None).strftime("%Y-%m-%d %H:%M:%S.%f")
 
 
 class _Writer:
@@ -113,7 +114,7 @@ def build_fleet_store(url: str, *, threads: int = 100_000, messages: int = 5_000
     engine = create_engine(normalize_url(url))
     sqlite = engine.dialect.name == "sqlite"
     rng = random.Random(seed)
-    now = datetime.now(timezone.utc).replace(microsecond=0)
+    now = datetime.now(UTC).replace(microsecond=0)
     sizes = _split(messages, threads, rng)
     busy = compactions = imported = 0
     try:
@@ -136,7 +137,7 @@ def build_fleet_store(url: str, *, threads: int = 100_000, messages: int = 5_000
                 r = rng.random()
                 fmt, model = IMPORTED[int(r * 10) % 3] if r < 0.3 and i + 1 != 1400 else (None, LIVE_MODELS[i % len(LIVE_MODELS)])
                 key = (f"{fmt}-{i + 1:05d}" if fmt else f"support-{i + 1:05d}")
-                topic = CJK_TOPICS[i % len(CJK_TOPICS)] if i % 20 == 7 else TOPICS[i % len(TOPICS)]
+                topic = CJK_TOPICS[(i // 20) % len(CJK_TOPICS)] if i % 20 == 7 else TOPICS[i % len(TOPICS)]
                 title = f"{topic} #{i + 1}"
                 updated = now - timedelta(seconds=rng.randint(0, 60 * 86400))
                 created = updated - timedelta(seconds=rng.randint(60, 86400 * 5))
@@ -152,7 +153,7 @@ def build_fleet_store(url: str, *, threads: int = 100_000, messages: int = 5_000
                               "You are a support agent.", [], n, last_mid, created, updated, fmt,
                               f"/home/u/sessions/{key}.jsonl" if fmt else None, key if fmt else None,
                               kt, THRESHOLD if measured else None, WINDOW if measured else None,
-                              pressure_ppm(kt, THRESHOLD) if measured else -1))
+                              pressure_ppm(kt, THRESHOLD) if measured else -1, 0))
                 ncomp = rng.choice((0, 0, 0, 0, 1, 1, 2, 3, 5)) if rng.random() < 0.35 else 0
                 for c in range(ncomp):
                     at = now - timedelta(seconds=rng.randint(0, 30 * 86400))
@@ -173,8 +174,10 @@ def build_fleet_store(url: str, *, threads: int = 100_000, messages: int = 5_000
                     events.append((cid, "summary_rejected", "pressure", {"reason": "not_smaller", "calls": 1,
                                    "usage": {"prompt_tokens": 9_000, "completion_tokens": 900, "model": SUMMARIZER}}, at))
                 states.append((cid, ncomp, ncomp, 0, updated))
-                if fmt and rng.random() < 0.25:
-                    for c in range(rng.randint(1, 3)):
+                nsrc = rng.randint(1, 3) if fmt and rng.random() < 0.25 else 0
+                convs[-1] = (*convs[-1][:-1], ncomp + nsrc)  # conversations.compactions: ours and the source's
+                if nsrc:
+                    for c in range(nsrc):
                         at = now - timedelta(seconds=rng.randint(0, 30 * 86400))
                         sources.append((cid, fmt, "summary" if c % 2 == 0 else "prune", "auto", int(THRESHOLD * 0.9),
                                         f"{key}:compaction:{c}", at.strftime("%Y-%m-%dT%H:%M:%S.000Z"), at))
@@ -189,7 +192,7 @@ def build_fleet_store(url: str, *, threads: int = 100_000, messages: int = 5_000
             say(f"{threads:,} threads")
             w.write("conversations", ("id", "thread_key", "title", "agent", "provider", "model", "system_prompt", "tools", "message_count",
                                       "last_message_id", "created_at", "updated_at", "source_format", "source_file", "source_session_id",
-                                      "kept_tokens", "kept_threshold", "kept_window", "pressure_ppm"), convs)
+                                      "kept_tokens", "kept_threshold", "kept_window", "pressure_ppm", "compactions"), convs)
             w.write("compaction_state", ("conversation_id", "generation", "compact_count", "summary_tokens", "updated_at"),
                     [(c, g, n, 0, u) for c, g, n, _z, u in states])
             w.write("compaction_history", ("conversation_id", "kind", "trigger", "generation_before", "generation_after", "tokens_before",

@@ -44,6 +44,7 @@ class Conversation(Base):
     __table_args__ = (  # the thread list's sorts (keyset: the sort value, then the id; migration 0006)
         Index("ix_conversations_updated_at_id", "updated_at", "id"),
         Index("ix_conversations_pressure_id", "pressure_ppm", "id"),
+        Index("ix_conversations_compactions_id", "compactions", "id"),
         Index("ix_conversations_message_count_id", "message_count", "id"),
         Index("ix_conversations_title_id", "title", "id"),
         Index("ix_conversations_source_format_id", "source_format", "id"),
@@ -80,6 +81,22 @@ class Conversation(Base):
     kept_threshold: Mapped[int | None] = mapped_column(Integer)
     kept_window: Mapped[int | None] = mapped_column(Integer)
     pressure_ppm: Mapped[int] = mapped_column(BigInteger, nullable=False, default=-1, server_default=text("-1"))
+    #: compactions of the thread, ours (``compaction_state.compact_count``) and its source's
+    #: (``source_compactions`` rows): ``ThreadInfo.compact_count``, kept by the door for the sort
+    compactions: Mapped[int] = mapped_column(BigInteger, nullable=False, default=0, server_default=text("0"))
+
+
+#: the thread search's text (key, title, source format, model, one per line), indexed for substring
+#: search with pg_trgm on PostgreSQL (migration 0006 creates it with ``gin_trgm_ops``;
+#: engine.store.fleet.search_text is this expression). Declared as PostgreSQL reflects it, so
+#: autogenerate compares it; never created on SQLite.
+Index(
+    "ix_conversations_search_trgm",
+    text("((((((thread_key::text || chr(10)) || title::text) || chr(10)) || COALESCE(source_format, ''::character varying)::text)"
+         " || chr(10)) || COALESCE(model, ''::character varying)::text)"),
+    _table=Conversation.__table__,
+    postgresql_using="gin",
+).ddl_if(callable_=lambda *_a, **_k: False)  # created by migration 0006 only (it needs pg_trgm and gin_trgm_ops)
 
 
 class MessageRow(Base):

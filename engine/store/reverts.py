@@ -149,6 +149,7 @@ def apply_revert(tx: Locked, plan: RevertPlan, *, summary_tokens: int, tokens_be
     st.summary_tokens = summary_tokens if plan.summary is not None else 0
     st.generation = after
     st.compact_count += 1
+    tx.conv.compactions += 1  # the thread list's compactions sort (migration 0006)
     st.updated_at = utcnow()
     tx.conv.updated_at = utcnow()
     tx.session.flush()

@@ -185,5 +185,6 @@ class SourceWrites:
         )
         self.session.add(row)
         self.session.flush()
+        self.conv.compactions += 1  # ours and the source's: the thread list's compactions sort (migration 0006)
         self.conv.updated_at = utcnow()
         return row.id

@@ -1,0 +1,242 @@
+"""The thread list at scale (issue 26), on SQLite and PostgreSQL: keyset paging complete and stable
+under concurrent inserts, search beyond the first page, every sort and every filter against a
+brute-force reference made from the per-thread reads, CJK, literal % and _."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from engine.messages import assistant, user
+from engine.service import Service, open_service
+from engine.store import InvalidThreadQuery, Store
+from engine.store.fleet_build import build_fleet_store
+from engine.views import THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadQuery
+
+THREADS = 1_500
+
+
+@pytest.fixture(scope="module", params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def fleet_url(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A store of 1,500 threads built by bulk SQL (busy, compacted, rejected, imported, unmeasured ones)."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('fleet') / 'fleet.db'}"
+    else:
+        url = request.getfixturevalue("new_pg_database")()
+    build_fleet_store(url, threads=THREADS, messages=15_000, seed=7)
+    return url
+
+
+@pytest.fixture(scope="module")
+def svc(fleet_url: str) -> Iterator[Service]:
+    s = open_service(fleet_url)
+    yield s
+    s.close()
+
+
+def walk(svc: Service, query: ThreadQuery, limit: int = 97, between: Callable[[int], None] | None = None) -> list[ThreadInfo]:
+    """Every page of ``query``; ``between(n)`` runs after the n-th page is read."""
+    out: list[ThreadInfo] = []
+    page = svc.threads.page(query, limit=limit)
+    n = 1
+    while True:
+        assert len(page.threads) <= limit
+        out.extend(page.threads)
+        if page.after is None:
+            return out
+        if between is not None:
+            between(n)
+        page = svc.threads.page(query, after=page.after, limit=limit)
+        n += 1
+
+
+@pytest.fixture(scope="module")
+def reference(svc: Service) -> dict[str, dict]:
+    """Per thread, from the per-thread reads (not the list's SQL): its ThreadInfo, events, history, source compactions."""
+    keys = [t.key for t in svc.store.list_threads(limit=10_000)]
+    assert len(keys) == THREADS
+    out = {}
+    for k in keys:
+        out[k] = {"info": svc.thread(k), "events": {e.kind for e in svc.events(k)}, "history": svc.history(k),
+                  "sources": svc.source_compactions(k)}
+    return out
+
+
+def _ppm(t: ThreadInfo) -> int:
+    return t.kept_tokens * 1_000_000 // t.threshold if t.kept_tokens is not None and t.threshold else -1
+
+
+def _ref_filter(name: str, r: dict, now: datetime) -> bool:
+    t: ThreadInfo = r["info"]
+    if name == "busy":
+        return t.busy
+    if name == "over_threshold":
+        return t.kept_tokens is not None and bool(t.threshold) and t.kept_tokens >= t.threshold  # type: ignore[operator]
+    if name == "over_hint":
+        return t.kept_tokens is not None and bool(t.threshold) and t.kept_tokens * 1000 >= t.threshold * 850  # type: ignore[operator]
+    if name == "rejected_summary":
+        return "summary_rejected" in r["events"]
+    if name == "compacted_last_day":
+        since = now - timedelta(days=1)
+        return (any(h.created_at >= since for h in r["history"])
+                or any((s.source_timestamp or "")[:19] >= since.strftime("%Y-%m-%dT%H:%M:%S") for s in r["sources"]))
+    raise AssertionError(name)
+
+
+def _sort_value(sort: str, t: ThreadInfo):
+    return {"activity": t.updated_at, "pressure": _ppm(t), "compactions": t.compact_count, "messages": t.message_count,
+            "title": t.title, "key": t.key}[sort]
+
+
+def test_paging_walks_every_thread_once(svc: Service) -> None:
+    seen = walk(svc, ThreadQuery())
+    assert len(seen) == THREADS == len({t.id for t in seen})
+    first = svc.threads.page(ThreadQuery(), limit=200)
+    assert first.total == THREADS and len(first.threads) == 200 and first.after is not None
+
+
+def test_search_finds_a_thread_beyond_the_first_page(svc: Service) -> None:
+    first = svc.threads.page(ThreadQuery(sort="key", descending=False), limit=500)
+    assert "support-01400" not in {t.key for t in first.threads}  # beyond the old 500-thread list
+    page = svc.threads.page(ThreadQuery(text="SUPPORT-01400"))
+    assert [t.key for t in page.threads] == ["support-01400"] and page.total == 1 and page.after is None
+    assert svc.threads.count(ThreadQuery(text="support-01400")) == 1
+
+
+@pytest.mark.parametrize("descending", [True, False])
+@pytest.mark.parametrize("sort", THREAD_SORTS)
+def test_every_sort_matches_the_reference(svc: Service, reference: dict, sort: str, descending: bool) -> None:
+    got = [t.key for t in walk(svc, ThreadQuery(sort=sort, descending=descending), limit=211)]
+    infos = [r["info"] for r in reference.values()]
+    want = [t.key for t in sorted(infos, key=lambda t: (_sort_value(sort, t), t.id), reverse=descending)]
+    assert got == want
+
+
+@pytest.mark.parametrize("name", THREAD_FILTERS)
+def test_every_filter_matches_the_reference(svc: Service, reference: dict, name: str) -> None:
+    now = datetime.now(UTC)
+    want = {k for k, r in reference.items() if _ref_filter(name, r, now)}
+    assert want, f"the built store has no thread for filter {name}: the comparison would check nothing"
+    got = walk(svc, ThreadQuery(filters=frozenset({name})), limit=50)
+    assert {t.key for t in got} == want
+    assert svc.threads.count(ThreadQuery(filters=frozenset({name}))) == len(want)
+
+
+def test_filters_combine_and_with_source_and_text(svc: Service, reference: dict) -> None:
+    now = datetime.now(UTC)
+    q = ThreadQuery(text="refund", filters=frozenset({"over_hint", "busy"}), source_format="live")
+    want = {k for k, r in reference.items() if "refund" in r["info"].title.lower() and r["info"].source_format is None
+            and _ref_filter("over_hint", r, now) and _ref_filter("busy", r, now)}
+    assert {t.key for t in walk(svc, q)} == want
+    for fmt in ("claude-code", "codex", "openhands", "live"):
+        want = {k for k, r in reference.items() if r["info"].source_format == (None if fmt == "live" else fmt)}
+        assert want and {t.key for t in walk(svc, ThreadQuery(source_format=fmt), limit=400)} == want
+
+
+def test_cjk_search(svc: Service, reference: dict) -> None:
+    want = {k for k, r in reference.items() if "退款" in r["info"].title}
+    assert want
+    assert {t.key for t in walk(svc, ThreadQuery(text="退款"))} == want
+
+
+def test_unknown_sort_filter_or_foreign_cursor_is_refused(svc: Service) -> None:
+    with pytest.raises(InvalidThreadQuery):
+        svc.threads.page(ThreadQuery(sort="size"))
+    with pytest.raises(InvalidThreadQuery):
+        svc.threads.page(ThreadQuery(filters=frozenset({"fast"})))
+    after = svc.threads.page(ThreadQuery(sort="key"), limit=5).after
+    with pytest.raises(InvalidThreadQuery, match="sorted by key"):
+        svc.threads.page(ThreadQuery(sort="title"), after=after)
+    with pytest.raises(InvalidThreadQuery):
+        svc.threads.page(ThreadQuery(), after="not-a-cursor")
+
+
+# -- a store written through the door -------------------------------------------------------------
+@pytest.fixture
+def fresh_url(db_url: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """An empty migrated database on the backend of ``db_url``."""
+    if db_url.startswith("sqlite"):
+        url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    else:
+        url = request.getfixturevalue("new_pg_database")()
+    from engine.store import migrate
+
+    migrate(url)
+    return url
+
+
+def test_literal_percent_and_underscore(fresh_url: str) -> None:
+    svc = open_service(fresh_url)
+    try:
+        for key, title in (("pct-1", "100% done"), ("pct-2", "1000 done"), ("und-1", "a_b"), ("und-2", "axb")):
+            svc.create_thread(key, title=title)
+        assert {t.key for t in svc.threads.page(ThreadQuery(text="0%")).threads} == {"pct-1"}
+        assert {t.key for t in svc.threads.page(ThreadQuery(text="a_b")).threads} == {"und-1"}
+        assert svc.threads.count(ThreadQuery(text="%")) == 1 and svc.threads.count(ThreadQuery(text="_")) == 1
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("sort,descending", [("activity", True), ("key", False), ("key", True), ("title", False)])
+def test_paging_is_stable_under_concurrent_inserts(fresh_url: str, sort: str, descending: bool) -> None:
+    """While another connection inserts threads between the page reads (keys and titles that land
+    before, inside and after the pages already read), every thread that existed before the walk
+    is shown exactly once and no thread twice."""
+    svc = open_service(fresh_url)
+    writer = Store.open(fresh_url)
+    try:
+        for i in range(300):
+            key = f"t-{i * 10:05d}"
+            svc.create_thread(key, title=f"title {i * 10:05d}")
+            svc.append_message(key, user(f"question {i}"))
+        before = {t.key for t in walk(svc, ThreadQuery())}
+        assert len(before) == 300
+        inserted: list[str] = []
+
+        def insert(n: int) -> None:
+            def run() -> None:  # another thread, another connection
+                for j in range(7):
+                    key = f"t-{(n * 37 + j * 411) % 3000:05d}x{n}"
+                    writer.create_conversation(key, title=f"title {key}")
+                    writer.append_message(key, user("new"))
+                    inserted.append(key)
+            t = threading.Thread(target=run)
+            t.start()
+            t.join(30)
+            assert not t.is_alive()
+
+        seen = walk(svc, ThreadQuery(sort=sort, descending=descending), limit=23, between=insert)
+        keys = [t.key for t in seen]
+        assert len(keys) == len(set(keys)), "a thread was shown twice"
+        assert before <= set(keys), f"skipped: {sorted(before - set(keys))[:5]}"
+        assert len(inserted) > 50 and set(keys) <= before | set(inserted)
+    finally:
+        writer.close()
+        svc.close()
+
+
+def test_list_figure_is_the_status_figure(fresh_url: str, tmp_path: Path) -> None:
+    """One number per quantity: after a status, the list's kept tokens / threshold / window are the
+    status's, for a thread written live and an imported one; an append keeps them in step."""
+    from tests.engine.imported_sessions import write_claude_code_session
+
+    svc = open_service(fresh_url)
+    try:
+        svc.create_thread("live-1", title="live")
+        svc.append_messages("live-1", [user("what is the refund policy?"), assistant("Thirty days, with the receipt.")])
+        path = write_claude_code_session(tmp_path)
+        [report] = svc.import_file(path)
+        for key in ("live-1", report.thread):
+            st = svc.status(key)
+            listed = {t.key: t for t in svc.threads.page(ThreadQuery()).threads}[key]
+            assert (listed.kept_tokens, listed.threshold, listed.window) == (st.tokens, st.threshold or None, st.context_window or None)
+            assert listed.pressure == (st.tokens / st.threshold if st.threshold else None)
+        svc.append_message("live-1", user("and for digital goods?"))
+        listed = svc.threads.page(ThreadQuery(text="live-1")).threads[0]
+        assert listed.kept_tokens == svc.status("live-1").tokens  # the door added the count; the status agrees
+    finally:
+        svc.close()
