@@ -74,6 +74,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instructions", metavar="TEXT", default="", help="with --compact-dialog: the instructions typed")
     parser.add_argument("--reason", metavar="TEXT", default="", help="with --compact-dialog: the reason typed")
     parser.add_argument("--sessions-panel", action="store_true", help="open File → Sessions on this machine… once loaded")
+    parser.add_argument("--fleet", action="store_true", help="open Compaction → Fleet overview… once loaded (with --screenshot, the picture is that window)")
     parser.add_argument("--read-only", action="store_true", help="open the database read-only (SQLite mode=ro): every write action disabled")
     parser.add_argument("--revert", action="store_true", help="revert the selected thread's last compaction once loaded (as the summary card's Revert does)")
     parser.add_argument("session_file", nargs="?", metavar="SESSION_FILE", type=Path, default=None,
@@ -127,6 +128,9 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
             field.setCursorPosition(0)
     if opened and replay:
         await _show_replay(window, args)
+    if opened and args.fleet:  # issue 26: the fleet view, its figures computed
+        window.fleet.show()
+        await window.settle()
     if args.screenshot is not None:
         await window.settle()  # what showing the tab started (the replay's requests) has landed
         await asyncio.sleep(0.05)  # Qt lays out and paints in the loop (processEvents inside a task re-enters it)
@@ -167,6 +171,9 @@ def _grab(window: MainWindow) -> Any:
     diff = window.selection.replay.window
     if diff is not None and diff.isVisible():  # the before/after window: the picture is that window
         return diff.grab()
+    fleet = window.fleet.window
+    if fleet is not None and fleet.isVisible():  # --fleet: the fleet view
+        return fleet.grab()
     picture = window.grab()
     dialog = window.importer.dialog
     if dialog is None or not dialog.isVisible():
@@ -247,7 +254,7 @@ def _start(qapplication: type[QApplication], args: argparse.Namespace, opener: C
     window = MainWindow(client, opener=opener, settings=settings, theme_manager=themes, remember=args.screenshot is None,
                         poll_ms=_poll_ms())
     if args.size is not None:  # before the first show: the splitter takes its proportions from it
-        window.resize(*args.size)
+        window.resize(*args.size)  # (the fleet view opens at the window's size)
     window.show()
     try:
         with loop:

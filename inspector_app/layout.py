@@ -38,7 +38,7 @@ from . import theme
 from .choices import TABS
 from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.checks import FindingsModel
-from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadFilterModel, ThreadListModel
+from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .pressure_text import HINT_TEXT, PressureView
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .widgets.bars import ConfirmBar, ErrorBanner
@@ -46,6 +46,7 @@ from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
 from .widgets.pressure import PressureChart, PressureGauge
 from .widgets.replay import ReplayPanel
+from .widgets.thread_filters import ThreadFilters
 from .widgets.timeline_view import TimelineView
 
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
@@ -250,13 +251,16 @@ class InspectorLayout(QMainWindow):
 
         # threads
         self.thread_model = ThreadListModel(self)
-        self.thread_proxy = ThreadFilterModel(self)
+        self.thread_proxy = ThreadListProxy(self)
         self.thread_proxy.setSourceModel(self.thread_model)
         self.thread_filter = QLineEdit()
         self.thread_filter.setObjectName("threadFilter")
-        self.thread_filter.setPlaceholderText("Filter threads")
+        self.thread_filter.setPlaceholderText("Search threads (key, title, source, model)")
+        self.thread_filter.setToolTip("Searches the whole database: key, title, source and model, ignoring case")
         self.thread_filter.setClearButtonEnabled(True)
-        self.thread_filter.textChanged.connect(self.thread_proxy.setFilterFixedString)
+        self.thread_filters = ThreadFilters()  # busy, over threshold, over the hint, imported from …, sort
+        self.thread_count = QLabel("")
+        self.thread_count.setObjectName("muted")  # "200 of 1,500 threads"
         self.thread_list = QTreeView()
         self.thread_list.setObjectName("threadList")
         self.thread_list.setModel(self.thread_proxy)
@@ -287,8 +291,13 @@ class InspectorLayout(QMainWindow):
         title = QLabel("Threads")
         title.setObjectName("sectionTitle")
         ll.addWidget(title)
-        ll.addWidget(self.thread_filter)
+        search = QHBoxLayout()
+        search.setSpacing(4)
+        search.addWidget(self.thread_filter, 1)
+        search.addWidget(self.thread_filters)
+        ll.addLayout(search)
         ll.addWidget(self.thread_list, 1)
+        ll.addWidget(self.thread_count)
 
         # thread header + compact controls
         self.thread_title = ElidedLabel("No thread selected")
@@ -589,8 +598,8 @@ class InspectorLayout(QMainWindow):
         self._fitting = True
         try:
             view, fm = self.thread_list.viewport().width(), QFontMetrics(self.thread_list.font())
-            model = self.thread_model  # the Source badges the list shows (its first 1,000 rows)
-            rows = range(min(model.rowCount(), 1000))
+            model = self.thread_model  # the Source badges the list shows (its rows held, at most about 1,000)
+            rows = [r for r in range(min(model.rowCount(), 5000)) if model.loaded(r)][:1000]
             badges = {t for t in (model.index(r, COL_SOURCE).data() for r in rows) if t}
             percents = {t for t in (model.index(r, COL_PRESSURE).data() for r in rows) if t} or {"100.0%"}
             pill = lambda text: fm.horizontalAdvance(text) + 22  # noqa: E731 (pill padding + cell margins)

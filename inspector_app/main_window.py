@@ -25,6 +25,7 @@ from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKe
 from . import preferences, theme
 from .controllers.base import ThreadState, error_code, error_text
 from .controllers.compaction import CompactionController
+from .controllers.fleet import FleetController
 from .controllers.importing import ImportController, dropped_paths
 from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
@@ -35,6 +36,7 @@ from .controllers.sessions import SessionsController
 from .controllers.steering import SteeringController
 from .controllers.tasks import TaskSet, ThreadTasks, finished
 from .controllers.theming import ThemeController
+from .controllers.thread_list import ThreadListController
 from .controllers.threads import Opener, ThreadsController, default_database_url
 from .layout import TABS, InspectorLayout
 from .service_client import ServiceClient
@@ -94,15 +96,24 @@ class MainWindow(InspectorLayout):
             reread_status=lambda key: self.threads.reread_status(key),
             selected=self.paging.selected_message_id, settings=self._settings,
         )  # fmt: skip
+        self.thread_pages = ThreadListController(  # issue 26: paged, searched, sorted and filtered by the database
+            self, client, self.tasks, self.report, say=lambda text: self.threads.say(text),
+            open_thread=lambda key: self.select_thread(key), current=lambda: self.state.thread.key if self.state.thread is not None else None,
+        )  # fmt: skip
         self.threads = ThreadsController(
             self, client, self.tasks, self.view, self.state, self.report,
             paging=self.paging, compaction=self.compaction, opener=opener, settings=self._settings, loaded=self.threadLoaded.emit,
+            thread_list=self.thread_pages,
         )  # fmt: skip
         self.live = RefreshController(
             self, client, self.tasks, self.view, self.state,
             threads=self.threads, paging=self.paging, busy=lambda: self.compaction.compacting, poll_ms=poll_ms, parent=self,
         )  # fmt: skip
         self.poll = self.live.timer
+        self.fleet = FleetController(  # issue 26: Compaction → Fleet overview…
+            self, client, self.tasks, self.report, thread_pages=self.thread_pages,
+            open_thread=lambda key: self.select_thread(key), say=lambda text: self.threads.say(text),
+        )  # fmt: skip
         self.importer = ImportController(
             self, client, self.tasks,
             reload_threads=lambda select: self.threads.load_threads(select=select), open_thread=self.select_thread,
@@ -314,6 +325,7 @@ class MainWindow(InspectorLayout):
             if self.remember:
                 preferences.remember_database(self._settings, url)
             self.poll.start()
+            self.fleet.database_opened()
             await self.revert_audit.database_opened()  # read-only (a role that cannot write, --read-only): said and disabled
             await self.sessions.database_changed()  # Follow all writes into the database shown
         return opened
@@ -405,6 +417,7 @@ class MainWindow(InspectorLayout):
         self.save_session()
         self.poll.stop()
         self.sessions.shutdown()
+        self.fleet.close()
         self.cancel_tasks()
         super().closeEvent(event)
 

@@ -13,37 +13,57 @@ import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
 from engine.views import (
-    PinChange,
-    PinInfo,
-    ThreadPolicyView,
     CompactionDiff,
     CompactionEntry,
     CompactionEvent,
     CompactionState,
     Episode,
+    FleetStats,
     HistoryRecord,
     ManualResult,
     Offload,
+    PinChange,
+    PinInfo,
     PressurePoint,
     PressureStatus,
     RequestEnvelope,
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
+    ThreadPage,
+    ThreadPolicyView,
+    ThreadQuery,
     VisibleTokens,
 )
 
 if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
-    from engine.views import AuditEntry, RevertResult, RevertTarget
     from engine.service import DiscoveredSession, ImportReport, SessionFollower, WhatIfComparison, WhatIfSweep
+    from engine.views import AuditEntry, RevertResult, RevertTarget
+
+
+class ThreadsFacet(Protocol):
+    """``service.threads`` (``engine.fleet``): the thread list and the fleet's figures, each
+    computed by the database (issue 26). The GUI calls it from functions run on a worker
+    (``client.apply``), never from the GUI thread."""
+
+    def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
+        """One keyset page of the threads ``query`` matches, in its order, with their total."""
+        ...
+
+    def count(self, query: ThreadQuery) -> int:
+        """How many threads ``query`` matches."""
+        ...
+
+    def stats(self, query: ThreadQuery | None = None) -> FleetStats:
+        """The fleet view's aggregates over the threads ``query`` matches (None: all)."""
+        ...
 
 
 class InspectorService(Protocol):
     """The service API the inspector uses (every call runs on a worker thread)."""
 
-    def list_threads(self, text: str | None = None, after_key: str | None = None, limit: int = 500) -> list[ThreadInfo]:
-        """Threads ordered by key, optionally filtered by ``text``, keyset-paged after ``after_key``."""
-        ...
+    #: the thread list and the fleet view (issue 26)
+    threads: ThreadsFacet
 
     def thread(self, key: str) -> ThreadInfo:
         """One thread's header (raises ``ThreadNotFound``)."""
@@ -222,6 +242,9 @@ class InspectorService(Protocol):
         """Release the database and any open resources."""
         ...
 
+
+#: the facet methods the inspector uses on ``service.threads`` (issue 26)
+THREADS_METHODS: tuple[str, ...] = tuple(name for name, value in vars(ThreadsFacet).items() if callable(value) and not name.startswith("_"))
 
 #: the names of the Protocol's methods (what a service must provide)
 METHODS: tuple[str, ...] = tuple(

@@ -3,8 +3,8 @@ user sees changes unless the data did.
 
 A poll reads only the marks of the thread list and of the open thread
 (``InspectorService.versions``: a few aggregate reads). Equal marks: nothing is read and nothing on
-screen is touched. The list is listed again only when its mark moved, and updated in place (the
-selection, the sort and the measured pressures stay). When the open thread's mark moved, its
+screen is touched. The list's rows around what is on screen are read again only when its mark moved,
+and updated in place (the selection, the rows on screen, the sort and the search stay). When the open thread's mark moved, its
 header, status and new messages are read and applied in place (the selected row, the scroll
 position, the opened and closed turns, the side tab, the replay pane's page, episode, step and
 request, the selected event and the search all stay); the side panels change only where their
@@ -103,9 +103,8 @@ class RefreshController:
             return None
         key = old.key
         listing, mark = await self.client.call(InspectorService.versions, key)
-        if listing != self.state.listing:
-            threads = await self.client.call(InspectorService.list_threads)
-            self.threads.show_threads(threads)
+        if listing != self.state.listing:  # the rows around what is on screen, read again in place
+            await self.threads.list.refresh(listing)
             self.state.listing = listing
         if mark == self.state.mark and not force:
             return None

@@ -1,5 +1,5 @@
-"""The database and its threads: opening a database, the thread list (with pressure measured in
-the background), opening a thread (first page before the side panels), and the thread header.
+"""The database and its threads: opening a database, the thread list (paged by
+:mod:`.thread_list`; pressures come with its rows), opening a thread (first page before the side panels), and the thread header.
 
 Opening a thread binds :class:`~.tasks.ThreadTasks` to it: whatever the previous view still had in
 flight is cancelled, and the new view's reads run as its tasks.
@@ -14,8 +14,8 @@ from typing import Any, Callable, Coroutine
 from PySide6.QtCore import QModelIndex, QSettings
 
 from engine.checks import Finding, ServiceReader, check_thread
-from engine.errors import EngineError
-from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo
+from engine.errors import EngineError, ThreadNotFound
+from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
 
 from ..choices import TABS
 from ..layout import InspectorLayout
@@ -34,8 +34,8 @@ from .base import ThreadState, ViewState, count_of, error_code, error_text, plur
 from .compaction import CompactionController
 from .paging import PagingController, read_page
 from .tasks import Report, TaskSet, ThreadTasks, finished
+from .thread_list import ThreadListController
 
-PRESSURE_PREFETCH = 50  # threads whose pressure the list measures in the background
 STATUS_PROGRESS_INTERVAL = 0.1  # seconds between two progress updates of a cold measurement (at most ~10/s)
 
 Opener = Callable[[str], InspectorService]
@@ -58,6 +58,7 @@ class ThreadsController:
         opener: Opener | None,
         settings: QSettings,
         loaded: Callable[[str], None],
+        thread_list: ThreadListController,
     ) -> None:
         self.ui = ui
         self.client = client
@@ -70,7 +71,7 @@ class ThreadsController:
         self._opener = opener
         self._settings = settings
         self._loaded = loaded
-        self._measuring: asyncio.Task[Any] | None = None
+        self.list = thread_list
         self._checked: str | None = None  # the thread whose checks the tab shows
         #: the measurement whose progress the header and gauge may show: (thread key, load number)
         self._measurement: tuple[str, int] | None = None
@@ -116,36 +117,35 @@ class ThreadsController:
         return True
 
     async def load_threads(self, *, select: str | None = None) -> None:
-        """List the threads and open one (``select``, the open one, else the one with the most
-        compaction history); a thread that fails to load shows its error in place."""
-        listing, threads = await self.client.apply(read_listing)
-        model = self.ui.thread_model
+        """List the threads (the first page of the list's query) and open one (``select``, the
+        open one, else the one with the most compactions); a thread that fails to load shows its
+        error in place. A thread beyond the first page is found and selected all the same."""
+        page = await self.list.load()
         current = select or (self.state.thread.key if self.state.thread else None)
-        self.show_threads(threads)
-        self.state.listing = listing
-        self.say(plural(len(threads), "thread"))
-        if threads:
-            # by default open the thread with the most compaction history: what the inspector is for
-            key = current if current in model.keys() else max(threads, key=_interest).key
-            if select is not None and select not in model.keys():
-                self.ui.banner.show_error("thread_not_found", f"no thread {select!r}; showing {key!r}")
+        self.state.listing = self.list.listing
+        self.show_columns()
+        self.say(self.list.count_text())
+        if not page.total:
+            return
+        key = current
+        if key is not None and self.ui.thread_model.row_of(key) is None and not await self.list.reveal(key):
+            if not await self.client.apply(thread_exists, key):
+                fallback = await self.client.apply(most_compacted)
+                if select is not None:
+                    self.ui.banner.show_error("thread_not_found", f"no thread {select!r}; showing {fallback!r}")
+                key = fallback
+        if key is None:
+            key = await self.client.apply(most_compacted)  # by default the thread with the most compaction history: what the inspector is for
+        if key is not None:
             await self.select_thread(key)
-        if self._measuring is not None:
-            self._measuring.cancel()  # the list of another database (or an older listing)
-        self._measuring = self.tasks.spawn(self._measure_pressures([t.key for t in threads[:PRESSURE_PREFETCH] if not t.error]), "measure pressure")
 
-    def show_threads(self, threads: list[ThreadInfo]) -> None:
-        """The list as read: rows updated, added or removed in place (the selection, the sort and
-        the pressures measured stay), unreadable rows marked, the Source column shown only when
-        something was imported."""
+    def show_columns(self) -> None:
+        """The Source column shown only when a thread held is imported (the Gen column then makes
+        room for the title: the generation is in the header)."""
         model = self.ui.thread_model
-        model.set_threads(threads)
-        for t in threads:
-            if t.error:  # the store could not read this thread's row: say so in its row (opening it says why too)
-                model.set_failed(t.key, t.error)
-        imported = any(t.source_format for t in threads)
-        self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)  # only when something was imported;
-        self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)  # then the title needs Gen's room (it is in the header)
+        imported = any(model.thread_at(r).source_format for r in sorted(model._rows)[:1000])
+        self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)
+        self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)
 
     # == the status bar ===========================================================================
     def say(self, text: str, key: str | None = None) -> None:
@@ -167,36 +167,14 @@ class ThreadsController:
         if bar.currentMessage() and about is not None and about != DATABASE and about != key:
             bar.clearMessage()
 
-    async def _measure_pressures(self, keys: list[str]) -> None:
-        """The list's pressure column, thread by thread: one that cannot be measured says "error"
-        (its reason in the tooltip) and the next is measured all the same."""
-        failed: list[tuple[str, BaseException]] = []
-        for key in keys:
-            try:
-                status = await self.client.call(InspectorService.status, key)
-            except Exception as exc:  # noqa: BLE001: marked in its row; the list goes on
-                self.ui.thread_model.set_failed(key, error_text(exc))
-                failed.append((key, exc))
-                continue
-            self.ui.thread_model.set_pressure(key, list_ratio(status))  # type: ignore[arg-type]  # None: no window known
-        if failed and not self.ui.banner.isVisible():
-            key, exc = failed[0]
-            more = f" (and {plural(len(failed) - 1, 'other thread')})" if len(failed) > 1 else ""
-            self.report(exc, f"measure pressure of {key!r}{more}")
-
     # == threads ================================================================================
     async def select_thread(self, key: str) -> None:
-        """Select ``key`` in the list (if it is not already) and load it."""
-        ui = self.ui
-        row = ui.thread_model.row_of(key)
-        if row is None:
-            return
-        proxy_index = ui.thread_proxy.mapFromSource(ui.thread_model.index(row, 0))
-        if proxy_index.isValid() and ui.thread_list.currentIndex().row() != proxy_index.row():
-            ui.thread_list.selectionModel().blockSignals(True)
-            ui.thread_list.setCurrentIndex(proxy_index)
-            ui.thread_list.selectionModel().blockSignals(False)
-            ui.thread_list.viewport().update()
+        """Select ``key`` in the list (fetching its page when it is not held) and load it."""
+        row = self.ui.thread_model.row_of(key)
+        if row is not None:
+            self.list.select_row(row)
+        else:  # beyond the pages held: found (searched, then its page fetched) while it opens
+            self.tasks.spawn(self.list.reveal(key), "find the thread in the list")
         await self.load_thread(key)
 
     def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
@@ -509,14 +487,19 @@ class Opening:
     mark: Any = None
 
 
-def read_listing(service: InspectorService) -> tuple[Any, list[ThreadInfo]]:
-    """The list's mark and the list, in one worker trip (the mark first: a change in between is
-    seen by the next poll; a mark that cannot be read is None, and the next poll lists again)."""
+def thread_exists(service: InspectorService, key: str) -> bool:
+    """Whether the store has thread ``key`` (on a worker)."""
     try:
-        listing = invoke(service, InspectorService.versions, None)[0]
-    except Exception:  # noqa: BLE001: the list itself says what is wrong, if anything
-        listing = None
-    return listing, invoke(service, InspectorService.list_threads)
+        invoke(service, InspectorService.thread, key)
+    except ThreadNotFound:
+        return False
+    return True
+
+
+def most_compacted(service: InspectorService) -> str | None:
+    """The key of the thread with the most compactions (on a worker): the one opened by default."""
+    page = service.threads.page(ThreadQuery(sort="compactions"), limit=1)
+    return page.threads[0].key if page.threads else None
 
 
 def compaction_of(state: tuple[CompactionState, list[HistoryRecord]] | CompactionState, sources: Any) -> tuple[Any, ...]:
@@ -596,17 +579,6 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
 def run_checks(service: Any, key: str) -> list[Finding]:
     """:func:`engine.checks.check_thread` over the open service (runs on a worker)."""
     return check_thread(ServiceReader(service), key)
-
-
-def _interest(t: ThreadInfo) -> tuple[int, int, float]:
-    """How much compaction history a thread has (the default thread has the most); a thread
-    without a readable timestamp sorts as the oldest instead of breaking the comparison."""
-    updated = t.updated_at
-    try:
-        stamp = updated.timestamp() if updated is not None else 0.0
-    except (AttributeError, ValueError, OverflowError, OSError):
-        stamp = 0.0
-    return (t.compact_count or 0, t.generation or 0, stamp)
 
 
 def default_database_url() -> str:

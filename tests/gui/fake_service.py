@@ -1,12 +1,10 @@
 # Over 800 lines: one stand-in implementing every method of InspectorService (tests/gui/test_service_api.py keeps it in step with the protocol); split, the protocol would be implemented in pieces.
 """An in-memory stand-in for ``engine.service.Service``: fast, scriptable, with races on demand.
 
-It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector
-uses; ``test_service_api.py`` checks the signatures against the Protocol and the real service),
-records every call, and keeps offloaded tool results in a real ``engine.workdir.Workdir`` so
-``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
-(:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts.
-"""
+It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector uses; ``test_service_api.py``
+checks the signatures against the Protocol and the real service), records every call, and keeps offloaded tool results in a
+real ``engine.workdir.Workdir`` so ``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
+(:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts. ``threads``: tests/gui/fake_fleet.py."""
 
 from __future__ import annotations
 
@@ -46,8 +44,8 @@ from engine.views import (
     VisibleTokens,
 )
 from engine.workdir import Workdir
-
 from engine.specifics import dropped_at_compaction
+from tests.gui.fake_fleet import FakeThreads
 
 if TYPE_CHECKING:
     from engine.service import ImportReport
@@ -89,7 +87,7 @@ class FakeService:
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = Workdir(workdir)
-        self.threads: dict[str, FakeThread] = {}
+        self.threads: FakeThreads = FakeThreads(self)  # by key; also the ``svc.threads`` facet
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.compact_race: str | None = None  # busy reason to raise on compact although status said idle
         self.closed = False

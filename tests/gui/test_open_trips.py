@@ -75,7 +75,7 @@ def test_a_thread_opens_in_one_trip_and_the_panels_wait_for_its_painted_first_pa
     # state and history, first page and its offloads (acme-vat has a pruned result): one trip
     assert before_rows == [False, False, True], trips
     first = [name for name, _ in calls[: calls.index(("offloads", 0)) + 1]]
-    assert first == ["list_threads", "versions", "thread", "compaction_state", "history", "messages_page", "offloads"], calls
+    assert first == ["threads.page", "versions", "thread", "compaction_state", "history", "messages_page", "offloads"], calls
     later = [(name, painted) for name, painted in calls if name in LATER]
     assert {name for name, _ in later} >= {"status_with_progress", "pressure_history", "replay", "events", "visible_tokens"}
     assert all(painted > 0 for _, painted in later), later  # none before the first page was painted

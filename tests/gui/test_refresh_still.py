@@ -68,15 +68,15 @@ def test_an_outside_compaction_rereads_the_view_and_puts_back_what_the_user_made
 
 def test_the_list_is_listed_again_only_when_it_changed_and_in_place(qtbot: Any, window: MainWindow, fake: FakeService) -> None:
     w = window
-    listed = fake.called("list_threads")
+    listed = fake.called("threads.page")
     resets: list[int] = []
     w.thread_model.modelReset.connect(lambda: resets.append(1))
     poll(qtbot, w)
     poll(qtbot, w)
-    assert fake.called("list_threads") == listed  # nothing changed: not listed again
+    assert fake.called("threads.page") == listed  # nothing changed: not listed again
     fake.add_thread("aaa-new", support_conversation()[:2], title="A new thread, first in the key order")
     poll(qtbot, w)
-    assert fake.called("list_threads") == listed + 1 and "aaa-new" in w.thread_model.keys()
+    assert fake.called("threads.page") == listed + 1 and "aaa-new" in w.thread_model.keys()
     assert not resets and w.thread_list.currentIndex().data(KeyRole) == "acme-vat"  # inserted in place: the selection stays
     assert w.timeline_model.key == "acme-vat"
 

@@ -14,7 +14,7 @@ import pytest
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.service import Service
 from engine.views import Offload, StoredMessage, VisibleTokens
-from inspector_app.service_api import METHODS, InspectorService
+from inspector_app.service_api import METHODS, THREADS_METHODS, InspectorService, ThreadsFacet
 from inspector_app.service_client import ServiceClient, method_name
 from tests.gui.fake_service import FakeService, fake_tokens
 
@@ -29,7 +29,7 @@ def shape(fn: Any) -> list[tuple[str, Any, Any]]:
 
 def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
     assert set(METHODS) == {
-        "list_threads", "thread", "messages_page", "compaction_state", "history", "events", "offloads",
+        "thread", "messages_page", "compaction_state", "history", "events", "offloads",
         "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "source_compactions",
         "import_file", "close",
         # issue 16: a cold measurement's progress
@@ -54,6 +54,19 @@ def test_service_and_fake_have_the_protocol_signature(name: str) -> None:
     expected = shape(getattr(InspectorService, name))
     assert shape(getattr(Service, name)) == expected, f"engine.service.Service.{name} drifted from InspectorService"
     assert shape(getattr(FakeService, name)) == expected, f"FakeService.{name} drifted from InspectorService"
+
+
+@pytest.mark.parametrize("name", THREADS_METHODS)
+def test_the_threads_facet_and_the_fakes_have_the_protocol_signature(name: str) -> None:
+    """Issue 26: ``service.threads`` (engine.fleet's facet) and the fake's agree with ThreadsFacet."""
+    from engine.fleet import ThreadsFacet as EngineFacet
+    from tests.gui.fake_fleet import FakeThreads
+
+    expected = shape(getattr(ThreadsFacet, name))
+    engine = {p_name: kind for p_name, kind, _default in shape(getattr(EngineFacet, name))}
+    # the engine may give defaults or take more keyword arguments; it takes every parameter the GUI passes, as passed
+    assert all(engine.get(p_name) == kind for p_name, kind, _default in expected), f"engine.fleet.ThreadsFacet.{name} drifted from service_api.ThreadsFacet"
+    assert shape(getattr(FakeThreads, name)) == expected, f"FakeThreads.{name} drifted from service_api.ThreadsFacet"
 
 
 def test_the_gui_calls_the_service_only_through_protocol_methods() -> None:

@@ -1,0 +1,366 @@
+"""The thread list over the store (issue 26): pages fetched as the user scrolls, sorted, searched
+and filtered by the database, never more than about a thousand rows held.
+
+The model (:class:`~..models.threads.ThreadListModel`) has a row for every thread the query
+matches; what is on screen is fetched off the GUI thread, from the nearest anchor (the start, the
+end through the reversed query, or a page fetched before), a page of :data:`PAGE` at a time. The
+filter box searches the database (debounced, the previous search cancelled); the Filters button
+holds the filters and the sort; a click on a column heading sorts by it. The live refresh
+(:meth:`ThreadListController.refresh`) reads the rows around what is on screen again and applies
+them in place: the selection, the rows on screen and the sort stay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, replace
+from typing import Any, Awaitable, Callable
+
+from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer
+from PySide6.QtWidgets import QAbstractItemView
+
+from engine.views import ThreadInfo, ThreadPage, ThreadQuery
+
+from ..layout import InspectorLayout
+from ..models.threads import CACHE_ROWS, COLUMN_SORTS, PAGE, KeyRole
+from ..service_api import InspectorService
+from ..service_client import ServiceClient, invoke
+from .base import plural
+from .tasks import Report, TaskSet
+
+#: the filter box waits this long after the last key before it searches
+SEARCH_DEBOUNCE_MS = 250
+#: the longest page a walk to a far row (or to a thread chosen elsewhere) reads at once
+WALK_STEP = 2_000
+#: the default order: by key (a sub-agent under its parent), as the list always was
+DEFAULT_QUERY = ThreadQuery(sort="key", descending=False)
+#: a column heading's first click: title A→Z, the others the most first
+ASCENDING_FIRST = ("title", "key")
+
+
+@dataclass(frozen=True)
+class Walk:
+    """What a worker read walking from an anchor: the anchors it passed (offset from the anchor,
+    cursor) and the page that covers the row asked for, at ``offset`` from the anchor."""
+
+    anchors: tuple[tuple[int, str], ...]
+    offset: int
+    page: ThreadPage
+
+
+def reversed_query(query: ThreadQuery) -> ThreadQuery:
+    return replace(query, descending=not query.descending)
+
+
+def read_page(service: InspectorService, query: ThreadQuery, after: str | None, limit: int) -> ThreadPage:
+    """One page of the list (on a worker)."""
+    return service.threads.page(query, after=after, limit=limit)
+
+
+def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tuple[Any, ThreadPage]:
+    """The list's mark and its first page in one worker trip (the mark first: a change in between
+    is seen by the next poll; a mark that cannot be read is None, and the next poll reads again)."""
+    try:
+        listing = invoke(service, InspectorService.versions, None)[0]
+    except Exception:  # noqa: BLE001: the list itself says what is wrong, if anything
+        listing = None
+    return listing, read_page(service, query, None, limit)
+
+
+def walk(service: InspectorService, query: ThreadQuery, cursor: str | None, distance: int, limit: int = PAGE) -> Walk:
+    """From the anchor ``cursor``, skip ``distance`` rows (long pages, only their cursors kept)
+    and read the page that starts there (on a worker)."""
+    anchors: list[tuple[int, str]] = []
+    offset = 0
+    while distance - offset >= limit:
+        step = min(WALK_STEP, distance - offset)
+        page = read_page(service, query, cursor, step)
+        if page.after is None or not page.threads:
+            break  # the list is shorter than it was: the page read last is the one to show
+        offset += len(page.threads)
+        cursor = page.after
+        anchors.append((offset, cursor))
+    return Walk(tuple(anchors), offset, read_page(service, query, cursor, limit))
+
+
+def find_thread(service: InspectorService, query: ThreadQuery, key: str) -> Walk | None:
+    """Where thread ``key`` is in the list of ``query``: the page that holds it (None when the
+    query does not match it). A search by its key first (cheap), then a walk (on a worker)."""
+    probe = read_page(service, replace(query, text=key), None, 50)
+    if not any(t.key == key for t in probe.threads):
+        return None
+    anchors: list[tuple[int, str]] = []
+    offset, cursor = 0, None
+    while True:
+        page = read_page(service, query, cursor, WALK_STEP)
+        at = next((i for i, t in enumerate(page.threads) if t.key == key), None)
+        if at is not None:
+            start = offset + max(0, at - PAGE // 2)
+            head = page.threads[max(0, at - PAGE // 2):][:PAGE]
+            return Walk(tuple(anchors), start, ThreadPage(tuple(head), page.total, None))
+        if page.after is None:
+            return None
+        offset += len(page.threads)
+        cursor = page.after
+        anchors.append((offset, cursor))
+
+
+def count_text(held: int, total: int, filtered: bool) -> str:
+    """"200 of 1,500 threads" (rows loaded of those the query matches); "1,500 threads" when all
+    are loaded; "matching" when a search or a filter narrows the list."""
+    noun = plural(total, "matching thread" if filtered else "thread")
+    if not total:
+        return "No thread matches" if filtered else "No threads"
+    return noun if held >= total else f"{held:,} of {noun}"
+
+
+class ThreadListController:
+    """Owns :attr:`query` and the paging of the list; :meth:`load` reads a first page."""
+
+    def __init__(self, ui: InspectorLayout, client: ServiceClient, tasks: TaskSet, report: Report, *, say: Callable[[str], None],
+                 open_thread: Callable[[str], Awaitable[None]], current: Callable[[], str | None]) -> None:  # fmt: skip
+        self.ui = ui
+        self.client = client
+        self.tasks = tasks
+        self.report = report
+        self._say = say
+        self._open_thread = open_thread
+        self._current = current
+        self.query = DEFAULT_QUERY
+        self.listing: Any = None
+        #: bumped by every new list (query, database, refresh): pages of an older one are dropped
+        self.epoch = 0
+        self._fetch: asyncio.Task[Any] | None = None
+        self._search: asyncio.Task[Any] | None = None
+        self.model = ui.thread_model
+        self.view = ui.thread_list
+        self._search_timer = QTimer(ui)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DEBOUNCE_MS)
+        self._search_timer.timeout.connect(self._search_now)
+        ui.thread_filter.textChanged.connect(lambda _t: self._search_timer.start())
+        self._scroll_timer = QTimer(ui)
+        self._scroll_timer.setSingleShot(True)
+        self._scroll_timer.setInterval(15)
+        self._scroll_timer.timeout.connect(self.ensure_shown)
+        bar = self.view.verticalScrollBar()
+        bar.valueChanged.connect(lambda _v: self._scroll_timer.start())
+        bar.rangeChanged.connect(lambda _a, _b: self._scroll_timer.start())
+        header = self.view.header()
+        header.setSectionsClickable(True)
+        header.setSortIndicatorShown(False)
+        header.sectionClicked.connect(self._on_heading)
+        ui.thread_filters.changed.connect(self._on_filters)
+
+    # == queries ================================================================================
+    @property
+    def filtered(self) -> bool:
+        q = self.query
+        return bool(q.text or q.filters or q.source_format)
+
+    def set_query(self, query: ThreadQuery) -> asyncio.Task[Any] | None:
+        """Show the list of ``query`` (the previous search or fetch cancelled); the task reading
+        its first page (None: that list is shown already)."""
+        if query == self.query:
+            return None
+        self.query = query
+        self._show_sort()
+        self.ui.thread_filters.show_query(query)
+        if self._search is not None:
+            self._search.cancel()
+        self._search = self.tasks.spawn(self.reload(), "search threads")
+        return self._search
+
+    def _search_now(self) -> None:
+        text = self.ui.thread_filter.text().strip() or None
+        self.set_query(replace(self.query, text=text))
+
+    def _on_filters(self, filters: frozenset[str], source: str | None, sort: str, descending: bool) -> None:
+        self.set_query(replace(self.query, filters=filters, source_format=source, sort=sort, descending=descending))
+
+    def _on_heading(self, column: int) -> None:
+        sort = COLUMN_SORTS.get(column)
+        if sort is None:
+            self._show_sort()  # not a sort of its own: the indicator stays where it was
+            return
+        descending = (not self.query.descending) if self.query.sort == sort else sort not in ASCENDING_FIRST
+        self.set_query(replace(self.query, sort=sort, descending=descending))
+
+    def _show_sort(self) -> None:
+        header = self.view.header()
+        column = next((c for c, s in COLUMN_SORTS.items() if s == self.query.sort), None)
+        header.blockSignals(True)
+        if column is None:
+            header.setSortIndicatorShown(False)
+        else:
+            header.setSortIndicatorShown(True)
+            header.setSortIndicator(column, Qt.SortOrder.DescendingOrder if self.query.descending else Qt.SortOrder.AscendingOrder)
+        header.blockSignals(False)
+
+    # == reading ================================================================================
+    async def load(self) -> ThreadPage:
+        """The first page of :attr:`query` (and the list's mark) in one trip: the list starts over."""
+        self._new_epoch()
+        listing, page = await self.client.apply(read_first, self.query, PAGE)
+        self.listing = listing
+        self.model.start(page.threads, page.total, page.after)
+        self.show_count()
+        return page
+
+    async def reload(self) -> None:
+        """A new query: its first page; the open thread stays selected if the list has it."""
+        await self.load()
+        self._say(self.count_text())
+        current = self._current()
+        if current is not None:
+            await self.reveal(current, scroll=True)
+
+    def _new_epoch(self) -> None:
+        self.epoch += 1
+        if self._fetch is not None and not self._fetch.done():
+            self._fetch.cancel()
+        self._fetch = None
+
+    def count_text(self) -> str:
+        return count_text(self.model.held, self.model.total, self.filtered)
+
+    def show_count(self) -> None:
+        self.ui.thread_count.setText(self.count_text())
+
+    def visible_rows(self) -> tuple[int, int]:
+        """The first and last rows on screen (-1, -1 for an empty list)."""
+        total = self.model.total
+        if not total:
+            return -1, -1
+        view = self.view
+        first = view.indexAt(QPoint(2, 2)).row()
+        first = 0 if first < 0 else first
+        last = view.indexAt(QPoint(2, max(2, view.viewport().height() - 2))).row()
+        if last < 0:
+            height = max(1, view.sizeHintForRow(0) if total else 20)
+            last = min(total - 1, first + view.viewport().height() // height + 1)
+        return first, last
+
+    def ensure_shown(self) -> None:
+        """Fetch what is on screen and not held yet (one fetch at a time; called again when it lands)."""
+        if self._fetch is not None and not self._fetch.done() or not self.client.connected:
+            return
+        first, last = self.visible_rows()
+        if first < 0:
+            return
+        missing = self.model.missing(first - PAGE // 4, last + PAGE // 4)
+        if not missing:
+            return
+        on_screen = [r for r in missing if first <= r <= last]
+        target = on_screen[0] if on_screen else missing[0]
+        self._fetch = self.tasks.spawn(self._fetch_rows(target, self.epoch), "read threads")
+
+    def plan(self, row: int) -> tuple[int, str | None, int]:
+        """The anchor to fetch ``row`` from: (anchor row, cursor, direction)."""
+        model = self.model
+        before = max((a for a in model.fwd if a <= row), default=0)
+        after = min((a for a in model.bwd if a >= row), default=None)
+        if after is not None and after - row < row - before:
+            return after, model.bwd[after], -1
+        return before, model.fwd.get(before), 1
+
+    async def _fetch_rows(self, row: int, epoch: int) -> None:
+        anchor, cursor, direction = self.plan(row)
+        query = self.query if direction > 0 else reversed_query(self.query)
+        distance = abs(row - anchor)
+        start = max(0, distance - PAGE // 2) if distance >= PAGE else 0  # the row asked for mid-page
+        result = await self.client.apply_interactive(walk, query, cursor, start)
+        if epoch != self.epoch:
+            return
+        self._place(anchor, direction, result)
+        self._scroll_timer.start()  # more on screen to fetch, if any
+
+    def _place(self, anchor: int, direction: int, result: Walk) -> None:
+        model = self.model
+        anchors = model.fwd if direction > 0 else model.bwd
+        for offset, cursor in result.anchors:
+            anchors.setdefault(anchor + offset * direction, cursor)
+        model.place(anchor + result.offset * direction, result.page.threads, direction, result.page.after)
+        first, last = self.visible_rows()
+        current = self.view.currentIndex().row()
+        model.evict(first, last, keep=current)
+        self.show_count()
+
+    # == a thread chosen elsewhere ==============================================================
+    async def reveal(self, key: str, *, scroll: bool = True) -> bool:
+        """Select ``key``'s row (fetching the page that holds it when it is not held), without
+        opening it again; False when the list's query does not match it."""
+        row = self.model.row_of(key)
+        if row is None:
+            epoch = self.epoch
+            found = await self.client.apply(find_thread, self.query, key)
+            if found is None or epoch != self.epoch:
+                return False
+            self._place(0, 1, found)
+            row = self.model.row_of(key)
+            if row is None:
+                return False
+        self.select_row(row, scroll=scroll)
+        return True
+
+    def select_row(self, row: int, *, scroll: bool = True) -> None:
+        """Make ``row`` the list's current row without the selection's signal (the thread is
+        opened by whoever asked)."""
+        index = self.ui.thread_proxy.mapFromSource(self.model.index(row, 0))
+        view = self.view
+        if view.currentIndex().row() != index.row():
+            selection = view.selectionModel()
+            selection.blockSignals(True)
+            selection.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+            selection.blockSignals(False)
+            view.viewport().update()
+        if scroll and not view.visualRect(index).intersects(view.viewport().rect()):
+            view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+    async def open_key(self, key: str) -> None:
+        """Open ``key`` (from the fleet view, a recent thread …): the list selects it when it has it."""
+        await self._open_thread(key)
+
+    # == the live refresh =======================================================================
+    async def refresh(self, listing: Any) -> None:
+        """The list changed (its mark moved): the rows around what is on screen are read again
+        and applied in place; the count too. The selected thread stays selected and the row at the
+        top of the list stays at the top."""
+        model, view = self.model, self.view
+        first, last = self.visible_rows()
+        top_key = model.thread_at(first).key if first >= 0 and model.loaded(first) else None
+        selected = view.currentIndex().data(KeyRole)
+        start = first if first >= 0 else 0
+        while start - 1 >= 0 and model.loaded(start - 1):
+            start -= 1
+        end = max(start, last)
+        while model.loaded(end + 1):
+            end += 1
+        anchor = max((a for a in model.fwd if a <= start), default=0)
+        cursor = model.fwd.get(anchor)
+        want = min(end + 1 - anchor, CACHE_ROWS + PAGE) if model.total else PAGE
+        epoch = self._bump_for_refresh()
+        page = await self.client.apply(read_page, self.query, cursor, max(want, PAGE))
+        if epoch != self.epoch:
+            return
+        threads = page.threads[start - anchor:] if start > anchor else page.threads
+        model.replace_window(start, threads, page.total, page.after if start + len(threads) >= anchor + len(page.threads) else None)
+        self.listing = listing
+        if selected is not None:
+            row = model.row_of(selected)
+            if row is not None:
+                self.select_row(row, scroll=False)
+        if top_key is not None:
+            row = model.row_of(top_key)
+            if row is not None and row != view.indexAt(QPoint(2, 2)).row():  # the rows on screen stay on screen
+                view.scrollTo(self.ui.thread_proxy.mapFromSource(model.index(row, 0)), QAbstractItemView.ScrollHint.PositionAtTop)
+        self.show_count()
+        self._scroll_timer.start()
+
+    def _bump_for_refresh(self) -> int:
+        self._new_epoch()
+        return self.epoch
+
+    def threads_shown(self) -> list[ThreadInfo]:
+        """The threads held, in row order."""
+        return [self.model.thread_at(r) for r in sorted(self.model._rows)]
