@@ -19,6 +19,7 @@ from .. import figures
 from ..errors import CannotCompact, EngineError
 from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
 from . import revert_cmd  # issue 23: revert, audit
+from . import stats_cmd  # issue 26: compaction stats
 from .output import (  # noqa: F401 (EXIT_BUSY and EXIT_USAGE are re-exported for callers and tests)
     EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, Listing, Reported, add_paging, database_url, describe_failure, emit_json, error_json,
     exit_code_for, mask_secrets, quiet_pipe, url_secrets, whole_number,
@@ -379,7 +380,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _optional_commands() -> list[Callable[[Any], None]]:
-    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser, steer_cmd.add_parser, revert_cmd.add_parser]
+    return [preview.add_parser, demo.add_parser, import_cmd.add_parser, discover_cmd.add_parser, history_cmd.add_parser, whatif_cmd.add_parser, config_cmd.add_parser, steer_cmd.add_parser, revert_cmd.add_parser, stats_cmd.add_parser]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
