@@ -108,7 +108,7 @@ def _mcp_text(value: Any) -> str | None:
 
 
 def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nesting: int, forced: str | None) -> list[Render]:
-    notes = [f"note: {json.dumps(clip(t), ensure_ascii=False)}" for t in (before, after) if t]
+    notes = [f"{key}: {json.dumps(clip(t), ensure_ascii=False)}" for key, t in (("text_before", before), ("text_after", after)) if t]
     if isinstance(value, Mapping) and isinstance(value.get("structuredContent"), (Mapping, list)):
         return _json_renderers(value["structuredContent"], before, after, count, nesting, forced)
     mcp = _mcp_text(value)
@@ -158,7 +158,7 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
 
 def _text_renderers(text: str, count: CountTokens, forced: str | None) -> list[Render]:
     out: list[Render] = []
-    order = ["test_log", "grep", "table", "file_read"]
+    order = ["test_log", "grep", "file_read", "table"]
     if forced in order:
         order.remove(forced)
         order.insert(0, forced)

@@ -125,35 +125,47 @@ def grep_preview(listing: GrepListing, *, budget_tokens: int, count_tokens: Coun
     if listing.other:
         head += f" ({listing.other} other line{'s' if listing.other != 1 else ''} below)"
 
-    def render(level: int, limit: int | None = None) -> str:
+    def block(path: str, hits: list[tuple[int, str]], level: int) -> list[str]:
+        if level >= 80 and hits:
+            return [path, *(f"  {n}: {t.strip()[:level]}{ELLIPSIS if len(t.strip()) > level else ''}" for n, t in hits)]
+        if level == 1 and hits:
+            return [f"{path}: {', '.join(str(n) for n, _ in hits)}"]
+        return [path]
+
+    def render(levels: list[int], limit: int | None = None) -> str:
         out = [head]
-        shown = files if limit is None else files[:limit]
-        for path, hits in shown:
-            if level >= 160 and hits or level == 80 and hits:
-                out.append(path)
-                out += [f"  {n}: {t.strip()[:level] + (ELLIPSIS if len(t.strip()) > level else '')}" for n, t in hits]
-            elif level == 1 and hits:
-                out.append(f"{path}: {', '.join(str(n) for n, _ in hits)}")
-            else:
-                out.append(path)
+        for (path, hits), level in zip(files if limit is None else files[:limit], levels):
+            out += block(path, hits, level)
         if limit is not None and limit < len(files):
             out.append(f"[... {len(files) - limit} more files left out]")
         return "\n".join(out)
 
-    for level in (160, 80, 1, 0):
-        found = render(level)
+    ladder = (160, 80, 1, 0)
+    for index, level in enumerate(ladder):
+        levels = [level] * len(files)
+        found = render(levels)
         if count_tokens(found) <= budget_tokens:
+            if index > 0:  # what is left goes to the first files, one level richer
+                spare = budget_tokens - count_tokens(found)
+                for i, (path, hits) in enumerate(files):
+                    delta = count_tokens("\n".join(block(path, hits, ladder[index - 1]))) - count_tokens("\n".join(block(path, hits, level)))
+                    if delta > spare - 2:
+                        break
+                    levels[i], spare = ladder[index - 1], spare - delta
+                while levels[0] != level and count_tokens(render(levels)) > budget_tokens:
+                    levels[max(i for i, x in enumerate(levels) if x != level)] = level
+                found = render(levels)
             if listing.other and text is not None:  # the lines that were not matches: generic
                 return with_rest(found, text, budget_tokens=budget_tokens, count_tokens=count_tokens)
             return found
     lo, hi = 0, len(files)  # the most paths that fit, with the count of the rest
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if count_tokens(render(0, mid)) <= budget_tokens:
+        if count_tokens(render([0] * mid, mid)) <= budget_tokens:
             lo = mid
         else:
             hi = mid - 1
-    found = render(0, lo)
+    found = render([0] * lo, lo)
     return found if count_tokens(found) <= budget_tokens else None
 
 
@@ -217,6 +229,10 @@ def parse_test_log(text: str) -> TestLog | None:
             if m["b"] and not any(w in name.lower() for w in ("test", "::", ".")) or m["b"] in ("FAILURES", "ERRORS", "warnings summary", "short test summary info"):
                 current = None
                 continue
+            if m["a"]:  # pytest's short summary names the test in full: the section of its name merges in
+                short = m["a"].split("::")[-1]
+                if short in log.failures and short != m["a"]:
+                    log.failures[m["a"]] = log.failures.pop(short) + log.failures.get(m["a"], [])
             if m["a"] and line.strip() != m["a"]:  # FAILED x::y - Message: keep the message
                 rest = line.strip()[len(line.split()[0]) + 1 + len(m["a"]):].lstrip(" -")
                 log.failures.setdefault(m["a"], [])
@@ -244,7 +260,7 @@ def parse_test_log(text: str) -> TestLog | None:
 def test_log_preview(log: TestLog, text: str, *, budget_tokens: int, count_tokens: CountTokens) -> str | None:
     """The summary lines, then each failing test (``FAILED name``) with its error lines (up to 6,
     then 2, then 1, cut to 200 characters), then names only, then as many names as fit and how many
-    are left out; within half the budget when the log is longer. What the budget still holds is the
+    are left out; within three quarters of the budget when the log is longer. What the budget still holds is the
     generic preview of the log (head, the error, URL and path lines it leaves out, tail)."""
     failures = list(log.failures.items())
     head = [f"test run: {len(failures)} failing tests" if failures else "test run: no failing test found", *log.summary]
@@ -273,7 +289,7 @@ def test_log_preview(log: TestLog, text: str, *, budget_tokens: int, count_token
         found = render(0, lo)
         return found if count_tokens(found) <= room else None
 
-    part = structured(max(budget_tokens // 2, min(budget_tokens, 80)))
+    part = structured(max(budget_tokens * 3 // 4, min(budget_tokens, 80)))
     return None if part is None else with_rest(part, text, budget_tokens=budget_tokens, count_tokens=count_tokens)
 
 
@@ -322,7 +338,7 @@ def parse_table(text: str) -> RecordSet | None:
         except csv.Error:
             return None
         names, body = rows[0], [r for r in rows[1:] if len(r) == len(rows[0])]
-        if len(body) < 2 or any(not n.strip() or len(n) > 60 for n in names):
+        if len(body) < 2 or any(not n.strip() or len(n) > 40 or n.count(" ") > 3 for n in names):
             return None
     names = [n or f"col{i + 1}" for i, n in enumerate(names)]
     records = [dict(zip(names, r)) for r in body]
