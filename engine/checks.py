@@ -71,7 +71,7 @@ def _readable_prefix(reader: ThreadReader, key: str, after: int | None, exc: Exc
         start = good[-1].id if good else after
         try:
             rows = reader.messages_page(key, after_id=start, limit=limit)
-        except Exception as failure:  # noqa: BLE001: the bad row is within these ``limit`` rows
+        except Exception as failure:  # noqa: BLE001 - the bad row is within these ``limit`` rows
             exc = failure
             limit //= 2
             continue
@@ -91,7 +91,7 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
     try:
         info = reader.thread(key)
         state = reader.compaction_state(key)
-    except Exception as exc:  # noqa: BLE001: reported, the other threads are still checked
+    except Exception as exc:  # noqa: BLE001 - reported, the other threads are still checked
         found("unreadable", f"the thread cannot be read: {_reason(exc)}")
         return out
     try:

@@ -217,7 +217,7 @@ def keyring_status() -> KeyStatus:
     try:
         import keyring
         from keyring.backends import fail
-    except Exception as exc:  # noqa: BLE001: no keyring package at all is the same answer
+    except Exception as exc:  # noqa: BLE001 - no keyring package at all is the same answer
         return KeyStatus(False, "none", f"no keyring: {exc}")
     backend = keyring.get_keyring()
     name = f"{type(backend).__module__}.{type(backend).__name__}"

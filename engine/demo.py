@@ -20,8 +20,8 @@ from typing import Any, Callable
 
 from .errors import EngineError
 from .harness.loop import AgentHarness, Tool, ToolRegistry, WaitForUser
-from .llm import ChatClient
 from .harness.simulator import ProviderSimulator, Reply, SimRequest
+from .llm import ChatClient
 from .messages import Message
 from .meter import default_meter
 from .service import Service, data_dir, default_workdir, open_service

@@ -41,7 +41,7 @@ import re
 import threading
 import time
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -84,7 +84,7 @@ class Location:
             return None
         try:
             found = self.parent(path)
-        except Exception:  # noqa: BLE001: a file that says nothing useful is no session's
+        except Exception:  # noqa: BLE001 - a file that says nothing useful is no session's
             return None
         return found if found is not None and found.exists() and self.matches(found) else None
 
@@ -159,7 +159,7 @@ def _importer_modules() -> list[Any]:
             continue
         try:
             mods[name] = importlib.import_module(name)
-        except Exception:  # noqa: BLE001: one broken module must not hide the others' sessions
+        except Exception:  # noqa: BLE001 - one broken module must not hide the others' sessions
             log.warning("discovery: cannot import %s", name, exc_info=True)
     return list(mods.values())
 
@@ -292,7 +292,7 @@ def describe(path: Path, tool: str, found_by: str = "") -> DiscoveredSession | N
     newest = max((s.st_mtime for s in stats), default=path.stat().st_mtime)
     return DiscoveredSession(
         tool=tool, path=str(path), project=project, size=sum(s.st_size for s in stats),
-        modified=datetime.fromtimestamp(newest, tz=timezone.utc), folder=path.is_dir(), found_by=found_by,
+        modified=datetime.fromtimestamp(newest, tz=UTC), folder=path.is_dir(), found_by=found_by,
     )
 
 
@@ -607,7 +607,7 @@ class SessionFollower:
                     self._poll()
                     if self._roots() != roots:  # a watched folder appeared or went away: watch again
                         break
-        except Exception as exc:  # noqa: BLE001: the follower reports and ends, never takes the process down
+        except Exception as exc:  # noqa: BLE001 - the follower reports and ends, never takes the process down
             log.warning("follow all stopped", exc_info=True)
             self.errors.append(("", str(exc)))
             if self._on_error is not None:
@@ -658,7 +658,7 @@ class SessionFollower:
                 reports = self._write(path, fmt)
             except FileNotFoundError:
                 continue
-            except Exception as exc:  # noqa: BLE001: reported; tried again on the next change
+            except Exception as exc:  # noqa: BLE001 - reported; tried again on the next change
                 message = getattr(exc, "message", None) or str(exc)
                 self.errors.append((str(path), message))
                 if self._on_error is not None:

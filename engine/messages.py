@@ -11,12 +11,23 @@ import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
-from typing import Any, Literal, Mapping, TypeGuard
+from typing import Any, Literal, Mapping, Protocol, TypeGuard
 
 from .errors import EngineError
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 ROLES: frozenset[str] = frozenset({"system", "developer", "user", "assistant", "tool"})
+
+
+class Tagged(Protocol):
+    """What a reader of a message's role and metadata alone needs: a :class:`Message`, or a row read
+    for counting only (``engine.store.reads.CountedRow``)."""
+
+    @property
+    def role(self) -> str: ...
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
 
 
 def is_role(value: object) -> TypeGuard[Role]:

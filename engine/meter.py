@@ -52,7 +52,7 @@ from typing import Any, Mapping, Sequence
 import tiktoken
 import tiktoken.model
 
-from engine.messages import META_SUMMARY, Attachment, Envelope, Message, Reasoning, ToolCall
+from engine.messages import META_SUMMARY, Attachment, Envelope, Message, Reasoning, Tagged, ToolCall
 
 __all__ = [
     "CATEGORIES",
@@ -274,7 +274,7 @@ def _key(m: Message) -> _MessageKey:
     return (m.role, m.content, m.tool_calls, m.tool_call_id, m.name, m.reasoning, m.attachments)
 
 
-def message_category(m: Message) -> str:
+def message_category(m: Tagged) -> str:
     """The :data:`CATEGORIES` key a message's tokens go to in :meth:`TokenMeter.measure`."""
     return "summary" if m.metadata.get(META_SUMMARY) else _ROLE_CATEGORY[m.role]
 

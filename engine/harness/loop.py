@@ -20,13 +20,12 @@ from typing import Any, Awaitable, Callable, Mapping, Sequence, TypeVar
 
 from ..compactor import RunState
 from ..events import CancelledEvent, HarnessErrorEvent
+from ..llm.client import ChatClient
+from ..llm.errors import CANCELLED, ProviderError
 from ..messages import Message, ToolCall
 from ..service import Service
 from ..step import StepDriver, describe
 from ..store import ABORTED_TEXT
-from ..llm.client import ChatClient
-from ..llm.errors import CANCELLED, ProviderError
-
 
 FAILED_TEXT = "aborted: the run failed before this tool call ran"
 #: run error code when the harness itself failed (not the provider): the run is failed, the error re-raised
@@ -234,7 +233,7 @@ class AgentHarness:
                 return RunResult(_running(state), "waiting_for_user", steps=step, overflow_retries=state.overflow_attempts)
             except asyncio.CancelledError:
                 raise
-            except Exception as exc:  # a failing tool is a result the model can read, not a crash
+            except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model can read, not a crash
                 text = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
             await _io(self.service.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id)
         return None

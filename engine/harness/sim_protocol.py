@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Mapping, Union
+from typing import Any, Callable, Iterable, Mapping
 
 from engine.messages import Envelope, InvalidMessage, Message, Surface, ToolCall
 
@@ -130,7 +130,7 @@ class RecordedRequest:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
 
-ScriptItem = Union[Reply, Callable[[SimRequest], Reply]]
+ScriptItem = Reply | Callable[[SimRequest], Reply]
 
 
 class BadRequest(ValueError):

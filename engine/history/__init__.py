@@ -20,10 +20,10 @@ memory per envelope, nothing kept), so a thread with thousands of requests is ne
 thousands of surfaces.
 """
 
-from . import core, export, prices, pressure
-from .core import *  # noqa: F403: the package's names are its modules' (each lists them in __all__)
+from . import core, export, pressure, prices
+from .core import *  # noqa: F403 - the package's names are its modules' (each lists them in __all__)
 from .export import *  # noqa: F403
-from .prices import *  # noqa: F403
 from .pressure import *  # noqa: F403
+from .prices import *  # noqa: F403
 
 __all__ = [*core.__all__, *export.__all__, *prices.__all__, *pressure.__all__]

@@ -113,7 +113,7 @@ def entry_from_json(data: Any) -> CompactionEntry:
         dropped = _dropped_from_json(data.get("dropped"))
     except InvalidExport:
         raise
-    except Exception as exc:  # noqa: BLE001: S's parser refusing the object
+    except Exception as exc:  # noqa: BLE001 - S's parser refusing the object
         raise InvalidExport(f"entry {idx}: 'dropped' cannot be read ({exc})") from None
     return CompactionEntry(
         index=idx, kind=kind, trigger=_opt(data.get("trigger"), (str,), f"entry {idx} trigger"), origin=origin,

@@ -16,10 +16,7 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-from . import anthropic, claude_code, codex, openai_chat, openai_responses, openhands, swe_agent
-from . import aider, gemini_cli, openhands_eval
-from . import agents_sdk
-from . import cline, opencode
+from . import agents_sdk, aider, anthropic, claude_code, cline, codex, gemini_cli, openai_chat, openai_responses, opencode, openhands, openhands_eval, swe_agent
 from ._common import Source, as_source
 from .jsonl import JsonlEntry, JsonlFollower, iter_new_entries
 from .model import (

@@ -11,7 +11,7 @@ import re
 import struct
 from collections import Counter
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -197,7 +197,7 @@ def iso_from_ms(ms: Any) -> str | None:
     if n is None or n <= 0:
         return None
     try:
-        return datetime.fromtimestamp(n / 1000, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+        return datetime.fromtimestamp(n / 1000, tz=UTC).isoformat().replace("+00:00", "Z")
     except (OverflowError, OSError, ValueError):
         return None
 

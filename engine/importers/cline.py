@@ -342,7 +342,7 @@ class _Reader:
             kept: list[Part] = []
             for p in parts:
                 if isinstance(p, TextPart) and _XML_CALL.search(p.text):
-                    for n, match in enumerate(_XML_CALL.finditer(p.text)):
+                    for match in _XML_CALL.finditer(p.text):
                         params = {k: v.strip("\n") for k, v in _XML_PARAM.findall(match.group(2))}
                         calls.append(ImportedToolCall(id=f"{key}#{len(calls)}", name=match.group(1),
                                                       arguments=json.dumps(params, ensure_ascii=False), synthetic_id=True))

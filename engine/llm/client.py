@@ -182,7 +182,7 @@ def _run_blocking(factory: Callable[[], Coroutine[Any, Any, T]]) -> T:
     def target() -> None:
         try:
             box["value"] = asyncio.run(factory())
-        except BaseException as exc:  # re-raised in the calling thread
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
             box["error"] = exc
 
     helper = threading.Thread(target=target, name="llm-blocking-call", daemon=True)

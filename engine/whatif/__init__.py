@@ -38,34 +38,8 @@ from __future__ import annotations
 
 from ..errors import Cancelled
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
-from .runs import (
-    FALLBACK_ROUTE,
-    PAGE,
-    SCRATCH_KEY,
-    SHM,
-    EngineReplay,
-    Progress,
-    ReplayStep,
-    ShouldStop,
-    recorded_run,
-    request_kept,
-    run_sweep,
-    run_whatif,
-)
-from .settings import (
-    ALIASES,
-    MAX_SWEEP,
-    SETTINGS,
-    WhatIfSettingError,
-    WhatIfSummarizerFailed,
-    candidate_policy,
-    canonical_key,
-    make_summarizer,
-    parse_settings,
-    parse_sweep,
-    parse_value,
-    validate_values,
-)
+from .runs import EngineReplay, ReplayStep, recorded_run, run_sweep, run_whatif
+from .settings import ALIASES, SETTINGS, WhatIfSettingError, WhatIfSummarizerFailed, parse_settings, parse_sweep
 
 __all__ = [
     "ALIASES",

@@ -9,10 +9,10 @@ from dataclasses import dataclass, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from ..config import Settings as UserSettings
 from ..errors import EngineError
 from ..policy import CompactionPolicy, PolicyError, PolicySet, ResolvedPolicy
 from ..store import Store
-from ..config import Settings as UserSettings
 from ..summarizers.extractive import ExtractiveSummarizer
 from ..summarizers.factory import ENV_API_KEY
 from ..summarizers.openai_compat import OpenAICompatSummarizer
@@ -242,7 +242,7 @@ def candidate_policy(policies: PolicySet, t: _Thread, settings: Mapping[str, Any
         policy = base.policy.with_overrides(overrides)
         resolved = replace(base, policy=replace(policy, context_window=window), context_window=window, window_source="override",
                            window_detail="what-if setting" if "context_window" in settings else base.window_detail)
-        resolved.threshold, resolved.target_tokens, resolved.retained_tail_tokens  # raise PolicyError when unusable
+        _ = resolved.threshold, resolved.target_tokens, resolved.retained_tail_tokens  # raise PolicyError when unusable
     except PolicyError as exc:
         raise WhatIfSettingError(f"these settings make no policy: {exc.message}") from None
     return resolved, settings.get("summarizer") or default_summarizer_spec()

@@ -39,8 +39,7 @@ def _openai_agents(svc: Service, sim: ProviderSimulator, key: str) -> None:
 
     from engine.adapters.openai_agents import EngineSession
 
-    from .test_openai_agents import long_script, make_agent
-    from .test_openai_agents import run as run_async
+    from .test_openai_agents import long_script, make_agent, run as run_async
 
     sim.script(long_script())
     session = EngineSession(key, service=svc)
@@ -50,8 +49,7 @@ def _openai_agents(svc: Service, sim: ProviderSimulator, key: str) -> None:
 def _pydantic_ai(svc: Service, sim: ProviderSimulator, key: str) -> None:
     from engine.adapters.pydantic_ai import EngineCompaction
 
-    from .test_pydantic_ai import long_script, make_agent
-    from .test_pydantic_ai import run as run_async
+    from .test_pydantic_ai import long_script, make_agent, run as run_async
 
     sim.script(long_script())
     run_async(make_agent(sim, EngineCompaction(service=svc, thread=key)).run("Cover every topic."))

@@ -10,8 +10,23 @@ from typing import Any
 import openai
 import pytest
 
-from .conftest import LONG, MODEL, PROSE, ROUNDS, SYSTEM, assert_calls_answered, assert_pruned_and_summarized, bulk, kinds, skip_without, stored_roles
-from .conftest import RUNS, assert_runs_stored_once, multi_run_script, part
+from .conftest import (
+    LONG,
+    MODEL,
+    PROSE,
+    ROUNDS,
+    RUNS,
+    SYSTEM,
+    assert_calls_answered,
+    assert_pruned_and_summarized,
+    assert_runs_stored_once,
+    bulk,
+    kinds,
+    multi_run_script,
+    part,
+    skip_without,
+    stored_roles,
+)
 
 skip_without("langchain.agents", "langchain")
 skip_without("langchain_openai", "langchain")

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from engine.cli import main as cli
-from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.simulator import ProviderSimulator, Reply
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.service import open_service
 
 from .conftest import MODEL, PROVIDER, SYSTEM, THREAD, WINDOW, SteeredSummarizer, bulk, harness, kb_tool, openai_overflow_text, run, seed_turns

@@ -9,9 +9,9 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.loop import ABORTED_TEXT, Tool
 from engine.harness.simulator import ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.service import Service
 from engine.units import is_balanced
 

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 from engine.events import parse_event
-from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.harness.simulator import ProviderSimulator, Reply
+from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.replay import episodes_from
 from engine.service import Service
@@ -190,7 +190,7 @@ def test_recovered_step_shows_the_surface_the_retry_sent(tmp_path) -> None:
 def test_replay_reads_whatever_a_platform_recorded_without_failing() -> None:
     """Rows of an unknown kind, keys of the wrong type and a ``data`` that is not an object are read
     as "unknown" (or skipped), never an error; the surfaces still come from the history."""
-    at = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 12, 1, tzinfo=UTC)
     messages = (
         user("find it", id=1),
         assistant("", ToolCall("c1", "query_kb"), id=2),

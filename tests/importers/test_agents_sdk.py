@@ -174,7 +174,7 @@ def test_discovered_in_an_added_folder_and_followed_while_the_program_writes(tmp
                     try:
                         if len(stored(svc, "agents-sdk:live")) >= n:
                             return time.monotonic() - start
-                    except Exception:  # the thread does not exist yet
+                    except Exception:  # noqa: BLE001 - the thread does not exist yet (polled until the deadline)
                         pass
                     time.sleep(0.05)
                 raise AssertionError(f"not {n} messages within 15 s: {follower.errors}")

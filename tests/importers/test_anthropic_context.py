@@ -174,7 +174,7 @@ def test_a_growing_log_is_followed(tmp_path: Path):
                 try:
                     if len(stored(svc, "anthropic:audit")) >= n:
                         return
-                except Exception:  # not imported yet
+                except Exception:  # noqa: BLE001 - not imported yet (polled until the deadline)
                     pass
                 time.sleep(0.05)
             raise AssertionError(f"not {n} messages within 15 s: {follower.errors}")

@@ -51,7 +51,7 @@ def test_mangled_sources_never_crash(path, fmt, tmp_path):
     text = path.read_text()
     jsonl = path.suffix == ".jsonl"
     out = tmp_path / path.name
-    for trial in range(TRIALS):
+    for _ in range(TRIALS):
         if jsonl:
             lines = text.splitlines()
             i = rng.randrange(len(lines))
