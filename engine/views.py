@@ -788,6 +788,15 @@ class FleetStats:
     until: str
 
     def to_json(self) -> dict[str, Any]:
+        """Plain JSON values (lists, not tuples): what ``json.dumps`` writes and ``json.loads`` reads back."""
         from dataclasses import asdict
 
-        return asdict(self)
+        def plain(value: Any) -> Any:
+            if isinstance(value, (list, tuple)):
+                return [plain(v) for v in value]
+            if isinstance(value, dict):
+                return {k: plain(v) for k, v in value.items()}
+            return value
+
+        out: dict[str, Any] = plain(asdict(self))
+        return out

@@ -229,8 +229,9 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
     sqlite = _sqlite(s)
     col = sort_column(query.sort)
     conds = conditions(query, now, sqlite=sqlite)
-    # a text search (first page): the total in the same scan (a window count) instead of a second one
-    windowed = bool(query.text) and after is None
+    # a text search on SQLite (first page): the total in the same scan (a window count) instead of a
+    # second one; PostgreSQL answers both from the trigram index, faster apart (measured)
+    windowed = bool(query.text) and after is None and sqlite
     # first the ids and sort values alone (a narrow sort), then the rows of the page
     columns: list[Any] = [C.id, col.label("sort_value")]
     if windowed:
