@@ -78,6 +78,9 @@ def _ident(item: Any) -> str:
 
 LISTINGS = [
     (["threads"], "threads", 5),
+    (["threads", "--sort", "messages"], "threads", 4),
+    (["threads", "--sort", "activity", "--reverse", "--filter", "EXTRA"], "threads", 6),
+    (["threads", "--busy", "--sort", "pressure"], "threads", 2),
     (["audit"], "entries", 4),
     (["check"], "violations", 3),
     (["pin", "--thread", "extra-000", "--list"], "pins", 5),
@@ -86,7 +89,7 @@ LISTINGS = [
 ]
 
 
-@pytest.mark.parametrize(("argv", "key", "limit"), LISTINGS, ids=[a[0] for a, _, _ in LISTINGS])
+@pytest.mark.parametrize(("argv", "key", "limit"), LISTINGS, ids=[" ".join(a[:3]) for a, _, _ in LISTINGS])
 def test_paging_walk_equals_the_full_listing(store: dict[str, str], capsys: pytest.CaptureFixture[str], argv: list[str],
                                              key: str, limit: int) -> None:
     argv = [a.format(**store) for a in argv] + ["--db", store["db"]]
@@ -97,7 +100,7 @@ def test_paging_walk_equals_the_full_listing(store: dict[str, str], capsys: pyte
     assert len({_ident(x) for x in walked}) == len(walked)
     if key != "violations":  # the demo's threads have no violations: pages of threads, no items
         assert len(walked) > 0
-    if key in ("threads", "entries", "pins"):
+    if key in ("entries", "pins") or argv[:2] == ["threads", "--db"]:
         assert pages == -(-len(walked) // limit) and pages > 1
 
 
@@ -112,7 +115,20 @@ def test_check_pages_threads_and_threads_default_page(store: dict[str, str], cap
             break
     assert seen == len(threads) == 9 + EXTRA
     page = _json(capsys, ["threads", "--db", store["db"], "--limit", "10"])
-    assert page["next_after"] == page["threads"][-1]["thread"] == threads[9]["thread"]
+    assert page["threads"] == threads[:10] and page["total"] == len(threads) and page["next_after"]
+    rest = _json(capsys, ["threads", "--db", store["db"], "--after", page["next_after"]])
+    assert page["threads"] + rest["threads"] == threads and rest["next_after"] is None
+
+
+def test_threads_filters_and_sorts_in_the_database(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:
+    busy = _json(capsys, ["threads", "--db", store["db"], "--busy"])
+    assert {t["thread"] for t in busy["threads"]} == {"busy-queued", "busy-running", "busy-waiting-for-user"} == {
+        t["thread"] for t in _json(capsys, ["threads", "--db", store["db"], "--limit", "1000"])["threads"] if t["busy"]}
+    assert busy["total"] == 3
+    by_messages = _json(capsys, ["threads", "--db", store["db"], "--sort", "messages"])["threads"]
+    assert [t["messages"] for t in by_messages] == sorted((t["messages"] for t in by_messages), reverse=True)
+    text = _json(capsys, ["threads", "--db", store["db"], "--filter", "检索"])["threads"]
+    assert [t["thread"] for t in text] == ["zh-检索延迟分析"]
 
 
 def test_recount_pages_threads(store: dict[str, str], capsys: pytest.CaptureFixture[str]) -> None:

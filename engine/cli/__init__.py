@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from .. import figures
 from ..errors import CannotCompact, EngineError
+from ..views import THREAD_SORTS
 from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
 from . import revert_cmd  # issue 23: revert, audit
 from . import stats_cmd  # issue 26: compaction stats
@@ -80,6 +81,11 @@ def thread_json(t: Any) -> dict[str, Any]:
         "model": t.model,
         "source_format": t.source_format,
         "error": t.error,
+        "kept_tokens": t.kept_tokens,
+        "threshold": t.threshold,
+        "context_window": t.window,
+        "pressure": t.pressure,
+        "updated_at": t.updated_at,
     }
 
 
@@ -87,33 +93,45 @@ def thread_json(t: Any) -> dict[str, Any]:
 BATCH = 1000
 
 
+def thread_query(args: argparse.Namespace) -> Any:
+    """The :class:`engine.views.ThreadQuery` of ``threads``' options: key and title order ascending,
+    the others largest first (``--reverse`` flips it)."""
+    from dataclasses import replace
+
+    descending = args.sort not in ("key", "title")
+    return replace(stats_cmd.query_of(args), sort=args.sort, descending=descending != args.reverse)
+
+
 def cmd_threads(args: argparse.Namespace) -> int:
-    """The threads in key order, streamed a batch at a time (keyset paging: ``--after`` the last
-    key of the previous page; ``next_after`` null on the last page)."""
+    """The threads of ``--filter`` / ``--only`` / ``--source`` in ``--sort`` order, streamed a page
+    at a time from the database (``svc.threads.page``: keyset, stable under concurrent inserts);
+    ``next_after`` the opaque cursor of the next page, null on the last; ``total`` how many match."""
+    query = thread_query(args)
     with _service(args) as svc, Listing("threads", json_mode=args.json, secrets=url_secrets(args.db)) as out:
-        after, width, last = args.after, 0, None
+        after, width = args.after, 0
         while out.count < args.limit:
-            batch = svc.list_threads(text=args.filter, after_key=after, limit=min(BATCH, args.limit - out.count))
-            for t in batch:
+            page = svc.threads.page(query, after=after, limit=min(BATCH, args.limit - out.count))
+            out.tail["total"] = page.total
+            for t in page.threads:
                 row = thread_json(t)
                 out.item(row)
                 if not out.json:
                     if not width:
-                        width = max(24, max(len(x.key) for x in batch))
-                        out.line(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'STATE':<16}  TITLE")
+                        width = max(24, max(len(x.key) for x in page.threads))
+                        out.line(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'PRESSURE':>8}  {'STATE':<16}  TITLE")
                     state = "unreadable" if row["error"] else (row["busy_reason"] or "idle")
                     title = f"(cannot be read: {row['error']})" if row["error"] else row["title"]
-                    out.line(f"{row['thread']:<{width}}  {row['messages']:>7}  {row['generation']:>4}  {state:<16}  {title}")
-            if not batch:
+                    pressure = figures.percent(row["pressure"]) if row["pressure"] is not None else "-"
+                    out.line(f"{row['thread']:<{width}}  {row['messages']:>7}  {row['generation']:>4}  {pressure:>8}  {state:<16}  {title}")
+            after = page.after
+            if after is None or not page.threads:
                 break
-            after = last = batch[-1].key
-        if last is not None and out.count >= args.limit and svc.list_threads(text=args.filter, after_key=last, limit=1):
-            out.next_after = last
+        out.next_after = after if out.count >= args.limit else None
         if not out.json:
             if not out.count:
                 out.line("no threads")
-            elif out.next_after is not None:
-                print(f"more threads: --after {out.next_after}", file=sys.stderr)
+            elif out.next_after:
+                print(f"{out.count:,} of {out.tail.get('total', out.count):,} threads; more: --after {out.next_after}", file=sys.stderr)
     return EXIT_OK
 
 
@@ -340,7 +358,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("threads", help="list threads")
     _db_arg(t)
-    t.add_argument("--filter", help="only threads whose key or title contains this text")
+    t.add_argument("--filter", metavar="TEXT", help="only threads whose key, title, source format or model contains TEXT (any case)")
+    t.add_argument("--sort", choices=THREAD_SORTS, default="key", help="order (default key; activity, pressure, compactions, messages: largest first)")
+    t.add_argument("--reverse", action="store_true", help="the other direction")
+    t.add_argument("--source", metavar="FORMAT", help="only threads imported from FORMAT (claude-code, codex, …), or live: written live")
+    for flag, name in stats_cmd.FILTER_FLAGS.items():  # the same filters as `compaction stats` (ANDed)
+        t.add_argument(flag, dest=f"f_{name}", action="store_true", help=f"only threads: {name.replace('_', ' ')}")
     add_paging(t, "threads", "KEY", default=500, high=MAX_LIMIT)
     t.add_argument("--json", action="store_true")
     t.set_defaults(func=cmd_threads)

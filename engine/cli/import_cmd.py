@@ -1,14 +1,16 @@
 """``compaction import``: read other agents' transcripts into the database (docs/import.md).
 
-``compaction import [--db URL] [--format F] [--thread KEY] [--follow] [--json] FILE...``
+``compaction import [--db URL] [--format F] [--thread KEY] [--follow] [--limit N] [--after PATH] [--json] FILE|DIR...``
 
-Prints one line per imported session (``--json``: ``{"imported": [report…], "errors": [{"file",
-"code", "message"}…]}``). Exit 0 when every file imported, 1 when any file could not be read as
-its format (the others are still imported), 2 for a bad database or bad arguments. Without
-``--db`` the sessions go to ``$COMPACTION_DB``, else the sessions database in the user's data
-directory (``sessions.db``, created on first use; never the demo database), named on stderr.
-``--follow`` tails one growing Claude Code / Codex JSONL file until SIGINT / SIGTERM (or
-``--follow-seconds``), appending entries as they are written.
+Prints a line per file as it is done (``--json``: one streamed object ``{"files": [entry…],
+"imported": [report…], "errors": [{"file", "code", "message"}…], "counts", "next_after"}``). A DIR
+that is not itself a session is imported recursively, with progress, a line per file and resumably
+(:mod:`engine.cli.bulk_import`). Exit 0 when every file imported, 1 when any file could not be
+read (the others are still imported), 2 for a bad database or bad arguments, 130 when interrupted
+(Ctrl-C / SIGTERM: a re-run resumes). Without ``--db`` the sessions go to ``$COMPACTION_DB``, else
+the sessions database in the user's data directory (``sessions.db``, created on first use; never
+the demo database), named on stderr. ``--follow`` tails one growing Claude Code / Codex JSONL file
+until SIGINT / SIGTERM (or ``--follow-seconds``), appending entries as they are written.
 """
 
 from __future__ import annotations
