@@ -82,6 +82,8 @@ LISTINGS = [
     (["threads", "--sort", "activity", "--reverse", "--filter", "EXTRA"], "threads", 6),
     (["threads", "--busy", "--sort", "pressure"], "threads", 2),
     (["audit"], "entries", 4),
+    (["events", "--thread", "research-retrieval-latency"], "events", 7),
+    (["events", "--thread", "research-retrieval-latency", "--kind", "summary", "--kind", "prune"], "events", 2),
     (["check"], "violations", 3),
     (["pin", "--thread", "extra-000", "--list"], "pins", 5),
     (["replay", "--thread", "overflow-recovers"], "episodes", 1),
@@ -100,7 +102,7 @@ def test_paging_walk_equals_the_full_listing(store: dict[str, str], capsys: pyte
     assert len({_ident(x) for x in walked}) == len(walked)
     if key != "violations":  # the demo's threads have no violations: pages of threads, no items
         assert len(walked) > 0
-    if key in ("entries", "pins") or argv[:2] == ["threads", "--db"]:
+    if key in ("entries", "pins", "events") or argv[:2] == ["threads", "--db"]:
         assert pages == -(-len(walked) // limit) and pages > 1
 
 
@@ -164,6 +166,7 @@ PIPED = [
     ["threads"], ["threads", "--json"], ["audit"], ["audit", "--json"], ["check"], ["check", "--json"],
     ["pin", "--thread", "extra-000", "--list"], ["replay", "--thread", "overflow-recovers", "--json"],
     ["recount"], ["discover", "--folder", "{folder}", "--home", "{home}"], ["discover", "--folder", "{folder}", "--home", "{home}", "--json"],
+    ["events", "--thread", "research-retrieval-latency"], ["events", "--thread", "research-retrieval-latency", "--json"],
     ["status", "--thread", "extra-001", "--json"], ["export", "--thread", "overflow-recovers", "--format", "md"],
 ]
 

@@ -10,6 +10,9 @@ the dropped specifics and the cost.
 of the thread (ours and the source's recorded ones) with trigger, tokens before / after, summary,
 dropped specifics and cost; to stdout, or to FILE.
 
+``compaction events [--db URL] --thread KEY [--kind K]... [--limit N] [--after ID] [--json]`` — the
+thread's recorded events (docs/events.md) oldest first, streamed a page at a time.
+
 Exit 0 on success, 2 for an unknown thread, a compaction number out of range, an unwritable FILE
 or an unusable database (one line on stderr, or ``{"error": {...}}`` with ``diff --json``).
 """
@@ -21,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .output import EXIT_OK, EXIT_USAGE, describe_failure, emit_json, mask_secrets, open_db, url_secrets, whole_number
+from .output import EXIT_OK, EXIT_USAGE, Listing, add_paging, describe_failure, emit_json, mask_secrets, open_db, url_secrets, whole_number
 
 #: characters of a message shown per line in the text output of ``diff``
 _LINE = 100
@@ -52,6 +55,50 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     e.add_argument("--format", required=True, choices=["md", "json"])
     e.add_argument("--output", metavar="FILE", help="write to FILE instead of stdout")
     e.set_defaults(run=run_export)
+
+    v = subparsers.add_parser("events", help="a thread's recorded events (compactions, prunes, rejections, overflow steps …), oldest first")
+    v.add_argument("--db", help="database URL or SQLite file path (default: the demo database)")
+    v.add_argument("--thread", required=True)
+    v.add_argument("--kind", action="append", metavar="KIND", help="only events of this kind (repeatable; docs/events.md)")
+    add_paging(v, "events", "ID", after_type=whole_number(0, out_of_range="event ids are not negative"))
+    v.add_argument("--json", action="store_true")
+    v.set_defaults(run=run_events)
+
+
+#: events read per query while the listing streams
+EVENT_BATCH = 1000
+
+
+def run_events(args: argparse.Namespace) -> int:
+    """The thread's events oldest first, a batch at a time (keyset on the event id)."""
+    import json
+
+    svc = open_db(args)
+    try:
+        svc.thread(args.thread)  # thread_not_found before anything is printed
+        with Listing("events", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:
+            after, last = args.after, None
+            while args.limit is None or out.count < args.limit:
+                want = EVENT_BATCH if args.limit is None else min(EVENT_BATCH, args.limit - out.count)
+                page = svc.store.events(args.thread, after_id=after, limit=want, kinds=args.kind)
+                for e in page:
+                    out.item({"id": e.id, "kind": e.kind, "trigger": e.trigger, "run": e.run_id, "created_at": e.created_at, "data": dict(e.data)})
+                    if not out.json:
+                        data = json.dumps(dict(e.data), ensure_ascii=False, default=str)
+                        out.line(f"#{e.id} {e.created_at:%Y-%m-%d %H:%M:%S} {e.kind:<20} {e.trigger or '-':<10} {_short(data)}")
+                if len(page) < want:
+                    break
+                after = last = page[-1].id
+            if last is not None and args.limit is not None and out.count >= args.limit \
+                    and svc.store.events(args.thread, after_id=last, limit=1, kinds=args.kind):
+                out.next_after = last
+            if not out.json and not out.count:
+                out.line("no events")
+            elif not out.json and out.next_after is not None:
+                out.line(f"more events: --after {out.next_after}")
+    finally:
+        svc.close()
+    return EXIT_OK
 
 
 def _fail(exc: BaseException, want_json: bool, secrets: list[str]) -> int:
