@@ -43,14 +43,13 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
 
-import fact_sessions as fs
-import ours
-import peers
-from traces import Reference, surface_text
-
-from engine.compactor import RunState
-from engine.messages import Envelope, Message, Surface
-from engine.surface import build_surface, envelope_of
+import fact_sessions as fs  # noqa: E402
+import ours  # noqa: E402
+import peers  # noqa: E402
+from engine.compactor import RunState  # noqa: E402
+from engine.messages import Envelope, Message, Surface  # noqa: E402
+from engine.surface import build_surface, envelope_of  # noqa: E402
+from traces import Reference, surface_text  # noqa: E402
 
 STRATEGIES: tuple[str, ...] = ("ours", "langchain", "chars/4")
 LABELS = {"ours": "Ours", "langchain": "LangChain", "chars/4": "chars/4"}
@@ -361,7 +360,7 @@ def rows(quick: bool = False, *, log: Callable[[str], None] = lambda s: None) ->
 
 
 def _share(k: int, n: int) -> str:
-    return "–" if n == 0 else f"{100 * k / n:.0f} % ({k}/{n})"
+    return "–" if n == 0 else f"{100 * k / n:.1f} % ({k}/{n})"
 
 
 def _pooled(runs: Sequence[Run], strategy: str, kind: str | None, *, summarized_only: bool = False) -> tuple[int, int, int]:

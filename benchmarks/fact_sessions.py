@@ -35,7 +35,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import traces
-
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 
 KINDS: tuple[str, ...] = ("constraint", "decision", "error_fix", "edit", "number")

@@ -15,9 +15,9 @@ from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result,
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
-import fact_recall as fr
-import fact_sessions as fs
-from traces import Reference
+import fact_recall as fr  # noqa: E402
+import fact_sessions as fs  # noqa: E402
+from traces import Reference  # noqa: E402
 
 DECISION = fs.Fact("f01", "decision", "early", ("PostgreSQL 16.2", "SKIP LOCKED"), "we chose PostgreSQL 16.2")
 NUMBER = fs.Fact("f02", "number", "middle", ("412 ms", "1,200 rps"), "p95 latency 412 ms at 1,200 rps")
@@ -162,4 +162,4 @@ def test_the_target_is_ninety_percent_and_ahead_of_both_peers_in_each_view() -> 
     views = {v: dict(fr.targets([prune, summary, *weak_peers], v))["number"] for v, _, _ in fr.VIEWS}
     assert views == {"pooled": False, "after summaries": False, "compact now": None}
     text = fr.table_markdown([ours_all, *weak_peers])
-    assert "| number | 90 % (9/10) | 50 % (5/10) | 50 % (5/10) | met · met · n/a |" in text
+    assert "| number | 90.0 % (9/10) | 50.0 % (5/10) | 50.0 % (5/10) | met · met · n/a |" in text
