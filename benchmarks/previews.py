@@ -16,7 +16,8 @@ Rows:
     and tool, the old replacement at the default budget, and the smallest new one (budget searched
     in steps of 5 tokens) that keeps at least as many ids and URLs.
 (c) the 160-token knowledge-base case: one result with ``doc_id``, ``chunk_id``, ``file_id``,
-    ``kb_id`` and the source document name (``source``): which of them the preview keeps.
+    ``kb_id`` and the source document name (``source``): which of them the preview keeps (its body
+    at 160 tokens, and the whole replacement, frame included, at 160).
 (d) a 180-token budget and a 12-result web search: how many URLs the replacement keeps.
 
 ``rows(quick)`` returns the measured rows; ``section(quick)`` the markdown section
@@ -173,7 +174,8 @@ def rows(quick: bool = False) -> list[Row]:
     content = json.dumps(kb_result)
     fields = ("doc_id", "chunk_id", "file_id", "kb_id", "source")
     values = ("doc-7731", "doc-7731#c12", "file-5520", "kb-security", "security-handbook.pdf")
-    for label, fn in (("preview body at 160 tokens", lambda m: m.render_preview("query_kb", content, budget_tokens=160, count_tokens=count)),):
+    for label, fn in (("preview body at 160 tokens", lambda m: m.render_preview("query_kb", content, budget_tokens=160, count_tokens=count)),
+                      ("whole replacement at 160 tokens", lambda m: replacement(m, "query_kb", content, 160))):
         b, a = fn(old), fn(new_previews)
         show = lambda t: ", ".join(f for f, v in zip(fields, values) if v in t) or "none"  # noqa: E731
         out.append(Row("c", f"1 knowledge-base result, {label}", show(b), show(a)))

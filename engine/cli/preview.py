@@ -1,6 +1,6 @@
 """``compaction preview``: show what the model would see of a tool output, and save the original.
 
-    compaction preview --tool NAME [--limit TOKENS] [--preview-tokens N] [--workdir DIR] [FILE|-]
+    compaction preview --tool NAME [--shape SHAPE] [--limit TOKENS] [--preview-tokens N] [--workdir DIR] [FILE|-]
 
 Runs the engine's own prune step (:func:`engine.pruning.prune_tool_result`) on the output. Over the
 limit: the original is saved to the Workdir and the replacement is printed on stdout. At or under
@@ -17,7 +17,7 @@ from pathlib import Path
 
 from engine.messages import tool_result
 from engine.meter import default_meter
-from engine.previews import PreviewBudgetError
+from engine.previews import DEFAULT_TOOL_SHAPES, SHAPES, PreviewBudgetError
 from engine.pruning import PruneFailed, prune_tool_result
 from engine.workdir import Workdir
 
@@ -42,7 +42,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="show what the model would see of a tool output, and save the original",
         description=__doc__.split("\n\n")[0] if __doc__ else None,
     )
-    p.add_argument("--tool", required=True, metavar="NAME", help="tool name (query_kb and web_search get structured previews)")
+    p.add_argument("--tool", required=True, metavar="NAME",
+                   help="tool name (the preview follows the content's shape whatever the name; query_kb and web_search are configured to records)")
+    p.add_argument("--shape", choices=SHAPES, metavar="SHAPE",
+                   help=f"force the preview shape of this tool ({', '.join(SHAPES)}); default: detected from the content")
     p.add_argument("--limit", type=int, default=DEFAULT_LIMIT_TOKENS, metavar="TOKENS",
                    help=f"offload results over this many tokens (default {DEFAULT_LIMIT_TOKENS})")
     p.add_argument("--preview-tokens", type=int, default=DEFAULT_PREVIEW_TOKENS, metavar="N",
@@ -101,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
             count_tokens=count,
             limit_tokens=args.limit,
             preview_tokens=args.preview_tokens,
+            shapes={**DEFAULT_TOOL_SHAPES, args.tool: args.shape} if getattr(args, "shape", None) else None,
         )
     except PreviewBudgetError as exc:
         knob = "--preview-tokens" if args.preview_tokens <= args.limit else "--limit (it caps --preview-tokens)"

@@ -263,7 +263,8 @@ def test_log_preview(log: TestLog, text: str, *, budget_tokens: int, count_token
     are left out; within three quarters of the budget when the log is longer. What the budget still holds is the
     generic preview of the log (head, the error, URL and path lines it leaves out, tail)."""
     failures = list(log.failures.items())
-    head = [f"test run: {len(failures)} failing tests" if failures else "test run: no failing test found", *log.summary]
+    n = len(failures)
+    head = [f"test run: {n} failing test{'s' if n != 1 else ''}" if failures else "test run: no failing test found", *log.summary]
 
     def render(errors: int, limit: int | None = None) -> str:
         out = list(head)

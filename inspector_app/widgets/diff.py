@@ -378,7 +378,9 @@ class DiffView(QWidget):
         self.instructions.setVisible(bool(self.instructions.text()))
         view = DroppedView.from_specifics(diff.dropped)
         self.dropped_model.set_items(view.items)
-        self.dropped_title.setText(view.headline() + (f" — {view.error()}" if view.error() else ""))
+        # a prune's dropped specifics are what its previews leave out: the full texts are in the Workdir
+        pruned = " — left out of the previews; the full texts stay in the Workdir" if diff.kind == "prune" and diff.origin == "engine" and view.count else ""
+        self.dropped_title.setText(view.headline() + pruned + (f" — {view.error()}" if view.error() else ""))
         warning = view.warning()
         self.dropped_warning.setText(warning or "")
         self.dropped_warning.setVisible(bool(warning))
