@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .errors import EngineError
 from .history.prices import price_tokens
@@ -123,3 +123,13 @@ class ThreadsFacet:
         except EngineError as exc:  # the list keeps its older figure; the status itself is unaffected
             log.debug("pressure of %r not stored: %s", status.thread, exc)
             return False
+
+    def remeasure(self, keys: Sequence[str], status: Callable[[str], PressureStatus]) -> None:
+        """After a write that changes what a thread keeps (compaction, revert, import): ``status``
+        (``Service.status``, which calls :meth:`remember`) of each thread, so the list's stored
+        figure is the status's. Best effort: never raises (the write itself succeeded)."""
+        for key in dict.fromkeys(keys):
+            try:
+                status(key)
+            except EngineError as exc:
+                log.debug("thread %r not measured after the write: %s", key, exc)

@@ -11,7 +11,6 @@ manual compaction from the GUI runs the same code path as ``compaction compact``
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -77,8 +76,6 @@ from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and 
     load_policies,
     sessions_database_url,
 )
-
-log = logging.getLogger(__name__)
 
 def open_service(
     url: str | None = None,
@@ -377,7 +374,7 @@ class Service:
             return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
                                          instructions=instructions, reason=reason, audit=self.store.operator())
         finally:
-            self._remeasured([key])
+            self.threads.remeasure([key], self._status)
 
     # -- revert / redo, the audit log, access (issue 23) ----------------------------------
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
@@ -391,7 +388,7 @@ class Service:
             except EngineError:
                 display_name = None
         result = self.compactor.revert(key, display_name=display_name, reason=reason)
-        self._remeasured([key])
+        self.threads.remeasure([key], self._status)
         return result
 
     def revert_target(self, key: str) -> RevertTarget:
@@ -432,7 +429,7 @@ class Service:
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step: prune, then summarize if still at the threshold."""
         outcome = self.compactor.pressure(key, run, running_turn=running_turn)
-        self._remeasured([key])
+        self.threads.remeasure([key], self._status)
         return outcome
 
     def recover_overflow(self, key: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
@@ -440,7 +437,7 @@ class Service:
         threshold check, then one shrinking summary. ``Outcome.progressed`` says whether the
         surface changed (a retry only makes sense then)."""
         outcome = self.compactor.overflow(key, run, provider=provider, model=model)
-        self._remeasured([key])
+        self.threads.remeasure([key], self._status)
         return outcome
 
     def measure(self, key: str, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
@@ -590,15 +587,6 @@ class Service:
         self.threads.remember(status, t)  # the thread list's figure is this one (one number per quantity)
         return status
 
-    def _remeasured(self, keys: Sequence[str]) -> None:
-        """After a write that changes what a thread keeps (compaction, revert, import): measure it,
-        so the thread list's stored pressure is the status's (best effort, never raises)."""
-        for key in dict.fromkeys(keys):
-            try:
-                self._status(key)
-            except EngineError as exc:
-                log.debug("thread %r not measured after the write: %s", key, exc)
-
     def status_with_progress(self, key: str, progress: Any) -> PressureStatus:
         """:meth:`status`, calling ``progress(messages_counted)`` after each page of a cold
         measurement (a huge thread measured for the first time, or after a compaction)."""
@@ -635,7 +623,7 @@ class Service:
         each written in one transaction, idempotent by source keys (docs/import.md). Raises
         :class:`engine.importers.ImportFormatError` (one line) when it is not that format."""
         reports = import_path(self.store, Path(path), format=format, thread=thread)
-        self._remeasured([r.thread for r in reports])
+        self.threads.remeasure([r.thread for r in reports], self._status)
         self.snapshots.invalidate()  # not needed for correctness (keys are read); frees memory
         return reports
 

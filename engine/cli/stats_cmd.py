@@ -74,10 +74,10 @@ def report(s: FleetStats) -> list[str]:
     for day in sorted(days):
         parts = ", ".join(f"{n} {what}" for what, n in sorted(days[day].items()))
         out.append(f"  {day}  {sum(days[day].values()):>5}  {parts}")
-    counted = sum(b.compactions for b in s.dropped_buckets)
+    counted = sum(bucket.compactions for bucket in s.dropped_buckets)
     out += ["", f"Dropped specifics per summary ({figures.plural(counted, 'summary', 'summaries')} that recorded them):"]
-    for b in s.dropped_buckets:
-        out.append(f"  {b.label:>6}  {figures.count(b.compactions):>7}")
+    for bucket in s.dropped_buckets:
+        out.append(f"  {bucket.label:>6}  {figures.count(bucket.compactions):>7}")
     if s.worst_threads:
         out += ["", "Threads whose summaries dropped the most:"]
         for t in s.worst_threads:

@@ -131,7 +131,8 @@ def _compacted_since(since: datetime) -> Any:
 #: this very expression with pg_trgm when the extension is there: migration 0006)
 def search_text() -> Any:
     C = Conversation
-    nl, empty = func.chr(literal_column("10")), literal_column("''")  # inline: the index's expression, not parameters
+    nl: Any = func.chr(literal_column("10"))  # inline (not parameters): the very expression the index holds
+    empty: Any = literal_column("''")
     return C.thread_key + nl + C.title + nl + func.coalesce(C.source_format, empty) + nl + func.coalesce(C.model, empty)
 
 
