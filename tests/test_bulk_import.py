@@ -199,3 +199,25 @@ def test_progress_line_on_a_terminal_none_on_a_pipe(tmp_path: Path) -> None:
     piped = subprocess.run([*cmd[:5], str(tmp_path / "b.db"), str(root)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
     assert piped.returncode == 0 and piped.stderr == "" and "files ·" not in piped.stdout
     assert piped.stdout.splitlines()[-1].startswith("32 files: 30 imported")
+
+
+def test_a_closed_stdout_while_the_progress_line_shows(tmp_path: Path) -> None:
+    """``compaction import DIR | head -1`` on a terminal: the progress line is drawn on stderr, the
+    report's next line meets the closed pipe: the run stops quietly (141), the terminal shows no
+    traceback and no "Broken pipe", and the line is taken away."""
+    root = tmp_path / "in"
+    _generated(root, 12)
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "a.db"), str(root)],
+                            cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # the reader leaves after one line
+    shown = _read_all(master, proc).decode("utf-8", "replace")
+    proc.wait(timeout=60)
+    os.close(master)
+    assert first and proc.returncode == 141
+    assert "files · " in shown  # the progress line was showing
+    assert "Traceback" not in shown and "Broken pipe" not in shown and "error:" not in shown
+    assert shown.endswith("\r\x1b[K")  # and was taken away
