@@ -96,6 +96,8 @@ def test_real_shaped_files_import_with_every_fact(dialect: str, tmp_path: Path) 
 
     session = fs.generate(120, seed=5)
     path = fr.write_import(session, dialect, tmp_path)
+    again = fr.write_import(fs.generate(120, seed=5), dialect, tmp_path / "again")
+    assert path.read_bytes() == again.read_bytes()  # seeded to the byte
     svc = open_service(f"sqlite:///{tmp_path / 'i.db'}", workdir=tmp_path / "wd", summarizer=ExtractiveSummarizer(), create=True)
     try:
         (rep,) = svc.import_file(path)
