@@ -32,6 +32,9 @@ from .tasks import Report, TaskSet
 SEARCH_DEBOUNCE_MS = 250
 #: the longest page a walk to a far row (or to a thread chosen elsewhere) reads at once
 WALK_STEP = 2_000
+#: how far down the list (rows) a thread chosen elsewhere is looked for before the list is
+#: narrowed to its key instead (walking costs about 0.1 ms a row on a 100k store)
+FIND_BUDGET = 6_000
 #: the default order: by key (a sub-agent under its parent), as the list always was
 DEFAULT_QUERY = ThreadQuery(sort="key", descending=False)
 #: a column heading's first click: title A→Z, the others the most first
@@ -83,26 +86,27 @@ def walk(service: InspectorService, query: ThreadQuery, cursor: str | None, dist
     return Walk(tuple(anchors), offset, read_page(service, query, cursor, limit))
 
 
-def find_thread(service: InspectorService, query: ThreadQuery, key: str) -> Walk | None:
-    """Where thread ``key`` is in the list of ``query``: the page that holds it (None when the
-    query does not match it). A search by its key first (cheap), then a walk (on a worker)."""
-    probe = read_page(service, replace(query, text=key), None, 50)
-    if not any(t.key == key for t in probe.threads):
-        return None
+def find_thread(service: InspectorService, query: ThreadQuery, key: str, budget: int = 0) -> tuple[str, Walk | None]:
+    """Where thread ``key`` is in the list of ``query`` (on a worker): ``("found", the page that
+    holds it)`` within the first ``budget`` rows (0: no limit); ``("absent", None)`` when the query
+    does not match it; ``("far", None)`` when it matches but lies further down (a search by its key
+    says so): the store has no offset to jump by, and every row walked costs."""
     anchors: list[tuple[int, str]] = []
     offset, cursor = 0, None
-    while True:
-        page = read_page(service, query, cursor, WALK_STEP)
+    while not budget or offset < budget:
+        page = read_page(service, query, cursor, WALK_STEP if not budget else min(WALK_STEP, budget - offset))
         at = next((i for i, t in enumerate(page.threads) if t.key == key), None)
         if at is not None:
             start = offset + max(0, at - PAGE // 2)
             head = page.threads[max(0, at - PAGE // 2):][:PAGE]
-            return Walk(tuple(anchors), start, ThreadPage(tuple(head), page.total, None))
+            return "found", Walk(tuple(anchors), start, ThreadPage(tuple(head), page.total, None))
         if page.after is None:
-            return None
+            return "absent", None
         offset += len(page.threads)
         cursor = page.after
         anchors.append((offset, cursor))
+    probe = read_page(service, replace(query, text=key), None, 50)
+    return ("far", None) if any(t.key == key for t in probe.threads) else ("absent", None)
 
 
 def count_text(held: int, total: int, filtered: bool) -> str:
@@ -146,6 +150,8 @@ class ThreadListController:
         bar = self.view.verticalScrollBar()
         bar.valueChanged.connect(lambda _v: self._scroll_timer.start())
         bar.rangeChanged.connect(lambda _a, _b: self._scroll_timer.start())
+        for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
+            signal.connect(lambda *_a: self._scroll_timer.start())  # rows on screen that are not held yet
         header = self.view.header()
         header.setSectionsClickable(True)
         header.setSortIndicatorShown(False)
@@ -199,21 +205,24 @@ class ThreadListController:
 
     # == reading ================================================================================
     async def load(self) -> ThreadPage:
-        """The first page of :attr:`query` (and the list's mark) in one trip: the list starts over."""
+        """The first page of :attr:`query` (and the list's mark) in one trip on the interactive lane (the
+        user waits for it; the background lane may still be measuring the previous thread): the list starts over."""
         self._new_epoch()
-        listing, page = await self.client.apply(read_first, self.query, PAGE)
+        listing, page = await self.client.apply_interactive(read_first, self.query, PAGE)
         self.listing = listing
         self.model.start(page.threads, page.total, page.after)
+        self.view.scrollToTop()  # a new list starts at its top
         self.show_count()
         return page
 
     async def reload(self) -> None:
-        """A new query: its first page; the open thread stays selected if the list has it."""
+        """A new query: its first page; the open thread stays selected if that page has it."""
         await self.load()
         self._say(self.count_text())
         current = self._current()
-        if current is not None:
-            await self.reveal(current, scroll=True)
+        row = self.model.row_of(current) if current is not None else None
+        if row is not None:  # the open thread stays selected when the new list shows it near the top
+            self.select_row(row)
 
     def _new_epoch(self) -> None:
         self.epoch += 1
@@ -287,20 +296,42 @@ class ThreadListController:
         self.show_count()
 
     # == a thread chosen elsewhere ==============================================================
-    async def reveal(self, key: str, *, scroll: bool = True) -> bool:
-        """Select ``key``'s row (fetching the page that holds it when it is not held), without
-        opening it again; False when the list's query does not match it."""
+    async def reveal(self, key: str, *, scroll: bool = True, narrow: bool = False) -> bool:
+        """Select ``key``'s row without opening it again, fetching the page that holds it when it
+        is within :data:`FIND_BUDGET` rows of the top; further down, ``narrow`` searches for its
+        key instead (the filter box says so; clearing it shows the whole list again). False when
+        the list's query does not match it (or it is far and ``narrow`` is off)."""
         row = self.model.row_of(key)
         if row is None:
             epoch = self.epoch
-            found = await self.client.apply(find_thread, self.query, key)
-            if found is None or epoch != self.epoch:
+            where, found = await self.client.apply(find_thread, self.query, key, FIND_BUDGET)
+            if epoch != self.epoch:
+                return False
+            if where == "far" and narrow:
+                return await self._narrow_to(key)
+            if found is None:
                 return False
             self._place(0, 1, found)
             row = self.model.row_of(key)
             if row is None:
                 return False
         self.select_row(row, scroll=scroll)
+        return True
+
+    async def _narrow_to(self, key: str) -> bool:
+        """The list narrowed to the threads whose key, title, source or model has ``key``."""
+        self.ui.thread_filter.blockSignals(True)
+        self.ui.thread_filter.setText(key)
+        self.ui.thread_filter.blockSignals(False)
+        self._search_timer.stop()
+        task = self.set_query(replace(self.query, text=key))
+        if task is not None:
+            await asyncio.wait([task])  # (another query may replace it: then nothing is selected)
+        row = self.model.row_of(key)
+        if row is None:
+            return False
+        self.select_row(row)
+        self._say(f"{key} is far down the list: showing the threads matching its key (clear the search to see them all)")
         return True
 
     def select_row(self, row: int, *, scroll: bool = True) -> None:

@@ -127,17 +127,17 @@ class ThreadsController:
         self.say(self.list.count_text())
         if not page.total:
             return
-        key = current
-        if key is not None and self.ui.thread_model.row_of(key) is None and not await self.list.reveal(key):
-            if not await self.client.apply(thread_exists, key):
-                fallback = await self.client.apply(most_compacted)
-                if select is not None:
-                    self.ui.banner.show_error("thread_not_found", f"no thread {select!r}; showing {fallback!r}")
-                key = fallback
+        key = current  # one asked for (--thread, an import) is found even far down the list: narrowed to its key then
+        found = key is not None and (self.ui.thread_model.row_of(key) is not None or await self.list.reveal(key, narrow=select is not None))
+        if key is not None and not found and not await self.client.apply(thread_exists, key):
+            fallback = await self.client.apply(most_compacted)
+            if select is not None:
+                self.ui.banner.show_error("thread_not_found", f"no thread {select!r}; showing {fallback!r}")
+            key = fallback
         if key is None:
             key = await self.client.apply(most_compacted)  # by default the thread with the most compaction history: what the inspector is for
         if key is not None:
-            await self.select_thread(key)
+            await self.select_thread(key, narrow=False, find=not found)  # the default one: never narrows the list
 
     def show_columns(self) -> None:
         """The Source column shown only when a thread held is imported (the Gen column then makes
@@ -168,13 +168,15 @@ class ThreadsController:
             bar.clearMessage()
 
     # == threads ================================================================================
-    async def select_thread(self, key: str) -> None:
-        """Select ``key`` in the list (fetching its page when it is not held) and load it."""
+    async def select_thread(self, key: str, *, narrow: bool = True, find: bool = True) -> None:
+        """Select ``key`` in the list and load it. A thread beyond the rows held is looked for
+        while it opens (``find``): its page fetched when it is near the top, else (``narrow``) the
+        list narrowed to its key (:meth:`.thread_list.ThreadListController.reveal`)."""
         row = self.ui.thread_model.row_of(key)
         if row is not None:
             self.list.select_row(row)
-        else:  # beyond the pages held: found (searched, then its page fetched) while it opens
-            self.tasks.spawn(self.list.reveal(key), "find the thread in the list")
+        elif find:
+            self.tasks.spawn(self.list.reveal(key, narrow=narrow), "find the thread in the list")
         await self.load_thread(key)
 
     def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
