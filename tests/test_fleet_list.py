@@ -240,3 +240,35 @@ def test_list_figure_is_the_status_figure(fresh_url: str, tmp_path: Path) -> Non
         assert listed.kept_tokens == svc.status("live-1").tokens  # the door added the count; the status agrees
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize("plant", [
+    "UPDATE conversations SET message_count = 'abc' WHERE thread_key = :k",
+    "UPDATE conversations SET updated_at = 'garbage' WHERE thread_key = :k",
+])
+def test_a_broken_row_is_one_marked_thread_not_a_failed_page(tmp_path: Path, plant: str) -> None:
+    """SQLite stores what a program writing SQL puts there: the page lists the broken thread with its
+    ``error`` and every other one (as ``Store.list_threads`` does)."""
+    import sqlalchemy as sa
+
+    from engine.store import migrate
+
+    url = f"sqlite:///{tmp_path / 'broken.db'}"
+    migrate(url)
+    svc = open_service(url)
+    try:
+        for key in ("good-1", "bad-1", "good-2"):
+            svc.create_thread(key)
+            svc.append_message(key, user("hello"))
+        engine = sa.create_engine(url)
+        with engine.begin() as conn:
+            conn.execute(sa.text(plant), {"k": "bad-1"})
+        engine.dispose()
+        for sort in ("activity", "key"):
+            page = svc.threads.page(ThreadQuery(sort=sort), limit=10)
+            by_key = {t.key: t for t in page.threads}
+            assert set(by_key) == {"good-1", "bad-1", "good-2"} and page.total == 3
+            assert by_key["good-1"].error is None and by_key["good-2"].error is None
+            assert by_key["bad-1"].error and by_key["bad-1"].error.startswith("corrupt row in conversations")
+    finally:
+        svc.close()

@@ -29,6 +29,7 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    String,
     and_,
     case,
     cast,
@@ -39,8 +40,10 @@ from sqlalchemy import (
     select,
     text,
     tuple_,
+    type_coerce,
     update,
 )
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 from ..errors import EngineError
@@ -63,7 +66,7 @@ from .models import (
     Run,
     SourceCompactionRow,
 )
-from .reads import busy_reasons, imported_facts
+from .reads import busy_reasons, corrupt_from, imported_facts
 from .rules import ReadOnlyDatabase
 
 log = logging.getLogger(__name__)
@@ -220,9 +223,12 @@ class PageRows:
     after: str | None
 
 
-def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, build: Any, now: datetime | None = None) -> PageRows:
+def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, build: Any, safe: Any,
+                 now: datetime | None = None) -> PageRows:
     """One page: ``build(conversation, state, busy, source_compactions, fallback_title)`` makes each
-    :class:`ThreadInfo` (the store's own builder, which also sets the kept figures)."""
+    :class:`ThreadInfo` (the store's own builder, which also sets the kept figures); ``safe(id, key,
+    load)`` is ``load()`` or a placeholder whose ``error`` says why the thread cannot be read (the
+    page goes on past one broken row, as ``Store.list_threads`` does)."""
     if limit < 1:
         raise InvalidThreadQuery(f"limit must be at least 1, not {limit}")
     check_query(query)
@@ -234,7 +240,10 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
     # second one; PostgreSQL answers both from the trigram index, faster apart (measured)
     windowed = bool(query.text) and after is None and sqlite
     # first the ids and sort values alone (a narrow sort), then the rows of the page
-    columns: list[Any] = [C.id, col.label("sort_value")]
+    # SQLite keeps a timestamp as text: read (and bind back) the text, so one unreadable value is
+    # one broken thread below, not a failed page
+    raw = sqlite and query.sort == "activity"
+    columns: list[Any] = [C.id, (type_coerce(col, String()) if raw else col).label("sort_value")]
     if windowed:
         columns.append(func.count().over().label("total"))
     q = select(*columns).select_from(C)
@@ -246,8 +255,8 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
         q = q.where(and_(*conds))
     if after is not None:
         value, cid = _decode(query, after)
-        bound = tuple_(literal(value, col.type), literal(cid, BigInteger()))
-        key = tuple_(col, C.id)
+        bound = tuple_(literal(value, String() if raw else col.type), literal(cid, BigInteger()))
+        key = tuple_(type_coerce(col, String()) if raw else col, C.id)
         q = q.where(key < bound if query.descending else key > bound)
     order = (col.desc(), C.id.desc()) if query.descending else (col.asc(), C.id.asc())
     keys = s.execute(q.order_by(*order).limit(limit + 1)).all()
@@ -255,11 +264,28 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
     total = int(keys[0].total) if windowed and keys else 0 if windowed else None
     keys = keys[:limit]
     ids = [k.id for k in keys]
-    loaded = {c.id: (c, st) for c, st in s.execute(
-        select(C, CompactionStateRow).outerjoin(CompactionStateRow, CompactionStateRow.conversation_id == C.id).where(C.id.in_(ids)))} if ids else {}
+    try:
+        loaded: dict[int, Any] | None = {c.id: (c, st) for c, st in s.execute(
+            select(C, CompactionStateRow).outerjoin(CompactionStateRow, CompactionStateRow.conversation_id == C.id).where(C.id.in_(ids)))}
+    except (ValueError, DBAPIError) as exc:  # a row SQLAlchemy cannot even load: the page's threads one at a time
+        if isinstance(exc, ValueError) and corrupt_from(exc) is None:
+            raise
+        s.rollback()
+        loaded = None
     busy = busy_reasons(s, ids)
     facts, titles = imported_facts(s, ids)
-    threads = [build(*loaded[i], busy.get(i), facts.get(i, 0), titles.get(i)) for i in ids if i in loaded]
+    if loaded is not None:
+        rows_of = loaded
+        threads = [safe(i, rows_of[i][0].thread_key, lambda i=i: build(*rows_of[i], busy.get(i), facts.get(i, 0), titles.get(i)))
+                   for i in ids if i in rows_of]
+    else:
+        names: dict[int, str] = {i: k for i, k in s.execute(select(C.id, C.thread_key).where(C.id.in_(ids)))}
+
+        def one(i: int) -> ThreadInfo:
+            with s.begin_nested():
+                return build(s.get(C, i), s.get(CompactionStateRow, i), busy.get(i), facts.get(i, 0), titles.get(i))
+
+        threads = [safe(i, names[i], lambda i=i: one(i)) for i in ids if i in names]
     cursor = _encode(query, keys[-1].sort_value, keys[-1].id) if more and keys else None
     return PageRows(threads, total if total is not None else count_threads(s, query, now), cursor)
 
@@ -408,8 +434,7 @@ class FleetReads:
         """One keyset page of the threads ``query`` matches, with their total (one consistent read)."""
         st = self.store
         with st._session(write=False, consistent=True) as s:
-            rows = page_threads(s, query, after, limit, lambda c, state, busy, n, title: st._safe_thread_info(
-                c.id, c.thread_key, lambda: st._thread_info(c, state, busy, n, title)))
+            rows = page_threads(s, query, after, limit, st._thread_info, st._safe_thread_info)
             return ThreadPage(tuple(rows.threads), rows.total, rows.after)
 
     def count(self, query: ThreadQuery) -> int:
