@@ -9,10 +9,8 @@ summary path (:meth:`Compactor._summarize`) shared by every trigger, one meter (
 from __future__ import annotations
 
 import logging
-import math
 import time
 from dataclasses import dataclass, field, replace
-from fractions import Fraction
 from typing import Any, Callable, Literal, Mapping, Sequence
 
 from .errors import CannotCompact, CompareAndSwapConflict
@@ -20,10 +18,10 @@ from .events import (
     BreakerTrippedEvent,
     DroppedEntry,
     Event,
+    PrunedResult,
     PruneEvent,
     PruneFailedEvent,
     PruneFailure,
-    PrunedResult,
     SummaryEvent,
     SummaryRejectedEvent,
     SummaryUsage,
@@ -32,15 +30,27 @@ from .events import (
 )
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
+from .plan import (
+    IDENTIFIER_ROOM_SHARE,
+    cap_batch,
+    identifier_budget,
+    request_budgets,
+    room_after,
+    span_identifiers,
+    summary_budget,
+    summary_ceiling,
+    summary_estimate,
+    turn_over,
+)
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
 from .previews import replacement_preview
-from .pruning import PruneReport, Pruned, prune_dropped, prune_surface, stale_results
+from .pruning import Pruned, PruneReport, prune_dropped, prune_surface, stale_results
 from .specifics import dropped_at_compaction
-from .surface import build_surface, envelope_of, history_part
 from .store import Locked, Store
 from .summarizers.factory import provenance
 from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
-from .units import Selection, TailRule, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, select_prefix
+from .surface import build_surface, envelope_of, history_part
+from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, select_prefix, starts_turn
 from .views import ManualResult, ModelRequest, Offload, RevertResult, Snapshot
 from .workdir import Workdir
 
@@ -48,46 +58,10 @@ log = logging.getLogger(__name__)
 
 Trigger = Literal["pressure", "overflow", "manual"]
 
-#: the share of the target a summary and its identifier index may take together (a fixed rule, as
-#: the target is): 7/20. On the benchmark traces (docs/benchmarks.md) a quarter kept 87.9 % of the
-#: identifiers seen visible right after each compaction with 12 summarizer calls, a third 90.8 %
-#: with 11, 7/20 92.1 % with 11 (LangChain's 11), 2/5 and a half 13 calls: a bigger previous
-#: summary leaves a call less input (the batch limit) and each compaction buys a shorter stretch.
-IDENTIFIER_ROOM_SHARE = Fraction(7, 20)
-
-
-# -- pure decisions ---------------------------------------------------------------------------
-
-
-def summary_budget(policy: ResolvedPolicy) -> int:
-    """Tokens a summary may use: ``summary_max_tokens``, but never more than a quarter of the
-    summarization target, so a small window is not filled by its own summary."""
-    return max(256, min(policy.policy.summary_max_tokens, policy.target_tokens // 4))
-
-
-def identifier_budget(policy: ResolvedPolicy, max_tokens: int | None = None) -> int:
-    """Extra tokens an identifier index may take beyond the summary budget (``max_tokens``, by
-    default :func:`summary_budget`): the room up to :data:`IDENTIFIER_ROOM_SHARE` of the target,
-    so a large window keeps more of an identifier-dense history's ids while the summary stays a
-    bounded share of what it sits beside. 0 where the budget already reaches that share."""
-    budget = summary_budget(policy) if max_tokens is None else max_tokens
-    return max(0, math.floor(IDENTIFIER_ROOM_SHARE * policy.target_tokens) - budget)
-
-
-def summary_ceiling(policy: ResolvedPolicy) -> int:
-    """The most a summary may take: the summary budget and its identifier room."""
-    return summary_budget(policy) + identifier_budget(policy)
-
-
-def _summary_estimate(policy: ResolvedPolicy, meter: TokenMeter) -> Callable[[int], int]:
-    """Projected size of a new summary replacing ``removed`` tokens: bounded by the budget."""
-    cap = summary_ceiling(policy)
-    framing = meter.count_message(summary_message(""))
-
-    def estimate(removed: int) -> int:
-        return framing + min(cap, max(64, removed // 4)) if removed else 0
-
-    return estimate
+# the pure decisions (summary budget rule, projection, batch cut, which turns are cut into rounds)
+# live in engine.plan; re-exported here for the callers that know them from this module
+__all__ = ["IDENTIFIER_ROOM_SHARE", "Compactor", "Measured", "Outcome", "RunState", "identifier_budget", "pinned_tokens", "revert_last", "standing_instructions",
+           "summary_budget", "summary_ceiling", "unpinned"]
 
 
 # -- results ----------------------------------------------------------------------------------
@@ -237,8 +211,8 @@ class Compactor:
         calls = 0
         reason = "max_rounds"
         for _ in range(m.policy.policy.loop_max_compaction_rounds):
-            units = build_units(unpinned(m), running_turn=running_turn)
-            sel = self._select(m, units, target=m.policy.target_tokens)
+            units = build_units(unpinned(m), running_turn=running_turn, split_turn=_split_turn(m))
+            sel = self._select(m, units, target=m.policy.target_tokens, tail="auto" if running_turn else "tokens")
             if not sel.units:  # no attempt was made, so no breaker (§2.8): later steps may free units
                 reason = "nothing_to_compact"
                 break
@@ -346,7 +320,7 @@ class Compactor:
         """Everything before the retained tail (§4.3), the finished last turn split into rounds;
         empty when what it would replace is no bigger than the smallest summary of it (the framing,
         the current request verbatim and a line), which could only be rejected as not smaller."""
-        units = build_units(unpinned(m), running_turn=False, split_last_turn=True)
+        units = build_units(unpinned(m), running_turn=False, split_last_turn=True, split_turn=_split_turn(m))
         sel = self._select(m, units, target=-1, tail="tokens")
         state = m.snapshot.state
         request = _request_text(m.snapshot)
@@ -368,13 +342,13 @@ class Compactor:
             return True, f"{head}: a later summary was rejected ({rejected}); compact again to retry"
         if reached_limit:
             return True, f"{head}: stopped after loop_max_compaction_rounds ({m.policy.policy.loop_max_compaction_rounds}) summary calls; compact again to continue"
-        open_unit = next((u for u in build_units(kept, running_turn=False, split_last_turn=True) if u.open), None)
+        units = build_units(kept, running_turn=False, split_last_turn=True, split_turn=_split_turn(m))
+        open_unit = next((u for u in units if u.open), None)
         if open_unit is not None:
             return True, f"{head}: message #{open_unit.first_id} has a call without a result, so it and everything after it stay verbatim"
         if fixed >= threshold:
             return True, f"{head}: the system prompt, system notes and tool schemas alone take {fixed:,} tokens"
         what = "nothing before the retained tail can be summarized" if nothing_selectable else "the rest is the retained tail"
-        units = build_units(kept, running_turn=False, split_last_turn=True)
         costs = [(sum(m.meter.count_message(x) for x in u.messages), u.first_id) for u in units]
         big, big_id = max(costs, key=lambda c: c[0]) if costs else (0, None)
         request = _request_text(m.snapshot)
@@ -393,7 +367,7 @@ class Compactor:
             target_tokens=target,
             retained_tail_tokens=pol.retained_tail_tokens,
             recent_rounds=pol.policy.loop_recent_tool_rounds,
-            summary_tokens=_summary_estimate(pol, m.meter),
+            summary_tokens=summary_estimate(pol, framing=m.meter.count_message(summary_message("")), previous_summary=m.measurement.breakdown["summary"]),
             tail=tail,
         )
         # one call must fit a summarizer model with the same window: the previous summary and the
@@ -402,7 +376,7 @@ class Compactor:
         # appends to a model's summary), with a tenth for the prompt around them
         previous = m.meter.count_text(m.snapshot.state.summary) if m.snapshot.state.summary else 0
         budget = pol.context_window * 9 // 10 - previous - summary_budget(pol)
-        return _cap_batch(sel, m.meter, budget=max(1, budget), floor=summary_ceiling(pol))
+        return cap_batch(sel, m.meter.count_message, budget=max(1, budget), floor=summary_ceiling(pol))
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
         """One prune step (§2.3): results over the limit, and results before the protected tail
@@ -513,14 +487,20 @@ class Compactor:
             self._record(thread, event, trigger=trigger, run_id=run_id, tx=tx)
             return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0)
 
+        # the budget rule (engine.plan): the window, the identifiers the summary carries, and the
+        # room that keeps the envelope after it at or under the target
+        room = room_after(m.policy.target_tokens, envelope=m.tokens, removed=sum(meter.count_message(x) for x in sel.messages),
+                          previous_summary=m.measurement.breakdown["summary"], framing=meter.count_message(summary_message("")))
+        budgets = request_budgets(m.policy, identifiers=span_identifiers(sel.messages, state.summary), room=room,
+                                  request_tokens=meter.count_text(current) if current else None)
         request = SummaryRequest(
             messages=sel.messages,
             previous_summary=state.summary,
             current_request=current,
             # finished turns only (no turn_user/round unit taken): the range is not in the running turn
-            running_turn=running_turn and any(u.kind != "turn" for u in sel.units),
-            max_tokens=(max_tokens := max(summary_budget(m.policy), (meter.count_text(current) + 256) if current else 0)),
-            identifier_tokens=identifier_budget(m.policy, max_tokens),
+            running_turn=running_turn and _in_last_turn(sel, history_part(m.surface)),
+            max_tokens=budgets[0],
+            identifier_tokens=budgets[1],
             retries=m.policy.policy.summary_retries,
             # what stays verbatim after the range (pinned messages too): the identifiers it mentions are kept first
             retained=tuple(x for x in history_part(m.surface) if x.id is not None and (x.id > sel.boundary or x.id in pins)) if sel.boundary is not None else (),
@@ -646,19 +626,18 @@ def pins_note(m: Measured) -> str:
 
 
 
-def _cap_batch(sel: Selection, meter: TokenMeter, *, budget: int, floor: int = 0) -> Selection:
-    """Cut a selection at a unit end so one summary call sees at most ``budget`` tokens (a single
-    unit larger than the budget is taken whole: units are indivisible). A batch is never cut below
-    ``floor`` tokens (the summary budget): a summary of less could not be smaller than it, so the
-    next unit, which a later call would take whole anyway, joins it."""
-    total = 0
-    for i, unit in enumerate(sel.units):
-        cost = sum(meter.count_message(x) for x in unit.messages)
-        if i > 0 and total + cost > budget and total >= floor:
-            kept = sel.units[:i]
-            return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
-        total += cost
-    return sel
+def _split_turn(m: Measured) -> Callable[[Turn], bool]:
+    """Which earlier finished turns are cut into their rounds: those larger than the target (any
+    turn is divisible at its tool rounds, whatever follows it)."""
+    return turn_over(m.policy.target_tokens, m.meter.count_message)
+
+
+def _in_last_turn(sel: Selection, history: Sequence[Message]) -> bool:
+    """Whether the selection ends inside the newest turn (no request starts after its boundary):
+    only then does it lie in the running turn. A finished turn cut into rounds does not."""
+    if not sel.units or all(u.kind == "turn" for u in sel.units) or sel.boundary is None:
+        return False
+    return not any(x.id is not None and x.id > sel.boundary and starts_turn(x) for x in history)
 
 
 def _dropped(sel: Selection, previous: str | None, summary: str, after: Measured, request: SummaryRequest) -> dict[str, Any]:

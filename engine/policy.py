@@ -138,6 +138,34 @@ class CompactionPolicy:
 _FIELD_NAMES: frozenset[str] = frozenset(f.name for f in fields(CompactionPolicy))
 
 
+# -- the summary budget rule (docs/compaction.md, "Summary budget") ----------------------------------
+#: base of the summary budget: a sixteenth of the window (8,192 at 131,072; 2,048 at 32,768; 65,536 at 1M)
+SUMMARY_WINDOW_SHARE = Fraction(1, 16)
+#: raised by this many tokens per distinct identifier the summary has to carry (the span's and the
+#: previous summary's): an id costs ~4 (``doc-123456``) to ~11 (a URL) tokens verbatim, ~8 on average, and its
+#: line's label (``- (#12) read_file: ``) is shared by the ids a message showed
+SUMMARY_TOKENS_PER_IDENTIFIER = 12
+#: the floor: below this a summary cannot hold a request and a few lines
+SUMMARY_MIN_TOKENS = 256
+#: the ceiling: a summary never takes more than half the target, so the other half stays verbatim history
+SUMMARY_MAX_SHARE = Fraction(1, 2)
+
+
+def summary_total_tokens(window: int, target: int, identifiers: int = 0, room: int | None = None) -> int:
+    """The summary budget rule: ``⌊window / 16⌋ + 12 × identifiers``, at most half the ``target``
+    and at most ``room`` (what keeps the envelope after the compaction at or under the target: the
+    target minus everything that stays), and at least :data:`SUMMARY_MIN_TOKENS`. Pure and bounded:
+    the same window, target, density and room give the same budget, whatever the trace."""
+    _check_window(window)
+    if identifiers < 0:
+        raise PolicyError(f"identifiers must be >= 0, got {identifiers!r}")
+    wanted = math.floor(SUMMARY_WINDOW_SHARE * window) + SUMMARY_TOKENS_PER_IDENTIFIER * identifiers
+    budget = min(wanted, math.floor(SUMMARY_MAX_SHARE * target))
+    if room is not None:
+        budget = min(budget, room)
+    return max(SUMMARY_MIN_TOKENS, budget)
+
+
 def _check_window(window: int) -> None:
     if isinstance(window, bool) or not isinstance(window, int) or window < 1:
         raise PolicyError(f"context window must be a positive whole number, got {window!r}")

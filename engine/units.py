@@ -38,7 +38,9 @@ Structure
   and one ``"round"`` unit per tool round. Without a user message, a head group holding orphan
   results is a ``"round"`` unit of its own; one holding only system notes rides with the first
   round. ``split_last_turn`` cuts a *finished* last turn the same way (idle trajectories: one
-  request, hundreds of rounds), to be selected with ``tail="tokens"``.
+  request, hundreds of rounds), to be selected with ``tail="tokens"``. ``split_turn`` cuts any
+  earlier finished turn it chooses the same way, whatever follows it (the compactor: a turn larger
+  than the target; docs/compaction.md "Units").
 - **Current request** (``current_request``): the newest user message that is a real request, not
   meta, synthetic, a command or its output, a reminder or a carrier of tool results.
 
@@ -402,20 +404,28 @@ def _running_units(head: tuple[Message, ...], user: Message | None, rounds: list
     return out
 
 
-def build_units(messages: Sequence[Message], *, running_turn: bool, split_last_turn: bool = False) -> list[Unit]:
+def build_units(
+    messages: Sequence[Message], *, running_turn: bool, split_last_turn: bool = False, split_turn: Callable[[Turn], bool] | None = None
+) -> list[Unit]:
     """The ordered units of the history; with ``running_turn`` the last turn is cut into rounds.
 
     ``split_last_turn`` cuts the *finished* last turn the same way (``"turn_user"`` + ``"round"``
     units): the idle-trajectory mode of manual compaction, where one request and hundreds of tool
     rounds are one turn. Select with ``tail="tokens"`` so the newest rounds holding the retained
-    tail stay verbatim."""
+    tail stay verbatim.
+
+    ``split_turn`` cuts every other finished turn for which it returns True the same way, whatever
+    follows it (the compactor: a turn larger than the target, which could otherwise only be taken
+    whole or not at all; ``lambda t: True`` cuts every turn). A turn with an open round is never
+    cut: its units would be taken up to that round anyway."""
     _check_order(messages)
     turns = split_turns(messages)
     closures = late_closures(messages)
     units: list[Unit] = []
     for index, turn in enumerate(turns):
         head, rounds = _turn_parts(turn, closures)
-        if (running_turn or split_last_turn) and index == len(turns) - 1:
+        last = index == len(turns) - 1
+        if ((running_turn or split_last_turn) and last) or (split_turn is not None and not last and not any(r.open for r in rounds) and split_turn(turn)):
             units.extend(_running_units(head, turn.user, rounds))
         else:
             orphans = tuple(o for r in rounds for o in r.orphans)
@@ -518,12 +528,15 @@ def is_balanced(
     return all(c in closed_later for c in pending) and all(m.tool_call_id in known_orphans for m in unmatched)
 
 
-def assert_valid_cut(all_messages: Sequence[Message], boundary: int | None, *, running_turn: bool = True) -> None:
+def assert_valid_cut(
+    all_messages: Sequence[Message], boundary: int | None, *, running_turn: bool = True, split_turn: Callable[[Turn], bool] | None = None
+) -> None:
     """Raise :class:`InvalidCut` unless ``boundary`` ends a unit and splits no tool round.
 
     ``running_turn=True`` (default) accepts round ends inside the last turn (also the cuts of the
     ``split_last_turn`` mode); a boundary right after that turn's user message (user taken without
-    a round) is rejected. A call answered only by a closing marker after the boundary is allowed.
+    a round) is rejected. ``split_turn`` (as in :func:`build_units`) accepts round ends inside the
+    earlier finished turns it cuts. A call answered only by a closing marker after the boundary is allowed.
     """
     if boundary is None:
         return
@@ -533,7 +546,7 @@ def assert_valid_cut(all_messages: Sequence[Message], boundary: int | None, *, r
     closed = {m.tool_call_id or "" for m in all_messages[index + 1 :] if is_closing_marker(m)}
     if not is_balanced(all_messages[: index + 1], known_orphans=orphan_call_ids(all_messages), closed_later=closed):
         raise InvalidCut(f"boundary {boundary} splits a tool round (a call and its result on both sides)")
-    unit = next((u for u in build_units(all_messages, running_turn=running_turn) if u.last_id == boundary), None)
+    unit = next((u for u in build_units(all_messages, running_turn=running_turn, split_turn=split_turn) if u.last_id == boundary), None)
     if unit is None:
         raise InvalidCut(f"boundary {boundary} does not end a unit")
     if unit.kind == "turn_user":

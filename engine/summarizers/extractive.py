@@ -33,6 +33,7 @@ from ..messages import META_PRUNED, Message
 from ..meter import default_meter
 from ..previews import replacement_preview
 from ..specifics import extract_identifiers
+from .facts import fact_lines
 from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, instruction_terms
 
 HEADER = "[Extractive summary: copied from the compacted messages by fixed rules, not written by a language model.]"
@@ -67,7 +68,7 @@ class _Item:
 
     section: str
     order: tuple[int, int]
-    rank: tuple[int, int]
+    rank: tuple[float, int]
     text: str
     truncatable: bool = False
     parts: tuple[str, ...] = ()
@@ -82,11 +83,12 @@ _S_REQUESTS = "User requests (verbatim)"
 _S_TOOLS = "Tool calls made"
 _S_ACTIONS = "Actions done (tool calls)"
 _S_IDS = "Identifiers, paths and URLs seen"
+_S_FACTS = "Facts: decisions, errors and fixes, edits, figures"
 _S_CONCLUSIONS = "Latest assistant conclusions"
 _S_STATE = "Current state"
 #: what the compaction's instructions named (``instruction_terms``), kept ahead of everything but the request
 _S_INSTRUCTED = "Kept as instructed"
-_SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_INSTRUCTED, _S_REQUESTS, _S_TOOLS, _S_ACTIONS, _S_IDS, _S_CONCLUSIONS, _S_STATE)
+_SECTION_ORDER = (_S_PREVIOUS, _S_CURRENT, _S_GOAL, _S_INSTRUCTED, _S_REQUESTS, _S_FACTS, _S_TOOLS, _S_ACTIONS, _S_IDS, _S_CONCLUSIONS, _S_STATE)
 
 # ranks: (tier, age); lower tier is more important, within a tier newer (smaller age) first.
 # Identifiers rank above tool-call lines: a call's line is mostly its arguments, and the ids a later
@@ -99,6 +101,10 @@ _ID_TIERS = (_T_IDS, _T_PART_IDS)
 _T_INSTRUCTED = 0.5
 #: lines of one message an instruction term keeps (each clipped)
 _INSTRUCTED_LINES = 3
+#: facts (engine.summarizers.facts: decisions, errors and fixes, edits, figures), the newest first,
+#: ahead of the identifiers while they fit FACTS_SHARE of the budget, the others right after them
+_T_FACTS, _T_FACTS_OLDER = 2.5, 3.5
+FACTS_SHARE = 0.25
 #: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
 PARTS_LABEL = " parts"
 #: the heading of the identifier section: the extractive summary's, and the identifier index
@@ -120,7 +126,7 @@ class ExtractiveSummarizer:
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         goal = _S_GOAL if request.running_turn else _S_CURRENT
         mandatory = [_Item(goal, (0, 0), (_T_MANDATORY, 0), request.current_request)] if request.current_request else []
-        items = mandatory + self._rank_requests(list(self._candidates(request)), request.max_tokens)
+        items = mandatory + self._rank_facts(self._rank_requests(list(self._candidates(request)), request.max_tokens), request.max_tokens)
         text, kept = self._fit(mandatory, items, request.max_tokens, request.identifier_tokens)
         # identifiers a kept request or conclusion already shows (those rank above every identifier
         # line, so they stay) are not listed again: the room goes to the next identifiers
@@ -190,9 +196,23 @@ class ExtractiveSummarizer:
                 # the latest: its head ahead of the identifiers, the whole of it when room is left
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
         yield from _instructed(msgs, request)
+        for i, m in enumerate(msgs):
+            for k, line in enumerate(fact_lines(m, _shown_text(m))):
+                yield _Item(_S_FACTS, (i, k), (_T_FACTS, n - i), f"- {_ref(m)}{line}", truncatable=True)
         yield from _identifier_lines(groups, parts_of, n)
         if request.running_turn and msgs:
             yield _Item(_S_STATE, (0, 0), (_T_LATEST, 0), _state_line(msgs[-1]))
+
+    def _rank_facts(self, items: list[_Item], max_tokens: int) -> list[_Item]:
+        """Facts ahead of the identifiers, the newest first, while they fit :data:`FACTS_SHARE` of
+        the budget; the others right after the identifiers."""
+        reserved = max_tokens * FACTS_SHARE
+        order = sorted((k for k, it in enumerate(items) if it.section == _S_FACTS), key=lambda k: items[k].rank)
+        for k in order:
+            reserved -= self._count(items[k].text) + 1
+            if reserved < 0:
+                items[k] = replace(items[k], rank=(_T_FACTS_OLDER, items[k].rank[1]))
+        return items
 
     def _rank_requests(self, items: list[_Item], max_tokens: int) -> list[_Item]:
         """Older requests ahead of the identifiers, the newest first, while their heads fit
@@ -219,7 +239,8 @@ class ExtractiveSummarizer:
         """Items of a previous extractive summary, placed before (and ranked below) the new material.
         Its identifier lines lose the identifiers shown ``elsewhere`` (new lines, the request, the
         retained tail)."""
-        tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS, _S_INSTRUCTED: _T_INSTRUCTED}
+        tiers = {_S_REQUESTS: _T_REQUESTS, actions: _T_TOOLS, _S_IDS: _T_IDS, _S_CONCLUSIONS: _T_OLDER, _S_PREVIOUS: _T_PREVIOUS, _S_INSTRUCTED: _T_INSTRUCTED,
+                 _S_FACTS: _T_FACTS}
         section: str | None = None
         blocks: list[tuple[str, list[str]]] = []
         for line in body.strip().splitlines():
@@ -252,7 +273,7 @@ class ExtractiveSummarizer:
                     yield _id_item((-1, k), (_T_PART_IDS if prefix.endswith(PARTS_LABEL + ": ") else _T_IDS, age), prefix, parts)
                 continue
             yield self._request_item(_Item(sec, (-1, k), (tiers[sec], age), text, truncatable=True)) if sec == _S_REQUESTS else _Item(
-                sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS, _S_INSTRUCTED)
+                sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS, _S_INSTRUCTED, _S_FACTS)
             )
 
     # -- budget ----------------------------------------------------------------------------------
@@ -383,7 +404,7 @@ def _is_part_id(ident: str) -> bool:
     return key == "chunk_id" if sep else ident.lower().startswith(("chunk-", "chunk_"))
 
 
-def _id_item(order: tuple[int, int], rank: tuple[int, int], prefix: str, parts: tuple[str, ...]) -> _Item:
+def _id_item(order: tuple[int, int], rank: tuple[float, int], prefix: str, parts: tuple[str, ...]) -> _Item:
     return _Item(_S_IDS, order, rank, prefix + " ".join(parts), parts=parts, prefix=prefix)
 
 
@@ -440,11 +461,15 @@ def _split_id_line(line: str) -> tuple[str, tuple[str, ...]]:
     return "- ", tuple(line[2:].split()) if line.startswith("- ") else tuple(line.split())
 
 
+def _shown_text(m: Message) -> str:
+    """What the model saw of a message's text: a pruned result's preview without the engine's frame."""
+    return replacement_preview(m.content) if m.role == "tool" and m.metadata.get(META_PRUNED) else m.content
+
+
 def _identifier_text(m: Message) -> str:
     """What a message showed, identifiers included: a pruned result's preview without the
     engine's frame, and the arguments of its calls."""
-    content = replacement_preview(m.content) if m.role == "tool" and m.metadata.get(META_PRUNED) else m.content
-    return "\n".join([content] + [c.arguments for c in m.tool_calls])
+    return "\n".join([_shown_text(m)] + [c.arguments for c in m.tool_calls])
 
 
 @lru_cache(maxsize=65536)

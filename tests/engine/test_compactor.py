@@ -202,8 +202,9 @@ def test_prune_not_enough_one_summary(make_service, new_key):
 
 
 def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
-    """The summarizer gets the summary budget and, for identifier lines only, the room up to a
-    35 % of the target (window 8,000: target 3,200, budget 400, room 1,120 - 400)."""
+    """The summarizer gets the summary budget and, for identifier lines only, the rest of the budget
+    rule's total (issue 25: ⌊window / 16⌋ + 12 per identifier carried, at most half the target and
+    the room under it; window 8,000, no identifier in the range: 500 = 400 of prose + 100)."""
     counter = Counting()
     svc = make_service(counter)
     key = new_thread(svc, new_key("idroom"))
@@ -213,7 +214,7 @@ def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
     route(svc, key)
     assert svc.compact_for_pressure(key, RunState()).action == "summarized"
     (req,) = counter.requests
-    assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 720, 1120)
+    assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 100, 500)
 
 
 def test_second_summary_is_rolling(make_service, new_key):

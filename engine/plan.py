@@ -1,0 +1,154 @@
+"""Compaction as a plan: the pure decisions of how much a summary may take and which units it takes.
+
+No I/O and no store: token counts come in as functions (the meter's cached per-message count), the
+policy as a :class:`ResolvedPolicy`. The :mod:`engine.compactor` applies these decisions against the
+store, the Workdir and a summarizer (issue 24: "compaction as plan, then apply").
+
+The summary budget (docs/compaction.md, "Summary budget") is a rule, not a per-trace tuning:
+
+- **total** (:func:`summary_ceiling`): :func:`engine.policy.summary_total_tokens` of the window, the
+  target, the distinct identifiers the summary has to carry (the span's and the previous summary's)
+  and the room that keeps the envelope after the compaction at or under the target;
+- **prose** (:func:`summary_budget`, a request's ``max_tokens``): what a language model writes,
+  ``summary_max_tokens`` but at most a quarter of the target (and never more than the total);
+- **identifier room** (:func:`identifier_budget`): the rest of the total, which only identifier lines
+  use (the extractive summary's, or the index the engine appends to a model's summary).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Sequence
+
+from .messages import META_PRUNED, Message
+from .policy import SUMMARY_MAX_SHARE, SUMMARY_MIN_TOKENS, ResolvedPolicy, summary_total_tokens
+from .previews import replacement_preview
+from .specifics import extract_identifiers
+from .units import Selection, Turn
+
+__all__ = [
+    "IDENTIFIER_ROOM_SHARE",
+    "cap_batch",
+    "identifier_budget",
+    "request_budgets",
+    "room_after",
+    "span_identifiers",
+    "summary_budget",
+    "summary_ceiling",
+    "summary_estimate",
+    "turn_over",
+]
+
+#: the most of the target a summary and its identifier lines may take together (the rule's ceiling;
+#: benchmarks/peers.py gives the peers the same room)
+IDENTIFIER_ROOM_SHARE = SUMMARY_MAX_SHARE
+
+
+def summary_budget(policy: ResolvedPolicy) -> int:
+    """Tokens a language model may write: ``summary_max_tokens``, but never more than a quarter
+    of the summarization target, so a small window is not filled by its own summary."""
+    return max(SUMMARY_MIN_TOKENS, min(policy.policy.summary_max_tokens, policy.target_tokens // 4))
+
+
+def summary_ceiling(policy: ResolvedPolicy, identifiers: int | None = None, room: int | None = None) -> int:
+    """The most a summary may take, identifier lines included: the budget rule for ``identifiers``
+    distinct identifiers and ``room`` (:func:`engine.policy.summary_total_tokens`); with
+    ``identifiers`` unknown (None), the rule's ceiling: half the target (within ``room``)."""
+    if identifiers is None:
+        most = max(SUMMARY_MIN_TOKENS, math.floor(SUMMARY_MAX_SHARE * policy.target_tokens))
+        return most if room is None else max(SUMMARY_MIN_TOKENS, min(most, room))
+    return summary_total_tokens(policy.context_window, policy.target_tokens, identifiers, room)
+
+
+def identifier_budget(policy: ResolvedPolicy, max_tokens: int | None = None, *, identifiers: int | None = None, room: int | None = None) -> int:
+    """Tokens beyond ``max_tokens`` (default :func:`summary_budget`) that identifier lines alone may
+    take: the rest of :func:`summary_ceiling`. 0 where the prose budget already reaches it."""
+    budget = summary_budget(policy) if max_tokens is None else max_tokens
+    return max(0, summary_ceiling(policy, identifiers, room) - budget)
+
+
+def request_budgets(policy: ResolvedPolicy, *, identifiers: int, room: int | None, request_tokens: int | None) -> tuple[int, int]:
+    """``(max_tokens, identifier_tokens)`` of one summary request. The prose budget stays within the
+    total; a long current request is allowed its token count + 256, so it can be copied verbatim."""
+    total = summary_ceiling(policy, identifiers, room)
+    max_tokens = min(summary_budget(policy), total)
+    if request_tokens is not None:
+        max_tokens = max(max_tokens, request_tokens + 256)
+    return max_tokens, max(0, total - max_tokens)
+
+
+def room_after(target: int, *, envelope: int, removed: int, previous_summary: int, framing: int) -> int:
+    """What a new summary may take so that the envelope after it is at or under ``target``:
+    ``envelope`` minus the ``removed`` messages and the ``previous_summary`` message it replaces,
+    minus the new summary message's ``framing``."""
+    return target - (envelope - removed - previous_summary) - framing
+
+
+def summary_estimate(policy: ResolvedPolicy, *, framing: int, previous_summary: int = 0) -> Callable[[int], int]:
+    """The projected size of a new summary replacing ``removed`` tokens and the previous summary
+    (``previous_summary``: its message, framing included, 0 when none): a quarter of what it
+    replaces (at least 64 tokens, at most the rule's ceiling) plus its ``framing``.
+
+    The previous summary is counted as if it stayed on the surface: a compaction lands below the
+    target by about its size, so each one buys that much more headroom. Counting it as replaced
+    (landing at the target) took the summarizer calls of research-1M from 4 to 5 and of chinese-1M
+    from 4 to 6 with fewer identifiers kept (docs/compaction.md, "Summary budget")."""
+    cap = summary_ceiling(policy)
+    previous_text = max(0, previous_summary - framing)
+
+    def estimate(removed: int) -> int:
+        return framing + min(cap, max(64, (removed + previous_text) // 4)) if removed else 0
+
+    return estimate
+
+
+def cap_batch(sel: Selection, message_tokens: Callable[[Message], int], *, budget: int, floor: int = 0) -> Selection:
+    """Cut a selection at a unit end so one summary call sees at most ``budget`` tokens (a single
+    unit larger than the budget is taken whole: units are indivisible). A batch is never cut below
+    ``floor`` tokens (the summary ceiling): a summary of less could not be smaller than it, so the
+    next unit, which a later call would take whole anyway, joins it."""
+    total = 0
+    for i, unit in enumerate(sel.units):
+        cost = sum(message_tokens(x) for x in unit.messages)
+        if i > 0 and total + cost > budget and total >= floor:
+            kept = sel.units[:i]
+            return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
+        total += cost
+    return sel
+
+
+def turn_over(tokens: int, message_tokens: Callable[[Message], int]) -> Callable[[Turn], bool]:
+    """The ``split_turn`` of :func:`engine.units.build_units` that cuts a finished turn into its
+    rounds when it counts more than ``tokens`` (the target): such a turn could otherwise only be
+    summarized whole or not at all, whatever follows it."""
+
+    def over(turn: Turn) -> bool:
+        total = 0
+        for m in turn.messages:
+            total += message_tokens(m)
+            if total > tokens:
+                return True
+        return False
+
+    return over
+
+
+def _shown(m: Message) -> str:
+    content = replacement_preview(m.content) if m.role == "tool" and m.metadata.get(META_PRUNED) else m.content
+    return "\n".join([content, *(c.arguments for c in m.tool_calls)])
+
+
+def span_identifiers(messages: Iterable[Message], previous_summary: str | None = None, *, visible: Sequence[str] = ()) -> int:
+    """Distinct identifiers (paths, URLs, ids, hashes: :func:`engine.specifics.extract_identifiers`)
+    a summary of ``messages`` would have to carry: those the messages show (a pruned result as its
+    preview, calls with their arguments) and the previous summary, less those in ``visible`` texts
+    (the current request and what stays verbatim)."""
+    found: set[str] = set()
+    for m in messages:
+        if m.role != "system":
+            found.update(extract_identifiers(_shown(m)))
+    if previous_summary:
+        found.update(extract_identifiers(previous_summary))
+    if visible and found:
+        found.difference_update(extract_identifiers("\n".join(visible)))
+    return len(found)

@@ -1,0 +1,152 @@
+"""The facts an agent needs next, found by fixed rules in the messages a summary replaces.
+
+Identifiers are one kind of fact; the others are what compactions are known to lose (deja-vu#543:
+decisions, commands, numbers) and what probe-based evaluations ask about: a decision and its reason,
+an error and its fix, a file edited and how, a figure with its unit. The extractive summarizer keeps
+these lines (:func:`fact_lines`) ahead of the identifier lines, within a share of its budget; a
+language model is asked for the same in its prompt (``prompts/system.txt``).
+
+Per message, at most :data:`LINES_PER_MESSAGE` lines, each clipped to :data:`LINE_CHARS` characters
+around what made it a fact:
+
+- an assistant's line that decides (``Decision:``, ``we will use``, ``go with``, ``because`` …), that
+  fixes or edits something it names (a path, an identifier or a ``function()``), or that reports a
+  figure with its unit next to a metric word;
+- a tool output's error lines (``FAILED …``, ``AssertionError: …``, a traceback's last line) and its
+  lines that give a figure with its unit next to a metric word (``p95 latency: 412 ms at 1,200 rps``),
+  the last ones first (a log's summary is at its end);
+- an edit call (``edit_file``, ``str_replace``, ``write``, ``apply_patch`` … or arguments with
+  ``old_string`` / ``new_string`` / ``diff``): the tool, the path and the functions or classes its
+  text defines.
+
+Pure and deterministic; nothing depends on time or randomness.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Iterable, Iterator
+
+from ..messages import Message
+from ..specifics import extract_specifics
+
+#: lines kept per message at most (errors first, then figures; the newest lines of a log first)
+LINES_PER_MESSAGE = 3
+#: a fact line is clipped to this many characters around what made it a fact
+LINE_CHARS = 240
+
+_DECIDES = re.compile(
+    r"\b(?:decision|decided|decide|we(?:'ll| will| are going to| should)? (?:use|go with|switch|keep|pin|adopt|stay with)|"
+    r"go(?:ing)? with|chose|choose|switch(?:ed|ing)? to|opt(?:ed)? for|settled on|because|instead of)\b",
+    re.IGNORECASE,
+)
+_CHANGES = re.compile(
+    r"\b(?:fix(?:ed|es)?|edit(?:ed|ing|s)?|chang(?:ed|es|ing)|updat(?:ed|es|ing)|patch(?:ed|ing)?|rewr(?:ote|ite|iting)|"
+    r"renam(?:ed|ing)|add(?:ed|ing)|remov(?:ed|ing)|mov(?:ed|ing)|refactor(?:ed|ing)?|replac(?:ed|ing)|root cause|the cause)\b",
+    re.IGNORECASE,
+)
+_METRIC = re.compile(
+    r"\b(?:latency|p50|p90|p95|p99|throughput|rps|qps|req/s|ops/s|tps|memory|rss|heap|peak|mean|median|avg|average|"
+    r"total|duration|elapsed|took|benchmark|load test|speed|size|budget|limit|timeout|cost|error rate|success rate)\b",
+    re.IGNORECASE,
+)
+_NAMED = re.compile(r"[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|rb|c|h|cpp|md|json|ya?ml|toml|sql|txt|cfg|ini)\b|\b\w+\(\)")
+_DEFINES = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)")
+_EDIT_TOOLS = re.compile(r"edit|write|replace|patch|apply|create_file|insert|str_replace|multiedit", re.IGNORECASE)
+_EDIT_KEYS = ("old_string", "new_string", "old_str", "new_str", "diff", "patch", "edits", "content", "file_text")
+_PATH_KEYS = ("path", "file_path", "file", "filename", "target_file")
+
+
+def fact_lines(message: Message, shown: str | None = None) -> list[str]:
+    """The fact lines of ``message`` (see the module docstring), in the order it shows them.
+    ``shown``: the text the model saw of it (a pruned result's preview), default its content."""
+    text = message.content if shown is None else shown
+    found: list[str] = []
+    if message.role == "assistant":
+        found = list(_assistant_lines(text))
+        found += [line for line in (_edit_line(c.name, c.arguments) for c in message.tool_calls) if line]
+        return _unique(found)[: LINES_PER_MESSAGE + len(message.tool_calls)]
+    if message.role == "tool":
+        return _tool_lines(text)
+    return []
+
+
+def _unique(lines: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(lines))
+
+
+def _split(text: str) -> Iterator[str]:
+    for line in text.splitlines():
+        line = " ".join(line.split())
+        if line:
+            yield line
+
+
+def _assistant_lines(text: str) -> Iterator[str]:
+    if not text.strip():
+        return
+    kept = 0
+    for line in _split(text):
+        specifics = extract_specifics(line) if len(line) < 4 * LINE_CHARS else []
+        kinds = {s.kind for s in specifics}
+        decides = _DECIDES.search(line)
+        changes = _CHANGES.search(line) if _NAMED.search(line) else None
+        figure = "quantity" in kinds and _METRIC.search(line)
+        hit = decides or changes or figure
+        if hit or kinds & {"decision", "error"}:
+            at = hit.start() if hit else 0
+            yield _clip(line, at)
+            kept += 1
+            if kept >= LINES_PER_MESSAGE:
+                return
+
+
+def _tool_lines(text: str) -> list[str]:
+    if not text.strip():
+        return []
+    errors: list[str] = []
+    figures: list[str] = []
+    for line in reversed(list(_split(text))):  # a log's summary and its last error are at its end
+        if len(line) > 8 * LINE_CHARS:  # one-line JSON and the like: no line to quote
+            continue
+        quick_error = any(w in line for w in ("rror", "FAIL", "Exception", "Traceback", "anic", "atal"))
+        quick_figure = any(c.isdigit() for c in line) and _METRIC.search(line)
+        if not (quick_error or quick_figure):
+            continue
+        kinds = {s.kind for s in extract_specifics(line)}
+        if "error" in kinds and len(errors) < LINES_PER_MESSAGE:
+            errors.append(_clip(line, 0))
+        elif "quantity" in kinds and quick_figure and len(figures) < LINES_PER_MESSAGE:
+            figures.append(_clip(line, quick_figure.start()))
+        if len(errors) >= LINES_PER_MESSAGE and len(figures) >= LINES_PER_MESSAGE:
+            break
+    chosen = _unique(errors + figures)[:LINES_PER_MESSAGE]
+    order = {line: i for i, line in enumerate(reversed(chosen))}
+    return sorted(chosen, key=lambda x: order[x])
+
+
+def _edit_line(name: str, arguments: str) -> str | None:
+    """``edit_file services/x.py: apply_discount`` for an edit call, else None."""
+    try:
+        args = json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return None
+    if not isinstance(args, dict):
+        return None
+    if not (_EDIT_TOOLS.search(name) or any(k in args for k in _EDIT_KEYS[:6])):
+        return None
+    path = next((str(args[k]) for k in _PATH_KEYS if isinstance(args.get(k), str)), None)
+    if path is None:
+        return None
+    body = "\n".join(str(args[k]) for k in _EDIT_KEYS if k in args)
+    names = list(dict.fromkeys(_DEFINES.findall(body)))[:4]
+    return f"{name} {path}" + (f": {', '.join(names)}" if names else "")
+
+
+def _clip(line: str, at: int) -> str:
+    """``line`` when short, else :data:`LINE_CHARS` characters of it starting a little before ``at``."""
+    if len(line) <= LINE_CHARS:
+        return line
+    start = max(0, min(at - LINE_CHARS // 4, len(line) - LINE_CHARS))
+    return ("…" if start else "") + line[start : start + LINE_CHARS] + ("…" if start + LINE_CHARS < len(line) else "")

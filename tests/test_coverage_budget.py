@@ -1,0 +1,90 @@
+"""The summary budget rule (issue 25): it follows the window and the identifier density, bounded,
+and never more than what keeps the envelope after the compaction at or under the target."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from engine.messages import ToolCall, assistant, tool_result, user
+from engine.plan import identifier_budget, request_budgets, room_after, span_identifiers, summary_budget, summary_ceiling, summary_estimate
+from engine.policy import (
+    SUMMARY_MIN_TOKENS,
+    SUMMARY_TOKENS_PER_IDENTIFIER,
+    CompactionPolicy,
+    PolicyError,
+    ResolvedPolicy,
+    summary_total_tokens,
+)
+
+WINDOWS = (32_768, 200_000, 1_000_000)
+SPARSE, DENSE = 0, 2_000  # distinct identifiers the summary has to carry
+
+
+def resolved(window: int, **policy: object) -> ResolvedPolicy:
+    return ResolvedPolicy(CompactionPolicy(**policy), window, "p", "m", "override")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_the_budget_follows_the_window_and_the_density_within_its_bounds(window):
+    target = resolved(window).target_tokens
+    sparse = summary_total_tokens(window, target, SPARSE)
+    dense = summary_total_tokens(window, target, DENSE)
+    assert sparse == window // 16  # a sixteenth of the window when nothing dense is carried
+    assert dense == min(window // 16 + SUMMARY_TOKENS_PER_IDENTIFIER * DENSE, target // 2)
+    assert sparse < dense <= target // 2  # denser spans get more, never more than half the target
+    assert summary_total_tokens(window, target, 10**9) == target // 2  # the ceiling holds whatever the density
+
+
+def test_three_windows_two_densities_exact_figures():
+    # window → (target, sparse, dense): 32k: 13,107 → 2,048 / 6,553 (the ceiling); 200k: 80,000 → 12,500 /
+    # 36,500; 1M: 400,000 → 62,500 / 86,500 (12 tokens per identifier). The old fixed budget was 8,192 (at most a quarter of the target).
+    figures = {w: (resolved(w).target_tokens, summary_total_tokens(w, resolved(w).target_tokens, SPARSE),
+                   summary_total_tokens(w, resolved(w).target_tokens, DENSE)) for w in WINDOWS}
+    assert figures == {32_768: (13_107, 2_048, 6_553), 200_000: (80_000, 12_500, 36_500), 1_000_000: (400_000, 62_500, 86_500)}
+
+
+def test_the_room_caps_the_budget_and_the_floor_holds():
+    assert summary_total_tokens(200_000, 80_000, DENSE, room=5_000) == 5_000  # what keeps the result under the target
+    assert summary_total_tokens(200_000, 80_000, DENSE, room=-40) == SUMMARY_MIN_TOKENS  # never below the floor
+    assert summary_total_tokens(1_024, 409, 0) == SUMMARY_MIN_TOKENS
+    with pytest.raises(PolicyError):
+        summary_total_tokens(0, 10)
+    with pytest.raises(PolicyError):
+        summary_total_tokens(32_768, 13_107, -1)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_a_request_splits_the_total_into_prose_and_identifier_room(window):
+    pol = resolved(window)
+    for density in (SPARSE, DENSE):
+        total = summary_ceiling(pol, density)
+        max_tokens, ids = request_budgets(pol, identifiers=density, room=None, request_tokens=None)
+        assert max_tokens == min(summary_budget(pol), total) and max_tokens + ids == max(total, max_tokens)
+        assert ids == identifier_budget(pol, max_tokens, identifiers=density)
+    # a long current request is always allowed its own length + 256, whatever the rule gives
+    max_tokens, _ = request_budgets(pol, identifiers=0, room=300, request_tokens=5_000)
+    assert max_tokens == 5_256
+
+
+def test_the_projection_of_a_new_summary():
+    pol = resolved(131_072)
+    framing = 12
+    estimate = summary_estimate(pol, framing=framing, previous_summary=18_000 + framing)
+    assert estimate(0) == 0
+    # a quarter of what it replaces (the previous summary included), at most the ceiling
+    assert estimate(40_000) == framing + (40_000 + 18_000) // 4
+    assert estimate(10**7) == framing + summary_ceiling(pol)
+    assert summary_ceiling(pol) == math.floor(pol.target_tokens / 2)
+    # the room: the target minus what stays after the compaction
+    assert room_after(52_428, envelope=108_000, removed=70_000, previous_summary=18_012, framing=12) == 52_428 - (108_000 - 70_000 - 18_012) - 12
+
+
+def test_span_identifiers_counts_distinct_identifiers_not_visible_elsewhere():
+    call = ToolCall("c1", "read_file", '{"path": "src/app/main.py"}')
+    msgs = [user("look at src/app/main.py"), assistant("reading", call),
+            tool_result("c1", "see src/app/util.py and https://docs.example.com/a and doc-123456 and src/app/util.py", name="read_file")]
+    assert span_identifiers(msgs) == 4
+    assert span_identifiers(msgs, "previous: doc-999999") == 5
+    assert span_identifiers(msgs, visible=["doc-123456 stays"]) == 3
