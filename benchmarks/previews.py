@@ -71,7 +71,7 @@ def search_results(n: int, seed: int) -> list[dict[str, Any]]:
     words = ("replica lag alert standby promote failover primary connection string service discovery writes "
              "timeline archive recovery checkpoint vacuum index bloat").split()
     out = []
-    for i in range(n):
+    for _ in range(n):
         doc = f"doc-{rng.randint(1000, 9999)}"
         out.append({
             "id": doc,

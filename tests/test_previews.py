@@ -7,11 +7,9 @@ import json
 import random
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.meter import default_meter
-from engine.specifics import extract_identifiers
 from engine.previews import (
     PreviewBudgetError,
     build_replacement,
@@ -21,6 +19,7 @@ from engine.previews import (
     render_preview,
     structured_preview,
 )
+from engine.specifics import extract_identifiers
 
 count = default_meter().count_text
 SHA = "0123456789abcdef" * 4

@@ -10,10 +10,9 @@ import re
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
-from engine.events import DroppedEntry, PruneEvent, PrunedResult, parse_event
+from engine.events import DroppedEntry, PrunedResult, PruneEvent, parse_event
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.policy import CompactionPolicy

@@ -11,7 +11,7 @@ import pytest
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.previews import PreviewBudgetError, parse_records, replacement_preview
-from engine.pruning import PruneFailed, Pruned, prune_surface, prune_tool_result, stale_results, tool_name_of
+from engine.pruning import Pruned, PruneFailed, prune_surface, prune_tool_result, stale_results, tool_name_of
 from engine.surface import shown_message
 from engine.views import Offload
 from engine.workdir import Workdir

@@ -124,7 +124,7 @@ def _notable_lines(content: str) -> list[_Notable]:
         end = starts[index + 1] if index + 1 < len(starts) else len(content)
         body = content[start:end].rstrip("\r\n")
         hit = None
-        for priority, pattern in enumerate((_ERROR_LINE, _URL, _PATH)):
+        for priority, pattern in enumerate((_ERROR_LINE, _URL, _PATH)):  # noqa: B007 - priority is read after the loop
             hit = pattern.search(body)
             if hit:
                 break

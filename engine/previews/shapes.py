@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping
 
 from ._text import CountTokens
 from .records import RecordSet, clip, from_mappings, norm_key, records_preview, top_level_lines
-from .texts import file_read_preview, grep_preview, parse_file_read, parse_grep, parse_table, parse_test_log, test_log_preview
+from .texts import GrepListing, file_read_preview, grep_preview, parse_file_read, parse_grep, parse_table, parse_test_log, test_log_preview
 
 __all__ = ["SHAPES", "find_records", "parse_json", "shaped_preview"]
 
@@ -30,6 +30,15 @@ MAX_NESTING = 3  # text inside JSON inside text …: how many times content is u
 EMBEDDED_SHARE = 0.6  # JSON inside text is the result when it is at least this share of it
 
 Render = Callable[[int], "str | None"]
+
+
+def _grep_with_text(listing: GrepListing, text: str, *, budget_tokens: int, count_tokens: CountTokens) -> str | None:
+    return grep_preview(listing, budget_tokens=budget_tokens, count_tokens=count_tokens, text=text)
+
+
+def _render(fn: Callable[..., "str | None"], shape: object, count: CountTokens, *extra: str) -> Render:
+    """``fn(shape, *extra, budget_tokens=b, count_tokens=count)`` as a function of the budget ``b``."""
+    return lambda b: fn(shape, *extra, budget_tokens=b, count_tokens=count)
 
 
 def parse_json(content: str) -> tuple[Any, str, str] | None:
@@ -122,7 +131,7 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
                 start, total = file.get("startLine"), file.get("totalLines")
                 read.start = start if isinstance(start, int) and start > 0 else read.start
                 read.total = total if isinstance(total, int) else None
-                return [lambda b: file_read_preview(read, budget_tokens=b, count_tokens=count)]
+                return [_render(file_read_preview, read, count)]
         if isinstance(value.get("stdout"), str):
             stderr = value.get("stderr")
             text = value["stdout"] + (f"\n{stderr}" if isinstance(stderr, str) and stderr.strip() else "")
@@ -134,14 +143,14 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
         if strings and len(strings) == len(items):  # a list of file names: a listing
             listing = parse_grep("\n".join(strings))
             if listing is not None:
-                return [lambda b: grep_preview(listing, budget_tokens=b, count_tokens=count)]
+                return [_render(grep_preview, listing, count)]
         top = notes + top_level_lines(value) + (top_level_lines(parent) if parent is not value else [])
         rs = from_mappings(items, top=list(dict.fromkeys(top)))
-        return [lambda b: records_preview(rs, budget_tokens=b, count_tokens=count)]
+        return [_render(records_preview, rs, count)]
     if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
         listing = parse_grep("\n".join(value))
         if listing is not None:
-            return [lambda b: grep_preview(listing, budget_tokens=b, count_tokens=count)]
+            return [_render(grep_preview, listing, count)]
     if isinstance(value, Mapping):
         by_norm = {norm_key(k): v for k, v in value.items()}
         for key in TEXT_KEYS:
@@ -151,7 +160,7 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
                 if path is not None:
                     read = parse_file_read(text, path)
                     if read is not None:
-                        return [lambda b: file_read_preview(read, budget_tokens=b, count_tokens=count)]
+                        return [_render(file_read_preview, read, count)]
                 return _renderers(text, count, nesting + 1, forced)
     return []
 
@@ -166,19 +175,19 @@ def _text_renderers(text: str, count: CountTokens, forced: str | None) -> list[R
         if shape == "test_log":
             log = parse_test_log(text)
             if log is not None:
-                out.append(lambda b, log=log: test_log_preview(log, text, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+                out.append(_render(test_log_preview, log, count, text))
         elif shape == "grep":
             listing = parse_grep(text)
             if listing is not None:
-                out.append(lambda b, listing=listing: grep_preview(listing, budget_tokens=b, count_tokens=count, text=text))  # type: ignore[misc]
+                out.append(_render(_grep_with_text, listing, count, text))
         elif shape == "table":
             rs = parse_table(text)
             if rs is not None:
-                out.append(lambda b, rs=rs: records_preview(rs, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+                out.append(_render(records_preview, rs, count))
         else:
             read = parse_file_read(text)
             if read is not None:
-                out.append(lambda b, read=read: file_read_preview(read, budget_tokens=b, count_tokens=count))  # type: ignore[misc]
+                out.append(_render(file_read_preview, read, count))
         if out:
             return out
     return out

@@ -12,6 +12,7 @@ import csv
 import io
 import re
 from dataclasses import dataclass, field
+
 from ._text import CONTROL, ELLIPSIS, CountTokens, fit, truncate_tokens
 from .generic import generic_preview
 from .records import RecordSet, from_mappings
