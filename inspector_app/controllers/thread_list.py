@@ -234,7 +234,12 @@ class ThreadListController:
         return count_text(self.model.held, self.model.total, self.filtered)
 
     def show_count(self) -> None:
-        self.ui.thread_count.setText(self.count_text())
+        """"N of M" under the list, and in the status bar while the status bar says the count."""
+        before, text = self.ui.thread_count.text(), self.count_text()
+        self.ui.thread_count.setText(text)
+        bar = self.ui.statusBar()
+        if before and text != before and bar.currentMessage() == before:
+            self._say(text)
 
     def visible_rows(self) -> tuple[int, int]:
         """The first and last rows on screen (-1, -1 for an empty list)."""
