@@ -41,8 +41,10 @@ from sqlalchemy import (
     text,
     tuple_,
     type_coerce,
+    union_all,
     update,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
@@ -393,29 +395,58 @@ def fleet_aggregates(s: Session, query: ThreadQuery, *, since: datetime, worst: 
     ours = s.execute(select(func.count()).select_from(H).where(scoped(H.conversation_id))).scalar_one()
     theirs = s.execute(select(func.count()).select_from(S).where(scoped(S.conversation_id))).scalar_one()
 
-    dropped = E.data["dropped_specifics"].as_integer()
-    summaries = and_(E.kind == "summary", scoped(E.conversation_id))
-    bucket = case(*((dropped <= high, i) for i, (_l, _low, high) in enumerate(DROPPED_BUCKETS) if high is not None),
-                  else_=len(DROPPED_BUCKETS) - 1)
-    buckets = [0] * len(DROPPED_BUCKETS)
-    for i, n in s.execute(select(bucket, func.count()).where(summaries, dropped.is_not(None), dropped >= 0).group_by(bucket)):
-        buckets[int(i)] = int(n)
-    total = func.sum(dropped)
-    top = (select(E.conversation_id, total.label("dropped"), func.count().label("n"), func.max(dropped).label("worst"))
-           .where(summaries, dropped.is_not(None), dropped > 0).group_by(E.conversation_id)
-           .order_by(total.desc(), E.conversation_id).limit(worst).subquery())
-    worst_rows = [(int(cid), key, title or "", int(d), int(n), int(w)) for cid, key, title, d, n, w in s.execute(
-        select(top.c.conversation_id, C.thread_key, C.title, top.c.dropped, top.c.n, top.c.worst)
-        .join(C, C.id == top.c.conversation_id).order_by(top.c.dropped.desc(), top.c.conversation_id))]
+    # the summary events' JSON is read once (a CTE the three aggregates share: PostgreSQL keeps a
+    # CTE used more than once materialized, so does SQLite), not once per aggregate
+    events: tuple[Any, ...] = (E.kind.in_(("summary", "summary_rejected")), scoped(E.conversation_id))
+    cid: Any
+    kind_col: Any
+    if _sqlite(s):
+        data: Any = E.data
+        table: Any = E
+        cid, kind_col = E.conversation_id, E.kind
+    else:  # PostgreSQL: parse each json document once (as jsonb), then read its fields
+        raw = select(E.conversation_id.label("cid"), E.kind.label("kind"), cast(E.data, JSONB).label("j")).where(*events).cte("raw_events")
+        raw = raw.prefix_with("MATERIALIZED")
+        data, table, cid, kind_col = raw.c.j, raw, raw.c.cid, raw.c.kind
+        events = ()
+    ev = (select(cid.label("cid"), kind_col.label("kind"), data["dropped_specifics"].as_integer().label("dropped"),
+                 data[("usage", "model")].as_string().label("model"),
+                 case((data[("usage", "extractive")].as_boolean(), 1), else_=0).label("extractive"),
+                 func.coalesce(data["calls"].as_integer(), 1).label("calls"),
+                 func.coalesce(data[("usage", "prompt_tokens")].as_integer(), 0).label("prompt"),
+                 func.coalesce(data[("usage", "completion_tokens")].as_integer(), 0).label("completion"))
+          .select_from(table).where(*events).cte("summary_events"))
+    d = ev.c.dropped
+    bucket = case(*((d <= high, i) for i, (_l, _low, high) in enumerate(DROPPED_BUCKETS) if high is not None), else_=len(DROPPED_BUCKETS) - 1)
+    none_text, none_int = cast(literal(None), String()), cast(literal(None), BigInteger())
 
-    model = E.data[("usage", "model")].as_string()
-    extractive = func.coalesce(E.data[("usage", "extractive")].as_boolean(), False)
-    calls = func.sum(func.coalesce(E.data["calls"].as_integer(), 1))
-    prompt = func.sum(func.coalesce(E.data[("usage", "prompt_tokens")].as_integer(), 0))
-    completion = func.sum(func.coalesce(E.data[("usage", "completion_tokens")].as_integer(), 0))
-    summarizers = [(m, bool(x), int(c or 0), int(p or 0), int(o or 0)) for m, x, c, p, o in s.execute(
-        select(model, extractive, calls, prompt, completion)
-        .where(E.kind.in_(("summary", "summary_rejected")), scoped(E.conversation_id)).group_by(model, extractive))]
+    def part(name: str, label: Any, flag: Any, *numbers: Any) -> list[Any]:
+        cols = [literal(name, String()).label("part"), cast(label, String()).label("label"), cast(flag, BigInteger()).label("flag")]
+        padded = [*numbers, *[none_int] * (4 - len(numbers))]
+        return cols + [cast(n, BigInteger()).label(f"n{i}") for i, n in enumerate(padded)]
+
+    total = func.sum(d)
+    top = (select(ev.c.cid, total.label("dropped"), func.count().label("n"), func.max(d).label("worst"))
+           .where(ev.c.kind == "summary", d > 0).group_by(ev.c.cid).order_by(total.desc(), ev.c.cid).limit(worst).subquery("top"))
+    parts = union_all(
+        select(*part("bucket", none_text, bucket, func.count())).where(ev.c.kind == "summary", d >= 0).group_by(bucket),
+        select(*part("worst", none_text, top.c.cid, top.c.dropped, top.c.n, top.c.worst)),
+        select(*part("summarizer", ev.c.model, ev.c.extractive, func.sum(ev.c.calls), func.sum(ev.c.prompt), func.sum(ev.c.completion)))
+        .group_by(ev.c.model, ev.c.extractive),
+    )
+    buckets = [0] * len(DROPPED_BUCKETS)
+    top_rows: list[tuple[int, int, int, int]] = []
+    summarizers: list[tuple[str | None, bool, int, int, int]] = []
+    for name, label, flag, n0, n1, n2, _n3 in s.execute(parts):
+        if name == "bucket":
+            buckets[int(flag)] = int(n0)
+        elif name == "worst":
+            top_rows.append((int(flag), int(n0), int(n1), int(n2)))
+        else:
+            summarizers.append((label, bool(flag), int(n0 or 0), int(n1 or 0), int(n2 or 0)))
+    names = {cid: (key, title) for cid, key, title in s.execute(select(C.id, C.thread_key, C.title).where(C.id.in_([r[0] for r in top_rows])))} if top_rows else {}
+    top_rows.sort(key=lambda r: (-r[1], r[0]))
+    worst_rows = [(cid, names[cid][0], names[cid][1] or "", dropped, n, w) for cid, dropped, n, w in top_rows if cid in names]
 
     saved = s.execute(select(func.coalesce(func.sum(H.tokens_before - H.tokens_after), 0))
                       .where(scoped(H.conversation_id), H.tokens_before.is_not(None), H.tokens_after.is_not(None))).scalar_one()
