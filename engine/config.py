@@ -381,7 +381,7 @@ class Settings:
         return self.get(name).value
 
     # -- writing ------------------------------------------------------------------------------
-    def set(self, name: str, value: Any) -> tuple[Resolved, str]:
+    def set(self, name: str, value: object) -> tuple[Resolved, str]:
         """Set ``name`` to ``value`` (coerced) in the file (the API key: in the keyring). Returns
         the value now in force and a sentence about where it went (says when an environment
         variable still overrides it)."""

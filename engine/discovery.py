@@ -557,7 +557,7 @@ class SessionFollower:
         if changed:
             self.handle(changed)
 
-    def _relevant(self, _change: Any, raw: str) -> bool:
+    def _relevant(self, _change: object, raw: str) -> bool:
         path = Path(raw)
         if any(part in IGNORED_DIRS for part in path.parts):
             return False

@@ -381,7 +381,7 @@ class Message:
         )
 
 
-def _image_attachment(ref: Any) -> Attachment:
+def _image_attachment(ref: object) -> Attachment:
     """An ``image_url`` part as an attachment: a ``data:`` URL gives media type and decoded size
     (the bytes are dropped), any other URL is kept."""
     url = ref.get("url") if isinstance(ref, Mapping) else ref

@@ -291,7 +291,7 @@ class _CountCache:
         self.hits = 0
         self.misses = 0
 
-    def put(self, key: Any, count: int, chars: int) -> None:
+    def put(self, key: object, count: int, chars: int) -> None:
         """Insert (caller holds the lock)."""
         if key in self.data:
             return

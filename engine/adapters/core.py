@@ -385,7 +385,7 @@ def source_key(prefix: str, value: str) -> str:
     return f"{prefix}-sha:" + hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
-def attachment(kind: str, *, url: Any = None, media_type: Any = None, file_id: Any = None, title: Any = None) -> Attachment:
+def attachment(kind: str, *, url: object = None, media_type: object = None, file_id: object = None, title: object = None) -> Attachment:
     """An engine attachment (never the bytes) from what a framework's content part says: an http(s)
     URL, a ``data:`` URL or inline bytes (``base64``, its media type read from the URL), or a file id."""
     media = media_type if isinstance(media_type, str) else None
@@ -403,7 +403,7 @@ def attachment(kind: str, *, url: Any = None, media_type: Any = None, file_id: A
     return Attachment("image" if image else "document", media_type=media, source=where, url=ref, title=title if isinstance(title, str) else None)
 
 
-def text_of(content: Any) -> str:
+def text_of(content: object) -> str:
     """The text of a content value that is a string or a list of parts (``{"type": "text", ...}``)."""
     if content is None:
         return ""

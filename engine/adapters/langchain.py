@@ -73,7 +73,7 @@ def _reasoning(msg: BaseMessage) -> list[Reasoning]:
     return out
 
 
-def _str(value: Any) -> str | None:
+def _str(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
@@ -262,11 +262,11 @@ class CompactionMiddleware(AgentMiddleware):
 
         return await t.acall(send, self._done)
 
-    def after_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    def after_agent(self, state: object, runtime: object) -> dict[str, Any] | None:
         self.thread().end_run()
         return None
 
-    async def aafter_agent(self, state: Any, runtime: Any) -> dict[str, Any] | None:
+    async def aafter_agent(self, state: object, runtime: object) -> dict[str, Any] | None:
         await asyncio.to_thread(self.thread().end_run)
         return None
 

@@ -87,7 +87,7 @@ def _assistant(group: Sequence[Mapping[str, Any]]) -> Message:
     return Message("assistant", "".join(texts), tool_calls=tuple(calls), metadata=meta, reasoning=tuple(reasoning))
 
 
-def _attachments(content: Any) -> tuple[Attachment, ...]:
+def _attachments(content: object) -> tuple[Attachment, ...]:
     if not isinstance(content, list):
         return ()
     out = []
@@ -143,7 +143,7 @@ def from_engine(message: Message, *, preview: bool = False) -> list[dict[str, An
     return [{"role": message.role if message.role in ("user", "developer") else "system", "content": message.content}]
 
 
-def _fingerprint(item: Any) -> str:
+def _fingerprint(item: object) -> str:
     return json.dumps(item, sort_keys=True, default=str)
 
 
@@ -227,13 +227,13 @@ class EngineSession:
         return self.items_of(m)
 
     @staticmethod
-    def items_of(measured: Any) -> list[dict[str, Any]]:
+    def items_of(measured: object) -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         for item in surface_items(measured):
             out.extend(from_engine(item.message, preview=item.pruned))
         return out
 
-    def in_sync(self, items: Any) -> bool:
+    def in_sync(self, items: object) -> bool:
         """True when ``items`` (the runner's model input) ends with the newest item stored here,
         so the stored surface holds everything the runner would send."""
         return isinstance(items, list) and bool(items) and self._last is not None and _fingerprint(dict(items[-1])) == self._last
@@ -270,7 +270,7 @@ class CompactionModel(Model):
         wrapped_name = getattr(model, "model", None)  # OpenAIResponsesModel / OpenAIChatCompletionsModel name theirs
         self.model_name = model_name or (wrapped_name if isinstance(wrapped_name, str) else None)
 
-    def _prepare(self, system_instructions: str | None, input: Any, tools: Sequence[Any], handoffs: Sequence[Any]) -> bool:
+    def _prepare(self, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> bool:
         t = self.session.thread
         t.route(self.provider, self.model_name)
         schemas: list[dict[str, Any]] = []
@@ -286,10 +286,10 @@ class CompactionModel(Model):
             log.warning("the model input does not end with the session's newest item: sent as given, not compacted (is the session passed to Runner.run?)")
         return synced
 
-    def _input(self, call: Call, input: Any, synced: bool) -> Any:
+    def _input(self, call: Call, input: object, synced: bool) -> Any:
         return EngineSession.items_of(call.measured) if synced else input
 
-    def _done(self, call: Call, response: _Output | None, usage: Any) -> None:
+    def _done(self, call: Call, response: _Output | None, usage: object) -> None:
         t = self.session.thread
         t.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
         output = response.output if response is not None else []

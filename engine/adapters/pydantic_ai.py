@@ -80,7 +80,7 @@ def _sid(raw: dict[str, Any]) -> str:
     return source_key("pai", _hash(raw))
 
 
-def _hash(raw: Any) -> str:
+def _hash(raw: object) -> str:
     return hashlib.sha256(json.dumps(raw, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
@@ -220,13 +220,13 @@ def _with_system(messages: list[ModelMessage], parts: list[Any]) -> list[ModelMe
     return [ModelRequest(parts=list(parts)), *messages]
 
 
-def _route(model: Any) -> tuple[str | None, str | None]:
+def _route(model: object) -> tuple[str | None, str | None]:
     name = getattr(model, "model_name", None)
     provider = getattr(model, "system", None)
     return (provider if isinstance(provider, str) else None), (name if isinstance(name, str) else None)
 
 
-def _tools(params: Any) -> list[dict[str, Any]]:
+def _tools(params: object) -> list[dict[str, Any]]:
     out = []
     for t in [*(getattr(params, "function_tools", None) or ()), *(getattr(params, "output_tools", None) or ())]:
         fn: dict[str, Any] = {"name": t.name, "parameters": t.parameters_json_schema}
@@ -236,7 +236,7 @@ def _tools(params: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_defs(ctx: Any) -> list[dict[str, Any]]:
+def _tool_defs(ctx: object) -> list[dict[str, Any]]:
     """A history processor's tool schemas: the run's tool manager's definitions (what Pydantic AI
     builds the request parameters from: function tools, then output tools)."""
     defs = list(getattr(getattr(ctx, "tool_manager", None), "tool_defs", None) or ())
@@ -244,7 +244,7 @@ def _tool_defs(ctx: Any) -> list[dict[str, Any]]:
     return _tools(SimpleNamespace(function_tools=ordered, output_tools=()))
 
 
-def _system_prompt(messages: Sequence[ModelMessage], params: Any) -> str:
+def _system_prompt(messages: Sequence[ModelMessage], params: object) -> str:
     """The agent's system prompt parts and instructions: from the request parameters when known,
     else (a history processor) the newest request's ``instructions``, which Pydantic AI resolves
     before the processors run."""
@@ -301,18 +301,18 @@ class EngineCompaction(AbstractCapability[Any]):
         self.engine.close()
 
     # -- blocking steps ---------------------------------------------------------------------------
-    def _intake(self, model: Any, messages: Sequence[ModelMessage], params: Any, ctx: Any = None) -> None:
+    def _intake(self, model: object, messages: Sequence[ModelMessage], params: object, ctx: object = None) -> None:
         t = self.engine
         t.route(*_route(model))
         t.configure(_system_prompt(messages, params), _tools(params) if params is not None else _tool_defs(ctx))
         t.stage(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
 
-    def _surface(self, measured: Any, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+    def _surface(self, measured: object, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         items = [(i.message, i.pruned) for i in surface_items(measured)]
         built = [replace(m, metadata={**(m.metadata or {}), MARK: True}) for m in from_engine(items)]
         return _with_system(built, system_parts(messages))
 
-    def _prepare(self, model: Any, messages: list[ModelMessage], params: Any) -> tuple[Call, list[ModelMessage]]:
+    def _prepare(self, model: object, messages: list[ModelMessage], params: object) -> tuple[Call, list[ModelMessage]]:
         self._intake(model, messages, params)
         call = self.engine.begin_call()
         return call, self._surface(call.measured, messages)
@@ -353,7 +353,7 @@ class EngineCompaction(AbstractCapability[Any]):
         self._call = call
         return replace(request_context, messages=messages)
 
-    async def after_model_request(self, ctx: Any, *, request_context: Any, response: Any) -> Any:
+    async def after_model_request(self, ctx: object, *, request_context: object, response: object) -> Any:
         call, self._call = self._call, None
         if call is not None:
             usage = getattr(response, "usage", None)
@@ -362,13 +362,13 @@ class EngineCompaction(AbstractCapability[Any]):
             )
         return response
 
-    async def on_model_request_error(self, ctx: Any, *, request_context: Any, error: Exception) -> Any:
+    async def on_model_request_error(self, ctx: object, *, request_context: object, error: Exception) -> Any:
         call, self._call = self._call, None
         if call is not None and await asyncio.to_thread(self._fail, call, error):
             raise RetryModelRequest()
         raise error
 
-    async def after_run(self, ctx: Any, *, result: Any) -> Any:
+    async def after_run(self, ctx: object, *, result: object) -> Any:
         await asyncio.to_thread(self._finish, result)
         return result
 
@@ -378,7 +378,7 @@ class EngineCompaction(AbstractCapability[Any]):
         finally:
             self.engine.end_run()
 
-    async def on_run_error(self, ctx: Any, *, error: BaseException) -> Any:
+    async def on_run_error(self, ctx: object, *, error: BaseException) -> Any:
         await asyncio.to_thread(self.engine.fail_run, error)
         raise error
 

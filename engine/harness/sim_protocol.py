@@ -228,7 +228,7 @@ def encode(body: bytes | str | Mapping[str, Any] | list, content_type: str | Non
     return data, content_type
 
 
-def sse(data: Any, event: str | None = None) -> bytes:
+def sse(data: object, event: str | None = None) -> bytes:
     """One server-sent event carrying ``data`` (JSON unless it is already text)."""
     text = data if isinstance(data, str) else json.dumps(data, ensure_ascii=False)
     return ((f"event: {event}\n" if event else "") + f"data: {text}\n\n").encode("utf-8")
@@ -310,7 +310,7 @@ def completion_stream(request: SimRequest, model: str, reply: Reply, count: Coun
     yield sse("[DONE]")
 
 
-def inband_stream(request: SimRequest, model: str, err: Any, *, anthropic: bool) -> Iterable[bytes]:
+def inband_stream(request: SimRequest, model: str, err: object, *, anthropic: bool) -> Iterable[bytes]:
     """The stream opens normally, then carries the provider's error event and ends."""
     yield sse(_chunk(request, model, {"role": "assistant", "content": ""}))
     yield sse(err, event="error" if anthropic else None)

@@ -219,7 +219,7 @@ class ProviderSimulator:
     def __enter__(self) -> "ProviderSimulator":
         return self.start()
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     @property

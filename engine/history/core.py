@@ -10,17 +10,17 @@ import weakref
 from collections import Counter
 from collections.abc import Sequence as SequenceABC
 from dataclasses import dataclass, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
 
 from ..errors import EngineError
 from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event, written_by
 from ..messages import META_PRUNED, Message
 from ..meter import TokenMeter, default_meter
-from ..summarizers.protocol import instruction_terms
-from ..replay import OVERFLOW_CODE, ephemeral_notes, pins_at, snapshot_at, state_at
 from ..previews import replacement_preview
+from ..replay import OVERFLOW_CODE, ephemeral_notes, pins_at, snapshot_at, state_at
 from ..specifics import DroppedSpecifics, dropped_at_compaction
+from ..summarizers.protocol import instruction_terms
 from ..surface import build_surface, envelope_of
 from ..units import current_request
 from ..views import (
@@ -39,7 +39,6 @@ from ..views import (
     StoredMessage,
     ThreadInfo,
 )
-
 from .prices import price_cost
 
 __all__ = [
@@ -65,7 +64,7 @@ EXPORT_VERSION = 1
 SOURCE_CLEARED_TEXT = "[tool result cleared by the source]"
 META_SOURCE_CLEARED = "source_cleared"
 _PAGE = 5000
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class CompactionNotFound(EngineError):
@@ -120,7 +119,7 @@ def _aware(t: datetime | None) -> datetime | None: ...
 def _aware(t: datetime | None) -> datetime | None:
     if t is None:
         return None
-    return t if t.tzinfo is not None else t.replace(tzinfo=timezone.utc)
+    return t if t.tzinfo is not None else t.replace(tzinfo=UTC)
 
 
 def _parse_ts(text: str | None) -> datetime | None:

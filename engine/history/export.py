@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 
-def _dropped_from_json(data: Any) -> DroppedSpecifics | None:
+def _dropped_from_json(data: object) -> DroppedSpecifics | None:
     if data is None:
         return None
     found = DroppedSpecifics.from_json(data)
@@ -63,13 +63,13 @@ _OPT_INT = ("tokens_before", "tokens_after")
 _COST_INT = ("summarizer_prompt_tokens", "summarizer_completion_tokens")
 
 
-def _opt(value: Any, types: tuple[type, ...], what: str) -> Any:
+def _opt(value: object, types: tuple[type, ...], what: str) -> Any:
     if value is None or (isinstance(value, types) and not isinstance(value, bool)):
         return value
     raise InvalidExport(f"{what}: expected {' or '.join(t.__name__ for t in types)} or null, got {type(value).__name__}")
 
 
-def entry_from_json(data: Any) -> CompactionEntry:
+def entry_from_json(data: object) -> CompactionEntry:
     """An entry of :func:`entry_to_json`'s shape back (``InvalidExport`` when it is not one)."""
     if not isinstance(data, Mapping):
         raise InvalidExport("an entry is not a JSON object")
@@ -126,7 +126,7 @@ def entry_from_json(data: Any) -> CompactionEntry:
     )
 
 
-def _num(value: Any, idx: int) -> float | None:
+def _num(value: object, idx: int) -> float | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)):

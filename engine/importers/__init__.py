@@ -109,7 +109,7 @@ def _sniff_jsonl(lines: list[str]) -> str | None:
     return None
 
 
-def _sniff_json(data: Any) -> str | None:
+def _sniff_json(data: object) -> str | None:
     if cline.looks_like(data):  # before anthropic: an api history is Anthropic messages with ts
         return cline.FORMAT
     if anthropic.looks_like_log(data):  # logged request/response pairs
@@ -181,7 +181,7 @@ def detect_format(path_or_text: str | Path) -> str | None:
 
 
 def parse(path_or_text: str | Path, format: str | None = None, *, final: bool = True,
-          tables: Any = None) -> tuple[ImportedSession, ...]:
+          tables: object = None) -> tuple[ImportedSession, ...]:
     """Read one source into sessions (a Claude Code session comes with its sub-agents).
 
     ``format`` names the format (else it is detected); a source that is not that format raises

@@ -174,13 +174,13 @@ def image_from_url(url: str | None, media_type: str | None = None) -> ImagePart:
     return ImagePart(media_type=guessed, byte_size=None, source="url", url=url)
 
 
-def as_json_text(value: Any) -> str:
+def as_json_text(value: object) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
 
 
-def as_int(value: Any) -> int | None:
+def as_int(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -190,7 +190,7 @@ def as_int(value: Any) -> int | None:
     return None
 
 
-def iso_from_ms(ms: Any) -> str | None:
+def iso_from_ms(ms: object) -> str | None:
     """Epoch milliseconds (an int, or a float) as ISO 8601 UTC with ``Z``; None for junk, zero,
     negative or out of range."""
     n = as_int(ms) if not isinstance(ms, float) else int(ms)
@@ -202,34 +202,34 @@ def iso_from_ms(ms: Any) -> str | None:
         return None
 
 
-def str_or_none(value: Any) -> str | None:
+def str_or_none(value: object) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def as_str(value: Any) -> str:
+def as_str(value: object) -> str:
     """Text fields that hold junk become ``""`` (numbers are kept as their text)."""
     if isinstance(value, str):
         return value
     return str(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else ""
 
 
-def as_list(value: Any) -> list:
+def as_list(value: object) -> list:
     """``value`` if it is a list, else ``[]`` (a field that should be a list but holds junk)."""
     return value if isinstance(value, list) else []
 
 
-def as_map(value: Any) -> Mapping[str, Any]:
+def as_map(value: object) -> Mapping[str, Any]:
     """``value`` if it is a mapping (a JSON object), else ``{}`` (a field that should be an object but
     holds junk or is missing)."""
     return value if isinstance(value, Mapping) else {}
 
 
-def map_or_none(value: Any) -> Mapping[str, Any] | None:
+def map_or_none(value: object) -> Mapping[str, Any] | None:
     """``value`` if it is a mapping (a JSON object), else None."""
     return value if isinstance(value, Mapping) else None
 
 
-def text_parts(text: Any) -> tuple[TextPart, ...]:
+def text_parts(text: object) -> tuple[TextPart, ...]:
     return (TextPart(text),) if isinstance(text, str) and text else ()
 
 

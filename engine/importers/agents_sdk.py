@@ -84,7 +84,7 @@ def pick(schema: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[tuple[str, ..
 DATABASE = DatabaseFormat(sniff=looks_like_database, pick=pick)
 
 
-def _iso(value: Any) -> str | None:
+def _iso(value: object) -> str | None:
     """SQLite ``CURRENT_TIMESTAMP`` text (UTC, ``YYYY-MM-DD HH:MM:SS``) → ISO 8601 with ``Z``."""
     if not isinstance(value, str) or len(value) < 19:
         return None

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from typing import Any
 
 from ._common import SessionBuilder, Source
 from .model import ImportedMessage, ImportedSession, ImportFormatError, TextPart, UsageRecord
@@ -150,7 +149,7 @@ class _Reader:
         elif line.startswith("Chat history summarization failed"):
             b.warn(f"aider's history summarization failed here: {line}", index + 1)
 
-    def _detail(self, i: int, key: str, value: Any, append: bool = False) -> None:
+    def _detail(self, i: int, key: str, value: object, append: bool = False) -> None:
         m = self.b.messages[i]
         details = dict(m.details)
         details[key] = (*details.get(key, ()), value) if append else value

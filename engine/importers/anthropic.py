@@ -134,11 +134,11 @@ def media_part(block: Mapping[str, Any]) -> ImagePart | DocumentPart:
     return DocumentPart(media_type=media, byte_size=size, source=stype, title=block.get("title"), url=url)
 
 
-def _opt_str(value: Any) -> str | None:
+def _opt_str(value: object) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
-def convert_blocks(content: Any) -> Converted:
+def convert_blocks(content: object) -> Converted:
     """Anthropic content (a string or a list of blocks) → parts, calls and tool results."""
     out = Converted()
     if isinstance(content, str):
@@ -194,7 +194,7 @@ def usage_record(usage: Mapping[str, Any], position: int, **fields: Any) -> Usag
                        cache_read_tokens=read, cache_creation_tokens=created, **fields)
 
 
-def system_text(system: Any) -> str | None:
+def system_text(system: object) -> str | None:
     if isinstance(system, str):
         return system or None
     if isinstance(system, list):
@@ -203,7 +203,7 @@ def system_text(system: Any) -> str | None:
     return None
 
 
-def looks_like(data: Any) -> bool:
+def looks_like(data: object) -> bool:
     """A Messages request body: ``messages`` whose content uses Anthropic blocks, or a top-level
     ``system`` / ``tools`` with ``input_schema`` / ``max_tokens`` without OpenAI-only markers."""
     if not isinstance(data, Mapping) or not isinstance(data.get("messages"), list):
@@ -270,7 +270,7 @@ def parse(source: Source, *, final: bool = True) -> list[ImportedSession]:
     return [b.build(final=final, model=model, system_prompt=system_text(data.get("system")), tools=tools)]
 
 
-def add_message(b: SessionBuilder, role: str, content: Any, *, key: str, **common: Any) -> list[CompactionBlock]:
+def add_message(b: SessionBuilder, role: str, content: object, *, key: str, **common: Any) -> list[CompactionBlock]:
     """Append one Anthropic-shaped message: assistant → one message; user → results and user parts.
     Returns the message's compaction blocks (the caller records them)."""
     conv = convert_blocks(content)
@@ -311,7 +311,7 @@ _HTTP_KEYS = ("body", "method", "url", "headers", "status_code", "status")
 _VOLATILE = frozenset({"cache_control", "citations"})
 
 
-def _body(part: Any) -> Any:
+def _body(part: object) -> Any:
     """A logged request or response → its JSON body (an HTTP wrapper is unwrapped, a string body
     parsed; a streamed body, Server-Sent Events text, is assembled into the message it streamed)."""
     if isinstance(part, Mapping) and "body" in part and any(k in part for k in _HTTP_KEYS[1:]):
@@ -327,20 +327,20 @@ def _body(part: Any) -> Any:
     return part
 
 
-def _status(part: Any) -> int | None:
+def _status(part: object) -> int | None:
     if isinstance(part, Mapping):
         return as_int(part.get("status_code")) or as_int(part.get("status"))
     return None
 
 
-def _headers_say_anthropic(part: Any) -> bool:
+def _headers_say_anthropic(part: object) -> bool:
     headers = part.get("headers") if isinstance(part, Mapping) else None
     if isinstance(headers, Mapping):
         return any(str(k).lower() in ("anthropic-version", "anthropic-beta", "x-api-key") for k in headers)
     return False
 
 
-def looks_like_log_entry(obj: Any) -> bool:
+def looks_like_log_entry(obj: object) -> bool:
     """One logged Messages API exchange: ``{request, response}`` whose request body has Anthropic
     ``messages`` (its URL is ``…/v1/messages``, its headers Anthropic's, its response a ``message``, or
     its content uses Anthropic blocks)."""
@@ -357,7 +357,7 @@ def looks_like_log_entry(obj: Any) -> bool:
             or "context_management" in req or looks_like(req))
 
 
-def _pair_shaped(obj: Any) -> bool:
+def _pair_shaped(obj: object) -> bool:
     """``{request, …}`` whose request body has a ``messages`` list (one entry of a log that another
     entry showed to be Anthropic's)."""
     if not isinstance(obj, Mapping) or "request" not in obj:
@@ -366,7 +366,7 @@ def _pair_shaped(obj: Any) -> bool:
     return isinstance(req, Mapping) and isinstance(req.get("messages"), list)
 
 
-def looks_like_log(data: Any) -> bool:
+def looks_like_log(data: object) -> bool:
     if isinstance(data, list):
         head = data[:8]
         return bool(head) and all(_pair_shaped(e) for e in head) and any(looks_like_log_entry(e) for e in head)
@@ -447,7 +447,7 @@ def _from_sse(text: str) -> dict[str, Any] | None:
     return msg
 
 
-def _norm(value: Any) -> Any:
+def _norm(value: object) -> Any:
     if isinstance(value, Mapping):
         return {k: _norm(v) for k, v in sorted(value.items()) if k not in _VOLATILE and v is not None}
     if isinstance(value, list):
@@ -455,7 +455,7 @@ def _norm(value: Any) -> Any:
     return value
 
 
-def message_digest(role: Any, content: Any) -> str:
+def message_digest(role: object, content: object) -> str:
     """What identifies a message across the requests of one conversation (the client resends it):
     its role and content, without cache markers, citations or null fields."""
     if isinstance(content, str):
@@ -477,7 +477,7 @@ def _overlap(merged: list[str], incoming: list[str]) -> int:
     return 0
 
 
-def _trigger_text(trigger: Any, default: str | None) -> str | None:
+def _trigger_text(trigger: object, default: str | None) -> str | None:
     if isinstance(trigger, Mapping) and as_int(trigger.get("value")) is not None:
         return f"{trigger.get('type') or 'input_tokens'} ≥ {as_int(trigger.get('value')):,}"
     return default

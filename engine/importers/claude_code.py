@@ -85,7 +85,7 @@ BOOKKEEPING = NameSet({"file-history-snapshot", "queue-operation", "attachment",
 SYNTHETIC_MODEL = "<synthetic>"
 
 
-def looks_like(obj: Any) -> bool:
+def looks_like(obj: object) -> bool:
     """One line of a Claude Code session."""
     if not isinstance(obj, Mapping):
         return False
@@ -361,7 +361,7 @@ def _microcompact(b: SessionBuilder, o: Mapping[str, Any], uuid: str | None, ts:
                  details={"tokens_saved": as_int(meta.get("tokensSaved")), "forgotten_messages": len(hit)})
 
 
-def _attach_summary(b: SessionBuilder, content: Any, uuid: str | None, ts: str | None) -> None:
+def _attach_summary(b: SessionBuilder, content: object, uuid: str | None, ts: str | None) -> None:
     conv = convert_blocks(content)
     text = "\n\n".join(p.text for p in conv.items if isinstance(p, TextPart))
     open_drafts = [d for d in b.compaction_drafts
@@ -373,7 +373,7 @@ def _attach_summary(b: SessionBuilder, content: Any, uuid: str | None, ts: str |
         b.compaction(summary=text, source_id=uuid, timestamp=ts, details={"summary_uuid": uuid})
 
 
-def _add_user(b: SessionBuilder, o: Mapping[str, Any], content: Any, key: str, ts: str | None) -> None:
+def _add_user(b: SessionBuilder, o: Mapping[str, Any], content: object, key: str, ts: str | None) -> None:
     conv = convert_blocks(content)
     for u in conv.unknown:
         b.unknown[u] += 1

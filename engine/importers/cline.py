@@ -129,11 +129,11 @@ def task_folder(path: Path) -> Path | None:
     return None
 
 
-def _is_api_message(m: Any) -> bool:
+def _is_api_message(m: object) -> bool:
     return isinstance(m, Mapping) and m.get("role") in ("user", "assistant", "tool") and "content" in m
 
 
-def looks_like(data: Any) -> bool:
+def looks_like(data: object) -> bool:
     """An ``api_conversation_history.json`` (entries carry ``ts`` or Roo's markers, or Roo's v2
     envelope) or a ``ui_messages.json`` (``{ts, type: say | ask}`` records)."""
     if isinstance(data, Mapping):
@@ -280,7 +280,7 @@ class _Reader:
         return str(int(ts)) if isinstance(ts, (int, float)) and not isinstance(ts, bool) else f"i{i}"
 
     @staticmethod
-    def _plain(content: Any) -> str:
+    def _plain(content: object) -> str:
         if isinstance(content, str):
             return content
         return "\n\n".join(str(p.get("text")) for p in as_list(content)
@@ -290,7 +290,7 @@ class _Reader:
         cid = str(m.get("condenseId") or f"summary@{self._key(i, m)}")
         self.summaries[cid] = (i, self._plain(m.get("content")), m)
 
-    def _parts_and_calls(self, content: Any) -> tuple[list[Part], list[ImportedToolCall], list[ToolResultBlock]]:
+    def _parts_and_calls(self, content: object) -> tuple[list[Part], list[ImportedToolCall], list[ToolResultBlock]]:
         """Anthropic blocks or AI SDK parts → parts, calls, results."""
         parts: list[Part] = []
         calls: list[ImportedToolCall] = []
@@ -462,7 +462,7 @@ class _Reader:
             self.first_of.setdefault(i, start)
 
     # usage ------------------------------------------------------------------------------------
-    def _position_after(self, api_index: int | None, ts: Any) -> int | None:
+    def _position_after(self, api_index: int | None, ts: object) -> int | None:
         """The builder index of the assistant message answering a request made at ``api_index`` /
         ``ts``."""
         if api_index is not None:
@@ -516,7 +516,7 @@ class _Reader:
                                      model=model or self.model, timestamp=iso_from_ms(r.get("ts"))))
             self.facts["cost"] = round(float(self.facts.get("cost") or 0) + float(info.get("cost") or 0), 6)
 
-    def _prompt_before(self, ts: Any) -> int | None:
+    def _prompt_before(self, ts: object) -> int | None:
         """The context the last request before ``ts`` reported (its prompt + output)."""
         best = None
         for r in self.ui:
@@ -623,7 +623,7 @@ class _Reader:
                                        "deleted_range": [start, end], "replaced_messages": len(newly)})
 
 
-def _sdk_output(output: Any) -> tuple[str, bool]:
+def _sdk_output(output: object) -> tuple[str, bool]:
     """An AI SDK tool-result ``output`` (``{type: text | json | error-text | content, value}``) or an
     Anthropic ``tool_result`` content → (text, is_error)."""
     if isinstance(output, str):

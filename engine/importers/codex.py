@@ -58,7 +58,7 @@ _META_PREFIXES = (
 )
 
 
-def looks_like(obj: Any) -> bool:
+def looks_like(obj: object) -> bool:
     return isinstance(obj, Mapping) and obj.get("type") in LINE_TYPES and "payload" in obj
 
 
@@ -70,13 +70,13 @@ def meta_kind(role: str, text: str) -> str | None:
     return None
 
 
-def looks_like_legacy_header(obj: Any) -> bool:
+def looks_like_legacy_header(obj: object) -> bool:
     """The first line of a bare-era rollout: ``{id, timestamp, instructions?, git?}``, no ``type``."""
     return (isinstance(obj, Mapping) and "type" not in obj and "id" in obj and "timestamp" in obj
             and ("instructions" in obj or "git" in obj))
 
 
-def _parent_thread(source: Any) -> str | None:
+def _parent_thread(source: object) -> str | None:
     """A sub-agent's parent: ``source.subagent.thread_spawn.parent_thread_id``."""
     spawn = source.get("subagent") if isinstance(source, Mapping) else None
     spawn = spawn.get("thread_spawn") if isinstance(spawn, Mapping) else None

@@ -79,7 +79,7 @@ NOTICE_TYPES = NameSet({"info", "error", "warning"})
 
 
 # -- detection -----------------------------------------------------------------------------------
-def looks_like_line(obj: Any) -> bool:
+def looks_like_line(obj: object) -> bool:
     """A line of a session file: the metadata line, a ``$set`` / ``$rewindTo`` record."""
     if not isinstance(obj, Mapping):
         return False
@@ -87,7 +87,7 @@ def looks_like_line(obj: Any) -> bool:
         isinstance(obj.get("$rewindTo"), str) or isinstance(obj.get("$set"), Mapping)
 
 
-def _looks_like_contents(data: Any) -> bool:
+def _looks_like_contents(data: object) -> bool:
     if not isinstance(data, list) or not data:
         return False
     head = [c for c in data[:20]]
@@ -96,7 +96,7 @@ def _looks_like_contents(data: Any) -> bool:
         ok == len(head))
 
 
-def looks_like_document(data: Any) -> bool:
+def looks_like_document(data: object) -> bool:
     if isinstance(data, Mapping):
         if looks_like_line(data) and isinstance(data.get("messages"), list):
             return True
@@ -277,7 +277,7 @@ def _compaction(b: SessionBuilder, c: Mapping[str, Any], first_of: Mapping[str, 
 
 
 # -- content -------------------------------------------------------------------------------------
-def _as_parts_list(content: Any) -> list:
+def _as_parts_list(content: object) -> list:
     if isinstance(content, str):
         return [{"text": content}]
     if isinstance(content, Mapping):
@@ -285,17 +285,17 @@ def _as_parts_list(content: Any) -> list:
     return [p if not isinstance(p, str) else {"text": p} for p in as_list(content)]
 
 
-def _plain_text(content: Any) -> str:
+def _plain_text(content: object) -> str:
     return "\n".join(p["text"] for p in _as_parts_list(content)
                      if isinstance(p, Mapping) and isinstance(p.get("text"), str) and not p.get("thought"))
 
 
-def _function_responses(content: Any) -> list[Mapping]:
+def _function_responses(content: object) -> list[Mapping]:
     return [p["functionResponse"] for p in _as_parts_list(content)
             if isinstance(p, Mapping) and isinstance(p.get("functionResponse"), Mapping)]
 
 
-def _parts(content: Any) -> tuple[Part, ...]:
+def _parts(content: object) -> tuple[Part, ...]:
     out: list[Part] = []
     for p in _as_parts_list(content):
         if not isinstance(p, Mapping):

@@ -40,7 +40,7 @@ ROLES = NameSet({"system", "developer", "user", "assistant", "tool", "function"}
 ANTHROPIC_ONLY = NameSet({"tool_use", "tool_result", "thinking", "redacted_thinking"})
 
 
-def chat_parts(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
+def chat_parts(content: object, b: SessionBuilder) -> tuple[Part, ...]:
     if isinstance(content, str):
         return (TextPart(content),) if content else ()
     parts: list[Part] = []
@@ -72,7 +72,7 @@ def chat_parts(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
     return tuple(parts)
 
 
-def chat_calls(calls: Any, b: SessionBuilder, key: str) -> tuple[ImportedToolCall, ...]:
+def chat_calls(calls: object, b: SessionBuilder, key: str) -> tuple[ImportedToolCall, ...]:
     out: list[ImportedToolCall] = []
     for j, c in enumerate(calls if isinstance(calls, list) else ()):
         if not isinstance(c, Mapping):
@@ -125,7 +125,7 @@ def usage_record(usage: Mapping[str, Any], position: int, **fields: Any) -> Usag
                        reasoning_tokens=as_int(out.get("reasoning_tokens")), **fields)
 
 
-def looks_like(data: Any) -> bool:
+def looks_like(data: object) -> bool:
     msgs = data.get("messages") if isinstance(data, Mapping) else data
     if not isinstance(msgs, list) or not msgs:
         return False

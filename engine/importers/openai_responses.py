@@ -63,7 +63,7 @@ ITEM_TYPES = NameSet({"message", "function_call", "function_call_output", "custo
 BOOKKEEPING_ITEMS = NameSet({"ghost_snapshot"})
 
 
-def content_parts(content: Any, unknown: Callable[[str], None]) -> tuple[Part, ...]:
+def content_parts(content: object, unknown: Callable[[str], None]) -> tuple[Part, ...]:
     if isinstance(content, str):
         return (TextPart(content),) if content else ()
     parts: list[Part] = []
@@ -107,7 +107,7 @@ def reasoning_part(item: Mapping[str, Any]) -> ReasoningPart:
     return ReasoningPart("\n\n".join(t for t in summary if t), summary=True, encrypted=encrypted, blob=blob)
 
 
-def output_text(output: Any, unknown: Callable[[str], None]) -> tuple[tuple[Part, ...], bool]:
+def output_text(output: object, unknown: Callable[[str], None]) -> tuple[tuple[Part, ...], bool]:
     """A tool output → (parts, is_error). ``{content, success: false}`` is an error."""
     if isinstance(output, Mapping):
         parts, _ = output_text(output.get("content"), unknown)
@@ -143,7 +143,7 @@ class ItemReader:
         self.b.replace_at(self.open, replace(old, parts=old.parts + parts, tool_calls=old.tool_calls + calls,
                                              source_ids=old.source_ids + ((source_id,) if source_id else ())))
 
-    def item(self, item: Any, key: str, *, ts: str | None = None, model: str | None = None,
+    def item(self, item: object, key: str, *, ts: str | None = None, model: str | None = None,
              response_id: str | None = None, line: int | None = None) -> None:
         b = self.b
         if not isinstance(item, Mapping):
@@ -218,7 +218,7 @@ def usage_record(usage: Mapping[str, Any], position: int, **fields: Any) -> Usag
                        cache_read_tokens=cached, reasoning_tokens=reasoning, **fields)
 
 
-def looks_like(data: Any) -> bool:
+def looks_like(data: object) -> bool:
     if isinstance(data, Mapping):
         if data.get("object") == "response" or isinstance(data.get("output"), list):
             return True

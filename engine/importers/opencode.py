@@ -379,7 +379,7 @@ class _Reader:
             steps[-1].append(p)
         return [s for s in steps if s]
 
-    def _usage(self, pos: int, tokens: Any, model: str | None, ts: Any) -> None:
+    def _usage(self, pos: int, tokens: object, model: str | None, ts: object) -> None:
         if not isinstance(tokens, Mapping):
             return
         inp = as_int(tokens.get("input"))

@@ -79,7 +79,7 @@ STATE_ACTIONS = NameSet({"change_agent_state", "recall", "null", "pause", "resum
 V1_SKIPPED = NameSet({"CondensationRequest", "ConversationStateUpdateEvent", "PauseEvent", "CondensationSummaryEvent"})
 
 
-def looks_like_v0(data: Any) -> bool:
+def looks_like_v0(data: object) -> bool:
     if not isinstance(data, list) or not data:
         return False
     head = data[:20]
@@ -228,7 +228,7 @@ def _condensation_v0(b: SessionBuilder, args: Mapping, msg_of_event: dict, eid: 
     _record_condensation(b, ids, args.get("summary"), as_int(args.get("summary_offset")), msg_of_event, eid, ts)
 
 
-def _record_condensation(b: SessionBuilder, ids: list[str], summary: Any, offset: int | None, msg_of_event: dict,
+def _record_condensation(b: SessionBuilder, ids: list[str], summary: object, offset: int | None, msg_of_event: dict,
                          eid: str, ts: str | None) -> None:
     hit = sorted({msg_of_event[i] for i in ids if i in msg_of_event})
     start = hit[0] if hit else len(b.messages)
@@ -331,7 +331,7 @@ def _event_index(path: Path) -> tuple[int, str]:
     return (int(digits) if digits.isdigit() else -1, path.name)
 
 
-def _v1_content(content: Any, b: SessionBuilder) -> tuple[Part, ...]:
+def _v1_content(content: object, b: SessionBuilder) -> tuple[Part, ...]:
     parts: list[Part] = []
     for c in content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else []):
         if isinstance(c, Mapping) and c.get("type") == "image":

@@ -52,13 +52,13 @@ DEFAULT_LOCATIONS: list[str] = [
 ]
 
 
-def looks_like(obj: Any) -> bool:
+def looks_like(obj: object) -> bool:
     """One evaluation instance: ``instance_id`` with ``history`` or ``test_result``."""
     return (isinstance(obj, Mapping) and isinstance(obj.get("instance_id"), (str, int))
             and ("history" in obj or "test_result" in obj))
 
 
-def looks_like_document(data: Any) -> bool:
+def looks_like_document(data: object) -> bool:
     if looks_like(data):
         return True
     return isinstance(data, list) and bool(data) and all(looks_like(x) for x in data[:5])
@@ -124,7 +124,7 @@ def _flatten(history: list) -> list:
     return out
 
 
-def _user_text(ev: Any) -> str | None:
+def _user_text(ev: object) -> str | None:
     """The text of a user message event (V0 ``action: message`` or V1 ``MessageEvent``), else None."""
     if not isinstance(ev, Mapping) or ev.get("source") != "user":
         return None

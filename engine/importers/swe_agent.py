@@ -28,7 +28,7 @@ Source keys are ``h<index>`` (``t<index>`` when read from ``trajectory``).
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from typing import Mapping
 
 from ._common import SessionBuilder, Source, as_list, as_map, str_or_none, text_parts
 from .model import ImportedMessage, ImportedSession, ImportedToolCall, ImportFormatError, TextPart
@@ -40,12 +40,12 @@ FORMAT = "swe-agent"
 DEFAULT_LOCATIONS = ("trajectories/**/*.traj", "SWE-agent/trajectories/**/*.traj")
 
 
-def looks_like(data: Any) -> bool:
+def looks_like(data: object) -> bool:
     return isinstance(data, Mapping) and isinstance(data.get("trajectory"), list) and (
         "history" in data or "info" in data or "replay_config" in data)
 
 
-def _model_name(replay: Any) -> str | None:
+def _model_name(replay: object) -> str | None:
     if isinstance(replay, str):
         try:
             replay = json.loads(replay)

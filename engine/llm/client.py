@@ -70,7 +70,7 @@ class ChatClient:
     async def __aenter__(self) -> "ChatClient":
         return self
 
-    async def __aexit__(self, *exc: object) -> None:
+    async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:

@@ -121,7 +121,7 @@ class ProviderError(EngineError):
         *,
         provider: str,
         status: int | None = None,
-        original: Any = None,
+        original: object = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
         inband: bool = False,

@@ -34,13 +34,13 @@ class Completion:
     attempts: int = 1
 
 
-def int_or_none(value: Any) -> int | None:
+def int_or_none(value: object) -> int | None:
     """A reported token count: a whole number >= 0, else ``None`` (unreported). Booleans, floats,
     strings and negative numbers are not counts."""
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def malformed(provider: str, why: str, original: Any) -> ProviderError:
+def malformed(provider: str, why: str, original: object) -> ProviderError:
     """The error for a response that cannot be read (never retried: the same request gets the same body)."""
     return ProviderError(MALFORMED_RESPONSE, why, provider=provider, original=original, rule="parse")
 
@@ -181,7 +181,7 @@ class StreamReader:
             if choice.get("finish_reason"):
                 self._finish = choice["finish_reason"]
 
-    def _merge_call(self, part: Any, *, fallback_index: int) -> None:
+    def _merge_call(self, part: object, *, fallback_index: int) -> None:
         """Fold one tool-call delta into the call it continues (keyed by its ``index``)."""
         if not isinstance(part, dict):
             return

@@ -58,7 +58,7 @@ def _known() -> str:
     return ", ".join(list(SETTINGS) + [f"{a} (= {k})" for a, k in ALIASES.items()])
 
 
-def canonical_key(key: Any) -> str:
+def canonical_key(key: object) -> str:
     """The setting's name (an alias resolved); :class:`WhatIfSettingError` for an unknown one."""
     if not isinstance(key, str) or not key.strip():
         raise WhatIfSettingError(f"a setting needs a name (known: {_known()})")
@@ -99,7 +99,7 @@ def parse_value(key: str, value: Any) -> Any:
     return number
 
 
-def _summarizer_spec(value: Any) -> str:
+def _summarizer_spec(value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise WhatIfSettingError(f"summarizer must be 'extractive' or 'openai:<base_url>#<model>', got {value!r}")
     spec = value.strip()
