@@ -49,7 +49,9 @@ class Row:
     detail: str = ""
 
     @property
-    def target_ms(self) -> float:
+    def target_ms(self) -> float | None:
+        if self.what.startswith("open"):
+            return None  # opening the database (schema check, policies) is not a thread-list figure
         return 2000.0 if self.what.startswith("stats") else 300.0
 
 
@@ -110,9 +112,12 @@ def measure(url: str, backend: str, threads: int, repeats: int) -> list[Row]:
     rows: list[Row] = []
     t0 = time.perf_counter()
     svc = open_service(url)
+    rows.append(Row(backend, threads, "open (open_service)", (time.perf_counter() - t0) * 1000, "schema check, policies; no thread read"))
     try:
+        t0 = time.perf_counter()
         first = svc.threads.page(ThreadQuery(), limit=PAGE)  # the inspector's first page, right after the database opens
-        rows.append(Row(backend, threads, "open + first page", (time.perf_counter() - t0) * 1000, f"{len(first.threads)} of {first.total:,}"))
+        rows.append(Row(backend, threads, "first page, cold (right after open)", (time.perf_counter() - t0) * 1000,
+                        f"{len(first.threads)} of {first.total:,}"))
         T = svc.threads
 
         def add(what: str, query: ThreadQuery, after: str | None = None) -> None:
@@ -159,8 +164,8 @@ def rows(quick: bool, pg_url: str | None = None, repeats: int = 5) -> list[Row]:
 def table(result: list[Row]) -> str:
     lines = ["| backend | threads | query | ms | target | result |", "|---|---:|---|---:|---:|---|"]
     for r in result:
-        ok = "✓" if r.ms < r.target_ms else "✗"
-        lines.append(f"| {r.backend} | {r.threads:,} | {r.what} | {r.ms:.1f} | {ok} < {r.target_ms:.0f} | {r.detail} |")
+        target = "–" if r.target_ms is None else f"{'✓' if r.ms < r.target_ms else '✗'} < {r.target_ms:.0f}"
+        lines.append(f"| {r.backend} | {r.threads:,} | {r.what} | {r.ms:.1f} | {target} | {r.detail} |")
     return "\n".join(lines)
 
 

@@ -58,6 +58,9 @@ class ThreadsFacet:
     def __init__(self, store: Store) -> None:
         self.store = store
         self.reads = FleetReads(store)
+        #: conversation id -> the figures last stored for it by this process, with the state they
+        #: were measured at (the same measurement again writes nothing)
+        self._remembered: dict[int, tuple[int, int | None, int | None, int | None, int]] = {}
 
     def page(self, query: ThreadQuery = ALL_THREADS, *, after: str | None = None, limit: int = 200) -> ThreadPage:
         """One page of the threads ``query`` matches (at most ``limit``), after the cursor of the
@@ -116,13 +119,20 @@ class ThreadsFacet:
         was appended or compacted since ``measure`` was taken. Best effort: a busy or read-only
         database leaves the stored figure for the next measurement."""
         head = measure.head
+        figures = (status.tokens, status.threshold or None, status.context_window or None, measure.last_message_id, head.state.generation)
+        if self._remembered.get(head.conversation_id) == figures:
+            return True  # written (or found) by this process for this very state: no write transaction per poll
         try:
-            return self.reads.record_pressure(head.conversation_id, kept=status.tokens, threshold=status.threshold or None,
-                                              window=status.context_window or None, last_message_id=measure.last_message_id,
-                                              generation=head.state.generation)
+            stored = self.reads.record_pressure(head.conversation_id, kept=figures[0], threshold=figures[1], window=figures[2],
+                                                last_message_id=figures[3], generation=figures[4])
         except EngineError as exc:  # the list keeps its older figure; the status itself is unaffected
             log.debug("pressure of %r not stored: %s", status.thread, exc)
             return False
+        if stored:
+            if len(self._remembered) >= 10_000:
+                self._remembered.clear()
+            self._remembered[head.conversation_id] = figures
+        return stored
 
     def remeasure(self, keys: Sequence[str], status: Callable[[str], PressureStatus]) -> None:
         """After a write that changes what a thread keeps (compaction, revert, import): ``status``

@@ -272,3 +272,26 @@ def test_a_broken_row_is_one_marked_thread_not_a_failed_page(tmp_path: Path, pla
             assert by_key["bad-1"].error and by_key["bad-1"].error.startswith("corrupt row in conversations")
     finally:
         svc.close()
+
+
+def test_a_repeated_status_writes_nothing(fresh_url: str) -> None:
+    """The write-back happens once per measured state: the refresh poll's status of an unchanged
+    thread opens no write transaction."""
+    from sqlalchemy import event
+
+    svc = open_service(fresh_url)
+    try:
+        svc.create_thread("poll-1")
+        svc.append_message("poll-1", user("is my order shipped?"))
+        svc.status("poll-1")
+        writes: list[str] = []
+        event.listen(svc.store.engine, "before_cursor_execute", lambda _c, _cur, stmt, *_a: writes.append(stmt) if stmt.lstrip().upper().startswith(("UPDATE", "BEGIN IMMEDIATE")) else None)
+        for _ in range(3):
+            svc.status("poll-1")
+        assert writes == []
+        svc.append_message("poll-1", assistant("Yes, yesterday."))
+        writes.clear()
+        st = svc.status("poll-1")
+        assert svc.threads.page(ThreadQuery(text="poll-1")).threads[0].kept_tokens == st.tokens
+    finally:
+        svc.close()

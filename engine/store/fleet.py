@@ -309,7 +309,11 @@ def record_pressure(s: Session, conversation_id: int, *, kept: int, threshold: i
                        C.kept_window.is_distinct_from(window), C.pressure_ppm != ppm))
             .values(kept_tokens=kept, kept_threshold=threshold, kept_window=window, pressure_ppm=ppm)
             .execution_options(synchronize_session=False))
-    return bool(getattr(s.execute(stmt), "rowcount", 0))  # a CursorResult (an UPDATE)
+    if getattr(s.execute(stmt), "rowcount", 0):  # a CursorResult (an UPDATE)
+        return True
+    held = s.execute(select(C.kept_tokens, C.kept_threshold, C.kept_window).where(
+        C.id == conversation_id, C.last_message_id.is_not_distinct_from(last_message_id), current_gen == generation)).first()
+    return held is not None and tuple(held) == (kept, threshold, window)
 
 
 def add_kept(session: Session, conversation_id: int, rows: Sequence[Mapping[str, Any]]) -> None:
