@@ -155,7 +155,7 @@ def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
     again = subprocess.run([*cmd, "--json"], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     report = json.loads(again.stdout)
     c = report["counts"]
-    assert again.returncode == 0 and c["error"] == 0, again.stderr
+    assert again.returncode == 1 and c["error"] == 1, again.stderr  # the generator's damaged SQLite store
     assert c["unchanged"] >= 8 and c["unchanged"] + c["ok"] == made["sessions"]
     ref = subprocess.run([sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "ref.db"), "--json", str(root)],
                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
@@ -164,7 +164,7 @@ def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
         out = subprocess.run([sys.executable, "-m", "engine.cli", "threads", "--db", url, "--json", "--limit", "100000"],
                              cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
         listing.append([(t["thread"], t["messages"]) for t in json.loads(out.stdout)["threads"]])
-    assert ref.returncode == 0 and listing[0] == listing[1]
+    assert ref.returncode == 1 and listing[0] == listing[1]
 
 
 def _read_all(fd: int, proc: subprocess.Popen, timeout: float = 120) -> bytes:
@@ -194,11 +194,11 @@ def test_progress_line_on_a_terminal_none_on_a_pipe(tmp_path: Path) -> None:
     shown = _read_all(master, proc).decode("utf-8", "replace")
     proc.wait(timeout=60)
     os.close(master)
-    assert proc.returncode == 0
-    assert "\r32/32 files · 30 threads · 0 errors · 2 skipped\x1b[K" in shown  # 30 sessions, a README and a broken file
+    assert proc.returncode == 1  # the damaged file
+    assert "\r33/33 files · 30 threads · 1 error · 2 skipped\x1b[K" in shown  # 30 sessions, a README, a broken JSON, a damaged store
     piped = subprocess.run([*cmd[:5], str(tmp_path / "b.db"), str(root)], cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
-    assert piped.returncode == 0 and piped.stderr == "" and "files ·" not in piped.stdout
-    assert piped.stdout.splitlines()[-1].startswith("32 files: 30 imported")
+    assert piped.returncode == 1 and piped.stderr == "" and "files ·" not in piped.stdout
+    assert piped.stdout.splitlines()[-1].startswith("33 files: 30 imported") and piped.stdout.splitlines()[-1].endswith("1 error")
 
 
 def test_a_closed_stdout_while_the_progress_line_shows(tmp_path: Path) -> None:
