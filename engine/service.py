@@ -370,11 +370,10 @@ class Service:
                 operator = UserSettings().value("operator.name") or None
             except EngineError:
                 operator = None
-        try:
-            return self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
-                                         instructions=instructions, reason=reason, audit=self.store.operator())
-        finally:
-            self.threads.remeasure([key], self._status)
+        result = self.compactor.manual(key, summarizer=ExtractiveSummarizer() if summarizer == "extractive" else None, operator=operator,
+                                       instructions=instructions, reason=reason, audit=self.store.operator())
+        self.threads.remeasure([key], self._status)  # only after a compaction: a refused one writes nothing at all
+        return result
 
     # -- revert / redo, the audit log, access (issue 23) ----------------------------------
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
