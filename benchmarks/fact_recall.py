@@ -274,24 +274,46 @@ def _session_runs(name: str, source: str, messages: Sequence[Message], system_pr
     return runs
 
 
-def generated_runs(session: fs.Session, work: Path, ref: Reference, *, with_peers: bool = True) -> list[Run]:
-    """A generated session, replayed under pressure and stored whole then compacted by hand."""
-    messages = session.messages()
-    tokens = ref.envelope(Envelope(fs.SYSTEM_PROMPT, Surface(tuple(messages)), fs.TOOLS))
+def stored_runs(name: str, source: str, messages: Sequence[Message], system_prompt: str, tools: Sequence[Any],
+                facts: Sequence[fs.Fact], work: Path, ref: Reference, *, with_peers: bool = True) -> list[Run]:
+    """A session replayed under pressure, and stored whole (one bulk write) then compacted by hand."""
+    tokens = ref.envelope(Envelope(system_prompt, Surface(tuple(messages)), tuple(tools)))
 
     def manual(ref: Reference) -> Run:
         counter = ours.CountingExtractive()
-        svc = ours._open(work, f"fr-{session.name}-manual", 128_000, counter)
+        svc = ours._open(work, f"fr-{name}-manual", 128_000, counter)
         try:
             key = "fact-recall-manual"
-            svc.create_thread(key, title=session.name, system_prompt=fs.SYSTEM_PROMPT, tools=fs.TOOLS, provider=ours.PROVIDER, model=ours.MODEL)
+            svc.create_thread(key, title=name, system_prompt=system_prompt, tools=tools, provider=ours.PROVIDER, model=ours.MODEL)
             with svc.store.locked(key) as tx:
-                tx.bulk_append(messages)
-            return ours_manual(svc, key, session.name, "generated", session.facts, tokens, ref)
+                tx.bulk_append(list(messages))
+            return ours_manual(svc, key, name, source, facts, tokens, ref)
         finally:
             svc.close()
 
-    return _session_runs(session.name, "generated", messages, fs.SYSTEM_PROMPT, fs.TOOLS, session.facts, manual, work, ref, with_peers)
+    return _session_runs(name, source, messages, system_prompt, tools, facts, manual, work, ref, with_peers)
+
+
+def generated_runs(session: fs.Session, work: Path, ref: Reference, *, with_peers: bool = True) -> list[Run]:
+    """A generated session, replayed under pressure and stored whole then compacted by hand."""
+    return stored_runs(session.name, "generated", session.messages(), fs.SYSTEM_PROMPT, fs.TOOLS, session.facts, work, ref, with_peers=with_peers)
+
+
+def coverage_runs(work: Path, ref: Reference, *, with_peers: bool = True) -> list[Run]:
+    """The 36-round coding session of ``tests/coverage_sessions.py`` (finished, then "now write the
+    release note"), its six facts with their own keys. The engine's fact extraction was developed on
+    it, so it is reported per session and kept out of the pooled figures (the generated and imported
+    sessions are the held-out set)."""
+    from tests import coverage_sessions as cs
+
+    messages = cs.coding_session(finished=True)
+    facts = []
+    for i, f in enumerate(cs.FACTS):
+        probe = fs.Fact(f"c{i + 1}", f.kind, "", f.keys, " / ".join(f.keys))
+        at = fs.complete_at(probe, messages)
+        share = (at or 0) / len(messages)
+        facts.append(replace(probe, position="early" if share < 1 / 3 else "middle" if share < 2 / 3 else "late"))
+    return stored_runs(f"coverage-{cs.ROUNDS}-rounds", "coverage", messages, cs.SYSTEM_PROMPT, (), facts, work, ref, with_peers=with_peers)
 
 
 def write_import(session: fs.Session, dialect: str, folder: Path) -> Path:
@@ -348,6 +370,10 @@ def rows(quick: bool = False, *, log: Callable[[str], None] = lambda s: None) ->
             t0 = time.perf_counter()
             out += generated_runs(fs.generate(n), work, ref, with_peers=with_peers)
             log(f"generated-{n}: {time.perf_counter() - t0:.0f} s")
+        try:
+            out += coverage_runs(work, ref, with_peers=with_peers)
+        except ImportError as exc:  # the repository's tests/ are not there (an installed package)
+            log(f"the coverage session is not available: {exc}")
         size = QUICK_IMPORT_SIZE if quick else IMPORT_SIZE
         for i, dialect in enumerate(("claude-code", "codex")):
             t0 = time.perf_counter()
@@ -395,7 +421,9 @@ def targets(runs: Sequence[Run], view: str = "pooled") -> list[tuple[str, bool |
 
 def table_markdown(runs: Sequence[Run]) -> str:
     """The section: facts kept per kind × strategy, per session, and the rule."""
-    ran = [s for s in STRATEGIES if any(r.strategy == s for r in runs)]
+    every = list(runs)
+    runs = [r for r in every if r.source != "coverage"]  # the held-out sessions only (see coverage_runs)
+    ran = [s for s in STRATEGIES if any(r.strategy == s for r in every)]
     head = ["Kind of fact", *(LABELS[s] for s in ran), "Target (ours ≥ 90 %, ahead of both): " + " · ".join(v[0] for v in VIEWS)]
     met = {view: dict(targets(runs, view)) for view, _, _ in VIEWS}
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -438,8 +466,8 @@ def table_markdown(runs: Sequence[Run]) -> str:
 
     detail_head = ["Session", "Messages", "Exact tokens", "Mode", "Window", *(f"{LABELS[s]}: compactions / calls / after, % window / kept" for s in ran)]
     detail = ["| " + " | ".join(detail_head) + " |", "|" + "|".join("---" for _ in detail_head) + "|"]
-    keyed = {(r.session, r.mode, r.strategy): r for r in runs}
-    for session in dict.fromkeys(r.session for r in runs):
+    keyed = {(r.session, r.mode, r.strategy): r for r in every}
+    for session in dict.fromkeys(r.session for r in every):
         for mode in ("pressure", "manual"):
             base = keyed.get((session, mode, "ours"))
             if base is None:
@@ -463,7 +491,9 @@ def table_markdown(runs: Sequence[Run]) -> str:
         "", *lines, "", "By mode:", "", *by_mode, "",
         ("Per kind, only the compactions that wrote a summary under pressure (the prunes before them keep most "
          "text), and compact now:"), "", *hard, "", "By where the fact was planted:", "", *by_pos,
-        "", "Per session (compactions / summarizer calls / mean envelope right after a compaction, % of the window / facts kept):",
+        "", ("Per session (compactions / summarizer calls / mean envelope right after a compaction, % of the window / facts kept). "
+             "coverage-36-rounds is the session of `tests/coverage_sessions.py` with its six facts and their keys; the engine's "
+             "fact extraction was developed on it, so it is not in the pooled figures above:"),
         "", *detail, "", "What kept means, per kind (the same rule for every strategy):", "", rules,
         "", METHOD,
     ])

@@ -165,3 +165,12 @@ def test_the_target_is_ninety_percent_and_ahead_of_both_peers_in_each_view() -> 
     assert views == {"pooled": False, "after summaries": False, "compact now": None}
     text = fr.table_markdown([ours_all, *weak_peers])
     assert "| number | 90.0 % (9/10) | 50.0 % (5/10) | 50.0 % (5/10) | met · met · n/a |" in text
+
+
+def test_the_coverage_session_is_reported_per_session_but_not_pooled() -> None:
+    held_out = _run("ours", "pressure", ["kept"] * 9 + ["lost"])
+    tuned = _run("ours", "manual", ["lost"] * 6)
+    tuned.session, tuned.source = "coverage-36-rounds", "coverage"
+    text = fr.table_markdown([held_out, tuned])
+    assert "| **all kinds** | 90.0 % (9/10) |" in text  # the tuned session's six losses are not pooled
+    assert "| coverage-36-rounds | 10 | 100 | manual | 1,000 | 1 / 0 / 5 % / 0.0 % (0/6) |" in text
