@@ -220,8 +220,8 @@ class ServiceReader:
             return []
         return self.svc.store.conversation_config(key)[1]
 
-    def thread_keys(self) -> Iterator[str]:
-        after: str | None = None
+    def thread_keys(self, after: str | None = None) -> Iterator[str]:
+        """Every thread key in key order (those after ``after``), a page at a time."""
         while True:
             page = self.svc.list_threads(after_key=after, limit=PAGE)
             yield from (t.key for t in page)

@@ -24,19 +24,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _keys(reader: ServiceReader, svc: object, args: argparse.Namespace) -> Iterator[str]:
-    """The threads to check, in key order, from ``--after``; one more than ``--limit`` (the peek
-    that says whether there is a next page)."""
+    """The threads to check, in key order, from ``--after``."""
     if args.thread:
         svc.thread(args.thread)  # type: ignore[attr-defined]  # an unknown thread is thread_not_found (exit 2), not a finding
-        yield args.thread
-        return
-    after = args.after
-    while True:
-        page = reader.svc.list_threads(after_key=after, limit=PAGE)
-        yield from (t.key for t in page)
-        if len(page) < PAGE:
-            return
-        after = page[-1].key
+        return iter([args.thread])
+    return reader.thread_keys(args.after)
 
 
 def run(args: argparse.Namespace) -> int:
