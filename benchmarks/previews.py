@@ -14,7 +14,8 @@ Rows:
     (``query_kb``, ``search_docs``, ``mcp__kb__search``, ``WebSearch``, ``my_tool``).
 (b) preview tokens per pruned result, before vs after, at the same identifiers kept: for each list
     and tool, the old replacement at the default budget, and the smallest new one (budget searched
-    in steps of 5 tokens) that keeps at least as many ids and URLs.
+    to the token) that keeps at least as many ids and URLs; and the replacements at the default
+    budget themselves (content fills at most 70 % of it once every id, URL and title is in).
 (c) the 160-token knowledge-base case: one result with ``doc_id``, ``chunk_id``, ``file_id``,
     ``kb_id`` and the source document name (``source``): which of them the preview keeps (its body
     at 160 tokens, and the whole replacement, frame included, at 160).
@@ -157,6 +158,10 @@ def rows(quick: bool = False) -> list[Row]:
             titles = sorted({k[2] for k in ks})
             span = lambda v: str(v[0]) if len(v) == 1 else f"{v[0]}-{v[-1]}"  # noqa: E731
             return f"ids {span(ids)}/{n}, URLs {span(urls)}/{n}, titles {span(titles)}/{n}"
+        sizes_before = [count(replacement(old, tool, content, budget)) for tool in TOOLS]
+        sizes_after = [count(replacement(new_previews, tool, content, budget)) for tool in TOOLS]
+        out.append(Row("b", f"{n} results, the replacement at the default budget (mean of 5 names)", f"{sum(sizes_before) / len(TOOLS):.0f} tokens",
+                       f"{sum(sizes_after) / len(TOOLS):.0f} tokens", "with the ids, URLs and titles of (a)"))
         bodies = {new_previews.render_preview(tool, content, budget_tokens=budget - 60, count_tokens=count) for tool in TOOLS}
         out.append(Row("a", f"{n} results, 5 tool names, {budget}-token budget", fmt(per_tool_before), fmt(per_tool_after),
                        "the same preview under every name (at the same budget)" if len(bodies) == 1 else "previews differ by name"))

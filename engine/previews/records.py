@@ -91,6 +91,9 @@ _LEVEL_NOTE = {
     "ids": "ids only",
     "primary_id": "one id per result",
 }
+#: share of the budget a records preview fills when it holds more than every record's ids, URLs and
+#: titles (content, scores, metadata); the full budget goes to those identifiers when they need it
+CONTENT_FILL = 0.7
 SEPARATOR = " | "
 MISSING = "-"
 
@@ -275,7 +278,8 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
 
     Every record is shown at the richest level at which *all* of them fit; the leftover budget then
     upgrades records from the first one to the next richer level (the header names the richest
-    level's fields). Only when one id per record does not fit are records dropped from the end, and
+    level's fields). Levels richer than ids, URLs and titles (content, scores, other fields) fill at
+    most :data:`CONTENT_FILL` of the budget; the rest of it is only spent on those identifiers. Only when one id per record does not fit are records dropped from the end, and
     counted (``omitted_results: N``)."""
     n = len(rs.rows)
     head = "\n".join([f"{rs.label}: {n}", *rs.top])
@@ -296,25 +300,38 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
     def frame_cost(richest: int | str, poorest: int | str) -> int:
         return (count_tokens(note(poorest)) + 1 if note(poorest) else 0) + count_tokens(lines.header(richest)) + 1
 
+    def choose(room: int, start: int) -> list[int | str] | None:
+        """Every record at the richest level from ``levels[start]`` on at which all fit ``room``,
+        the first ones one level richer with what is left; ``None`` when one id each does not fit."""
+        for index in range(start, len(levels)):
+            level = levels[index]
+            used = frame_cost(level, level)
+            for i in range(n):
+                used += cost(i, level)
+                if used > room:
+                    break
+            else:
+                chosen = [level] * n
+                if index > start:  # spend what is left on the first records, one level richer
+                    richer = levels[index - 1]
+                    spare = room - used - (frame_cost(richer, level) - frame_cost(level, level))
+                    for i in range(n):
+                        delta = cost(i, richer) - cost(i, level)
+                        if delta > spare:
+                            break
+                        chosen[i], spare = richer, spare - delta
+                return chosen
+        return None
+
     room = budget_tokens - count_tokens(head) - 1
-    chosen: list[int | str] | None = None
-    for index, level in enumerate(levels):
-        used = frame_cost(level, level)
-        for i in range(n):
-            used += cost(i, level)
-            if used > room:
-                break
-        else:
-            chosen = [level] * n
-            if index > 0:  # spend what is left on the first records, one level richer
-                richer = levels[index - 1]
-                spare = room - used - (frame_cost(richer, level) - frame_cost(level, level))
-                for i in range(n):
-                    delta = cost(i, richer) - cost(i, level)
-                    if delta > spare:
-                        break
-                    chosen[i], spare = richer, spare - delta
-            break
+    # the content takes at most CONTENT_FILL of the budget: the ids, URLs and titles of every record
+    # come first, and a preview that keeps them all costs less on every later request
+    cap = levels.index("ids_urls_titles")
+    filled = choose(int(budget_tokens * CONTENT_FILL) - count_tokens(head) - 1, 0)
+    if filled is not None and all(levels.index(lv) <= cap for lv in filled):
+        chosen: list[int | str] | None = filled
+    else:
+        chosen = choose(room, cap)
     if chosen is None:  # not even one id each: as many as fit, in order, the rest counted
         level = levels[-1]
         used = frame_cost(level, level) + omitted_reserve
