@@ -72,7 +72,7 @@ def _norm(path: str) -> str:
 def bulk_entries(folder: str, imported: Iterable[tuple[str, str, Any]]) -> list[Entry]:
     """Every entry under ``folder`` in path order: its sessions (each marked skipped when imported
     and unchanged since) and its other files (skipped, with the reason)."""
-    from ..discovery import IGNORED_DIRS, discover, folder_locations
+    from ..discovery import FOLDER_SCAN_LIMIT, IGNORED_DIRS, discover, folder_locations
     from ..importers import detect_format
 
     root = Path(folder).expanduser().absolute()
@@ -89,15 +89,26 @@ def bulk_entries(folder: str, imported: Iterable[tuple[str, str, Any]]) -> list[
         entries[_norm(s.path)] = e
         if s.folder:
             inside.add(_norm(s.path) + os.sep)
+    leftover: list[tuple[str, str]] = []
+    walked = 0
     for dirpath, dirs, names in os.walk(root):
         dirs[:] = [d for d in dirs if d not in IGNORED_DIRS and _norm(os.path.join(dirpath, d)) + os.sep not in inside]
+        walked += len(names)
         for n in names:
             p = os.path.join(dirpath, n)
             norm = _norm(p)
-            if norm in entries or any(norm.startswith(x) for x in inside):
-                continue
+            if norm not in entries and not any(norm.startswith(x) for x in inside):
+                leftover.append((p, norm))
+    for p, norm in leftover:
+        try:
             fmt = detect_format(Path(p)) if os.path.isfile(p) else None
-            entries[norm] = Entry(p, fmt, status=SKIPPED, reason=PART_OF_SESSION if fmt else NOT_A_SESSION)
+        except OSError as exc:
+            entries[norm] = Entry(p, None, status=SKIPPED, reason=f"cannot be read: {exc.strerror or exc}")
+            continue
+        reason = NOT_A_SESSION if not fmt else (
+            f"not searched: the folder holds more than {FOLDER_SCAN_LIMIT:,} entries (import its subfolders one by one)"
+            if walked > FOLDER_SCAN_LIMIT else PART_OF_SESSION)
+        entries[norm] = Entry(p, fmt, status=SKIPPED, reason=reason)
     return sorted(entries.values(), key=lambda e: e.path)
 
 
