@@ -14,7 +14,7 @@ Without ``--db`` the store is :func:`engine.store.fleet_build.build_fleet_store`
   painted (one page of the reversed query); ``scroll_middle``: the same for a jump to the middle
   (walked to by keyset from the nearest anchor: the cost grows with the distance);
 - ``find_1400``: ``reveal("support-01400", narrow=True)`` (what ``--thread`` and a fleet click
-  do) from a fresh list until its row is selected: walked to within the first 6,000 rows, else the
+  do) from a fresh list until its row is selected: walked to within the first 2,000 rows, else the
   list narrowed to its key (``find_1400_how`` says which);
 - ``rss_before_mb`` / ``rss_after_mb``: the process's resident memory once the list is open, and
   after scrolling the whole list from top to bottom in 2,000-row jumps (every row fetched once),

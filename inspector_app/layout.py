@@ -47,6 +47,7 @@ from .widgets.detail import DetailPane
 from .widgets.pressure import PressureChart, PressureGauge
 from .widgets.replay import ReplayPanel
 from .widgets.thread_filters import ThreadFilters
+from .widgets.thread_table import ThreadTable
 from .widgets.timeline_view import TimelineView
 
 STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "text_muted"}
@@ -261,14 +262,11 @@ class InspectorLayout(QMainWindow):
         self.thread_filters = ThreadFilters()  # busy, over threshold, over the hint, imported from …, sort
         self.thread_count = QLabel("")
         self.thread_count.setObjectName("muted")  # "200 of 1,500 threads"
-        self.thread_list = QTreeView()
+        self.thread_list = ThreadTable()  # a table: a tree lays out all its rows (100,000 threads) on every change
         self.thread_list.setObjectName("threadList")
         self.thread_list.setModel(self.thread_proxy)
-        self.thread_list.setRootIsDecorated(False)
-        self.thread_list.setUniformRowHeights(True)
         self.thread_list.setAlternatingRowColors(False)
         self.thread_list.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self.thread_list.setAllColumnsShowFocus(True)
         self.thread_list.setTextElideMode(Qt.TextElideMode.ElideMiddle)  # a long name keeps its start and its end
         header = self.thread_list.header()
         header.setStretchLastSection(False)
@@ -645,7 +643,7 @@ class InspectorLayout(QMainWindow):
             self.timeline.setColumnHidden(COL_ID, not ident)
 
 
-def heading_width(view: QTreeView, col: int) -> int:
+def heading_width(view: QTreeView | ThreadTable, col: int) -> int:
     """The width column ``col``'s heading needs whole (the style sheet draws headings semi-bold)."""
     font = view.header().font()
     font.setWeight(QFont.Weight.DemiBold)

@@ -34,7 +34,7 @@ SEARCH_DEBOUNCE_MS = 250
 WALK_STEP = 2_000
 #: how far down the list (rows) a thread chosen elsewhere is looked for before the list is
 #: narrowed to its key instead (walking costs about 0.1 ms a row on a 100k store)
-FIND_BUDGET = 6_000
+FIND_BUDGET = 2_000
 #: the default order: by key (a sub-agent under its parent), as the list always was
 DEFAULT_QUERY = ThreadQuery(sort="key", descending=False)
 #: a column heading's first click: title A→Z, the others the most first
