@@ -521,7 +521,7 @@ class Service:
             recorded = Path(offload.path)
             return Workdir(recorded.parent).read(offload.sha256, tool_name=offload.tool_name, path=recorded)
 
-    def status(self, key: str) -> PressureStatus:
+    def status(self, key: str, *, remember: bool = True) -> PressureStatus:
         """The pressure of a thread for its next turn.
 
         Measured incrementally (:class:`engine.snapshots.SnapshotCache`, shared with the pressure
@@ -530,10 +530,12 @@ class Service:
         costs a few small queries and one new message one count. A compaction or prune (by any
         process) changes the key and the thread is measured again, streamed in pages: a thread of
         any length is measured in bounded memory. ``progress(messages_counted)``, when given, is
-        called after each page of such a cold measurement."""
-        return self._status(key)
+        called after each page of such a cold measurement. ``remember`` (default): store the figures
+        with the thread for the thread list (``svc.threads``; once per measured state, never waiting
+        for a writer); a read-only command (``compaction status``) passes False and writes nothing."""
+        return self._status(key, remember=remember)
 
-    def _status(self, key: str, progress: Any = None) -> PressureStatus:
+    def _status(self, key: str, progress: Any = None, *, remember: bool = True) -> PressureStatus:
         """The one place a thread's pressure figures are made (``compaction status``, the gauge,
         the header and the list read this). An imported thread our engine has not compacted is
         measured as its source ran it (:class:`engine.snapshots.SourceView`: after the source's
@@ -583,7 +585,8 @@ class Service:
             **window,
             **extra,
         )
-        self.threads.remember(status, t)  # the thread list's figure is this one (one number per quantity)
+        if remember:  # the thread list's figure is this one (one number per quantity)
+            self.threads.remember(status, t)
         return status
 
     def status_with_progress(self, key: str, progress: Any) -> PressureStatus:

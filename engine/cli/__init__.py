@@ -173,7 +173,7 @@ def status_json(st) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with _service(args) as svc:
-        data = status_json(svc.status(args.thread))
+        data = status_json(svc.status(args.thread, remember=False))  # a read command writes nothing
     if args.json:
         emit_json(data)
         return EXIT_OK
