@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping, Sequence
 
 from ._text import CONTROL, ELLIPSIS, CountTokens, truncate_tokens
@@ -279,8 +279,10 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
     Every record is shown at the richest level at which *all* of them fit; the leftover budget then
     upgrades records from the first one to the next richer level (the header names the richest
     level's fields). Levels richer than ids, URLs and titles (content, scores, other fields) fill at
-    most :data:`CONTENT_FILL` of the budget; the rest of it is only spent on those identifiers. Only when one id per record does not fit are records dropped from the end, and
-    counted (``omitted_results: N``)."""
+    most :data:`CONTENT_FILL` of the budget; the rest of it is only spent on those identifiers. Only
+    when one id per record does not fit are records dropped from the end, and counted
+    (``omitted_results: N``). When not every record keeps its ids and URLs, the top-level lines
+    (``query``, ``total``) are left out for them."""
     n = len(rs.rows)
     head = "\n".join([f"{rs.label}: {n}", *rs.top])
     if n == 0:
@@ -363,6 +365,12 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
         else:
             chosen.pop()
         text = assemble(chosen)
+    if rs.top and (len(chosen) < n or any(levels.index(lv) > levels.index("ids_and_urls") for lv in chosen)):
+        # not every record keeps its ids and URLs: the query and totals (the call's arguments say
+        # the query) give their room to the records
+        bare = records_preview(replace(rs, top=[]), budget_tokens=budget_tokens, count_tokens=count_tokens)
+        if bare is not None:
+            return bare
     return text if count_tokens(text) <= budget_tokens else None
 
 
