@@ -24,17 +24,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
-import ours  # noqa: E402
-import peers  # noqa: E402
 import adapters_langchain  # noqa: E402
 import import_session  # noqa: E402
 import incremental  # noqa: E402
+import ours  # noqa: E402
+import peers  # noqa: E402
 import real_corpus  # noqa: E402
-from report_doc import document, splice  # noqa: E402
-from store import DEFAULT_PG_URL  # noqa: E402
 import traces  # noqa: E402
 import whatif as whatif_bench  # noqa: E402
 from own_figures import WINDOWS, machine, ms, own_gui, own_manual_compaction, own_meter, own_pressure, own_specifics, own_store  # noqa: E402
+from report_doc import document, splice  # noqa: E402
+from store import DEFAULT_PG_URL  # noqa: E402
 
 PEERS = peers.STRATEGIES  # ("langchain", "chars/4")
 STRATEGIES = ("ours",) + PEERS
@@ -388,7 +388,55 @@ def losses(rows: list[Row]) -> list[str]:
 # -- sections of their own ----------------------------------------------------------------------
 # name -> (title, run(quick, pg_url) -> markdown). Each runs in the full run and alone with
 # ``--only NAME[,NAME]``, which rewrites just that section of docs/benchmarks.md.
-EXTRA: dict[str, tuple[str, Callable[[bool, str], str]]] = {}
+def _previews(quick: bool, pg_url: str) -> str:
+    import previews
+    return previews.section(quick)
+
+
+def _fact_recall(quick: bool, pg_url: str) -> str:
+    import fact_recall
+    return fact_recall.section(quick, pg_url)
+
+
+def _fleet(quick: bool, pg_url: str) -> str:
+    import fleet
+    return fleet.section(quick, pg_url)
+
+
+def _fleet_gui(quick: bool, pg_url: str) -> str:
+    """benchmarks/fleet_gui.py in a fresh process (offscreen; the store benchmarks/fleet.py cached)."""
+    import json
+    import subprocess
+    proc = subprocess.run([sys.executable, str(HERE / "fleet_gui.py"), "--repeats", "3" if quick else "5"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=3600, env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return "Not measured: " + (" ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:]) or f"exit {proc.returncode}")
+    r = json.loads(lines[-1])
+    names = {"first_page": "First thread page shown after the database opens", "search_key": "Search by key (support-01400)",
+             "search_title": "Search by title", "scroll_end": "Scroll to the end of the list", "scroll_middle": "Jump to the middle of the list",
+             "find_1400": "Find thread support-01400 (--thread, fleet click)"}
+    out = [[names[k], f"{r[k]:,.0f} ms", "target < 300 ms: " + ("met" if r[k] < 300 else "**not met**")] for k in names if k in r]
+    if "rss_before_mb" in r:
+        out.append(["GUI process memory before / after scrolling every thread", f"{r['rss_before_mb']:,.0f} / {r['rss_after_mb']:,.0f} MB",
+                    f"rows the model holds after: {r.get('held_after', '?'):,}"])
+    return f"The real window offscreen on `{r.get('db', '?')}` (`benchmarks/fleet_gui.py`).\n\n" + table(["Figure", "Value", "Notes"], out)
+
+
+def _bulk_import(quick: bool, pg_url: str) -> str:
+    import bulk_import
+    files = 200 if quick else 1000
+    return (f"`compaction import DIR` over {files:,} real-shaped session files of mixed formats, in a fresh process "
+            "(`benchmarks/bulk_import.py`).\n\n" + table(["Figure", "Value", "Notes"], bulk_import.rows(files, pg_url)))
+
+
+EXTRA: dict[str, tuple[str, Callable[[bool, str], str]]] = {
+    "previews": ("Previews by content (issue 25)", _previews),
+    "fact_recall": ("Fact recall after compaction (issue 25)", _fact_recall),
+    "fleet": ("A store of 100,000 threads: the thread list and stats (issue 26)", _fleet),
+    "fleet_gui": ("The inspector's thread list on the 100,000-thread store (issue 26)", _fleet_gui),
+    "bulk_import": ("Bulk import (issue 26)", _bulk_import),
+}
 
 
 def run_extra(names: Sequence[str], quick: bool, pg_url: str) -> list[tuple[str, str, str]]:
