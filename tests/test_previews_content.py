@@ -120,6 +120,9 @@ def test_the_frame_names_the_saved_file_once_and_the_preview_reads_back() -> Non
     assert body.startswith("result_count: 4") and "[end of preview" not in body and SHA not in body
     old = f"[tool result offloaded: x, ~9 tokens]\nsha256: {SHA}\nsaved: x-{SHA}.txt\npreview:\nbody\n[end of preview: ~1 tokens left out; the full result is in the saved file]"
     assert replacement_preview(old) == "body"  # replacements stored before keep reading back
+    tricky = "first\npreview: not a frame line\nlast " + "word " * 2000
+    out = replacement("shell", tricky, 600)
+    assert replacement_preview(out).startswith("[head: chars 0-") and "preview: not a frame line" in replacement_preview(out)
 
 
 # -- content shapes ----------------------------------------------------------------------------------

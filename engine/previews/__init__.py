@@ -121,10 +121,12 @@ def replacement_preview(text: str) -> str:
     engine added around it."""
     if not text.startswith(HEADER_PREFIX):
         return text
-    _, found, rest = text.partition("\npreview:")  # the frame before the hash was said once
-    if not found:
-        _, newline, rest = text.partition("\n")
-        if not newline:
+    _, newline, rest = text.partition("\n")
+    if not newline:
+        return ""
+    if rest.startswith("sha256: "):  # the frame before the hash was said once: sha256:, saved:, preview:
+        _, found, rest = rest.partition("\npreview:")
+        if not found:
             return ""
     body, closing, _ = rest.rpartition("\n" + FOOTER_PREFIX)
     return (body if closing else "").lstrip("\n")
