@@ -53,7 +53,7 @@ def summary_budget(policy: ResolvedPolicy) -> int:
 def summary_ceiling(policy: ResolvedPolicy, identifiers: int | None = None, room: int | None = None) -> int:
     """The most a summary may take, identifier lines included: the budget rule for ``identifiers``
     distinct identifiers and ``room`` (:func:`engine.policy.summary_total_tokens`); with
-    ``identifiers`` unknown (None), the rule's ceiling: half the target (within ``room``)."""
+    ``identifiers`` unknown (None), the rule's ceiling: 3/5 of the target (within ``room``)."""
     if identifiers is None:
         most = max(SUMMARY_MIN_TOKENS, math.floor(SUMMARY_MAX_SHARE * policy.target_tokens))
         return most if room is None else max(SUMMARY_MIN_TOKENS, min(most, room))

@@ -147,12 +147,13 @@ SUMMARY_WINDOW_SHARE = Fraction(1, 16)
 SUMMARY_TOKENS_PER_IDENTIFIER = 12
 #: the floor: below this a summary cannot hold a request and a few lines
 SUMMARY_MIN_TOKENS = 256
-#: the ceiling: a summary never takes more than half the target, so the other half stays verbatim history
-SUMMARY_MAX_SHARE = Fraction(1, 2)
+#: the ceiling: a summary never takes more than 3/5 of the target, so at least 2/5 of it stays verbatim history
+#: (measured: half the target kept 86.9 % of the identifiers on research-1M, 3/5 92.6 %, with the same 4 calls)
+SUMMARY_MAX_SHARE = Fraction(3, 5)
 
 
 def summary_total_tokens(window: int, target: int, identifiers: int = 0, room: int | None = None) -> int:
-    """The summary budget rule: ``⌊window / 16⌋ + 12 × identifiers``, at most half the ``target``
+    """The summary budget rule: ``⌊window / 16⌋ + 12 × identifiers``, at most 3/5 of the ``target``
     and at most ``room`` (what keeps the envelope after the compaction at or under the target: the
     target minus everything that stays), and at least :data:`SUMMARY_MIN_TOKENS`. Pure and bounded:
     the same window, target, density and room give the same budget, whatever the trace."""

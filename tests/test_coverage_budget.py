@@ -32,17 +32,18 @@ def test_the_budget_follows_the_window_and_the_density_within_its_bounds(window)
     sparse = summary_total_tokens(window, target, SPARSE)
     dense = summary_total_tokens(window, target, DENSE)
     assert sparse == window // 16  # a sixteenth of the window when nothing dense is carried
-    assert dense == min(window // 16 + SUMMARY_TOKENS_PER_IDENTIFIER * DENSE, target // 2)
-    assert sparse < dense <= target // 2  # denser spans get more, never more than half the target
-    assert summary_total_tokens(window, target, 10**9) == target // 2  # the ceiling holds whatever the density
+    ceiling = target * 3 // 5
+    assert dense == min(window // 16 + SUMMARY_TOKENS_PER_IDENTIFIER * DENSE, ceiling)
+    assert sparse < dense <= ceiling  # denser spans get more, never more than 3/5 of the target
+    assert summary_total_tokens(window, target, 10**9) == ceiling  # the ceiling holds whatever the density
 
 
 def test_three_windows_two_densities_exact_figures():
-    # window → (target, sparse, dense): 32k: 13,107 → 2,048 / 6,553 (the ceiling); 200k: 80,000 → 12,500 /
+    # window → (target, sparse, dense): 32k: 13,107 → 2,048 / 7,864 (the ceiling, 3/5); 200k: 80,000 → 12,500 /
     # 36,500; 1M: 400,000 → 62,500 / 86,500 (12 tokens per identifier). The old fixed budget was 8,192 (at most a quarter of the target).
     figures = {w: (resolved(w).target_tokens, summary_total_tokens(w, resolved(w).target_tokens, SPARSE),
                    summary_total_tokens(w, resolved(w).target_tokens, DENSE)) for w in WINDOWS}
-    assert figures == {32_768: (13_107, 2_048, 6_553), 200_000: (80_000, 12_500, 36_500), 1_000_000: (400_000, 62_500, 86_500)}
+    assert figures == {32_768: (13_107, 2_048, 7_864), 200_000: (80_000, 12_500, 36_500), 1_000_000: (400_000, 62_500, 86_500)}
 
 
 def test_the_room_caps_the_budget_and_the_floor_holds():
@@ -76,7 +77,7 @@ def test_the_projection_of_a_new_summary():
     # a quarter of what it replaces (the previous summary included), at most the ceiling
     assert estimate(40_000) == framing + (40_000 + 18_000) // 4
     assert estimate(10**7) == framing + summary_ceiling(pol)
-    assert summary_ceiling(pol) == math.floor(pol.target_tokens / 2)
+    assert summary_ceiling(pol) == math.floor(pol.target_tokens * 3 / 5)
     # the room: the target minus what stays after the compaction
     assert room_after(52_428, envelope=108_000, removed=70_000, previous_summary=18_012, framing=12) == 52_428 - (108_000 - 70_000 - 18_012) - 12
 

@@ -119,17 +119,17 @@ def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
 
 def test_the_compactor_gives_identifiers_room_by_the_budget_rule() -> None:
     # issue 25: the room follows the window and the identifiers carried (engine.policy.summary_total_tokens),
-    # up to half the target; it was a fixed 7/20 of the target
+    # up to 3/5 of the target; it was a fixed 7/20 of the target
     big = PolicySet(default_window=131_072).resolve("local", "unknown-model")
     assert big.target_tokens == 52_428 and summary_budget(big) == 8192
-    assert identifier_budget(big) == 26_214 - 8192 and summary_ceiling(big) == 26_214  # the ceiling: ⌊52,428 / 2⌋
+    assert identifier_budget(big) == 31_456 - 8192 and summary_ceiling(big) == 31_456  # the ceiling: ⌊3/5 × 52,428⌋
     assert identifier_budget(big, identifiers=0) == 0  # ⌊131,072 / 16⌋ = 8,192: all of it prose
     assert identifier_budget(big, identifiers=1_000) == 12 * 1_000  # 8,192 + 12 per identifier
     assert identifier_budget(big, 12_000, identifiers=1_000) == 20_192 - 12_000  # a long current request's budget leaves less
-    assert identifier_budget(big, 30_000) == 0
+    assert identifier_budget(big, 32_000) == 0
     small = PolicySet(default_window=32_768).resolve("local", "unknown-model")
-    # the prose budget is a quarter of the target there; the room up to half of it
-    assert summary_budget(small) == 13_107 // 4 and identifier_budget(small) == 6_553 - 3_276
+    # the prose budget is a quarter of the target there; the room up to 3/5 of it
+    assert summary_budget(small) == 13_107 // 4 and identifier_budget(small) == 7_864 - 3_276
     tiny = PolicySet(default_window=2_048).resolve("local", "unknown-model")  # target 819
-    assert summary_budget(tiny) == 256 and identifier_budget(tiny) == 409 - 256  # the 256 floor, then ⌊819 / 2⌋
+    assert summary_budget(tiny) == 256 and identifier_budget(tiny) == 491 - 256  # the 256 floor, then ⌊3/5 × 819⌋
     assert identifier_budget(tiny, 500) == 0  # never negative

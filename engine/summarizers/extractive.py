@@ -33,7 +33,7 @@ from ..messages import META_PRUNED, Message
 from ..meter import default_meter
 from ..previews import replacement_preview
 from ..specifics import extract_identifiers
-from .facts import fact_lines
+from .facts import constraint_lines, fact_lines
 from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, instruction_terms
 
 HEADER = "[Extractive summary: copied from the compacted messages by fixed rules, not written by a language model.]"
@@ -104,7 +104,7 @@ _INSTRUCTED_LINES = 3
 #: facts (engine.summarizers.facts: decisions, errors and fixes, edits, figures), the newest first,
 #: ahead of the identifiers while they fit FACTS_SHARE of the budget, the others right after them
 _T_FACTS, _T_FACTS_OLDER = 2.5, 3.5
-FACTS_SHARE = 0.25
+FACTS_SHARE = 0.1
 #: the label suffix of a line of part ids: ``- (#3) query_kb parts: chunk-1 chunk-2``
 PARTS_LABEL = " parts"
 #: the heading of the identifier section: the extractive summary's, and the identifier index
@@ -197,6 +197,8 @@ class ExtractiveSummarizer:
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
         yield from _instructed(msgs, request)
         for i, m in enumerate(msgs):
+            if m.role == "user" and (m.is_synthetic or (request.current_request and contains_verbatim(m.content, request.current_request))):
+                continue  # the current request is kept whole
             for k, line in enumerate(fact_lines(m, _shown_text(m))):
                 yield _Item(_S_FACTS, (i, k), (_T_FACTS, n - i), f"- {_ref(m)}{line}", truncatable=True)
         yield from _identifier_lines(groups, parts_of, n)
@@ -263,6 +265,8 @@ class ExtractiveSummarizer:
                 if request.current_request and contains_verbatim(text, request.current_request):
                     continue
                 yield self._request_item(_Item(_S_REQUESTS, (-1, total), (_T_REQUESTS, n), "- " + _indent(text.strip()), truncatable=True))
+                for j, line in enumerate(constraint_lines(text)):  # its constraints stay if only its head does
+                    yield _Item(_S_FACTS, (-1, j), (_T_FACTS, n), f"- {line}", truncatable=True)
                 continue
             if sec not in tiers:
                 continue  # e.g. the previous "Current state": replaced by the new one

@@ -12,6 +12,7 @@ around what made it a fact:
 - an assistant's line that decides (``Decision:``, ``we will use``, ``go with``, ``because`` …), that
   fixes or edits something it names (a path, an identifier or a ``function()``), or that reports a
   figure with its unit next to a metric word;
+- a user's constraint sentences (``do not …``, ``never …``, ``only …``, ``Constraint: …``);
 - a tool output's error lines (``FAILED …``, ``AssertionError: …``, a traceback's last line) and its
   lines that give a figure with its unit next to a metric word (``p95 latency: 412 ms at 1,200 rps``),
   the last ones first (a log's summary is at its end);
@@ -51,6 +52,16 @@ _METRIC = re.compile(
     r"total|duration|elapsed|took|benchmark|load test|speed|size|budget|limit|timeout|cost|error rate|success rate)\b",
     re.IGNORECASE,
 )
+_STRONG_METRIC = re.compile(
+    r"\b(?:latency|p50|p90|p95|p99|throughput|rps|qps|req/s|ops/s|tps|aggregated|summary|total|mean|median|average|"
+    r"error rate|success rate|load test)\b",
+    re.IGNORECASE,
+)
+_CONSTRAINT = re.compile(
+    r"\b(?:constraint|do not|don't|never|must not|mustn't|must|only|without|avoid|keep [\w ]{0,30}(?:unchanged|as is)|no more than|at most|at least)\b",
+    re.IGNORECASE,
+)
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _NAMED = re.compile(r"[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|rb|c|h|cpp|md|json|ya?ml|toml|sql|txt|cfg|ini)\b|\b\w+\(\)")
 _DEFINES = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)")
 _EDIT_TOOLS = re.compile(r"edit|write|replace|patch|apply|create_file|insert|str_replace|multiedit", re.IGNORECASE)
@@ -69,7 +80,17 @@ def fact_lines(message: Message, shown: str | None = None) -> list[str]:
         return _unique(found)[: LINES_PER_MESSAGE + len(message.tool_calls)]
     if message.role == "tool":
         return _tool_lines(text)
+    if message.role == "user":
+        return constraint_lines(text)
     return []
+
+
+def constraint_lines(text: str) -> list[str]:
+    """The sentences of a user's request that constrain the work (``do not …``, ``never …``,
+    ``only …``, ``Constraint: …``), at most :data:`LINES_PER_MESSAGE`: they stay when an older
+    request is kept only as its head."""
+    out = [_clip(" ".join(sent.split()), 0) for sent in _SENTENCE.split(text) if sent.strip() and _CONSTRAINT.search(sent)]
+    return _unique(out)[:LINES_PER_MESSAGE]
 
 
 def _unique(lines: Iterable[str]) -> list[str]:
@@ -106,24 +127,34 @@ def _tool_lines(text: str) -> list[str]:
     if not text.strip():
         return []
     errors: list[str] = []
-    figures: list[str] = []
-    for line in reversed(list(_split(text))):  # a log's summary and its last error are at its end
+    figures: list[tuple[int, int, str]] = []  # (score, position, line)
+    shapes: set[str] = set()  # a figure line's shape (digits blanked): one line per shape (worker-01 …, worker-02 …)
+    lines = list(_split(text))
+    for pos in range(len(lines) - 1, -1, -1):  # a log's summary and its last error are at its end
+        line = lines[pos]
         if len(line) > 8 * LINE_CHARS:  # one-line JSON and the like: no line to quote
             continue
         quick_error = any(w in line for w in ("rror", "FAIL", "Exception", "Traceback", "anic", "atal"))
         quick_figure = any(c.isdigit() for c in line) and _METRIC.search(line)
         if not (quick_error or quick_figure):
             continue
-        kinds = {s.kind for s in extract_specifics(line)}
-        if "error" in kinds and len(errors) < LINES_PER_MESSAGE:
-            errors.append(_clip(line, 0))
-        elif "quantity" in kinds and quick_figure and len(figures) < LINES_PER_MESSAGE:
-            figures.append(_clip(line, quick_figure.start()))
-        if len(errors) >= LINES_PER_MESSAGE and len(figures) >= LINES_PER_MESSAGE:
-            break
-    chosen = _unique(errors + figures)[:LINES_PER_MESSAGE]
-    order = {line: i for i, line in enumerate(reversed(chosen))}
-    return sorted(chosen, key=lambda x: order[x])
+        specifics = extract_specifics(line)
+        kinds = {x.kind for x in specifics}
+        if "error" in kinds:
+            if len(errors) < LINES_PER_MESSAGE:
+                errors.append(_clip(line, 0))
+            continue
+        if "quantity" in kinds and quick_figure:
+            shape = re.sub(r"\d+", "0", line)
+            if shape in shapes:
+                continue
+            shapes.add(shape)
+            score = 2 * len(_STRONG_METRIC.findall(line)) + sum(1 for x in specifics if x.kind == "quantity")
+            figures.append((score, pos, _clip(line, quick_figure.start())))
+    best = sorted(figures, key=lambda f: (-f[0], -f[1]))[: max(0, LINES_PER_MESSAGE - min(len(errors), 2))]
+    chosen = _unique(errors[: LINES_PER_MESSAGE - len(best)] + [f[2] for f in best])
+    order = {line: i for i, line in enumerate(lines)}
+    return sorted(chosen, key=lambda x: order.get(x, -1))
 
 
 def _edit_line(name: str, arguments: str) -> str | None:
