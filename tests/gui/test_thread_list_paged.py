@@ -221,3 +221,47 @@ def test_refresh_keeps_selection_and_scroll_when_another_connection_adds_threads
     assert view.currentIndex().data(KeyRole) == chosen and w.timeline_model.key == chosen
     assert view.indexAt(QPoint(2, 2)).data(KeyRole) == top  # the rows on screen did not move
     assert w.thread_count.text().endswith(f"of {THREADS + 2:,} threads")
+
+
+def test_a_thread_far_down_the_list_narrows_it_to_its_key(qtbot: Any, opened: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Beyond the rows a search may walk (the store has no offset), a thread asked for by key is
+    shown by narrowing the list to its key, and the status bar says how to see them all."""
+    import inspector_app.controllers.thread_list as thread_list
+
+    w = opened
+    monkeypatch.setattr(thread_list, "FIND_BUDGET", PAGE)
+    run(qtbot, w, w.select_thread(FAR), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle and w.thread_list.currentIndex().data(KeyRole) == FAR, timeout=WAIT)
+    assert w.thread_filter.text() == FAR and w.thread_pages.query.text == FAR and w.thread_model.rowCount() == 1
+    assert w.statusBar().currentMessage().startswith(f"{FAR} is far down the list")
+    assert w.timeline_model.key == FAR
+
+
+def test_the_model_applies_a_changed_window_as_moves_inserts_and_removals(qapp: Any) -> None:
+    """The live refresh's diff (no reset): a persistent index follows its thread through a move."""
+    from dataclasses import replace as copy
+    from datetime import datetime, timezone
+
+    from PySide6.QtCore import QPersistentModelIndex
+
+    from engine.views import ThreadInfo
+    from inspector_app.models.threads import ThreadListModel
+
+    stamp = datetime(2026, 12, 1, tzinfo=timezone.utc)
+
+    def info(i: int, key: str) -> ThreadInfo:
+        return ThreadInfo(i, key, key.upper(), None, None, None, i, 0, 0, None, None, stamp, stamp)
+
+    threads = {k: info(i, k) for i, k in enumerate("abcdefgh", 1)}
+    model = ThreadListModel()
+    model.start([threads[k] for k in "abcdef"], 8, "cursor")
+    resets: list[int] = []
+    model.modelReset.connect(lambda: resets.append(1))
+    held = QPersistentModelIndex(model.index(model.row_of("e"), 0))
+    changed = copy(threads["c"], message_count=99)
+    model.replace_window(0, [threads["a"], threads["e"], changed, info(9, "x"), threads["f"], threads["g"]], 8, None)
+    assert not resets
+    assert [model.thread_at(r).key for r in range(6)] == ["a", "e", "c", "x", "f", "g"]
+    assert model.thread_at(2).message_count == 99 and model.rowCount() == 8
+    assert held.isValid() and held.row() == 1  # "e" moved up: its index went with it
+    assert model.row_of("b") is None and model.row_of("d") is None
