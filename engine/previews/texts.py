@@ -195,6 +195,8 @@ _SUMMARY = re.compile(
     r"|^test result: (?:ok|FAILED)\."  # cargo
     r"|^\d+ (?:failed|passed)(?:, \d+ \w+)* in [\d.]+s"  # pytest -q
 )
+#: an error line of a failing test is cut at this many characters (as the generic preview cuts a kept line)
+ERROR_CHARS = 240
 _PASS_HINT = re.compile(r"\bPASSED\b|^\s*PASS\s|^ok\s|--- PASS:|\.\.\. ok$|✓")
 
 
@@ -260,7 +262,7 @@ def parse_test_log(text: str) -> TestLog | None:
 
 def test_log_preview(log: TestLog, text: str, *, budget_tokens: int, count_tokens: CountTokens) -> str | None:
     """The summary lines, then each failing test (``FAILED name``) with its error lines (up to 6,
-    then 2, then 1, cut to 200 characters), then names only, then as many names as fit and how many
+    then 2, then 1, cut to :data:`ERROR_CHARS` characters), then names only, then as many names as fit and how many
     are left out; within three quarters of the budget when the log is longer. What the budget still holds is the
     generic preview of the log (head, the error, URL and path lines it leaves out, tail)."""
     failures = list(log.failures.items())
@@ -271,7 +273,7 @@ def test_log_preview(log: TestLog, text: str, *, budget_tokens: int, count_token
         out = list(head)
         for name, lines in failures if limit is None else failures[:limit]:
             out.append(f"FAILED {name}")
-            out += [f"  {x[:200]}{ELLIPSIS if len(x) > 200 else ''}" for x in lines[:errors]]
+            out += [f"  {x[:ERROR_CHARS]}{ELLIPSIS if len(x) > ERROR_CHARS else ''}" for x in lines[:errors]]
         if limit is not None and limit < len(failures):
             out.append(f"[... {len(failures) - limit} more failing tests left out]")
         return "\n".join(out)
