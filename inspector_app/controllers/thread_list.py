@@ -373,14 +373,26 @@ class ThreadListController:
         while model.loaded(end + 1):
             end += 1
         anchor = max((a for a in model.fwd if a <= start), default=0)
-        cursor = model.fwd.get(anchor)
-        want = min(end + 1 - anchor, CACHE_ROWS + PAGE) if model.total else PAGE
+        back = min((a for a in model.bwd if a >= end), default=None)
         epoch = self._bump_for_refresh()
-        page = await self.client.apply(read_page, self.query, cursor, max(want, PAGE))
-        if epoch != self.epoch:
-            return
-        threads = page.threads[start - anchor:] if start > anchor else page.threads
-        model.replace_window(start, threads, page.total, page.after if start + len(threads) >= anchor + len(page.threads) else None)
+        if start - anchor <= 2 * PAGE or back is None or back - start > CACHE_ROWS + PAGE:
+            want = min(end + 1 - anchor, CACHE_ROWS + PAGE) if model.total else PAGE
+            page = await self.client.apply(read_page, self.query, model.fwd.get(anchor), max(want, PAGE))
+            if epoch != self.epoch:
+                return
+            threads = page.threads[start - anchor:] if start > anchor else page.threads
+            after = page.after if start + len(threads) >= anchor + len(page.threads) else None
+        else:  # rows read from the end (the reversed query): read again from there, counted from the end
+            first = model.thread_at(start).key if model.loaded(start) else None
+            page = await self.client.apply(read_page, reversed_query(self.query), model.bwd[back], back - start + 1 + PAGE // 4)
+            if epoch != self.epoch:
+                return
+            ordered = tuple(reversed(page.threads))
+            keys = [t.key for t in ordered]
+            # aligned on the first row held: rows added before it leave the rows on screen where they are
+            threads = ordered[keys.index(first):] if first in keys else ordered[-(back - start + 1):]
+            after = None
+        model.replace_window(start, threads, page.total, after)
         self.listing = listing
         if selected is not None:
             row = model.row_of(selected)

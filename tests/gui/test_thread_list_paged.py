@@ -265,3 +265,31 @@ def test_the_model_applies_a_changed_window_as_moves_inserts_and_removals(qapp: 
     assert model.thread_at(2).message_count == 99 and model.rowCount() == 8
     assert held.isValid() and held.row() == 1  # "e" moved up: its index went with it
     assert model.row_of("b") is None and model.row_of("d") is None
+
+
+def test_refresh_at_the_end_of_the_list_keeps_it_in_place(qtbot: Any, opened: MainWindow, db: str) -> None:
+    """Rows read from the end (the reversed query) are read again from there: the selection and
+    the rows on screen stay, nothing flashes back to "Loading…"."""
+    w = opened
+    view, model = w.thread_list, w.thread_model
+    view.scrollToBottom()
+    qtbot.waitUntil(lambda: model.loaded(THREADS - 1) and w.idle, timeout=WAIT)
+    chosen = model.thread_at(THREADS - 5).key
+    view.setCurrentIndex(at(w, THREADS - 5))
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.key == chosen, timeout=WAIT)
+    top = view.indexAt(QPoint(2, 2)).data(KeyRole)
+    removed: list[int] = []
+    model.rowsRemoved.connect(lambda *_a: removed.append(1))
+    svc = open_service(db)
+    try:
+        svc.create_thread("zzz-last")  # after every other key: a row added at the very end
+        svc.append_message("zzz-last", user("the newest conversation"))
+    finally:
+        svc.close()
+    run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT)
+    assert model.rowCount() == THREADS + 1 and not removed
+    assert view.currentIndex().data(KeyRole) == chosen and view.indexAt(QPoint(2, 2)).data(KeyRole) == top
+    view.scrollToBottom()
+    qtbot.waitUntil(lambda: model.loaded(THREADS) and w.idle, timeout=WAIT)
+    assert model.thread_at(THREADS).key == "zzz-last"
