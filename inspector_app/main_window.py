@@ -98,7 +98,7 @@ class MainWindow(InspectorLayout):
         )  # fmt: skip
         self.thread_pages = ThreadListController(  # issue 26: paged, searched, sorted and filtered by the database
             self, client, self.tasks, self.report, say=lambda text: self.threads.say(text),
-            open_thread=lambda key: self.select_thread(key), current=lambda: self.state.thread.key if self.state.thread is not None else None,
+            current=lambda: self.state.thread.key if self.state.thread is not None else None,
         )  # fmt: skip
         self.threads = ThreadsController(
             self, client, self.tasks, self.view, self.state, self.report,

@@ -62,8 +62,10 @@ class ThreadsFacet(Protocol):
 class InspectorService(Protocol):
     """The service API the inspector uses (every call runs on a worker thread)."""
 
-    #: the thread list and the fleet view (issue 26)
-    threads: ThreadsFacet
+    @property
+    def threads(self) -> ThreadsFacet:
+        """The thread list and the fleet view (issue 26): ``engine.fleet.ThreadsFacet``."""
+        ...
 
     def thread(self, key: str) -> ThreadInfo:
         """One thread's header (raises ``ThreadNotFound``)."""
@@ -97,8 +99,9 @@ class InspectorService(Protocol):
         """The full text of a pruned result, SHA-256 verified (raises on a missing or altered file)."""
         ...
 
-    def status(self, key: str) -> PressureStatus:
-        """Pressure of the next turn against the threshold, with the busy reason."""
+    def status(self, key: str, *, remember: bool = True) -> PressureStatus:
+        """Pressure of the next turn against the threshold, with the busy reason; ``remember``: store its
+        figures with the thread (the thread list's pressure column)."""
         ...
 
     def status_with_progress(self, key: str, progress: Callable[[int], None]) -> PressureStatus:

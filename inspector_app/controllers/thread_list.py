@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, replace
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer
 from PySide6.QtWidgets import QAbstractItemView
 
-from engine.views import ThreadInfo, ThreadPage, ThreadQuery
+from engine.views import ThreadPage, ThreadQuery
 
 from ..layout import InspectorLayout
 from ..models.threads import CACHE_ROWS, COLUMN_SORTS, PAGE, KeyRole
@@ -122,13 +122,12 @@ class ThreadListController:
     """Owns :attr:`query` and the paging of the list; :meth:`load` reads a first page."""
 
     def __init__(self, ui: InspectorLayout, client: ServiceClient, tasks: TaskSet, report: Report, *, say: Callable[[str], None],
-                 open_thread: Callable[[str], Awaitable[None]], current: Callable[[], str | None]) -> None:  # fmt: skip
+                 current: Callable[[], str | None]) -> None:  # fmt: skip
         self.ui = ui
         self.client = client
         self.tasks = tasks
         self.report = report
         self._say = say
-        self._open_thread = open_thread
         self._current = current
         self.query = DEFAULT_QUERY
         self.listing: Any = None
@@ -353,10 +352,6 @@ class ThreadListController:
         if scroll and not view.visualRect(index).intersects(view.viewport().rect()):
             view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
 
-    async def open_key(self, key: str) -> None:
-        """Open ``key`` (from the fleet view, a recent thread …): the list selects it when it has it."""
-        await self._open_thread(key)
-
     # == the live refresh =======================================================================
     async def refresh(self, listing: Any) -> None:
         """The list changed (its mark moved): the rows around what is on screen are read again
@@ -383,14 +378,14 @@ class ThreadListController:
             threads = page.threads[start - anchor:] if start > anchor else page.threads
             after = page.after if start + len(threads) >= anchor + len(page.threads) else None
         else:  # rows read from the end (the reversed query): read again from there, counted from the end
-            first = model.thread_at(start).key if model.loaded(start) else None
+            first_key = model.thread_at(start).key if model.loaded(start) else None
             page = await self.client.apply(read_page, reversed_query(self.query), model.bwd[back], back - start + 1 + PAGE // 4)
             if epoch != self.epoch:
                 return
             ordered = tuple(reversed(page.threads))
             keys = [t.key for t in ordered]
             # aligned on the first row held: rows added before it leave the rows on screen where they are
-            threads = ordered[keys.index(first):] if first in keys else ordered[-(back - start + 1):]
+            threads = ordered[keys.index(first_key):] if first_key in keys else ordered[-(back - start + 1):]
             after = None
         model.replace_window(start, threads, page.total, after)
         self.listing = listing
@@ -408,7 +403,3 @@ class ThreadListController:
     def _bump_for_refresh(self) -> int:
         self._new_epoch()
         return self.epoch
-
-    def threads_shown(self) -> list[ThreadInfo]:
-        """The threads held, in row order."""
-        return [self.model.thread_at(r) for r in sorted(self.model._rows)]

@@ -143,7 +143,7 @@ class ThreadsController:
         """The Source column shown only when a thread held is imported (the Gen column then makes
         room for the title: the generation is in the header)."""
         model = self.ui.thread_model
-        imported = any(model.thread_at(r).source_format for r in sorted(model._rows)[:1000])
+        imported = any(t.source_format for t in model.held_threads())
         self.ui.thread_list.setColumnHidden(COL_SOURCE, not imported)
         self.ui.thread_list.setColumnHidden(COL_GENERATION, imported)
 
@@ -449,7 +449,7 @@ class ThreadsController:
         ui.gauge.set_status(status, blocked)
         ui.chart.set_status(status)
         ui.show_pressure_line(view)
-        ui.thread_model.set_pressure(status.thread, list_ratio(status))  # type: ignore[arg-type]
+        ui.thread_model.set_pressure(status.thread, list_ratio(status))
         info = self.state.thread
         ui.thread_title.setText(info.title if info else status.thread)
         meta = [

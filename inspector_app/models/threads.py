@@ -268,6 +268,10 @@ class ThreadListModel(QAbstractTableModel):
     def thread_at(self, row: int) -> ThreadInfo:
         return self._rows[row]
 
+    def held_threads(self) -> list[ThreadInfo]:
+        """The threads held, in row order."""
+        return [self._rows[r] for r in sorted(self._rows)]
+
     def keys(self) -> list[str]:
         """The keys of the rows held, in row order."""
         return [self._rows[r].key for r in sorted(self._rows)]

@@ -308,7 +308,3 @@ class FleetWindow(QWidget):
         key = item.data(0, Qt.ItemDataRole.UserRole)
         if key:
             self.threadClicked.emit(key)
-
-
-def band_color(band: str) -> QColor:
-    return theme.color(BAND_TOKENS.get(band, "info"))

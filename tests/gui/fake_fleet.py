@@ -51,7 +51,7 @@ def _sort_value(info: ThreadInfo, sort: str) -> Any:
     return info.key
 
 
-class FakeThreads(dict):  # type: ignore[type-arg]
+class FakeThreads(dict):
     """The fake's threads by key (a dict, as the tests script them) and ``svc.threads``: filters
     and sorts them in Python."""
 

@@ -246,7 +246,7 @@ class FakeService:
         self._record("read_original")
         return self.workdir.read(offload.sha256, path=offload.path)
 
-    def status(self, key: str) -> PressureStatus:
+    def status(self, key: str, *, remember: bool = True) -> PressureStatus:
         t = self._record("status", key)
         assert t is not None and t.state is not None
         parts = {"system": 0.08, "tools": 0.05, "summary": 0.07 if t.state.summary else 0.0, "user": 0.15, "assistant": 0.25}
