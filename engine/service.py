@@ -625,7 +625,7 @@ class Service:
         each written in one transaction, idempotent by source keys (docs/import.md). Raises
         :class:`engine.importers.ImportFormatError` (one line) when it is not that format."""
         reports = import_path(self.store, Path(path), format=format, thread=thread)
-        self.threads.remeasure([r.thread for r in reports], self._status)
+        self.threads.remeasure([r.thread for r in reports if r.created or r.messages or r.compactions or r.requests], self._status)
         self.snapshots.invalidate()  # not needed for correctness (keys are read); frees memory
         return reports
 
