@@ -96,4 +96,7 @@ def test_only_the_threads_the_list_shows(qtbot: Any, opened: MainWindow, db: str
     window.only_list.setChecked(True)  # over the list's search: computed again
     qtbot.waitUntil(lambda: w.idle and window.stats.threads != 1_500, timeout=WAIT)
     assert window.stats.threads == stats_of(db, w.thread_pages.query).threads == w.thread_model.rowCount()
-    run(qtbot, w, w.fleet.open(window.stats.worst_threads[0].key), timeout=WAIT) if window.stats.worst_threads else None
+    assert window.stats.worst_threads and all(t.key.startswith("codex") for t in window.stats.worst_threads)  # the list's threads only
+    key = window.stats.worst_threads[0].key
+    run(qtbot, w, w.fleet.open(key), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle and w.timeline_model.key == key, timeout=WAIT)
