@@ -210,13 +210,14 @@ class Compactor:
             return Outcome.between("breaker_tripped", start, m)
         calls = 0
         reason = "max_rounds"
-        for _ in range(m.policy.policy.loop_max_compaction_rounds):
+        rounds = m.policy.policy.loop_max_compaction_rounds
+        for call in range(rounds):
             units = build_units(unpinned(m), running_turn=running_turn, split_turn=_split_turn(m))
             sel = self._select(m, units, target=m.policy.target_tokens, tail="auto" if running_turn else "tokens")
             if not sel.units:  # no attempt was made, so no breaker (§2.8): later steps may free units
                 reason = "nothing_to_compact"
                 break
-            att = self._summarize(thread, m, sel, trigger="pressure", kind="summary", run_id=run.run_id, running_turn=running_turn)
+            att = self._summarize(thread, m, sel, trigger="pressure", kind="summary", run_id=run.run_id, running_turn=running_turn, more_calls=call < rounds - 1)
             calls += att.calls
             if not att.advanced:
                 reason = att.reason or "no_progress"
@@ -291,8 +292,9 @@ class Compactor:
             calls = compacted = 0
             att = None
             limit = max(1, m.policy.policy.loop_max_compaction_rounds)
-            for _ in range(limit):
+            for call in range(limit):
                 att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer, operator=operator,
+                                      more_calls=call < limit - 1,
                                       instructions=instructions)
                 calls += att.calls
                 if not att.advanced:
@@ -447,6 +449,7 @@ class Compactor:
         summarizer: Summarizer | None = None,
         operator: str | None = None,
         instructions: str | None = None,
+        more_calls: bool = False,
     ) -> _Attempt:
         """The one summary path: summarize the selection, validate, compare-and-swap, record."""
         started = time.perf_counter()
@@ -489,7 +492,10 @@ class Compactor:
 
         # the budget rule (engine.plan): the window, the identifiers the summary carries, and the
         # room that keeps the envelope after it at or under the target
-        room = room_after(m.policy.target_tokens, envelope=m.tokens, removed=sum(meter.count_message(x) for x in sel.messages),
+        # (a first batch of several, when later calls may take the rest: the room is what stays after
+        # the whole selection; on the last call allowed, what stays after this batch)
+        planned = sel.planned_tokens if more_calls else None
+        room = room_after(m.policy.target_tokens, envelope=m.tokens, removed=planned or sum(meter.count_message(x) for x in sel.messages),
                           previous_summary=m.measurement.breakdown["summary"], framing=meter.count_message(summary_message("")))
         budgets = request_budgets(m.policy, identifiers=span_identifiers(sel.messages, state.summary), room=room,
                                   request_tokens=meter.count_text(current) if current else None)

@@ -106,13 +106,14 @@ def cap_batch(sel: Selection, message_tokens: Callable[[Message], int], *, budge
     """Cut a selection at a unit end so one summary call sees at most ``budget`` tokens (a single
     unit larger than the budget is taken whole: units are indivisible). A batch is never cut below
     ``floor`` tokens (the summary ceiling): a summary of less could not be smaller than it, so the
-    next unit, which a later call would take whole anyway, joins it."""
+    next unit, which a later call would take whole anyway, joins it. A cut batch records the whole
+    selection's tokens (``planned_tokens``): the budget's room is what stays after all of it."""
     total = 0
     for i, unit in enumerate(sel.units):
         cost = sum(message_tokens(x) for x in unit.messages)
         if i > 0 and total + cost > budget and total >= floor:
             kept = sel.units[:i]
-            return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total)
+            return Selection(units=kept, boundary=kept[-1].last_id, removed_tokens=total, planned_tokens=sel.removed_tokens)
         total += cost
     return sel
 

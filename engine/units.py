@@ -185,11 +185,15 @@ class Unit:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """A contiguous head range of units; ``boundary`` is the last persisted id taken."""
+    """A contiguous head range of units; ``boundary`` is the last persisted id taken.
+
+    ``planned_tokens``: when this is the first batch of a larger selection that later calls will
+    take (``engine.plan.cap_batch``), the tokens of the whole selection; None otherwise."""
 
     units: tuple[Unit, ...]
     boundary: int | None
     removed_tokens: int
+    planned_tokens: int | None = None
 
     @property
     def messages(self) -> tuple[Message, ...]:

@@ -15,6 +15,7 @@ carried by that index, not shown to the model.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from functools import cache
 from importlib import resources
 from string import Template
@@ -24,6 +25,7 @@ from ..llm.client import ChatClient
 from ..llm.errors import CONNECTION_ERROR, MALFORMED_RESPONSE, TIMEOUT, ProviderError
 from ..llm.retry import RetryPolicy
 from ..messages import Message
+from ..meter import default_meter
 from .extractive import identifier_index, split_identifier_section
 from .protocol import SummarizerError, SummaryRequest, SummaryResult
 
@@ -168,7 +170,7 @@ class OpenAICompatSummarizer:
         if completion.finish_reason == "length":  # cut off at max_tokens: a partial summary would silently lose history
             raise self._scrubbed(SummarizerError("the summary was cut off at the max_tokens limit", "truncated"), calls)
         text = content.strip()
-        index, dropped = identifier_index(request, text) if request.identifier_tokens > 0 else ("", ())
+        index, dropped = identifier_index(_with_spare_room(request, text), text) if request.identifier_tokens > 0 else ("", ())
         return SummaryResult(
             text=f"{text}\n\n{index}" if index else text,
             model=completion.model or self.model,
@@ -205,6 +207,13 @@ class OpenAICompatSummarizer:
         if self._api_key:
             message = message.replace(self._api_key, "***")
         return SummarizerError(message, error.code, status=error.status, provider_code=error.provider_code)
+
+
+def _with_spare_room(request: SummaryRequest, written: str) -> SummaryRequest:
+    """``request`` whose identifier room also holds what the model left of its ``max_tokens``
+    (the summary as a whole stays within ``max_tokens + identifier_tokens``)."""
+    spare = max(0, request.max_tokens - default_meter().count_text(written) - 2)  # the blank line between them
+    return replace(request, identifier_tokens=request.identifier_tokens + spare) if spare else request
 
 
 def _content(data: Any) -> str | None:
