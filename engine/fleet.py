@@ -62,12 +62,19 @@ class ThreadsFacet:
         #: were measured at (the same measurement again writes nothing)
         self._remembered: dict[int, tuple[int, int | None, int | None, int | None, int]] = {}
 
-    def page(self, query: ThreadQuery = ALL_THREADS, *, after: str | None = None, limit: int = 200) -> ThreadPage:
+    def page(self, query: ThreadQuery = ALL_THREADS, *, after: str | None = None, offset: int = 0, limit: int = 200) -> ThreadPage:
         """One page of the threads ``query`` matches (at most ``limit``), after the cursor of the
         previous page (``ThreadPage.after``; None: the first page). Stable under concurrent
         inserts: ordered by (sort value, thread id), each page resumes strictly after the last
-        row shown. ``invalid_query`` for an unknown sort or filter, or a cursor of another order."""
-        return self.reads.page(query, after=after, limit=limit)
+        row shown. ``offset`` skips that many rows first (a jump into the list, e.g. a scroll bar
+        dragged to its middle; the pages after it go on by cursor). ``invalid_query`` for an
+        unknown sort or filter, a cursor of another order or a negative offset."""
+        return self.reads.page(query, after=after, offset=offset, limit=limit)
+
+    def position(self, query: ThreadQuery, key: str) -> int | None:
+        """The row of thread ``key`` in the list of ``query`` (0: the first), or None when the query
+        does not match it: a count in the database, however far down the thread is."""
+        return self.reads.position(query, key)
 
     def count(self, query: ThreadQuery = ALL_THREADS) -> int:
         """How many threads ``query`` matches."""

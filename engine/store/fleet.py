@@ -225,14 +225,35 @@ class PageRows:
     after: str | None
 
 
+def thread_position(s: Session, query: ThreadQuery, key: str, now: datetime | None = None) -> int | None:
+    """How many threads come before thread ``key`` in the list of ``query`` (its row), or None when
+    the query does not match it: a count over the sort index, however far down the thread is."""
+    check_query(query)
+    C = Conversation
+    sqlite = _sqlite(s)
+    col = sort_column(query.sort)
+    raw = sqlite and query.sort == "activity"  # as page_threads: SQLite's timestamp text, compared as text
+    value_of = type_coerce(col, String()) if raw else col
+    conds = conditions(query, now, sqlite=sqlite)
+    found = s.execute(select(C.id, value_of.label("v")).where(C.thread_key == key, *conds)).first()
+    if found is None:
+        return None
+    bound = tuple_(literal(found.v, String() if raw else col.type), literal(found.id, BigInteger()))
+    here = tuple_(value_of, C.id)
+    before = here > bound if query.descending else here < bound
+    return int(s.execute(select(func.count()).select_from(C).where(before, *conds)).scalar_one())
+
+
 def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, build: Any, safe: Any,
-                 now: datetime | None = None) -> PageRows:
+                 now: datetime | None = None, *, offset: int = 0) -> PageRows:
     """One page: ``build(conversation, state, busy, source_compactions, fallback_title)`` makes each
     :class:`ThreadInfo` (the store's own builder, which also sets the kept figures); ``safe(id, key,
     load)`` is ``load()`` or a placeholder whose ``error`` says why the thread cannot be read (the
     page goes on past one broken row, as ``Store.list_threads`` does)."""
     if limit < 1:
         raise InvalidThreadQuery(f"limit must be at least 1, not {limit}")
+    if offset < 0:
+        raise InvalidThreadQuery(f"offset must be 0 or more, not {offset}")
     check_query(query)
     C = Conversation
     sqlite = _sqlite(s)
@@ -261,7 +282,9 @@ def page_threads(s: Session, query: ThreadQuery, after: str | None, limit: int, 
         key = tuple_(type_coerce(col, String()) if raw else col, C.id)
         q = q.where(key < bound if query.descending else key > bound)
     order = (col.desc(), C.id.desc()) if query.descending else (col.asc(), C.id.asc())
-    keys = s.execute(q.order_by(*order).limit(limit + 1)).all()
+    # ``offset``: rows skipped after the cursor (a jump into the list: the sort index walked by
+    # the database, not pages read by the caller)
+    keys = s.execute(q.order_by(*order).limit(limit + 1).offset(offset or None)).all()
     more = len(keys) > limit
     total = int(keys[0].total) if windowed and keys else 0 if windowed else None
     keys = keys[:limit]
@@ -465,12 +488,16 @@ class FleetReads:
     def __init__(self, store: Any) -> None:
         self.store = store
 
-    def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
+    def page(self, query: ThreadQuery, *, after: str | None = None, offset: int = 0, limit: int = 200) -> ThreadPage:
         """One keyset page of the threads ``query`` matches, with their total (one consistent read)."""
         st = self.store
         with st._session(write=False, consistent=True) as s:
-            rows = page_threads(s, query, after, limit, st._thread_info, st._safe_thread_info)
+            rows = page_threads(s, query, after, limit, st._thread_info, st._safe_thread_info, offset=offset)
             return ThreadPage(tuple(rows.threads), rows.total, rows.after)
+
+    def position(self, query: ThreadQuery, key: str) -> int | None:
+        with self.store._session(write=False) as s:
+            return thread_position(s, query, key)
 
     def count(self, query: ThreadQuery) -> int:
         with self.store._session(write=False) as s:
