@@ -30,7 +30,9 @@ def test_fact_lines_of_each_kind():
     assert fact_lines(bench) == ["p99 latency 88 ms, throughput 950 req/s"]
     edit = assistant("Fixed src/refunds/amount.py: validate() rejects negative amounts now.",
                      ToolCall("e", "str_replace", json.dumps({"path": "src/refunds/amount.py", "old_str": "def validate(x):\n    pass", "new_str": "def validate(x):\n    check(x)"})))
-    assert fact_lines(edit) == ["Fixed src/refunds/amount.py: validate() rejects negative amounts now.", "str_replace src/refunds/amount.py: validate"]
+    assert fact_lines(edit) == ["Fixed src/refunds/amount.py: validate() rejects negative amounts now."]  # the text names the edit already
+    quiet = assistant("Next step.", ToolCall("e", "edit_file", json.dumps({"path": "src/a.py", "old_string": "class Cart:", "new_string": "class Cart(Base):"})))
+    assert fact_lines(quiet) == ["edit_file src/a.py: Cart"]
     # prose that names nothing and decides nothing gives nothing; a long line is clipped around the fact
     assert fact_lines(assistant("Looking at the next file.")) == [] and fact_lines(user("we will use X because Y")) == []
     long = assistant("x " * 400 + "Decision: use redis-py 5.0.4 because of blocking_timeout " + "y " * 400)

@@ -76,7 +76,10 @@ def fact_lines(message: Message, shown: str | None = None) -> list[str]:
     found: list[str] = []
     if message.role == "assistant":
         found = list(_assistant_lines(text))
-        found += [line for line in (_edit_line(c.name, c.arguments) for c in message.tool_calls) if line]
+        for call in message.tool_calls:  # an edit the text already names (path and functions) is not repeated
+            line = _edit_line(call.name, call.arguments)
+            if line and not all(part in " ".join(found) for part in _edit_parts(line)):
+                found.append(line)
         return _unique(found)[: LINES_PER_MESSAGE + len(message.tool_calls)]
     if message.role == "tool":
         return _tool_lines(text)
@@ -173,6 +176,12 @@ def _edit_line(name: str, arguments: str) -> str | None:
     body = "\n".join(str(args[k]) for k in _EDIT_KEYS if k in args)
     names = list(dict.fromkeys(_DEFINES.findall(body)))[:4]
     return f"{name} {path}" + (f": {', '.join(names)}" if names else "")
+
+
+def _edit_parts(line: str) -> list[str]:
+    """The path and the function names of an edit line (``tool path: f, g``)."""
+    head, _, names = line.partition(": ")
+    return [head.split(" ", 1)[-1], *(n for n in names.split(", ") if n)]
 
 
 def _clip(line: str, at: int) -> str:
