@@ -46,8 +46,13 @@ class ThreadsFacet(Protocol):
     computed by the database (issue 26). The GUI calls it from functions run on a worker
     (``client.apply``), never from the GUI thread."""
 
-    def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
-        """One keyset page of the threads ``query`` matches, in its order, with their total."""
+    def page(self, query: ThreadQuery, *, after: str | None = None, offset: int = 0, limit: int = 200) -> ThreadPage:
+        """One keyset page of the threads ``query`` matches, in its order, with their total
+        (``offset``: rows skipped first, a jump into the list)."""
+        ...
+
+    def position(self, query: ThreadQuery, key: str) -> int | None:
+        """The row of thread ``key`` in the list of ``query``, or None when it does not match."""
         ...
 
     def count(self, query: ThreadQuery) -> int:

@@ -30,11 +30,9 @@ from .tasks import Report, TaskSet
 
 #: the filter box waits this long after the last key before it searches
 SEARCH_DEBOUNCE_MS = 250
-#: the longest page a walk to a far row (or to a thread chosen elsewhere) reads at once
-WALK_STEP = 2_000
-#: how far down the list (rows) a thread chosen elsewhere is looked for before the list is
-#: narrowed to its key instead (walking costs about 0.1 ms a row on a 100k store)
-FIND_BUDGET = 2_000
+#: a row further than this from the nearest anchor is fetched by a jump (the database skips to
+#: it: ``page(offset=)``) rather than by following cursors page by page
+JUMP_AFTER = 2 * PAGE
 #: the default order: by key (a sub-agent under its parent), as the list always was
 DEFAULT_QUERY = ThreadQuery(sort="key", descending=False)
 #: a column heading's first click: title A→Z, the others the most first
@@ -71,42 +69,22 @@ def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tup
 
 
 def walk(service: InspectorService, query: ThreadQuery, cursor: str | None, distance: int, limit: int = PAGE) -> Walk:
-    """From the anchor ``cursor``, skip ``distance`` rows (long pages, only their cursors kept)
-    and read the page that starts there (on a worker)."""
-    anchors: list[tuple[int, str]] = []
-    offset = 0
-    while distance - offset >= limit:
-        step = min(WALK_STEP, distance - offset)
-        page = read_page(service, query, cursor, step)
-        if page.after is None or not page.threads:
-            break  # the list is shorter than it was: the page read last is the one to show
-        offset += len(page.threads)
-        cursor = page.after
-        anchors.append((offset, cursor))
-    return Walk(tuple(anchors), offset, read_page(service, query, cursor, limit))
+    """From the anchor ``cursor``, the page that starts ``distance`` rows further (on a worker):
+    the database skips those rows (``offset``), the page's own cursor goes on from there."""
+    page = service.threads.page(query, after=cursor, offset=distance, limit=limit)
+    return Walk((), distance, page)
 
 
-def find_thread(service: InspectorService, query: ThreadQuery, key: str, budget: int = 0) -> tuple[str, Walk | None]:
-    """Where thread ``key`` is in the list of ``query`` (on a worker): ``("found", the page that
-    holds it)`` within the first ``budget`` rows (0: no limit); ``("absent", None)`` when the query
-    does not match it; ``("far", None)`` when it matches but lies further down (a search by its key
-    says so): the store has no offset to jump by, and every row walked costs."""
-    anchors: list[tuple[int, str]] = []
-    offset, cursor = 0, None
-    while not budget or offset < budget:
-        page = read_page(service, query, cursor, WALK_STEP if not budget else min(WALK_STEP, budget - offset))
-        at = next((i for i, t in enumerate(page.threads) if t.key == key), None)
-        if at is not None:
-            start = offset + max(0, at - PAGE // 2)
-            head = page.threads[max(0, at - PAGE // 2):][:PAGE]
-            return "found", Walk(tuple(anchors), start, ThreadPage(tuple(head), page.total, None))
-        if page.after is None:
-            return "absent", None
-        offset += len(page.threads)
-        cursor = page.after
-        anchors.append((offset, cursor))
-    probe = read_page(service, replace(query, text=key), None, 50)
-    return ("far", None) if any(t.key == key for t in probe.threads) else ("absent", None)
+def find_thread(service: InspectorService, query: ThreadQuery, key: str) -> Walk | None:
+    """The page of the list of ``query`` that holds thread ``key`` near its middle (on a worker),
+    however far down it is: its row counted by the database, then one page read from there.
+    None when the query does not match it."""
+    row = service.threads.position(query, key)
+    if row is None:
+        return None
+    start = max(0, row - PAGE // 2)
+    page = service.threads.page(query, offset=start, limit=PAGE)
+    return Walk((), start, page)
 
 
 def count_text(held: int, total: int, filtered: bool) -> str:
@@ -281,6 +259,12 @@ class ThreadListController:
         anchor, cursor, direction = self.plan(row)
         query = self.query if direction > 0 else reversed_query(self.query)
         distance = abs(row - anchor)
+        if distance > JUMP_AFTER:  # far from any anchor: a jump from the nearer end of the list
+            total = self.model.total
+            from_top = row <= total // 2
+            anchor, cursor, direction = (0, None, 1) if from_top else (total - 1, None, -1)
+            query = self.query if from_top else reversed_query(self.query)
+            distance = row if from_top else total - 1 - row
         start = max(0, distance - PAGE // 2) if distance >= PAGE else 0  # the row asked for mid-page
         result = await self.client.apply_interactive(walk, query, cursor, start)
         if epoch != self.epoch:
@@ -300,42 +284,21 @@ class ThreadListController:
         self.show_count()
 
     # == a thread chosen elsewhere ==============================================================
-    async def reveal(self, key: str, *, scroll: bool = True, narrow: bool = False) -> bool:
+    async def reveal(self, key: str, *, scroll: bool = True) -> bool:
         """Select ``key``'s row without opening it again, fetching the page that holds it when it
-        is within :data:`FIND_BUDGET` rows of the top; further down, ``narrow`` searches for its
-        key instead (the filter box says so; clearing it shows the whole list again). False when
-        the list's query does not match it (or it is far and ``narrow`` is off)."""
+        is not held (its row counted by the database: however far down the list). False when the
+        list's query does not match it."""
         row = self.model.row_of(key)
         if row is None:
             epoch = self.epoch
-            where, found = await self.client.apply(find_thread, self.query, key, FIND_BUDGET)
-            if epoch != self.epoch:
-                return False
-            if where == "far" and narrow:
-                return await self._narrow_to(key)
-            if found is None:
+            found = await self.client.apply(find_thread, self.query, key)
+            if epoch != self.epoch or found is None:
                 return False
             self._place(0, 1, found)
             row = self.model.row_of(key)
             if row is None:
                 return False
         self.select_row(row, scroll=scroll)
-        return True
-
-    async def _narrow_to(self, key: str) -> bool:
-        """The list narrowed to the threads whose key, title, source or model has ``key``."""
-        self.ui.thread_filter.blockSignals(True)
-        self.ui.thread_filter.setText(key)
-        self.ui.thread_filter.blockSignals(False)
-        self._search_timer.stop()
-        task = self.set_query(replace(self.query, text=key))
-        if task is not None:
-            await asyncio.wait([task])  # (another query may replace it: then nothing is selected)
-        row = self.model.row_of(key)
-        if row is None:
-            return False
-        self.select_row(row)
-        self._say(f"{key} is far down the list: showing the threads matching its key (clear the search to see them all)")
         return True
 
     def select_row(self, row: int, *, scroll: bool = True) -> None:

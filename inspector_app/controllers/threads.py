@@ -99,7 +99,7 @@ class ThreadsController:
             elif not url.strip():  # never the demo database in disguise
                 raise EngineError("empty database URL: give a SQLite file or a database URL", code="invalid_db_url")
             await self.client.open(self._opener or open_engine_service, url)
-        except Exception as exc:  # noqa: BLE001: any failure to open is shown, not raised
+        except Exception as exc:  # noqa: BLE001 - any failure to open is shown, not raised
             self.report(exc, "open database")
             bar.showMessage("Not connected")
             return False
@@ -110,7 +110,7 @@ class ThreadsController:
         self.state.listing = None
         try:
             await self.load_threads(select=select)
-        except Exception as exc:  # noqa: BLE001: the list itself cannot be read (a row every listing reads)
+        except Exception as exc:  # noqa: BLE001 - the list itself cannot be read (a row every listing reads)
             self.report(exc, "list threads")
             bar.showMessage("Cannot list the threads of this database")
             return False
@@ -127,8 +127,8 @@ class ThreadsController:
         self.say(self.list.count_text())
         if not page.total:
             return
-        key = current  # one asked for (--thread, an import) is found even far down the list: narrowed to its key then
-        found = key is not None and (self.ui.thread_model.row_of(key) is not None or await self.list.reveal(key, narrow=select is not None))
+        key = current  # one asked for (--thread, an import) is found however far down the list
+        found = key is not None and (self.ui.thread_model.row_of(key) is not None or await self.list.reveal(key))
         if key is not None and not found and not await self.client.apply(thread_exists, key):
             fallback = await self.client.apply(most_compacted)
             if select is not None:
@@ -137,7 +137,7 @@ class ThreadsController:
         if key is None:
             key = await self.client.apply(most_compacted)  # by default the thread with the most compaction history: what the inspector is for
         if key is not None:
-            await self.select_thread(key, narrow=False, find=not found)  # the default one: never narrows the list
+            await self.select_thread(key, find=not found)
 
     def show_columns(self) -> None:
         """The Source column shown only when a thread held is imported (the Gen column then makes
@@ -168,15 +168,15 @@ class ThreadsController:
             bar.clearMessage()
 
     # == threads ================================================================================
-    async def select_thread(self, key: str, *, narrow: bool = True, find: bool = True) -> None:
+    async def select_thread(self, key: str, *, find: bool = True) -> None:
         """Select ``key`` in the list and load it. A thread beyond the rows held is looked for
-        while it opens (``find``): its page fetched when it is near the top, else (``narrow``) the
-        list narrowed to its key (:meth:`.thread_list.ThreadListController.reveal`)."""
+        while it opens (``find``): its row counted by the database and its page fetched, however
+        far down the list (:meth:`.thread_list.ThreadListController.reveal`)."""
         row = self.ui.thread_model.row_of(key)
         if row is not None:
             self.list.select_row(row)
         elif find:
-            self.tasks.spawn(self.list.reveal(key, narrow=narrow), "find the thread in the list")
+            self.tasks.spawn(self.list.reveal(key), "find the thread in the list")
         await self.load_thread(key)
 
     def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
@@ -220,7 +220,7 @@ class ThreadsController:
             if isinstance(first.state, Exception):
                 raise first.state
             boundary = BoundaryInfo.from_state(*first.state)
-        except Exception as exc:  # noqa: BLE001: the timeline still shows, without its summary card
+        except Exception as exc:  # noqa: BLE001 - the timeline still shows, without its summary card
             problems.append(("read compaction state", exc))
         sources: tuple[SourceCompaction, ...] = ()
         if isinstance(first.sources, Exception):  # the timeline still shows, without the source's boundaries
@@ -245,7 +245,7 @@ class ThreadsController:
             if isinstance(first.page, Exception):
                 raise first.page
             await self.paging.load_first(first.page)
-        except Exception as exc:  # noqa: BLE001: the timeline stays empty and the detail pane says why
+        except Exception as exc:  # noqa: BLE001 - the timeline stays empty and the detail pane says why
             model.gap_failed()
             problems.append(("read messages", exc))
             ui.thread_meta.setText(f"{plural(info.message_count, 'message')} · cannot be read")
@@ -287,11 +287,11 @@ class ThreadsController:
             ui.replay.restore_view_state(restore.replay)
             select_event(ui, restore.event)
         if problems:
-            what, exc = problems[0]
+            what, first_error = problems[0]
             others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
-            self.report(exc, f"{what} of {key!r}{others}")
+            self.report(first_error, f"{what} of {key!r}{others}")
             if any(w in ("read messages", "read status") for w, _ in problems):
-                ui.thread_model.set_failed(key, error_text(exc))
+                ui.thread_model.set_failed(key, error_text(first_error))
         self._loaded(key)
 
     def _show_broken(self, key: str, exc: BaseException) -> None:
@@ -317,7 +317,7 @@ class ThreadsController:
         async def read(what: str, call: Coroutine[Any, Any, Any]) -> Any:
             try:
                 return await call
-            except Exception as exc:  # noqa: BLE001: collected, reported once
+            except Exception as exc:  # noqa: BLE001 - collected, reported once
                 problems.append((what, exc))
                 return None
 
@@ -393,7 +393,7 @@ class ThreadsController:
         ui.checks_note.setText("Checking…")
         try:
             findings = await self.client.apply(run_checks, key)
-        except Exception as exc:  # noqa: BLE001: the checks themselves failed: said in the tab
+        except Exception as exc:  # noqa: BLE001 - the checks themselves failed: said in the tab
             ui.findings_model.set_findings([])
             ui.checks_note.setText(f"The checks could not run: {error_text(exc)}")
             return
@@ -565,7 +565,7 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
     def attempt(read: Callable[[], Any]) -> Any:
         try:
             return read()
-        except Exception as exc:  # noqa: BLE001: handed back to the GUI thread, which reports it
+        except Exception as exc:  # noqa: BLE001 - handed back to the GUI thread, which reports it
             return exc
 
     marks = attempt(lambda: invoke(service, InspectorService.versions, key))

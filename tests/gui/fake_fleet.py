@@ -99,16 +99,21 @@ class FakeThreads(dict):
         out.sort(key=lambda i: (_sort_value(i, query.sort), i.id), reverse=query.descending)
         return out
 
-    def page(self, query: ThreadQuery, *, after: str | None = None, limit: int = 200) -> ThreadPage:
+    def page(self, query: ThreadQuery, *, after: str | None = None, offset: int = 0, limit: int = 200) -> ThreadPage:
         self.service._record("threads.page", query, after, limit)
         rows = self.matching(query)
         if after is not None:
             mark = tuple(json.loads(after))
             rows = [i for i in rows if ((_sort_value(i, query.sort), i.id) < mark if query.descending else (_sort_value(i, query.sort), i.id) > mark)]
+        rows = rows[offset:]
         total = len(self.matching(query))
         shown = tuple(rows[:limit])
         nxt = json.dumps([_sort_value(shown[-1], query.sort), shown[-1].id]) if len(rows) > limit and shown else None
         return ThreadPage(shown, total, nxt)
+
+    def position(self, query: ThreadQuery, key: str) -> int | None:
+        self.service._record("threads.position", query, key)
+        return next((n for n, i in enumerate(self.matching(query)) if i.key == key), None)
 
     def count(self, query: ThreadQuery) -> int:
         self.service._record("threads.count", query)

@@ -11,6 +11,7 @@ selection and the rows on screen.
 from __future__ import annotations
 
 import shutil
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
@@ -223,18 +224,40 @@ def test_refresh_keeps_selection_and_scroll_when_another_connection_adds_threads
     assert w.thread_count.text().endswith(f"of {THREADS + 2:,} threads")
 
 
-def test_a_thread_far_down_the_list_narrows_it_to_its_key(qtbot: Any, opened: MainWindow, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Beyond the rows a search may walk (the store has no offset), a thread asked for by key is
-    shown by narrowing the list to its key, and the status bar says how to see them all."""
-    import inspector_app.controllers.thread_list as thread_list
-
+def test_a_thread_far_down_the_list_is_selected_in_place(qtbot: Any, opened: MainWindow, db: str) -> None:
+    """A thread asked for by key far beyond the rows held is found by its row (counted by the
+    database) and selected where it is: the list is not narrowed, and it holds only the pages
+    around it (no walk from the top)."""
     w = opened
-    monkeypatch.setattr(thread_list, "FIND_BUDGET", PAGE)
+    model = w.thread_model
+    keys, _ = reference(db, ThreadQuery(sort="key", descending=False))  # the default order: by key
+    assert FAR not in keys and model.row_of(FAR) is None
     run(qtbot, w, w.select_thread(FAR), timeout=WAIT)
     qtbot.waitUntil(lambda: w.idle and w.thread_list.currentIndex().data(KeyRole) == FAR, timeout=WAIT)
-    assert w.thread_filter.text() == FAR and w.thread_pages.query.text == FAR and w.thread_model.rowCount() == 1
-    assert w.statusBar().currentMessage().startswith(f"{FAR} is far down the list")
+    assert w.thread_filter.text() == "" and w.thread_pages.query.text is None and model.rowCount() == THREADS
+    row = model.row_of(FAR)
+    svc = open_service(db)
+    try:
+        assert row == svc.threads.position(ThreadQuery(sort="key", descending=False), FAR) == w.thread_list.currentIndex().row()
+    finally:
+        svc.close()
+    assert model.held <= CACHE_ROWS + PAGE
     assert w.timeline_model.key == FAR
+
+
+def test_a_jump_to_the_middle_reads_one_page_not_the_rows_before(qtbot: Any, opened: MainWindow) -> None:
+    """Dragging the scroll bar to the middle fetches the page there by an offset in the
+    database: the rows on screen fill in, and the pages before them are not read."""
+    w = opened
+    model, view = w.thread_model, w.thread_list
+    middle = THREADS * 2 // 3
+    held_before = max(r for r in range(THREADS) if model.loaded(r))
+    assert held_before < middle - 2 * PAGE
+    view.scrollTo(w.thread_proxy.mapFromSource(model.index(middle, 0)), view.ScrollHint.PositionAtTop)
+    qtbot.waitUntil(lambda: model.loaded(middle) and w.idle, timeout=WAIT)
+    assert model.held <= CACHE_ROWS + PAGE
+    gap = range(held_before + 1, middle - PAGE)
+    assert not any(model.loaded(r) for r in gap)  # what lies between the rows held and the middle was not read
 
 
 def test_the_model_applies_a_changed_window_as_moves_inserts_and_removals(qapp: Any) -> None:
@@ -247,7 +270,7 @@ def test_the_model_applies_a_changed_window_as_moves_inserts_and_removals(qapp: 
     from engine.views import ThreadInfo
     from inspector_app.models.threads import ThreadListModel
 
-    stamp = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    stamp = datetime(2026, 12, 1, tzinfo=UTC)
 
     def info(i: int, key: str) -> ThreadInfo:
         return ThreadInfo(i, key, key.upper(), None, None, None, i, 0, 0, None, None, stamp, stamp)
