@@ -285,7 +285,7 @@ class Compactor:
             if not sel.units:
                 state = m.snapshot.state
                 over, note = self._over_threshold(m, reached_limit=False, nothing_selectable=True)
-                why = "insufficient_history"
+                why: str | None = "insufficient_history"
                 if pinned_tokens(m) > m.policy.target_tokens:
                     why, note = "pinned_over_target", pins_note(m)
                 return audited(ManualResult("no_op", why, before, before, 0, state.boundary, state.generation, 0, still_over_threshold=over, note=note))

@@ -24,7 +24,6 @@ Rules (the same for every payload):
 from __future__ import annotations
 
 import dataclasses
-import functools
 import types
 import typing
 from dataclasses import dataclass, field
@@ -561,9 +560,15 @@ def _to_json(value: Any) -> Any:
     return value
 
 
-@functools.cache
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
 def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    """The resolved annotations of a record class, read once per class."""
+    hints = _HINTS.get(cls)
+    if hints is None:
+        hints = _HINTS[cls] = typing.get_type_hints(cls)
+    return hints
 
 
 def _coerce(tp: Any, value: Any) -> Any:
@@ -605,7 +610,8 @@ def written_by(data: Mapping[str, Any] | None) -> str | None:
     if not isinstance(data, Mapping):
         return None
     name = data.get("summarizer")
-    usage = data.get("usage") if isinstance(data.get("usage"), Mapping) else {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, Mapping) else {}
     host = data.get("summarizer_host")
     if usage.get("extractive") is True or name == "extractive":
         return "extractive summarizer (offline)"

@@ -31,7 +31,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -172,7 +172,7 @@ def _timestamp(text: str | None) -> datetime | None:
         dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 # -- one message -------------------------------------------------------------------------------
@@ -399,8 +399,8 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
             if sid in known:
                 continue
             known.add(sid)
-            first = position_ids[c.replaced_start] if 0 <= c.replaced_start < len(position_ids) and c.replaced_end > c.replaced_start else None
-            last = position_ids[c.replaced_end - 1] if 0 < c.replaced_end <= len(position_ids) and c.replaced_end > c.replaced_start else None
+            first_id = position_ids[c.replaced_start] if 0 <= c.replaced_start < len(position_ids) and c.replaced_end > c.replaced_start else None
+            last_id = position_ids[c.replaced_end - 1] if 0 < c.replaced_end <= len(position_ids) and c.replaced_end > c.replaced_start else None
             tx.record_source_compaction(
                 source=session.format,
                 source_id=sid,
@@ -409,8 +409,8 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
                 tokens_before=c.tokens_before,
                 summary=c.summary,
                 after_message_id=position_ids[c.position - 1] if 0 < c.position <= len(position_ids) else None,
-                replaced_first_id=first,
-                replaced_last_id=last,
+                replaced_first_id=first_id,
+                replaced_last_id=last_id,
                 source_timestamp=c.timestamp,
                 kept=_kept(c.kept),
                 forgotten=c.forgotten_ids,
@@ -552,8 +552,8 @@ def follow_path(
             wait = poll if deadline is None else max(0.0, min(poll, deadline - time.monotonic()))
             stop.wait(wait)
     finally:
-        for sig, handler in restore:
-            signal.signal(sig, handler)
+        for signum, handler in restore:
+            signal.signal(signum, handler)
     return list(totals.values())
 
 

@@ -16,53 +16,15 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
-
 from . import history, whatif
 from .compactor import Compactor, Measured, Outcome, RunState
+from .config import Settings as UserSettings
+from .discovery import DiscoveredSession, SessionFollower, discover, store_writer
 from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
 from .fleet import ThreadsFacet
 from .history import RequestEnvelopes
 from .importing import ImportReport, follow_path, import_path
-from .discovery import DiscoveredSession, SessionFollower, discover, store_writer
-from .messages import Message, ToolCall
-from .meter import default_meter
-from .policy import THREAD_INSTRUCTIONS, PolicyError, PolicySet, ResolvedPolicy, thread_overrides
-from .replay import build_episodes
-from .snapshots import SnapshotCache
-from .step import StepStart
-from .store.reads import thread_reading
-from .store import access as _access, reverts as _reverts
-from .store import ABORTED_TEXT, InvalidDatabaseURL, InvalidSetting, InvalidTransition, Store, display_url, normalize_url
-from .summarizers.protocol import Summarizer
-from .summarizers.factory import ConnectionReport, check_connection, make_summarizer, provenance  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
-from .summarizers.extractive import ExtractiveSummarizer
-from .config import Settings as UserSettings
-from .surface import shown_message
-from .views import AuditEntry, RevertResult, RevertTarget  # issue 23
-from .views import (
-    CompactionDiff,
-    CompactionEntry,
-    CompactionEvent,
-    CompactionState,
-    Episode,
-    HistoryRecord,
-    ManualResult,
-    ModelRequest,
-    Offload,
-    PinChange,
-    PinInfo,
-    PressurePoint,
-    PressureStatus,
-    SOURCE_NAMES,
-    SourceCompaction,
-    StoredMessage,
-    ThreadInfo,
-    ThreadPolicyView,
-    VisibleTokens,
-)
-from .whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
-from .workdir import Workdir, WorkdirMissing
 from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and the adapters import them from here)
     APP_NAME,
     DEFAULT_CONTEXT_WINDOW,
@@ -76,6 +38,55 @@ from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and 
     load_policies,
     sessions_database_url,
 )
+from .messages import Message, ToolCall
+from .meter import default_meter
+from .policy import THREAD_INSTRUCTIONS, PolicyError, PolicySet, ResolvedPolicy, thread_overrides
+from .replay import build_episodes
+from .snapshots import SnapshotCache
+from .step import StepStart
+from .store import (
+    ABORTED_TEXT,
+    InvalidDatabaseURL,
+    InvalidSetting,  # noqa: F401 - re-exported
+    InvalidTransition,
+    Store,
+    access as _access,
+    display_url,
+    normalize_url,  # noqa: F401 - re-exported (the inspector reads URLs with it)
+    reverts as _reverts,
+)
+from .store.reads import thread_reading
+from .summarizers.extractive import ExtractiveSummarizer
+from .summarizers.factory import ConnectionReport, check_connection, make_summarizer, provenance  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
+from .summarizers.protocol import Summarizer
+from .surface import shown_message
+from .views import (  # issue 23
+    SOURCE_NAMES,
+    AuditEntry,
+    CompactionDiff,
+    CompactionEntry,
+    CompactionEvent,
+    CompactionState,
+    Episode,
+    HistoryRecord,
+    ManualResult,
+    ModelRequest,
+    Offload,
+    PinChange,
+    PinInfo,
+    PressurePoint,
+    PressureStatus,
+    RevertResult,
+    RevertTarget,
+    SourceCompaction,
+    StoredMessage,
+    ThreadInfo,
+    ThreadPolicyView,
+    VisibleTokens,
+)
+from .whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
+from .workdir import Workdir, WorkdirMissing
+
 
 def open_service(
     url: str | None = None,
@@ -298,7 +309,7 @@ class Service:
                 snap, routed = self.snapshots.pressure_read(key, reader=tx.thread_reader())
                 try:  # measuring only (no I/O); a failure goes the slow path, which records it (§2.9)
                     checked = self.compactor.check(snap, routed, run)
-                except Exception:
+                except Exception:  # noqa: BLE001 - the slow path measures again and records the failure (§2.9)
                     return StepStart(ids)
                 if not isinstance(checked, Outcome):
                     return StepStart(ids)
@@ -567,7 +578,7 @@ class Service:
         if policy is None:
             name = SOURCE_NAMES.get(head.source_format or "", head.source_format)
             what = f"model {head.model}" if head.model else "no model"
-            window = {"threshold": 0, "context_window": 0, "window_source": "unknown",
+            window: dict[str, Any] = {"threshold": 0, "context_window": 0, "window_source": "unknown",
                       "window_detail": f"{name} names {what} and reported no context window: window unknown (this database's "
                                        f"fallback window is for its own threads, not an imported session)"}
         else:
@@ -785,7 +796,7 @@ class Service:
             conv = tx.conv
             reported = conv.reported_context_window
             r = self.policies.resolve(conv.provider, conv.model, reported_window=reported, reported_by=conv.source_format if reported else None, thread=own)
-            r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
+            _ = r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
             if new != old:
                 tx.set_thread_policy(new, operator=who)
                 only_text = {k for k in set(old) | set(new) if old.get(k) != new.get(k)} == {THREAD_INSTRUCTIONS}
@@ -808,7 +819,7 @@ class Service:
         policies = load_policies(self.store, data)
         for provider, model in [(None, None), *policies.overrides]:
             r = policies.resolve(provider, model)
-            r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
+            _ = r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable
         self.store.put_setting(POLICY_SETTING, dict(data))
         self.policies = policies
 

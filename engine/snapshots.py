@@ -59,9 +59,7 @@ from .store.reads import CountedRow, ThreadReader, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
 from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
-from .workers import CountWorker as _CountWorker
-from .workers import read_array as _read_array
-from .workers import start_worker as _start_worker
+from .workers import CountWorker as _CountWorker, read_array as _read_array, start_worker as _start_worker
 
 __all__ = ["PAGE", "SnapshotCache", "SourceView", "Tally", "ThreadMeasure"]
 
@@ -96,6 +94,12 @@ class Tally:
         self.first_role: str | None = None
         #: (what they depend on, tokens by category) of the envelope's fixed parts (see _measurement)
         self.fixed: tuple[Any, dict[str, int]] | None = None
+
+    def held_meter(self) -> TokenMeter:
+        """The meter of the held path (a stream worker's tally has none)."""
+        if self.meter is None:
+            raise RuntimeError("a stream worker's tally has no meter: it only adds kept counts")
+        return self.meter
 
     def add(self, shown: Sequence[Message | CountedRow], counts: Sequence[int]) -> None:
         waiting = self._waiting
@@ -336,7 +340,7 @@ class SnapshotCache:
             entry.shown.extend(shown_new)
         entry.last_id = new[-1].id
         for tally in entry.tallies.values():
-            tally.add(shown_new, tally.meter.count_messages(shown_new))
+            tally.add(shown_new, tally.held_meter().count_messages(shown_new))
 
     def measure(self, snapshot: Snapshot, meter: TokenMeter, *, ephemeral: Sequence[Message] = ()) -> tuple[Surface, Envelope, Measurement]:
         """(surface, envelope, measurement) of ``snapshot``, equal to ``build_surface`` →
@@ -443,12 +447,12 @@ class SnapshotCache:
                    "worker_min_messages": self.worker_min_messages}
             try:
                 done = _StreamWorker().run(job, progress)
-            except Exception:  # noqa: BLE001: measured here instead (a data error is raised again there)
+            except Exception:  # noqa: BLE001 - measured here instead (a data error is raised again there)
                 log.warning("the stream worker did not finish; measuring in this process", exc_info=True)
-            if done is not None:
-                (state, ids, counts), entry.last_id, saw_user = done
-                tally.load(state, ids, counts)
-        if done is None:
+        if done is not None:
+            (state, ids, counts), entry.last_id, saw_user = done
+            tally.load(state, ids, counts)
+        else:
             entry.last_id, saw_user, self.worker = _stream_counts(
                 reader, tally, lambda: meter, meter.count_key, head.offloads, entry.last_id, upto, self.page,
                 worker=self.worker, worker_min_messages=self.worker_min_messages, progress=progress)
@@ -462,7 +466,7 @@ def _replaced(compactions: Sequence[SourceCompaction]) -> list[tuple[int, int]]:
                    if c.kind == "summary" and not c.details.get("failed") and c.replaced_first_id is not None
                    and c.replaced_last_id is not None)
     merged: list[tuple[int, int]] = []
-    for lo, hi in spans:  # type: ignore[misc]
+    for lo, hi in spans:
         if merged and lo <= merged[-1][1] + 1:
             merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
         else:
@@ -537,8 +541,10 @@ def _source_view(reader: ThreadReader, measured: ThreadMeasure, compactions: Seq
 def _recorded_usage(meta: Mapping[str, Any], name: str) -> str | None:
     """What the source recorded of its usage for the whole session, in words (SWE-agent
     ``info.model_stats``: cumulative over its calls, not one request's prompt), else None."""
-    extra = meta.get("extra") if isinstance(meta.get("extra"), dict) else {}
-    stats = extra.get("model_stats") if isinstance(extra.get("model_stats"), dict) else {}
+    extra = meta.get("extra")
+    extra = extra if isinstance(extra, dict) else {}
+    stats = extra.get("model_stats")
+    stats = stats if isinstance(stats, dict) else {}
     sent, calls = stats.get("tokens_sent"), stats.get("api_calls")
     if not isinstance(sent, int) or isinstance(sent, bool) or sent <= 0:
         return None
@@ -719,7 +725,7 @@ def _stream_worker_main(stdin: Any, stdout: Any) -> None:
                     worker=True, worker_min_messages=job["worker_min_messages"], progress=lambda n: send("progress", n))
         finally:
             store.close()
-    except Exception as exc:  # noqa: BLE001: the caller streams the thread itself (and raises a data error there)
+    except Exception as exc:  # noqa: BLE001 - the caller streams the thread itself (and raises a data error there)
         send("error", f"{type(exc).__name__}: {exc}")
         return
     send("done", tally.state(), last_id, saw_user, len(tally.ids))

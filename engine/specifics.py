@@ -24,7 +24,7 @@ import re
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Literal, Mapping, Sequence
+from typing import Any, Callable, Iterable, Literal, Mapping, Self, Sequence
 
 from .messages import Message
 
@@ -605,7 +605,7 @@ class _Index:
         self.quantities: set[str] = set().union(*(p[1] for p in parts))
 
     @classmethod
-    def union(cls, *parts: "_Index") -> "_Index":
+    def union(cls, *parts: "_Index") -> Self:
         out = cls.__new__(cls)
         out.texts = [t for p in parts for t in p.texts]
         out.joined = "\n".join(p.joined for p in parts)

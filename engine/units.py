@@ -76,7 +76,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from typing import Callable, Collection, Iterator, Literal, Mapping, Sequence
 
-from .messages import META_SYNTHETIC, Message, ToolCall
+from .messages import META_SYNTHETIC, Message, Tagged, ToolCall
 
 UnitKind = Literal["turn", "turn_user", "round"]
 UNIT_KINDS: frozenset[str] = frozenset({"turn", "turn_user", "round"})
@@ -274,7 +274,7 @@ def _turn_parts(turn: Turn, closures: Mapping[int, Counter[str]]) -> tuple[tuple
 # -- closing markers and dangling calls ------------------------------------------------------------
 
 
-def is_closing_marker(message: Message) -> bool:
+def is_closing_marker(message: Tagged) -> bool:
     """A tool result recorded *for* a call rather than *by* it: no result was recorded (idle thread)
     or the run was cancelled first (metadata :data:`CLOSING_FLAGS`, or an importer's
     ``repair: "missing_result"``)."""
@@ -337,11 +337,11 @@ def place_closing_markers(messages: Sequence[Message]) -> list[Message]:
     keep: list[int] = []
     for index, m in enumerate(messages):
         if m.role == "tool" and m.metadata and is_closing_marker(m):
-            at = call_of.get(index)
-            if at is None:
+            call_at = call_of.get(index)
+            if call_at is None:
                 continue  # its call is behind the boundary: an orphan on the surface
-            if any(x.role in ("assistant", "user") for x in messages[at + 1 : index]):
-                moved.setdefault(at, []).append(m)
+            if any(x.role in ("assistant", "user") for x in messages[call_at + 1 : index]):
+                moved.setdefault(call_at, []).append(m)
                 continue
         keep.append(index)
     if not moved and len(keep) == len(messages):
@@ -451,7 +451,7 @@ WRAPPER_TAGS: tuple[str, ...] = (
     "local-command-stderr", "local-command-caveat", "system-reminder", "bash-input", "bash-stdout",
     "bash-stderr", "user-prompt-submit-hook",
 )
-_WRAPPED = re.compile(r"<(%s)(?:\s[^>]*)?>.*?</\1>" % "|".join(map(re.escape, WRAPPER_TAGS)), re.S)
+_WRAPPED = re.compile(r"<(" + "|".join(map(re.escape, WRAPPER_TAGS)) + r")(?:\s[^>]*)?>.*?</\1>", re.S)
 #: texts that a client writes in the user's name (interruptions, a summary continuing a session,
 #: an injected skill; the same rules as engine.importers.claude_code.meta_kind)
 _NOT_REQUEST_TEXT = re.compile(

@@ -18,12 +18,38 @@ from typing import Any, Callable, Iterator, Sequence
 from .. import figures
 from ..errors import CannotCompact, EngineError
 from ..views import THREAD_SORTS
-from . import check, config_cmd, demo, discover_cmd, history_cmd, import_cmd, preview, steer_cmd, whatif_cmd
-from . import revert_cmd  # issue 23: revert, audit
-from . import stats_cmd  # issue 26: compaction stats
+from . import (
+    check,
+    config_cmd,
+    demo,
+    discover_cmd,
+    history_cmd,
+    import_cmd,
+    preview,
+    revert_cmd,  # issue 23: revert, audit
+    stats_cmd,  # issue 26: compaction stats
+    steer_cmd,
+    whatif_cmd,
+)
 from .output import (  # noqa: F401 (EXIT_BUSY and EXIT_USAGE are re-exported for callers and tests)
-    EXIT_BUSY, EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_PIPE, EXIT_USAGE, Listing, Reported, add_paging, database_url, describe_failure, emit_json, error_json,
-    exit_code_for, mask_secrets, quiet_pipe, url_secrets, whole_number,
+    EXIT_BUSY,
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PIPE,
+    EXIT_USAGE,
+    Listing,
+    Reported,
+    add_paging,
+    database_url,
+    describe_failure,
+    emit_json,
+    error_json,
+    exit_code_for,
+    mask_secrets,
+    quiet_pipe,
+    url_secrets,
+    whole_number,
 )
 
 #: the largest ``threads --limit`` (more than any store lists at once; SQL integers stay in range)
@@ -251,7 +277,7 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
             if len(page) < 1000:
                 break
             after = page[-1].id
-    except Exception:  # noqa: BLE001: the rejection itself is what must be reported
+    except Exception:  # noqa: BLE001 - the rejection itself is what must be reported
         return
     detail = rejection_detail(exc, dict(newest.data) if newest is not None else None)
     if detail:
@@ -437,7 +463,7 @@ def _main(argv: Sequence[str] | None) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
-    except Exception as exc:  # noqa: BLE001: never a traceback (docs/cli.md); one line in words
+    except Exception as exc:  # noqa: BLE001 - never a traceback (docs/cli.md); one line in words
         _report(exc, want_json, secrets)
         return exit_code_for(exc)
 

@@ -219,7 +219,7 @@ def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str 
                     e.status = OK
                 except StoreError:
                     raise  # the database, not the file: stop here
-                except Exception as exc:  # noqa: BLE001: a bad file never stops the run; its reason in words
+                except Exception as exc:  # noqa: BLE001 - a bad file never stops the run; its reason in words
                     e.status = ERROR
                     e.code, message = describe_failure(exc)
                     e.reason = message if message.startswith(e.path) else f"{e.path}: {message}"

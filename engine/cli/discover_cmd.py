@@ -110,7 +110,8 @@ def run(args: argparse.Namespace) -> int:
         print('error: empty database URL (--db ""): give a SQLite file or a database URL', file=sys.stderr)
         return EXIT_USAGE
     u = normalize_url(url)
-    missing = u.get_backend_name() == "sqlite" and bool(u.database) and u.database != ":memory:" and not Path(u.database).exists()
+    missing = (u.get_backend_name() == "sqlite" and u.database is not None and u.database not in ("", ":memory:")
+               and not Path(u.database).exists())
     writes = args.do_import or args.follow
     svc = None
     if not missing or writes:

@@ -230,7 +230,7 @@ def run_diff(args: argparse.Namespace) -> int:
     secrets = url_secrets(args.db)
     try:
         svc = open_db(args)
-    except Exception as exc:  # noqa: BLE001: one line, never a traceback
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return _fail(exc, want_json, secrets)
     try:
         th = read_history(svc.store, args.thread)

@@ -60,7 +60,7 @@ def _open(url: str) -> Any:
 
     u = normalize_url(url)
     db = u.database if u.get_backend_name() == "sqlite" else None
-    create = bool(db) and db != ":memory:" and not Path(db).exists()  # a new SQLite file: create its schema
+    create = db is not None and db not in ("", ":memory:") and not Path(db).exists()  # a new SQLite file: create its schema
     return open_service(url, create=create)
 
 

@@ -11,7 +11,7 @@ import json
 import sys
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Literal
 from urllib.parse import quote
 
 from ..errors import EngineError, describe_failure
@@ -83,7 +83,7 @@ def url_secrets(url: str | None) -> list[str]:
         from ..store import normalize_url
 
         password = normalize_url(url).password
-    except Exception:  # noqa: BLE001: the typed form is all there is
+    except Exception:  # noqa: BLE001 - the typed form is all there is
         password = None
     if password:
         found.update({password, quote(password, safe=""), quote(password)})
@@ -110,7 +110,7 @@ def database_url(arg: str | None) -> str:
         normalize_url(url)
     except EngineError:
         raise
-    except Exception as exc:  # noqa: BLE001: the parser's own ValueError (e.g. int("abc") for the port)
+    except Exception as exc:  # noqa: BLE001 - the parser's own ValueError (e.g. int("abc") for the port)
         why = "the port is not a number" if "int()" in str(exc) else "it cannot be parsed"
         shown = mask_secrets(url.split("@")[-1], url_secrets(url))
         raise InvalidDatabaseURL(f"not a database URL: {shown!r} ({why})") from None
@@ -223,7 +223,7 @@ class Listing:
         out.write("\n}\n")
         out.flush()
 
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> Literal[False]:
         if not self.json:
             return False
         if exc is None:

@@ -56,6 +56,13 @@ _PATH = re.compile(r"(?<![\w/.~])(?:~|\.{1,2})?/[\w.@%+-]+(?:/[\w.@%+-]+)+|\b[\w
 #: a line reporting a success (a passed or skipped test, an ``ok`` step): notable only for its path,
 #: and after every other path line (a verbose test run prints one per test)
 _SUCCESS_LINE = re.compile(r"\b(?:PASSED|PASS|passed|SKIPPED|skipped|XFAIL|xfail|ok|OK)\b")
+#: a measured figure with its unit ("412 ms", "1,200 rps", "774 MiB", "99.5 %"): a line reporting
+#: one (a load test's summary, a benchmark, a build's size) is notable beside the errors, since
+#: the figure is what an agent quotes later and a head/tail cut loses it in the middle of a log
+_MEASURE = re.compile(
+    r"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|min|minutes|h|hours|rps|req/s|qps|ops/s|rows/s"
+    r"|[KMGT]i?B|[kKMG]B/s|B|bytes|%|tokens|users|workers|threads|connections)(?![\w/])"
+)
 NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made it notable
 #: what each kept line may still hold when they do not all fit: its first characters around what
 #: made it notable, shorter and shorter, then only the identifiers (paths, URLs, ids) it names
@@ -63,7 +70,7 @@ NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made
 LINE_LEVELS: tuple[int, ...] = (NOTABLE_LINE_CHARS, 120, 72, 0)
 #: share of the preview the kept lines may take from head and tail when they need it (30 % to 70 %)
 _KEPT_SHARE_MIN, _KEPT_SHARE_MAX = 30, 70
-_NOTABLE_KINDS = ("errors", "URLs", "paths")
+_NOTABLE_KINDS = ("errors", "URLs", "paths", "figures")
 
 
 #: literals one of which every notable line contains: found with str.find (fast), then checked
@@ -118,13 +125,15 @@ def _notable_lines(content: str) -> list[_Notable]:
     candidates: set[int] = set()
     for literal in _NOTABLE_LITERALS:
         _lines_containing(content, literal, starts, candidates)
+    measured: set[int] = {bisect.bisect_right(starts, m.start()) - 1 for m in _MEASURE.finditer(content)}
+    candidates |= measured
     found: list[_Notable] = []
     for index in sorted(candidates):
         start = starts[index]
         end = starts[index + 1] if index + 1 < len(starts) else len(content)
         body = content[start:end].rstrip("\r\n")
         hit = None
-        for priority, pattern in enumerate((_ERROR_LINE, _URL, _PATH)):  # noqa: B007 - priority is read after the loop
+        for priority, pattern in enumerate((_ERROR_LINE, _URL, _PATH, _MEASURE)):  # noqa: B007 - read after the loop  # noqa: B007 - priority is read after the loop
             hit = pattern.search(body)
             if hit:
                 break
@@ -132,6 +141,8 @@ def _notable_lines(content: str) -> list[_Notable]:
             continue
         if priority == 2 and _SUCCESS_LINE.search(body):
             priority = 3
+        elif priority == 3:  # a figure with its unit and no path or URL: kept whole, after the errors
+            priority = 0 if index in measured and not _SUCCESS_LINE.search(body) else 3
         found.append(_Notable(start, end, index + 1, priority, CONTROL.sub(" ", body).rstrip(), hit.start()))
     return found
 

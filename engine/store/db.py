@@ -322,7 +322,10 @@ def _enable_wal(engine: Engine, url: URL) -> None:
         return
     raw = engine.raw_connection()
     try:
-        raw.driver_connection.execute("PRAGMA journal_mode=WAL")  # outside a transaction (autocommit)
+        driver = raw.driver_connection
+        if driver is None:
+            raise RuntimeError(f"no SQLite connection behind the pool's connection to {url!r}")
+        driver.execute("PRAGMA journal_mode=WAL")  # outside a transaction (autocommit)
     finally:
         raw.close()
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import getpass
 import logging
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, cast
 
-from sqlalchemy import bindparam, func, insert, select, text, update
+from sqlalchemy import CursorResult, bindparam, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -25,26 +25,26 @@ from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
 from .fleet import add_kept
 from .invariants import CallLedger
-from .sources import SourceWrites
 from .models import (
     AUDIT_ACTIONS,
     AuditRow,
-    MessagePin,
-    ThreadPolicyRow,
     CompactionEventRow,
     CompactionHistoryRow,
     CompactionStateRow,
     Conversation,
+    MessagePin,
     MessageRow,
     ModelRequestRow,
     QueuedRequest,
     Run,
+    ThreadPolicyRow,
     ToolOffloadRow,
     utcnow,
 )
 from .reads import THREAD_KEY, ConversationReader, ThreadReader
 from .records import MESSAGES, message_values, to_message
 from .rules import check_json, clean_text, scrub_text
+from .sources import SourceWrites
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ def with_counts(conversation_model: str | None, rows: Sequence[dict[str, Any]], 
     try:
         meter = default_meter(conversation_model)
         counts = meter.count_messages(messages, cache=cache)
-    except Exception:  # noqa: BLE001: uncounted rows are counted when read
+    except Exception:  # noqa: BLE001 - uncounted rows are counted when read
         log.warning("message token counts not recorded", exc_info=True)
         return
     key = meter.count_key
@@ -104,7 +104,7 @@ def os_operator() -> str:
     platform cannot say."""
     try:
         return getpass.getuser() or "unknown"
-    except Exception:  # noqa: BLE001: no login name (a container without USER / passwd entry)
+    except Exception:  # noqa: BLE001 - no login name (a container without USER / passwd entry)
         return "unknown"
 
 
@@ -349,7 +349,7 @@ class Locked(SourceWrites, ConversationReader):
             .where(QueuedRequest.conversation_id == self.conv.id, QueuedRequest.status == "queued")
             .values(status="cancelled")
         )
-        return res.rowcount or 0
+        return cast("CursorResult[Any]", res).rowcount or 0  # an UPDATE's result is a cursor result
 
     def start_run(self, *, request_id: int | None = None) -> int:
         """Start a run. At most one active (running or waiting) run per thread."""
@@ -634,7 +634,7 @@ class Locked(SourceWrites, ConversationReader):
             q = select(MessageRow).where(MessageRow.conversation_id == self.conv.id, MessageRow.role == "tool",
                                          MessageRow.id > head.id, MessageRow.tool_call_id.in_(calls)).order_by(MessageRow.id)
             around = [head] + [to_message(r) for r in self.session.scalars(q)]
-        return sorted(pinned_rounds(around, {msg.id}))
+        return sorted(pinned_rounds(around, {int(message_id)}))
 
     def pinned_ids(self) -> list[int]:
         """The ids pinned in this thread (as stored), in id order."""

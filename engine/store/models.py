@@ -5,8 +5,8 @@ Every schema change goes through an Alembic migration in ``engine/store/migratio
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, ClassVar
 
 from sqlalchemy import (
     JSON,
@@ -18,6 +18,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     false,
@@ -32,11 +33,14 @@ NullableJSON = JSON(none_as_null=True)
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class Base(DeclarativeBase):
     type_annotation_map = {dict[str, Any]: JSON, list[Any]: JSON}
+    #: every model here declares its table (``__tablename__``): its ``__table__`` is a Table (SQLAlchemy
+    #: types it as any FromClause), what insert() and update() take
+    __table__: ClassVar[Table]
 
 
 class Conversation(Base):

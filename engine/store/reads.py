@@ -23,9 +23,33 @@ from ..units import current_request
 from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot, SourceCompaction
 from . import db
 from .invariants import CallLedger
+from .models import (
+    CompactionStateRow,
+    Conversation,
+    MessagePin,
+    MessageRow,
+    ModelRequestRow,
+    QueuedRequest,
+    Run,
+    SourceCompactionRow,
+    ThreadPolicyRow,
+    ToolOffloadRow,
+)
+from .records import (
+    MESSAGE_COLUMNS,
+    MESSAGE_TEXT_COLUMNS,
+    _json,
+    build_message,
+    checked_calls_and_meta,
+    conversation_tools,
+    message_from_text_row,
+    model_request_record,
+    offload_record,
+    source_compaction_record,
+    state_record,
+    to_message,
+)
 from .rules import NUL_ESCAPE, CorruptRow, as_int
-from .models import CompactionStateRow, Conversation, MessagePin, MessageRow, ModelRequestRow, QueuedRequest, Run, SourceCompactionRow, ThreadPolicyRow, ToolOffloadRow
-from .records import MESSAGE_COLUMNS, conversation_tools, MESSAGE_TEXT_COLUMNS, _json, build_message, checked_calls_and_meta, message_from_text_row, model_request_record, offload_record, source_compaction_record, state_record, to_message
 
 #: why a thread is busy, strongest first: a running run wins over one waiting for the user, which
 #: wins over a queued request (docs/schema.md, "Busy reasons"). The one definition of that order.

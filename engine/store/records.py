@@ -7,20 +7,19 @@ call these on rows they already hold.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
-from typing import Any
+from datetime import UTC, datetime
+from typing import Any, Literal, overload
 
-from sqlalchemy import Text, type_coerce
+from sqlalchemy import Row, Text, type_coerce
 
 from ..errors import EngineError
-from .rules import CorruptRow, as_int, check_json, checked, clean_text, tolerant_json_loads
 from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
 from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, SourceCompaction
 from .models import (
     CompactionEventRow,
-    Conversation,
     CompactionHistoryRow,
     CompactionStateRow,
+    Conversation,
     MessageRow,
     ModelRequestRow,
     Run,
@@ -28,15 +27,20 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
+from .rules import CorruptRow, as_int, check_json, checked, clean_text, tolerant_json_loads
 
 #: the messages table (Core inserts go through it: see ``Locked.bulk_append``)
 MESSAGES = MessageRow.__table__
 
 
+@overload
+def aware(dt: datetime) -> datetime: ...
+@overload
+def aware(dt: datetime | None) -> datetime | None: ...
 def aware(dt: datetime | None) -> datetime | None:
     if dt is None:
         return None
-    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+    return dt if dt.tzinfo else dt.replace(tzinfo=UTC)
 
 
 MESSAGE_COLUMNS = (
@@ -216,7 +220,7 @@ def state_record(row: CompactionStateRow | None, conversation_id: int) -> Compac
     )
 
 
-def offload_record(row: ToolOffloadRow) -> Offload:
+def offload_record(row: ToolOffloadRow | Row[Any]) -> Offload:
     return Offload(
         message_id=row.message_id,
         tool_name=row.tool_name,
@@ -237,7 +241,7 @@ def event_record(row: CompactionEventRow) -> CompactionEvent:
         run_id=row.run_id,
         kind=row.kind,
         trigger=row.trigger,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        created_at=aware(row.created_at),
         # readers treat every key as optional (docs/schema.md): data that is not an object reads as {}
         data=_event_data(row),
     )
@@ -262,7 +266,7 @@ def history_record(row: CompactionHistoryRow) -> HistoryRecord:
         pruned_message_ids=_ids(checked(row.pruned_message_ids, "compaction_history", row.id, "pruned_message_ids")),
         tokens_before=row.tokens_before,
         tokens_after=row.tokens_after,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        created_at=aware(row.created_at),
     )
 
 
@@ -275,14 +279,14 @@ def run_record(row: Run) -> RunInfo:
         id=row.id,
         conversation_id=row.conversation_id,
         status=row.status,  # type: ignore[arg-type]
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        created_at=aware(row.created_at),
         finished_at=aware(row.finished_at),
         error_code=row.error_code,
         error_message=row.error_message,
     )
 
 
-def model_request_record(row: ModelRequestRow) -> ModelRequest:
+def model_request_record(row: ModelRequestRow | Row[Any]) -> ModelRequest:
     return ModelRequest(
         id=row.id,
         conversation_id=row.conversation_id,
@@ -297,18 +301,27 @@ def model_request_record(row: ModelRequestRow) -> ModelRequest:
         outcome=row.outcome,
         error_code=row.error_code,
         error_message=row.error_message,
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        created_at=aware(row.created_at),
         reported_cache_read_tokens=row.reported_cache_read_tokens,
         reported_cache_creation_tokens=row.reported_cache_creation_tokens,
         reported_reasoning_tokens=row.reported_reasoning_tokens,
         response_id=row.response_id,
         context_window=row.context_window,
-        origin=row.origin or "engine",
+        origin=_origin(row.id, row.origin),
         message_id=row.message_id,
     )
 
 
-def source_compaction_record(row: SourceCompactionRow) -> SourceCompaction:
+def _origin(row_id: Any, value: str | None) -> Literal["engine", "imported"]:
+    """A request's ``origin`` column (CHECK ``engine`` / ``imported``; unset reads as ``engine``)."""
+    if value is None or value == "engine":
+        return "engine"
+    if value == "imported":
+        return "imported"
+    raise CorruptRow("model_requests", row_id, "origin", f"neither engine nor imported: {value!r}")
+
+
+def source_compaction_record(row: SourceCompactionRow | Row[Any]) -> SourceCompaction:
     def as_list(v: Any) -> tuple[Any, ...]:
         return tuple(v) if isinstance(v, list) else ()
 
@@ -327,8 +340,8 @@ def source_compaction_record(row: SourceCompactionRow) -> SourceCompaction:
         source_timestamp=row.source_timestamp,
         kept=as_list(checked(row.kept, "source_compactions", row.id, "kept")),
         forgotten=as_list(checked(row.forgotten, "source_compactions", row.id, "forgotten")),
-        details=dict(row.details) if isinstance(checked(row.details, "source_compactions", row.id, "details"), dict) else {},
-        created_at=aware(row.created_at),  # type: ignore[arg-type]
+        details=dict(details) if isinstance(details := checked(row.details, "source_compactions", row.id, "details"), dict) else {},
+        created_at=aware(row.created_at),
     )
 
 

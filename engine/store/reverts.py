@@ -185,7 +185,7 @@ def _entry(row: AuditRow) -> AuditEntry:
         operator=row.operator,
         display_name=row.display_name,
         reason=row.reason,
-        at=aware(row.at),  # type: ignore[arg-type]
+        at=aware(row.at),
         before=row.before if isinstance(row.before, dict) else None,
         after=row.after if isinstance(row.after, dict) else None,
     )

@@ -44,13 +44,13 @@ class SourceWrites:
         """Record where the thread came from (an unset argument keeps what is stored). Text is
         checked by the data rules (docs/schema.md): ``invalid_thread`` for a lone surrogate or a
         value longer than its column."""
-        rule = {"code": "invalid_thread"}
-        format = clean_text(format, "source format", limit=32, **rule)
-        file, cwd = clean_text(file, "source file", **rule), clean_text(cwd, "source directory", **rule)
-        session_id = clean_text(session_id, "source session id", limit=200, **rule)
-        parent_session_id = clean_text(parent_session_id, "parent session id", limit=200, **rule)
-        title = clean_text(title, "thread title", limit=500, **rule)
-        check_json(meta, "source meta", **rule)
+        rule = "invalid_thread"
+        format = clean_text(format, "source format", limit=32, code=rule)
+        file, cwd = clean_text(file, "source file", code=rule), clean_text(cwd, "source directory", code=rule)
+        session_id = clean_text(session_id, "source session id", limit=200, code=rule)
+        parent_session_id = clean_text(parent_session_id, "parent session id", limit=200, code=rule)
+        title = clean_text(title, "thread title", limit=500, code=rule)
+        check_json(meta, "source meta", code=rule)
         c = self.conv
         c.source_format = format
         if file is not None:
@@ -83,7 +83,7 @@ class SourceWrites:
                 MessageRow.conversation_id == self.conv.id, MessageRow.source_key.is_not(None)
             )
         )
-        return {k: i for k, i in rows}
+        return {k: i for k, i in rows if k is not None}  # the query keeps only rows with a key
 
     def request_source_keys(self) -> set[str]:
         return set(

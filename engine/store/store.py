@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, func, or_, select
@@ -28,11 +28,22 @@ from ..errors import EngineError, ThreadNotFound
 from ..events import EventKind
 from ..messages import Message
 from ..views import (
-    ACTIVE_RUN_STATUSES, PinInfo, CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, Snapshot, SourceCompaction, StoredMessage, ThreadInfo,
+    ACTIVE_RUN_STATUSES,
+    CompactionEvent,
+    CompactionState,
+    HistoryRecord,
+    ModelRequest,
+    Offload,
+    PinInfo,
+    RunInfo,
+    Snapshot,
+    SourceCompaction,
+    StoredMessage,
+    ThreadInfo,
 )
 from . import db
-from .door import Locked, os_operator, session_operator
 from .access import read_only_words, role_can_write
+from .door import Locked, os_operator, session_operator
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -48,18 +59,26 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
-from .reads import ConversationReader, busy_reasons, imported_facts
-from .reads import corrupt_from as _corrupt_from
-from .reads import database_errors
-from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
+from .reads import ConversationReader, busy_reasons, corrupt_from as _corrupt_from, database_errors, imported_facts
 from .records import (
-    MESSAGE_COLUMNS, MESSAGE_TEXT_COLUMNS, aware, build_message, event_record, message_from_text_row, history_record, model_request_record, offload_record, run_record, source_compaction_record, state_record, to_message,
+    MESSAGE_COLUMNS,
+    MESSAGE_TEXT_COLUMNS,
+    aware,
+    build_message,
+    event_record,
+    history_record,
+    message_from_text_row,
+    model_request_record,
+    offload_record,
+    run_record,
+    source_compaction_record,
+    state_record,
 )
-
+from .rules import CorruptRow, InvalidSetting, ReadOnlyDatabase, as_int, check_json, checked, clean_text
 
 log = logging.getLogger(__name__)
 #: the created / updated time of a thread whose row cannot be read (``ThreadInfo.error``)
-_EPOCH = datetime.fromtimestamp(0, timezone.utc)
+_EPOCH = datetime.fromtimestamp(0, UTC)
 #: the bounded text columns of a conversation (models.py; PostgreSQL enforces them, SQLite does not)
 THREAD_KEY_MAX = 200
 _CONVERSATION_LIMITS = {"title": 500, "agent": 200, "provider": 100, "model": 200}
@@ -582,8 +601,8 @@ class Store:
             compact_count=((as_int(st.compact_count, "compaction_state", c.id, "compact_count") or 0) if st else 0) + source_compactions,
             boundary=as_int(st.boundary_message_id, "compaction_state", c.id, "boundary_message_id") if st else None,
             busy_reason=busy,  # type: ignore[arg-type]
-            created_at=aware(c.created_at),  # type: ignore[arg-type]
-            updated_at=aware(c.updated_at),  # type: ignore[arg-type]
+            created_at=aware(c.created_at),
+            updated_at=aware(c.updated_at),
             source_format=c.source_format,
             source_file=c.source_file,
             source_session_id=c.source_session_id,
@@ -641,10 +660,10 @@ class Store:
                 self._conv(s, key)  # ThreadNotFound, or a thread with no message there
                 return []
         if backward:
-            rows.reverse()
+            rows = rows[::-1]
         build = message_from_text_row if self.is_sqlite else build_message_row
         return [
-            StoredMessage(message=build(r[:_MESSAGE_WIDTH]), conversation_id=r[-3], created_at=aware(r[-2]), offload_sha256=r[-1])  # type: ignore[arg-type]
+            StoredMessage(message=build(r[:_MESSAGE_WIDTH]), conversation_id=r[-3], created_at=aware(r[-2]), offload_sha256=r[-1])
             for r in rows
         ]
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Mapping
 from urllib.parse import urlsplit
 
-from ..config import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT, Settings, SettingError
+from ..config import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, ENV_TIMEOUT, SettingError, Settings
 from ..llm.client import ChatClient
 from ..llm.errors import (
     AUTH_FAILED,
@@ -155,7 +155,7 @@ def check_connection(base_url: str, model: str, *, api_key: str | None = None, t
         return ConnectionReport(False, "Set the base URL and the model first.", error_code="config", host=host)
     try:
         client = ChatClient(base_url, provider="summarizer", api_key=api_key or None, timeout=timeout)
-    except Exception as exc:  # noqa: BLE001: an unusable URL is reported, not raised into a dialog
+    except Exception as exc:  # noqa: BLE001 - an unusable URL is reported, not raised into a dialog
         return ConnectionReport(False, f"The base URL cannot be used: {exc}", error_code="config", host=host)
     body = {"messages": [{"role": "user", "content": "Reply with the single word: ok"}], "max_tokens": 1, "temperature": 0}
     started = time.perf_counter()
