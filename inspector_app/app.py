@@ -142,7 +142,7 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
             return 1
         return 0
     closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    app.lastWindowClosed.connect(lambda: closed.done() or closed.set_result(None))
+    app.lastWindowClosed.connect(lambda: None if closed.done() else closed.set_result(None))
     await closed
     return 0
 
@@ -167,6 +167,7 @@ def _grab(window: MainWindow) -> Any:
     the before/after window alone when it was opened (``--diff-window``)."""
     from PySide6.QtCore import QPoint
     from PySide6.QtGui import QColor, QPainter
+    from PySide6.QtWidgets import QDialog
 
     diff = window.selection.replay.window
     if diff is not None and diff.isVisible():  # the before/after window: the picture is that window
@@ -175,7 +176,7 @@ def _grab(window: MainWindow) -> Any:
     if fleet is not None and fleet.isVisible():  # --fleet: the fleet view
         return fleet.grab()
     picture = window.grab()
-    dialog = window.importer.dialog
+    dialog: QDialog | None = window.importer.dialog
     if dialog is None or not dialog.isVisible():
         dialog = window.sessions.dialog
     if (dialog is None or not dialog.isVisible()) and window.prefs.dialog is not None:
@@ -220,7 +221,7 @@ def initial_theme(args: argparse.Namespace, settings: Any) -> str:
 
 def _poll_ms() -> int:
     """The poll interval of the settings (Preferences, ``inspector.poll_interval``), 3 s when unreadable."""
-    from engine.config import Settings, SettingError
+    from engine.config import SettingError, Settings
 
     try:
         return max(500, int(round(float(Settings().value("inspector.poll_interval")) * 1000)))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QEvent, QModelIndex, QObject, QSize, Qt, QTimer
+from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -18,13 +18,13 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QHeaderView,
     QLabel,
+    QLayout,
     QLineEdit,
     QMainWindow,
     QProgressBar,
     QPushButton,
     QScrollArea,
     QSizePolicy,
-    QStyle,
     QSplitter,
     QTabWidget,
     QToolBar,
@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
 
 from . import theme
 from .choices import TABS
-from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.checks import FindingsModel
+from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
-from .pressure_text import HINT_TEXT, PressureView
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
+from .pressure_text import HINT_TEXT, PressureView
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
@@ -68,22 +68,22 @@ HEADER_TEXT_MIN = 300
 TOOLBAR_WORDS_MIN = 800
 
 
-def state_pills(index: QModelIndex) -> list[Pill]:
+def state_pills(index: QModelIndex | QPersistentModelIndex) -> list[Pill]:
     state = index.data(StateRole)
     return [Pill(state, STATE_TOKENS.get(state, "text_muted"), STATE_SHORT.get(state, ""))] if state else []
 
 
-def source_pills(index: QModelIndex) -> list[Pill]:
+def source_pills(index: QModelIndex | QPersistentModelIndex) -> list[Pill]:
     text = index.data()
     return [Pill(text, "info", SOURCE_SHORT.get(text, text[:3]))] if text else []
 
 
-def token_pills(index: QModelIndex) -> list[Pill]:
+def token_pills(index: QModelIndex | QPersistentModelIndex) -> list[Pill]:
     text = index.data()
     return [Pill(text, "badge_bg")] if text else []
 
 
-def marker_pills(index: QModelIndex) -> list[Pill]:
+def marker_pills(index: QModelIndex | QPersistentModelIndex) -> list[Pill]:
     return [Pill(m, MARKER_TOKENS.get(m, "info"), icon=theme.marker_icon(m)) for m in (index.data(MarkersRole) or ())]
 
 
@@ -156,7 +156,7 @@ class ThreadHeader(QFrame):
 
     def arrange(self) -> None:
         """Beside or under, from the header's width (which the splitter sets, not this choice)."""
-        margins = self.layout().contentsMargins()
+        margins = layout_of(self).contentsMargins()
         room = self.width() - margins.left() - margins.right() - self.box.spacing() - self.buttons_width()
         direction = QBoxLayout.Direction.TopToBottom if room < HEADER_TEXT_MIN else QBoxLayout.Direction.LeftToRight
         if direction != self.box.direction():
@@ -198,6 +198,14 @@ class _Fitter(QObject):
         return False
 
 
+def layout_of(widget: QWidget) -> QLayout:
+    """``widget.layout()`` of a widget given one here (Qt types it optional)."""
+    layout = widget.layout()
+    if layout is None:
+        raise RuntimeError(f"{type(widget).__name__} has no layout")
+    return layout
+
+
 class PageScroll(QScrollArea):
     """A side tab's page in a vertical scroll area (see :func:`scrolled`)."""
 
@@ -206,12 +214,13 @@ class SideTabs(QTabWidget):
     """The side panel's tabs. A page may sit in a :class:`PageScroll`; :meth:`widget`,
     :meth:`currentWidget`, :meth:`indexOf` and :meth:`setCurrentWidget` name the page itself."""
 
-    def widget(self, index: int) -> QWidget:
+    def widget(self, index: int) -> QWidget | None:
         page = super().widget(index)
         return page.widget() if isinstance(page, PageScroll) else page
 
     def currentWidget(self) -> QWidget:  # noqa: N802 (Qt name)
-        return self.widget(self.currentIndex())
+        page = self.widget(self.currentIndex())
+        return page if page is not None else super().currentWidget()  # no tab: Qt's answer (None)
 
     def indexOf(self, page: QWidget) -> int:  # noqa: N802 (Qt name)
         return next((i for i in range(self.count()) if self.widget(i) is page), super().indexOf(page))
@@ -276,7 +285,7 @@ class InspectorLayout(QMainWindow):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.Fixed)
         self._fitting = False
         self._thread_fitter = _Fitter(self.thread_list, self.fit_thread_columns)
-        header.sectionResized.connect(lambda _c, old, new: (old == 0 or new == 0) and self._thread_fitter.later())  # a column shown or hidden
+        header.sectionResized.connect(lambda _c, old, new: self._thread_fitter.later() if old == 0 or new == 0 else None)  # a column shown or hidden
         for signal in (self.thread_model.modelReset, self.thread_model.rowsInserted, self.thread_model.dataChanged):
             signal.connect(lambda *_args: self._thread_fitter.later())  # new badges, measured pressures
         self.thread_list.setColumnHidden(COL_MESSAGES, True)  # in the thread header and the tooltip; the title needs the room
@@ -456,7 +465,8 @@ class InspectorLayout(QMainWindow):
         self.tabs.tabBar().setUsesScrollButtons(True)
 
         root = QWidget()
-        rl = QVBoxLayout(root)
+        #: the central widget's layout (the banner, the splitter, the welcome page)
+        self.root_layout = rl = QVBoxLayout(root)
         rl.setContentsMargins(6, 6, 6, 0)
         rl.addWidget(self.banner)
         rl.addWidget(self.splitter, 1)
@@ -519,7 +529,11 @@ class InspectorLayout(QMainWindow):
         self.addToolBar(bar)
         self.find_action = QAction("Find", self)
         self.find_action.setShortcut(QKeySequence.StandardKey.Find)
-        self.find_action.triggered.connect(lambda: (self.search.setFocus(), self.search.selectAll()))
+        def find() -> None:
+            self.search.setFocus()
+            self.search.selectAll()
+
+        self.find_action.triggered.connect(find)
         self.addAction(self.find_action)
 
     def show_tab(self, name: str) -> None:
@@ -566,8 +580,8 @@ class InspectorLayout(QMainWindow):
             return
         self._sized = True
         self.fit_tabs()
-        self.layout().activate()
-        self.centralWidget().layout().activate()
+        layout_of(self).activate()
+        self.root_layout.activate()
         width = self.splitter.width()
         self.splitter.setSizes(splitter_sizes(width))
 

@@ -43,8 +43,8 @@ from .service_client import ServiceClient
 from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
 from .widgets.detail import boundary_dropped
-from .widgets.preferences_dialog import PreferencesHook
 from .widgets.help import AboutDialog, ShortcutsDialog
+from .widgets.preferences_dialog import PreferencesHook
 from .widgets.welcome import WelcomePage
 
 __all__ = ["TABS", "MainWindow"]
@@ -157,7 +157,7 @@ class MainWindow(InspectorLayout):
         geometry restored from the last session."""
         self.welcome = WelcomePage()
         self.welcome.hide()
-        self.centralWidget().layout().addWidget(self.welcome, 1)
+        self.root_layout.addWidget(self.welcome, 1)
         self.welcome.openDatabase.connect(self.show_connect_dialog)
         self.welcome.importSession.connect(self.importer.ask)
         self.welcome.openDemo.connect(lambda: self.spawn(self.open_demo(), "open the demo database"))
@@ -309,13 +309,13 @@ class MainWindow(InspectorLayout):
         if url is None:
             try:
                 url = await self.client.run(default_database_url)
-            except Exception as exc:  # noqa: BLE001: shown, as any failure to open
+            except Exception as exc:  # noqa: BLE001 - shown, as any failure to open
                 self.report(exc, "open database")
                 return False
         if create and url.strip():
             try:
                 await self.client.run(create_database, url)
-            except Exception as exc:  # noqa: BLE001: shown, as any failure to open
+            except Exception as exc:  # noqa: BLE001 - shown, as any failure to open
                 self.report(exc, "create database")
                 return False
         opened = await self.threads.open_database(url, select=select)

@@ -249,7 +249,9 @@ def installed_plugins() -> list[str] | None:
 
 def _wayland_socket(env: Mapping[str, str]) -> bool:
     runtime = env.get("XDG_RUNTIME_DIR")
-    return bool(runtime) and os.path.exists(os.path.join(runtime, "wayland-0"))
+    if not runtime:
+        return False
+    return os.path.exists(os.path.join(runtime, "wayland-0"))
 
 
 def check(env: Mapping[str, str] | None = None) -> Problem | None:

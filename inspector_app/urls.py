@@ -51,7 +51,7 @@ def strip_password(url: str) -> str:
     scheme, rest = raw.split("://", 1)
     try:
         parsed = _parse(raw)
-    except Exception:  # noqa: BLE001: not a URL the store accepts; keep nothing that may be userinfo
+    except Exception:  # noqa: BLE001 - not a URL the store accepts; keep nothing that may be userinfo
         return f"{scheme}://{_after_last_at(rest)}" if "@" in rest else url
     if parsed.password is not None:
         # the userinfo ends at the "@" the parser saw; with more than one "@" (a raw "@" in the
@@ -82,7 +82,7 @@ def secrets_of(url: str | None) -> tuple[str, ...]:
             values.add(userinfo.split(":", 1)[1])
     try:
         parsed = _parse(url)
-    except Exception:  # noqa: BLE001: the typed form above is all there is
+    except Exception:  # noqa: BLE001 - the typed form above is all there is
         parsed = None
     if parsed is not None:
         values.add(parsed.password or "")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import EngineError, describe_failure
+from engine.errors import describe_failure
 from engine.views import PressureStatus, ThreadInfo
 
 

@@ -200,7 +200,8 @@ class CompactionController:
             bar.showMessage("Compaction refused: nothing changed")
             if isinstance(exc, (ThreadBusy, CannotCompact)) and self.view.key == key:  # busy since we looked, or cannot compact: show it
                 await self._reread_status(key)
-            if summarizer is None and rejected is not None and rejected.get("summarizer") not in (None, "extractive"):
+            if (summarizer is None and rejected is not None and isinstance(exc, CannotCompact)
+                    and rejected.get("summarizer") not in (None, "extractive")):
                 self.offer_extractive(key, exc.detail or str(rejected.get("reason") or "rejected"))
             return
         finally:
@@ -245,7 +246,7 @@ class CompactionController:
         (None when it cannot be read). Best effort."""
         try:
             events = await self.client.call(InspectorService.events, key, limit=100_000)
-        except Exception:  # noqa: BLE001: the rejection itself is what must be shown
+        except Exception:  # noqa: BLE001 - the rejection itself is what must be shown
             return None
         newest = next((e for e in reversed(events) if e.kind == "summary_rejected"), None)
         data = dict(newest.data) if newest is not None and isinstance(newest.data, dict) else None
@@ -313,7 +314,7 @@ class CompactionController:
         try:
             text = await self.client.call(InspectorService.export_history, key, fmt)
             size = await self.client.run(write_export, target, text)
-        except Exception as exc:  # noqa: BLE001: shown, never raised into Qt
+        except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
             self.report(exc, f"export to {target}")
             bar.showMessage(f"Export failed: {error_text(exc)}")
             return False
@@ -326,8 +327,9 @@ class CompactionController:
     # -- the card of a source's compaction --------------------------------------------------
     def _source_key(self, key: str, sc: SourceCompaction) -> tuple[object, ...]:
         thread = self.state.thread
-        same = thread is not None and thread.key == key
-        return (key, sc.id, thread.message_count if same else None, thread.generation if same else None)
+        if thread is None or thread.key != key:
+            return (key, sc.id, None, None)
+        return (key, sc.id, thread.message_count, thread.generation)
 
     def read_source_dropped(self, sc: SourceCompaction) -> None:
         """The card of a source's compaction is shown: read its dropped specifics (once per thread
@@ -348,7 +350,7 @@ class CompactionController:
         next time)."""
         try:
             view = DroppedView.from_specifics((await self.source_diff(key, sc)).dropped)
-        except Exception as exc:  # noqa: BLE001: shown on the card, in words
+        except Exception as exc:  # noqa: BLE001 - shown on the card, in words
             view = DroppedView.failed(error_text(exc))
         else:
             if len(self._source_dropped_cache) >= 256:
@@ -357,7 +359,7 @@ class CompactionController:
         self.ui.detail.set_source_dropped(sc, view)
         return view
 
-    async def source_diff(self, key: str, sc: SourceCompaction):  # type: ignore[no-untyped-def]
+    async def source_diff(self, key: str, sc: SourceCompaction):
         """``compaction_diff`` of the source's compaction ``sc``."""
         sources = await self.client.call(InspectorService.source_compactions, key)
         engine = await self.client.call(InspectorService.history, key)

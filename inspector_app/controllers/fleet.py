@@ -116,7 +116,7 @@ class FleetController:
             stats = await self.client.apply(read_stats, query)
         except asyncio.CancelledError:
             raise
-        except Exception as exc:  # noqa: BLE001: said in the window (and the banner)
+        except Exception as exc:  # noqa: BLE001 - said in the window (and the banner)
             window.show_error(error_text(exc))
             self.report(exc, "compute the fleet's figures")
             return None

@@ -12,13 +12,23 @@ folder of the last file chosen, else the home folder."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Awaitable, Callable, Sequence
+from typing import Any, Awaitable, Callable, Coroutine, Sequence
 
-from PySide6.QtCore import QSettings, QUrl, Qt
+from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtWidgets import QFileDialog
 
 from ..layout import InspectorLayout
-from ..preferences import TARGET_OTHER, database_name, import_target, is_demo, remember_directory, remember_import_target, same_database, sessions_database, start_directory
+from ..preferences import (
+    TARGET_OTHER,
+    database_name,
+    import_target,
+    is_demo,
+    remember_directory,
+    remember_import_target,
+    same_database,
+    sessions_database,
+    start_directory,
+)
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
@@ -45,9 +55,9 @@ class ImportController:
         client: ServiceClient,
         tasks: TaskSet,
         *,
-        reload_threads: Callable[[str | None], Awaitable[None]],
+        reload_threads: Callable[[str | None], Coroutine[Any, Any, None]],
         current: Callable[[], str | None],
-        open_thread: Callable[[str], Awaitable[None]],
+        open_thread: Callable[[str], Coroutine[Any, Any, None]],
         settings: QSettings,
         database: Callable[[], str | None],
         open_database: Callable[[str], Awaitable[bool]],
@@ -161,7 +171,7 @@ class ImportController:
                     progress(i - 1, len(paths), name)
                 try:
                     reports += await self.client.call(InspectorService.import_file, path)
-                except Exception as exc:  # noqa: BLE001: listed in the result, the other files go on
+                except Exception as exc:  # noqa: BLE001 - listed in the result, the other files go on
                     failures.append(ImportFailure(path, error_code(exc), error_text(exc)))
         finally:
             self.importing = False

@@ -81,7 +81,7 @@ class RevertAuditController:
         """Ask the store whether it can be written and set the window up for it; then the audit."""
         try:
             access = await self.client.call(InspectorService.access)
-        except Exception as exc:  # noqa: BLE001: shown, as any failure
+        except Exception as exc:  # noqa: BLE001 - shown, as any failure
             self.report(exc, "read the database's access")
             return
         self.apply_access(access)
@@ -208,7 +208,7 @@ class RevertAuditController:
             rows = await self.client.call(
                 InspectorService.audit, thread=thread, operator=panel.chosen_operator(), actions=panel.chosen_actions(), after_id=after, limit=AUDIT_PAGE
             )
-        except Exception as exc:  # noqa: BLE001: shown, as any failure
+        except Exception as exc:  # noqa: BLE001 - shown, as any failure
             self.report(exc, "read the audit log")
             return
         panel.set_operators(operators)

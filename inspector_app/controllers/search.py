@@ -52,7 +52,7 @@ class SearchController(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt name)
         """Shift+Enter in the search box: the previous match."""
         if watched is self.ui.search and event.type() == QEvent.Type.KeyPress:
-            key = event  # type: ignore[assignment]
+            key = event
             assert isinstance(key, QKeyEvent)
             if key.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter) and key.modifiers() & Qt.KeyboardModifier.ShiftModifier:
                 self.find_previous()
@@ -143,7 +143,7 @@ class SearchController(QObject):
             while not done:
                 try:
                     found, cursor, count, done = await self.client.apply(scan_matches, key, needle, cursor, SEARCH_PAGE)
-                except Exception:  # noqa: BLE001: the banner says why (the task's report); the bar must not say "Searching…"
+                except Exception:  # noqa: BLE001 - the banner says why (the task's report); the bar must not say "Searching…"
                     bar.showMessage(f"Search for {text!r} stopped: part of the thread cannot be read")
                     raise
                 ids += found

@@ -14,7 +14,7 @@ from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelop
 
 from ..layout import InspectorLayout
 from ..models.events import EventRole, TargetRole, event_target
-from ..models.replay import request_rows
+from ..models.replay import RequestRow, request_rows
 from ..models.timeline import Node
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
@@ -76,7 +76,7 @@ class SelectionController:
             return
         try:
             (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
-        except Exception as exc:  # noqa: BLE001: the message shows why in place; the rest stays usable
+        except Exception as exc:  # noqa: BLE001 - the message shows why in place; the rest stays usable
             self.ui.detail.show_text(f"Message #{info.id} cannot be read", f"{error_code(exc)}: {error_text(exc)}")
             raise
         if stored is None or stored.id != info.id:
@@ -89,7 +89,7 @@ class SelectionController:
     async def _read_original(self, offload: Offload) -> None:
         try:
             text = await self.client.call(InspectorService.read_original, offload)
-        except Exception as exc:  # noqa: BLE001: integrity and missing-file errors are shown in place
+        except Exception as exc:  # noqa: BLE001 - integrity and missing-file errors are shown in place
             self.ui.detail.show_original_error(offload, f"{error_code(exc)}: {error_text(exc)}")
             self.report(exc, "read original")
             return
@@ -182,14 +182,14 @@ class ReplayController:
         try:
             envelopes = await self.client.call(InspectorService.request_envelopes, key)
             count = await self.client.run(len, envelopes)
-        except Exception as exc:  # noqa: BLE001: said in the page, and in the banner
+        except Exception as exc:  # noqa: BLE001 - said in the page, and in the banner
             if self.panel.key == key:
                 self.panel.requests_failed(error_text(exc))
             raise
         if self.panel.key != key:
             return
         points, episodes = self.ui.chart.points(), self.panel.model.episodes()
-        rows = await self.client.run(request_rows, count, points, episodes)  # a long thread's rows are made off the GUI thread
+        rows: list[RequestRow] | None = await self.client.run(request_rows, count, points, episodes)  # made off the GUI thread
         if self.panel.key != key:
             return
         self._sequence = envelopes
@@ -211,7 +211,7 @@ class ReplayController:
         key = self.panel.key
         try:
             envelope = await self.client.run(envelopes.__getitem__, index)
-        except Exception as exc:  # noqa: BLE001: said in place, and in the banner
+        except Exception as exc:  # noqa: BLE001 - said in place, and in the banner
             if self.panel.key == key:
                 self.panel.request_surface_title.setText(f"The envelope of request {index + 1} cannot be rebuilt: {error_text(exc)}")
             raise
@@ -275,7 +275,7 @@ class ReplayController:
                 self.panel.diff_state = "loaded"
                 return
             diff = await self.client.call(InspectorService.compaction_diff, key, index)
-        except Exception as exc:  # noqa: BLE001: said in the view, and in the banner
+        except Exception as exc:  # noqa: BLE001 - said in the view, and in the banner
             self.panel.diff_state = "error"
             for view in views:
                 view.show_error(error_text(exc))

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Coroutine
 
-from PySide6.QtCore import QObject, QSettings, QTimer, Qt, Signal
+from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ..preferences import database_name, is_demo, same_database, sessions_database, start_directory
@@ -69,7 +69,7 @@ class SessionsController:
         importer: Any,
         database: Callable[[], str | None],
         open_database: Callable[[str], Awaitable[bool]],
-        reload_threads: Callable[[str | None], Awaitable[None]],
+        reload_threads: Callable[[str | None], Coroutine[Any, Any, None]],
         current: Callable[[], str | None],
         report: Callable[[BaseException, str], None],
     ) -> None:
@@ -216,7 +216,7 @@ class SessionsController:
                 InspectorService.follow_sessions, self.folders, home=self.home,
                 on_reports=bridge.reports.emit, on_error=lambda path, exc: bridge.failed.emit(path, error_text(exc)),
             )
-        except Exception as exc:  # noqa: BLE001: shown in the banner; the toggle goes back off
+        except Exception as exc:  # noqa: BLE001 - shown in the banner; the toggle goes back off
             self.follower = None
             self._report(exc, "follow all")
             self._show_following("Follow all is off: it could not start")
@@ -277,12 +277,12 @@ class SessionsController:
         """Import ``path`` into ``into`` (default: the user's sessions database, created on first
         use), open that database and the imported thread. False when the database could not be
         opened; an import failure is in the banner (the database stays open)."""
-        target = into or await self.client.run(_sessions_database_url)
+        target = into if into else await self.client.run(_sessions_database_url)
         if not same_database(target, self._database()) and not await self._open_database(target):
             return False
         try:
             reports = await self.client.call(InspectorService.import_file, path)
-        except Exception as exc:  # noqa: BLE001: shown in the banner
+        except Exception as exc:  # noqa: BLE001 - shown in the banner
             self._report(exc, f"import {Path(path).name}")
             return True
         if reports:

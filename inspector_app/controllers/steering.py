@@ -51,16 +51,17 @@ class ThreadPolicyDialog(QDialog):
         self.fields: dict[str, QDoubleSpinBox | QSpinBox] = {}
         self.origins: dict[str, QLabel] = {}
         for key, label, kind in POLICY_FIELDS:
+            box: QDoubleSpinBox | QSpinBox
             if kind == "ratio":
-                box: QDoubleSpinBox | QSpinBox = QDoubleSpinBox()
-                box.setRange(0.01, 1.0)
-                box.setSingleStep(0.05)
-                box.setDecimals(2)
+                box = ratio = QDoubleSpinBox()
+                ratio.setRange(0.01, 1.0)
+                ratio.setSingleStep(0.05)
+                ratio.setDecimals(2)
             else:
-                box = QSpinBox()
-                box.setRange(1, 10_000_000)
-                box.setSingleStep(1000)
-                box.setGroupSeparatorShown(True)
+                box = count = QSpinBox()
+                count.setRange(1, 10_000_000)
+                count.setSingleStep(1000)
+                count.setGroupSeparatorShown(True)
             box.setObjectName(f"policy_{key}")
             origin = QLabel()
             origin.setObjectName(f"origin_{key}")
@@ -100,7 +101,10 @@ class ThreadPolicyDialog(QDialog):
         for key, box in self.fields.items():
             value = view.values.get(key)
             if value is not None:
-                box.setValue(float(value) if isinstance(box, QDoubleSpinBox) else int(value))
+                if isinstance(box, QDoubleSpinBox):
+                    box.setValue(float(value))
+                else:
+                    box.setValue(int(value))
             origin = view.origins.get(key, "store default")
             if key == "context_window" and view.window_source and origin not in ("thread", "model route"):
                 origin = f"{origin} ({view.window_source})"

@@ -21,7 +21,7 @@ class ThemeController:
             action = QAction(f"{mode.capitalize()} theme", ui, checkable=True)
             action.setData(mode)
             action.setChecked(self.mode == mode)
-            action.triggered.connect(lambda _checked=False, m=mode: self.set_theme(m))  # type: ignore[misc]
+            action.triggered.connect(lambda _checked=False, m=mode: self.set_theme(m))
             self.actions.addAction(action)
             menu.addAction(action)
         self.button = QToolButton()

@@ -63,7 +63,7 @@ def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tup
     is seen by the next poll; a mark that cannot be read is None, and the next poll reads again)."""
     try:
         listing = invoke(service, InspectorService.versions, None)[0]
-    except Exception:  # noqa: BLE001: the list itself says what is wrong, if anything
+    except Exception:  # noqa: BLE001 - the list itself says what is wrong, if anything
         listing = None
     return listing, read_page(service, query, None, limit)
 

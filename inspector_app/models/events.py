@@ -162,7 +162,7 @@ class EventsModel(RecordTableModel[Any]):
                 return f"{e.kind}\n{e.trigger}" if e.trigger else e.kind
             try:
                 return event_detail(e)
-            except Exception:  # noqa: BLE001: a data shape nobody planned for is shown raw, not raised into Qt
+            except Exception:  # noqa: BLE001 - a data shape nobody planned for is shown raw, not raised into Qt
                 return json.dumps(dict(e.data), ensure_ascii=False, default=str)[:200]
         if role == EventRole:
             return e
@@ -185,7 +185,7 @@ class EventsModel(RecordTableModel[Any]):
                 return f"{kind}\n{c.trigger}" if c.trigger else kind
             try:
                 return source_detail(c)
-            except Exception:  # noqa: BLE001: a data shape nobody planned for is shown raw, not raised into Qt
+            except Exception:  # noqa: BLE001 - a data shape nobody planned for is shown raw, not raised into Qt
                 return f"recorded by {c.source}"
         if role == SourceRole:
             return c

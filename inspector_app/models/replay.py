@@ -227,9 +227,9 @@ def request_label(row: RequestRow, total: int, envelope: RequestEnvelope | None 
         parts = [f"    ↳ recovery {(row.step or 0) + 1}: {s.kind}", *([tokens] if tokens else []), *(["no progress"] if s.no_progress else [])]
         return " · ".join(parts)
     parts = [f"Request {(row.index or 0) + 1:,} of {total:,}"]
-    tokens = row.point.tokens if row.point is not None else envelope.tokens if envelope is not None else None
-    if tokens is not None:
-        parts.append(f"{tokens:,} tok")
+    sent = row.point.tokens if row.point is not None else envelope.tokens if envelope is not None else None
+    if sent is not None:
+        parts.append(f"{sent:,} tok")
     if row.compaction:
         parts.append(f"after {row.compaction}")
     if envelope is not None and envelope.outcome and envelope.outcome not in ("completed", "ok"):

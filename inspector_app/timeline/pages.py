@@ -183,10 +183,11 @@ class PageRequest:
     ) -> TimelinePage:
         """The answer to this read as a page with its keyset bounds."""
         full = len(rows) >= self.limit
-        extra = {"tokens": tokens or {}, "offloads": offloads or {}, "original_tokens": original_tokens or {}}
         if self.backward:
-            return TimelinePage(tuple(rows), follows=UNKNOWN if full else None, precedes=self.before_id, exhausted=self.before_id is None, **extra)
-        return TimelinePage(tuple(rows), follows=self.after_id, exhausted=not full, **extra)
+            return TimelinePage(tuple(rows), follows=UNKNOWN if full else None, precedes=self.before_id, exhausted=self.before_id is None,
+                                tokens=tokens or {}, offloads=offloads or {}, original_tokens=original_tokens or {})
+        return TimelinePage(tuple(rows), follows=self.after_id, exhausted=not full,
+                            tokens=tokens or {}, offloads=offloads or {}, original_tokens=original_tokens or {})
 
 
 @dataclass(frozen=True, slots=True)

@@ -390,7 +390,8 @@ def tooltip_text(node: Node, boundary: BoundaryInfo | None, offload: Offload | N
     if node.kind == "source" and node.source is not None:
         return "A compaction the source itself recorded (not one of ours): the messages stay, our engine can compact them to compare.\n" + node.label
     if node.kind == "gap":
-        where = " and ".join(filter(None, (node.first_id is not None and f"after #{node.first_id}", node.last_id is not None and f"before #{node.last_id}")))
+        where = " and ".join(([f"after #{node.first_id}"] if node.first_id is not None else [])
+                             + ([f"before #{node.last_id}"] if node.last_id is not None else []))
         return f"Messages {where or 'of this thread'} are not loaded yet: they load when this row scrolls into view, or press Enter."
     if node.compacted:
         lines.append("compacted: the model sees only the summary of this")

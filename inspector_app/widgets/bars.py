@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QFormLayout, QFrame, QHBoxLayout, QLabel, QLineEdit, QPushButton, QSizePolicy, QToolButton, QVBoxLayout, QWidget
 
 from .. import theme
@@ -122,8 +123,8 @@ class ConfirmBar(QFrame):
         self.hide()
         self.rejected.emit()
 
-    def keyPressEvent(self, event: object) -> None:  # noqa: N802 (Qt name)
-        if getattr(event, "key")() == Qt.Key.Key_Escape:
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802 (Qt name)
+        if event.key() == Qt.Key.Key_Escape:
             self._reject()
             return
-        super().keyPressEvent(event)  # type: ignore[arg-type]
+        super().keyPressEvent(event)

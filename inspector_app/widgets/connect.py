@@ -71,7 +71,9 @@ class ConnectDialog(QDialog):
         self.combo.setEditable(True)
         self.combo.addItems(recent.urls())
         self.combo.setMinimumWidth(460)
-        self.combo.lineEdit().setPlaceholderText("sqlite:///path/to/threads.db  or  postgresql+psycopg://user@host/db")
+        edit = self.combo.lineEdit()
+        assert edit is not None  # an editable combo box has its line edit
+        edit.setPlaceholderText("sqlite:///path/to/threads.db  or  postgresql+psycopg://user@host/db")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._browse)
         row = QHBoxLayout()

@@ -583,7 +583,7 @@ class DetailPane(QWidget):
             return DroppedView.not_recorded()
         try:
             return self.boundary_dropped(info)
-        except Exception as exc:  # noqa: BLE001: a data shape nobody planned for is shown in place, not raised into Qt
+        except Exception as exc:  # noqa: BLE001 - a data shape nobody planned for is shown in place, not raised into Qt
             return DroppedView.failed(f"the summary event cannot be read ({exc})")
 
     def refresh_dropped(self) -> None:

@@ -204,7 +204,8 @@ class DiffView(QWidget):
         dl.addWidget(self.dropped_warning)
         dl.addWidget(self.dropped_view, 1)
         #: the summary and the dropped list: side by side when the view is wide, else stacked
-        self.lower = lower = QSplitter(Qt.Orientation.Vertical)
+        # not ``self.lower``: that would hide QWidget.lower() (the stacking order)
+        self.lower_split = lower = QSplitter(Qt.Orientation.Vertical)
         lower.setObjectName("diffLower")
         lower.setChildrenCollapsible(False)
         lower.addWidget(summary_box)
@@ -248,8 +249,8 @@ class DiffView(QWidget):
         super().resizeEvent(event)
         wide = self.width() >= self.WIDE
         orientation = Qt.Orientation.Horizontal if wide else Qt.Orientation.Vertical
-        if self.lower.orientation() != orientation:
-            self.lower.setOrientation(orientation)
+        if self.lower_split.orientation() != orientation:
+            self.lower_split.setOrientation(orientation)
 
     def _fit_tokens(self) -> None:
         """The tokens table as tall as its rows (six categories): no scroll bar, nothing cut."""

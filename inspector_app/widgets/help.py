@@ -11,6 +11,8 @@ from PySide6.QtCore import QObject, QSettings, Qt, qVersion
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractItemView, QDialog, QDialogButtonBox, QHeaderView, QLabel, QTreeWidget, QTreeWidgetItem, QVBoxLayout, QWidget
 
+from .trees import top_level_items
+
 DISTRIBUTION = "compaction-inspector"
 
 
@@ -78,7 +80,7 @@ class ShortcutsDialog(QDialog):
         self.resize(460, 420)
 
     def rows(self) -> list[tuple[str, str]]:
-        return [(self.table.topLevelItem(i).text(0), self.table.topLevelItem(i).text(1)) for i in range(self.table.topLevelItemCount())]
+        return [(item.text(0), item.text(1)) for item in top_level_items(self.table)]
 
 
 class AboutDialog(QDialog):

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 )
 
 from ..timeline.pages import source_name
+from .trees import top_level_items
 
 COLUMNS: tuple[str, ...] = ("Thread", "Format", "Messages", "Tool calls", "Compactions", "Warnings")
 
@@ -122,8 +123,9 @@ class ImportResultDialog(QDialog):
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for col in range(1, len(COLUMNS)):
             header.setSectionResizeMode(col, QHeaderView.ResizeMode.ResizeToContents)
-        if outcome.reports:
-            self.table.setCurrentItem(self.table.topLevelItem(0))
+        first = self.table.topLevelItem(0)
+        if outcome.reports and first is not None:
+            self.table.setCurrentItem(first)
         self.notes = QPlainTextEdit(outcome.details())
         self.notes.setObjectName("importNotes")
         self.notes.setReadOnly(True)
@@ -155,7 +157,7 @@ class ImportResultDialog(QDialog):
 
     def rows(self) -> list[list[str]]:
         """The table's cells, row by row (tests, tools)."""
-        return [[self.table.topLevelItem(i).text(c) for c in range(len(COLUMNS))] for i in range(self.table.topLevelItemCount())]
+        return [[item.text(c) for c in range(len(COLUMNS))] for item in top_level_items(self.table)]
 
     def _open(self) -> None:
         key = self.chosen()

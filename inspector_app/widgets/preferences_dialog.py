@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.config import API_KEY, KEYS, KeyStatus, Resolved, Settings, SettingError, keyring_status, store_api_key
+from engine.config import API_KEY, KEYS, KeyStatus, Resolved, SettingError, Settings, keyring_status, store_api_key
 
 from ..choices import THEME_MODES
 
@@ -286,7 +286,7 @@ class PreferencesDialog(QDialog):
                 notes.append(f"{name} ← {r.env}")
         self.forget_key.setEnabled(API_KEY not in self._env_locked and key.source in ("keyring", "session"))
         if notes:
-            names = sorted({v[n].env for n in fields if v[n].source == "env" and v[n].env})
+            names = sorted({env for n in fields if v[n].source == "env" and (env := v[n].env)})
             self.env_note.setText(f"Set in the environment, overriding the fields: {', '.join(names)} (unset to use the fields).")
             self.env_note.setToolTip("\n".join(notes))
             self.env_note.show()
@@ -448,7 +448,7 @@ class PreferencesHook:
         self.window.statusBar().showMessage(". ".join(said + [f"Summaries are now written by {who['summarizer']}{host}"]))
 
 
-def QMenuFor(window: Any) -> Any:  # noqa: N802: a factory named for what it makes
+def QMenuFor(window: Any) -> Any:  # noqa: N802 - a factory named for what it makes
     from PySide6.QtWidgets import QMenu
 
     menu = QMenu("&Edit", window)

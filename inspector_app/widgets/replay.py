@@ -35,8 +35,8 @@ from engine.messages import summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from .. import theme
-from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label
 from ..models.diff import LineRole
+from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label
 from .diff import DiffView
 
 #: the panel's pages, in order (``--replay-view``)
@@ -244,7 +244,8 @@ class ReplayPanel(QWidget):
         self.request_forward.clicked.connect(self.requests_model.forward)
         self.requests.clicked.connect(lambda index: self.requests_model.go(index.row()))
         # the arrow keys move the cursor too
-        self.requests.selectionModel().currentChanged.connect(lambda current, _previous: current.isValid() and self.requests_model.go(current.row()))
+        self.requests.selectionModel().currentChanged.connect(
+            lambda current, _previous: self.requests_model.go(current.row()) if current.isValid() else None)
         return page
 
     def _activated(self, index: QModelIndex) -> None:
@@ -346,10 +347,10 @@ class ReplayPanel(QWidget):
         if step >= 0 and self.model.episode_index == episode and step < self.model.rowCount():
             self.model.go(step)
 
-    def _select_key(self, request: tuple) -> None:  # type: ignore[type-arg]
+    def _select_key(self, request: tuple) -> None:
         kind, value = request
         if self.requests_state != "loaded":
-            self._pending_request = request  # type: ignore[assignment]
+            self._pending_request = request
             return
         row = self._row_of_key(kind, value)
         if row >= 0 and row != self.requests_model.row_index:
@@ -379,7 +380,7 @@ class ReplayPanel(QWidget):
         """The thread's requests changed (a live refresh): read them again, the cursor kept."""
         if self.requests_state != "loaded":
             return
-        self._pending_request = self.requests_key()  # type: ignore[assignment]
+        self._pending_request = self.requests_key()
         self.requests_state = "none"
         self._want()
 
@@ -402,9 +403,9 @@ class ReplayPanel(QWidget):
             kind, value = pending
             matched = self._points if len(self._points) == count else []
             if kind == "step":
-                step = value  # type: ignore[assignment]
+                step = value
             else:
-                select = value if kind == "index" else next((i for i, p in enumerate(matched) if p.request_id == value), None)  # type: ignore[assignment]
+                select = value if kind == "index" else next((i for i, p in enumerate(matched) if p.request_id == value), None)
         self.requests_model.set_requests(count, self._points, self.model.episodes(), select=select, rows=rows)
         if step is not None:
             self._select_key(("step", step))

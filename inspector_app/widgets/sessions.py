@@ -5,6 +5,7 @@ does is :class:`inspector_app.controllers.sessions.SessionsController`'s."""
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from engine.figures import byte_size
 
 from ..timeline.pages import source_name
+from .trees import top_level_items
 
 COLUMNS: tuple[str, ...] = ("Tool", "Project", "Size", "Last activity", "Imported")
 COL_TOOL, COL_PROJECT, COL_SIZE, COL_WHEN, COL_IMPORTED = range(len(COLUMNS))
@@ -182,7 +184,7 @@ class SessionsDialog(QDialog):
         self.heading.setText(f"{n} session{'s' if n != 1 else ''} on this machine · {done} imported" if n else "No sessions found")
         self.remove_menu.clear()
         for folder in folders:
-            self.remove_menu.addAction(folder, lambda f=folder: self.removeFolderRequested.emit(f))
+            self.remove_menu.addAction(folder, functools.partial(self.removeFolderRequested.emit, folder))
         self.remove_button.setVisible(bool(folders))
         where = "Each tool's default folders" + (" and " + ", ".join(folders) if folders else "")
         self.where.setText(where + (f" · imports go to {database}" if database else ""))
@@ -213,13 +215,12 @@ class SessionsDialog(QDialog):
 
     def rows(self) -> list[list[str]]:
         """The cells, row by row in the order shown (tests, tools)."""
-        return [[self.table.topLevelItem(i).text(c) for c in range(len(COLUMNS))] for i in range(self.table.topLevelItemCount())]
+        return [[item.text(c) for c in range(len(COLUMNS))] for item in top_level_items(self.table)]
 
     def select_paths(self, paths: Sequence[str]) -> None:
         wanted = set(paths)
         self.table.clearSelection()
-        for i in range(self.table.topLevelItemCount()):
-            item = self.table.topLevelItem(i)
+        for item in top_level_items(self.table):
             if item.data(COL_TOOL, PathRole) in wanted:
                 item.setSelected(True)
 

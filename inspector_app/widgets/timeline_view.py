@@ -218,9 +218,8 @@ class TimelineView(QTreeView):
         if not anchor.isValid() or offset is None:
             return
         self.executeDelayedItemsLayout()
-        index = QModelIndex(anchor)
-        self.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtTop)
-        height = self.visualRect(index).height()
+        self.scrollTo(anchor, QAbstractItemView.ScrollHint.PositionAtTop)
+        height = self.visualRect(anchor).height()
         if height > 0 and offset // height:
             bar = self.verticalScrollBar()
             bar.setValue(bar.value() - offset // height)

@@ -526,11 +526,11 @@ class WhatIfDialog(QDialog):
         outcome = "failed"
         try:
             if sweep is None:
-                result = await self.client.call(InspectorService.whatif, key, settings, progress=relay, should_stop=stop.is_set)
-                self._show_comparison(result, settings)
+                comparison = await self.client.call(InspectorService.whatif, key, settings, progress=relay, should_stop=stop.is_set)
+                self._show_comparison(comparison, settings)
             else:
-                result = await self.client.call(InspectorService.whatif_sweep, key, sweep[0], sweep[1], settings=settings, progress=relay, should_stop=stop.is_set)
-                self._show_sweep(result, settings)
+                swept = await self.client.call(InspectorService.whatif_sweep, key, sweep[0], sweep[1], settings=settings, progress=relay, should_stop=stop.is_set)
+                self._show_sweep(swept, settings)
             outcome = "done"
             self.status.setText(f"Done in {time.monotonic() - started:.1f} s · {what} · the database was not written")
         except Cancelled:
@@ -540,7 +540,7 @@ class WhatIfDialog(QDialog):
             stop.set()  # the dialog went away (or the window closes): let the worker stop too
             self._active = False
             raise
-        except Exception as exc:  # noqa: BLE001: every failure is shown in the dialog, in words
+        except Exception as exc:  # noqa: BLE001 - every failure is shown in the dialog, in words
             code, text = describe_failure(exc)
             self._show_error(f"{code}: {text}")
             self.status.setText("The run failed: nothing was kept")
