@@ -297,7 +297,7 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
             for text in turns(trace):
                 try:
                     agent.invoke({"messages": [HumanMessage(text)]}, config)
-                except Exception as exc:  # the agent cannot go on: the rest of the trace is not replayed
+                except Exception as exc:  # noqa: BLE001 - the agent cannot go on: the rest of the trace is not replayed
                     error = f"{type(exc).__name__}: {exc}"
                     break
                 completed += 1

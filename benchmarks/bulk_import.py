@@ -198,7 +198,7 @@ def run(files: int, backends: list[str], pg_url: str, *, keep: Path | None = Non
             with ExitStack() as stack:
                 try:
                     d = backend_run(backend, folder, tmp, stack, pg_url)
-                except Exception as exc:  # noqa: BLE001: a backend that cannot run is reported, the others still run
+                except Exception as exc:  # noqa: BLE001 - a backend that cannot run is reported, the others still run
                     d = {"bench": TAG, "backend": backend, "skipped": str(exc).splitlines()[0] if str(exc) else type(exc).__name__}
                 else:
                     d["folder"] = made

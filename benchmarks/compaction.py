@@ -31,8 +31,8 @@ from engine.compactor import RunState  # noqa: E402
 from engine.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
 from engine.meter import default_meter  # noqa: E402
 from engine.service import Service, open_service  # noqa: E402
-from engine.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult  # noqa: E402
 from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
+from engine.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult  # noqa: E402
 
 SEED = 20261130
 WORDS = (

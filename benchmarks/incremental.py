@@ -37,7 +37,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import statistics
 import subprocess
 import sys
@@ -181,8 +180,8 @@ def old_status(svc: Any, key: str) -> int:
     svc.store.thread(key)
     svc.store.last_completed_request(key)
     snap = svc.store.snapshot(key)
-    from engine.surface import build_surface, envelope_of
     from engine.meter import default_meter
+    from engine.surface import build_surface, envelope_of
 
     return default_meter(snap.model).measure(envelope_of(snap, build_surface(snap))).total
 
@@ -243,9 +242,8 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
 def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
     from engine.compactor import RunState
     from engine.messages import assistant
-    from traces import generate
-
     from ours import MODEL, PROVIDER, policy
+    from traces import generate
 
     trace = generate(family, size)
     window = WINDOW_1M if size >= 1_000_000 else 32_768 if size >= 100_000 else 8192
@@ -390,7 +388,7 @@ def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float,
                         results["load"].append(child("load", "--url", url, "--workdir", str(Path(tmp) / "wd"), "--seconds", str(load_seconds),
                                                      "--writers", "20", "--mode", mode, timeout=2 * load_seconds + 120))
                         print(json.dumps(results["load"][-1]), file=sys.stderr)
-            except Exception as exc:  # PostgreSQL unreachable (or a bounded run killed): reported in the row
+            except Exception as exc:  # noqa: BLE001 - PostgreSQL unreachable (or a bounded run killed): reported in the row
                 results["load_skipped"] = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
     return results
 

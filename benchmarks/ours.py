@@ -19,9 +19,8 @@ from engine.compactor import RunState
 from engine.messages import Envelope
 from engine.meter import TokenMeter, default_meter
 from engine.service import Service, open_service
-from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from engine.summarizers.extractive import ExtractiveSummarizer
-
+from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from traces import Reference, Replay, Trace
 
 PROVIDER, MODEL = "bench", "bench-model"  # not a known model: the window comes from the policy

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 import tempfile
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
@@ -77,7 +77,7 @@ def own_manual_compaction() -> list[list[str]]:
 
         with tempfile.TemporaryDirectory(prefix="bench-manual-") as tmp:
             a = compaction.bench_manual(Path(tmp))
-    except Exception as exc:  # another engineer's script: report what failed, never a number
+    except Exception as exc:  # noqa: BLE001 - another engineer's script: report what failed, never a number
         return [["Manual compaction end to end (benchmarks/compaction.py)", f"not measured: {type(exc).__name__}: {exc}", ""]]
     return [
         [
@@ -136,9 +136,9 @@ def measure_specifics(family: str = "research", size: int = 1_000_000, root: Pat
     the summarizer call, timed around it."""
     import time
 
-    import traces  # benchmarks/traces.py (puts the repository on sys.path)
-    import ours  # benchmarks/ours.py
     import engine.compactor as compactor
+    import ours  # benchmarks/ours.py
+    import traces  # benchmarks/traces.py (puts the repository on sys.path)
     from engine.events import SummaryEvent
 
     # CPU time of this thread besides the wall time: the machine may be shared, and both calls run
@@ -226,7 +226,7 @@ def own_specifics(family: str = "research", size: int = 1_000_000) -> list[list[
     """The dropped-specifics row: its cost against the summary call on the pressure path."""
     try:
         r = measure_specifics(family, size)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the row says what failed, never a number
         return [[f"Dropped specifics on the pressure path, {family}-{size // 1000}k", f"not measured: {type(exc).__name__}: {exc}", ""]]
     if not r["summaries"]:
         return [[f"Dropped specifics on the pressure path, {r['trace']}", "not measured: no summary on the pressure path", ""]]
@@ -262,7 +262,7 @@ def machine() -> list[str]:
         except PackageNotFoundError:
             pkgs.append(f"{pkg} not installed")
     return [
-        f"- Date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- Date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         f"- CPU: {cpu}, {os.cpu_count()} logical cores (nproc), shared with other jobs; memory {mem}",
         f"- OS: {platform.platform()}; Python {platform.python_version()}",
         f"- Packages: {', '.join(pkgs)}",

@@ -26,9 +26,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 from engine.compactor import IDENTIFIER_ROOM_SHARE
 from engine.messages import Envelope, Message, ToolCall
-from engine.summarizers.protocol import SummaryRequest
 from engine.summarizers.extractive import ExtractiveSummarizer
-
+from engine.summarizers.protocol import SummaryRequest
 from traces import Reference, Replay, Trace, chars_over_4
 
 STRATEGIES: tuple[str, ...] = ("langchain", "chars/4")

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+import import_session
 from engine.errors import CannotCompact
 from engine.importers import detect_format
 from engine.messages import Envelope
@@ -32,8 +33,6 @@ from engine.summarizers.protocol import contains_verbatim
 from engine.surface import build_surface, envelope_of
 from engine.units import current_request
 from engine.views import ManualResult
-
-import import_session
 from ours import MODEL, PROVIDER, CountingExtractive, summary_budget
 from traces import IDENTIFIER, Trace, envelope_texts
 

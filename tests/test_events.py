@@ -12,16 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.events import (
     EVENT_TYPES,
     Event,
     EventKind,
-    PruneEvent,
-    PrunedResult,
     ProviderErrorEvent,
+    PrunedResult,
+    PruneEvent,
     Record,
     RecoveredEvent,
     RetryEvent,

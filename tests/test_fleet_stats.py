@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterator
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -65,7 +65,7 @@ def reference(svc: Service, keys: list[str], since: datetime) -> dict:
         compactions += len(history) + len(sources)
         for h in history:
             if h.created_at >= since:
-                per_day[(h.created_at.astimezone(timezone.utc).date().isoformat(), h.kind, "engine")] += 1
+                per_day[(h.created_at.astimezone(UTC).date().isoformat(), h.kind, "engine")] += 1
             if h.tokens_before is not None and h.tokens_after is not None:
                 saved += h.tokens_before - h.tokens_after
         for sc in sources:
@@ -93,7 +93,7 @@ def reference(svc: Service, keys: list[str], since: datetime) -> dict:
 @pytest.mark.parametrize("query", [None, ThreadQuery(source_format="codex"), ThreadQuery(filters=frozenset({"over_hint"})),
                                    ThreadQuery(text="refund")], ids=["all", "codex", "over_hint", "text"])
 def test_stats_match_the_brute_force_reference(svc: Service, query: ThreadQuery | None) -> None:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     stats = svc.threads.stats(query, days=30, now=now)
     since = (now - timedelta(days=29)).replace(hour=0, minute=0, second=0, microsecond=0)
     keys = [t.key for t in svc.store.list_threads(limit=10_000)]

@@ -14,8 +14,7 @@ from typing import Any, Iterator
 import pytest
 import tiktoken
 import tiktoken.registry
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 import engine.meter as meter_mod
 from engine.messages import (

@@ -333,7 +333,7 @@ def _realistic_web(n: int, seed: int) -> dict[str, object]:
     words = "postgres standby promote replication lag failover timeline wal archive recovery".split()
     sites = ["stackoverflow.com", "www.postgresql.org", "github.com", "docs.aws.amazon.com", "learn.microsoft.com"]
     results = []
-    for i in range(n):
+    for _ in range(n):
         site, slug = rng.choice(sites), "-".join(rng.choice(words) for _ in range(rng.randint(4, 9)))
         results.append({
             "id": f"web-{rng.getrandbits(40):010x}",

@@ -11,6 +11,8 @@ from typing import Any, Awaitable, Callable
 import httpx
 import pytest
 
+from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.llm import ChatClient, Completion
 from engine.llm.errors import (
     CONNECTION_ERROR,
     CONTEXT_WINDOW_EXCEEDED,
@@ -21,8 +23,6 @@ from engine.llm.errors import (
     ProviderError,
     is_context_overflow,
 )
-from engine.llm import ChatClient, Completion
-from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
 from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
-from engine.messages import Envelope, Surface, assistant, tool_result, user, ToolCall
+from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 
 ROOT = Path(__file__).resolve().parents[1]

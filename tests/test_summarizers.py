@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
+from engine.errors import CannotCompact
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, RATE_LIMITED, SERVER_ERROR
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
-from engine.summarizers.protocol import contains_verbatim, Summarizer, SummarizerError, SummaryRequest, SummaryResult, validate_summary
-from engine.summarizers.factory import make_summarizer_from_env
 from engine.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
+from engine.summarizers.factory import make_summarizer_from_env
 from engine.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
+from engine.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, validate_summary
 
 count = default_meter().count_text
 SHA = "9f86d081884c7d659a2feaeb0f6d9e6e1a0c3b1f2f8e7c6d5b4a39281706f5e4"
@@ -660,7 +660,7 @@ def test_api_key_never_leaks_into_the_config_file_the_keyring_fallback_or_the_ex
                 svc.set_policy(POLICY)
                 key = new_thread(svc, "t")
                 finished_turns(svc, key, 12)
-                with pytest.raises(Exception):
+                with pytest.raises(CannotCompact, match="summary rejected"):
                     svc.compact(key)  # the 401 echoing the key: rejected
                 rejected = [e for e in svc.events(key) if e.kind == "summary_rejected"][-1].data
                 assert "***" in rejected["error_message"]

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from engine.compactor import Compactor
 from engine.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall, assistant, tool_result, user

@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.messages import Message, ToolCall, assistant, system, tool_result, user
 from engine.units import (
@@ -20,12 +19,12 @@ from engine.units import (
     Unit,
     assert_valid_cut,
     build_units,
+    current_request,
     is_balanced,
+    is_request,
     orphan_call_ids,
     select_overflow_head,
     select_prefix,
-    current_request,
-    is_request,
     split_rounds,
     split_turns,
     starts_turn,

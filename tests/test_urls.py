@@ -11,8 +11,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from engine.store import normalize_url
 from inspector_app.urls import redact, secrets_of, strip_password

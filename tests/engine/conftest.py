@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from engine.surface import build_surface, history_part
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
-from engine.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult
 from engine.summarizers.extractive import ExtractiveSummarizer
+from engine.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult
+from engine.surface import build_surface, history_part
 from engine.units import is_balanced
 
 WINDOW = 8000

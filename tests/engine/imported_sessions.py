@@ -16,7 +16,7 @@ it rewrites the small committed fixtures under tests/fixtures/sessions/.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +44,7 @@ def write_claude_code_session(directory: Path, *, compactions: int = 4, rounds: 
     message (the source compacted after its last recorded request)."""
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"{session}.jsonl"
-    t0 = datetime(2026, 11, 28, 9, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 28, 9, 0, tzinfo=UTC)
     entries: list[dict[str, Any]] = []
     state = {"parent": None, "n": 0, "t": t0}
 

@@ -142,7 +142,7 @@ def test_a_missing_offload_file_is_found(demo_sqlite: Path, tmp_path: Path, caps
     message_id, copy = _offload_file(url)
     copy.unlink()
     # the recorded path (the session demo's Workdir) must not stand in for the copy's
-    run_sql(url, [f"UPDATE tool_offloads SET path = :path WHERE message_id = :mid"], path=str(copy), mid=message_id)
+    run_sql(url, ["UPDATE tool_offloads SET path = :path WHERE message_id = :mid"], path=str(copy), mid=message_id)
     code, report = check(capsys, url)
     assert code == 1 and [(v["check"], v["id"]) for v in report["violations"]] == [("offload_missing", message_id)], report
 

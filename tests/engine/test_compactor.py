@@ -11,10 +11,10 @@ import pytest
 
 from engine.compactor import RunState
 from engine.events import EventKind, SummaryRejectedEvent, parse_event
-from engine.surface import build_surface, envelope_of
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import open_service
 from engine.summarizers.protocol import contains_verbatim
+from engine.surface import build_surface, envelope_of
 from engine.units import assert_valid_cut
 
 from .conftest import (

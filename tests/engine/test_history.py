@@ -13,7 +13,7 @@ import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -346,7 +346,7 @@ def test_load_export_refuses_what_is_not_an_export() -> None:
                         '"created_at": "yesterday"}]}', "not an ISO time")]:
         with pytest.raises(history.InvalidExport, match=words):
             history.load_export(bad)
-    e = CompactionEntry(1, "summary", "pressure", "engine", datetime(2026, 1, 2, tzinfo=timezone.utc), 10, 5, "s", None,
+    e = CompactionEntry(1, "summary", "pressure", "engine", datetime(2026, 1, 2, tzinfo=UTC), 10, 5, "s", None,
                         CompactionCost(1, 2, 3, 4, "meter", "gpt-4o", 0.5, "USD", None, 0.25, 0.75))
     assert history.load_export(history.export_json("k", [e])) == [e]
     with pytest.raises(history.InvalidExport, match="unknown export format"):
@@ -535,7 +535,7 @@ def _big_entries() -> list[CompactionEntry]:
 
     listed = tuple(DroppedSpecific("identifier", f"ticket-{i}", referenced=i < 3) for i in range(MAX_DROPPED))
     dropped = DroppedSpecifics(seen=676, dropped=listed, truncated=True, dropped_count=658, referenced_count=3)
-    at = datetime(2026, 11, 30, 14, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 30, 14, 0, tzinfo=UTC)
     cost = CompactionCost(summarizer_prompt_tokens=70_000, summarizer_completion_tokens=900, saved_prompt_tokens=1_000_000,
                           following_requests=12, source="recorded", model="claude-opus-4-5", money=4.839705, currency="USD",
                           price_note=None, summarizer_money=0.361, saved_money=5.200705)

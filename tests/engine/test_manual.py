@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.surface import build_surface
 from engine.errors import CannotCompact, ThreadBusy
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.summarizers.protocol import contains_verbatim
+from engine.surface import build_surface
 from engine.units import assert_valid_cut
 
 from .conftest import (

@@ -49,7 +49,7 @@ def pressure_thread(svc, key: str) -> None:
     """Turns with big tool results (pruned by pressure) before a short current request."""
     new_thread(svc, key)
     for i in range(6):
-        call = ToolCall(f"c{i}", "query_kb", '{"q": "doc-%d"}' % i)
+        call = ToolCall(f"c{i}", "query_kb", f'{{"q": "doc-{i}"}}')
         add(svc, key, user(f"Question {i}: look up doc-{i}."), assistant(f"Looking up doc-{i}.", call))
         add(svc, key, tool_result(call.id, filler(2600, f"doc-{i} body"), name="query_kb"), assistant(filler(200, f"Answer {i}.")))
     add(svc, key, user("Last question: who owns doc-42?"))

@@ -23,7 +23,7 @@ from keyring.backends import fail
 
 from engine import config
 from engine.cli import main as cli
-from engine.config import API_KEY, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, Settings, SettingError
+from engine.config import API_KEY, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, SettingError, Settings
 from engine.events import written_by
 from engine.harness.simulator import ProviderSimulator, Reply
 from engine.service import open_service

@@ -14,17 +14,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from engine.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
 from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, tool_result, user
+from engine.specifics import dropped_at_compaction
 from engine.surface import SYNTHETIC_USER_TEXT, shown_message
 from engine.views import (
-    PinChange,
-    PinInfo,
-    ThreadPolicyView,
     CompactionCost,
     CompactionDiff,
     CompactionEntry,
@@ -34,6 +32,8 @@ from engine.views import (
     HistoryRecord,
     ManualResult,
     Offload,
+    PinChange,
+    PinInfo,
     PressurePoint,
     PressureStatus,
     ReplayStep,
@@ -41,17 +41,17 @@ from engine.views import (
     SourceCompaction,
     StoredMessage,
     ThreadInfo,
+    ThreadPolicyView,
     VisibleTokens,
 )
 from engine.workdir import Workdir
-from engine.specifics import dropped_at_compaction
 from tests.gui.fake_fleet import FakeThreads
 
 if TYPE_CHECKING:
     from engine.service import ImportReport
     from engine.whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
 
-T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 def _with_id(m: Message, i: int) -> Message:

@@ -16,9 +16,9 @@ from engine.errors import EngineError
 from engine.messages import ToolCall, assistant, tool_result, user
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
+from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
 from inspector_app.models.replay import MessageRole
 from inspector_app.models.timeline import MessageIdRole
-from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, fake_tokens
 from tests.gui.test_window_real import RESEARCH, WAIT_MS, demo, fresh, open_demo  # noqa: F401 (fixtures)

@@ -17,8 +17,8 @@ from engine.errors import EngineError
 from inspector_app.controllers.compaction import EXPORT_FILTERS, default_export_name, export_target, write_export
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run
-from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import FakeService
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 
 pytestmark = pytest.mark.gui
 

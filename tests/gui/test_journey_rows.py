@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from PySide6.QtCore import QModelIndex, QtMsgType, Qt, qInstallMessageHandler
+from PySide6.QtCore import QModelIndex, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QIcon
 
 from engine.cli import main as cli

@@ -72,7 +72,7 @@ def test_a_manual_compaction_that_stays_over_says_why() -> None:
 
 
 def test_the_legend_takes_fewer_columns_rather_than_cut_a_count() -> None:
-    advance = lambda text: 7.0 * len(text)  # noqa: E731: a fixed-width font of 7 px per character
+    advance = lambda text: 7.0 * len(text)  # noqa: E731 - a fixed-width font of 7 px per character
     texts = [f"tool results  {1_523_456:,}"] + ["user  12"] * 5
     cols, rects = legend_layout(texts, 400, advance)
     assert cols == 2 and all(advance(t) <= r.width() for t, r in zip(texts, rects))

@@ -4,6 +4,7 @@ pressure chart's click that opens a request, and the stale surface of the previo
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from PySide6.QtCore import QPointF, Qt
@@ -301,7 +302,7 @@ def test_a_hundred_thousand_requests_are_rows_made_off_the_gui_thread(qapp: QApp
     from engine.views import PressurePoint
 
     n = 100_000
-    at = datetime(2026, 11, 30, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 30, tzinfo=UTC)
     points = [PressurePoint(10 + i, i // 10, i % 10, 1_000 + i, 9_000, "prune" if i % 50 == 0 else None, at) for i in range(n)]
     with ThreadPoolExecutor(1) as pool:
         rows = pool.submit(request_rows, n, points).result()

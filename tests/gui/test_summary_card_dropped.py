@@ -17,15 +17,15 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import assistant, tool_result, user, ToolCall
+from engine.messages import ToolCall, assistant, tool_result, user
 from engine.specifics import DroppedSpecific, DroppedSpecifics
 from engine.views import CompactionEvent, SourceCompaction
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import BoundaryInfo
 from inspector_app.widgets.detail import DroppedItem, DroppedModel, DroppedView, boundary_dropped
 from tests.gui.conftest import run
-from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import T0, FakeService, install_demo
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 
 pytestmark = pytest.mark.gui
 

@@ -14,20 +14,18 @@ from __future__ import annotations
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from engine.messages import Message, ToolCall
 from engine.units import build_units
 from engine.views import SourceCompaction, StoredMessage
-from inspector_app.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage
-from inspector_app.timeline import segments
+from inspector_app.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage, segments
 from inspector_app.timeline.segments import Placement, Run, Span
 
-T0 = datetime(2026, 11, 30, 9, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
 
 # -- a random thread and a keyset reader over it -------------------------------------------------

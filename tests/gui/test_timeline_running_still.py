@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from inspector_app.timeline import Timeline
 from tests.gui.test_timeline_core import OPS, PROPERTY, Shadow, Thread, apply, check_invariants, fill, grow, loaded_at_once, signature, threads

@@ -6,7 +6,7 @@ their widths (no scroll bar appearing, no column-resize repaint in a later event
 from __future__ import annotations
 
 from dataclasses import replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from inspector_app.models.timeline import PageRequest, TimelineModel
 from inspector_app.widgets.timeline_view import TimelineView
 
 pytestmark = pytest.mark.gui
-T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class PaintCounter(QObject):

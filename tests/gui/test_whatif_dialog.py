@@ -30,8 +30,8 @@ from inspector_app.widgets.whatif import (
     sweep_rows,
     sweep_values,
 )
-from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 from tests.gui.fake_service import FakeService
+from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
 
 pytestmark = pytest.mark.gui
 

@@ -11,16 +11,16 @@ import pytest
 from sqlalchemy import text
 
 from engine.compactor import RunState
-from engine.surface import build_surface, history_part
 from engine.errors import EngineError
+from engine.harness.simulator import ProviderSimulator, Reply
 from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.policy import PolicyError
 from engine.service import Service, open_service
-from engine.summarizers.factory import ENV_BASE_URL, ENV_MODEL
 from engine.summarizers.extractive import ExtractiveSummarizer
+from engine.summarizers.factory import ENV_BASE_URL, ENV_MODEL
+from engine.surface import build_surface, history_part
 from engine.units import is_balanced
 from engine.workdir import SavedResult, Workdir
-from engine.harness.simulator import ProviderSimulator, Reply
 
 WINDOW = 8000  # threshold 6400, target 5439, retained tail 1280, prune > 2000 tokens
 POLICY: dict[str, Any] = {"context_window": WINDOW, "default": {"summary_max_tokens": 400}}
@@ -205,7 +205,7 @@ def test_cli_reports_a_malformed_tool_calls_row_in_one_line(tmp_path: Path, caps
     with svc.store.engine.begin() as conn:
         conn.execute(
             text("INSERT INTO messages (conversation_id, role, content, tool_calls, created_at) VALUES (1, 'assistant', '', :calls, :now)"),
-            {"calls": '[{"name": "fetch", "arguments": "{}"}]', "now": dt.datetime.now(dt.timezone.utc).isoformat()},
+            {"calls": '[{"name": "fetch", "arguments": "{}"}]', "now": dt.datetime.now(dt.UTC).isoformat()},
         )
     svc.close()
 

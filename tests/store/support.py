@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -53,7 +53,7 @@ def insert_legacy_rows(engine: sa.Engine, key: str, rows: list[dict]) -> list[in
     ``role`` and ``content`` and optionally ``tool_calls`` (list of {id, name, arguments}),
     ``tool_call_id``, ``name``. Keeps ``message_count`` and ``last_message_id``. Returns the ids."""
     conversations, messages = _tables(engine)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     ids: list[int] = []
     with engine.begin() as conn:
         cid = conn.execute(sa.select(conversations.c.id).where(conversations.c.thread_key == key)).scalar_one()

@@ -75,7 +75,7 @@ def test_record_prune_bumps_generation_and_writes_history_and_offloads(store: St
     assert store.offloads(key, []) == {}
     # the raw message is untouched; the page says it was pruned
     page = {s.id: s for s in store.messages_page(key)}
-    assert page[ids[2]].message.content == f"huge result 0 " * 100
+    assert page[ids[2]].message.content == "huge result 0 " * 100
     assert page[ids[2]].offload_sha256 == o.sha256 and page[ids[0]].offload_sha256 is None
 
 

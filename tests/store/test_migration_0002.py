@@ -5,7 +5,7 @@ the rows (a developer message as a system message)."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime, timezone
 
 import sqlalchemy as sa
 
@@ -24,7 +24,7 @@ def _exec(url: str, sql: str, **params) -> list:
         engine.dispose()
 
 
-NOW = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 
 
 def _fill_0001(url: str) -> None:

@@ -20,10 +20,10 @@ from engine.store import (
     SchemaTooNew,
     Store,
     StoreError,
+    db as store_db,
     migrate,
     normalize_url,
 )
-from engine.store import db as store_db
 from engine.store.models import Base
 
 from .support import fingerprint

@@ -11,8 +11,7 @@ import sqlalchemy as sa
 
 from engine.errors import ThreadNotFound
 from engine.messages import assistant, user
-from engine.store import Store
-from engine.store import db as store_db
+from engine.store import Store, db as store_db
 
 
 @pytest.fixture
