@@ -20,6 +20,8 @@ run: install
 
 test: install
 	$(BIN)/lint-imports
+	$(BIN)/mypy
+	$(BIN)/ruff check
 	QT_QPA_PLATFORM=offscreen QT_API=pyside6 $(BIN)/python -m pytest -p no:cacheprovider $(PYTEST_ARGS)
 
 bench: install
