@@ -164,7 +164,7 @@ def test_migrate_creates_then_reports_current(capsys, tmp_path):
     code, out, _ = run_main(capsys, "migrate", "--db", str(path), "--json")
     assert code == EXIT_OK and json.loads(out)["from"] == json.loads(out)["to"] == code_head()
     code, out, _ = run_main(capsys, "threads", "--db", str(path), "--json")
-    assert code == EXIT_OK and json.loads(out) == {"threads": [], "next_after": None}
+    assert code == EXIT_OK and json.loads(out) == {"threads": [], "total": 0, "next_after": None}
 
 
 # -- bad input: one line on stderr, non-zero, no traceback, nothing written -----------------------
