@@ -248,7 +248,6 @@ def run_diff(args: argparse.Namespace) -> int:
 
 
 def run_export(args: argparse.Namespace) -> int:
-    from ..history import export_history
 
     secrets = url_secrets(args.db)
     try:
@@ -256,7 +255,7 @@ def run_export(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001
         return _fail(exc, False, secrets)
     try:
-        text = export_history(svc.store, args.thread, args.format)
+        text = svc.export_history(args.thread, args.format)
     except Exception as exc:  # noqa: BLE001
         return _fail(exc, False, secrets)
     finally:

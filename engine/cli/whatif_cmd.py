@@ -111,7 +111,7 @@ def _terminate_as_interrupt() -> Any:
 def run(args: argparse.Namespace) -> int:
     from ..errors import EngineError
     from ..service import open_service
-    from ..whatif import parse_settings, parse_sweep, run_sweep, run_whatif
+    from ..whatif import parse_settings, parse_sweep
 
     want_json = bool(args.json)
     try:
@@ -125,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
         progress = _progress(not want_json and sys.stderr.isatty())
         if sweep is not None:
             parameter, values = sweep
-            result: Any = run_sweep(svc.store, args.thread, parameter, values, policies=svc.policies, settings=settings, progress=progress)
+            result: Any = svc.whatif_sweep(args.thread, parameter, values, settings=settings, progress=progress)
             runs = [result.recorded, *result.runs]
         else:
-            result = run_whatif(svc.store, args.thread, settings, policies=svc.policies, progress=progress)
+            result = svc.whatif(args.thread, settings, progress=progress)
             runs = [result.recorded, result.candidate]
     finally:
         if previous is not None:
