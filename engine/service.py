@@ -1,4 +1,4 @@
-# Over 500 lines: the one use-case API (intake, runs, requests, compaction, steering, queries, import) until issue 24 splits it into facets; the logic lives in the compactor, the store, the snapshots, history and importing.
+# Over 800 lines: the one use-case API (intake, runs, requests, compaction, steering, queries, import) until issue 24 (open) splits it into facets like svc.threads (engine/fleet.py); the logic lives in the compactor, the store, the snapshots, history and importing.
 """Use cases: the one API that the CLI, the inspector, the harness and agent platforms call.
 
 Every write goes through the store's write door (``Store.locked`` → :class:`engine.store.Locked`),
