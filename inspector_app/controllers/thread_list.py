@@ -16,7 +16,7 @@ import asyncio
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from PySide6.QtCore import QItemSelectionModel, QPoint, Qt, QTimer
+from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, QPoint, Qt, QTimer
 from PySide6.QtWidgets import QAbstractItemView
 
 from engine.views import ThreadPage, ThreadQuery
@@ -129,6 +129,11 @@ class ThreadListController:
         bar.rangeChanged.connect(lambda _a, _b: self._scroll_timer.start())
         for signal in (self.model.modelReset, self.model.rowsInserted, self.model.rowsRemoved):
             signal.connect(lambda *_a: self._scroll_timer.start())  # rows on screen that are not held yet
+        #: the current row the keyboard moved to before its page arrived (Ctrl+End, Page Down):
+        #: its thread opens once the page lands, if the row is still current (:meth:`_open_pending`)
+        self._pending = QPersistentModelIndex()
+        self.view.selectionModel().currentRowChanged.connect(self._on_current)
+        self.model.dataChanged.connect(lambda *_a: self._open_pending())
         header = self.view.header()
         header.setSectionsClickable(True)
         header.setSortIndicatorShown(False)
@@ -282,6 +287,37 @@ class ThreadListController:
         current = self.view.currentIndex().row()
         model.evict(first, last, keep=current)
         self.show_count()
+
+    # == the selection and the open thread agree ==============================================
+    def _on_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        """The current row moved (the keyboard, a click): a row whose page is not held yet (Ctrl+End
+        to the end of 100,000 threads) is remembered; its thread opens when the page arrives."""
+        row = self.ui.thread_proxy.mapToSource(current).row() if current.isValid() else -1
+        self._pending = QPersistentModelIndex(current) if row >= 0 and not self.model.loaded(row) else QPersistentModelIndex()
+        if self._pending.isValid():
+            self._scroll_timer.start()  # on screen (the view scrolled to it): fetched right away
+
+    def _open_pending(self) -> None:
+        """The page of the row the keyboard moved to has arrived: the selection model says the
+        current row changed once more (from no thread to this one), and the thread opens as for
+        any move of the selection. The panels never stay on another thread than the one shown
+        selected. Nothing happens when the user has moved on."""
+        pending = self._pending
+        if not pending.isValid():
+            return
+        view = self.view
+        index = view.currentIndex()
+        if QPersistentModelIndex(index) != pending:
+            self._pending = QPersistentModelIndex()
+            return
+        if not self.model.loaded(self.ui.thread_proxy.mapToSource(index).row()):
+            return
+        self._pending = QPersistentModelIndex()
+        selection = view.selectionModel()
+        selection.blockSignals(True)
+        selection.setCurrentIndex(QModelIndex(), QItemSelectionModel.SelectionFlag.NoUpdate)
+        selection.blockSignals(False)
+        selection.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
 
     # == a thread chosen elsewhere ==============================================================
     async def reveal(self, key: str, *, scroll: bool = True) -> bool:

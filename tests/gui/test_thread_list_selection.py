@@ -1,0 +1,86 @@
+"""Issue 26 (user trial): the row the thread list shows selected and the thread open in the panels
+always agree, on the real window over a real 1,500-thread SQLite store.
+
+Ctrl+End (keyboard navigation, as in any Qt list) selects the last row and, once its page has
+arrived, opens its thread; dragging the scroll bar far away only scrolls: the selection stays on
+the open thread. A thread clicked in the fleet view is selected in the list (paged to if needed)
+and is the only row that looks selected.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtTest import QTest
+from PySide6.QtWidgets import QAbstractSlider
+
+from engine.service import open_service
+from engine.views import ThreadQuery
+from inspector_app.main_window import MainWindow
+from inspector_app.models.threads import KeyRole
+from tests.gui.test_thread_list_paged import THREADS, WAIT, db, fleet_db, opened, settle  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.gui
+
+
+def selected_keys(w: MainWindow) -> list[str]:
+    """The keys of every row the list shows selected (the highlight)."""
+    return [i.data(KeyRole) for i in w.thread_list.selectionModel().selectedRows()]
+
+
+def open_key(w: MainWindow) -> str | None:
+    return w.state.thread.key if w.state.thread is not None else None
+
+
+def agree(w: MainWindow) -> bool:
+    """The list's current row, its highlight, the open thread and the timeline are one thread."""
+    key = w.thread_list.currentIndex().data(KeyRole)
+    return key is not None and selected_keys(w) == [key] and open_key(w) == key and w.timeline_model.key == key
+
+
+def last_key(url: str) -> str:
+    svc = open_service(url)
+    try:
+        return svc.threads.page(ThreadQuery(sort="key", descending=True), limit=1).threads[0].key
+    finally:
+        svc.close()
+
+
+def test_ctrl_end_selects_the_last_row_and_opens_it_once_its_page_arrives(qtbot: Any, opened: MainWindow, db: str) -> None:
+    w = opened
+    model, view = w.thread_model, w.thread_list
+    before = open_key(w)
+    assert before is not None and agree(w) and not model.loaded(THREADS - 1)  # the last page is not read yet
+    view.setFocus()
+    QTest.keyClick(view, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
+    assert view.currentIndex().row() == THREADS - 1  # the keyboard moved the selection at once
+    qtbot.waitUntil(lambda: w.idle and model.loaded(THREADS - 1) and open_key(w) != before, timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle and agree(w), timeout=WAIT)
+    assert open_key(w) == last_key(db) and w.thread_title.text()
+    QTest.keyClick(view, Qt.Key.Key_Home, Qt.KeyboardModifier.ControlModifier)  # and back to the top: the first row opens
+    qtbot.waitUntil(lambda: w.idle and view.currentIndex().row() == 0 and agree(w), timeout=WAIT)
+
+
+@pytest.mark.parametrize("where", ["end", "middle"])
+def test_a_scroll_bar_drag_only_scrolls(qtbot: Any, opened: MainWindow, where: str) -> None:
+    w = opened
+    model, view = w.thread_model, w.thread_list
+    before = open_key(w)
+    assert before is not None and agree(w)
+    row = view.currentIndex().row()
+    bar = view.verticalScrollBar()
+    bar.setSliderDown(True)  # the user holds the handle and drags it
+    for value in range(bar.value(), bar.maximum() if where == "end" else bar.maximum() // 2, max(1, bar.maximum() // 7)):
+        bar.setValue(value)
+        qtbot.wait(5)
+    bar.triggerAction(QAbstractSlider.SliderAction.SliderToMaximum if where == "end" else QAbstractSlider.SliderAction.SliderNoAction)
+    bar.setSliderDown(False)
+    target = THREADS - 1 if where == "end" else view.rowAt(2)
+    qtbot.waitUntil(lambda: w.idle and model.loaded(target), timeout=WAIT)
+    qtbot.wait(100)  # the landing page's placing and the refit are done
+    assert open_key(w) == before and w.timeline_model.key == before
+    assert view.currentIndex().data(KeyRole) == before and view.currentIndex().row() == row
+    assert selected_keys(w) == [before]  # no other row looks selected
+    assert not view.visualRect(view.currentIndex()).intersects(view.viewport().rect())  # it only scrolled
