@@ -23,7 +23,7 @@ from .discovery import DiscoveredSession, SessionFollower, discover, store_write
 from .errors import EngineError
 from .events import CancelledEvent, Event, EventKind, HarnessErrorEvent, WaitingForUserEvent, write_event, write_thread_event
 from .fleet import ThreadsFacet
-from .history import RequestEnvelopes
+from .history import RequestEnvelopes, ThreadHistory
 from .importing import ImportReport, follow_path, import_path
 from .locations import (  # noqa: F401 (re-exported: the CLI, the inspector and the adapters import them from here)
     APP_NAME,
@@ -516,8 +516,10 @@ class Service:
     def history(self, key: str) -> list[HistoryRecord]:
         return self.store.history(key)
 
-    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[CompactionEvent]:
-        return self.store.events(key, after_id=after_id, limit=limit)
+    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000,
+               kinds: Sequence[str] | None = None) -> list[CompactionEvent]:
+        """The thread's events oldest first after ``after_id`` (only ``kinds`` when given)."""
+        return self.store.events(key, after_id=after_id, limit=limit, kinds=kinds)
 
     def offloads(self, key: str, message_ids: Sequence[int] | None = None) -> dict[int, Offload]:
         return self.store.offloads(key, message_ids)
@@ -686,6 +688,11 @@ class Service:
     def request_envelopes(self, key: str) -> RequestEnvelopes:
         """The envelope the model received at every recorded request of the thread (lazy sequence)."""
         return history.request_envelopes(self.store, key)
+
+    def thread_history(self, key: str) -> ThreadHistory:
+        """The thread's compactions read once (cached while the thread is unchanged): diffs and
+        costs computed from it on demand."""
+        return history.read_history(self.store, key)
 
     def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
         """Before / after of the thread's ``compaction``-th compaction (1-based; None: the latest)."""

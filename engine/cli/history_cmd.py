@@ -80,7 +80,7 @@ def run_events(args: argparse.Namespace) -> int:
             after, last = args.after, None
             while args.limit is None or out.count < args.limit:
                 want = EVENT_BATCH if args.limit is None else min(EVENT_BATCH, args.limit - out.count)
-                page = svc.store.events(args.thread, after_id=after, limit=want, kinds=args.kind)
+                page = svc.events(args.thread, after_id=after, limit=want, kinds=args.kind)
                 for e in page:
                     out.item({"id": e.id, "kind": e.kind, "trigger": e.trigger, "run": e.run_id, "created_at": e.created_at, "data": dict(e.data)})
                     if not out.json:
@@ -90,7 +90,7 @@ def run_events(args: argparse.Namespace) -> int:
                     break
                 after = last = page[-1].id
             if last is not None and args.limit is not None and out.count >= args.limit \
-                    and svc.store.events(args.thread, after_id=last, limit=1, kinds=args.kind):
+                    and svc.events(args.thread, after_id=last, limit=1, kinds=args.kind):
                 out.next_after = last
             if not out.json and not out.count:
                 out.line("no events")
@@ -224,8 +224,6 @@ def _print_diff(data: dict[str, Any]) -> None:
 
 
 def run_diff(args: argparse.Namespace) -> int:
-    from ..history import read_history
-
     want_json = bool(args.json)
     secrets = url_secrets(args.db)
     try:
@@ -233,7 +231,7 @@ def run_diff(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return _fail(exc, want_json, secrets)
     try:
-        th = read_history(svc.store, args.thread)
+        th = svc.thread_history(args.thread)
         d = th.diff(args.compaction)
         data = diff_json(args.thread, len(th.compactions), d, th.cost(d.index, diff=d))
     except Exception as exc:  # noqa: BLE001
