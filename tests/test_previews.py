@@ -572,8 +572,7 @@ def _test_run_log(failures: int = 4, passed: int = 300) -> str:
 
 @pytest.mark.parametrize(("budget", "failures"), [
     (200, 2),
-    # known regression at HEAD (issue 25, left open): at 300 tokens the generic preview keeps 3 of the 4 failing frames
-    pytest.param(300, 4, marks=pytest.mark.xfail(reason="issue 25: the 4th failing frame is lost at 300 tokens since the previews rework", strict=False)),
+    (300, 4),
     (600, 4),
 ])
 def test_a_test_log_keeps_the_failing_tests_and_their_frames_before_passed_lines(budget: int, failures: int) -> None:

@@ -231,6 +231,15 @@ def _notable_plan(lines: Sequence[_Notable], avail: int, count: CountTokens) -> 
     return max(_KEPT_SHARE_MIN, -(-100 * need // max(1, avail))), (chosen[0], chosen[1])
 
 
+def _notable_note(omitted: int, kept: int, of: int, levels: tuple[int, int]) -> str:
+    """The line between the head and the kept lines: what was left out, what is kept and how."""
+    how = "".join(
+        f"; {what} {f'cut to {level} chars' if level else 'as the identifiers they name'}"
+        for what, level in (("errors", levels[0] or LINE_LEVELS[-2]), ("others", levels[1])) if level != LINE_LEVELS[0]
+    )
+    return f"[... {omitted} chars omitted; {kept} of their {of} lines with {', '.join(_NOTABLE_KINDS)} kept below{how} ...]"
+
+
 def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable: Sequence[_Notable], levels: tuple[int, int], count: CountTokens) -> str | None:
     n = len(content)
     head = snap_end(fit(content, head_b, count))
@@ -239,18 +248,15 @@ def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable
     tail_start = n - len(tail)
     # a line the head or the tail slice cuts counts as left out too (its path may be cut in two)
     inside = [x for x in notable if x.end > head_end and x.start < tail_start]
+    # what the slices leave of their share (they snap to line ends) goes to the kept lines
+    kept_b += max(0, head_b - count(head)) + max(0, tail_b - count(tail))
     picked, named, givers = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
     if not picked and not named:
         return None
-    how = "".join(
-        f"; {what} {f'cut to {level} chars' if level else 'as the identifiers they name'}"
-        for what, level in (("errors", levels[0] or LINE_LEVELS[-2]), ("others", levels[1])) if level != LINE_LEVELS[0]
-    )
     parts = [
         f"[head: chars 0-{head_end} of {n}]",
         head.rstrip("\n"),
-        f"[... {tail_start - head_end} chars omitted; {len(picked) + givers} of their {len(inside)} lines with "
-        f"{', '.join(_NOTABLE_KINDS)} kept below{how} ...]",
+        _notable_note(tail_start - head_end, len(picked) + givers, len(inside), levels),
         *(f"L{number}: {text}" for number, text in picked),
     ]
     if named:
@@ -282,17 +288,24 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     short_labels = [f"[head: chars 0-{n} of {n}]", f"[... {n} chars omitted ...]", f"[tail: chars {n}-{n}]"]
     middle_labels = [f"[middle: chars {n}-{n}]", f"[... {n} chars omitted ...]"]
     avail = budget_tokens - count_tokens("\n".join(short_labels + middle_labels)) - 5
+    avail0 = avail
     with_middle = avail >= 60  # below that, a middle slice would be a few words
     notable = _notable_lines(content) if with_middle else []
+    # the kept lines' layout has no middle labels; its note line says more than the short label
+    short_avail = budget_tokens - count_tokens("\n".join(short_labels)) - 3
     if not with_middle:
-        avail = budget_tokens - count_tokens("\n".join(short_labels)) - 3
+        avail = short_avail
     while avail > 0:
         text = None
         if notable:
             share, levels = _notable_plan(notable, avail, count_tokens)
-            kept_b = avail * share // 100
-            head_b = (avail - kept_b) // 2
-            text = _notable_layout(content, head_b, kept_b, avail - head_b - kept_b, notable, levels, count_tokens)
+            # the note's cost comes out of the slices before they are split, so the kept lines
+            # are not cut to pay for it
+            note = count_tokens(_notable_note(n, len(notable), len(notable), levels)) - count_tokens(short_labels[1])
+            room = avail + (short_avail - avail0) - max(0, note)
+            kept_b = room * share // 100
+            head_b = (room - kept_b) // 2
+            text = _notable_layout(content, head_b, kept_b, room - head_b - kept_b, notable, levels, count_tokens)
         if text is None:
             head_b = avail * 45 // 100 if with_middle else avail // 2
             mid_b = avail * 15 // 100 if with_middle else 0
