@@ -146,7 +146,23 @@ class FleetController:
         self.ui.activateWindow()
 
     async def open(self, key: str) -> None:
-        """A worst thread clicked: open it in the main window (the list selects it)."""
+        """A worst thread clicked: open it in the main window, the list's one selected row (paged
+        to however far down). A thread the list's search or filters leave out is shown all the
+        same: they are cleared (the sort stays) and the status bar says so."""
         self.ui.raise_()
         self.ui.activateWindow()
+        pages = self.pages
+        cleared = False
+        if pages.model.row_of(key) is None and not await pages.reveal(key) and pages.filtered:
+            self.ui.thread_filter.blockSignals(True)
+            self.ui.thread_filter.clear()
+            self.ui.thread_filter.blockSignals(False)
+            task = pages.set_query(replace(pages.query, text=None, filters=frozenset(), source_format=None))
+            if task is not None:
+                await task
+            cleared = await pages.reveal(key)
         await self._open_thread(key)
+        if pages.model.row_of(key) is None:  # not in the list at all (gone since the figures were computed)
+            pages.clear_selection()
+        if cleared:
+            self._say(f"{key}: not among the threads the search and filters matched; they were cleared ({pages.count_text()})")

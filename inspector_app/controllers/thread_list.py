@@ -325,15 +325,20 @@ class ThreadListController:
         is not held (its row counted by the database: however far down the list). False when the
         list's query does not match it."""
         row = self.model.row_of(key)
-        if row is None:
-            epoch = self.epoch
-            found = await self.client.apply(find_thread, self.query, key)
-            if epoch != self.epoch or found is None:
+        tries = 3  # a live refresh between the count and its page (the open thread's pressure written back) is read again
+        while row is None and tries:
+            tries -= 1
+            epoch, query = self.epoch, self.query
+            found = await self.client.apply(find_thread, query, key)
+            if query != self.query or found is None:
                 return False
+            if epoch != self.epoch:
+                row = self.model.row_of(key)
+                continue
             self._place(0, 1, found)
             row = self.model.row_of(key)
-            if row is None:
-                return False
+        if row is None:
+            return False
         self.select_row(row, scroll=scroll)
         return True
 
@@ -342,14 +347,22 @@ class ThreadListController:
         opened by whoever asked)."""
         index = self.ui.thread_proxy.mapFromSource(self.model.index(row, 0))
         view = self.view
-        if view.currentIndex().row() != index.row():
-            selection = view.selectionModel()
+        selection = view.selectionModel()
+        if view.currentIndex().row() != index.row() or [i.row() for i in selection.selectedRows()] != [index.row()]:
             selection.blockSignals(True)
             selection.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
             selection.blockSignals(False)
             view.viewport().update()
         if scroll and not view.visualRect(index).intersects(view.viewport().rect()):
             view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+
+    def clear_selection(self) -> None:
+        """No row selected (the thread open is not in the list)."""
+        selection = self.view.selectionModel()
+        selection.blockSignals(True)
+        selection.clear()
+        selection.blockSignals(False)
+        self.view.viewport().update()
 
     # == the live refresh =======================================================================
     async def refresh(self, listing: Any) -> None:

@@ -84,3 +84,44 @@ def test_a_scroll_bar_drag_only_scrolls(qtbot: Any, opened: MainWindow, where: s
     assert view.currentIndex().data(KeyRole) == before and view.currentIndex().row() == row
     assert selected_keys(w) == [before]  # no other row looks selected
     assert not view.visualRect(view.currentIndex()).intersects(view.viewport().rect())  # it only scrolled
+
+
+def worst_item(window: Any, w: MainWindow) -> Any:
+    """A worst thread of the fleet view whose row the list does not hold (paged to on a click)."""
+    items = [window.worst.topLevelItem(i) for i in range(window.worst.topLevelItemCount())]
+    far = [i for i in items if w.thread_model.row_of(i.data(0, Qt.ItemDataRole.UserRole)) is None]
+    return far[0] if far else items[-1]
+
+
+def click_worst(qtbot: Any, w: MainWindow, window: Any, item: Any) -> str:
+    key = item.data(0, Qt.ItemDataRole.UserRole)
+    QTest.mouseClick(window.worst.viewport(), Qt.MouseButton.LeftButton, pos=window.worst.visualItemRect(item).center())
+    qtbot.waitUntil(lambda: w.idle and open_key(w) == key and w.thread_list.currentIndex().data(KeyRole) == key, timeout=WAIT)
+    return key
+
+
+@pytest.mark.parametrize("filtered", [False, True])
+def test_a_worst_thread_clicked_in_the_fleet_view_is_the_one_row_selected(qtbot: Any, opened: MainWindow, filtered: bool) -> None:
+    w = opened
+    view = w.thread_list
+    view.setCurrentIndex(w.thread_proxy.mapFromSource(w.thread_model.index(3, 0)))  # the user's own choice first
+    qtbot.waitUntil(lambda: w.idle and agree(w) and view.currentIndex().row() == 3, timeout=WAIT)
+    if filtered:  # a search the worst thread is not in: it is shown all the same
+        w.thread_filter.setText(w.thread_model.thread_at(3).key)
+        settle(qtbot, w)
+        assert w.thread_model.rowCount() < THREADS
+    w.fleet.action.trigger()
+    window = w.fleet.window
+    qtbot.waitUntil(lambda: window.stats is not None and w.idle, timeout=WAIT)
+    item = worst_item(window, w)
+    key = click_worst(qtbot, w, window, item)
+    qtbot.wait(50)
+    assert agree(w) and selected_keys(w) == [key]  # the old row no longer looks selected
+    index = view.currentIndex()
+    assert view.visualRect(index).intersects(view.viewport().rect())  # scrolled to it
+    if filtered:
+        assert w.thread_model.row_of(key) is not None and w.thread_filter.text() == ""
+        assert key in w.statusBar().currentMessage()
+    second = [window.worst.topLevelItem(i) for i in range(window.worst.topLevelItemCount()) if window.worst.topLevelItem(i) is not item][-1]
+    key = click_worst(qtbot, w, window, second)  # and another: still one row selected, the one open
+    assert agree(w) and selected_keys(w) == [key]
