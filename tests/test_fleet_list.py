@@ -295,3 +295,31 @@ def test_a_repeated_status_writes_nothing(fresh_url: str) -> None:
         assert svc.threads.page(ThreadQuery(text="poll-1")).threads[0].kept_tokens == st.tokens
     finally:
         svc.close()
+
+
+def test_a_built_store_holds_the_figures_a_status_measures(fresh_url: str) -> None:
+    """The bench store's counts are the engine's: opening (measuring) any of its threads through the
+    service leaves its kept tokens, threshold and window as built, so the pressure column never
+    changes under the user; a thread built unmeasured takes the status's figure."""
+    build_fleet_store(fresh_url, threads=240, messages=6_000, seed=3)
+    svc = open_service(fresh_url)
+    try:
+        built = {t.key: t for t in walk(svc, ThreadQuery(sort="key"), limit=500)}
+        assert len(built) == 240
+        measured = [t for t in built.values() if t.kept_tokens is not None]
+        assert 0 < len(measured) < 240 and {t.source_format for t in measured} > {None}  # live and imported ones
+        bands = {(t.kept_tokens or 0) * 100 // (t.threshold or 1) // 50 for t in measured}
+        assert len(bands) >= 3  # below half, between half and the threshold, over it
+        for key, t in built.items():
+            st = svc.status(key)
+            if t.kept_tokens is not None:
+                assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold, st.context_window), key
+        after = {t.key: t for t in walk(svc, ThreadQuery(sort="key"), limit=500)}
+        for key, t in built.items():
+            if t.kept_tokens is not None:
+                assert (after[key].kept_tokens, after[key].threshold, after[key].window) == (t.kept_tokens, t.threshold, t.window)
+            else:
+                assert after[key].kept_tokens == svc.status(key).tokens
+        assert all(a.kept_tokens is not None for a in after.values())
+    finally:
+        svc.close()
