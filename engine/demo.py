@@ -346,6 +346,8 @@ def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | o
             raise_if_shared(svc)
         svc.set_policy(DEMO_POLICY)
         threads = asyncio.run(_build(svc, seed))
+        for key in threads:  # each thread measured and its figures stored, as an import leaves it: no "–" in the list
+            svc.status(key)
     finally:
         svc.close()
     return DemoReport(url=url, threads=threads, seconds=time.perf_counter() - started)

@@ -178,3 +178,21 @@ def test_the_embedded_demo_database_made_by_an_older_version_is_upgraded_in_plac
     assert ensure_demo(str(other)) is False
     with pytest.raises(SchemaOutdated):  # a user's database is migrated only on request
         open_service(str(other))
+
+
+def test_every_demo_thread_is_measured_for_the_list(demo: tuple[Path, Path, dict[str, Any]]) -> None:
+    """The thread list shows a pressure for every demo thread before any is opened: its stored kept
+    tokens, threshold and window are what a status measures now."""
+    from engine.views import ThreadQuery
+
+    db, workdir, dumped = demo
+    svc = open_service(str(db), workdir=workdir)
+    try:
+        listed = svc.threads.page(ThreadQuery(), limit=100).threads
+        assert {t.key for t in listed} == set(dumped)
+        for t in listed:
+            st = svc.status(t.key, remember=False)
+            assert t.kept_tokens is not None and t.pressure is not None, t.key
+            assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold, st.context_window), t.key
+    finally:
+        svc.close()
