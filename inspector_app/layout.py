@@ -270,7 +270,7 @@ class InspectorLayout(QMainWindow):
         self.thread_filter.setClearButtonEnabled(True)
         self.thread_filters = ThreadFilters()  # busy, over threshold, over the hint, imported from …, sort
         self.thread_count = QLabel("")
-        self.thread_count.setObjectName("muted")  # "200 of 1,500 threads"
+        self.thread_count.setObjectName("muted")  # "1,500 threads", "12 of 1,500 threads"
         self.thread_list = ThreadTable()  # a table: a tree lays out all its rows (100,000 threads) on every change
         self.thread_list.setObjectName("threadList")
         self.thread_list.setModel(self.thread_proxy)

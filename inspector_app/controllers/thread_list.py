@@ -58,14 +58,23 @@ def read_page(service: InspectorService, query: ThreadQuery, after: str | None, 
     return service.threads.page(query, after=after, limit=limit)
 
 
-def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tuple[Any, ThreadPage]:
-    """The list's mark and its first page in one worker trip (the mark first: a change in between
-    is seen by the next poll; a mark that cannot be read is None, and the next poll reads again)."""
+def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tuple[Any, ThreadPage, int]:
+    """The list's mark, its first page and the threads in the store (the M of "N of M") in one
+    worker trip (the mark first: a change in between is seen by the next poll; a mark that cannot
+    be read is None, and the next poll reads again)."""
     try:
         listing = invoke(service, InspectorService.versions, None)[0]
     except Exception:  # noqa: BLE001 - the list itself says what is wrong, if anything
         listing = None
-    return listing, read_page(service, query, None, limit)
+    page = read_page(service, query, None, limit)
+    return listing, page, store_total(service, query, page.total)
+
+
+def store_total(service: InspectorService, query: ThreadQuery, matching: int) -> int:
+    """Every thread of the store (on a worker): ``matching`` itself when ``query`` narrows nothing
+    (its sort aside), else counted by the database."""
+    everything = ThreadQuery(sort=query.sort, descending=query.descending)
+    return matching if query == everything else service.threads.count(everything)
 
 
 def walk(service: InspectorService, query: ThreadQuery, cursor: str | None, distance: int, limit: int = PAGE) -> Walk:
@@ -87,13 +96,13 @@ def find_thread(service: InspectorService, query: ThreadQuery, key: str) -> Walk
     return Walk((), start, page)
 
 
-def count_text(held: int, total: int, filtered: bool) -> str:
-    """"200 of 1,500 threads" (rows loaded of those the query matches); "1,500 threads" when all
-    are loaded; "matching" when a search or a filter narrows the list."""
-    noun = plural(total, "matching thread" if filtered else "thread")
+def count_text(matching: int, total: int, filtered: bool) -> str:
+    """"N of M": ``matching`` threads the search and filters match (counted by the database, not
+    the rows the list holds) of the ``total`` in the store ("12 of 100,000 threads"); unfiltered
+    the list is the store: "100,000 threads"."""
     if not total:
-        return "No thread matches" if filtered else "No threads"
-    return noun if held >= total else f"{held:,} of {noun}"
+        return "No threads"
+    return f"{matching:,} of {plural(total, 'thread')}" if filtered else plural(total, "thread")
 
 
 class ThreadListController:
@@ -109,6 +118,8 @@ class ThreadListController:
         self._current = current
         self.query = DEFAULT_QUERY
         self.listing: Any = None
+        #: every thread of the store (the M of "N of M"; the N is the model's row count)
+        self.store_total = 0
         #: bumped by every new list (query, database, refresh): pages of an older one are dropped
         self.epoch = 0
         self._fetch: asyncio.Task[Any] | None = None
@@ -190,8 +201,9 @@ class ThreadListController:
         """The first page of :attr:`query` (and the list's mark) in one trip on the interactive lane (the
         user waits for it; the background lane may still be measuring the previous thread): the list starts over."""
         self._new_epoch()
-        listing, page = await self.client.apply_interactive(read_first, self.query, PAGE)
+        listing, page, total = await self.client.apply_interactive(read_first, self.query, PAGE)
         self.listing = listing
+        self.store_total = total
         self.model.start(page.threads, page.total, page.after)
         self.view.scrollToTop()  # a new list starts at its top
         self.show_count()
@@ -213,7 +225,8 @@ class ThreadListController:
         self._fetch = None
 
     def count_text(self) -> str:
-        return count_text(self.model.held, self.model.total, self.filtered)
+        total = self.store_total if self.filtered else self.model.total  # unfiltered: the list is the store
+        return count_text(self.model.total, max(total, self.model.total), self.filtered)
 
     def show_count(self) -> None:
         """"N of M" under the list, and in the status bar while the status bar says the count."""
@@ -382,6 +395,11 @@ class ThreadListController:
         anchor = max((a for a in model.fwd if a <= start), default=0)
         back = min((a for a in model.bwd if a >= end), default=None)
         epoch = self._bump_for_refresh()
+        everything = await self.client.apply(store_total, self.query, 0) if self.filtered else None  # the M of "N of M"
+        if epoch != self.epoch:
+            return
+        if everything is not None:
+            self.store_total = everything
         if start - anchor <= 2 * PAGE or back is None or back - start > CACHE_ROWS + PAGE:
             want = min(end + 1 - anchor, CACHE_ROWS + PAGE) if model.total else PAGE
             page = await self.client.apply(read_page, self.query, model.fwd.get(anchor), max(want, PAGE))

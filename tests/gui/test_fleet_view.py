@@ -75,7 +75,7 @@ def test_a_band_filters_the_list_and_a_worst_thread_opens(qtbot: Any, opened: Ma
     assert w.thread_model.rowCount() == window.stats.bands[row].threads  # the band's count is the list's M
     message = w.statusBar().currentMessage()
     assert w.thread_filters.text() == "Filters (1)" and message.startswith("Threads at or over their threshold: ")
-    assert message.endswith(f"{window.stats.bands[row].threads} matching threads")
+    assert message.endswith(f"{window.stats.bands[row].threads:,} of {window.stats.threads:,} threads")
     w.thread_filters.clear()
     settle(qtbot, w)
     worst = window.worst.topLevelItem(3)
