@@ -191,3 +191,51 @@ def test_migration_0006_up_and_down_with_data(old_url: str) -> None:
             store.close()
     finally:
         engine.dispose()
+
+
+def test_cli_tables_align_cjk_in_terminal_cells(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``compaction threads`` and the worst-threads block of ``compaction stats`` pad their columns
+    by terminal cells: with CJK keys and titles (two cells a character) every row's columns start
+    where the header's do."""
+    from engine.cli.output import display_width
+
+    url = f"sqlite:///{tmp_path / 'cjk.db'}"
+    build_fleet_store(url, threads=120, messages=1_200, seed=11)
+    svc = open_service(url)
+    try:
+        worst = [t.key for t in svc.threads.stats(worst=4).worst_threads]
+    finally:
+        svc.close()
+    assert len(worst) == 4
+    engine = sa.create_engine(normalize_url(url))
+    with engine.begin() as conn:  # CJK keys of different lengths, among the worst threads and first in key order
+        for i, key in enumerate(worst[:3]):
+            conn.execute(sa.text("UPDATE conversations SET thread_key = :new, title = :title WHERE thread_key = :k"),
+                         {"new": "a-检索" + "延迟" * i, "title": "中文会话：检索延迟回退分析" + "！" * i, "k": key})
+    engine.dispose()
+    assert main(["threads", "--db", url, "--sort", "key", "--limit", "8"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("THREAD") and any("检索" in ln for ln in lines[1:])
+
+    def col(line: str, at: int) -> int:  # the terminal column of the ``at``-th character
+        return display_width(line[:at])
+
+    # the MSGS column ends where the header's does, on every row (CJK keys or not)
+    end = col(lines[0], lines[0].index("MSGS") + 4)
+    for ln in lines[1:]:
+        k = len(ln.split("  ")[0])
+        first_number = k + len(ln[k:]) - len(ln[k:].lstrip())
+        assert col(ln, first_number + len(ln[first_number:].split()[0])) == end, ln
+    assert main(["stats", "--db", url, "--worst", "4"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    head = out.index("Threads whose summaries dropped the most:") + 1
+    block = out[head : head + 5]
+    assert block[0].split() == ["THREAD", "DROPPED", "SUMMARIES", "WORST", "TITLE"]
+    title_at = col(block[0], block[0].index("TITLE"))
+    worst_end = col(block[0], block[0].index("WORST") + 5)
+    assert sum("检索" in ln for ln in block) == 3
+    for ln in block[1:]:
+        title = ln.split("  ")[-1]
+        assert col(ln, ln.rindex(title)) == title_at, ln  # the titles start in one column
+        numbers_end = ln.rindex(title) - 2
+        assert col(ln, numbers_end) == worst_end, ln  # the numbers are right-aligned under their headers

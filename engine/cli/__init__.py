@@ -41,8 +41,10 @@ from .output import (  # noqa: F401 (EXIT_BUSY and EXIT_USAGE are re-exported fo
     Listing,
     Reported,
     add_paging,
+    cell,
     database_url,
     describe_failure,
+    display_width,
     emit_json,
     error_json,
     exit_code_for,
@@ -143,12 +145,12 @@ def cmd_threads(args: argparse.Namespace) -> int:
                 out.item(row)
                 if not out.json:
                     if not width:
-                        width = max(24, max(len(x.key) for x in page.threads))
+                        width = max(24, max(display_width(x.key) for x in page.threads))
                         out.line(f"{'THREAD':<{width}}  {'MSGS':>7}  {'GEN':>4}  {'PRESSURE':>8}  {'STATE':<16}  TITLE")
                     state = "unreadable" if row["error"] else (row["busy_reason"] or "idle")
                     title = f"(cannot be read: {row['error']})" if row["error"] else row["title"]
                     pressure = figures.percent(row["pressure"]) if row["pressure"] is not None else "-"
-                    out.line(f"{row['thread']:<{width}}  {row['messages']:>7}  {row['generation']:>4}  {pressure:>8}  {state:<16}  {title}")
+                    out.line(f"{cell(row['thread'], width)}  {row['messages']:>7}  {row['generation']:>4}  {pressure:>8}  {state:<16}  {title}")
             after = page.after
             if after is None or not page.threads:
                 break

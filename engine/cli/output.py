@@ -1,14 +1,16 @@
 """What every ``compaction`` command shares: exit codes, the JSON writer, the service on ``--db``
 (:func:`open_db`), whole-number arguments (:func:`whole_number`), and how a failure reads
 (one line, in words, with any password of the database URL masked: :func:`describe_failure`, the
-one copy in :mod:`engine.errors` the inspector shares). No command imports the package that
-registers it, so there is no import cycle."""
+one copy in :mod:`engine.errors` the inspector shares), and the columns of a text table in terminal
+cells (:func:`display_width`, :func:`cell`: a CJK character takes two). No command imports the
+package that registers it, so there is no import cycle."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import unicodedata
 from dataclasses import asdict, is_dataclass
 from datetime import datetime
 from typing import Any, Callable, Iterable, Literal
@@ -18,7 +20,7 @@ from ..errors import EngineError, describe_failure
 
 __all__ = [
     "EXIT_BUSY", "EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PIPE", "EXIT_USAGE", "Listing", "Reported", "add_paging",
-    "database_url", "describe_failure", "emit_json", "error_json", "exit_code_for", "jsonable", "mask_secrets", "open_db", "quiet_pipe",
+    "cell", "database_url", "display_width", "describe_failure", "emit_json", "error_json", "exit_code_for", "jsonable", "mask_secrets", "open_db", "quiet_pipe",
     "url_secrets", "whole_number",
 ]
 
@@ -240,6 +242,28 @@ class Listing:
             self._close(error_json(exc, self.secrets))
             raise Reported(exit_code_for(exc)) from exc
         return False
+
+
+def display_width(text: str) -> int:
+    """The terminal cells ``text`` takes: two for an East Asian wide or fullwidth character (CJK,
+    fullwidth punctuation), none for a combining mark or a format character (zero-width joiner …),
+    one for any other (``unicodedata``; what ``wcwidth`` computes for these)."""
+    n = 0
+    for ch in text:
+        if ch.isascii():
+            n += 1
+        elif unicodedata.combining(ch) or unicodedata.category(ch) in ("Mn", "Me", "Cf"):
+            continue
+        else:
+            n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def cell(text: str, width: int, align: Literal["<", ">"] = "<") -> str:
+    """``text`` padded with spaces to ``width`` terminal cells (:func:`display_width`), left- or
+    right-aligned; a longer text is left whole."""
+    pad = " " * max(0, width - display_width(text))
+    return text + pad if align == "<" else pad + text
 
 
 def quiet_pipe() -> None:

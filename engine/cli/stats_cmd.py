@@ -16,7 +16,7 @@ from collections import defaultdict
 
 from .. import figures
 from ..views import THREAD_FILTERS, FleetStats, ThreadQuery
-from .output import EXIT_OK, emit_json, open_db, whole_number
+from .output import EXIT_OK, cell, display_width, emit_json, open_db, whole_number
 
 #: flag -> filter name (``ThreadQuery.filters``)
 FILTER_FLAGS = {f"--{name.replace('_', '-')}": name for name in THREAD_FILTERS}
@@ -61,10 +61,10 @@ def run_stats(args: argparse.Namespace) -> int:
 def report(s: FleetStats) -> list[str]:
     """The human report, one line each."""
     out = [f"{figures.plural(s.threads, 'thread')}, {figures.count(s.busy)} busy now", "", "Pressure (kept tokens / threshold):"]
-    width = max(len(b.label) for b in s.bands)
+    width = max(display_width(b.label) for b in s.bands)
     for b in s.bands:
         share = figures.percent(b.threads / s.threads) if s.threads else "–"
-        out.append(f"  {b.label:<{width}}  {figures.count(b.threads):>9}  {share:>7}")
+        out.append(f"  {cell(b.label, width)}  {figures.count(b.threads):>9}  {share:>7}")
     out += ["", f"Compactions: {figures.count(s.compactions)} in all; per day, last {s.days} days to {s.until} (UTC):"]
     if not s.per_day:
         out.append("  none")
@@ -80,10 +80,11 @@ def report(s: FleetStats) -> list[str]:
         out.append(f"  {bucket.label:>6}  {figures.count(bucket.compactions):>7}")
     if s.worst_threads:
         out += ["", "Threads whose summaries dropped the most:"]
-        for t in s.worst_threads:
-            title = f"  {t.title}" if t.title else ""
-            out.append(f"  {t.key}  {figures.count(t.dropped)} dropped in {figures.plural(t.compactions, 'summary', 'summaries')} "
-                       f"(worst {figures.count(t.worst)}){title}")
+        rows = [(t.key, figures.count(t.dropped), figures.count(t.compactions), figures.count(t.worst), t.title or "") for t in s.worst_threads]
+        head = ("THREAD", "DROPPED", "SUMMARIES", "WORST", "TITLE")
+        widths = [max(display_width(r[i]) for r in (head, *rows)) for i in range(4)]
+        for r in (head, *rows):  # columns in terminal cells: a CJK key or title takes two per character
+            out.append("  " + "  ".join(cell(v, w, "<" if i == 0 else ">") for i, (v, w) in enumerate(zip(r, widths))) + f"  {r[4]}".rstrip())
     cost = figures.money(s.summarizer_cost, s.currency) if s.summarizer_cost is not None else "unknown (no price for the summarizer model)"
     out += ["", f"Summarizer: {figures.plural(s.summarizer_calls, 'call')}, {figures.tokens(s.summarizer_prompt_tokens)} prompt + "
                 f"{figures.tokens(s.summarizer_completion_tokens)} completion tokens, cost {cost}",
