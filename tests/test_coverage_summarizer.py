@@ -57,8 +57,7 @@ def test_the_model_summarizer_is_asked_for_the_facts():
 
 
 @pytest.mark.parametrize("family", [
-    # known regression at HEAD (issue 25, left open): research-100k's lowest compaction keeps 65 % once the previews and the budget rule met
-    pytest.param("research", marks=pytest.mark.xfail(reason="issue 25: research-100k min identifiers 65 % < 90 % after the previews rework", strict=False)),
+    "research",
     "chinese",
 ])
 def test_an_existing_trace_keeps_its_summarizer_calls_and_identifiers(family, tmp_path):
