@@ -2,6 +2,8 @@
 #   make run    install into .venv and launch the inspector (a welcome page on the first run, then the last database)
 #   make test   install into .venv (with test extras) and run the whole test suite
 PYTHON ?= python3
+# the suite on two workers (pytest-xdist), a test file per worker; PYTEST_ARGS= runs it in one process
+PYTEST_ARGS ?= -n 2 --dist loadfile
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 

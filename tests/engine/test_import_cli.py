@@ -136,9 +136,12 @@ def test_follow_appends_entries_as_they_are_written(db_or_pg: str, tmp_path: Pat
         want = [m.source_key for m in expected.messages[: expected.stable_messages]]
         got = [m.source_key for m in stored]
         # append-only: a message that was stable on a branch the user later rewound (Claude Code's
-        # edited prompt u19 → u19b) stays; everything else is the one-shot stable prefix, in order
+        # edited prompt u19 → u19b) stays; everything else is the one-shot stable prefix, in order.
+        # Whether a poll landed while u19 was the tip depends on the machine's load (a poll late by
+        # more than the few lines between u19 and u19b never sees it): then it was never stored.
         extra = [k for k in got if k not in want]
-        assert [k for k in got if k in want] == want and extra == ([] if key == CODEX_KEY else ["u19"])
+        assert [k for k in got if k in want] == want
+        assert extra == [] if key == CODEX_KEY else extra in ([], ["u19"])
         assert svc.store.follow_position(key)[0] == target.stat().st_size
         # a plain import afterwards finishes the file (the trailing calls get their markers)
         (final, *_) = svc.import_file(target)
