@@ -244,6 +244,29 @@ def test_a_bash_tool_use_result_is_read_as_its_output() -> None:
     assert preview.startswith("test run: 2 failing tests") and "test_ledger_balance" in preview
 
 
+def _load_test_log(figure: str) -> str:
+    checks = [f"  check case {i}: {'lorem ipsum dolor sit amet ' * 3}... ok" for i in range(60)]
+    stages = [f"  stage {i}: ramping to {i * 70 + 100} virtual users" for i in range(8)]
+    return "\n".join(["running scenario loadtest/checkout.js for 300 s", *stages, f"summary: {figure}", *checks])
+
+
+@pytest.mark.parametrize("wrap", ["codex", "mcp", "stdout"])
+def test_a_log_inside_a_json_wrapper_keeps_its_figure_line(wrap: str) -> None:
+    """Codex's ``{"output": …, "metadata": …}``, an MCP text block, Bash's stdout: a log of no
+    shape is previewed as the text it wraps (real lines), so its figure line stays, as it does for
+    the bare log; the wrapper's one JSON line kept none of it."""
+    log = _load_test_log("p95 latency 715 ms at 1,852 rps")
+    content = json.dumps({
+        "codex": {"output": log, "metadata": {"exit_code": 0, "duration_seconds": 0.6}},
+        "mcp": {"content": [{"type": "text", "text": log}], "isError": False},
+        "stdout": {"stdout": log, "stderr": "", "interrupted": False},
+    }[wrap])
+    for body in (render_preview("shell", content, budget_tokens=300, count_tokens=count),
+                 render_preview("shell", log, budget_tokens=300, count_tokens=count)):
+        assert count(body) <= 300
+        assert "summary: p95 latency 715 ms at 1,852 rps" in body
+
+
 def test_a_markdown_table_and_a_csv_keep_their_rows_ids() -> None:
     rows = [(f"TCK-{4000 + i}", "open" if i % 3 else "closed", f"https://tracker.example.com/TCK-{4000 + i}", f"Login fails for user {i} " * 3)
             for i in range(30)]

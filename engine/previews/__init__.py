@@ -28,7 +28,7 @@ from typing import Mapping, Sequence
 from ._text import CONTROL, CountTokens, PreviewBudgetError
 from .generic import generic_preview
 from .records import parse_records, records_preview
-from .shapes import SHAPES, records_of_json, shaped_preview
+from .shapes import SHAPES, records_of_json, shaped_preview, unwrapped_text
 
 __all__ = [
     "DEFAULT_TOOL_SHAPES",
@@ -44,6 +44,7 @@ __all__ = [
     "replacement_preview",
     "shape_for_tool",
     "structured_preview",
+    "unwrapped_text",
 ]
 
 log = logging.getLogger(__name__)

@@ -10,10 +10,11 @@ import json
 from typing import Any, Callable, Mapping
 
 from ._text import CountTokens
+from .generic import generic_preview
 from .records import RecordSet, clip, from_mappings, norm_key, records_preview, top_level_lines
 from .texts import GrepListing, file_read_preview, grep_preview, parse_file_read, parse_grep, parse_table, parse_test_log, test_log_preview
 
-__all__ = ["SHAPES", "find_records", "parse_json", "shaped_preview"]
+__all__ = ["SHAPES", "find_records", "parse_json", "shaped_preview", "unwrapped_text"]
 
 #: the shapes a tool can be configured to (``generic``: head / tail slices whatever the content)
 SHAPES: tuple[str, ...] = ("records", "test_log", "grep", "table", "file_read", "generic")
@@ -122,7 +123,7 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
         return _json_renderers(value["structuredContent"], before, after, count, nesting, forced)
     mcp = _mcp_text(value)
     if mcp is not None:
-        return _renderers(mcp, count, nesting + 1, forced)
+        return _inner(mcp, count, nesting, forced)
     if isinstance(value, Mapping):
         file = value.get("file")
         if isinstance(file, Mapping) and isinstance(file.get("filePath"), str) and isinstance(file.get("content"), str):
@@ -135,7 +136,7 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
         if isinstance(value.get("stdout"), str):
             stderr = value.get("stderr")
             text = value["stdout"] + (f"\n{stderr}" if isinstance(stderr, str) and stderr.strip() else "")
-            return _renderers(text, count, nesting + 1, forced)
+            return _inner(text, count, nesting, forced)
     found = find_records(value)
     if found is not None:
         items, parent = found
@@ -161,8 +162,45 @@ def _json_renderers(value: Any, before: str, after: str, count: CountTokens, nes
                     read = parse_file_read(text, path)
                     if read is not None:
                         return [_render(file_read_preview, read, count)]
-                return _renderers(text, count, nesting + 1, forced)
+                return _inner(text, count, nesting, forced)
     return []
+
+
+def _generic(text: str, *, budget_tokens: int, count_tokens: CountTokens) -> str | None:
+    return generic_preview(text, budget_tokens=budget_tokens, count_tokens=count_tokens) or None
+
+
+def _inner(text: str, count: CountTokens, nesting: int, forced: str | None) -> list[Render]:
+    """The renderers of a text a JSON wrapper holds (an MCP text block, Bash's stdout, Codex's
+    ``{"output": …, "metadata": …}``); a text of no shape gets the generic preview of the text
+    itself, whose lines are real lines (the wrapper's JSON is one line: a log's error and figure
+    lines could not be kept from it)."""
+    return _renderers(text, count, nesting + 1, forced) or [_render(_generic, text, count)]
+
+
+def unwrapped_text(content: str) -> str:
+    """The text a tool result's JSON wrapper holds (an MCP text block, ``stdout`` and ``stderr``, a
+    lone long text field such as Codex's ``output``), unwrapped up to :data:`MAX_NESTING` times;
+    ``content`` itself when it is not such a wrapper (records, any other JSON, text)."""
+    for _ in range(MAX_NESTING):
+        parsed = parse_json(content)
+        if parsed is None or parsed[1] or parsed[2]:
+            return content
+        value = parsed[0]
+        if isinstance(value, Mapping) and isinstance(value.get("structuredContent"), (Mapping, list)):
+            return content
+        inner = _mcp_text(value)
+        if inner is None and isinstance(value, Mapping):
+            if isinstance(value.get("stdout"), str):
+                stderr = value.get("stderr")
+                inner = value["stdout"] + (f"\n{stderr}" if isinstance(stderr, str) and stderr.strip() else "")
+            elif find_records(value) is None:
+                by_norm = {norm_key(k): v for k, v in value.items()}
+                inner = next((t for t in (by_norm.get(k) for k in TEXT_KEYS) if isinstance(t, str) and len(t) >= 200), None)
+        if inner is None:
+            return content
+        content = inner
+    return content
 
 
 def _text_renderers(text: str, count: CountTokens, forced: str | None) -> list[Render]:

@@ -9,11 +9,14 @@ language model is asked for the same in its prompt (``prompts/system.txt``).
 Per message, at most :data:`LINES_PER_MESSAGE` lines, each clipped to :data:`LINE_CHARS` characters
 around what made it a fact:
 
-- an assistant's line that decides (``Decision:``, ``we will use``, ``go with``, ``because`` …), that
+- an assistant's line that decides (``Decision:``, ``Settled:``, ``we will use``, ``go with``, ``rather
+  than``, ``because`` …), that
   fixes or edits something it names (a path, an identifier or a ``function()``), or that reports a
   figure with its unit next to a metric word;
-- a user's constraint sentences (``do not …``, ``never …``, ``only …``, ``Constraint: …``);
-- a tool output's error lines (``FAILED …``, ``AssertionError: …``, a traceback's last line) and its
+- a user's constraint sentences (``do not …``, ``never …``, ``only …``, ``leave … alone``,
+  ``Constraint: …``; a capitalised imperative such as ``Keep`` starts a sentence even without a
+  full stop before it);
+- a tool output's (the text its JSON wrapper holds: Codex's ``output``, MCP text, ``stdout``) error lines (``FAILED …``, ``AssertionError: …``, a traceback's last line) and its
   lines that give a figure with its unit next to a metric word (``p95 latency: 412 ms at 1,200 rps``),
   the last ones first (a log's summary is at its end);
 - an edit call (``edit_file``, ``str_replace``, ``write``, ``apply_patch`` … or arguments with
@@ -30,6 +33,7 @@ import re
 from typing import Iterable, Iterator
 
 from ..messages import Message
+from ..previews import unwrapped_text
 from ..specifics import extract_specifics
 
 #: lines kept per message at most (errors first, then figures; the newest lines of a log first)
@@ -39,7 +43,8 @@ LINE_CHARS = 240
 
 _DECIDES = re.compile(
     r"\b(?:decision|decided|decide|we(?:'ll| will| are going to| should)? (?:use|go with|switch|keep|pin|adopt|stay with)|"
-    r"go(?:ing)? with|chose|choose|switch(?:ed|ing)? to|opt(?:ed)? for|settled on|because|instead of)\b",
+    r"go(?:ing)? with|chose|choose|pick(?:ed)?|prefer(?:red)?|switch(?:ed|ing)? to|opt(?:ed)? for|settled(?: on)?|because|instead of|rather than|"
+    r"the other option)\b",
     re.IGNORECASE,
 )
 _CHANGES = re.compile(
@@ -58,10 +63,13 @@ _STRONG_METRIC = re.compile(
     re.IGNORECASE,
 )
 _CONSTRAINT = re.compile(
-    r"\b(?:constraint|do not|don't|never|must not|mustn't|must|only|without|avoid|keep [\w ]{0,30}(?:unchanged|as is)|no more than|at most|at least)\b",
+    r"\b(?:constraint|do not|don't|never|must not|mustn't|must|only|without|avoid|keep [\w ]{0,30}(?:unchanged|as is)|"
+    r"leave \S+(?: \S+){0,4} (?:alone|as is|untouched)|always|^keep|no more than|at most|at least)\b",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+#: where a constraint starts when the text before it has no full stop: a capitalised imperative
+_IMPERATIVE = re.compile(r"\s+(?=(?:Keep|Always|Never|Leave|Don't|Do not|Only|Avoid)\b)")
 _NAMED = re.compile(r"[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|rb|c|h|cpp|md|json|ya?ml|toml|sql|txt|cfg|ini)\b|\b\w+\(\)")
 _DEFINES = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)")
 _EDIT_TOOLS = re.compile(r"edit|write|replace|patch|apply|create_file|insert|str_replace|multiedit", re.IGNORECASE)
@@ -81,8 +89,8 @@ def fact_lines(message: Message, shown: str | None = None) -> list[str]:
             if line and not all(part in " ".join(found) for part in _edit_parts(line)):
                 found.append(line)
         return _unique(found)[: LINES_PER_MESSAGE + len(message.tool_calls)]
-    if message.role == "tool":
-        return _tool_lines(text)
+    if message.role == "tool":  # a JSON wrapper's text (Codex's {"output": …}, MCP, stdout): its lines
+        return _tool_lines(unwrapped_text(text))
     if message.role == "user":
         return constraint_lines(text)
     return []
@@ -92,7 +100,8 @@ def constraint_lines(text: str) -> list[str]:
     """The sentences of a user's request that constrain the work (``do not …``, ``never …``,
     ``only …``, ``Constraint: …``), at most :data:`LINES_PER_MESSAGE`: they stay when an older
     request is kept only as its head."""
-    out = [_clip(" ".join(sent.split()), 0) for sent in _SENTENCE.split(text) if sent.strip() and _CONSTRAINT.search(sent)]
+    sentences = (part for sent in _SENTENCE.split(text) for part in _IMPERATIVE.split(sent))
+    out = [_clip(" ".join(sent.split()), 0) for sent in sentences if sent.strip() and _CONSTRAINT.search(sent)]
     return _unique(out)[:LINES_PER_MESSAGE]
 
 
