@@ -34,6 +34,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from engine.views import SOURCE_NAMES
+
 from . import theme
 from .choices import TABS
 from .models.checks import FindingsModel
@@ -41,6 +43,7 @@ from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .pressure_text import HINT_TEXT, PressureView
+from .timeline.pages import source_badge
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
@@ -602,33 +605,15 @@ class InspectorLayout(QMainWindow):
             self.toolbar.setToolButtonStyle(style)
 
     def fit_thread_columns(self) -> None:
-        """The thread list's badge columns sized from the font; when the title would get less than
-        about a third of the list (140 to 240 px), the Source badge takes its short form and the State a dot in its
-        colour (the delegate draws what fits; the full words are in the tooltip)."""
+        """The thread list's columns sized from the font and its width, never from the rows it
+        holds (:meth:`ThreadTable.fit_columns`: stable across sorts, searches and refreshes);
+        a narrow list shows short Source badges and the State as a dot."""
         if self._fitting:
             return
         self._fitting = True
         try:
-            view, fm = self.thread_list.viewport().width(), QFontMetrics(self.thread_list.font())
-            model = self.thread_model  # the Source badges the list shows (its rows held, at most about 1,000)
-            rows = [r for r in range(min(model.rowCount(), 5000)) if model.loaded(r)][:1000]
-            badges = {t for t in (model.index(r, COL_SOURCE).data() for r in rows) if t}
-            percents = {t for t in (model.index(r, COL_PRESSURE).data() for r in rows) if t} or {"100.0%"}
-            pill = lambda text: fm.horizontalAdvance(text) + 22  # noqa: E731 (pill padding + cell margins)
-            widths = {COL_PRESSURE: max(fm.horizontalAdvance(str(t)) for t in percents) + 16, COL_GENERATION: fm.horizontalAdvance("Gen") + 18,
-                      COL_STATE: pill("waiting"), COL_SOURCE: max((pill(b) for b in badges), default=pill("OpenHands"))}  # fmt: skip
-            shown = lambda: sum(w for c, w in widths.items() if not self.thread_list.isColumnHidden(c))  # noqa: E731
-            if view - shown() < min(240, max(140, 0.36 * view)):  # the title first: short sources, state dots
-                widths[COL_SOURCE], widths[COL_STATE] = max((pill(SOURCE_SHORT.get(b, b[:3])) for b in badges), default=pill("SWE")), 26
-            else:  # room enough: the column headings whole too
-                for col in widths:
-                    widths[col] = max(widths[col], heading_width(self.thread_list, col))
-                if view - shown() < min(240, max(140, 0.36 * view)):
-                    widths[COL_PRESSURE] = max(fm.horizontalAdvance(str(t)) for t in percents) + 16
-            header = self.thread_list.header()
-            for col, width in widths.items():
-                if not self.thread_list.isColumnHidden(col) and header.sectionSize(col) != width:
-                    header.resizeSection(col, width)
+            badges = sorted({source_badge(f) for f in SOURCE_NAMES})
+            self.thread_list.fit_columns(badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges])
         finally:
             self._fitting = False
 

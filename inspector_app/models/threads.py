@@ -30,6 +30,15 @@ STATE_LABELS: dict[str | None, str] = {
 }
 
 COLUMNS: tuple[str, ...] = ("Thread", "Source", "Msgs", "Pressure", "Gen", "State")
+#: the headings of a narrow list (the State a dot); their tooltips say the whole name
+SHORT_COLUMNS: tuple[str, ...] = ("Thread", "Src", "Msgs", "%", "Gen", "")
+#: what each column holds, in its heading's tooltip
+COLUMN_TIPS: tuple[str, ...] = (
+    "The thread's title (its key when it has none); the full title and key in the row's tooltip",
+    "The tool the thread was imported from", "Messages in the thread",
+    "Pressure: the kept tokens of the thread's last measurement against its threshold", "The thread's compaction generation",
+    "State: idle, running, waiting or queued",
+)
 COL_TITLE, COL_SOURCE, COL_MESSAGES, COL_PRESSURE, COL_GENERATION, COL_STATE = range(len(COLUMNS))
 SUBAGENT_PREFIX = "↳ "
 #: rows per page fetched, and about how many rows the model holds at most (issue 26)
@@ -76,6 +85,8 @@ class ThreadListModel(QAbstractTableModel):
         self._pressure: dict[str, float | None] = {}
         #: threads that could not be measured or read: why, in words (shown in the row)
         self._failed: dict[str, str] = {}
+        #: a narrow list: the short headings (:data:`SHORT_COLUMNS`)
+        self.narrow = False
 
     # -- data in -------------------------------------------------------------------------------
     def start(self, threads: Sequence[ThreadInfo], total: int, after: str | None) -> None:
@@ -246,6 +257,12 @@ class ThreadListModel(QAbstractTableModel):
         if row is not None:
             self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
 
+    def set_narrow(self, narrow: bool) -> None:
+        """The short headings of a narrow list (the view decides: ``ThreadTable.fit_columns``)."""
+        if narrow != self.narrow:
+            self.narrow = narrow
+            self.headerDataChanged.emit(Qt.Orientation.Horizontal, 0, len(COLUMNS) - 1)
+
     # -- queries -------------------------------------------------------------------------------
     @property
     def total(self) -> int:
@@ -289,10 +306,11 @@ class ThreadListModel(QAbstractTableModel):
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:  # noqa: N802
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return COLUMNS[section]
+            return (SHORT_COLUMNS if self.narrow else COLUMNS)[section]
         if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.ToolTipRole:
             sort = COLUMN_SORTS.get(section)
-            return f"Sort by {SORT_LABELS[sort]} (the database sorts; click again to reverse)" if sort else None
+            tip = COLUMN_TIPS[section]
+            return f"{tip}\nSort by {SORT_LABELS[sort]} (the database sorts; click again to reverse)" if sort else tip
         return None
 
     # -- Qt model ------------------------------------------------------------------------------

@@ -1,0 +1,84 @@
+"""Issue 26 (user trial): the thread list's columns at 1100×700.
+
+On the real window over a real 1,500-thread store: every heading shown whole (short headings when
+the list is narrow), the widths the same whatever the sort, the search, a refresh or the rows on
+screen, the title the widest column and elided in the middle with the full title and key in its
+tooltip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+from PySide6.QtGui import QFontMetrics
+from PySide6.QtTest import QTest
+
+from engine.messages import user
+from engine.service import open_service
+from inspector_app.layout import heading_width
+from inspector_app.main_window import MainWindow
+from inspector_app.models.threads import COL_TITLE, COLUMN_SORTS, COLUMNS
+from tests.gui.conftest import run
+from tests.gui.test_thread_list_paged import THREADS, WAIT, db, fleet_db, opened, settle  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.gui
+
+
+def widths(w: MainWindow) -> dict[str, int]:
+    header = w.thread_list.header()
+    return {COLUMNS[c]: header.sectionSize(c) for c in range(len(COLUMNS)) if not w.thread_list.isColumnHidden(c)}
+
+
+def headings_whole(w: MainWindow) -> None:
+    view = w.thread_list
+    for c in range(len(COLUMNS)):
+        if not view.isColumnHidden(c):
+            assert heading_width(view, c) <= view.header().sectionSize(c), (COLUMNS[c], view.model().headerData(c, Qt.Orientation.Horizontal))
+
+
+def test_the_columns_stay_put_and_the_title_is_readable_at_1100x700(qtbot: Any, opened: MainWindow, db: str) -> None:
+    w = opened
+    view, model = w.thread_list, w.thread_model
+    qtbot.wait(50)
+    before = widths(w)
+    headings_whole(w)
+    assert max(before, key=before.__getitem__) == "Thread"  # the title has the room the others leave
+    fm = QFontMetrics(view.font())
+    others = sum(v for k, v in before.items() if k != "Thread")
+    assert model.narrow and before["Thread"] == view.viewport().width() - others  # the badge columns at their narrowest
+    assert before["Thread"] >= 10 * fm.averageCharWidth(), (before, fm.averageCharWidth())  # about ten characters: "refu…19951"
+    assert view.textElideMode() == Qt.TextElideMode.ElideMiddle
+    tip = model.index(0, COL_TITLE).data(Qt.ItemDataRole.ToolTipRole)
+    first = model.thread_at(0)
+    assert first.key in tip and (first.title or first.key) in tip
+    header = view.header()
+    for column in COLUMN_SORTS:  # each heading that sorts, both ways
+        for _ in range(2):
+            if view.isColumnHidden(column):
+                w.thread_pages._on_heading(column)
+            else:
+                QTest.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(header.sectionViewportPosition(column) + 5, header.height() // 2))
+            settle(qtbot, w)
+            qtbot.wait(20)
+            assert widths(w) == before, (COLUMN_SORTS[column], w.thread_pages.query.descending)
+    w.thread_filter.setText("01400")  # a search of one row: no scroll bar
+    settle(qtbot, w)
+    qtbot.wait(20)
+    assert model.rowCount() == 1 and {k: v for k, v in widths(w).items() if k != "Thread"} == {k: v for k, v in before.items() if k != "Thread"}
+    w.thread_filter.clear()
+    settle(qtbot, w)
+    view.scrollToBottom()
+    qtbot.waitUntil(lambda: model.loaded(THREADS - 1) and w.idle, timeout=WAIT)
+    svc = open_service(db)
+    try:
+        svc.create_thread("zzz-" + "x" * 60)  # a long key arrives with a refresh
+        svc.append_message("zzz-" + "x" * 60, user("hello"))
+    finally:
+        svc.close()
+    run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT)
+    qtbot.wait(20)
+    assert widths(w) == before
+    headings_whole(w)
+
