@@ -623,7 +623,7 @@ class InspectorLayout(QMainWindow):
         fm = QFontMetrics(self.timeline.font())
         view = self.timeline.viewport().width()
         tokens = fm.horizontalAdvance("999,999") + 26
-        ident = fm.horizontalAdvance("99999") + 14
+        ident = fm.horizontalAdvance("9999999") + 14  # a message id of 7 digits, as the # column writes it (no separators)
         markers = fm.horizontalAdvance("pruned · open") + 20
         if view >= 900:  # two or three pills side by side (thinking, image, meta …)
             markers = fm.horizontalAdvance("thinkingimagemeta") + 3 * 12 + 2 * 4 + 10

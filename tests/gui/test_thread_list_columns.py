@@ -1,12 +1,15 @@
-"""Issue 26 (user trial): the thread list's columns at 1100×700.
+"""Issue 26 (user trial): the thread list's columns at 1100×700 and the figure columns.
 
 On the real window over a real 1,500-thread store: every heading shown whole (short headings when
 the list is narrow), the widths the same whatever the sort, the search, a refresh or the rows on
 screen, the title the widest column and elided in the middle with the full title and key in its
-tooltip."""
+tooltip; a 7-digit message count (the Msgs column) and a 7-digit message id (the timeline's #)
+fit their columns as the tables write them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,7 +21,8 @@ from engine.messages import user
 from engine.service import open_service
 from inspector_app.layout import heading_width
 from inspector_app.main_window import MainWindow
-from inspector_app.models.threads import COL_TITLE, COLUMN_SORTS, COLUMNS
+from inspector_app.models.threads import COL_MESSAGES, COL_TITLE, COLUMN_SORTS, COLUMNS
+from inspector_app.models.timeline import COL_ID
 from tests.gui.conftest import run
 from tests.gui.test_thread_list_paged import THREADS, WAIT, db, fleet_db, opened, settle  # noqa: F401 (fixtures)
 
@@ -82,3 +86,21 @@ def test_the_columns_stay_put_and_the_title_is_readable_at_1100x700(qtbot: Any, 
     assert widths(w) == before
     headings_whole(w)
 
+
+def test_a_seven_digit_message_count_and_id_fit_their_columns(qtbot: Any, window_factory: Any, db: str, tmp_path: Path) -> None:
+    w = window_factory(lambda url: open_service(url, workdir=tmp_path / "workdir"))
+    w.resize(1600, 1000)
+    assert run(qtbot, w, w.open_database(db), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT)
+    view, model = w.thread_list, w.thread_model
+    view.setColumnHidden(COL_MESSAGES, False)  # the Msgs column, when shown
+    row = model.row_of(w.state.thread.key)
+    model.update_thread(replace(model.thread_at(row), message_count=1_234_567))
+    qtbot.wait(20)
+    shown = model.index(row, COL_MESSAGES).data()
+    assert shown == "1,234,567"
+    assert QFontMetrics(view.font()).horizontalAdvance(shown) + 8 <= view.header().sectionSize(COL_MESSAGES)
+    headings_whole(w)
+    timeline = w.timeline  # the timeline's # column: a message id of 7 digits
+    assert not timeline.isColumnHidden(COL_ID)
+    assert QFontMetrics(timeline.font()).horizontalAdvance("1234567") + 8 <= timeline.header().sectionSize(COL_ID)
