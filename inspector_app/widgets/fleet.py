@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from PySide6.QtCore import QRectF, QSize, Qt, Signal
-from PySide6.QtGui import QColor, QFontMetrics, QMouseEvent, QPainter, QPaintEvent
+from PySide6.QtGui import QColor, QFontMetrics, QMouseEvent, QPainter, QPaintEvent, QResizeEvent
 from PySide6.QtWidgets import (
     QCheckBox,
     QFrame,
@@ -37,6 +37,8 @@ from .. import theme
 #: the colour token of each pressure band
 BAND_TOKENS = {"unknown": "text_muted", "below_50": "ok", "50_85": "info", "85_100": "warn", "over_100": "danger"}
 #: the colours of the compactions-per-day series, in turn (distinct on light and dark)
+#: the least height of the compactions-per-day bars (the chart grows for its legend's rows)
+PLOT_MIN = 90
 SERIES_COLORS = ("#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac")
 
 
@@ -117,7 +119,7 @@ class DailyChart(QWidget):
         self.days: list[str] = []
         self.series: list[str] = []
         self.counts: dict[tuple[str, str], int] = {}
-        self.setMinimumHeight(150)
+        self.setMinimumHeight(PLOT_MIN + 60)
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
 
     def set_stats(self, stats: FleetStats) -> None:
@@ -127,26 +129,86 @@ class DailyChart(QWidget):
         for d in stats.per_day:
             k = (d.day, series_name(d.kind, d.source))
             self.counts[k] = self.counts.get(k, 0) + d.count
+        self._fit_height()
         self.update()
+
+    def _fit_height(self) -> None:
+        """At least :data:`PLOT_MIN` for the bars above the dates and the legend's rows (the
+        legend takes as many rows as the width needs)."""
+        fm = QFontMetrics(self.font())
+        legend = self.legend_rects()
+        rows = self.height() - min((r.top() for _s, r in legend), default=self.height())
+        need = int(PLOT_MIN + fm.height() * 1.5 + 10 + rows)
+        if self.minimumHeight() != need:
+            self.setMinimumHeight(need)
+
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
+        super().resizeEvent(event)
+        self._fit_height()
 
     def total(self, day: str) -> int:
         return sum(self.counts.get((day, s), 0) for s in self.series)
+
+    def peak(self) -> int:
+        return max((self.total(d) for d in self.days), default=0)
+
+    def legend_rects(self) -> list[tuple[str, QRectF]]:
+        """Each series' legend entry (its swatch and name), flowed under the chart in as many
+        rows as the width needs, from the bottom of the widget up."""
+        fm = QFontMetrics(self.font())
+        rows: list[list[tuple[str, float]]] = [[]]
+        x = 0.0
+        for s in self.series:
+            w = fm.horizontalAdvance(s) + 26
+            if rows[-1] and x + w > self.width() - 4:
+                rows.append([])
+                x = 0.0
+            rows[-1].append((s, w))
+            x += w
+        out: list[tuple[str, QRectF]] = []
+        line = fm.height() + 2
+        top = self.height() - 2 - len(rows) * line
+        for r, row in enumerate(rows):
+            x = 4.0
+            for s, w in row:
+                out.append((s, QRectF(x, top + r * line, min(w, self.width() - 4 - x), fm.height())))
+                x += w
+        return out
+
+    def plot_rect(self) -> QRectF:
+        """Where the bars go: left of them the y-axis labels (as wide as the peak's figure), above
+        them half a line (the peak's label is centred on the top), under them the first and last
+        days, then the legend."""
+        fm = QFontMetrics(self.font())
+        label = max(fm.horizontalAdvance(figures.count(self.peak())), fm.horizontalAdvance("0")) + 8
+        legend = self.legend_rects()
+        bottom = (min(r.top() for _s, r in legend) if legend else self.height()) - fm.height() - 6
+        top = fm.height() / 2 + 2
+        return QRectF(label, top, max(1.0, self.width() - label - 6), max(1.0, bottom - top))
+
+    def y_labels(self) -> list[tuple[str, QRectF]]:
+        """The peak's figure at the top of the bars and 0 at their foot, each in a box that fits it."""
+        fm = QFontMetrics(self.font())
+        chart = self.plot_rect()
+        width = chart.left() - 4
+        half = fm.height() / 2
+        return [(figures.count(self.peak()), QRectF(0, chart.top() - half, width, fm.height())),
+                ("0", QRectF(0, chart.bottom() - half, width, fm.height()))]  # fmt: skip
 
     def paintEvent(self, _event: QPaintEvent) -> None:  # noqa: N802 (Qt name)
         p = QPainter(self)
         fm = QFontMetrics(self.font())
         text, muted = theme.color("text"), theme.color("text_muted")
-        legend_rows = 1 + len(self.series) // 3
-        chart = QRectF(fm.horizontalAdvance("9999") + 6, 4, self.width() - fm.horizontalAdvance("9999") - 10, self.height() - 8 - (legend_rows + 1) * fm.height())
         if not self.days:
             p.setPen(muted)
             p.drawText(self.rect(), int(Qt.AlignmentFlag.AlignCenter), "No compactions in this period")
             p.end()
             return
-        peak = max(self.total(d) for d in self.days) or 1
+        chart = self.plot_rect()
+        peak = self.peak() or 1
         p.setPen(muted)
-        p.drawText(QRectF(0, chart.top() - 2, chart.left() - 4, fm.height()), int(Qt.AlignmentFlag.AlignRight), figures.count(peak))
-        p.drawText(QRectF(0, chart.bottom() - fm.height(), chart.left() - 4, fm.height()), int(Qt.AlignmentFlag.AlignRight), "0")
+        for label, rect in self.y_labels():
+            p.drawText(rect, int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter), label)
         p.drawLine(int(chart.left()), int(chart.bottom()), int(chart.right()), int(chart.bottom()))
         step = chart.width() / len(self.days)
         for i, day in enumerate(self.days):
@@ -158,17 +220,13 @@ class DailyChart(QWidget):
                 p.fillRect(QRectF(chart.left() + i * step + 1, y - h, max(1.0, step - 2), h), QColor(SERIES_COLORS[j % len(SERIES_COLORS)]))
                 y -= h
         p.setPen(muted)
-        p.drawText(QRectF(chart.left(), chart.bottom() + 1, 120, fm.height()), int(Qt.AlignmentFlag.AlignLeft), self.days[0])
-        p.drawText(QRectF(chart.right() - 120, chart.bottom() + 1, 120, fm.height()), int(Qt.AlignmentFlag.AlignRight), self.days[-1])
-        x, y = chart.left(), chart.bottom() + fm.height() + 4
-        for j, s in enumerate(self.series):
-            w = fm.horizontalAdvance(s) + 26
-            if x + w > self.width():
-                x, y = chart.left(), y + fm.height() + 2
-            p.fillRect(QRectF(x, y + 3, 10, fm.height() - 6), QColor(SERIES_COLORS[j % len(SERIES_COLORS)]))
+        p.drawText(QRectF(chart.left(), chart.bottom() + 2, 120, fm.height()), int(Qt.AlignmentFlag.AlignLeft), self.days[0])
+        p.drawText(QRectF(chart.right() - 120, chart.bottom() + 2, 120, fm.height()), int(Qt.AlignmentFlag.AlignRight), self.days[-1])
+        colors = {s: QColor(SERIES_COLORS[j % len(SERIES_COLORS)]) for j, s in enumerate(self.series)}
+        for s, rect in self.legend_rects():
+            p.fillRect(QRectF(rect.left(), rect.top() + 3, 10, fm.height() - 6), colors[s])
             p.setPen(text)
-            p.drawText(QRectF(x + 14, y, w, fm.height()), int(Qt.AlignmentFlag.AlignLeft), s)
-            x += w
+            p.drawText(rect.adjusted(14, 0, 0, 0), int(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter), s)
         p.end()
 
 
