@@ -170,9 +170,9 @@ class DailyChart(QWidget):
         top = self.height() - 2 - len(rows) * line
         for r, row in enumerate(rows):
             x = 4.0
-            for s, w in row:
-                out.append((s, QRectF(x, top + r * line, min(w, self.width() - 4 - x), fm.height())))
-                x += w
+            for s, wide in row:
+                out.append((s, QRectF(x, top + r * line, min(wide, self.width() - 4 - x), fm.height())))
+                x += wide
         return out
 
     def plot_rect(self) -> QRectF:
