@@ -94,10 +94,17 @@ def kept(results: list[dict[str, Any]], text: str) -> tuple[int, int, int]:
             sum(r["title"] in text for r in results))
 
 
+def saved_name(module: ModuleType, tool: str, sha: str) -> str:
+    """The saved file as the compactor's frame names it: ``<tool>-<sha256>.txt`` before, the tool and
+    the hash's first ``SHORT_HASH`` hex digits since the frame shows it in short."""
+    short = getattr(module, "SHORT_HASH", None)
+    return f"{tool}-{sha[:short]}…" if short else f"{tool}-{sha}.txt"
+
+
 def replacement(module: ModuleType, tool: str, content: str, budget: int) -> str:
     sha = hashlib.sha256(content.encode()).hexdigest()
     fn: Callable[..., str] = module.build_replacement
-    return fn(tool, content, sha256=sha, path=f"{tool}-{sha}.txt", original_tokens=count(content),
+    return fn(tool, content, sha256=sha, path=saved_name(module, tool, sha), original_tokens=count(content),
               budget_tokens=budget, count_tokens=count)
 
 
@@ -191,9 +198,9 @@ def rows(quick: bool = False) -> list[Row]:
     out.append(Row("d", "12 web results, 180-token replacement", f"{sum(_present(r['url'], b_text) for r in results)}/12 URLs",
                    f"{sum(_present(r['url'], a_text) for r in results)}/12 URLs"))
     # the frame alone
-    sha = "0" * 64
+    sha = hashlib.sha256(b"one pruned result").hexdigest()  # a real hash: 64 zeros tokenize far shorter
     old_frame = count(old._header("query_kb", 5000, sha, f"query_kb-{sha}.txt") + "\n" + old._footer(5000))
-    new_frame = count(new_previews._header("query_kb", 5000, f"query_kb-{sha}.txt") + "\n" + new_previews._footer(5000))
+    new_frame = count(new_previews._header("query_kb", saved_name(new_previews, "query_kb", sha)) + "\n" + new_previews._footer(5000))
     out.append(Row("frame", "header + footer of one pruned result", f"{old_frame} tokens", f"{new_frame} tokens",
                    f"{old_frame - new_frame} tokens fewer on every later request"))
     return out

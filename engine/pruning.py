@@ -23,7 +23,7 @@ from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 
 from engine.events import DroppedEntry
 from engine.messages import META_PRUNED, Message
-from engine.previews import PreviewBudgetError, build_replacement, has_records, is_structured_tool, replacement_preview
+from engine.previews import SHORT_HASH, PreviewBudgetError, build_replacement, has_records, is_structured_tool, replacement_preview
 from engine.specifics import DroppedSpecifics, dropped_at_compaction, dropped_specifics, extract_identifiers
 from engine.surface import shown_message
 from engine.views import Offload
@@ -129,7 +129,7 @@ def prune_tool_result(
     limit_tokens: int,
     preview_tokens: int,
     tool_name: str | None = None,
-    saved_as: Literal["path", "name"] = "path",
+    saved_as: Literal["path", "name", "short"] = "path",
     wider_tokens: int | None = None,
     shapes: Mapping[str, str] | None = None,
 ) -> Pruned | PruneFailed | None:
@@ -145,10 +145,12 @@ def prune_tool_result(
 
     ``None``: at or under the limit, or already pruned. :class:`PruneFailed`: the Workdir write
     failed, nothing replaced. ``tool_name`` defaults to :func:`tool_name_of` ``(message)``.
-    ``saved_as`` is what the replacement's ``saved:`` line shows: the full ``path``, or the file's
-    ``name`` in the Workdir (``<tool>-<sha256>.txt``, about 13 tokens shorter than a typical data
-    directory path, room for two more result ids in a structured preview); the offload record
-    always keeps the full path.
+    ``saved_as`` is how the replacement's header names the saved file: the full ``path``, the
+    file's ``name`` in the Workdir (``<tool>-<sha256>.txt``, about 13 tokens shorter than a typical
+    data directory path), or ``short``: that name with the hash cut to its first
+    :data:`~engine.previews.SHORT_HASH` hex digits (``<tool>-2ff5fba1c981…``, about 35 tokens
+    shorter than the name, paid on every later request); the offload record always keeps the full
+    path, which the inspector and ``compaction history`` show.
     Raises ``ValueError`` for a non-tool message or bad limits, and
     :class:`~engine.previews.PreviewBudgetError` when the budget cannot hold the header.
     """
@@ -173,7 +175,7 @@ def prune_tool_result(
             name,
             message.content,
             sha256=sha,
-            path=_shown_path(workdir.path_for(name, sha), saved_as),
+            path=_shown_path(workdir.path_for(name, sha), saved_as, sha),
             original_tokens=original_tokens,
             budget_tokens=budget,
             count_tokens=count_tokens,
@@ -211,9 +213,11 @@ def prune_tool_result(
     return Pruned(offload=offload, replacement=shown_message(message, offload), left_out=left_out)
 
 
-def _shown_path(path: Path, saved_as: str) -> str:
+def _shown_path(path: Path, saved_as: str, sha: str) -> str:
     if saved_as == "name":
         return path.name
+    if saved_as == "short":  # the name with its hash cut to SHORT_HASH hex digits: no 64-hex run in every later request
+        return path.name.split(sha, 1)[0] + sha[:SHORT_HASH] + "…"
     if saved_as != "path":
         raise ValueError(f"saved_as must be 'path' or 'name', got {saved_as!r}")
     return str(path)
@@ -244,8 +248,8 @@ def prune_surface(
     stale: Collection[int] = (),
     shapes: Mapping[str, str] | None = None,
 ) -> PruneReport:
-    """Apply :func:`prune_tool_result` (``saved_as="name"``: the compactor's previews name the file in
-    the Workdir, not its whole path) to every tool message of ``messages``, keeping their order:
+    """Apply :func:`prune_tool_result` (``saved_as="short"``: the compactor's previews name the file
+    in the Workdir by its tool and the hash's first hex digits, not its whole path) to every tool message of ``messages``, keeping their order:
     ``messages`` of the report is the input with each pruned result replaced by its
     :attr:`Pruned.replacement` (the input messages themselves elsewhere).
 
@@ -273,7 +277,7 @@ def prune_surface(
                         limit_tokens=min(limit_tokens, budget) if m.id in stale else limit_tokens,
                         preview_tokens=budget,
                         tool_name=name,
-                        saved_as="name",
+                        saved_as="short",
                         wider_tokens=preview_tokens if budget < preview_tokens else None,
                         shapes=shapes,
                     )

@@ -261,7 +261,8 @@ def test_a_tight_budget_drops_content_before_any_result() -> None:
     meta, rows = parse_structured(preview)
     assert meta["result_count"] == 30 and "omitted_results" not in meta
     assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(30)]  # every id, in order
-    assert all("content" not in r for r in rows) and meta["shown"] in ("ids only", "one id per result")
+    assert all("content" not in r for r in rows) and "shown" not in meta  # no line says the level: the cells do
+    assert all(set(r) <= {"doc_id", "chunk_id", "file_id", "kb_id", "source"} for r in rows[5:])  # ids only, the first ones richer
 
 
 def test_one_result_in_a_160_token_preview_keeps_its_ids() -> None:
@@ -298,7 +299,7 @@ def test_degradation_order_over_a_budget_sweep() -> None:
         assert [r["doc_id"] for r in rows] == [f"doc-{i}" for i in range(len(rows))]  # a prefix, in order
         if "omitted_results" in meta:
             assert meta["omitted_results"] == 12 - len(rows)
-            assert one_id_each > budget - count("result_count: 12\nquery: " + json.dumps(kb_payload(0)["query"]))
+            assert one_id_each > budget - count("12 results\nquery: " + json.dumps(kb_payload(0)["query"]))
             assert all(_level(r) == 0 for r in rows)
         levels = [_level(r) for r in rows]
         assert levels == sorted(levels, reverse=True)  # earlier results are never poorer
@@ -469,7 +470,7 @@ def test_tiny_budget_keeps_only_the_count() -> None:
 
 
 def test_empty_result_list() -> None:
-    assert structured_preview('{"results": []}', budget_tokens=50, count_tokens=count) == "result_count: 0"
+    assert structured_preview('{"results": []}', budget_tokens=50, count_tokens=count) == "0 results"
 
 
 def test_huge_outputs_stay_within_budget() -> None:
@@ -502,10 +503,11 @@ def test_replacement_names_tool_tokens_hash_and_path_within_budget() -> None:
                             budget_tokens=600, count_tokens=count)
     assert count(out) <= 600
     lines = out.splitlines()
-    # one header line: the saved file names the hash once (the older frame wrote it twice)
-    assert lines[0] == f"[tool result offloaded: query_kb, ~{original} tokens; full text: {PATH}]"
+    # one header line: the saved file names the hash once (the older frame wrote it twice); the
+    # frame's one figure is the tokens left out (the full size is the offload record's)
+    assert lines[0] == f"[tool result offloaded: query_kb; full text: {PATH}]"
     assert out.count(SHA) == 1
-    assert lines[1] == "result_count: 30"
+    assert lines[1].startswith("30 results; fields: doc_id")  # the count once, on the fields line
     assert lines[-1].startswith("[end of preview: ~") and "tokens left out" in lines[-1]
     left_out = int(lines[-1].split("~")[1].split()[0])
     assert left_out == original - count("\n".join(lines[1:-1]))

@@ -67,7 +67,7 @@ def test_the_same_results_under_five_tool_names_give_the_same_preview(budget: in
     previews = {tool: render_preview(tool, content, budget_tokens=budget, count_tokens=count) for tool in TOOLS}
     assert len(set(previews.values())) == 1, previews
     assert all(count(p) <= budget for p in previews.values())
-    assert previews["my_tool"].startswith("result_count: 12")
+    assert "12 results; fields: id" in previews["my_tool"] and "result_count" not in previews["my_tool"]
 
 
 @pytest.mark.parametrize("tool", TOOLS)
@@ -117,7 +117,7 @@ def test_the_frame_names_the_saved_file_once_and_the_preview_reads_back() -> Non
     out = replacement("my_tool", content, 600)
     assert out.count(SHA) == 1 and out.splitlines()[0].endswith(f"full text: my_tool-{SHA}.txt]")
     body = replacement_preview(out)
-    assert body.startswith("result_count: 4") and "[end of preview" not in body and SHA not in body
+    assert body.startswith("4 results; fields: ") and "[end of preview" not in body and SHA not in body
     old = f"[tool result offloaded: x, ~9 tokens]\nsha256: {SHA}\nsaved: x-{SHA}.txt\npreview:\nbody\n[end of preview: ~1 tokens left out; the full result is in the saved file]"
     assert replacement_preview(old) == "body"  # replacements stored before keep reading back
     tricky = "first\npreview: not a frame line\nlast " + "word " * 2000

@@ -54,7 +54,7 @@ def test_pruned_result_is_saved_first_and_replaced_by_the_preview(tmp_path: Path
     assert out.original_tokens == 5000
     assert out.preview_tokens == count(out.preview) <= PREVIEW
     # one header line names the saved file (the hash is in its name: said once, not twice as before)
-    assert out.preview.startswith(f"[tool result offloaded: shell, ~5000 tokens; full text: {out.path}]\n")
+    assert out.preview.startswith(f"[tool result offloaded: shell; full text: {out.path}]\n")
     assert out.preview.count(sha) == 1
     r = out.replacement
     assert r.content == out.preview and r.metadata[META_PRUNED] == sha
@@ -81,7 +81,7 @@ def test_structured_result_is_pruned_with_structured_preview(tmp_path: Path) -> 
     out = prune(tool_result("c", json.dumps(payload), name="query_kb"), Workdir(tmp_path), limit=1000, preview=600)
     assert isinstance(out, Pruned) and out.preview_tokens <= 600
     _, rows = parse_records(replacement_preview(out.preview))
-    assert "result_count: 20" in out.preview and [r["doc_id"] for r in rows] == [f"d{i}" for i in range(20)]  # every id kept
+    assert "\n20 results; fields: " in out.preview and [r["doc_id"] for r in rows] == [f"d{i}" for i in range(20)]  # every id kept
     assert "/srv/kb" not in out.preview
 
 
@@ -181,12 +181,12 @@ def test_prune_surface_keeps_originals_when_the_workdir_fails(tmp_path: Path) ->
 
 
 def test_the_compactors_previews_name_the_saved_file_in_the_workdir_not_its_whole_path(tmp_path: Path) -> None:
-    """The saved: line of a surface prune is the file name (the sha is in it); the record keeps the path."""
+    """A surface prune names the file by its tool and the hash's first 12 hex digits; the record keeps the path."""
     deep = Workdir(tmp_path / "home" / "user" / ".local" / "share" / "compaction-inspector" / "workdir")
     msg = tool_result("call-1", text_of_tokens(3000), name="shell", id=9)
     report = prune_surface([assistant("", ToolCall("call-1", "shell", "{}"), id=8), msg], workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
     (p,) = report.pruned
-    assert f"; full text: shell-{p.sha256}.txt]\n" in p.preview and p.preview.count(p.sha256) == 1
+    assert f"; full text: shell-{p.sha256[:12]}…]\n" in p.preview and p.sha256[12:20] not in p.preview
     assert str(deep.root) not in p.preview and Path(p.path) == deep.path_for("shell", p.sha256)
     full = prune_tool_result(msg, workdir=deep, count_tokens=count, limit_tokens=2000, preview_tokens=600)
     assert isinstance(full, Pruned) and f"; full text: {full.path}]\n" in full.preview  # the CLI's default: the path

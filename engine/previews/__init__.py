@@ -13,8 +13,8 @@ joins cannot push it over.
   head / middle / tail slices keeping error, URL and path lines. A tool can be configured to a
   shape (``shapes``; :data:`DEFAULT_TOOL_SHAPES`).
 - :func:`structured_preview`: the records preview of JSON content, or ``None``.
-- :func:`build_replacement`: one header line (tool, ~tokens, the saved file, whose name holds the
-  SHA-256) + preview + a line saying how much was left out; the whole text fits the budget or
+- :func:`build_replacement`: one header line (tool, the saved file, whose name holds the SHA-256
+  or its first :data:`SHORT_HASH` hex digits) + preview + a line saying how much was left out; the whole text fits the budget or
   :class:`PreviewBudgetError`. :func:`replacement_preview` reads the preview back (also from the
   older frame with its own ``sha256:`` and ``saved:`` lines).
 """
@@ -33,6 +33,7 @@ from .shapes import SHAPES, records_of_json, shaped_preview, unwrapped_text
 __all__ = [
     "DEFAULT_TOOL_SHAPES",
     "SHAPES",
+    "SHORT_HASH",
     "STRUCTURED_TOOLS",
     "PreviewBudgetError",
     "build_replacement",
@@ -107,8 +108,12 @@ HEADER_PREFIX = "[tool result offloaded: "
 FOOTER_PREFIX = "[end of preview: "
 
 
-def _header(tool_name: str, original_tokens: int, path: str) -> str:
-    return f"{HEADER_PREFIX}{CONTROL.sub(' ', tool_name)}, ~{original_tokens} tokens; full text: {CONTROL.sub(' ', path)}]"
+#: hex digits of the SHA-256 a frame shows when it names the saved file in short (as git abbreviates)
+SHORT_HASH = 12
+
+
+def _header(tool_name: str, path: str) -> str:
+    return f"{HEADER_PREFIX}{CONTROL.sub(' ', tool_name)}; full text: {CONTROL.sub(' ', path)}]"
 
 
 def _footer(left_out: int) -> str:
@@ -145,13 +150,15 @@ def build_replacement(
     shapes: Mapping[str, str] | None = None,
 ) -> str:
     """Header + preview + left-out line, counting at most ``budget_tokens`` as a whole. The header
-    names the saved file (``path``), whose name holds ``sha256``; the hash is written out on its own
-    only when ``path`` does not hold it.
+    names the tool and the saved file (``path``), whose name holds ``sha256`` (or its first
+    :data:`SHORT_HASH` hex digits); the hash is written out on its own only when ``path`` holds
+    neither. The frame gives one figure, the tokens the preview leaves out (``original_tokens``
+    less the preview's): the full size is the offload record's, shown by the inspector and the CLI.
 
     Raises :class:`PreviewBudgetError` when the budget cannot hold the header and the footer.
     """
-    shown = path if sha256 in path else f"{path} (sha256 {sha256})"
-    header = _header(tool_name, original_tokens, shown)
+    shown = path if sha256[:SHORT_HASH] in path else f"{path} (sha256 {sha256})"
+    header = _header(tool_name, shown)
     frame = count_tokens(header + "\n" + _footer(original_tokens))
     if frame > budget_tokens:
         raise PreviewBudgetError(budget_tokens, frame)

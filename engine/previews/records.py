@@ -3,16 +3,15 @@ compact line per record under a header naming the fields once.
 
 Format (every line parseable, :func:`parse_records`)::
 
-    result_count: 12
     query: "how do I rotate the signing key?"
-    shown: "ids and URLs only"              <- only when the records had to be shortened
-    fields: doc_id | chunk_id | kb_id | url | title | score | content
+    12 results; fields: doc_id | chunk_id | kb_id | url | title | score | content
     doc-0 | doc-0#c0 | kb-security | https://docs.example.com/keys/0 | Key rotation guide | 0.95 | word0 word1 …
     omitted_results: 3                      <- only when some records did not fit at all
 
 A cell is the value as written when that is unambiguous, else its JSON string; ``-`` is a missing
 value, trailing missing cells are left out, so a record shown at a poorer level simply has fewer
-cells. The fields are ordered by what they are, which is also the order they are given up in:
+cells (no line says which level was shown: the cells do, and the frame says how much was left
+out). The count of records is said once, on the line naming the fields. The fields are ordered by what they are, which is also the order they are given up in:
 identifiers (result, document, chunk, file, knowledge base, collection and source names), URLs,
 titles, scores, other kept metadata (site, date), content. The ladder, the same for every shape:
 content (160 … 16 tokens) → every kept field → ids, URLs, titles, scores → ids, URLs, titles → ids and
@@ -83,18 +82,11 @@ CONTENT_LEVELS: tuple[int, ...] = (CONTENT_TOKENS_MAX, 120, 80, 48, 32, 16)
 #: the levels after the content ones: the roles each record line still holds
 FIELD_LEVELS: tuple[str, ...] = ("no_content", "ids_titles_urls_scores", "ids_urls_titles", "ids_and_urls", "ids", "primary_id")
 _LEVEL_ROLES: dict[str, int] = {"no_content": 5, "ids_titles_urls_scores": 4, "ids_urls_titles": 3, "ids_and_urls": 2, "ids": 1, "primary_id": 1}
-_LEVEL_NOTE = {
-    "no_content": "content left out",
-    "ids_titles_urls_scores": "ids, URLs, titles and scores only",
-    "ids_urls_titles": "ids, URLs and titles only",
-    "ids_and_urls": "ids and URLs only",
-    "ids": "ids only",
-    "primary_id": "one id per result",
-}
 #: share of the budget a records preview fills when it holds more than every record's ids, URLs and
 #: titles (content, scores, metadata); the full budget goes to those identifiers when they need it
 CONTENT_FILL = 0.7
 SEPARATOR = " | "
+COUNT_SEPARATOR = "; "  # between the count of records and the fields they show: "12 results; fields: …"
 MISSING = "-"
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -135,7 +127,7 @@ class RecordSet:
     rows: list[dict[str, Any]]
     contents: list[str | None]
     top: list[str] = field(default_factory=list)
-    label: str = "result_count"
+    label: str = "results"  # what the records are called on the count line (a table's: rows)
 
 
 def _scalar(value: Any) -> Any:
@@ -284,7 +276,8 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
     (``omitted_results: N``). When not every record keeps its ids and URLs, the top-level lines
     (``query``, ``total``) are left out for them."""
     n = len(rs.rows)
-    head = "\n".join([f"{rs.label}: {n}", *rs.top])
+    counted = f"{n} {rs.label.removesuffix('s') if n == 1 else rs.label}"
+    head = "\n".join([*rs.top, counted])
     if n == 0:
         return head if count_tokens(head) <= budget_tokens else None
     omitted_reserve = count_tokens(f"omitted_results: {n}") + 1
@@ -293,21 +286,18 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
     lines = _Lines(rs, count_tokens)
     levels: list[int | str] = [*(CONTENT_LEVELS if lines.has_content() else ()), *FIELD_LEVELS]
 
-    def note(level: int | str) -> str:
-        return f"shown: {json.dumps(_LEVEL_NOTE[level])}" if isinstance(level, str) and (level != "no_content" or lines.has_content()) else ""
-
     def cost(i: int, level: int | str) -> int:
         return count_tokens(lines.line(i, level)) + 1
 
-    def frame_cost(richest: int | str, poorest: int | str) -> int:
-        return (count_tokens(note(poorest)) + 1 if note(poorest) else 0) + count_tokens(lines.header(richest)) + 1
+    def frame_cost(richest: int | str) -> int:
+        return count_tokens(COUNT_SEPARATOR + lines.header(richest))
 
     def choose(room: int, start: int) -> list[int | str] | None:
         """Every record at the richest level from ``levels[start]`` on at which all fit ``room``,
         the first ones one level richer with what is left; ``None`` when one id each does not fit."""
         for index in range(start, len(levels)):
             level = levels[index]
-            used = frame_cost(level, level)
+            used = frame_cost(level)
             for i in range(n):
                 used += cost(i, level)
                 if used > room:
@@ -316,7 +306,7 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
                 chosen = [level] * n
                 if index > start:  # spend what is left on the first records, one level richer
                     richer = levels[index - 1]
-                    spare = room - used - (frame_cost(richer, level) - frame_cost(level, level))
+                    spare = room - used - (frame_cost(richer) - frame_cost(level))
                     for i in range(n):
                         delta = cost(i, richer) - cost(i, level)
                         if delta > spare:
@@ -336,7 +326,7 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
         chosen = choose(room, cap)
     if chosen is None:  # not even one id each: as many as fit, in order, the rest counted
         level = levels[-1]
-        used = frame_cost(level, level) + omitted_reserve
+        used = frame_cost(level) + omitted_reserve
         chosen = []
         for i in range(n):
             used += cost(i, level)
@@ -345,13 +335,13 @@ def records_preview(rs: RecordSet, *, budget_tokens: int, count_tokens: CountTok
             chosen.append(level)
 
     def assemble(shown: list[int | str]) -> str:
-        out = [head]
+        out = [*rs.top]
         if shown:
-            poorest = next(lv for lv in reversed(levels) if lv in shown)
-            if note(poorest):
-                out.append(note(poorest))
-            out.append(lines.header(shown[0]))
+            header = lines.header(shown[0])
+            out.append(counted + (COUNT_SEPARATOR + header if header else ""))
             out += [lines.line(i, lv) for i, lv in enumerate(shown)]
+        else:
+            out.append(counted)
         if len(shown) < n:
             out.append(f"omitted_results: {n - len(shown)}")
         return "\n".join(x for x in out if x)
@@ -404,6 +394,10 @@ def _split_cells(line: str) -> list[Any]:
     return cells
 
 
+_COUNTED = re.compile(r"(\d+) (result|row)s?(?:; fields: (.*))?")
+_COUNT_KEYS = {"result": "result_count", "row": "rows"}
+
+
 def parse_records(text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Read a records preview back: its ``key: value`` lines and one dict per record line (the
     header's field names; missing cells left out)."""
@@ -412,6 +406,12 @@ def parse_records(text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     names: list[Any] | None = None
     for line in text.split("\n"):  # not splitlines(): a value may hold U+0085 or U+2028 unescaped
         if names is None:
+            counted = _COUNTED.fullmatch(line)
+            if counted:
+                meta[_COUNT_KEYS[counted[2]]] = int(counted[1])
+                if counted[3] is not None:
+                    names = [str(c) for c in _split_cells(counted[3])]
+                continue
             key, _, value = line.partition(": ")
             if key == "fields":
                 names = [str(c) for c in _split_cells(value)]

@@ -160,7 +160,7 @@ def test_prune_behind_a_concurrently_moved_boundary_does_not_bump_generation(tmp
 
 
 def test_small_preview_budget_fails_closed_or_is_rejected(tmp_path: Path) -> None:
-    policy = {"context_window": WINDOW, "default": {"summary_max_tokens": 400, "tool_result_limit_tokens": 100, "preview_tokens": 40}}
+    policy = {"context_window": WINDOW, "default": {"summary_max_tokens": 400, "tool_result_limit_tokens": 100, "preview_tokens": 16}}  # under the frame (34 tokens since the frame names the file in short)
     try:
         svc = service(tmp_path, policy)
     except PolicyError:
