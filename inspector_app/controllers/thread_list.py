@@ -210,13 +210,20 @@ class ThreadListController:
         return page
 
     async def reload(self) -> None:
-        """A new query: its first page; the open thread stays selected if that page has it."""
+        """A new query: its first page, shown from its top; the open thread stays selected
+        wherever the new list has it (its row counted by the database when it is not on the first
+        page: selected in place, the list not scrolled to it), and no row is when the new list
+        does not have it."""
         await self.load()
         self._say(self.count_text())
         current = self._current()
-        row = self.model.row_of(current) if current is not None else None
-        if row is not None:  # the open thread stays selected when the new list shows it near the top
+        if current is None:
+            return
+        row = self.model.row_of(current)
+        if row is not None:  # on the first page: selected (and shown)
             self.select_row(row)
+        else:
+            await self.reveal(current, scroll=False)
 
     def _new_epoch(self) -> None:
         self.epoch += 1

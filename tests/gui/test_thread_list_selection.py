@@ -125,3 +125,25 @@ def test_a_worst_thread_clicked_in_the_fleet_view_is_the_one_row_selected(qtbot:
     second = [window.worst.topLevelItem(i) for i in range(window.worst.topLevelItemCount()) if window.worst.topLevelItem(i) is not item][-1]
     key = click_worst(qtbot, w, window, second)  # and another: still one row selected, the one open
     assert agree(w) and selected_keys(w) == [key]
+
+
+def test_the_open_thread_stays_selected_through_a_sort_and_a_search(qtbot: Any, opened: MainWindow) -> None:
+    """A new sort puts the open thread far from the top: its row is selected there (the list shows
+    the new order from its top); a search that leaves it out selects no row at all."""
+    from inspector_app.models.threads import COLUMN_SORTS
+    from tests.gui.conftest import run
+    from tests.gui.test_thread_list_paged import FAR
+
+    w = opened
+    view = w.thread_list
+    run(qtbot, w, w.select_thread(FAR), timeout=WAIT)
+    qtbot.waitUntil(lambda: w.idle and agree(w) and open_key(w) == FAR, timeout=WAIT)
+    column = next(c for c, s in COLUMN_SORTS.items() if s == "title")
+    w.thread_pages._on_heading(column)  # by title: support-01400 is nowhere near the top
+    settle(qtbot, w)
+    qtbot.waitUntil(lambda: w.idle and agree(w), timeout=WAIT)
+    assert open_key(w) == FAR and view.currentIndex().row() > 20
+    assert view.rowAt(2) == 0  # the new order from its top
+    w.thread_filter.setText("refund")  # FAR is not a refund
+    settle(qtbot, w)
+    assert open_key(w) == FAR and selected_keys(w) == [] and w.thread_model.row_of(FAR) is None
