@@ -54,6 +54,9 @@ def test_fact_lines_read_a_json_wrapped_log_and_more_ways_to_decide_and_constrai
     # a capitalised imperative starts a constraint even when the text before it has no full stop
     run_on = user("Step 4: paste of the docs that returns th Keep every timestamp written by src/a.py in UTC, no local times.")
     assert fact_lines(run_on) == ["Keep every timestamp written by src/a.py in UTC, no local times."]
+    rule = user("Step 9: the notes of the last run go here Every change to src/b.py needs a test first, no exceptions.")
+    assert fact_lines(rule) == ["Every change to src/b.py needs a test first, no exceptions."]
+    assert fact_lines(user("The first run needs more memory than the second.")) == []
 
 
 def test_the_extractive_summary_keeps_the_six_facts_and_carries_them_forward():

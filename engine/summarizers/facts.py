@@ -13,7 +13,7 @@ around what made it a fact:
   than``, ``because`` …), that
   fixes or edits something it names (a path, an identifier or a ``function()``), or that reports a
   figure with its unit next to a metric word;
-- a user's constraint sentences (``do not …``, ``never …``, ``only …``, ``leave … alone``,
+- a user's constraint sentences (``do not …``, ``never …``, ``only …``, ``leave … alone``, ``no exceptions``,
   ``Constraint: …``; a capitalised imperative such as ``Keep`` starts a sentence even without a
   full stop before it);
 - a tool output's (the text its JSON wrapper holds: Codex's ``output``, MCP text, ``stdout``) error lines (``FAILED …``, ``AssertionError: …``, a traceback's last line) and its
@@ -64,12 +64,13 @@ _STRONG_METRIC = re.compile(
 )
 _CONSTRAINT = re.compile(
     r"\b(?:constraint|do not|don't|never|must not|mustn't|must|only|without|avoid|keep [\w ]{0,30}(?:unchanged|as is)|"
-    r"leave \S+(?: \S+){0,4} (?:alone|as is|untouched)|always|^keep|no more than|at most|at least)\b",
+    r"leave \S+(?: \S+){0,4} (?:alone|as is|untouched)|always|^keep|no exceptions|(?:needs?|requires?) [\w ]{0,30}\bfirst|"
+    r"no more than|at most|at least)\b",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 #: where a constraint starts when the text before it has no full stop: a capitalised imperative
-_IMPERATIVE = re.compile(r"\s+(?=(?:Keep|Always|Never|Leave|Don't|Do not|Only|Avoid)\b)")
+_IMPERATIVE = re.compile(r"\s+(?=(?:Keep|Always|Never|Leave|Don't|Do not|Only|Avoid|Every)\b)")
 _NAMED = re.compile(r"[\w.-]+/[\w./-]+|\b[\w-]+\.(?:py|js|ts|tsx|go|rs|java|rb|c|h|cpp|md|json|ya?ml|toml|sql|txt|cfg|ini)\b|\b\w+\(\)")
 _DEFINES = re.compile(r"\b(?:def|class|function|func|fn)\s+([A-Za-z_]\w*)")
 _EDIT_TOOLS = re.compile(r"edit|write|replace|patch|apply|create_file|insert|str_replace|multiedit", re.IGNORECASE)
