@@ -92,7 +92,8 @@ class InspectorService(Protocol):
         """Every compaction of the thread, oldest first."""
         ...
 
-    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[CompactionEvent]:
+    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000,
+               kinds: Sequence[str] | None = None) -> list[CompactionEvent]:
         """Recorded compaction events, oldest first."""
         ...
 

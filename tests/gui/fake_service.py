@@ -233,7 +233,8 @@ class FakeService:
         assert t is not None
         return list(t.history)
 
-    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[CompactionEvent]:
+    def events(self, key: str, *, after_id: int | None = None, limit: int = 1000,
+               kinds: Sequence[str] | None = None) -> list[CompactionEvent]:
         self._record("events", key)
         return []
 
