@@ -163,8 +163,9 @@ def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
     for url in (db, str(tmp_path / "ref.db")):
         out = subprocess.run([sys.executable, "-m", "engine.cli", "threads", "--db", url, "--json", "--limit", "100000"],
                              cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
-        listing.append([(t["thread"], t["messages"]) for t in json.loads(out.stdout)["threads"]])
-    assert ref.returncode == 1 and listing[0] == listing[1]
+        listing.append([(t["thread"], t["messages"], t["kept_tokens"], t["threshold"]) for t in json.loads(out.stdout)["threads"]])
+    assert ref.returncode == 1 and listing[0] == listing[1]  # the interrupted run's threads measured too (figures written as it stopped)
+    assert all(kept is not None for _k, _n, kept, _t in listing[0])
 
 
 def _read_all(fd: int, proc: subprocess.Popen, timeout: float = 120) -> bytes:
@@ -221,3 +222,64 @@ def test_a_closed_stdout_while_the_progress_line_shows(tmp_path: Path) -> None:
     assert "files · " in shown  # the progress line was showing
     assert "Traceback" not in shown and "Broken pipe" not in shown and "error:" not in shown
     assert shown.endswith("\r\x1b[K")  # and was taken away
+
+
+def test_every_imported_thread_is_measured_when_the_import_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The figures of a bulk import are written a batch at a time: once it ends, every thread it
+    wrote lists the kept tokens, threshold and window a status measures."""
+    from engine.service import open_service
+    from engine.views import ThreadQuery
+
+    root = _tree(tmp_path / "in")
+    db = str(tmp_path / "s.db")
+    code, out = _run_json(capsys, "--db", db, str(root))
+    assert code == 1 and out["counts"]["ok"] == SESSIONS
+    svc = open_service(db)
+    try:
+        listed = svc.threads.page(ThreadQuery(), limit=100).threads
+        assert len(listed) == out["counts"]["threads"] >= SESSIONS
+        for t in listed:
+            st = svc.status(t.key, remember=False)
+            assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold or None, st.context_window or None), t.key
+    finally:
+        svc.close()
+
+
+def _listed_figures_are_the_status(db: str) -> int:
+    from engine.service import open_service
+    from engine.views import ThreadQuery
+
+    svc = open_service(db)
+    try:
+        listed = svc.threads.page(ThreadQuery(), limit=1000).threads
+        for t in listed:
+            st = svc.status(t.key, remember=False)
+            assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold or None, st.context_window or None), t.key
+        return len(listed)
+    finally:
+        svc.close()
+
+
+@pytest.mark.parametrize("measurer", ["process", "broken"])
+def test_a_bulk_import_measures_in_a_process_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                        monkeypatch: pytest.MonkeyPatch, measurer: str) -> None:
+    """Many files: the threads are measured by the measuring process (``python -m
+    engine.cli.bulk_import``) while the import goes on; when that process cannot run, the import
+    measures them itself. Either way every thread lists the figures a status measures."""
+    from engine.cli import bulk_import
+
+    made = _generated(tmp_path / "in", bulk_import.MEASURER_MIN_FILES + 5)
+    started: list[object] = []
+    real = bulk_import.Measurer.__init__
+
+    def spy(self: object, svc: object, url: str) -> None:
+        if measurer == "broken":
+            monkeypatch.setattr(sys, "executable", shutil.which("false") or "/bin/false")
+        real(self, svc, url)  # type: ignore[arg-type]
+        started.append(self)
+
+    monkeypatch.setattr(bulk_import.Measurer, "__init__", spy)
+    db = str(tmp_path / "s.db")
+    code, out = _run_json(capsys, "--db", db, str(tmp_path / "in"))
+    assert code == 1 and out["counts"]["ok"] == made["sessions"] and len(started) == 1
+    assert _listed_figures_are_the_status(db) == out["counts"]["threads"]

@@ -323,3 +323,32 @@ def test_a_built_store_holds_the_figures_a_status_measures(fresh_url: str) -> No
         assert all(a.kept_tokens is not None for a in after.values())
     finally:
         svc.close()
+
+
+def test_deferred_write_backs_land_in_one_batch_and_keep_their_guard(fresh_url: str) -> None:
+    """Inside ``svc.threads.deferred()`` (a bulk import) a status stores nothing at once; the block's
+    end writes every figure, and a thread appended to after its measurement keeps the newer count
+    (the door's), not the older measurement."""
+    svc = open_service(fresh_url)
+    try:
+        for key in ("d-1", "d-2", "d-3"):
+            svc.create_thread(key)
+            svc.append_message(key, user(f"question about {key}"))
+        svc.status("d-3")  # measured before the block
+
+        def listed() -> dict[str, ThreadInfo]:
+            return {t.key: t for t in svc.threads.page(ThreadQuery(sort="key")).threads}
+
+        with svc.threads.deferred():
+            measured = {k: svc.status(k) for k in ("d-1", "d-2")}
+            svc.append_message("d-3", assistant("an answer"))
+            svc.status("d-3")
+            svc.append_message("d-3", user("and a follow-up"))  # after its measurement: the stored figure must not go back
+            inside = listed()
+            assert inside["d-1"].kept_tokens is None and inside["d-2"].kept_tokens is None
+        after = listed()
+        for k, st in measured.items():
+            assert (after[k].kept_tokens, after[k].threshold, after[k].window) == (st.tokens, st.threshold, st.context_window)
+        assert after["d-3"].kept_tokens == svc.status("d-3", remember=False).tokens
+    finally:
+        svc.close()

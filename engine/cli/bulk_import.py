@@ -14,22 +14,35 @@ path) and that was not modified since its thread was last written (the rule ``di
 again, reads only what it had not finished (a session is written in one transaction, so the one
 being written when it stopped left nothing and is imported again). A session that grew since is
 imported again, idempotently (only what is new is written). Source files are only read.
+
+**Measuring.** Every thread an import wrote is measured (``Service.import_file``: its status, the
+figures the thread list shows). A bulk import of many files hands those measurements to a process
+of its own (:class:`Measurer`), which writes the figures a batch at a time while the files are read
+and written here; when the run ends, however it ends, it waits until every thread is measured (and
+measures here whatever that process could not).
 """
 
 from __future__ import annotations
 
+import logging
 import os
+import signal
 import sys
 import time
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .output import EXIT_FAILED, EXIT_OK, describe_failure
 
-__all__ = ["Entry", "Progress", "bulk_entries", "import_entries", "is_bulk_folder", "report_line", "summary"]
+__all__ = ["Entry", "Measurer", "Progress", "bulk_entries", "import_entries", "is_bulk_folder", "report_line", "summary"]
+
+log = logging.getLogger(__name__)
 
 OK, SKIPPED, ERROR = "ok", "skipped", "error"
+#: files to import from which the measurements go to a process of their own (:class:`Measurer`)
+MEASURER_MIN_FILES = 20
 #: the reasons a file is skipped (``reason`` of its report)
 UNCHANGED = "already imported, unchanged since"
 NOT_A_SESSION = "not a recognized session format"
@@ -196,11 +209,110 @@ def report_line(r: Any) -> str:
     return f"{r.thread} <- {r.source} [{r.format}]: " + "; ".join(parts)
 
 
-def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str | None = None, report_skipped: bool = True) -> int:
+def _measure_main(url: str) -> int:
+    """The measuring process (``python -m engine.cli.bulk_import URL``): the status of every thread
+    key read from standard input (a JSON list per line), its figures written a batch at a time;
+    at the end of the input, the keys it measured on standard output (one JSON list). Ctrl-C goes
+    to the whole process group: the importing process decides when this one stops."""
+    import json
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from ..errors import EngineError
+    from ..service import open_service
+
+    svc = open_service(url)
+    measured: list[str] = []
+    try:
+        with svc.threads.deferred():
+            for line in sys.stdin:
+                for key in json.loads(line):
+                    try:
+                        svc.status(key)
+                    except EngineError as exc:
+                        log.debug("thread %r not measured after its import: %s", key, exc)
+                    measured.append(key)
+    finally:
+        svc.close()
+    sys.stdout.write(json.dumps(measured) + "\n")
+    return 0
+
+
+class Measurer:
+    """Measures the threads a bulk import wrote in a process of its own, so this one goes on
+    reading and writing files meanwhile (``svc.threads.deferred(measure=...)``). :meth:`close`
+    waits until every key sent is measured; those that process did not confirm are measured here."""
+
+    def __init__(self, svc: Any, url: str) -> None:
+        import subprocess
+
+        import engine
+
+        self.svc = svc
+        self.sent: list[str] = []
+        env = dict(os.environ)
+        root = str(Path(engine.__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+        self.process = subprocess.Popen([sys.executable, "-m", "engine.cli.bulk_import", url], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True, encoding="utf-8", env=env)
+
+    def __call__(self, keys: Sequence[str]) -> None:
+        if not keys:
+            return
+        import json
+
+        self.sent.extend(keys)
+        try:
+            assert self.process.stdin is not None
+            self.process.stdin.write(json.dumps(list(keys)) + "\n")
+            self.process.stdin.flush()
+        except (BrokenPipeError, OSError, ValueError):  # gone: close() measures what it did not
+            pass
+
+    def close(self) -> None:
+        import json
+
+        measured: set[str] = set()
+        try:
+            out, _ = self.process.communicate()
+            lines = (out or "").strip().splitlines()
+            if self.process.returncode == 0 and lines:
+                measured.update(json.loads(lines[-1]))
+        except (OSError, ValueError) as exc:
+            log.debug("the measuring process failed: %s", exc)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            left = [k for k in dict.fromkeys(self.sent) if k not in measured]
+            if left:
+                log.warning("the measuring process did not measure %d threads: measured here", len(left))
+                self.svc.threads.remeasure(left, self.svc.status)
+
+
+def _measurer(svc: Any, url: str | None, entries: Sequence[Entry]) -> Measurer | None:
+    """A :class:`Measurer` for a bulk import of many files into a database another process can
+    open (not an in-memory SQLite); None: the import measures in line."""
+    if url is None or sum(1 for e in entries if e.status is None) < MEASURER_MIN_FILES:
+        return None
+    from ..store import normalize_url
+
+    u = normalize_url(url)
+    if u.get_backend_name() == "sqlite" and u.database in (None, "", ":memory:"):
+        return None
+    try:
+        return Measurer(svc, url)
+    except OSError as exc:
+        log.debug("no measuring process (%s): measured in line", exc)
+        return None
+
+
+def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str | None = None, report_skipped: bool = True,
+                   url: str | None = None) -> int:
     """Import ``entries`` in order into ``svc``, each reported as it is done (``out``: the command's
     :class:`~engine.cli.output.Listing`), the progress line on standard error. A file that fails
     is an ``error`` entry and the run goes on; a failure of the database stops it (raised). Returns
-    the exit code (1 when a file failed)."""
+    the exit code (1 when a file failed). ``url``: the database's, for the measuring process of
+    a bulk import (:class:`Measurer`; without it each thread is measured here)."""
     from ..store import StoreError
 
     progress = Progress(len(entries))
@@ -210,34 +322,41 @@ def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str 
     errors: list[dict[str, Any]] = []
     out.tail.update(imported=imported, errors=errors, counts=counts)
     done = 0
-    try:
-        for e in entries:
-            if e.status is None:
-                started = time.monotonic()
-                try:
-                    e.reports = svc.import_file(e.path, format=e.format, thread=thread)
-                    e.status = OK
-                except StoreError:
-                    raise  # the database, not the file: stop here
-                except Exception as exc:  # noqa: BLE001 - a bad file never stops the run; its reason in words
-                    e.status = ERROR
-                    e.code, message = describe_failure(exc)
-                    e.reason = message if message.startswith(e.path) else f"{e.path}: {message}"
-                    errors.append({"file": e.path, "code": e.code, "message": e.reason})
-                e.seconds = time.monotonic() - started
-                imported.extend(e.reports)
-                threads.update(r.thread for r in e.reports)
-            counts[e.status] += 1
-            counts["unchanged"] += e.reason == UNCHANGED
-            done += 1
-            out.item(e.to_json())
-            if not out.json and (report_skipped or e.status != SKIPPED):
-                progress.clear()
-                _print_entry(e)
-            progress.update(done, len(threads), counts[ERROR], counts[SKIPPED])
-    finally:
-        progress.clear()
-        counts["threads"] = len(threads)
+    # each imported thread is measured (Service.import_file): by the measuring process of a bulk
+    # import, its figures written a batch at a time (svc.threads.deferred), all of them however the run ends
+    measurer = _measurer(svc, url, entries)
+    with ExitStack() as stack:
+        if measurer is not None:
+            stack.callback(measurer.close)
+        stack.enter_context(svc.threads.deferred(measure=measurer))
+        try:
+            for e in entries:
+                if e.status is None:
+                    started = time.monotonic()
+                    try:
+                        e.reports = svc.import_file(e.path, format=e.format, thread=thread)
+                        e.status = OK
+                    except StoreError:
+                        raise  # the database, not the file: stop here
+                    except Exception as exc:  # noqa: BLE001 - a bad file never stops the run; its reason in words
+                        e.status = ERROR
+                        e.code, message = describe_failure(exc)
+                        e.reason = message if message.startswith(e.path) else f"{e.path}: {message}"
+                        errors.append({"file": e.path, "code": e.code, "message": e.reason})
+                    e.seconds = time.monotonic() - started
+                    imported.extend(e.reports)
+                    threads.update(r.thread for r in e.reports)
+                counts[e.status] += 1
+                counts["unchanged"] += e.reason == UNCHANGED
+                done += 1
+                out.item(e.to_json())
+                if not out.json and (report_skipped or e.status != SKIPPED):
+                    progress.clear()
+                    _print_entry(e)
+                progress.update(done, len(threads), counts[ERROR], counts[SKIPPED])
+        finally:
+            progress.clear()
+            counts["threads"] = len(threads)
     return EXIT_FAILED if counts[ERROR] else EXIT_OK
 
 
@@ -250,3 +369,7 @@ def summary(counts: dict[str, int], total: int, next_after: str | None) -> str:
         parts.append(f"{counts[ERROR]:,} error{'s' if counts[ERROR] != 1 else ''}")
     line = f"{total:,} file{'s' if total != 1 else ''}: " + ", ".join(parts)
     return line + (f"; more files: --after {next_after}" if next_after else "")
+
+
+if __name__ == "__main__":  # the measuring process of a bulk import (Measurer)
+    sys.exit(_measure_main(sys.argv[1]))

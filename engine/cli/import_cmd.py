@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
                 out.next_after = entries[-1].path
             bulk = any(not e.explicit for e in entries)
             try:
-                code = import_entries(svc, entries, out, thread=args.thread)
+                code = import_entries(svc, entries, out, thread=args.thread, url=args.db)
             except KeyboardInterrupt:
                 if not want_json:
                     done = sum(1 for e in entries if e.status)
