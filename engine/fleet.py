@@ -186,19 +186,20 @@ class ThreadsFacet:
             if not outer:
                 with self._lock:
                     self._measurer = None
-                    self._flush_locked()
+                    self._flush_locked(wait=True)
                     self._pending = None
 
-    def _flush_locked(self) -> None:
+    def _flush_locked(self, *, wait: bool = False) -> None:
         """Write the pending figures (the lock held); those not written stay for the next batch
-        when the database was busy, and are given up only at the end of :meth:`deferred`."""
+        when the database was busy. The last batch (``wait``, the end of :meth:`deferred`) waits
+        for another writer as any write does; only when that fails too are they given up."""
         pending = self._pending
         self._pending_since = time.monotonic()
         if not pending:
             return
         batch = list(pending.values())
         try:
-            stored = self.reads.record_pressures(batch)
+            stored = self.reads.record_pressures(batch, wait=wait)
         except EngineError as exc:
             log.debug("pressure of %d threads not stored: %s", len(batch), exc)
             stored = None

@@ -525,17 +525,19 @@ class FleetReads:
             log.debug("pressure of thread %s not stored: %s", conversation_id, exc)
             return False
 
-    def record_pressures(self, figures: Sequence[tuple[int, int, int | None, int | None, int | None, int]]) -> list[bool] | None:
+    def record_pressures(self, figures: Sequence[tuple[int, int, int | None, int | None, int | None, int]], *,
+                         wait: bool = False) -> list[bool] | None:
         """:meth:`record_pressure` of many threads in one transaction: ``figures`` is (conversation
         id, kept, threshold, window, last message id, generation) each, each row guarded as there.
         Per thread, whether its row holds these figures now; None when nothing could be written
-        (read-only, or another writer holds the database: never waits for it)."""
+        (read-only, or another writer holds the database: ``wait`` waits for it as any write does,
+        else not at all)."""
         st = self.store
         if not figures or st.read_only or not st.check_role():
             return None
         try:
-            with st._session(write=True, nowait=True) as s:
-                if not st.is_sqlite:
+            with st._session(write=True, nowait=not wait) as s:
+                if not st.is_sqlite and not wait:
                     s.execute(text("SET LOCAL lock_timeout = '200ms'"))
                 return [record_pressure(s, cid, kept=kept, threshold=threshold, window=window, last_message_id=last, generation=gen)
                         for cid, kept, threshold, window, last, gen in figures]
