@@ -23,7 +23,7 @@ stored: the list does not change under the user. Keys are
 ``support-00001`` … (imported ones ``claude-code-00002`` …); thread ``support-01400`` (written live)
 exists whenever ``threads`` ≥ 1,400. The same seed
 gives the same store. SQLite gets executemany through the DB-API, PostgreSQL COPY; 100k threads / 5M
-messages take about a minute on SQLite.
+messages take 1–3 minutes on SQLite (149 s on the shared 2-core machine), about one on PostgreSQL.
 
 :func:`fleet_store_spec` reads back what a store was built with (None: not a built fleet store, or
 one an older version of this builder made), so a bench reuses a cached build.
