@@ -180,7 +180,12 @@ class ThreadsController:
         await self.load_thread(key)
 
     def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
-        key = current.data(KeyRole) if current.isValid() else None
+        """A row made current *and selected* (a click, the keyboard) opens its thread. Qt also makes
+        the first row current, unselected, when the list gets the focus back with no current row (a
+        closed menu: Filters → Clear filters): that opens nothing (issue 26's trial)."""
+        if not current.isValid() or not self.ui.thread_list.selectionModel().isRowSelected(current.row(), current.parent()):
+            return
+        key = current.data(KeyRole)
         if key and (self.state.thread is None or key != self.state.thread.key):
             self.tasks.spawn(self.load_thread(key), "load thread")
 
