@@ -24,6 +24,7 @@ from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.audit import AuditPanel
 from .base import ThreadState
+from .compaction import BUSY_TEXT
 from .tasks import TaskSet, ThreadTasks
 
 #: the audit rows read per page
@@ -74,6 +75,7 @@ class RevertAuditController:
         self.action.setEnabled(False)
         self.action.triggered.connect(lambda: self._revert_requested(""))
         ui.compaction_menu.addAction(self.action)
+        ui.compaction_menu.aboutToShow.connect(self._apply_target)  # the thread may have become busy since
         self.target: Any = None
 
     # -- access -----------------------------------------------------------------------------
@@ -143,10 +145,27 @@ class RevertAuditController:
         if self.state.thread is None or self.state.thread.key != key:
             return
         self.target = target
-        self.action.setText("Redo the reverted compaction" if target.action == "redo" else "Revert last compaction")
-        self.action.setEnabled(target.action is not None and not self.read_only)
-        self.action.setToolTip(self.read_only or target.why or "")
-        self.action.setStatusTip(self.read_only or target.why or "")
+        self._apply_target()
+
+    def busy(self) -> str | None:
+        """Why the open thread cannot be reverted now ("running" …), as Compact now says it; None when idle."""
+        status = self.state.status
+        reason = status.busy_reason if status is not None else None
+        return BUSY_TEXT.get(reason, reason) if reason else None
+
+    def _apply_target(self) -> None:
+        """The menu's action and the card's button from what Revert would do and whether the thread is
+        idle (a revert needs an idle thread, as Compact now: disabled with the reason, never a refusal)."""
+        target = self.target
+        if target is None or self.state.thread is None:
+            return
+        busy = self.busy()
+        label = "Redo the reverted compaction" if target.action == "redo" else "Revert last compaction"
+        why = self.read_only or (f"Revert needs an idle thread; this one is {busy}." if busy and target.action else target.why or "")
+        self.action.setText(f"{label} (can't: {busy})" if busy and target.action and not self.read_only else label)
+        self.action.setEnabled(target.action is not None and not self.read_only and not busy)
+        self.action.setToolTip(why)
+        self.action.setStatusTip(why)
         button = self.ui.detail.revert_button
         self.ui.detail.revert_reason.setEnabled(target.action is not None and not self.read_only)
         if self.read_only:  # learnt while this was read: never enabled on a store that cannot be written
@@ -167,8 +186,13 @@ class RevertAuditController:
             button.setToolTip("Bring back the boundary, summary and pruned results from before the last compaction (a new generation; nothing is deleted)")
 
     def _revert_requested(self, reason: str) -> None:
-        if self.state.thread is not None and not self.read_only:
-            self.tasks.spawn(self.revert(self.state.thread.key, reason or None), "revert")
+        if self.state.thread is None or self.read_only:
+            return
+        busy = self.busy()
+        if busy:  # the card's button: said in words, nothing asked of the store
+            self.ui.statusBar().showMessage(f"Can't revert: the thread is {busy} (Revert needs an idle thread; nothing changed)")
+            return
+        self.tasks.spawn(self.revert(self.state.thread.key, reason or None), "revert")
 
     async def revert(self, key: str, reason: str | None = None) -> Any:
         """Revert (or redo) the last compaction of ``key``, then read the thread again."""

@@ -129,3 +129,26 @@ def test_the_viewer_role_opens_read_only_with_no_error_dialog(qtbot: Any, window
     assert not [d for d in QApplication.topLevelWidgets() if isinstance(d, (QDialog, QMessageBox)) and d.isVisible()]
     qtbot.waitUntil(lambda: w.idle and w.revert_audit.panel.model.rowCount() == 1, timeout=WAIT_MS)
     assert w.revert_audit.panel.model.entries()[0].action == "compact"
+
+
+def test_revert_on_a_busy_thread_is_disabled_with_the_reason_and_the_cards_button_says_so(qtbot: Any, open_demo: Any, demo_copy: Demo) -> None:
+    """Issue 26's trial: Compaction → Revert last compaction was enabled on a running thread and
+    answered with the store's raw thread_busy error. Now it reads as Compact now does ("(can't:
+    running)"), and the card's button says why in the status bar without asking the store."""
+    with fresh(demo_copy) as svc:
+        assert svc.compact(RESEARCH).status == "completed"
+        svc.start_run(RESEARCH)  # a run starts on it: the thread is busy
+        before = svc.compaction_state(RESEARCH)
+        audited = len(svc.audit(thread=RESEARCH))
+    w = open_demo(demo_copy, RESEARCH)
+    qtbot.waitUntil(lambda: w.idle and w.state.status is not None and w.revert_audit.target is not None, timeout=WAIT_MS)
+    w.compaction_menu.aboutToShow.emit()
+    action = w.revert_audit.action
+    assert not action.isEnabled() and action.text() == "Revert last compaction (can't: running)"
+    assert action.toolTip() == "Revert needs an idle thread; this one is running."
+    w.revert_audit._revert_requested("")  # the card's Revert clicked
+    assert w.statusBar().currentMessage().startswith("Can't revert: the thread is running")
+    qtbot.wait(200)
+    assert not w.banner.isVisible()
+    with fresh(demo_copy) as svc:
+        assert svc.compaction_state(RESEARCH) == before and len(svc.audit(thread=RESEARCH)) == audited
