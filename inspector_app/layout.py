@@ -65,6 +65,8 @@ SOURCE_SHORT = {
 
 #: the smallest widths the three panes keep (the splitter never squeezes one below them)
 MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 380, 280
+#: the characters of a title the thread list's default width shows (when the window has the room)
+TITLE_CHARS = 20
 #: below this width the thread header puts its buttons under its texts (the texts keep a real width)
 HEADER_TEXT_MIN = 300
 #: the window width the toolbar's words need until it has measured them (below it: icons only)
@@ -258,6 +260,9 @@ class InspectorLayout(QMainWindow):
         self._build_toolbar()
         self.resize(1440, 880)
         self._sized = False
+        #: the splitter follows :func:`splitter_sizes` at every width until the user sets its sizes
+        #: (drags a handle, or the last session's sizes are restored: :meth:`restore_splitter`)
+        self.auto_split = True
 
     def _build_ui(self) -> None:
         self.banner = ErrorBanner()
@@ -460,12 +465,15 @@ class InspectorLayout(QMainWindow):
         self.splitter.addWidget(center)
         self.splitter.addWidget(self.tabs)
         self.splitter.setChildrenCollapsible(False)
+        self._panes = (left, center, self.tabs)
         for pane, width in ((left, MIN_LEFT), (center, MIN_CENTER), (self.tabs, MIN_RIGHT)):
             pane.setMinimumWidth(width)
-        for i, stretch in enumerate((2, 4, 3)):
+        for i, stretch in enumerate((0, 4, 3)):  # a window resized: the thread list keeps its width (a side bar's)
             self.splitter.setStretchFactor(i, stretch)
         self.tabs.tabBar().setElideMode(Qt.TextElideMode.ElideNone)
         self.tabs.tabBar().setUsesScrollButtons(True)
+        self.splitter.splitterMoved.connect(self._split_by_user)
+        self._split_fitter = _Fitter(self.splitter, self.split_panes)  # a window resized: the default split for its width
 
         root = QWidget()
         #: the central widget's layout (the banner, the splitter, the welcome page)
@@ -578,15 +586,54 @@ class InspectorLayout(QMainWindow):
         self.timeline.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
 
     def size_splitter_once(self) -> None:
-        """Splitter proportions once the window has its real width (on the first show only)."""
+        """Splitter proportions once the window has its real width (on the first show; after it
+        :meth:`split_panes` follows the window's width until the user sets the sizes)."""
         if self._sized:
             return
         self._sized = True
         self.fit_tabs()
         layout_of(self).activate()
         self.root_layout.activate()
-        width = self.splitter.width()
-        self.splitter.setSizes(splitter_sizes(width))
+        self.split_panes()
+
+    def default_split(self) -> list[int]:
+        """The panes' widths :func:`splitter_sizes` gives the splitter's width now."""
+        handles = self.splitter.handleWidth() * (self.splitter.count() - 1)
+        left, center, right = self._panes
+
+        def across(w: QWidget) -> int:
+            margins = layout_of(w).contentsMargins()
+            return margins.left() + margins.right()
+
+        badges = sorted({source_badge(f) for f in SOURCE_NAMES})
+        wanted = self.thread_list.width_for_title(TITLE_CHARS, badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges]) + across(left)
+        header = self.thread_header.buttons_width() + across(center) + across(self.thread_header) + 2  # the buttons in a row
+        minimums = (left.minimumWidth(), center.minimumWidth(), right.minimumWidth())
+        return splitter_sizes(self.splitter.width() - handles, minimums, wanted, header)
+
+    def split_panes(self) -> None:
+        """The default split for the splitter's width, while the user has not set one
+        (:attr:`auto_split`); nothing before the first show."""
+        if not self._sized or not self.auto_split or self.splitter.width() <= 0:
+            return
+        sizes = self.default_split()
+        if self.splitter.sizes() != sizes:
+            self.splitter.setSizes(sizes)
+
+    def restore_splitter(self, state: Any) -> bool:
+        """The sizes the user left (the last session's): they win over the default split."""
+        restored = bool(self.splitter.restoreState(state))
+        if restored:
+            self.auto_split = False
+        return restored
+
+    @property
+    def split_by_user(self) -> bool:
+        """The splitter's sizes are not the default split: the user's (dragged or restored), to remember."""
+        return not self.auto_split or self.splitter.sizes() != self.default_split()
+
+    def _split_by_user(self, _pos: int, _index: int) -> None:
+        self.auto_split = False
 
     def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 (Qt name)
         super().resizeEvent(event)
@@ -650,13 +697,22 @@ def heading_width(view: QTreeView | ThreadTable, col: int) -> int:
     return QFontMetrics(font).horizontalAdvance(str(text)) + 16
 
 
-def splitter_sizes(width: int) -> list[int]:
-    """The three panes' first widths: 25 / 45 / 30 % of ``width``, each at least its minimum."""
-    sizes = [max(MIN_LEFT, int(width * 0.25)), max(MIN_CENTER, int(width * 0.45)), max(MIN_RIGHT, int(width * 0.30))]
-    over = sum(sizes) - width
+def splitter_sizes(width: int, minimums: tuple[int, int, int] = (MIN_LEFT, MIN_CENTER, MIN_RIGHT), list_wanted: int = 0, center_wanted: int = 0) -> list[int]:
+    """The three panes' default widths in ``width``: the side panel 30 % (at least its minimum:
+    its tab titles whole); the thread list 25 %, or ``list_wanted`` (the width its title column
+    needs for :data:`TITLE_CHARS` characters) when that is more and the timeline keeps its minimum
+    and ``center_wanted`` (the thread header's buttons in a row); the timeline the rest. Each at least its minimum (a window too
+    narrow for them: the timeline gives first, then the list, then the side panel)."""
+    low_left, low_center, low_right = minimums
+    right = max(low_right, int(width * 0.30))
+    left = max(low_left, int(width * 0.25))
+    left = max(left, min(list_wanted, width - right - max(low_center, center_wanted)))
+    sizes = [left, width - left - right, right]
+    over = sum(max(s, f) for s, f in zip(sizes, minimums)) - width
+    sizes = [max(s, f) for s, f in zip(sizes, minimums)]
     if over > 0:  # take it from the centre first, never below the minimums
-        for i, floor in ((1, MIN_CENTER), (0, MIN_LEFT), (2, MIN_RIGHT)):
-            cut = min(over, sizes[i] - floor)
+        for i in (1, 0, 2):
+            cut = min(over, sizes[i] - minimums[i])
             sizes[i] -= cut
             over -= cut
     return sizes

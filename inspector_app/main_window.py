@@ -253,8 +253,10 @@ class MainWindow(InspectorLayout):
         if not self.remember:
             return
         self._settings.setValue(preferences.KEY_GEOMETRY, self.saveGeometry())
-        if self._sized:
+        if self._sized and self.split_by_user:  # the default split is not remembered: it follows the window's width
             self._settings.setValue(preferences.KEY_SPLITTER, self.splitter.saveState())
+        elif self._sized:
+            self._settings.remove(preferences.KEY_SPLITTER)
         self._settings.sync()
 
     # == tasks ==================================================================================
@@ -411,7 +413,7 @@ class MainWindow(InspectorLayout):
         if first and self.remember:  # the sizes of the last session over the default proportions
             state = preferences.remembered_bytes(self._settings, preferences.KEY_SPLITTER)
             if state is not None:
-                self.splitter.restoreState(state)
+                self.restore_splitter(state)
 
     def closeEvent(self, event: QCloseEvent) -> None:  # noqa: N802 (Qt name)
         self.save_session()

@@ -98,6 +98,19 @@ class ThreadTable(QTableView):
             if header.sectionSize(col) != width and not self.isColumnHidden(col):
                 header.resizeSection(col, width)
 
+    def width_for_title(self, chars: int, badges: Iterable[str], short_badges: Iterable[str]) -> int:
+        """The view's width at which its title column shows about ``chars`` characters of the
+        font beside the other columns at their narrowest (short badges, the State a dot) and a
+        vertical scroll bar. Of Source and Gen the wider counts: the list shows one of them
+        (Source when the store holds imported sessions), and which is not known before a database opens."""
+        fm = QFontMetrics(self.font())
+        badges, short_badges = list(badges) or ["OpenHands"], list(short_badges) or ["SWE"]
+        widths = self._widths(fm, badges, short_badges, narrow=True)
+        either = (COL_SOURCE, COL_GENERATION)
+        others = sum(w for c, w in widths.items() if c not in either and not self.isColumnHidden(c)) + max(widths[c] for c in either)
+        bar = self.style().pixelMetric(QStyle.PixelMetric.PM_ScrollBarExtent, None, self)
+        return fm.averageCharWidth() * chars + FIGURE_EXTRA + others + bar + 2 * self.frameWidth()
+
     def _widths(self, fm: QFontMetrics, badges: list[str], short_badges: list[str], *, narrow: bool) -> dict[int, int]:
         widths = {col: max(fm.horizontalAdvance(t) for t in texts) + FIGURE_EXTRA for col, texts in WIDEST_FIGURES.items()}
         if narrow:

@@ -5,8 +5,15 @@ inside the window, and their words fit their widgets (font metrics against width
 cut at the right edge, the header never blanks, the timeline shows more than a couple of rows and
 its Message column keeps a real share of the width.
 
+From 1100 px wide the thread list's title column shows about 20 characters of a title (measured
+with a scroll bar beside the rows); the default split follows the window's width (a window shown
+at one size and resized to another gets the same split as one shown at it) until the user drags a
+handle; after that a resize keeps the thread list's width, and only a split the user set is
+remembered.
+
 (At 1100×700 the header once went empty — its labels wrapped to one character per line beside the
-buttons — two timeline rows showed, and the Theme button and the summary card were cut off.)
+buttons — two timeline rows showed, and the Theme button and the summary card were cut off. Later
+the thread list was 245 px there and its title column 73-82 px: ten characters.)
 """
 
 from __future__ import annotations
@@ -19,20 +26,23 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from PySide6.QtCore import QRect
+from PySide6.QtCore import QPoint, QRect, Qt
 from PySide6.QtGui import QFontMetrics
+from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMenu, QTabWidget, QWidget
 
 from engine.demo import build_demo
 from engine.service import open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
-from inspector_app import theme
+from inspector_app import preferences, theme
+from inspector_app.layout import TITLE_CHARS
 from inspector_app.main_window import MainWindow
+from inspector_app.models.threads import COL_TITLE
 from tests.gui.conftest import run
 
 pytestmark = pytest.mark.gui
 ROOT = Path(__file__).resolve().parents[2]
-SIZES = [(1024, 640), (1440, 900), (2560, 1440)]
+SIZES = [(1024, 640), (1100, 700), (1440, 900), (2560, 1440)]
 RESEARCH = "research-retrieval-latency"  # the fullest header: hint line, Summary card, What if…, Compact now
 CODEX = ROOT / "tests/fixtures/sessions/codex/2026/11/30/rollout-2026-11-30T10-00-00-019ad3f2-7a10-7c31-b2c4-5e6f7a8b9c0d.jsonl"
 CODEX_KEY = "codex:019ad3f2-7a10-7c31-b2c4-5e6f7a8b9c0d"
@@ -137,6 +147,12 @@ def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, 
             if not label.isHidden():
                 assert not QRect(label.mapTo(w, label.rect().topLeft()), label.size()).intersects(rect), (b.text(), label.objectName())
     assert title_rect.height() >= fm.height()
+    # the thread list: its title column about 20 characters wide from 1100 px on (a scroll bar counted)
+    title_room = title_column(w)
+    if size[0] >= 1100:
+        assert title_room >= TITLE_CHARS * QFontMetrics(w.thread_list.font()).averageCharWidth(), (title_room, w.splitter.sizes())
+    else:
+        assert title_room >= 10 * QFontMetrics(w.thread_list.font()).averageCharWidth(), (title_room, w.splitter.sizes())
     # the timeline: many rows, the Message column keeps a real share
     timeline = visible_inside(w.timeline, w)
     rows = w.timeline.viewport().height() // max(1, w.timeline.sizeHintForRow(0))
@@ -174,6 +190,45 @@ def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, 
     assert extension is None or not extension.isVisible()
     view = next((m for m in w.findChildren(QMenu) if m.title() == "&View"), None)
     assert view is not None and [a.text() for a in view.actions()[0].menu().actions()] == [a.text() for a in w.theming.actions.actions()]
+
+
+def title_column(w: MainWindow) -> int:
+    """The title column's width when the list has a vertical scroll bar (a store of many threads)."""
+    view = w.thread_list
+    others = sum(view.header().sectionSize(c) for c in range(view.model().columnCount()) if c != COL_TITLE and not view.isColumnHidden(c))
+    return view.room() - others
+
+
+def test_the_default_split_follows_the_window_until_the_user_drags_a_handle(qtbot: Any, window_factory: Any, database: tuple[Path, Path], settings: Any) -> None:
+    w = open_at(qtbot, window_factory, database, RESEARCH, (1100, 700))  # shown at 1440×880, then resized
+    assert w.auto_split
+    splits: dict[tuple[int, int], list[list[int]]] = {}
+    for size in ((1600, 1000), (1024, 640), (1100, 700), (1600, 1000), (1100, 700)):
+        w.resize(*size)
+        qtbot.waitUntil(lambda: w.width() == size[0])
+        QApplication.processEvents()
+        assert w.splitter.sizes() == w.default_split(), size
+        splits.setdefault(size, []).append(w.splitter.sizes())
+    assert all(len({tuple(v) for v in visits}) == 1 for visits in splits.values()), splits  # the same split whenever the window is back at a size
+    at_1100 = splits[(1100, 700)][0]
+    assert title_column(w) >= TITLE_CHARS * QFontMetrics(w.thread_list.font()).averageCharWidth()
+    w.save_session()
+    assert settings.value(preferences.KEY_SPLITTER) is None  # the default split is not remembered
+    # the user drags the handle between the list and the timeline 40 px to the left
+    handle = w.splitter.handle(1)
+    start = QPoint(handle.width() // 2, handle.height() // 2)
+    QTest.mousePress(handle, Qt.MouseButton.LeftButton, pos=start)
+    QTest.mouseMove(handle, start - QPoint(20, 0))
+    QTest.mouseMove(handle, start - QPoint(40, 0))
+    QTest.mouseRelease(handle, Qt.MouseButton.LeftButton, pos=start - QPoint(40, 0))
+    dragged = w.splitter.sizes()
+    assert not w.auto_split and dragged[0] <= at_1100[0] - 30, (at_1100, dragged)
+    w.resize(1600, 1000)
+    qtbot.waitUntil(lambda: w.width() == 1600)
+    QApplication.processEvents()
+    assert w.splitter.sizes()[0] == dragged[0]  # the list keeps the width the user gave it; the timeline and the side panel grow
+    w.save_session()
+    assert settings.value(preferences.KEY_SPLITTER) is not None  # the user's split is remembered
 
 
 def test_a_narrow_pane_shows_short_badges_and_the_whole_name_in_a_tooltip(qtbot: Any, window_factory: Any, database: tuple[Path, Path]) -> None:
