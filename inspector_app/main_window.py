@@ -100,6 +100,7 @@ class MainWindow(InspectorLayout):
             self, client, self.tasks, self.report, say=lambda text: self.threads.say(text),
             current=lambda: self.state.thread.key if self.state.thread is not None else None,
         )  # fmt: skip
+        self.thread_pages.pending_changed = self.compaction.set_loading_selected  # Compact now waits for the thread selected
         self.threads = ThreadsController(
             self, client, self.tasks, self.view, self.state, self.report,
             paging=self.paging, compaction=self.compaction, opener=opener, settings=self._settings, loaded=self.threadLoaded.emit,

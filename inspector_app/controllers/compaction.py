@@ -375,14 +375,23 @@ class CompactionController:
                 return diff
         raise EngineError(f"the source's compaction {sc.id} is not in the compaction list of {key!r}", code="no_compaction")
 
+    #: the list's current row is a thread whose row has not arrived yet (Ctrl+End to an unloaded
+    #: page): the panels still show the thread open before, so nothing acts on it
+    LOADING_SELECTED = "Can't: loading the selected thread (the panels still show the one open before)"
+    loading_selected = False
+
+    def set_loading_selected(self, loading: bool) -> None:
+        self.loading_selected = loading
+        self.update_button()
+
     def update_button(self) -> None:
         """Enabled on an idle thread; otherwise it (and the note under the title) says why not.
         Compaction → Compact now… follows the button: disabled with the same reason in its tooltip
         and status tip. What if… and Export need an open thread, and say so when there is none."""
-        open_thread = self.state.thread is not None
+        open_thread = self.state.thread is not None and not self.loading_selected
         ui = self.ui
         for w, action, what in ((ui.whatif_button, ui.whatif_action, WHATIF_TIP), (None, ui.export_action, EXPORT_TIP)):
-            tip = what if open_thread else f"{NO_THREAD}: {what[0].lower()}{what[1:]}"
+            tip = what if open_thread else self.LOADING_SELECTED if self.loading_selected else f"{NO_THREAD}: {what[0].lower()}{what[1:]}"
             for x in (w, action):
                 if x is not None:
                     x.setEnabled(open_thread)
@@ -410,6 +419,11 @@ class CompactionController:
             button.setEnabled(False)
             button.setText("Compacting…")
             button.setToolTip("A manual compaction is running")
+            return
+        if self.loading_selected:
+            button.setEnabled(False)
+            button.setText("Compact now")
+            button.setToolTip(self.LOADING_SELECTED)
             return
         status = self.state.status
         reason = status.busy_reason if status else None

@@ -143,8 +143,13 @@ class ThreadListController:
         #: the current row the keyboard moved to before its page arrived (Ctrl+End, Page Down):
         #: its thread opens once the page lands, if the row is still current (:meth:`_open_pending`)
         self._pending = QPersistentModelIndex()
+        #: told True while a row is current whose page has not arrived (the panels still show the
+        #: thread open before: Compact now and the like must not act on it), False once it opens
+        self.pending_changed: Callable[[bool], None] | None = None
+        self._was_pending = False
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
         self.model.dataChanged.connect(lambda *_a: self._open_pending())
+        self.model.modelReset.connect(lambda: self._tell_pending())
         header = self.view.header()
         header.setSectionsClickable(True)
         header.setSortIndicatorShown(False)
@@ -316,6 +321,18 @@ class ThreadListController:
         self._pending = QPersistentModelIndex(current) if row >= 0 and not self.model.loaded(row) else QPersistentModelIndex()
         if self._pending.isValid():
             self._scroll_timer.start()  # on screen (the view scrolled to it): fetched right away
+        self._tell_pending()
+
+    @property
+    def pending(self) -> bool:
+        """A row is current whose page has not arrived: its thread is not open yet."""
+        return self._pending.isValid()
+
+    def _tell_pending(self) -> None:
+        if self.pending != self._was_pending:
+            self._was_pending = self.pending
+            if self.pending_changed is not None:
+                self.pending_changed(self.pending)
 
     def _open_pending(self) -> None:
         """The page of the row the keyboard moved to has arrived: the selection model says the
@@ -324,11 +341,13 @@ class ThreadListController:
         selected. Nothing happens when the user has moved on."""
         pending = self._pending
         if not pending.isValid():
+            self._tell_pending()  # its row went with a new list
             return
         view = self.view
         index = view.currentIndex()
         if QPersistentModelIndex(index) != pending:
             self._pending = QPersistentModelIndex()
+            self._tell_pending()
             return
         if not self.model.loaded(self.ui.thread_proxy.mapToSource(index).row()):
             return
@@ -338,6 +357,7 @@ class ThreadListController:
         selection.setCurrentIndex(QModelIndex(), QItemSelectionModel.SelectionFlag.NoUpdate)
         selection.blockSignals(False)
         selection.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
+        self._tell_pending()  # after the thread began to open (its state is being read)
 
     # == a thread chosen elsewhere ==============================================================
     async def reveal(self, key: str, *, scroll: bool = True) -> bool:

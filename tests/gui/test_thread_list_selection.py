@@ -3,7 +3,8 @@ always agree, on the real window over a real 1,500-thread SQLite store.
 
 Ctrl+End (keyboard navigation, as in any Qt list) selects the last row and, once its page has
 arrived, opens its thread; dragging the scroll bar far away only scrolls: the selection stays on
-the open thread. A thread clicked in the fleet view is selected in the list (paged to if needed)
+the open thread; until the page arrives nothing acts on the thread still shown (Compact now, What
+if… and Export are disabled, saying why). A thread clicked in the fleet view is selected in the list (paged to if needed)
 and is the only row that looks selected.
 """
 
@@ -61,6 +62,28 @@ def test_ctrl_end_selects_the_last_row_and_opens_it_once_its_page_arrives(qtbot:
     assert open_key(w) == last_key(db) and w.thread_title.text()
     QTest.keyClick(view, Qt.Key.Key_Home, Qt.KeyboardModifier.ControlModifier)  # and back to the top: the first row opens
     qtbot.waitUntil(lambda: w.idle and view.currentIndex().row() == 0 and agree(w), timeout=WAIT)
+
+
+def test_nothing_acts_on_the_previous_thread_while_the_selected_one_loads(qtbot: Any, opened: MainWindow, db: str) -> None:
+    """Between Ctrl+End and its page's arrival the list highlights a "Loading…" row while the panels
+    still show the thread open before: Compact now, What if… and Export are disabled and say why."""
+    w = opened
+    model, view = w.thread_model, w.thread_list
+    before = open_key(w)
+    assert before is not None and agree(w) and not model.loaded(THREADS - 1)
+    assert w.whatif_button.isEnabled() and "loading" not in w.compact_button.toolTip()
+    view.setFocus()
+    QTest.keyClick(view, Qt.Key.Key_End, Qt.KeyboardModifier.ControlModifier)
+    assert view.currentIndex().row() == THREADS - 1 and not model.loaded(THREADS - 1) and open_key(w) == before  # the gap
+    for button in (w.compact_button, w.compact_action, w.whatif_button, w.whatif_action, w.export_action):
+        assert not button.isEnabled(), button.objectName()
+        assert "loading the selected thread" in button.toolTip(), (button.objectName(), button.toolTip())
+    assert "loading the selected thread" in w.compact_action.statusTip()
+    qtbot.waitUntil(lambda: w.idle and agree(w) and w.state.status is not None and open_key(w) != before, timeout=WAIT)
+    assert open_key(w) == last_key(db) and not w.compaction.loading_selected
+    assert w.whatif_button.isEnabled() and w.export_action.isEnabled()
+    assert "loading" not in w.compact_button.toolTip()
+    assert w.compact_button.isEnabled() == (not w.state.status.busy_reason) == w.compact_action.isEnabled()
 
 
 @pytest.mark.parametrize("where", ["end", "middle"])
