@@ -64,9 +64,12 @@ SOURCE_SHORT = {
 }  # fmt: skip
 
 #: the smallest widths the three panes keep (the splitter never squeezes one below them)
-MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 380, 280
+MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 385, 280  # the centre: the thread header's three buttons in a row
 #: the characters of a title the thread list's default width shows (when the window has the room)
 TITLE_CHARS = 20
+#: the side tabs' titles with counts the default split leaves room for (more events or violations
+#: than that widen the side panel at the timeline's expense, and the thread list's at its minimum)
+COUNTED_TABS = {"events": "Events (99)", "checks": "Checks (9)"}
 #: below this width the thread header puts its buttons under its texts (the texts keep a real width)
 HEADER_TEXT_MIN = 300
 #: the window width the toolbar's words need until it has measured them (below it: icons only)
@@ -600,16 +603,23 @@ class InspectorLayout(QMainWindow):
         """The panes' widths :func:`splitter_sizes` gives the splitter's width now."""
         handles = self.splitter.handleWidth() * (self.splitter.count() - 1)
         left, center, right = self._panes
-
-        def across(w: QWidget) -> int:
-            margins = layout_of(w).contentsMargins()
-            return margins.left() + margins.right()
-
+        margins = layout_of(left).contentsMargins()
         badges = sorted({source_badge(f) for f in SOURCE_NAMES})
-        wanted = self.thread_list.width_for_title(TITLE_CHARS, badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges]) + across(left)
-        header = self.thread_header.buttons_width() + across(center) + across(self.thread_header) + 2  # the buttons in a row
+        wanted = self.thread_list.width_for_title(TITLE_CHARS, badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges]) + margins.left() + margins.right()
         minimums = (left.minimumWidth(), center.minimumWidth(), right.minimumWidth())
-        return splitter_sizes(self.splitter.width() - handles, minimums, wanted, header)
+        return splitter_sizes(self.splitter.width() - handles, minimums, wanted, self.side_room())
+
+    def side_room(self) -> int:
+        """The side panel's width with its count tabs reading :data:`COUNTED_TABS` (Events (99),
+        Checks (9)): the default split leaves it that room, so a thread whose counts lengthen those
+        titles widens the panel into it, never moving the thread list."""
+        bar = self.tabs.tabBar()
+        fm = QFontMetrics(bar.font())
+        extra = 0
+        for name, widest in COUNTED_TABS.items():
+            text = bar.tabText(TABS.index(name))
+            extra += max(0, fm.horizontalAdvance(widest) - fm.horizontalAdvance(text))
+        return self.tabs.minimumWidth() + extra
 
     def split_panes(self) -> None:
         """The default split for the splitter's width, while the user has not set one
@@ -697,16 +707,16 @@ def heading_width(view: QTreeView | ThreadTable, col: int) -> int:
     return QFontMetrics(font).horizontalAdvance(str(text)) + 16
 
 
-def splitter_sizes(width: int, minimums: tuple[int, int, int] = (MIN_LEFT, MIN_CENTER, MIN_RIGHT), list_wanted: int = 0, center_wanted: int = 0) -> list[int]:
+def splitter_sizes(width: int, minimums: tuple[int, int, int] = (MIN_LEFT, MIN_CENTER, MIN_RIGHT), list_wanted: int = 0, side_wanted: int = 0) -> list[int]:
     """The three panes' default widths in ``width``: the side panel 30 % (at least its minimum:
-    its tab titles whole); the thread list 25 %, or ``list_wanted`` (the width its title column
-    needs for :data:`TITLE_CHARS` characters) when that is more and the timeline keeps its minimum
-    and ``center_wanted`` (the thread header's buttons in a row); the timeline the rest. Each at least its minimum (a window too
+    its tab titles whole, and ``side_wanted``: room for their counts); the thread list 25 %, or ``list_wanted`` (the width its title column
+    needs for :data:`TITLE_CHARS` characters) when that is more and the timeline keeps its minimum;
+    the timeline the rest. Each at least its minimum (a window too
     narrow for them: the timeline gives first, then the list, then the side panel)."""
     low_left, low_center, low_right = minimums
-    right = max(low_right, int(width * 0.30))
+    right = max(low_right, side_wanted, int(width * 0.30))
     left = max(low_left, int(width * 0.25))
-    left = max(left, min(list_wanted, width - right - max(low_center, center_wanted)))
+    left = max(left, min(list_wanted, width - right - low_center))
     sizes = [left, width - left - right, right]
     over = sum(max(s, f) for s, f in zip(sizes, minimums)) - width
     sizes = [max(s, f) for s, f in zip(sizes, minimums)]

@@ -5,8 +5,9 @@ inside the window, and their words fit their widgets (font metrics against width
 cut at the right edge, the header never blanks, the timeline shows more than a couple of rows and
 its Message column keeps a real share of the width.
 
-From 1100 px wide the thread list's title column shows about 20 characters of a title (measured
-with a scroll bar beside the rows); the default split follows the window's width (a window shown
+The thread list's title column shows about 20 characters of a title from about 1140 px wide, 16-17
+at 1100 (measured with a scroll bar beside the rows; the side panel keeps room for the counts of
+its Events and Checks tabs, so opening another thread never moves the list); the default split follows the window's width (a window shown
 at one size and resized to another gets the same split as one shown at it) until the user drags a
 handle; after that a resize keeps the thread list's width, and only a split the user set is
 remembered.
@@ -37,7 +38,7 @@ from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app import preferences, theme
 from inspector_app.layout import TITLE_CHARS
 from inspector_app.main_window import MainWindow
-from inspector_app.models.threads import COL_TITLE
+from inspector_app.models.threads import COL_TITLE, KeyRole
 from tests.gui.conftest import run
 
 pytestmark = pytest.mark.gui
@@ -147,12 +148,11 @@ def test_the_window_fits(qtbot: Any, window_factory: Any, database: tuple[Path, 
             if not label.isHidden():
                 assert not QRect(label.mapTo(w, label.rect().topLeft()), label.size()).intersects(rect), (b.text(), label.objectName())
     assert title_rect.height() >= fm.height()
-    # the thread list: its title column about 20 characters wide from 1100 px on (a scroll bar counted)
+    # the thread list's title column (a scroll bar counted): 20 characters from 1440 px, 16 at 1100
+    # (the side panel keeps room for Events (99) and Checks (9)), the list's minimum at 1024
+    chars = {1024: 8, 1100: 16}.get(size[0], TITLE_CHARS)
     title_room = title_column(w)
-    if size[0] >= 1100:
-        assert title_room >= TITLE_CHARS * QFontMetrics(w.thread_list.font()).averageCharWidth(), (title_room, w.splitter.sizes())
-    else:
-        assert title_room >= 10 * QFontMetrics(w.thread_list.font()).averageCharWidth(), (title_room, w.splitter.sizes())
+    assert title_room >= chars * QFontMetrics(w.thread_list.font()).averageCharWidth(), (title_room, w.splitter.sizes())
     # the timeline: many rows, the Message column keeps a real share
     timeline = visible_inside(w.timeline, w)
     rows = w.timeline.viewport().height() // max(1, w.timeline.sizeHintForRow(0))
@@ -211,9 +211,17 @@ def test_the_default_split_follows_the_window_until_the_user_drags_a_handle(qtbo
         splits.setdefault(size, []).append(w.splitter.sizes())
     assert all(len({tuple(v) for v in visits}) == 1 for visits in splits.values()), splits  # the same split whenever the window is back at a size
     at_1100 = splits[(1100, 700)][0]
-    assert title_column(w) >= TITLE_CHARS * QFontMetrics(w.thread_list.font()).averageCharWidth()
+    assert title_column(w) >= 16 * QFontMetrics(w.thread_list.font()).averageCharWidth()
+    titles = set()
+    for row in range(w.thread_proxy.rowCount()):  # every thread opened, as a click does: the list never moves
+        w.thread_list.setCurrentIndex(w.thread_proxy.index(row, 0))
+        qtbot.waitUntil(lambda: w.idle and w.state.thread is not None and w.timeline_model.key == w.thread_list.currentIndex().data(KeyRole), timeout=15_000)
+        QApplication.processEvents()
+        titles.add(tuple(w.tabs.tabText(i) for i in range(w.tabs.count())))
+        assert w.splitter.sizes()[0] == at_1100[0], (row, titles, w.splitter.sizes())
+    assert len(titles) > 1  # the tabs' counts changed (Events (9), Events, Checks …)
     w.save_session()
-    assert settings.value(preferences.KEY_SPLITTER) is None  # the default split is not remembered
+    assert settings.value(preferences.KEY_SPLITTER) is None, (w.splitter.sizes(), w.default_split(), w.tabs.minimumWidth(), w.side_room())  # the default split is not remembered
     # the user drags the handle between the list and the timeline 40 px to the left
     handle = w.splitter.handle(1)
     start = QPoint(handle.width() // 2, handle.height() // 2)
