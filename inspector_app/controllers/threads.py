@@ -78,7 +78,11 @@ class ThreadsController:
         self._measurements = 0
         ui.tabs.currentChanged.connect(self._on_tab)
         ui.checks_button.clicked.connect(lambda: self.view.key and self.view.spawn(self._check(self.view.key), "check thread"))
-        ui.thread_list.selectionModel().currentRowChanged.connect(self._on_thread_current)
+        selection = ui.thread_list.selectionModel()
+        selection.currentRowChanged.connect(self._on_thread_current)
+        selection.selectionChanged.connect(lambda *_a: self._on_thread_current(ui.thread_list.currentIndex(), QModelIndex()))  # a click selects after it moves the current row
+        #: the thread a row asked to open and its load (one load however many signals say so)
+        self._asked: tuple[str, asyncio.Task[Any]] | None = None
         #: the thread the status bar's message is about (:data:`DATABASE`: the database; None: none)
         self._message_about: str | None = None
         ui.statusBar().messageChanged.connect(self._on_message)
@@ -182,12 +186,17 @@ class ThreadsController:
     def _on_thread_current(self, current: QModelIndex, _previous: QModelIndex) -> None:
         """A row made current *and selected* (a click, the keyboard) opens its thread. Qt also makes
         the first row current, unselected, when the list gets the focus back with no current row (a
-        closed menu: Filters → Clear filters): that opens nothing (issue 26's trial)."""
+        closed menu: Filters → Clear filters): that opens nothing (issue 26's trial). A mouse click
+        makes its row current first and selects it after (``QAbstractItemView.mousePressEvent``), so
+        the selection's change is heard too; a thread asked for and still loading is not asked again."""
         if not current.isValid() or not self.ui.thread_list.selectionModel().isRowSelected(current.row(), current.parent()):
             return
         key = current.data(KeyRole)
+        asked = self._asked
+        if asked is not None and asked[0] == key and not asked[1].done():
+            return
         if key and (self.state.thread is None or key != self.state.thread.key):
-            self.tasks.spawn(self.load_thread(key), "load thread")
+            self._asked = (key, self.tasks.spawn(self.load_thread(key), "load thread"))
 
     async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None, restore: ViewState | None = None) -> None:
         """Open a new view of ``key`` (cancelling every task of the previous one) and wait until it

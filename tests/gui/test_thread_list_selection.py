@@ -170,3 +170,31 @@ def test_the_open_thread_stays_selected_through_a_sort_and_a_search(qtbot: Any, 
     w.thread_filter.setText("refund")  # FAR is not a refund
     settle(qtbot, w)
     assert open_key(w) == FAR and selected_keys(w) == [] and w.thread_model.row_of(FAR) is None
+
+
+def test_a_click_on_a_row_opens_its_thread(qtbot: Any, opened: MainWindow) -> None:
+    """A plain mouse click: Qt makes the row current first and selects it after (the press), so
+    the thread opens on the selection (cf2e487 opened only a row current *and* selected, and a
+    click opened nothing); once, not once per signal."""
+    w = opened
+    view = w.thread_list
+    before = open_key(w)
+    here = view.currentIndex().row()  # the open thread's row, on screen
+    row = here + 1 if w.thread_model.loaded(here + 1) else here - 1
+    loads: list[str] = []
+    w.threads.load_thread = _counting(w.threads.load_thread, loads)  # type: ignore[method-assign]
+    index = w.thread_proxy.mapFromSource(w.thread_model.index(row, 0))
+    assert view.visualRect(index).intersects(view.viewport().rect())
+    QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(index).center())
+    key = index.data(KeyRole)
+    assert key != before
+    qtbot.waitUntil(lambda: w.idle and agree(w) and open_key(w) == key, timeout=WAIT)
+    assert loads == [key]
+
+
+def _counting(load: Any, seen: list[str]) -> Any:
+    async def counted(key: str, **kw: Any) -> None:
+        seen.append(key)
+        await load(key, **kw)
+
+    return counted
