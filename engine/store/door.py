@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import getpass
 import logging
+import threading
 from typing import Any, Iterable, Mapping, Sequence, cast
 
 from sqlalchemy import CursorResult, bindparam, func, insert, select, text, update
@@ -114,6 +115,41 @@ def session_operator(session: Session) -> str:
     if session.get_bind().dialect.name == "sqlite":
         return os_operator()
     return str(session.execute(text("SELECT current_user")).scalar_one())
+
+
+class LedgerCache:
+    """The call ledger of each thread as its last write transaction in this process committed it
+    (one per :class:`engine.store.Store`): the next transaction on that thread starts from it and
+    skips the two queries that read it, when the locked conversation row shows nothing was appended
+    since (same key, creation time, last message id and message count; every append through the
+    door moves the last two, in this process or another)."""
+
+    LIMIT = 4096  # threads held; beyond, forgotten (read again when next written)
+
+    def __init__(self) -> None:
+        self._held: dict[int, tuple[tuple[Any, ...], CallLedger]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _stamp(conv: Conversation) -> tuple[Any, ...]:
+        return (conv.thread_key, conv.created_at, conv.last_message_id, conv.message_count)
+
+    def seed(self, door: "Locked") -> None:
+        """Give ``door`` the ledger kept for its thread if the row says it is still current."""
+        with self._lock:
+            held = self._held.get(door.conv.id)
+        if held is not None and held[0] == self._stamp(door.conv):
+            door._ledger = held[1].copy()
+
+    def keep(self, door: "Locked") -> None:
+        """After ``door``'s transaction committed: keep the ledger it holds (if it read one)."""
+        ledger = door._ledger
+        if ledger is None:
+            return
+        with self._lock:
+            if len(self._held) >= self.LIMIT:
+                self._held.clear()
+            self._held[door.conv.id] = (self._stamp(door.conv), ledger.copy())
 
 
 class Locked(SourceWrites, ConversationReader):

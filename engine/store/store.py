@@ -1,4 +1,4 @@
-# Over 800 lines (801): every read and write use case of the store is one short method here; the door, reads, fleet queries and import writes live in their own modules; issue 24 (open) moves the use-case wrappers out.
+# Over 800 lines (804): every read and write use case of the store is one short method here; the door, reads, fleet queries and import writes live in their own modules; issue 24 (open) moves the use-case wrappers out.
 """The session store: opening a database, the conversation row lock, and the keyset reads.
 
 This package is the only place in the code with SQL. Callers get plain records from
@@ -43,7 +43,7 @@ from ..views import (
 )
 from . import db
 from .access import read_only_words, role_can_write
-from .door import Locked, os_operator, session_operator
+from .door import LedgerCache, Locked, os_operator, session_operator
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -139,6 +139,7 @@ class Store:
         self.url = url
         self.schema = schema
         self.is_sqlite = engine.dialect.name == "sqlite"
+        self._ledgers = LedgerCache()
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
@@ -273,7 +274,10 @@ class Store:
                 if conv is None:
                     raise ThreadNotFound(f"no thread {thread!r}")
                 acquired = True
-                yield Locked(s, conv)
+                door = Locked(s, conv)
+                self._ledgers.seed(door)
+                yield door
+            self._ledgers.keep(door)  # committed
         except db.DatabaseLocked:
             if acquired:
                 raise
