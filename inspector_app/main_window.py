@@ -131,7 +131,7 @@ class MainWindow(InspectorLayout):
         self.steering = SteeringController(  # issue 23: pins (timeline menu) and the thread's own policy
             self, client, self.tasks, self.view, self.report,
             current=lambda: self.state.thread.key if self.state.thread is not None else None,
-            reread_status=lambda key: self.threads.reread_status(key),
+            reread_status=lambda key: self.threads.reread_status(key), compaction=self.compaction,
         )  # fmt: skip
         self.threadLoaded.connect(self.steering.thread_opened)
         self.file_menu.insertAction(self.export_action, self.sessions.action)  # File → Sessions on this machine…, after Import…

@@ -155,10 +155,12 @@ class CompactionController:
         ui.detail.sourceCardShown.connect(self.read_source_dropped)
         #: the dropped specifics of a source's compactions, by (thread, compaction, messages, generation)
         self._source_dropped_cache: dict[tuple[object, ...], DroppedView] = {}
+        #: told :meth:`held` whenever it changes (the list's selection and the open thread part or agree again)
+        self.held_listeners: list[Callable[[str | None], None]] = []
 
     def ask(self) -> None:
         thread = self.state.thread
-        if thread is not None:
+        if thread is not None and not self.loading_selected:
             self._fallback = None
             self.ui.confirm.confirm_button.setText("Compact")
             self.ui.confirm.ask(f"Compact “{thread.title or thread.key}” now? All complete history before the retained tail is summarized; "
@@ -261,7 +263,7 @@ class CompactionController:
         """The what-if dialog for the open thread (the one already open is raised; pointed at the
         open thread unless it is running)."""
         thread = self.state.thread
-        if thread is None:
+        if thread is None or self.loading_selected:
             return None
         status = self.state.status if self.state.status is not None and self.state.status.thread == thread.key else None
         window = status.context_window if status is not None else None
@@ -281,7 +283,7 @@ class CompactionController:
     def ask_export(self) -> QFileDialog | None:
         """The save dialog (non-blocking); the chosen file is written by :meth:`export`."""
         thread = self.state.thread
-        if thread is None:
+        if thread is None or self.loading_selected:
             return None
         start = str(Path(start_directory(self._settings)) / default_export_name(thread.key))  # the last folder used, else home
         dialog = QFileDialog(self.ui, f"Export the compaction history of “{thread.title or thread.key}”", start, ";;".join(EXPORT_FILTERS))
@@ -375,14 +377,23 @@ class CompactionController:
                 return diff
         raise EngineError(f"the source's compaction {sc.id} is not in the compaction list of {key!r}", code="no_compaction")
 
-    #: the list's current row is a thread whose row has not arrived yet (Ctrl+End to an unloaded
-    #: page): the panels still show the thread open before, so nothing acts on it
+    #: the list's selected thread is not the one the panels show (a click on another row, Ctrl+End
+    #: to an unloaded page: that thread is loading): nothing acts on the one shown
     LOADING_SELECTED = "Can't: loading the selected thread (the panels still show the one open before)"
     loading_selected = False
 
     def set_loading_selected(self, loading: bool) -> None:
+        """Told by the thread list (``ThreadListController.apart``): the buttons and menus that act on
+        the open thread are disabled with :data:`LOADING_SELECTED` while it is True; every other
+        controller with such an action (Revert, Pin, Thread policy…) is told too (:attr:`held_listeners`)."""
         self.loading_selected = loading
         self.update_button()
+        for listener in self.held_listeners:
+            listener(self.held())
+
+    def held(self) -> str | None:
+        """Why nothing may act on the open thread now (None: it is the thread the list shows selected)."""
+        return self.LOADING_SELECTED if self.loading_selected else None
 
     def update_button(self) -> None:
         """Enabled on an idle thread; otherwise it (and the note under the title) says why not.

@@ -76,7 +76,10 @@ class RevertAuditController:
         self.action.triggered.connect(lambda: self._revert_requested(""))
         ui.compaction_menu.addAction(self.action)
         ui.compaction_menu.aboutToShow.connect(self._apply_target)  # the thread may have become busy since
+        #: what Revert would do on the thread :attr:`_target_key` (read when a thread loads and when its card shows)
         self.target: Any = None
+        self._target_key: str | None = None
+        compaction.held_listeners.append(lambda _why: self._apply_target())  # another thread selected (loading): held
 
     # -- access -----------------------------------------------------------------------------
     async def database_opened(self) -> None:
@@ -144,7 +147,7 @@ class RevertAuditController:
         target = await self.client.call(InspectorService.revert_target, key)
         if self.state.thread is None or self.state.thread.key != key:
             return
-        self.target = target
+        self.target, self._target_key = target, key
         self._apply_target()
 
     def busy(self) -> str | None:
@@ -158,6 +161,10 @@ class RevertAuditController:
         idle (a revert needs an idle thread, as Compact now: disabled with the reason, never a refusal)."""
         target = self.target
         if target is None or self.state.thread is None:
+            return
+        held = self.compaction.held()  # the list's selected thread is another, still loading
+        if held or self._target_key != self.state.thread.key:  # (what Revert would do on this one is not read yet)
+            self._hold(held or "Reading what Revert would do on this thread…")
             return
         busy = self.busy()
         label = "Redo the reverted compaction" if target.action == "redo" else "Revert last compaction"
@@ -185,8 +192,24 @@ class RevertAuditController:
             button.setEnabled(not self.reverting)
             button.setToolTip("Bring back the boundary, summary and pruned results from before the last compaction (a new generation; nothing is deleted)")
 
+    def _hold(self, why: str) -> None:
+        """The menu's action and the card's button disabled, saying ``why`` (the store's read-only reason first)."""
+        why = self.read_only or why
+        redo = self.target is not None and self.state.thread is not None and self._target_key == self.state.thread.key and self.target.action == "redo"
+        self.action.setText("Redo the reverted compaction" if redo else "Revert last compaction")
+        self.action.setEnabled(False)
+        self.action.setToolTip(why)
+        self.action.setStatusTip(why)
+        self.ui.detail.revert_button.setEnabled(False)
+        self.ui.detail.revert_button.setToolTip(why)
+        self.ui.detail.revert_reason.setEnabled(False)
+
     def _revert_requested(self, reason: str) -> None:
         if self.state.thread is None or self.read_only:
+            return
+        held = self.compaction.held()
+        if held:  # the panels show a thread the list no longer has selected: said, nothing asked of the store
+            self.ui.statusBar().showMessage(f"{held}: nothing reverted")
             return
         busy = self.busy()
         if busy:  # the card's button: said in words, nothing asked of the store

@@ -135,8 +135,11 @@ class SteeringController:
     """Pins from the timeline's context menu and the thread's own policy dialog."""
 
     def __init__(self, ui: Any, client: Any, tasks: TaskSet, view: ThreadTasks, report: Report, *,
-                 current: Callable[[], "str | None"], reread_status: Callable[[str], Any]) -> None:
+                 current: Callable[[], "str | None"], reread_status: Callable[[str], Any], compaction: Any = None) -> None:
         self.ui = ui
+        #: why nothing may act on the open thread now (``CompactionController.held``: the list's
+        #: selected thread is another, still loading); None: the open thread is the one selected
+        self._held: Callable[[], "str | None"] = compaction.held if compaction is not None else (lambda: None)
         self.client = client
         self.tasks = tasks
         self.view = view
@@ -155,6 +158,15 @@ class SteeringController:
         ui.compaction_menu.addAction(self.policy_action)
         ui.gauge.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)  # the header's gauge: right-click for the thread's policy
         ui.gauge.addAction(self.policy_action)
+        if compaction is not None:
+            compaction.held_listeners.append(self._apply_held)
+
+    def _apply_held(self, why: str | None) -> None:
+        """Thread policy… waits for the thread the list shows selected, saying why."""
+        tip = why or "Threshold, window, retained tail and standing instructions of this thread only"
+        self.policy_action.setEnabled(why is None)
+        self.policy_action.setToolTip(tip)
+        self.policy_action.setStatusTip(tip)
 
     # -- pins -------------------------------------------------------------------------------
     def thread_opened(self, key: str) -> None:
@@ -181,13 +193,19 @@ class SteeringController:
         pinned = self.ui.timeline_model.is_pinned(mid)
         action = menu.addAction("Unpin" if pinned else "Pin")
         action.setObjectName("unpinMessage" if pinned else "pinMessage")
-        action.setToolTip("Keep this message (and its tool round) verbatim through compaction" if not pinned else "Let compaction take it again")
+        held = self._held()  # another thread is selected and loading: this row is of the thread shown before
+        action.setEnabled(held is None)
+        action.setToolTip(held or ("Keep this message (and its tool round) verbatim through compaction" if not pinned else "Let compaction take it again"))
         action.triggered.connect(lambda: self.toggle_pin(key, mid, unpin=pinned))
         self.menu = menu
         menu.popup(self.ui.timeline.viewport().mapToGlobal(pos))
         return menu
 
     def toggle_pin(self, key: str, message_id: int, *, unpin: bool) -> None:
+        held = self._held()
+        if held or self._current() != key:  # the selection moved on while the menu was open
+            self.ui.statusBar().showMessage(f"{held or 'Another thread is open now'}: nothing {'unpinned' if unpin else 'pinned'}")
+            return
         self.tasks.spawn(self.pin(key, message_id, unpin=unpin), "unpin" if unpin else "pin")
 
     async def pin(self, key: str, message_id: int, *, unpin: bool = False, reason: str | None = None) -> None:
@@ -202,7 +220,7 @@ class SteeringController:
     # -- the thread's policy ----------------------------------------------------------------
     def open_policy(self) -> None:
         key = self._current()
-        if key is None:
+        if key is None or self._held():
             return
         if self.policy_dialog is None:
             self.policy_dialog = ThreadPolicyDialog(self.ui)

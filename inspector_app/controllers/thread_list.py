@@ -143,13 +143,16 @@ class ThreadListController:
         #: the current row the keyboard moved to before its page arrived (Ctrl+End, Page Down):
         #: its thread opens once the page lands, if the row is still current (:meth:`_open_pending`)
         self._pending = QPersistentModelIndex()
-        #: told True while a row is current whose page has not arrived (the panels still show the
-        #: thread open before: Compact now and the like must not act on it), False once it opens
+        #: told True while the list's selected thread is not the thread the panels show (:attr:`apart`:
+        #: Compact now and the like must not act on the one shown), False once they agree again
         self.pending_changed: Callable[[bool], None] | None = None
-        self._was_pending = False
+        #: the thread a view is open or opening for (set by the threads controller: its view's key)
+        self.opening: Callable[[], str | None] = lambda: None
+        self._was_apart = False
         self.view.selectionModel().currentRowChanged.connect(self._on_current)
+        self.view.selectionModel().selectionChanged.connect(lambda *_a: self.recheck())  # a click selects after it moves the current row
         self.model.dataChanged.connect(lambda *_a: self._open_pending())
-        self.model.modelReset.connect(lambda: self._tell_pending())
+        self.model.modelReset.connect(lambda: self.recheck())
         header = self.view.header()
         header.setSectionsClickable(True)
         header.setSortIndicatorShown(False)
@@ -321,18 +324,40 @@ class ThreadListController:
         self._pending = QPersistentModelIndex(current) if row >= 0 and not self.model.loaded(row) else QPersistentModelIndex()
         if self._pending.isValid():
             self._scroll_timer.start()  # on screen (the view scrolled to it): fetched right away
-        self._tell_pending()
+        self.recheck()
 
     @property
     def pending(self) -> bool:
         """A row is current whose page has not arrived: its thread is not open yet."""
         return self._pending.isValid()
 
-    def _tell_pending(self) -> None:
-        if self.pending != self._was_pending:
-            self._was_pending = self.pending
+    def selected_key(self) -> str | None:
+        """The thread of the row the list shows selected (None: no row, or one not held)."""
+        rows = self.view.selectionModel().selectedRows()
+        return rows[0].data(KeyRole) if len(rows) == 1 else None
+
+    @property
+    def apart(self) -> bool:
+        """The list's selected thread is not the one the panels show: a row current whose page has
+        not arrived (Ctrl+End), a row selected whose thread has not opened yet (a click), or
+        another thread still loading. With no thread open there is nothing to act on anyway."""
+        if self.pending:
+            return True
+        shown = self._current()
+        if shown is None:
+            return False
+        selected = self.selected_key()
+        loading = self.opening()
+        return (selected is not None and selected != shown) or (loading is not None and loading != shown)
+
+    def recheck(self) -> None:
+        """Tell :attr:`pending_changed` when :attr:`apart` changed (the selection, the open thread
+        or the thread loading moved)."""
+        apart = self.apart
+        if apart != self._was_apart:
+            self._was_apart = apart
             if self.pending_changed is not None:
-                self.pending_changed(self.pending)
+                self.pending_changed(apart)
 
     def _open_pending(self) -> None:
         """The page of the row the keyboard moved to has arrived: the selection model says the
@@ -341,13 +366,13 @@ class ThreadListController:
         selected. Nothing happens when the user has moved on."""
         pending = self._pending
         if not pending.isValid():
-            self._tell_pending()  # its row went with a new list
+            self.recheck()  # its row went with a new list
             return
         view = self.view
         index = view.currentIndex()
         if QPersistentModelIndex(index) != pending:
             self._pending = QPersistentModelIndex()
-            self._tell_pending()
+            self.recheck()
             return
         if not self.model.loaded(self.ui.thread_proxy.mapToSource(index).row()):
             return
@@ -357,7 +382,7 @@ class ThreadListController:
         selection.setCurrentIndex(QModelIndex(), QItemSelectionModel.SelectionFlag.NoUpdate)
         selection.blockSignals(False)
         selection.setCurrentIndex(index, QItemSelectionModel.SelectionFlag.ClearAndSelect | QItemSelectionModel.SelectionFlag.Rows)
-        self._tell_pending()  # after the thread began to open (its state is being read)
+        self.recheck()  # after the thread began to open (its state is being read)
 
     # == a thread chosen elsewhere ==============================================================
     async def reveal(self, key: str, *, scroll: bool = True) -> bool:
@@ -395,6 +420,7 @@ class ThreadListController:
             view.viewport().update()
         if scroll and not view.visualRect(index).intersects(view.viewport().rect()):
             view.scrollTo(index, QAbstractItemView.ScrollHint.PositionAtCenter)
+        self.recheck()
 
     def clear_selection(self) -> None:
         """No row selected (the thread open is not in the list)."""
@@ -403,6 +429,7 @@ class ThreadListController:
         selection.clear()
         selection.blockSignals(False)
         self.view.viewport().update()
+        self.recheck()
 
     # == the live refresh =======================================================================
     async def refresh(self, listing: Any) -> None:

@@ -72,6 +72,7 @@ class ThreadsController:
         self._settings = settings
         self._loaded = loaded
         self.list = thread_list
+        thread_list.opening = lambda: self.view.key  # a thread loading is not the one the panels show yet
         self._checked: str | None = None  # the thread whose checks the tab shows
         #: the measurement whose progress the header and gauge may show: (thread key, load number)
         self._measurement: tuple[str, int] | None = None
@@ -209,6 +210,7 @@ class ThreadsController:
             keep = restore.message if keep is None else keep
             scroll = restore.scroll if scroll is None else scroll
         self.view.bind(key)
+        self.list.recheck()  # another thread loading: nothing acts on the one shown until it is open
         await finished(self.view.spawn(self._load(key, keep, scroll, restore), "load thread"))
 
     async def _load(self, key: str, keep: int | None, scroll: int | None, restore: ViewState | None = None) -> None:
@@ -244,6 +246,7 @@ class ThreadsController:
         self.state.thread = info
         self.state.status = None
         self.state.mark = first.mark
+        self.list.recheck()  # the panels show the thread selected from here on
         self.state.compaction = compaction_of(first.state, sources) if not isinstance(first.state, Exception) else None
         ui.thread_model.update_thread(info)
         model.reset(key, boundary=boundary, running_turn=info.busy_reason in ("running", "waiting_for_user"), total=count_of(info), sources=sources)
@@ -314,6 +317,7 @@ class ThreadsController:
         ui, reason = self.ui, error_text(exc)
         self.state.thread = None
         self.state.status = None
+        self.list.recheck()
         ui.timeline_model.reset(key)
         ui.summary_button.setVisible(False)
         ui.thread_title.setText(key)
