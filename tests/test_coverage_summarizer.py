@@ -95,3 +95,38 @@ def test_an_existing_trace_keeps_its_summarizer_calls_and_identifiers(family, tm
     assert rep.summarizer_calls == 1
     assert rep.kept_after_compaction and min(rep.kept_after_compaction) >= 0.9
     assert rep.over_window_steps == 0
+
+
+
+def _failing_runs(lines: list[str]) -> tuple:
+    msgs = [user("Fix the quoted header parsing.", id=1)]
+    for i, line in enumerate(lines):
+        msgs.append(assistant("", ToolCall(f"c{i}", "bash", json.dumps({"command": "pytest -x"})), id=2 * i + 2))
+        paths = "\n".join(f"src/pkg_{i}/module_{k:03d}.py" for k in range(6))
+        msgs.append(tool_result(f"c{i}", f"{paths}\n{line}\n1 failed, 40 passed in 2.1s", name="bash", id=2 * i + 3))
+    return tuple(msgs)
+
+
+def _facts(text: str) -> str:
+    return text.split("## Facts")[1].split("\n## ")[0]
+
+
+def test_a_fact_seen_again_is_listed_once_the_newest_and_its_room_goes_to_identifiers():
+    """A test that fails the same way at every run: its error line is one fact, listed once, under
+    the newest message that showed it (also when the previous summary carries it); the room the
+    copies took keeps more identifiers than twelve different failures leave."""
+    failing = "FAILED tests/test_header.py::test_quoted - AssertionError: 3 != 4"
+    same = _failing_runs([failing] * 12)
+    request = "Fix the quoted header parsing."
+    s = ExtractiveSummarizer()
+    result = s.summarize(SummaryRequest(same, current_request=request, max_tokens=400, identifier_tokens=300))
+    assert _facts(result.text).count(failing) == 1
+    assert f"(#{same[-1].id}) {failing}" in _facts(result.text)  # the newest run's
+    rolled = s.summarize(SummaryRequest(_failing_runs([failing] * 2)[1:], previous_summary=result.text, current_request=request,
+                                        max_tokens=400, identifier_tokens=300))
+    assert _facts(rolled.text).count(failing) == 1
+    # an earlier, different failure is the next fact: it keeps the place the copies took ahead of the identifiers
+    other = "FAILED tests/test_reader.py::test_bom - UnicodeError: unexpected BOM"
+    mixed = s.summarize(SummaryRequest(_failing_runs([other] + [failing] * 11), current_request=request, max_tokens=600, identifier_tokens=100))
+    assert other in mixed.text and _facts(mixed.text).count(failing) == 1
+    assert mixed.dropped_identifiers  # the identifiers did not all fit: the facts were ranked ahead of them

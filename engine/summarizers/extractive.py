@@ -25,6 +25,7 @@ text does not show, the previous summary's section carried forward.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Callable, Iterable
@@ -126,7 +127,7 @@ class ExtractiveSummarizer:
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         goal = _S_GOAL if request.running_turn else _S_CURRENT
         mandatory = [_Item(goal, (0, 0), (_T_MANDATORY, 0), request.current_request)] if request.current_request else []
-        items = mandatory + self._rank_facts(self._rank_requests(list(self._candidates(request)), request.max_tokens), request.max_tokens)
+        items = mandatory + self._rank_facts(self._rank_requests(_unique_facts(list(self._candidates(request))), request.max_tokens), request.max_tokens)
         text, kept = self._fit(mandatory, items, request.max_tokens, request.identifier_tokens)
         # identifiers a kept request or conclusion already shows (those rank above every identifier
         # line, so they stay) are not listed again: the room goes to the next identifiers
@@ -400,6 +401,30 @@ def split_identifier_section(summary: str) -> tuple[str, str]:
         else:
             (ids if inside else rest).append(line)
     return "\n".join(rest).rstrip(), "\n".join(line for line in ids if line.strip())
+
+
+_FACT_REF = re.compile(r"^- (?:\(#\d+\) )?")
+
+
+def _unique_facts(items: list[_Item]) -> list[_Item]:
+    """``items`` with each fact line once: a fact whose text (its ``(#N)`` reference aside) a newer
+    one repeats is left out, the newest kept (a test that fails the same way at every run, the
+    previous summary's copy of a fact seen again), so the room goes to the next fact or identifier."""
+    newest: dict[str, tuple[float, int]] = {}
+    for it in items:
+        if it.section == _S_FACTS:
+            key = _FACT_REF.sub("", it.text, count=1)
+            newest[key] = min(newest.get(key, it.rank), it.rank, key=lambda r: r[1])
+    seen: set[str] = set()
+    out = []
+    for it in items:
+        if it.section == _S_FACTS:
+            key = _FACT_REF.sub("", it.text, count=1)
+            if key in seen or it.rank != newest[key]:
+                continue
+            seen.add(key)
+        out.append(it)
+    return out
 
 
 def _is_part_id(ident: str) -> bool:
