@@ -1,7 +1,11 @@
 """Manual compaction ("compact now") of real-shaped sessions and of the benchmark traces, one row each.
 
 Real-shaped sessions are the importer fixtures under ``tests/fixtures/sessions/`` (Claude Code with a
-sub-agent, Codex, OpenAI chat / responses, Anthropic, OpenHands v0 / v1, SWE-agent), imported through
+sub-agent, Codex, OpenAI chat / responses, Anthropic, OpenHands v0 / v1, SWE-agent), a generated 2 MB
+Claude Code session (``import_session.generate``) and generated SWE-agent trajectories of 20, 60 and 150
+rounds (:func:`swe_agent_trajectory`: the classic ``.traj`` shape with a long instance template as the
+request, and ``find_file`` / ``search_dir`` / ``open`` / pytest observations naming a few hundred to
+a few thousand distinct absolute paths, as real SWE-agent runs do), imported through
 the service (``Service.import_file``: the parsers, the repairs and the one write door). Each imported
 thread is made idle, its dangling calls closed (``Service.close_dangling_calls``), and compacted under a
 window small enough that it must compact: the envelope is twice the threshold (window = tokens / 1.6,
@@ -16,7 +20,9 @@ without a result (dangling), and summarizer calls.
 
 from __future__ import annotations
 
+import json
 import math
+import random
 import statistics
 import tempfile
 from dataclasses import dataclass
@@ -62,6 +68,57 @@ class CorpusRow:
     @property
     def kept_share(self) -> float:
         return self.identifiers_kept / self.identifiers if self.identifiers else math.nan
+
+
+_SWE_WORDS = ("parse header column quoted reader writer dialect sniff encoding delimiter row field strict value "
+              "buffer escape newline stream table schema").split()
+_SWE_DIRS = ("utilities", "convert", "cleanup", "grep", "cli", "table")
+SWE_ROUNDS = (20, 60, 150)
+
+
+def swe_agent_trajectory(path: Path, rounds: int, *, seed: int = 3) -> None:
+    """Write a SWE-agent classic trajectory of ``rounds`` rounds to ``path`` (seeded): the system
+    prompt, the issue with the instance template's instructions as the first user message (about
+    1,000 tokens, the request a compaction keeps verbatim), then rounds cycling ``find_file`` (12
+    absolute paths), ``search_dir`` (15 paths with match counts), ``open`` (a 60-line window of a
+    file) and a pytest run (20 test ids and one failure), each observation ending with SWE-agent's
+    prompt lines. Most paths are seen once, as in real runs that explore a repository."""
+    rng = random.Random(seed)
+
+    def words(n: int) -> str:
+        return " ".join(rng.choice(_SWE_WORDS) for _ in range(n))
+
+    def module() -> str:
+        return f"csvkit/{rng.choice(_SWE_DIRS)}/{rng.choice(_SWE_WORDS)}_{rng.randrange(500):03d}.py"
+
+    prompt = "\n(Open file: n/a)\n(Current directory: /csvkit__csvkit)\nbash-$"
+    history = [{"role": "system", "content": "SETTING: You are an autonomous programmer. " + words(300), "agent": "primary"},
+               {"role": "user", "content": f"We're currently solving the following issue within our repository. Here's the issue text:\nISSUE:\n{words(150)}"
+                                           f"\n\nINSTRUCTIONS:\n{words(850)}{prompt}", "agent": "primary"}]
+    steps = []
+    for r in range(rounds):
+        kind = r % 4
+        if kind == 0:
+            action = f'find_file "{rng.choice(_SWE_WORDS)}"'
+            observation = "Found 12 matches:\n" + "\n".join(f"/csvkit__csvkit/{module()}" for _ in range(12))
+        elif kind == 1:
+            action = f'search_dir "{rng.choice(_SWE_WORDS)}"'
+            observation = "\n".join(f"/csvkit__csvkit/{module()} ({rng.randint(1, 9)} matches)" for _ in range(15))
+        elif kind == 2:
+            file = module()
+            action = f"open {file}"
+            observation = f"[File: /csvkit__csvkit/{file} (240 lines total)]\n" + "\n".join(f"{i + 1}:    {words(8)}" for i in range(60))
+        else:
+            action = "python -m pytest tests -x -q"
+            observation = "\n".join(f"tests/test_{rng.choice(_SWE_WORDS)}_{rng.randrange(300):03d}.py::test_{rng.choice(_SWE_WORDS)} PASSED" for _ in range(20))
+            observation += "\nFAILED tests/test_header.py::test_quoted - AssertionError: 3 != 4"
+        thought = "Let me " + words(25)
+        response = f"{thought}\n```\n{action}\n```"
+        steps.append({"action": action, "observation": observation, "response": response, "thought": thought, "state": "{}"})
+        history.append({"role": "assistant", "content": response, "thought": thought, "action": action, "agent": "primary"})
+        history.append({"role": "user", "content": observation + prompt, "agent": "primary"})
+    info = {"exit_status": "submitted", "submission": "", "model_stats": {"api_calls": rounds}}
+    path.write_text(json.dumps({"environment": "swe_main", "trajectory": steps, "history": history, "info": info}), encoding="utf-8")
 
 
 def sources() -> list[Path]:
@@ -147,14 +204,18 @@ def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | Non
 
 
 def session_rows(work: Path) -> list[CorpusRow]:
-    """Every fixture session, and a 2 MB Claude Code-shaped session (``import_session.generate``, the
-    one the import benchmark times: hundreds of tool rounds naming paths), each imported and
+    """Every fixture session, a 2 MB Claude Code-shaped session (``import_session.generate``, the
+    one the import benchmark times: hundreds of tool rounds naming paths) and the SWE-agent
+    trajectories of :data:`SWE_ROUNDS` rounds (:func:`swe_agent_trajectory`), each imported and
     compacted by hand."""
     rows: list[CorpusRow] = []
     generated = work / "generated" / "claude-code-session-2mb.jsonl"
     generated.parent.mkdir(parents=True, exist_ok=True)
     import_session.generate(generated, 2.0)
-    for i, src in enumerate([*sources(), generated]):
+    swe = [work / "generated" / f"swe-agent-{n}-rounds.traj" for n in SWE_ROUNDS]
+    for n, p in zip(SWE_ROUNDS, swe):
+        swe_agent_trajectory(p, n)
+    for i, src in enumerate([*sources(), generated, *swe]):
         counter = CountingExtractive()
         svc = open_service(f"sqlite:///{work / f'corpus-{i}.db'}", workdir=work / f"wd-corpus-{i}", summarizer=counter, policies={"context_window": 128_000}, create=True)
         try:
@@ -174,7 +235,8 @@ def session_rows(work: Path) -> list[CorpusRow]:
                     svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
                 else:  # an unrouted thread is measured against the configured (assumed) window
                     svc.set_policy({"context_window": window, "default": budget})
-                label = f"{src.relative_to(FIXTURES)}" if src.is_relative_to(FIXTURES) else f"generated {src.name} (benchmarks/import_session.py)"
+                label = f"{src.relative_to(FIXTURES)}" if src.is_relative_to(FIXTURES) else (
+                    f"generated {src.name} (benchmarks/real_corpus.py)" if src in swe else f"generated {src.name} (benchmarks/import_session.py)")
                 name = label + (f" · {rep.thread.rsplit('/', 1)[-1]}" if rep.parent_thread else "")
                 rows.append(_compact(svc, rep.thread, name=name, kind=rep.format, trace=None, closed=closed))
         finally:
