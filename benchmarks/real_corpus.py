@@ -215,6 +215,7 @@ def session_rows(work: Path) -> list[CorpusRow]:
     swe = [work / "generated" / f"swe-agent-{n}-rounds.traj" for n in SWE_ROUNDS]
     for n, p in zip(SWE_ROUNDS, swe):
         swe_agent_trajectory(p, n)
+    imported: set[str] = set()  # a session several of its files lead to (a Cline task's three files, OpenCode's parts) is one row
     for i, src in enumerate([*sources(), generated, *swe]):
         counter = CountingExtractive()
         svc = open_service(f"sqlite:///{work / f'corpus-{i}.db'}", workdir=work / f"wd-corpus-{i}", summarizer=counter, policies={"context_window": 128_000}, create=True)
@@ -225,6 +226,9 @@ def session_rows(work: Path) -> list[CorpusRow]:
                 rows.append(CorpusRow(src.name, "?", 0, f"import failed: {exc}", 0, 0, 0, 0, 0, 0, None, 0, 0, 0))
                 continue
             for rep in reports:
+                if rep.thread in imported:
+                    continue
+                imported.add(rep.thread)
                 info = svc.thread(rep.thread)
                 counter.calls = 0
                 closed = svc.close_dangling_calls(rep.thread)
