@@ -454,21 +454,16 @@ class Locked(SourceWrites, ConversationReader):
         estimated_tokens: int | None = None,
         threshold: int | None = None,
     ) -> int:
-        """Record a request about to be sent (outcome ``pending``); its route becomes the thread's."""
-        row = ModelRequestRow(
-            conversation_id=self.conv.id,
-            run_id=run_id,
-            step=step,
-            provider=provider,
-            model=model,
-            estimated_tokens=estimated_tokens,
-            threshold=threshold,
-            outcome="pending",
-        )
-        self.session.add(row)
+        """Record a request about to be sent (outcome ``pending``); its route becomes the thread's.
+        One INSERT (not through the unit of work: it is on every model step's path)."""
+        rid = self.session.execute(
+            insert(ModelRequestRow)
+            .values(conversation_id=self.conv.id, run_id=run_id, step=step, provider=provider, model=model,
+                    estimated_tokens=estimated_tokens, threshold=threshold, outcome="pending")
+            .returning(ModelRequestRow.id)
+        ).scalar_one()
         self.conv.provider, self.conv.model = provider, model
-        self.session.flush()
-        return row.id
+        return int(rid)
 
     def complete_model_request(
         self,
@@ -480,17 +475,19 @@ class Locked(SourceWrites, ConversationReader):
         error_code: str | None = None,
         error_message: str | None = None,
     ) -> None:
-        """Record how a request ended (``ok`` / ``error`` / ``cancelled``) and the provider's usage."""
-        row = self.session.get(ModelRequestRow, request_id)
-        if row is None or row.conversation_id != self.conv.id:
-            raise EngineError(f"no model request {request_id} on thread {self.conv.thread_key!r}", code="not_found")
+        """Record how a request ended (``ok`` / ``error`` / ``cancelled``) and the provider's usage
+        (one UPDATE of this thread's row: no read first)."""
         if outcome not in MODEL_REQUEST_OUTCOMES:
             raise EngineError(f"unknown model request outcome {outcome!r}", code="invalid_outcome")
-        row.outcome = outcome
-        row.reported_prompt_tokens = reported_prompt_tokens
-        row.reported_completion_tokens = reported_completion_tokens
-        row.error_code = error_code
-        row.error_message = scrub_text(error_message)
+        stmt = (
+            update(ModelRequestRow)
+            .where(ModelRequestRow.id == request_id, ModelRequestRow.conversation_id == self.conv.id)
+            .values(outcome=outcome, reported_prompt_tokens=reported_prompt_tokens, reported_completion_tokens=reported_completion_tokens,
+                    error_code=error_code, error_message=scrub_text(error_message))
+        )
+        result = cast(CursorResult[Any], self.session.execute(stmt, execution_options={"synchronize_session": "evaluate"}))
+        if result.rowcount != 1:
+            raise EngineError(f"no model request {request_id} on thread {self.conv.thread_key!r}", code="not_found")
 
     def add_event(self, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
         """Record one event. ``kind`` must be an :class:`engine.events.EventKind` member (or its

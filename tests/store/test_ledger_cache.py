@@ -1,7 +1,9 @@
-"""The write door's call ledger kept between transactions (``engine.store.door.LedgerCache``):
+"""The write door on the step path: the call ledger kept between transactions (``engine.store.door.LedgerCache``):
 trusted only while the conversation row shows nothing was appended since, whoever appended."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pytest
 from sqlalchemy import event
@@ -53,3 +55,25 @@ def test_a_rolled_back_transaction_keeps_nothing(store: Store, conv: str) -> Non
         raise RuntimeError("abort")
     store.append_message(conv, Message("tool", "A", tool_call_id="a"))  # still pending: the append was undone
     assert [m.role for m in store.messages_after(conv, None)] == ["user", "assistant", "tool"]
+
+
+def test_a_request_of_another_thread_is_not_completed(store: Store, conv: str, new_key: Callable[[str], str]) -> None:
+    from engine.errors import EngineError
+
+    other = new_key("other")
+    store.create_conversation(other)
+    rid = store.record_model_request(other, provider="p", model="m")
+    with pytest.raises(EngineError) as err, store.locked(conv) as tx:  # the door of another thread
+        tx.complete_model_request(rid, outcome="ok", reported_prompt_tokens=5)
+    assert err.value.code == "not_found"
+    (req,) = store.model_requests(other)
+    assert (req.outcome, req.reported_prompt_tokens) == ("pending", None)
+
+
+def test_a_request_recorded_and_completed_in_one_transaction(store: Store, conv: str) -> None:
+    with store.locked(conv) as tx:
+        rid = tx.record_model_request(provider="p", model="m", step=3, estimated_tokens=40)
+        tx.complete_model_request(rid, outcome="error", error_code="X", error_message="bad")
+    (req,) = store.model_requests(conv)
+    assert (req.id, req.step, req.estimated_tokens, req.outcome, req.error_code, req.error_message) == (rid, 3, 40, "error", "X", "bad")
+    assert (store.thread(conv).provider, store.thread(conv).model) == ("p", "m")
