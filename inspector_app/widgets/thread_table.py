@@ -14,7 +14,7 @@ from typing import Iterable
 
 from PySide6.QtCore import QEvent, Qt
 from PySide6.QtGui import QFont, QFontMetrics
-from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QStyle, QTableView, QWidget
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QProxyStyle, QStyle, QStyleOption, QTableView, QWidget
 
 from ..models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COLUMNS, SHORT_COLUMNS, ThreadListModel
 
@@ -32,6 +32,21 @@ FIGURE_EXTRA = 10
 DOT_WIDTH = 26
 
 
+class HeadingStyle(QProxyStyle):
+    """The list's headings with no resize grip: ``QHeaderView`` takes a press within
+    ``PM_HeaderGripMargin`` (4 px) of a section's edge for its resize handle, and does not
+    emit a click there even when neither section can be resized by hand. The list's columns are
+    sized by :meth:`ThreadTable.fit_columns` only (stretch or fixed), so there is nothing to
+    drag, and a narrow heading ("%", about 60 px with its text at its left edge) lost 7 px of its
+    sign to its neighbour's edge: a click on it sorted nothing. With no grip every pixel of a
+    heading is its own."""
+
+    def pixelMetric(self, metric: QStyle.PixelMetric, option: QStyleOption | None = None, widget: QWidget | None = None) -> int:  # noqa: N802 (Qt name)
+        if metric == QStyle.PixelMetric.PM_HeaderGripMargin:
+            return 0
+        return super().pixelMetric(metric, option, widget)
+
+
 class ThreadTable(QTableView):
     """Rows of one line, selected whole, no grid, no row numbers."""
 
@@ -47,6 +62,9 @@ class ThreadTable(QTableView):
         rows.setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
         head = self.horizontalHeader()
         head.setHighlightSections(False)
+        self._heading_style = HeadingStyle()  # kept: a widget does not own its style
+        self._heading_style.setParent(self)
+        head.setStyle(self._heading_style)  # every pixel of a heading sorts (no resize grip at its edges)
         head.setDefaultAlignment(Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter)
         self._fit_rows()
 

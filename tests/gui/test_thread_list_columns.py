@@ -21,7 +21,7 @@ from engine.messages import user
 from engine.service import open_service
 from inspector_app.layout import TITLE_CHARS, heading_width
 from inspector_app.main_window import MainWindow
-from inspector_app.models.threads import COL_MESSAGES, COL_TITLE, COLUMN_SORTS, COLUMNS
+from inspector_app.models.threads import COL_MESSAGES, COL_PRESSURE, COL_TITLE, COLUMN_SORTS, COLUMNS
 from inspector_app.models.timeline import COL_ID
 from tests.gui.conftest import run
 from tests.gui.test_journey_layout import themed  # noqa: F401 (autouse: the app's style sheet decides the widths)
@@ -106,3 +106,33 @@ def test_a_seven_digit_message_count_and_id_fit_their_columns(qtbot: Any, window
     timeline = w.timeline  # the timeline's # column: a message id of 7 digits
     assert not timeline.isColumnHidden(COL_ID)
     assert QFontMetrics(timeline.font()).horizontalAdvance("1234567") + 8 <= timeline.header().sectionSize(COL_ID)
+
+
+def test_a_click_anywhere_on_a_heading_sorts_by_it_at_1100x700(qtbot: Any, opened: MainWindow) -> None:
+    """The user trial: a click on the "%" sign itself (the heading's left edge, at 1100x700) sorted
+    nothing, a few px right of it did. QHeaderView kept 4 px either side of each edge for a resize
+    grip, though no column of the list can be resized by hand. Now every pixel of every heading on
+    screen is a click on it, and a click on "%" sorts by pressure."""
+    w = opened
+    header = w.thread_list.header()
+    assert w.thread_model.narrow and w.thread_model.headerData(COL_PRESSURE, Qt.Orientation.Horizontal) == "%"
+    clicked: list[int] = []
+    header.sectionClicked.connect(clicked.append)
+    y = header.height() // 2
+    missed: dict[int, list[int]] = {}
+    for col in range(header.count()):
+        if header.isSectionHidden(col):
+            continue
+        start = header.sectionViewportPosition(col)
+        for x in range(max(0, start), min(header.viewport().width(), start + header.sectionSize(col))):
+            clicked.clear()
+            QTest.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(x, y))
+            if clicked != [col]:
+                missed.setdefault(col, []).append(x)
+        w.thread_pages._search_timer.stop()
+    assert missed == {}, missed  # was {0: [115, 116, 117], 1: [118, 119, 120, 121, 164, 165, 166], 3: [167, 168, 169, 170, ...], ...}
+    settle(qtbot, w)
+    start = header.sectionViewportPosition(COL_PRESSURE)
+    QTest.mouseClick(header.viewport(), Qt.MouseButton.LeftButton, pos=QPoint(start + 3, y))  # on the "%" sign
+    settle(qtbot, w)
+    assert w.thread_pages.query.sort == "pressure" and header.sortIndicatorSection() == COL_PRESSURE
