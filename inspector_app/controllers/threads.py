@@ -189,15 +189,18 @@ class ThreadsController:
         the first row current, unselected, when the list gets the focus back with no current row (a
         closed menu: Filters → Clear filters): that opens nothing (issue 26's trial). A mouse click
         makes its row current first and selects it after (``QAbstractItemView.mousePressEvent``), so
-        the selection's change is heard too; a thread asked for and still loading is not asked again."""
+        the selection's change is heard too; a thread asked for and still loading is not asked again.
+        A click back on the open row while another thread loads opens the open one afresh (the other
+        load is cancelled): the panels never end on a thread the list does not show selected."""
         if not current.isValid() or not self.ui.thread_list.selectionModel().isRowSelected(current.row(), current.parent()):
             return
         key = current.data(KeyRole)
         asked = self._asked
         if asked is not None and asked[0] == key and not asked[1].done():
             return
-        if key and (self.state.thread is None or key != self.state.thread.key):
-            self._asked = (key, self.tasks.spawn(self.load_thread(key), "load thread"))
+        loading = asked[0] if asked is not None and not asked[1].done() else self.view.key  # asked for, or its view bound
+        if key and (self.state.thread is None or key != self.state.thread.key or (loading is not None and loading != key)):
+            self._asked = (key, self.tasks.spawn(self.load_thread(key), "load thread"))  # (back on the open row: the other load is dropped)
 
     async def load_thread(self, key: str, *, keep: int | None = None, scroll: int | None = None, restore: ViewState | None = None) -> None:
         """Open a new view of ``key`` (cancelling every task of the previous one) and wait until it

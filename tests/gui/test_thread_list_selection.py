@@ -198,3 +198,25 @@ def _counting(load: Any, seen: list[str]) -> Any:
         await load(key, **kw)
 
     return counted
+
+
+def test_a_click_back_on_the_open_row_while_another_loads_keeps_it_open(qtbot: Any, opened: MainWindow) -> None:
+    """A click on the next row, then at once back on the open one: the first thread's load is
+    dropped and the panels stay on (or come back to) the row shown selected; nothing stays held."""
+    w = opened
+    view = w.thread_list
+    before = open_key(w)
+    here = view.currentIndex().row()
+    row = here + 1 if w.thread_model.loaded(here + 1) else here - 1
+
+    def click(r: int) -> None:
+        index = w.thread_proxy.mapFromSource(w.thread_model.index(r, 0))
+        QTest.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=view.visualRect(index).center())
+
+    click(row)
+    assert open_key(w) == before  # its load has not run yet
+    click(here)
+    qtbot.waitUntil(lambda: w.idle, timeout=WAIT)
+    qtbot.wait(50)
+    assert agree(w) and open_key(w) == before
+    assert not w.compaction.loading_selected and w.whatif_button.isEnabled()
