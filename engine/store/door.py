@@ -117,6 +117,17 @@ def session_operator(session: Session) -> str:
     return str(session.execute(text("SELECT current_user")).scalar_one())
 
 
+#: one message row, its id back (Core: no statement built per row, the compiled form is cached)
+_INSERT_MESSAGE = insert(MESSAGES).returning(MESSAGES.c.id)
+
+
+def _columns(row: Mapping[str, Any]) -> dict[str, Any]:
+    """``message_values`` keyed by column (the attribute ``meta`` is the column ``metadata``)."""
+    out = dict(row)
+    out["metadata"] = out.pop("meta")
+    return out
+
+
 class LedgerCache:
     """The call ledger of each thread as its last write transaction in this process committed it
     (one per :class:`engine.store.Store`): the next transaction on that thread starts from it and
@@ -240,8 +251,9 @@ class Locked(SourceWrites, ConversationReader):
         ledger.admit_all(messages)
         rows = [message_values(self.conv.id, m, run_id) for m in messages]
         with_counts(self.conv.model, rows, messages)
+        conn = self.session.connection()  # the Table's one cached INSERT, the values as parameters
         try:
-            ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
+            ids = [conn.execute(_INSERT_MESSAGE, _columns(row)).scalar_one() for row in rows]
         except IntegrityError as exc:
             raise self._duplicate_key(exc) from None
         self._ledger = ledger
