@@ -131,6 +131,10 @@ class ThreadPolicyDialog(QDialog):
         return out
 
 
+#: what Thread policy… does (its tooltip when it may)
+POLICY_TIP = "Threshold, window, retained tail and standing instructions of this thread only"
+
+
 class SteeringController:
     """Pins from the timeline's context menu and the thread's own policy dialog."""
 
@@ -140,6 +144,8 @@ class SteeringController:
         #: why nothing may act on the open thread now (``CompactionController.held``: the list's
         #: selected thread is another, still loading); None: the open thread is the one selected
         self._held: Callable[[], "str | None"] = compaction.held if compaction is not None else (lambda: None)
+        #: why the store cannot be written (``CompactionController.read_only``, set as the database opens)
+        self._read_only: Callable[[], "str | None"] = (lambda: compaction.read_only) if compaction is not None else (lambda: None)
         self.client = client
         self.tasks = tasks
         self.view = view
@@ -153,7 +159,8 @@ class SteeringController:
         timeline.customContextMenuRequested.connect(self.context_menu)
         self.policy_action = QAction("Thread policy…", ui)
         self.policy_action.setObjectName("threadPolicy")
-        self.policy_action.setToolTip("Threshold, window, retained tail and standing instructions of this thread only")
+        self.policy_action.setToolTip(POLICY_TIP)
+        self.policy_action.setProperty("dbWrite", True)  # read-only: disabled with the reason (revert_audit.WRITE_PROPERTY)
         self.policy_action.triggered.connect(self.open_policy)
         ui.compaction_menu.addAction(self.policy_action)
         ui.gauge.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)  # the header's gauge: right-click for the thread's policy
@@ -162,9 +169,11 @@ class SteeringController:
             compaction.held_listeners.append(self._apply_held)
 
     def _apply_held(self, why: str | None) -> None:
-        """Thread policy… waits for the thread the list shows selected, saying why."""
-        tip = why or "Threshold, window, retained tail and standing instructions of this thread only"
-        self.policy_action.setEnabled(why is None)
+        """Thread policy… waits for the thread the list shows selected, saying why (never enabled on a
+        store that cannot be written)."""
+        read_only = self._read_only()
+        tip = read_only or why or POLICY_TIP
+        self.policy_action.setEnabled(why is None and not read_only)
         self.policy_action.setToolTip(tip)
         self.policy_action.setStatusTip(tip)
 
@@ -193,7 +202,7 @@ class SteeringController:
         pinned = self.ui.timeline_model.is_pinned(mid)
         action = menu.addAction("Unpin" if pinned else "Pin")
         action.setObjectName("unpinMessage" if pinned else "pinMessage")
-        held = self._held()  # another thread is selected and loading: this row is of the thread shown before
+        held = self._read_only() or self._held()  # another thread is selected and loading: this row is of the thread shown before
         action.setEnabled(held is None)
         action.setToolTip(held or ("Keep this message (and its tool round) verbatim through compaction" if not pinned else "Let compaction take it again"))
         action.triggered.connect(lambda: self.toggle_pin(key, mid, unpin=pinned))
@@ -202,7 +211,7 @@ class SteeringController:
         return menu
 
     def toggle_pin(self, key: str, message_id: int, *, unpin: bool) -> None:
-        held = self._held()
+        held = self._read_only() or self._held()
         if held or self._current() != key:  # the selection moved on while the menu was open
             self.ui.statusBar().showMessage(f"{held or 'Another thread is open now'}: nothing {'unpinned' if unpin else 'pinned'}")
             return
@@ -220,7 +229,7 @@ class SteeringController:
     # -- the thread's policy ----------------------------------------------------------------
     def open_policy(self) -> None:
         key = self._current()
-        if key is None or self._held():
+        if key is None or self._held() or self._read_only():
             return
         if self.policy_dialog is None:
             self.policy_dialog = ThreadPolicyDialog(self.ui)

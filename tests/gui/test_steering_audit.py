@@ -16,7 +16,7 @@ from engine.service import open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run
-from tests.gui.test_window_real import RESEARCH, WAIT_MS, Demo, demo, demo_copy, fresh, open_demo  # noqa: F401 (fixtures)
+from tests.gui.test_window_real import CODING, RESEARCH, WAIT_MS, Demo, demo, demo_copy, fresh, open_demo  # noqa: F401 (fixtures)
 from tests.store.test_roles_pg import POLICY, role_db, seeded  # noqa: F401 (fixtures)
 
 pytestmark = pytest.mark.gui
@@ -98,6 +98,18 @@ def test_forced_read_only_disables_every_write_with_the_reason(qtbot: Any, windo
     qtbot.waitUntil(lambda: w.idle, timeout=WAIT_MS)
     assert not w.detail.revert_button.isEnabled() and w.detail.revert_button.toolTip() == words
     assert not w.banner.isVisible()
+    # Thread policy… and the timeline's Pin write too: disabled with the reason, also after another thread opened
+    policy = w.steering.policy_action
+    assert not policy.isEnabled() and policy.toolTip() == words
+    index = w.timeline_model.newest_message_index()
+    menu = w.steering.context_menu(w.timeline.visualRect(index).center())
+    assert menu is not None and not menu.actions()[0].isEnabled() and menu.actions()[0].toolTip() == words
+    menu.close()
+    row = w.thread_model.row_of(CODING)
+    assert row is not None
+    w.thread_list.setCurrentIndex(w.thread_proxy.mapFromSource(w.thread_model.index(row, 0)))
+    qtbot.waitUntil(lambda: w.idle and w.state.thread is not None and w.state.thread.key == CODING, timeout=WAIT_MS)
+    assert not policy.isEnabled() and policy.toolTip() == words
 
 
 @pytest.mark.postgres
