@@ -48,7 +48,7 @@ from .pruning import Pruned, PruneReport, prune_dropped, prune_surface, stale_re
 from .specifics import dropped_at_compaction
 from .store import Locked, Store
 from .summarizers.factory import provenance
-from .summarizers.protocol import MAX_TOKEN_BYTES, Summarizer, SummarizerError, SummaryRequest, validate_summary
+from .summarizers.protocol import MAX_TOKEN_BYTES, REJECT_NOT_SMALLER, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .surface import build_surface, envelope_of, history_part
 from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, select_prefix, starts_turn
 from .views import ManualResult, ModelRequest, Offload, RevertResult, Snapshot
@@ -537,6 +537,9 @@ class Compactor:
         ephemeral = [x for x in m.surface.messages if x.is_ephemeral]  # the whole envelope, as before
         after = self.measure(new_snap, ephemeral=ephemeral, provider=m.policy.provider, model=m.policy.model)
         summary_tokens = meter.count_message(summary_message(result.text))  # what it costs in the envelope (the gauge's "summary")
+        if after.tokens >= m.tokens:  # smaller than what it replaces, yet the envelope would grow (its framing, a request kept verbatim)
+            return reject(REJECT_NOT_SMALLER, 1, usage=usage, summary_tokens=meter.count_text(result.text),
+                          error_message=f"the request after it would be {after.tokens:,} tokens, not fewer than the {m.tokens:,} before")
         specifics = _dropped(sel, state.summary, result.text, after, request)  # pure: before the row lock
 
         def persist(t: Locked) -> int:
