@@ -128,6 +128,12 @@ def _columns(row: Mapping[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: which of some source keys a thread holds (one statement, compiled once: the keys are an expanding parameter)
+_STORED_KEYS = select(MESSAGES.c.source_key).where(
+    MESSAGES.c.conversation_id == bindparam("cid"), MESSAGES.c.source_key.in_(bindparam("keys", expanding=True))
+)
+
+
 class LedgerCache:
     """The call ledger of each thread as its last write transaction in this process committed it
     (one per :class:`engine.store.Store`): the next transaction on that thread starts from it and
@@ -217,10 +223,7 @@ class Locked(SourceWrites, ConversationReader):
         found: set[str] = set()
         conn = self.session.connection()
         for i in range(0, len(wanted), 500):
-            chunk = wanted[i : i + 500]
-            found.update(conn.execute(
-                select(MESSAGES.c.source_key).where(MESSAGES.c.conversation_id == self.conv.id, MESSAGES.c.source_key.in_(chunk))
-            ).scalars())
+            found.update(conn.execute(_STORED_KEYS, {"cid": self.conv.id, "keys": wanted[i : i + 500]}).scalars())
         return found
 
     def thread_reader(self) -> ThreadReader:
