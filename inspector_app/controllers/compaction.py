@@ -171,7 +171,7 @@ class CompactionController:
         self.ui.confirm.confirm_button.setText("Compact")
         if fallback is not None:  # the model's summary was rejected: this one compaction with the extractive summarizer
             self.tasks.spawn(self.compact(fallback, summarizer="extractive"), "compact (extractive)")
-        elif self.state.thread is not None:
+        elif self.state.thread is not None and not self.loading_selected:
             instructions, reason = self.ui.confirm.values()
             self.tasks.spawn(self.compact(self.state.thread.key, instructions=instructions, reason=reason), "compact")
 
@@ -387,6 +387,8 @@ class CompactionController:
         the open thread are disabled with :data:`LOADING_SELECTED` while it is True; every other
         controller with such an action (Revert, Pin, Thread policy…) is told too (:attr:`held_listeners`)."""
         self.loading_selected = loading
+        if loading and self._fallback is None:
+            self.ui.confirm.hide()  # "Compact … now?" was about the thread the list no longer selects
         self.update_button()
         for listener in self.held_listeners:
             listener(self.held())

@@ -123,3 +123,33 @@ def test_revert_and_pin_wait_for_the_selected_thread(qtbot: Any, open_demo: Any,
     with fresh(demo_copy) as svc:  # nothing reverted nor pinned on the thread shown before
         assert svc.compaction_state(RESEARCH) == before and len(svc.audit(thread=RESEARCH)) == audited
         assert mid not in {p.message_id for p in svc.pins(RESEARCH)}
+
+
+def test_the_compact_question_goes_when_another_row_is_clicked(qtbot: Any, opened: MainWindow, db: str) -> None:
+    """Compact now asked "Compact … now?" of the thread open; a click on another row takes the
+    question away at once (it was about the thread the list no longer selects), and its Compact,
+    were it pressed, compacts nothing."""
+    from engine.service import open_service
+
+    w = opened
+    before = open_key(w)
+    assert before is not None and w.state.status is not None and not w.state.status.busy_reason and w.compact_button.isEnabled()
+    svc = open_service(db)
+    try:
+        was = svc.compaction_state(before)
+    finally:
+        svc.close()
+    w.compact_button.click()
+    assert w.confirm.isVisible()
+    here = w.thread_list.currentIndex().row()
+    key = click_row(w, here + 1 if w.thread_model.loaded(here + 1) else here - 1)
+    assert key != before and open_key(w) == before
+    assert not w.confirm.isVisible()
+    w.confirm.accepted.emit()  # pressed all the same (a key already on its way): nothing is compacted
+    qtbot.waitUntil(lambda: w.idle and open_key(w) == key and agree(w), timeout=WAIT)
+    assert not w.compaction.compacting
+    svc = open_service(db)
+    try:
+        assert svc.compaction_state(before) == was
+    finally:
+        svc.close()
