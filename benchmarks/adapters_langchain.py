@@ -26,7 +26,8 @@ steps "over the window" are counted, not refused, so both strategies replay the 
   the summary chat model raises, and the middleware's own ``with_retry`` tries 3 times).
 
 Measured per run: the middleware's overhead per model call (ours: ``wrap_model_call`` minus the
-model call it wraps; LangChain's: its ``before_model`` hook, summary calls included on both sides),
+model call it wraps; LangChain's: its ``before_model`` hook, summary calls included on both sides;
+ours also the median number of SQL statements it ran per call, ``statements_median``),
 summarizer calls, model requests the simulator measured (our meter on the wire request, system
 prompt and tool schemas included) above the window, the traces' identifiers seen so far that are
 visible in the request right after each compaction, and messages that were once in the agent's
@@ -138,6 +139,8 @@ class Probe:
         #: them when it wrote the placeholder sentence without a call)
         self.unsummarized: set[str] = set()
         self.placeholders = 0
+        #: ours only: SQL statements the middleware ran per model call (its compactions' included)
+        self.statements: list[int] = []
 
     def call(self, overhead: float, compacted: bool) -> None:
         self.overhead.append(overhead)
@@ -146,7 +149,17 @@ class Probe:
 
 
 def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
+    from sqlalchemy import event
+
     from engine.adapters.langchain import CompactionMiddleware
+
+    counting = [False]
+
+    def count(*_: Any) -> None:
+        if counting[0]:
+            probe.statements[-1] += 1
+
+    event.listen(svc.store.engine, "before_cursor_execute", count)  # SQL statements per model call (ours only)
 
     class TimedCompaction(CompactionMiddleware):
         generation = 0
@@ -158,6 +171,7 @@ def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
             def timed(req: Any) -> Any:
                 nonlocal outside, compacted
                 t = time.perf_counter()
+                counting[0] = False  # the probe's own read below is not the middleware's
                 probe.ever.update(m.id for m in request.messages)
                 gen = svc.compaction_state(key).generation
                 compacted, self.generation = gen > self.generation, gen
@@ -165,12 +179,16 @@ def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
                     return handler(req)
                 finally:
                     outside += time.perf_counter() - t
+                    counting[0] = True
 
+            probe.statements.append(0)
+            counting[0] = True
             t0 = time.perf_counter()
             try:
                 return super().wrap_model_call(request, timed)
             finally:
                 probe.call(time.perf_counter() - t0 - outside, compacted)
+                counting[0] = False
 
     return TimedCompaction(service=svc, thread=key, title="benchmark: LangChain agent on our engine")
 
@@ -340,6 +358,7 @@ def score(trace: Trace, strategy: str, fail: bool, probe: Probe, requests: Seque
         "overhead_median_ms": statistics.median(probe.overhead) * 1e3 if probe.overhead else None,
         "overhead_mean_ms": statistics.mean(probe.overhead) * 1e3 if probe.overhead else None,
         "overhead_max_ms": max(probe.overhead) * 1e3 if probe.overhead else None,
+        "statements_median": statistics.median(probe.statements) if probe.statements else None,
         "summarizer_calls": summarizer.calls,
         "compactions": compactions,
         "steps_over_window": sum(1 for r in requests if r.prompt_tokens is not None and r.prompt_tokens > window),
