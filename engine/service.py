@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -632,6 +633,11 @@ class Service:
         return self.store.source_compactions(key)
 
     # -- import ---------------------------------------------------------------------------
+    def imported_sources(self) -> list[tuple[str, str, datetime | None]]:
+        """(source file as recorded, thread key, last written) of every imported thread (a bulk
+        import's resume and discovery compare the files on disk with these)."""
+        return self.store.imported_sources()
+
     def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> list[ImportReport]:
         """Import one transcript file or directory (format detected from its content, or
         ``format``): one report per session (a Claude Code session comes with its sub-agents),

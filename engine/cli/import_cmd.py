@@ -82,7 +82,7 @@ def _entries(svc: Any, args: argparse.Namespace) -> list[Any]:
     imported = None
     for f in args.files:
         if is_bulk_folder(f):
-            imported = svc.store.imported_sources() if imported is None else imported
+            imported = svc.imported_sources() if imported is None else imported
             found = bulk_entries(f, imported)
             if args.format:
                 for e in found:
