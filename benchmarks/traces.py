@@ -129,8 +129,15 @@ def _english() -> tuple[str, ...]:
     import importlib
 
     mods = [importlib.import_module(m) for m in _STDLIB]
-    docs = {inspect.getdoc(obj) or "" for mod in mods for _, obj in inspect.getmembers(mod)}
+    # A package's submodules are its attributes only once something imported them (``logging.handlers``
+    # after any ``import logging.handlers`` in the process): skipped, so the trace does not depend on
+    # what the process imported before.
+    docs = {inspect.getdoc(obj) or "" for mod in mods for _, obj in inspect.getmembers(mod) if not _submodule(obj, mod)}
     return tuple(sorted(d for d in docs if len(d) > 200))
+
+
+def _submodule(obj: object, mod: Any) -> bool:
+    return inspect.ismodule(obj) and obj.__name__.startswith(mod.__name__ + ".")
 
 
 @cache
