@@ -85,11 +85,11 @@ def test_an_existing_trace_keeps_its_summarizer_calls_and_identifiers(family, tm
     call each before issue 25 and after, and ≥ 90 % of the identifiers seen so far still visible right
     after each compaction (98.1 % and 98.4 % lowest measured).
 
-    Run in a fresh interpreter, as `make bench` runs it: in a process that imported other modules
-    first (``logging.handlers``, ``mcp``: the adapter and importer tests) research-100k's lowest
-    compaction keeps 61-65 %. That the result depends on the process's history is a known,
-    still unexplained defect (closing note of stop 32); not string hashing (PYTHONHASHSEED 0-3
-    agree), not the garbage collector (disabled or eager agree)."""
+    Run in a fresh interpreter, as `make bench` runs it. (A process that had imported
+    ``logging.handlers`` first used to generate another research trace — benchmarks/traces.py drew
+    its English text from module members that depend on import history; fixed in a33b37c and
+    tested by tests/test_bench_trace_stability.py — on which the lowest compaction kept 61 %: a
+    plausible trace the engine still keeps fewer identifiers on, issue 25.)"""
     script = (
         "import json, sys; from pathlib import Path; sys.path[:0] = [sys.argv[1]]\n"
         "import ours, traces; from own_figures import WINDOWS\n"
