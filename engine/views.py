@@ -1,4 +1,4 @@
-# Over 800 lines (802): every frozen record the service returns, in one module the inspector may import (an import contract allows engine.views); the fleet records (issue 26) could move to a module of their own once that contract names it.
+# Over 800 lines: every frozen record the service returns, in one module the inspector may import (an import contract allows engine.views); the fleet records (issue 26) could move to a module of their own once that contract names it.
 """Read models: the plain, frozen records that ``engine.service`` queries return.
 
 The inspector (and any agent platform) only ever sees these, never ORM rows or SQL.

@@ -1,4 +1,4 @@
-# Over 800 lines (804): every read and write use case of the store is one short method here; the door, reads, fleet queries and import writes live in their own modules; issue 24 (open) moves the use-case wrappers out.
+# Over 800 lines: every read and write use case of the store is one short method here; the door, reads, fleet queries and import writes live in their own modules; issue 24 (open) moves the use-case wrappers out.
 """The session store: opening a database, the conversation row lock, and the keyset reads.
 
 This package is the only place in the code with SQL. Callers get plain records from

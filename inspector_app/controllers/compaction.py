@@ -393,6 +393,13 @@ class CompactionController:
         for listener in self.held_listeners:
             listener(self.held())
 
+    def busy(self) -> str | None:
+        """Why the open thread is not idle, in words ("running", "waiting for the user", "queued");
+        None when it is idle or its status is not read yet. Compact now and Revert both need an idle thread."""
+        status = self.state.status
+        reason = status.busy_reason if status is not None else None
+        return BUSY_TEXT.get(reason, reason) if reason else None
+
     def held(self) -> str | None:
         """Why nothing may act on the open thread now (None: it is the thread the list shows selected)."""
         return self.LOADING_SELECTED if self.loading_selected else None
@@ -447,7 +454,7 @@ class CompactionController:
             button.setText("Compact now")
             button.setToolTip("Open a thread first" if self.state.thread is None else "Reading the thread's state…")
         elif reason:
-            busy = BUSY_TEXT.get(reason, reason)
+            busy = self.busy()
             button.setEnabled(False)
             button.setText(f"Can't compact: {busy}")
             button.setToolTip(f"Manual compaction needs an idle thread; this one is {busy}.")

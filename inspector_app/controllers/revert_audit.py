@@ -24,7 +24,6 @@ from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.audit import AuditPanel
 from .base import ThreadState
-from .compaction import BUSY_TEXT
 from .tasks import TaskSet, ThreadTasks
 
 #: the audit rows read per page
@@ -150,12 +149,6 @@ class RevertAuditController:
         self.target, self._target_key = target, key
         self._apply_target()
 
-    def busy(self) -> str | None:
-        """Why the open thread cannot be reverted now ("running" …), as Compact now says it; None when idle."""
-        status = self.state.status
-        reason = status.busy_reason if status is not None else None
-        return BUSY_TEXT.get(reason, reason) if reason else None
-
     def _apply_target(self) -> None:
         """The menu's action and the card's button from what Revert would do and whether the thread is
         idle (a revert needs an idle thread, as Compact now: disabled with the reason, never a refusal)."""
@@ -166,7 +159,7 @@ class RevertAuditController:
         if held or self._target_key != self.state.thread.key:  # (what Revert would do on this one is not read yet)
             self._hold(held or "Reading what Revert would do on this thread…")
             return
-        busy = self.busy()
+        busy = self.compaction.busy()
         label = "Redo the reverted compaction" if target.action == "redo" else "Revert last compaction"
         why = self.read_only or (f"Revert needs an idle thread; this one is {busy}." if busy and target.action else target.why or "")
         self.action.setText(f"{label} (can't: {busy})" if busy and target.action and not self.read_only else label)
@@ -211,7 +204,7 @@ class RevertAuditController:
         if held:  # the panels show a thread the list no longer has selected: said, nothing asked of the store
             self.ui.statusBar().showMessage(f"{held}: nothing reverted")
             return
-        busy = self.busy()
+        busy = self.compaction.busy()
         if busy:  # the card's button: said in words, nothing asked of the store
             self.ui.statusBar().showMessage(f"Can't revert: the thread is {busy} (Revert needs an idle thread; nothing changed)")
             return
