@@ -34,7 +34,7 @@ from engine.errors import CannotCompact
 from engine.importers import detect_format
 from engine.messages import Envelope
 from engine.service import Service, open_service
-from engine.specifics import extract_identifiers
+from engine.specifics import expand_grouped, extract_identifiers
 from engine.summarizers.protocol import contains_verbatim
 from engine.surface import build_surface, envelope_of
 from engine.units import current_request
@@ -170,7 +170,10 @@ def _visible(ids: set[str], text: str) -> set[str]:
     """The identifiers whose exact text ``text`` shows. A JSON id the extractor names
     ``doc_id=doc-9`` (its key and value) is shown by its JSON pair or, where the value names
     itself (``doc-9``), by the value found as an identifier (a summary lists it so); the
-    ``key=value`` form alone never occurs in a JSON result, so a substring test missed them."""
+    ``key=value`` form alone never occurs in a JSON result, so a substring test missed them.
+    A summary's grouped form (``dir/{a,b}.py``, a shell's brace expansion) is read as its
+    members first (:func:`engine.specifics.expand_grouped`, the rule the engine reads it by)."""
+    text = expand_grouped(text)
     found = set(extract_identifiers(text))
     out = set()
     for i in ids:
@@ -193,7 +196,7 @@ def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | Non
     snap = svc.store.snapshot(key)
     env = envelope_of(snap, build_surface(snap))
     text = "\n".join(envelope_texts(env))
-    visible = ids.intersection(IDENTIFIER.findall(text)) if trace is not None else _visible(ids, text)
+    visible = ids.intersection(IDENTIFIER.findall(expand_grouped(text))) if trace is not None else _visible(ids, text)
     orphans, dangling = _wire(env)
     calls = svc.compactor.summarizer.calls  # type: ignore[attr-defined]
     return CorpusRow(

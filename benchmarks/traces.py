@@ -37,6 +37,7 @@ import tiktoken
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from engine.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.specifics import expand_grouped  # noqa: E402
 from engine.units import orphan_call_ids  # noqa: E402
 
 FAMILIES: tuple[str, ...] = ("research", "coding", "chinese")
@@ -470,7 +471,7 @@ class Replay:
             self.compactions += 1
             self.after_compaction.append(n)
             if self.seen:
-                visible = self.seen.intersection(IDENTIFIER.findall(surface_text(env)))
+                visible = self.seen.intersection(IDENTIFIER.findall(expand_grouped(surface_text(env))))
                 self.kept_after_compaction.append(len(visible) / len(self.seen))
 
     def saw(self, m: Message) -> None:
@@ -482,7 +483,7 @@ class Replay:
         """Score the final surface (the envelope of the next model step)."""
         text = surface_text(env)
         self.tokens_final = ref.envelope(env)
-        visible = set(trace.identifiers).intersection(IDENTIFIER.findall(text))
+        visible = set(trace.identifiers).intersection(IDENTIFIER.findall(expand_grouped(text)))
         self.identifiers_visible = len(visible) / max(1, len(trace.identifiers))
         self.request_present = trace.current_request in text
         return self

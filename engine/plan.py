@@ -23,7 +23,7 @@ from typing import Callable, Iterable, Sequence
 from .messages import META_PRUNED, Message
 from .policy import SUMMARY_MAX_SHARE, SUMMARY_MIN_TOKENS, ResolvedPolicy, summary_total_tokens
 from .previews import replacement_preview
-from .specifics import extract_identifiers
+from .specifics import expand_grouped, extract_identifiers
 from .units import Selection, Turn
 
 __all__ = [
@@ -142,14 +142,15 @@ def _shown(m: Message) -> str:
 def span_identifiers(messages: Iterable[Message], previous_summary: str | None = None, *, visible: Sequence[str] = ()) -> int:
     """Distinct identifiers (paths, URLs, ids, hashes: :func:`engine.specifics.extract_identifiers`)
     a summary of ``messages`` would have to carry: those the messages show (a pruned result as its
-    preview, calls with their arguments) and the previous summary, less those in ``visible`` texts
+    preview, calls with their arguments) and the previous summary (a grouped form
+    ``dir/{a,b}.py`` read as its members: :func:`engine.specifics.expand_grouped`), less those in ``visible`` texts
     (the current request and what stays verbatim)."""
     found: set[str] = set()
     for m in messages:
         if m.role != "system":
             found.update(extract_identifiers(_shown(m)))
-    if previous_summary:
-        found.update(extract_identifiers(previous_summary))
+    if previous_summary:  # its identifiers written grouped are read back whole
+        found.update(extract_identifiers(expand_grouped(previous_summary)))
     if visible and found:
         found.difference_update(extract_identifiers("\n".join(visible)))
     return len(found)

@@ -11,6 +11,9 @@ extraction of a text is remembered in a bounded cache: the same result, sooner).
 - :func:`dropped_specifics`: which specifics visible before a compaction are neither in its summary
   nor on the surface after it (:class:`DroppedSpecifics`), over texts, so the caller decides what
   the model saw; :func:`message_texts` is what the engine counts as seen of a message.
+- :func:`group_identifiers` / :func:`expand_grouped`: how a summary writes identifiers that share a
+  directory, URL prefix or id head (``src/app/{a,b}.py``, a shell's brace expansion) and the one
+  rule every reader of a summary uses to read them back (``src/app/a.py src/app/b.py``).
 
 Every pattern uses ASCII classes: CJK text around a specific never becomes part of it, and a
 specific inside Chinese text is found as in English.
@@ -39,7 +42,10 @@ __all__ = [
     "dropped_at_compaction",
     "dropped_specifics",
     "extract_identifiers",
+    "expand_grouped",
     "extract_specifics",
+    "group_identifiers",
+    "group_key",
     "message_texts",
 ]
 
@@ -144,6 +150,85 @@ def extract_identifiers(text: str) -> list[str]:
     for *_, ident in _identifier_hits(text, more=False):
         seen.setdefault(ident, None)
     return list(seen)
+
+
+# -- grouped identifiers (a summary's compact form) ------------------------------------------------
+#: an extension a grouped form factors out of its members (``.py``, ``.html``)
+_EXTENSION = re.compile(r"\.[A-Za-z][A-Za-z0-9]{0,7}$", re.ASCII)
+#: the letters and digits after an id's last ``-`` / ``_`` (``doc-123456``)
+_ID_TAIL = re.compile(r"[A-Za-z0-9]+", re.ASCII)
+#: a brace list of at least two members: ``{a,b}`` (no space, brace or empty member inside)
+_BRACES = re.compile(r"\{([^\s{},]+(?:,[^\s{},]+)+)\}")
+#: what may stand right before or after a brace list, as part of the same identifier
+_BESIDE = re.compile(r"[^\s{},]*")
+
+
+def group_key(ident: str) -> tuple[str, str, str] | None:
+    """``(head, member, tail)`` of an identifier a grouped form may write: a path or URL split at
+    its last ``/`` (the directory or URL prefix is the head), else an id split after its last
+    ``-`` or ``_`` when letters and digits follow (``doc-`` + ``123456``); the member's extension
+    (``.py``, ``.html``) is the tail. ``None`` for what is written whole: no such split, or a
+    space, comma or brace in it (a hash, a UUID's head is its own group, ``doc_id=9``)."""
+    if any(c in ident for c in " \t\n,{}"):
+        return None
+    cut = ident.rfind("/")
+    if cut < 0:
+        cut = max(ident.rfind("-"), ident.rfind("_"))
+        if cut <= 0 or not _ID_TAIL.fullmatch(ident, cut + 1):
+            return None
+    elif cut == len(ident) - 1:
+        return None
+    head, name = ident[: cut + 1], ident[cut + 1 :]
+    ext = _EXTENSION.search(name)
+    if ext is not None and ext.start() > 0:
+        return head, name[: ext.start()], name[ext.start() :]
+    return head, name, ""
+
+
+def group_identifiers(idents: Iterable[str]) -> list[str]:
+    """``idents`` written compactly, one entry per group, in order of each group's first member:
+    identifiers with the same head and tail (:func:`group_key`) as ``head{a,b,c}tail`` (a shell's
+    brace expansion, members in order), any other as it is. :func:`expand_grouped` of the entries
+    joined by spaces gives ``idents`` back, each once."""
+    groups: dict[tuple[str, str] | str, list[str]] = {}
+    for x in dict.fromkeys(idents):
+        key = group_key(x)
+        if key is None:
+            groups[x] = [x]
+        else:
+            groups.setdefault((key[0], key[2]), []).append(key[1])
+    out = []
+    for k, members in groups.items():
+        if isinstance(k, str):
+            out.append(k)
+        elif len(members) == 1:
+            out.append(k[0] + members[0] + k[1])
+        else:
+            out.append(f"{k[0]}{{{','.join(members)}}}{k[1]}")
+    return out
+
+
+def expand_grouped(text: str) -> str:
+    """``text`` with every grouped form ``head{a,b}tail`` (head and tail: the characters right
+    before and after the braces up to a space, comma or brace; at least two members, none empty)
+    written out as ``headatail headbtail``, as a shell's brace expansion gives them. Text without
+    a brace list is returned as it is. The one reading rule of :func:`group_identifiers`."""
+    if "{" not in text:
+        return text
+    out: list[str] = []
+    at = 0
+    for m in _BRACES.finditer(text):
+        start = m.start()
+        while start > at and text[start - 1] not in " \t\n\r\f\v{},":
+            start -= 1
+        tail = _BESIDE.match(text, m.end())
+        end = tail.end() if tail is not None else m.end()
+        head, rest = text[start : m.start()], text[m.end() : end]
+        out.append(text[at:start])
+        out.append(" ".join(head + x + rest for x in m.group(1).split(",")))
+        at = end
+    out.append(text[at:])
+    return "".join(out)
 
 
 def extract_specifics(text: str) -> list[Specific]:
@@ -307,8 +392,11 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
     or a decision, the text contains it verbatim (for a command also JSON-escaped). A dropped specific
     is ``referenced`` when the ``referenced`` texts name it or a short form of it: a path's or URL's
     trailing part (``main.py``), a hash's 7+-character prefix, a pair's bare value, an error's
-    exception name or failed test."""
+    exception name or failed test. A summary's grouped identifiers (``dir/{a,b}.py``) are read
+    as their members (:func:`expand_grouped`); so is the previous summary in
+    :func:`dropped_at_compaction`."""
     seen = _specifics_of(before)
+    summary = expand_grouped(summary) if summary else summary  # its grouped identifiers, read back whole
     shown_texts = [t for t in ([summary] if summary else []) + list(after) if t]
     # the retained tail is on the surface after: its texts are indexed once, for both lookups
     on_surface = set(shown_texts)
@@ -347,7 +435,7 @@ def dropped_at_compaction(
     messages as shown); referenced = ``current_request`` and ``retained`` (default: ``kept``).
     For a source's recorded compactions and what-if runs, so every view counts the same way."""
     return dropped_specifics(
-        before=message_texts(summarized, shown=shown) + ([previous_summary] if previous_summary else []),
+        before=message_texts(summarized, shown=shown) + ([expand_grouped(previous_summary)] if previous_summary else []),
         summary=summary,
         after=([system_prompt] if system_prompt else []) + message_texts(kept, shown=shown),
         referenced=([current_request] if current_request else []) + message_texts(kept if retained is None else retained, shown=shown),

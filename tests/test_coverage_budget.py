@@ -89,3 +89,5 @@ def test_span_identifiers_counts_distinct_identifiers_not_visible_elsewhere():
     assert span_identifiers(msgs) == 4
     assert span_identifiers(msgs, "previous: doc-999999") == 5
     assert span_identifiers(msgs, visible=["doc-123456 stays"]) == 3
+    # a previous summary's grouped identifiers count as their members (src/app/b.py, doc-999998, doc-999999 are new)
+    assert span_identifiers(msgs, "- src/app/{main,util,b}.py\n- doc-{999998,999999}") == 7

@@ -134,6 +134,6 @@ def test_a_fact_seen_again_is_listed_once_the_newest_and_its_room_goes_to_identi
     assert _facts(rolled.text).count(failing) == 1
     # an earlier, different failure is the next fact: it keeps the place the copies took ahead of the identifiers
     other = "FAILED tests/test_reader.py::test_bom - UnicodeError: unexpected BOM"
-    mixed = s.summarize(SummaryRequest(_failing_runs([other] + [failing] * 11), current_request=request, max_tokens=600, identifier_tokens=100))
+    mixed = s.summarize(SummaryRequest(_failing_runs([other] + [failing] * 11), current_request=request, max_tokens=450))
     assert other in mixed.text and _facts(mixed.text).count(failing) == 1
     assert mixed.dropped_identifiers  # the identifiers did not all fit: the facts were ranked ahead of them

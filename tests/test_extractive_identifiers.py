@@ -1,6 +1,7 @@
 """The extractive summary's identifier index: its own room up to 35 % of the target (the
-identifier appendix of docs/compaction.md), part ids (chunk ids) after the ids they belong to, and
-every identifier left out recorded."""
+identifier appendix of docs/compaction.md), part ids (chunk ids) after the ids they belong to,
+identifiers that share a directory, URL prefix or id head written grouped (``dir/{a,b}.py``) and
+read back by one rule, and every identifier left out recorded."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from engine.compactor import identifier_budget, summary_budget, summary_ceiling
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.policy import PolicySet
-from engine.specifics import extract_identifiers
-from engine.summarizers.extractive import HEADER, PARTS_LABEL, ExtractiveSummarizer
+from engine.specifics import expand_grouped, extract_identifiers, group_identifiers
+from engine.summarizers.extractive import GROUPED_LEGEND, HEADER, ExtractiveSummarizer
 from engine.summarizers.protocol import SummaryRequest
 
 count = default_meter().count_text
@@ -38,11 +39,11 @@ def id_lines(text: str) -> list[str]:
 
 
 def listed(text: str, *, parts: bool | None = None) -> list[str]:
+    """The identifiers the section lists, grouped forms read back (``expand_grouped``); ``parts``:
+    only the chunk ids (True) or only the others (False)."""
     out = []
     for line in id_lines(text):
-        label, _, rest = line.partition(": ")
-        if parts is None or label.endswith(PARTS_LABEL) == parts:
-            out += rest.split()
+        out += [x for x in expand_grouped(line[2:]).split() if parts is None or x.startswith("chunk-") == parts]
     return out
 
 
@@ -91,16 +92,20 @@ def test_no_room_gives_the_same_summary_as_before() -> None:
 
 def test_part_ids_come_after_the_ids_they_belong_to() -> None:
     msgs = kb_history(20)
-    tight = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=2000))
+    tight = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=1000))
     main, parts = listed(tight.text, parts=False), listed(tight.text, parts=True)
     assert len(main) == 20 * 6 * 2 and 0 < len(parts) < 120  # every document id and URL, some chunk ids
-    assert parts == [f"chunk-{r:03d}{k:03d}" for r in range(20) for k in range(6)][-len(parts) :]  # the newest
+    oldest = min(int(x[6:9]) for x in parts)  # the newest results' chunk ids, the oldest of them partly
+    assert parts[-6 * (19 - oldest) :] == [f"chunk-{r:03d}{k:03d}" for r in range(oldest + 1, 20) for k in range(6)]
     assert all(x.startswith("chunk-") for x in tight.dropped_identifiers) and len(tight.dropped_identifiers) == 120 - len(parts)
     roomy = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=6000))
     assert roomy.dropped_identifiers == () and len(listed(roomy.text, parts=True)) == 120
     lines = id_lines(roomy.text)
-    assert lines[0].startswith("- (#3) query_kb: doc-000000 https://kb.example.com/articles/000000.html doc-000001")
-    assert lines[1].startswith(f"- (#3) query_kb{PARTS_LABEL}: chunk-000000 chunk-000001")  # next to its result's line
+    # one line per head, in order of first appearance, members in order: document ids, URLs, chunk ids
+    assert lines[0].startswith("- doc-{000000,000001,000002,") and lines[0].endswith(",019005}")
+    assert lines[1].startswith("- https://kb.example.com/articles/{000000,000001,") and lines[1].endswith(",019005}.html")
+    assert lines[2].startswith("- chunk-{000000,000001,") and len(lines) == 3
+    assert GROUPED_LEGEND in roomy.text.splitlines()
 
 
 def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
@@ -108,9 +113,9 @@ def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
     assert len(listed(first.text, parts=True)) == 30
     newer = tuple(m for m in kb_history(25) if m.id is not None and m.id > 11)
     again = ExtractiveSummarizer().summarize(
-        SummaryRequest(newer, previous_summary=first.text, current_request="go on", max_tokens=2600)
+        SummaryRequest(newer, previous_summary=first.text, current_request="go on", max_tokens=1200)
     )
-    assert again.text.startswith(HEADER) and count(again.text) <= 2600
+    assert again.text.startswith(HEADER) and count(again.text) <= 1200
     # the new range's documents and URLs, and the carried ones, before any chunk id
     main, parts = listed(again.text, parts=False), listed(again.text, parts=True)
     assert {f"doc-000{k:03d}" for k in range(6)} <= set(main) and {"doc-024005", "https://kb.example.com/articles/024005.html"} <= set(main)
@@ -133,3 +138,27 @@ def test_the_compactor_gives_identifiers_room_by_the_budget_rule() -> None:
     tiny = PolicySet(default_window=2_048).resolve("local", "unknown-model")  # target 819
     assert summary_budget(tiny) == 256 and identifier_budget(tiny) == 491 - 256  # the 256 floor, then ⌊3/5 × 819⌋
     assert identifier_budget(tiny, 500) == 0  # never negative
+
+
+def test_grouped_identifiers_read_back_whole_and_cost_less() -> None:
+    ids = [f"/repo/src/app/{w}_{k:03d}.py" for k in range(40) for w in ("parse", "render")] + [f"doc-{k:06d}" for k in range(40)]
+    ids += [f"https://kb.example.com/articles/{k:06d}.html" for k in range(40)] + ["9f86d081884c7d659a2feaeb0f6d9e6e1a0c3b1f2f8e7c6d5b4a39281706f5e4"]
+    ids += ["123e4567-e89b-12d3-a456-426614174000", "doc_id=9", "README", "/repo/docs/", "https://x.example.com/a,b"]
+    written = group_identifiers(ids)
+    assert written[:3] == ["/repo/src/app/{" + ",".join(f"{w}_{k:03d}" for k in range(40) for w in ("parse", "render")) + "}.py",
+                           "doc-{" + ",".join(f"{k:06d}" for k in range(40)) + "}",
+                           "https://kb.example.com/articles/{" + ",".join(f"{k:06d}" for k in range(40)) + "}.html"]
+    assert written[3:] == ids[-6:]  # no shared head, a comma in it, or nothing after the last "/": written whole
+    assert sorted(expand_grouped(" ".join(written)).split()) == sorted(ids)  # the reading rule gives every one back
+    assert extract_identifiers(expand_grouped("\n".join(written))) == extract_identifiers("\n".join(ids))
+    assert count("\n".join(f"- {x}" for x in written)) * 2 < count("\n".join(f"- {x}" for x in ids))
+    assert expand_grouped("no braces here") == "no braces here" and expand_grouped("a {single} b") == "a {single} b"
+
+
+def test_a_dense_history_keeps_more_identifiers_grouped_within_the_same_budget() -> None:
+    msgs = kb_history(60)
+    result = ExtractiveSummarizer().summarize(SummaryRequest(msgs, current_request="go on", max_tokens=1500, identifier_tokens=1500))
+    # 360 document ids and 360 URLs (each ~8 tokens written whole: more than the 3,000 tokens), and
+    # the newest chunk ids after them
+    assert count(result.text) <= 3000 and set(listed(result.text, parts=False)) == {x for x in everything(msgs) if not x.startswith("chunk-")}
+    assert 0 < len(listed(result.text, parts=True)) < 360 and all(x.startswith("chunk-") for x in result.dropped_identifiers)

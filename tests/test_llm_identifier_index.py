@@ -16,8 +16,8 @@ from engine.harness.simulator import ProviderSimulator, Reply
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.service import open_service
-from engine.specifics import extract_identifiers
-from engine.summarizers.extractive import IDENTIFIER_HEADING, PARTS_LABEL, ExtractiveSummarizer, identifier_index, split_identifier_section
+from engine.specifics import expand_grouped, extract_identifiers
+from engine.summarizers.extractive import IDENTIFIER_HEADING, ExtractiveSummarizer, identifier_index, split_identifier_section
 from engine.summarizers.openai_compat import OpenAICompatSummarizer
 from engine.summarizers.protocol import SummaryRequest
 
@@ -60,7 +60,8 @@ def id_lines(text: str) -> list[str]:
 
 
 def listed(text: str) -> list[str]:
-    return [x for line in id_lines(text) for x in line.partition(": ")[2].split()]
+    """The identifiers the index lists, grouped forms (``dir/{a,b}.py``) read back."""
+    return [x for line in id_lines(text) for x in expand_grouped(line[2:]).split()]
 
 
 def listed_form(ident: str) -> str:
@@ -94,7 +95,7 @@ def prompt_of(server: ProviderSimulator, k: int = -1) -> str:
 
 def test_the_index_is_the_extractive_summarys_identifier_section() -> None:
     """The index lists exactly the identifier lines the extractive summary writes (same lines,
-    order, part-id lines) when the room holds them all; what the text beside it shows is left out."""
+    order, grouping) when the room holds them all; what the text beside it shows is left out."""
     req = request(max_tokens=2000, identifier_tokens=2000)
     extractive = ExtractiveSummarizer().summarize(req).text
     index, dropped = identifier_index(req, "")  # no request or conclusion of this history shows an id
@@ -102,7 +103,7 @@ def test_the_index_is_the_extractive_summarys_identifier_section() -> None:
     assert index == IDENTIFIER_HEADING + "\n" + split_identifier_section(extractive)[1]
     prose = split_identifier_section(extractive)[0]  # its tool-call lines show the policy file's path
     assert id_lines(identifier_index(req, prose)[0]) == [line for line in id_lines(extractive) if "/srv/kb/policies/refund.md" not in line]
-    assert any(line.startswith("- (#3) query_kb" + PARTS_LABEL + ": chunk-000") for line in id_lines(index))
+    assert "- chunk-{000,001,002,010,011,012}" in id_lines(index)  # the part ids, after the ids they belong to
     assert identifier_index(req, "") == (index, dropped)  # deterministic
     assert identifier_index(request(identifier_tokens=0), "") == ("", ())
     assert identifier_index(req, extractive) == ("", ())  # the text shows every one already
@@ -115,9 +116,9 @@ def test_ids_the_reply_does_not_mention_are_appended_in_the_extractive_format(si
         result = s.summarize(request())
     assert result.text.startswith(reply + "\n\n" + IDENTIFIER_HEADING + "\n") and not result.extractive
     lines = id_lines(result.text)
-    assert lines[0] == "- (#3) query_kb: https://kb.example.com/a/000.html doc-001 https://kb.example.com/a/001.html doc-002 https://kb.example.com/a/002.html"
-    assert "- (#3) query_kb parts: chunk-000 chunk-001 chunk-002" in lines
-    assert "- (#7) read_file: https://policies.example.com/refund#window" in lines
+    assert lines[:2] == ["- https://kb.example.com/a/{000,001,002,010,011,012}.html", "- doc-{001,002,010,011,012}"]  # doc-000 is in the reply
+    assert "- chunk-{000,001,002,010,011,012}" in lines
+    assert "- https://policies.example.com/refund#window" in lines
     for shown in ("doc-000", "doc-101", "/srv/kb/policies/refund.md"):  # in the reply: not repeated
         assert result.text.count(shown) == 1 and shown not in listed(result.text)
     assert "doc-123" not in result.text  # in the current request (always verbatim beside the summary)
@@ -177,7 +178,7 @@ def test_the_index_rolls_from_summary_to_summary(sim: ProviderSimulator) -> None
     assert first_ids - {"doc-001", "doc-100"} <= carried and not {"doc-001", "doc-100"} & carried
     assert seen(later) <= carried  # and the new range's ids are listed
     assert second.text.count(IDENTIFIER_HEADING) == 1 and second.dropped_identifiers == ()
-    assert id_lines(second.text)[0].startswith("- (#3) query_kb: ")  # carried lines first, in their order
+    assert id_lines(second.text)[0] == "- doc-{000,002,010,011,012,020,021,022}"  # carried ones first, in their order, then the new
     # the model is shown the previous prose, not the previous index
     prompt = prompt_of(sim)
     assert first_reply in prompt and IDENTIFIER_HEADING not in prompt

@@ -1,14 +1,16 @@
 """The offline extractive summarizer: no language model, deterministic, always available.
 
 It copies instead of writing: the previous summary, the user's requests verbatim (the current request
-always in full), the identifiers, paths and URLs seen (each once, one dense line per message that
-showed them: ``- (#12) query_kb: doc-1 https://… doc-2 …``), the tool calls with their key
-arguments, and the latest assistant conclusions. When that exceeds the budget, the least important
+always in full), the identifiers, paths and URLs seen (each once, those sharing a directory, URL prefix or id
+head on one line as a shell's brace expansion writes them: ``- src/app/{main,util}.py``,
+``- doc-{123456,123457}``; :func:`engine.specifics.group_identifiers`), the tool calls with
+their key arguments, and the latest assistant conclusions. When that exceeds the budget, the least important
 and oldest parts go first: older conclusions, the previous summary beyond a quarter of the budget,
 older tool calls, the rest of an older request beyond its head and of the latest conclusion beyond
-15 % of the budget, the older requests beyond a tenth of the budget (the newest stay), identifiers (the oldest lines first, a line losing its last
-identifiers before the whole of it), then the newest older requests. Part ids (chunk ids) sit on
-their own ``- (#12) query_kb parts: …`` line and are left out before any other identifier. Identifier lines
+15 % of the budget, the older requests beyond a tenth of the budget (the newest stay), identifiers (those of the oldest messages first), then the newest older requests. Part ids
+(chunk ids) are left out before any other identifier. Every reader of a summary reads a grouped
+form back with :func:`engine.specifics.expand_grouped` (the carry-over into the next summary,
+dropped specifics, the budget's identifier count, the benchmarks' checks). Identifier lines
 may also use the request's ``identifier_tokens`` (the identifier room), the rest stays within
 ``max_tokens``. The identifiers left out are listed in the result's ``dropped_identifiers``.
 
@@ -33,7 +35,7 @@ from typing import Callable, Iterable
 from ..messages import META_PRUNED, Message
 from ..meter import default_meter
 from ..previews import replacement_preview
-from ..specifics import extract_identifiers
+from ..specifics import expand_grouped, extract_identifiers, group_identifiers, group_key
 from .facts import constraint_lines, fact_lines
 from .protocol import SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, instruction_terms
 
@@ -63,9 +65,10 @@ CONCLUSION_SHARE = 0.15
 class _Item:
     """One line (or block) of the summary. Lower ``rank`` is kept first; ``order`` is the output order.
 
-    An identifier line is ``prefix`` + its ``parts`` (identifiers) joined by spaces: when it does
-    not fit whole it keeps its first parts. ``full``: the whole text of an item shown shortened
-    (an older request's head), put back when the budget still has room at the end."""
+    An identifier item holds the ``parts`` (identifiers) one message showed: when they do not fit
+    whole it keeps its first parts; the section writes every kept part grouped (:func:`_render`).
+    ``full``: the whole text of an item shown shortened (an older request's head), put back when
+    the budget still has room at the end."""
 
     section: str
     order: tuple[int, int]
@@ -73,7 +76,6 @@ class _Item:
     text: str
     truncatable: bool = False
     parts: tuple[str, ...] = ()
-    prefix: str = ""
     full: str | None = None
 
 
@@ -111,6 +113,8 @@ PARTS_LABEL = " parts"
 #: the heading of the identifier section: the extractive summary's, and the identifier index
 #: appended to a language model's summary (:func:`identifier_index`)
 IDENTIFIER_HEADING = f"## {_S_IDS}"
+#: the identifier section's first line when it groups identifiers: how to read a grouped form
+GROUPED_LEGEND = "(grouped as in a shell: dir/{a,b}.py is dir/a.py dir/b.py)"
 
 
 class ExtractiveSummarizer:
@@ -272,10 +276,16 @@ class ExtractiveSummarizer:
             if sec not in tiers:
                 continue  # e.g. the previous "Current state": replaced by the new one
             if sec == _S_IDS:
-                prefix, parts = _split_id_line(text)
-                parts = tuple(x for x in parts if x not in elsewhere)
-                if parts:
-                    yield _id_item((-1, k), (_T_PART_IDS if prefix.endswith(PARTS_LABEL + ": ") else _T_IDS, age), prefix, parts)
+                if not text.startswith("- "):
+                    continue  # the legend
+                prefix, parts = _split_id_line(text)  # an older summary's ``- (#3) query_kb: a b`` too
+                parts = tuple(x for x in expand_grouped(" ".join(parts)).split() if x not in elsewhere)
+                older = prefix.endswith(PARTS_LABEL + ": ")
+                main = tuple(x for x in parts if not older and not _is_part_id(x))
+                if main:
+                    yield _id_item((-1, k), (_T_IDS, age), main)
+                if len(main) < len(parts):
+                    yield _id_item((-1, k), (_T_PART_IDS, age), tuple(x for x in parts if x not in main))
                 continue
             yield self._request_item(_Item(sec, (-1, k), (tiers[sec], age), text, truncatable=True)) if sec == _S_REQUESTS else _Item(
                 sec, (-1, k), (tiers[sec], age), text, truncatable=sec in (_S_CONCLUSIONS, _S_PREVIOUS, _S_INSTRUCTED, _S_FACTS)
@@ -299,25 +309,32 @@ class ExtractiveSummarizer:
         kept: list[_Item] = []
         used = prose = self._count(header) + 1 if header else 0  # the whole estimate, and that of the non-identifier part
         sections: set[str] = set()
+        grouped = _GroupedCost(self._count)
         for item in sorted(items, key=lambda it: it.rank):
             heading = 0 if item.section in sections else self._count(f"\n## {item.section}\n") + 1
-            cost = self._count(item.text) + 1 + heading
             is_id = bool(item.parts)
+            if is_id and heading:
+                heading += self._count(GROUPED_LEGEND) + 1
+            cost = (grouped.cost(item.parts) if is_id else self._count(item.text) + 1) + heading
             limit = total - used if is_id else min(total - used, max_tokens - prose)
             if cost <= limit:
                 kept.append(item)
                 sections.add(item.section)
                 used += cost
                 prose += 0 if is_id else cost
+                if is_id:
+                    grouped.add(item.parts)
                 continue
-            room = limit - heading - 1
+            room = limit - heading
             if is_id:
-                part = self._fit_parts(item, room)
+                part = self._fit_parts(item, room, grouped)
                 if part is not None:
                     kept.append(part)
                     sections.add(item.section)
-                    used += self._count(part.text) + 1 + heading
+                    used += grouped.cost(part.parts) + heading
+                    grouped.add(part.parts)
                 continue
+            room -= 1
             if item.truncatable and room >= _MIN_TRUNCATED_TOKENS:
                 kept.append(replace(item, text=self._truncate(item.text, room), full=None))  # never an id: not truncatable
                 sections.add(item.section)
@@ -335,6 +352,8 @@ class ExtractiveSummarizer:
         text = _render(kept, header)
         if kept != fitted and not self._fits(kept, text, max_tokens, total, header):  # the estimate was short: no item pays for them
             kept, text = fitted, _render(fitted, header)
+        if self._count(text) > total and any(it.parts for it in kept):  # the grouped estimate was short: the last identifiers go
+            kept, text = self._trim_identifiers(kept, total, header)
         while kept and kept[-1].rank[0] != _T_MANDATORY and not self._fits(kept, text, max_tokens, total, header):
             drop = len(kept) - 1
             if self._count(text) <= total:  # only the part without identifiers is over: drop its last item
@@ -352,16 +371,44 @@ class ExtractiveSummarizer:
             return False
         return total == max_tokens or self._count(_render([it for it in kept if not it.parts], header)) <= max_tokens
 
-    def _fit_parts(self, item: _Item, room: int) -> _Item | None:
-        """``item`` with as many of its first identifiers as fit ``room`` tokens, or ``None``."""
+    def _fit_parts(self, item: _Item, room: int, grouped: "_GroupedCost") -> _Item | None:
+        """``item`` with as many of its first identifiers as fit ``room`` tokens (estimated as
+        they join the section's groups), or ``None``."""
         lo, hi = 0, len(item.parts) - 1
         while lo < hi:
             mid = (lo + hi + 1) // 2
-            if self._count(item.prefix + " ".join(item.parts[:mid])) <= room:
+            if grouped.cost(item.parts[:mid]) <= room:
                 lo = mid
             else:
                 hi = mid - 1
-        return _id_item(item.order, item.rank, item.prefix, item.parts[:lo]) if lo else None
+        return _id_item(item.order, item.rank, item.parts[:lo]) if lo else None
+
+    def _trim_identifiers(self, kept: list[_Item], total: int, header: str | None) -> tuple[list[_Item], str]:
+        """``kept`` (sorted by rank) keeping the most identifiers, most important first, whose
+        rendering fits ``total`` tokens exactly (the other items as they are)."""
+        order = [(k, j) for k, it in enumerate(kept) if it.parts for j in range(len(it.parts))]
+
+        def keep(n: int) -> list[_Item]:
+            last: dict[int, int] = {}
+            for k, j in order[:n]:
+                last[k] = j + 1
+            out = []
+            for k, it in enumerate(kept):
+                if not it.parts:
+                    out.append(it)
+                elif k in last:
+                    out.append(it if last[k] == len(it.parts) else _id_item(it.order, it.rank, it.parts[: last[k]]))
+            return out
+
+        lo, hi = 0, len(order)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._count(_render(keep(mid), header)) <= total:
+                lo = mid
+            else:
+                hi = mid - 1
+        out = keep(lo)
+        return out, _render(out, header)
 
     def _truncate(self, text: str, max_tokens: int) -> str:
         """The longest head of ``text`` that fits ``max_tokens`` together with the omission marker."""
@@ -433,8 +480,39 @@ def _is_part_id(ident: str) -> bool:
     return key == "chunk_id" if sep else ident.lower().startswith(("chunk-", "chunk_"))
 
 
-def _id_item(order: tuple[int, int], rank: tuple[float, int], prefix: str, parts: tuple[str, ...]) -> _Item:
-    return _Item(_S_IDS, order, rank, prefix + " ".join(parts), parts=parts, prefix=prefix)
+def _id_item(order: tuple[int, int], rank: tuple[float, int], parts: tuple[str, ...]) -> _Item:
+    """The identifiers one message showed (rendered with the whole section's, grouped: :func:`_render`)."""
+    return _Item(_S_IDS, order, rank, " ".join(parts), parts=parts)
+
+
+class _GroupedCost:
+    """The estimated tokens identifiers add to the identifier section as they join it, written
+    grouped (:func:`engine.specifics.group_identifiers`): a new group costs its line, a member
+    of an open group its text after a comma (the second member also the braces)."""
+
+    def __init__(self, count: Callable[[str], int]) -> None:
+        self._count = count
+        self.members: dict[tuple[str, str] | str, int] = {}
+
+    def cost(self, parts: Iterable[str]) -> int:
+        extra = 0
+        pending: dict[tuple[str, str] | str, int] = {}
+        for x in parts:
+            split = group_key(x)
+            key: tuple[str, str] | str = x if split is None else (split[0], split[2])
+            n = self.members.get(key, 0) + pending.get(key, 0)
+            if n == 0:
+                extra += self._count("- " + x) + 1
+            elif split is not None:
+                extra += self._count("," + split[1]) + (2 if n == 1 else 0)
+            pending[key] = pending.get(key, 0) + 1
+        return extra
+
+    def add(self, parts: Iterable[str]) -> None:
+        for x in parts:
+            split = group_key(x)
+            key: tuple[str, str] | str = x if split is None else (split[0], split[2])
+            self.members[key] = self.members.get(key, 0) + 1
 
 
 def _identifier_groups(msgs: list[Message], visible: set[str]) -> tuple[list[tuple[int, Message, list[str]]], set[str], set[str]]:
@@ -459,25 +537,26 @@ def _identifier_groups(msgs: list[Message], visible: set[str]) -> tuple[list[tup
 
 
 def _identifier_lines(groups: list[tuple[int, Message, list[str]]], parts_of: set[str], n: int) -> Iterable[_Item]:
-    """One identifier line per group (``- (#12) query_kb: …``), its part ids on a ``parts`` line of their own."""
-    for i, m, found in groups:
+    """One identifier item per group (the identifiers a message showed first), its part ids in
+    an item of their own, ranked after every other identifier."""
+    for i, _m, found in groups:
         main = tuple(x for x in found if x not in parts_of)
         part = tuple(x for x in found if x in parts_of)
         if main:
-            yield _id_item((i, 0), (_T_IDS, n - i), f"- {_ref(m)}{_source(m)}: ", main)
+            yield _id_item((i, 0), (_T_IDS, n - i), main)
         if part:
-            yield _id_item((i, 1), (_T_PART_IDS, n - i), f"- {_ref(m)}{_source(m)}{PARTS_LABEL}: ", part)
+            yield _id_item((i, 1), (_T_PART_IDS, n - i), part)
 
 
 def _without(item: _Item, shown: set[str]) -> _Item:
     """An identifier line without the identifiers ``shown`` elsewhere (empty text when none is left)."""
     parts = tuple(x for x in item.parts if x not in shown)
-    return item if parts == item.parts else (_id_item(item.order, item.rank, item.prefix, parts) if parts else replace(item, text="", parts=()))
+    return item if parts == item.parts else (_id_item(item.order, item.rank, parts) if parts else replace(item, text="", parts=()))
 
 
 def _listed_forms(texts: Iterable[str]) -> set[str]:
-    """The identifiers ``texts`` show, as found and in their listed form."""
-    found = extract_identifiers("\n".join(texts))
+    """The identifiers ``texts`` show (a grouped form read back), as found and in their listed form."""
+    found = extract_identifiers(expand_grouped("\n".join(texts)))
     return set(found) | {_shown_form(x) for x in found}
 
 
@@ -531,7 +610,11 @@ def _render(items: list[_Item], header: str | None = HEADER) -> str:
     out = [header] if header else []
     for section in _SECTION_ORDER:
         chosen = sorted((it for it in items if it.section == section), key=lambda it: it.order)
-        if chosen:
+        if chosen and section == _S_IDS:
+            lines = group_identifiers(x for it in chosen for x in it.parts)
+            out.append(f"\n## {section}")
+            out.extend(([GROUPED_LEGEND] if any("{" in x for x in lines) else []) + [f"- {x}" for x in lines])
+        elif chosen:
             out.append(f"\n## {section}")
             out.extend(it.text for it in chosen)
     return "\n".join(out) if header else "\n".join(out).lstrip("\n")

@@ -173,6 +173,16 @@ def test_kept_means_shown_again_in_another_form() -> None:
     assert [d.value for d in out.dropped] == ["doc-12", "5 ms"]
 
 
+def test_a_summarys_grouped_identifiers_are_read_back_whole() -> None:
+    # the extractive summary writes ids sharing a head grouped (a shell's brace expansion): they are kept
+    before = ["Found /srv/app/main.py, /srv/app/util.py, /srv/app/cli.py, doc-123456 and doc-123457."]
+    out = dropped_specifics(before=before, summary="- /srv/app/{main,util}.py\n- doc-{123456,123457}", after=[], referenced=[])
+    assert [d.value for d in out.dropped] == ["/srv/app/cli.py"] and out.seen == 5
+    # a previous summary's grouped form is what it showed, member by member, not "/srv/app/"
+    out = dropped_at_compaction(summarized=[user("next", id=9)], previous_summary="- /srv/app/{main,util}.py", summary="- /srv/app/main.py", kept=[])
+    assert [d.value for d in out.dropped] == ["/srv/app/util.py"] and out.seen == 2
+
+
 def test_the_previous_summary_counts_as_before() -> None:
     out = dropped_specifics(before=["new range", "Previous summary: see https://x.org/report"], summary="a new summary", after=[])
     assert [(d.kind, d.value) for d in out.dropped] == [("url", "https://x.org/report")]
