@@ -152,6 +152,8 @@ class Compactor:
         #: the incremental snapshots (:class:`engine.snapshots.SnapshotCache`) the Service shares;
         #: None reads and measures every snapshot whole
         self.snapshots: Any = None
+        self._measured: dict[str, tuple[tuple[Any, ...], Measured]] = {}  # thread -> (what, its measure)
+        self._resolved: tuple[tuple[Any, ...], ResolvedPolicy] | None = None
 
     def _snapshot(self, thread: str) -> Snapshot:
         """The thread's snapshot for the automatic paths (no busy check), read incrementally."""
@@ -159,12 +161,19 @@ class Compactor:
 
     # -- measuring ------------------------------------------------------------------------
     def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
-        provider = provider or snapshot.provider
-        model = model or snapshot.model
+        """The snapshot measured for a route; the same (immutable) snapshot object with the same
+        route, notes and policies again: the last :class:`Measured` (an unchanged thread's check)."""
+        provider, model = provider or snapshot.provider, model or snapshot.model
+        how, last = (snapshot, provider, model, tuple(ephemeral), self.policies), self._measured.get(snapshot.thread)
+        if last is None or last[0][0] is not snapshot or last[0][4] is not self.policies or last[0] != how:
+            self._measured = self._measured if len(self._measured) < 64 else {}  # bounded: each holds a snapshot
+            last = self._measured[snapshot.thread] = (how, self._measure(snapshot, ephemeral=ephemeral, provider=provider, model=model))
+        return last[1]
+
+    def _measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message], provider: str | None, model: str | None) -> Measured:
         # a window the thread's source reported (Codex) counts for the thread's own model (§7)
         reported = snapshot.reported_context_window if model == snapshot.model else None
-        policy = self.policies.resolve(provider, model, reported_window=reported, reported_by=snapshot.source_format if reported else None,
-                                       thread=snapshot.thread_policy)
+        policy = self._resolve(provider, model, reported, snapshot.source_format if reported else None, snapshot.thread_policy)
         meter = default_meter(model)
         if self.snapshots is not None:  # the cache's latest snapshot: O(new messages); any other: whole
             surface, env, measurement = self.snapshots.measure(snapshot, meter, ephemeral=ephemeral)
@@ -172,6 +181,13 @@ class Compactor:
         surface = build_surface(snapshot, ephemeral=ephemeral)
         env = envelope_of(snapshot, surface)
         return Measured(snapshot, surface, env, meter.measure(env), policy, meter)
+
+    def _resolve(self, provider: str | None, model: str | None, reported: int | None, reported_by: str | None, thread: Any) -> ResolvedPolicy:
+        """``policies.resolve`` (pure; the policies are immutable), the last answer kept."""
+        key, last = (self.policies, provider, model, reported, reported_by, thread), self._resolved
+        if last is None or last[0][0] is not self.policies or last[0] != key:
+            last = self._resolved = (key, self.policies.resolve(provider, model, reported_window=reported, reported_by=reported_by, thread=thread))
+        return last[1]
 
     # -- §2 pressure ----------------------------------------------------------------------
     def check(self, snap: Snapshot, routed: ModelRequest | None, run: RunState) -> Outcome | Measured:

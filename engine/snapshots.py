@@ -1,20 +1,20 @@
+# Over 800 lines: the held path (pressure), the streamed path (status), the stream worker and an imported thread's source view share one entry and one tally; the source view (_source_view and its helpers, ~150 lines) could move to a module of its own.
 """Incremental snapshots and measurements per thread: a check costs O(new messages), not O(thread).
 
-A :class:`SnapshotCache` keeps, per thread, what the last read saw: the compaction state (boundary,
-generation, …), the id of the newest message read, and per encoding a :class:`Tally` — running
-per-category token totals of the history part of the surface, the token count of every message
-(ids and counts in two flat arrays, 12 bytes a message) and the little state that decides what
-:func:`engine.surface.build_surface` leaves out (closing markers whose call is behind the boundary,
-matched as :func:`engine.units.place_closing_markers` does; whether the synthetic user message is
-needed). Every check reads the key from the database in one consistent read transaction on a plain
-connection (:func:`engine.store.reads.thread_reading`: one query for the key, no ORM session), so a
-compaction or prune made by another process is seen (nothing is trusted from memory), then
-
-- same state (generation, boundary, summary …): only the messages with an id above the last one
-  seen are read (messages are never changed, and their ids grow under the conversation lock) and
-  each costs one count; when the conversation row's newest message id (recorded by the write door
-  with every append) is the last one seen, not even that read is made;
-- another state (a prune or a summary): the entry is dropped and measured again.
+A :class:`SnapshotCache` keeps, per thread, what the last read saw: the compaction state, the id of
+the newest message read, and per encoding a :class:`Tally` (running per-category token totals of
+the surface's history part, every message's count in two flat arrays of 12 bytes a message, and
+what :func:`engine.surface.build_surface` leaves out: closing markers whose call is behind the
+boundary, as :func:`engine.units.place_closing_markers`; whether the synthetic user message is
+needed). Nothing is trusted from memory: every check reads the database (another process may have
+compacted or pruned), in one consistent read transaction (:func:`engine.store.reads.thread_reading`),
+then an unchanged state reads only the messages above the last one seen (never changed; ids grow
+under the conversation lock), none when the conversation row's newest message id (recorded by the
+write door with every append) is the last seen; another state (a prune, a summary) is measured
+again. The pressure path first makes one statement on a driver connection
+(:func:`engine.store.reads.quick_thread_read`: the key row and the newest completed request, a few
+µs): the same version is answered with the held snapshot, a version that only grew by messages
+with them, anything else with the transaction above.
 
 Two kinds of entries. A *held* entry (:meth:`SnapshotCache.snapshot`, the pressure path) keeps the
 snapshot's messages and the shown history, since the compactor and the model need them; its
@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
 from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
 from .store import Store
-from .store.reads import CountedRow, ThreadReader, thread_reading
+from .store.reads import CountedRow, ThreadReader, ThreadVersion, quick_thread_read, thread_reading
 from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .units import is_closing_marker, place_closing_markers
 from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
@@ -179,7 +179,7 @@ class ThreadMeasure:
 
 
 class _Entry:
-    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages", "row", "measured", "source")
+    __slots__ = ("head", "last_id", "tallies", "snapshot", "shown", "messages", "row", "measured", "source", "version", "routed")
 
     def __init__(self, head: Snapshot) -> None:
         self.head = head  # messages=(): state, configuration, offloads, current request
@@ -194,6 +194,9 @@ class _Entry:
         self.messages: tuple[Message, ...] | None = None  # held: the stored messages after the boundary
         #: (what it depends on, the source view) of an imported thread (see :func:`_source_view`)
         self.source: tuple[Any, SourceView] | None = None
+        #: held: the database's version ``snapshot`` is of, and the route (newest completed request)
+        self.version: ThreadVersion | None = None
+        self.routed: ModelRequest | None = None
 
     @property
     def held(self) -> bool:
@@ -290,14 +293,21 @@ class SnapshotCache:
     def _held(self, thread: str, *, with_busy: bool, with_route: bool, reader: ThreadReader | None = None) -> tuple[Snapshot, ModelRequest | None]:
         with self._key_lock(thread):
             entry = self._get(thread)
+            if (reader is None and not with_busy and entry is not None and entry.held and entry.version is not None
+                    and entry.snapshot is not None and entry.snapshot.busy_reason is None):
+                quick = self._quick(thread, entry)  # (_get moved the entry to the end already)
+                if quick is not None:
+                    return quick, entry.routed if with_route else None
             with (nullcontext(reader) if reader is not None else thread_reading(self.store, thread)) as reader:
-                routed = reader.last_completed_request() if with_route else None
+                version = reader.version()  # the key and the newest completed request, in this read
+                routed = version.last_completed_request() if version is not None else None
                 if entry is not None and entry.held and entry.snapshot is not None and reader.row == entry.row and _nothing_new(reader, entry):
                     # the same key row: no configuration, state or message changed since the last read
                     busy = reader.busy_reason() if with_busy else None
                     if busy == entry.snapshot.busy_reason:
+                        entry.version, entry.routed = version, routed
                         self._put(thread, entry)
-                        return entry.snapshot, routed
+                        return entry.snapshot, routed if with_route else None
                 head, valid = self._read_head(reader, entry, with_busy=with_busy)
                 if not valid or entry is None or not entry.held:
                     entry = self._cold_held(reader, head)
@@ -306,12 +316,34 @@ class SnapshotCache:
                     if entry.head.current_request is not head.current_request:
                         head = replace(head, current_request=entry.head.current_request)
                 entry.row = reader.row
+                entry.version, entry.routed = version, routed
             snap = replace(head, messages=entry.messages)  # type: ignore[arg-type]
             entry.head = head
             entry.snapshot = snap
             entry.measured = None
             self._put(thread, entry)
-            return snap, routed
+            return snap, routed if with_route else None
+
+    def _quick(self, thread: str, entry: _Entry) -> Snapshot | None:
+        """The held snapshot after :func:`engine.store.reads.quick_thread_read`: the entry's own for
+        the same version, extended when only messages were appended (no user message: the current
+        request would change); None for anything else (the caller reads in one transaction)."""
+        known = entry.version
+        assert known is not None and entry.snapshot is not None
+        try:
+            version, new = quick_thread_read(self.store, thread, known, entry.last_id, self.page)
+        except Exception:  # noqa: BLE001 - the full read comes next and says what the database failure is
+            log.debug("quick read of %r failed; reading it whole", thread, exc_info=True)
+            return None
+        if version is not None and version.values == known.values:
+            return entry.snapshot
+        if version is None or not new or new[-1].id != version.last_message_id or any(m.role == "user" for m in new):
+            return None
+        self._append_held(entry, new)
+        entry.version = version
+        entry.measured = None
+        entry.snapshot = replace(entry.snapshot, messages=entry.messages)  # type: ignore[arg-type]
+        return entry.snapshot
 
     def _cold_held(self, reader: ThreadReader, head: Snapshot) -> _Entry:
         entry = _Entry(head)
@@ -331,6 +363,11 @@ class SnapshotCache:
             return
         if any(m.role == "user" for m in new):  # the current request may have changed
             entry.head = replace(entry.head, current_request=reader.last_user_message())
+        self._append_held(entry, new)
+
+    @staticmethod
+    def _append_held(entry: _Entry, new: list[Message]) -> None:
+        """Add ``new`` (read in id order after ``entry.last_id``) to a held entry and its tallies."""
         assert entry.messages is not None and entry.shown is not None
         entry.messages = entry.messages + tuple(new)
         shown_new = shown_messages(new, entry.head.offloads)
@@ -398,6 +435,7 @@ class SnapshotCache:
                         ordered = shown_messages(entry.messages or (), head.offloads)
                         tally.add(ordered, meter.count_messages(ordered))
                     entry.snapshot = replace(head, messages=entry.messages)  # type: ignore[arg-type]
+                    entry.version = None  # not read here: the next pressure read reads the thread whole
                 else:
                     if not valid or entry is None or meter.encoding_name not in entry.tallies:
                         entry = _Entry(replace(head, messages=()))

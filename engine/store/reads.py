@@ -13,7 +13,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
-from sqlalchemy import Connection, Select, Text, and_, bindparam, case, func, select, type_coerce
+from sqlalchemy import Connection, LargeBinary, Select, Text, and_, bindparam, case, cast, func, select, type_coerce
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -537,6 +537,10 @@ class ThreadReader:
         rows = self.conn.execute(_OFFLOADS_AFTER, {"cid": self.row.id, "after": _NO_ID_BELOW if boundary is None else boundary})
         return {r.message_id: offload_record(r) for r in rows}
 
+    def version(self) -> "ThreadVersion | None":
+        """The thread's :class:`ThreadVersion` in this read (what :func:`quick_thread_read` compares)."""
+        return thread_version_in(self.conn, self.row.thread_key)
+
     def last_completed_request(self) -> ModelRequest | None:
         """The newest completed model request (``Store.last_completed_request``), in this read."""
         row = self.conn.execute(_LAST_COMPLETED, {"cid": self.row.id}).first()
@@ -614,3 +618,145 @@ def corrupt_from(exc: Exception) -> CorruptRow | None:
     if isinstance(exc, ValueError) and "isoformat" in detail:
         return CorruptRow(None, None, None, f"a timestamp that cannot be read ({detail.split(':', 1)[-1].strip()[:60]})")
     return None
+
+
+# -- the quick read of the pressure check ----------------------------------------------------------
+
+
+class _RawStatement:
+    """A SELECT compiled once for the store's dialect and run on the driver's own cursor, its rows
+    given SQLAlchemy's own result processing (the column types' result processors: the same values
+    a Core execution gives). What the per-step pressure check uses to see that nothing changed: a
+    Core execution costs some 30 µs of Python per statement, this a few."""
+
+    __slots__ = ("sql", "names", "defaults", "processors", "positional")
+
+    def __init__(self, stmt: Select[Any], dialect: Any) -> None:
+        compiled = stmt.compile(dialect=dialect)
+        self.sql = compiled.string
+        self.positional = compiled.positiontup if compiled.positional else None
+        self.defaults = {name: bind.value for bind, name in compiled.bind_names.items()}  # the literals (LIMIT 1, 'ok')
+        self.names = tuple(c.key for c in stmt.selected_columns)
+        self.processors = tuple(c.type._cached_result_processor(dialect, None) for c in stmt.selected_columns)
+
+    def rows(self, cursor: Any, params: Mapping[str, Any], *, process: bool = True) -> list[tuple[Any, ...]]:
+        """The rows for ``params``; ``process=False``: as the driver gives them."""
+        merged = {**self.defaults, **params}
+        cursor.execute(self.sql, tuple(merged[n] for n in self.positional) if self.positional is not None else merged)
+        procs = self.processors
+        if not process or not any(procs):
+            return [tuple(r) for r in cursor.fetchall()]
+        return [tuple(v if p is None else p(v) for p, v in zip(procs, r)) for r in cursor.fetchall()]
+
+
+_REQUEST_COLUMNS = tuple(_REQUESTS.c)
+_OK = _REQUESTS.alias("ok")
+_NEWEST_OK = (
+    select(_OK.c.id).where(_OK.c.conversation_id == _CONVERSATIONS.c.id, _OK.c.outcome == "ok")
+    .order_by(_OK.c.id.desc()).limit(1).correlate(_CONVERSATIONS).scalar_subquery()
+)
+_KEY_WIDTH = len(_THREAD_KEY.selected_columns)
+#: a thread's version: its key (:data:`_THREAD_KEY`'s columns) and its newest completed request
+#: (:data:`_LAST_COMPLETED`'s columns, NULLs when there is none) in one statement
+def _version_statement(blobs: bool) -> Select[Any]:
+    """``blobs`` (SQLite): the long texts (system prompt, tools, summary) read as their bytes, which
+    compare the same and cost no UTF-8 decoding (a 20 kB summary: some 10 µs a read)."""
+    big = ("system_prompt", "tools", "summary")
+    key = [cast(c, LargeBinary).label(c.key) if blobs and c.key in big else c for c in _THREAD_KEY.selected_columns]
+    return (
+        select(*key, *_REQUEST_COLUMNS)
+        .select_from(_CONVERSATIONS.outerjoin(_STATES, _STATES.c.conversation_id == _CONVERSATIONS.c.id)
+                     .outerjoin(_REQUESTS, _REQUESTS.c.id == _NEWEST_OK))
+        .where(_CONVERSATIONS.c.thread_key == bindparam("key"))
+    )
+
+
+_VERSION = {blobs: _version_statement(blobs) for blobs in (True, False)}
+#: positions of the message counters in a version (an append changes these and nothing else)
+_COUNTERS = tuple(i for i, c in enumerate(_THREAD_KEY.selected_columns) if c.key in ("message_count", "last_message_id"))
+_REQUEST_ROW = NamedTuple("_REQUEST_ROW", [(c.key, Any) for c in _REQUEST_COLUMNS])  # type: ignore[misc]
+
+
+class ThreadVersion:
+    """What :func:`quick_thread_read` compares: a thread's key row and newest completed request as
+    the driver gives them (equal values: the same snapshot, the same route)."""
+
+    __slots__ = ("values", "_processors")
+
+    def __init__(self, values: tuple[Any, ...], processors: Sequence[Any]) -> None:
+        self.values = values
+        self._processors = processors
+
+    @property
+    def stable(self) -> tuple[Any, ...]:
+        """The key without the message counters (equal: only messages were appended)."""
+        return tuple(v for i, v in enumerate(self.values[:_KEY_WIDTH]) if i not in _COUNTERS)
+
+    @property
+    def last_message_id(self) -> int | None:
+        return _lenient_int(self.values[_COUNTERS[1]])
+
+    @property
+    def request(self) -> tuple[Any, ...]:
+        return self.values[_KEY_WIDTH:]
+
+    def last_completed_request(self) -> ModelRequest | None:
+        """The newest completed request this version holds (``ThreadReader.last_completed_request``:
+        the same values, through the columns' result processors)."""
+        row = self.request
+        if row[0] is None:
+            return None
+        procs = self._processors[_KEY_WIDTH:]
+        return model_request_record(_REQUEST_ROW(*(v if p is None else p(v) for p, v in zip(procs, row))))  # type: ignore[arg-type]
+
+
+_RAW: dict[tuple[str, str], _RawStatement] = {}
+
+
+def _raw(name: str, stmt: Select[Any], dialect: Any) -> _RawStatement:
+    found = _RAW.get((dialect.name, name))
+    if found is None:
+        found = _RAW[dialect.name, name] = _RawStatement(stmt, dialect)
+    return found
+
+
+def thread_version_in(conn: Connection, key: str) -> ThreadVersion | None:
+    """The thread's :class:`ThreadVersion` read on ``conn``, in its transaction (the version of what
+    a :class:`ThreadReader` on that connection reads); None when there is no such thread."""
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        statement = _raw("version", _VERSION[conn.dialect.name == "sqlite"], conn.dialect)
+        rows = statement.rows(cursor, {"key": key}, process=False)
+    finally:
+        cursor.close()
+    return ThreadVersion(rows[0], statement.processors) if rows else None
+
+
+def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | None, limit: int) -> tuple[ThreadVersion | None, list[Message] | None]:
+    """The per-step pressure check's read: thread ``key``'s version and, when it differs from
+    ``known`` by appended messages only (the same key and request but the counters), the messages
+    with an id above ``after`` (at most ``limit``) up to the version's last message id; else None
+    for them. Run on a pooled driver connection, each statement on its own (a message is never
+    changed and its id grows under the conversation lock, so the messages up to the version's last
+    message id are the version's). (None, None) when the thread is gone."""
+    raw = store.engine.raw_connection()
+    try:
+        cursor = raw.cursor()  # closed with the connection
+        dialect = store.engine.dialect
+        statement = _raw("version", _VERSION[dialect.name == "sqlite"], dialect)
+        rows = statement.rows(cursor, {"key": key}, process=False)
+        if not rows:
+            return None, None
+        version = ThreadVersion(rows[0], statement.processors)
+        if version.values == known.values or version.stable != known.stable or version.request != known.request:
+            return version, None
+        upto = version.last_message_id
+        text = dialect.name == "sqlite"
+        got = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect).rows(
+            cursor, {"cid": version.values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
+        if len(got) >= limit:  # more than a page: the caller reads them in pages
+            return version, None
+        messages = [message_from_text_row(r) if text else build_message(*r) for r in got]
+        return version, [m for m in messages if upto is not None and m.id is not None and m.id <= upto]
+    finally:
+        raw.close()

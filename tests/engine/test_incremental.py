@@ -14,6 +14,7 @@ from typing import Any, Sequence
 
 import pytest
 
+from engine import snapshots
 from engine.compactor import RunState
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
@@ -79,8 +80,17 @@ def count_reads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
         sizes.append(len(out))
         return out
 
+    real_quick = snapshots.quick_thread_read
+
+    def spy_quick(store: Any, key: str, known: Any, after: int | None, limit: int) -> Any:
+        version, new = real_quick(store, key, known, after, limit)
+        if new is not None:  # the quick read of the held path read these messages
+            sizes.append(len(new))
+        return version, new
+
     monkeypatch.setattr(ThreadReader, "messages_after", spy)
     monkeypatch.setattr(ThreadReader, "counted_messages_after", spy_counted)
+    monkeypatch.setattr(snapshots, "quick_thread_read", spy_quick)
     return sizes
 
 

@@ -1,0 +1,143 @@
+"""The per-step pressure check's quick path against a cold measure, with another writer in between.
+
+The check (``Compactor.pressure``) answers an unchanged thread from one version read (the key row
+and the newest completed request, :func:`engine.store.reads.quick_thread_read`) and the last
+measurement of the same snapshot, and a thread that only grew by messages from that read plus the
+new messages. Every answer here is compared with a cold measure: ``Store.snapshot`` read whole,
+``build_surface`` → ``envelope_of`` → ``TokenMeter.measure`` for the routed model, and the route
+with ``Store.last_completed_request``. The other writer is a second Service on the same database:
+it appends, completes requests (twice for one request too), compacts by hand, reconfigures, pins.
+SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from engine import snapshots
+from engine.compactor import Outcome, RunState
+from engine.messages import ToolCall, assistant, tool_result, user
+from engine.meter import default_meter
+from engine.service import Service
+from engine.surface import build_surface, envelope_of
+
+from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
+
+POLICIES = {"context_window": 8_000}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def factory(request: pytest.FixtureRequest) -> Any:
+    return request.getfixturevalue("make_service" if request.param == "sqlite" else "make_pg_service")
+
+
+def cold_tokens(svc: Service, key: str, run: RunState) -> int:
+    """The routed model's measurement of the envelope, read and measured whole (no cache)."""
+    snap = svc.store.snapshot(key, with_busy=False)
+    routed = svc.store.last_completed_request(key)
+    assert routed is not None
+    return default_meter(routed.model).measure(envelope_of(snap, build_surface(snap, ephemeral=run.ephemeral))).total
+
+
+def assert_exact(a: Service, key: str, run: RunState) -> Outcome:
+    """``a``'s pressure check (through its cache) gives the cold measure's tokens, and its read the
+    stored snapshot and route."""
+    out = a.compactor.pressure(key, run)
+    assert out.reason == "below_threshold", out.reason
+    assert out.tokens_before == cold_tokens(a, key, run)
+    snap, routed = a.snapshots.pressure_read(key)
+    assert snap == a.store.snapshot(key, with_busy=False)
+    assert routed == a.store.last_completed_request(key)
+    return out
+
+
+def full_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records every whole read (one transaction through ``thread_reading``) the cache makes."""
+    seen: list[str] = []
+    real = snapshots.thread_reading
+
+    def spy(store: Any, key: str) -> Any:
+        seen.append(key)
+        return real(store, key)
+
+    monkeypatch.setattr(snapshots, "thread_reading", spy)
+    return seen
+
+
+def test_the_quick_check_equals_a_cold_measure_whatever_another_service_writes(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = factory(policies=POLICIES), factory(policies=POLICIES)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 12)
+    run = RunState(run_id=None)
+    run.add_ephemeral("Reminder: answer in English.")
+    first = assert_exact(a, key, run)
+    reads = full_reads(monkeypatch)
+
+    # unchanged: one version read, no whole read, the same measurement
+    again = a.compactor.pressure(key, run)
+    assert reads == [] and again.measured is first.measured
+    assert_exact(a, key, run)
+
+    # messages appended by b (no user message): the quick read takes them, no whole read
+    b.store.append_message(key, assistant("a note from the other service"))
+    grown = assert_exact(a, key, run)
+    call = ToolCall("call-q1", "query_kb", '{"query": "doc-42 owner"}')
+    b.store.append_messages(key, [assistant("Looking it up.", call), tool_result(call.id, filler(300, "result"), name="query_kb")])
+    rounds = assert_exact(a, key, run)
+    assert reads == [] and first.tokens_before < grown.tokens_before < rounds.tokens_before
+
+    # a new completed request by b: the route changes, read whole
+    rid = b.store.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
+    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2000, reported_completion_tokens=5)
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 2000
+    # the same request completed again with other usage: the route's record changes too
+    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2100, reported_completion_tokens=5)
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 2100
+    # a message and a completed request between two checks (a step of another driver)
+    b.store.append_message(key, assistant("the other driver's answer"))
+    rid = b.store.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
+    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2200, reported_completion_tokens=5)
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[1].id == rid
+
+    # a compaction by hand from b: the boundary moves, a sees the compacted surface at once
+    before = assert_exact(a, key, run).tokens_before
+    done = b.compactor.manual(key)
+    assert done.status == "completed", done
+    after = assert_exact(a, key, run)
+    assert after.tokens_before < before and a.store.snapshot(key).state.boundary is not None
+
+    # configuration and pins by b
+    with b.store.locked(key) as tx:
+        tx.configure(system_prompt="You are a terse support agent who answers in one line.")
+    assert_exact(a, key, run)
+    last = a.store.snapshot(key).messages[-1].id
+    assert last is not None
+    with b.store.locked(key) as tx:
+        tx.pin(last, operator="test")
+    assert_exact(a, key, run)
+
+    # a user message: the current request changes (read whole), then unchanged again
+    b.store.append_message(key, user("And who owns doc-42 now?"))
+    assert_exact(a, key, run)
+    del reads[:]
+    assert_exact(a, key, run)
+    assert reads == []
+
+
+def test_a_busy_snapshot_is_not_served_to_the_pressure_path(factory: Any, new_key: Any) -> None:
+    """A snapshot read with its busy reason (status) is never the quick path's answer (which reads
+    no busy reason)."""
+    svc = factory(policies=POLICIES)
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 2)
+    svc.store.start_run(key)
+    assert svc.snapshots.snapshot(key, with_busy=True).busy_reason == "running"
+    assert svc.snapshots.snapshot(key).busy_reason is None
+    assert svc.snapshots.pressure_read(key)[0] == svc.store.snapshot(key, with_busy=False)
