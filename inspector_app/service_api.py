@@ -1,10 +1,13 @@
-"""What the inspector needs from ``engine.service.Service``: exactly the methods it calls.
+"""What the inspector needs from ``engine.service.Service``: exactly the facet methods it calls.
 
-:class:`InspectorService` is a :class:`typing.Protocol`; ``engine.service.Service`` and the GUI
-tests' fake both satisfy it, and ``tests/gui/test_service_api.py`` checks that the three agree on
-every method's parameters (names, kinds, defaults). The client calls a service through these
-methods, not through method-name strings: ``await client.call(InspectorService.status, key)``,
-so renaming a method breaks the import or the type check, not a click at run time.
+:class:`InspectorService` is a :class:`typing.Protocol` with one attribute per facet the inspector
+uses (``threads``, ``reads``, ``compaction``, ``steering``, ``imports``), each itself a Protocol
+(:class:`ThreadsFacet`, :class:`ReadsAPI`, :class:`CompactionAPI`, :class:`SteeringAPI`,
+:class:`ImportsAPI`); ``engine.service.Service`` and the GUI tests' fake both satisfy it, and
+``tests/gui/test_service_api.py`` checks that the three agree on every method's parameters (names,
+kinds, defaults). The client calls a service through these methods, not through method-name
+strings: ``await client.call(CompactionAPI.status, key)`` runs ``service.compaction.status(key)``,
+so renaming or moving a method breaks the import or the type check, not a click at run time.
 """
 
 from __future__ import annotations
@@ -64,13 +67,8 @@ class ThreadsFacet(Protocol):
         ...
 
 
-class InspectorService(Protocol):
-    """The service API the inspector uses (every call runs on a worker thread)."""
-
-    @property
-    def threads(self) -> ThreadsFacet:
-        """The thread list and the fleet view (issue 26): ``engine.fleet.ThreadsFacet``."""
-        ...
+class ReadsAPI(Protocol):
+    """``service.reads`` (``engine.service.ReadsFacet``): a thread, its messages, state, events, offloads and history."""
 
     def thread(self, key: str) -> ThreadInfo:
         """One thread's header (raises ``ThreadNotFound``)."""
@@ -105,6 +103,38 @@ class InspectorService(Protocol):
         """The full text of a pruned result, SHA-256 verified (raises on a missing or altered file)."""
         ...
 
+    def replay(self, key: str) -> list[Episode]:
+        """Overflow-recovery episodes rebuilt from the events."""
+        ...
+
+    def source_compactions(self, key: str) -> list[SourceCompaction]:
+        """The compactions the thread's source recorded (an imported Claude Code, Codex or
+        OpenHands session), in order; empty for a thread written live."""
+        ...
+
+    def request_envelopes(self, key: str) -> Sequence[RequestEnvelope]:
+        """Every recorded model request of the thread, replayed: the envelope the model received
+        at each (surface, summary, previews, ephemeral notes, tokens by category, generation).
+        A lazy sequence: each envelope is rebuilt when indexed, so index it on a worker too."""
+        ...
+
+    def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
+        """One compaction before and after (``compaction``: 1-based ordinal in the thread's
+        compaction list; None: the latest)."""
+        ...
+
+    def compaction_history(self, key: str) -> list[CompactionEntry]:
+        """Every compaction of the thread (engine and the source's), with dropped specifics and cost."""
+        ...
+
+    def export_history(self, key: str, format: str = "md") -> str:
+        """The compaction history as Markdown (``md``) or JSON (``json``)."""
+        ...
+
+
+class CompactionAPI(Protocol):
+    """``service.compaction`` (``engine.service.CompactionFacet``): compact / revert, the pressure figures, the summarizer, what-if."""
+
     def status(self, key: str, *, remember: bool = True) -> PressureStatus:
         """Pressure of the next turn against the threshold, with the busy reason; ``remember``: store its
         figures with the thread (the thread list's pressure column)."""
@@ -127,76 +157,13 @@ class InspectorService(Protocol):
         ``instructions``: what the summary must keep; ``reason``: why (the audit log)."""
         ...
 
-    def pins(self, key: str) -> "list[PinInfo]":
-        """The thread's pinned messages (issue 23)."""
-        ...
-
-    def pin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None, unpin: bool = False) -> "PinChange":
-        """Pin (``unpin``: unpin) a message with its tool round; one audit row."""
-        ...
-
-    def thread_policy(self, key: str) -> "ThreadPolicyView":
-        """The thread's effective policy, each value with where it comes from."""
-        ...
-
-    def set_thread_policy(self, key: str, values: Mapping[str, Any] | None = None, *, unset: Sequence[str] = (),
-                          reason: str | None = None, display_name: str | None = None) -> "ThreadPolicyView":
-        """Set / remove values of the thread's own policy (and its standing instructions); one audit row."""
-        ...
-
     def reload_summarizer(self) -> dict[str, str | None]:
         """Build the summarizer again from the user's settings (after Preferences); who writes now."""
-        ...
-
-    def replay(self, key: str) -> list[Episode]:
-        """Overflow-recovery episodes rebuilt from the events."""
         ...
 
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Tokens of each message as the model sees it (a pruned result as its preview) and the
         full count of each pruned one: the timeline's token badges."""
-        ...
-
-    def source_compactions(self, key: str) -> list[SourceCompaction]:
-        """The compactions the thread's source recorded (an imported Claude Code, Codex or
-        OpenHands session), in order; empty for a thread written live."""
-        ...
-
-    def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
-        """Import one transcript file or directory: one report per session (raises
-        ``ImportFormatError`` when it is not that format)."""
-        ...
-
-    # -- issue #27: the sessions on this machine ---------------------------------------------------
-    def discover_sessions(self, folders: Sequence[str] = (), *, home: str | None = None) -> "list[DiscoveredSession]":
-        """The sessions each tool keeps in its default locations (under ``home``) and in ``folders``,
-        newest first, marked with the threads of this database imported from each."""
-        ...
-
-    def follow_sessions(self, folders: Sequence[str] = (), *, home: str | None = None, on_reports: Any = None,
-                        on_error: Any = None, debounce_ms: int = 400) -> "SessionFollower":
-        """Follow all: import new and growing sessions there as they change (a watcher thread of its
-        own, started; ``stop()`` it); the callbacks are called on that thread."""
-        ...
-
-    # -- issue #14: what compaction kept and dropped, what-if runs, export -----------------------
-    def request_envelopes(self, key: str) -> Sequence[RequestEnvelope]:
-        """Every recorded model request of the thread, replayed: the envelope the model received
-        at each (surface, summary, previews, ephemeral notes, tokens by category, generation).
-        A lazy sequence: each envelope is rebuilt when indexed, so index it on a worker too."""
-        ...
-
-    def compaction_diff(self, key: str, compaction: int | None = None) -> CompactionDiff:
-        """One compaction before and after (``compaction``: 1-based ordinal in the thread's
-        compaction list; None: the latest)."""
-        ...
-
-    def compaction_history(self, key: str) -> list[CompactionEntry]:
-        """Every compaction of the thread (engine and the source's), with dropped specifics and cost."""
-        ...
-
-    def export_history(self, key: str, format: str = "md") -> str:
-        """The compaction history as Markdown (``md``) or JSON (``json``)."""
         ...
 
     def whatif(
@@ -224,13 +191,33 @@ class InspectorService(Protocol):
         """One what-if run per value of ``parameter`` (the other settings from ``settings``)."""
         ...
 
-    # -- issue 23: revert / redo, the audit log, a store that cannot be written ----------------
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> "RevertResult":
         """Revert the thread's last compaction of ours, or redo it after a revert (raises ``ThreadBusy``, ``NotRevertible``)."""
         ...
 
     def revert_target(self, key: str) -> "RevertTarget":
         """What Revert on the thread would do now (``revert`` / ``redo`` / None and why)."""
+        ...
+
+
+class SteeringAPI(Protocol):
+    """``service.steering`` (``engine.service.SteeringFacet``): pins, the thread's own policy, the audit log, access."""
+
+    def pins(self, key: str) -> "list[PinInfo]":
+        """The thread's pinned messages (issue 23)."""
+        ...
+
+    def pin(self, key: str, message_id: int, *, reason: str | None = None, display_name: str | None = None, unpin: bool = False) -> "PinChange":
+        """Pin (``unpin``: unpin) a message with its tool round; one audit row."""
+        ...
+
+    def thread_policy(self, key: str) -> "ThreadPolicyView":
+        """The thread's effective policy, each value with where it comes from."""
+        ...
+
+    def set_thread_policy(self, key: str, values: Mapping[str, Any] | None = None, *, unset: Sequence[str] = (),
+                          reason: str | None = None, display_name: str | None = None) -> "ThreadPolicyView":
+        """Set / remove values of the thread's own policy (and its standing instructions); one audit row."""
         ...
 
     def audit(
@@ -247,15 +234,61 @@ class InspectorService(Protocol):
         """``{"writable", "reason", "words", "operator"}``: whether this store can be written, and why not."""
         ...
 
+
+class ImportsAPI(Protocol):
+    """``service.imports`` (``engine.service.ImportsFacet``): transcript import and the sessions on this machine."""
+
+    def import_file(self, path: str | os.PathLike[str], *, format: str | None = None, thread: str | None = None) -> "list[ImportReport]":
+        """Import one transcript file or directory: one report per session (raises
+        ``ImportFormatError`` when it is not that format)."""
+        ...
+
+    def discover_sessions(self, folders: Sequence[str] = (), *, home: str | None = None) -> "list[DiscoveredSession]":
+        """The sessions each tool keeps in its default locations (under ``home``) and in ``folders``,
+        newest first, marked with the threads of this database imported from each."""
+        ...
+
+    def follow_sessions(self, folders: Sequence[str] = (), *, home: str | None = None, on_reports: Any = None,
+                        on_error: Any = None, debounce_ms: int = 400) -> "SessionFollower":
+        """Follow all: import new and growing sessions there as they change (a watcher thread of its
+        own, started; ``stop()`` it); the callbacks are called on that thread."""
+        ...
+
+
+class InspectorService(Protocol):
+    """The service API the inspector uses (every call runs on a worker thread): one attribute per
+    facet of ``engine.service.Service``, and ``close``."""
+
+    @property
+    def threads(self) -> ThreadsFacet:
+        """The thread list and the fleet view (issue 26): ``engine.fleet.ThreadsFacet``."""
+        ...
+
+    @property
+    def reads(self) -> ReadsAPI: ...
+
+    @property
+    def compaction(self) -> CompactionAPI: ...
+
+    @property
+    def steering(self) -> SteeringAPI: ...
+
+    @property
+    def imports(self) -> ImportsAPI: ...
+
     def close(self) -> None:
         """Release the database and any open resources."""
         ...
 
 
+#: each facet Protocol and the attribute of :class:`InspectorService` (and of ``engine.service.Service``) that holds it
+FACETS: dict[type, str] = {ReadsAPI: "reads", CompactionAPI: "compaction", SteeringAPI: "steering", ImportsAPI: "imports"}
+
+
 #: the facet methods the inspector uses on ``service.threads`` (issue 26)
 THREADS_METHODS: tuple[str, ...] = tuple(name for name, value in vars(ThreadsFacet).items() if callable(value) and not name.startswith("_"))
 
-#: the names of the Protocol's methods (what a service must provide)
-METHODS: tuple[str, ...] = tuple(
-    name for name, value in vars(InspectorService).items() if callable(value) and not name.startswith("_")
-)
+#: the methods of each facet Protocol, by facet attribute (what a service must provide)
+FACET_METHODS: dict[str, tuple[str, ...]] = {
+    attr: tuple(name for name, value in vars(api).items() if callable(value) and not name.startswith("_")) for api, attr in FACETS.items()
+}

@@ -1,7 +1,7 @@
 """The one way the GUI talks to ``engine.service``: every call runs on a worker thread.
 
 The GUI thread never touches the database, the Workdir or a summarizer. Coroutines running on the
-qasync loop ``await client.call(InspectorService.status, key)``: the method is named by the
+qasync loop ``await client.call(CompactionAPI.status, key)``: the method is named by the
 :class:`~inspector_app.service_api.InspectorService` Protocol (not by a string), so arguments and
 result are typed and a renamed method breaks at import or type-check time. The blocking call runs
 in a small ``ThreadPoolExecutor`` through ``loop.run_in_executor`` and its exception comes back to
@@ -22,35 +22,47 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
 
-from .service_api import InspectorService
+from .service_api import FACETS, InspectorService
 
 T = TypeVar("T")
 P = ParamSpec("P")
 
-#: a method of the Protocol, e.g. ``InspectorService.status``
-Method = Callable[Concatenate[InspectorService, P], T]
+#: a method of a facet Protocol, e.g. ``CompactionAPI.status`` (its ``self`` is the facet: checked by
+#: :func:`facet_method` at run time, since a Callable type cannot say "one of these Protocols")
+Method = Callable[Concatenate[Any, P], T]
+#: a function run on a worker with the whole service (:meth:`ServiceClient.apply`)
+Job = Callable[Concatenate[InspectorService, P], T]
 
 #: the longest a thread running Python keeps a waiting one from the GIL (CPython's default is 5 ms)
 GIL_SWITCH_INTERVAL_S = 0.0005
 
 
 def invoke(service: InspectorService, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-    """``service.<method>(*args, **kwargs)``, ``method`` one of :class:`InspectorService`'s: how a
-    function run by :meth:`ServiceClient.apply` (on a worker) calls the service, as typed as
-    :meth:`ServiceClient.call`."""
-    return getattr(service, method_name(method))(*args, **kwargs)
+    """``service.<facet>.<method>(*args, **kwargs)``, ``method`` one of a facet Protocol's
+    (``invoke(service, ReadsAPI.thread, key)``): how a function run by :meth:`ServiceClient.apply`
+    (on a worker) calls the service, as typed as :meth:`ServiceClient.call`."""
+    facet, name = facet_method(method)
+    return getattr(getattr(service, facet), name)(*args, **kwargs)
 
 
 class NotConnected(RuntimeError):
     """A call was made before a service was opened (or after the client was closed)."""
 
 
-def method_name(method: Callable[..., Any]) -> str:
-    """The name of ``method`` if it is one of :class:`InspectorService`'s, else ``TypeError``."""
+def facet_method(method: Callable[..., Any]) -> tuple[str, str]:
+    """(facet attribute, method name) of ``method`` if it is one of a facet Protocol's
+    (``ReadsAPI.thread`` → ``("reads", "thread")``), else ``TypeError``."""
     name = getattr(method, "__name__", "")
-    if not name or name.startswith("_") or vars(InspectorService).get(name) is not method:
-        raise TypeError(f"{method!r} is not a method of InspectorService")
-    return name
+    owner = getattr(method, "__qualname__", "").rpartition(".")[0]
+    for api, facet in FACETS.items():
+        if api.__name__ == owner and not name.startswith("_") and vars(api).get(name) is method:
+            return facet, name
+    raise TypeError(f"{method!r} is not a method of a facet Protocol of InspectorService")
+
+
+def method_name(method: Callable[..., Any]) -> str:
+    """The name of ``method`` if it is one of a facet Protocol's, else ``TypeError``."""
+    return facet_method(method)[1]
 
 
 class ServiceClient:
@@ -79,27 +91,32 @@ class ServiceClient:
         return await loop.run_in_executor(self._interactive if interactive else self._executor, fn, *args)
 
     async def call(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
-        """``service.<method>(*args, **kwargs)`` on the worker pool, ``method`` one of
-        :class:`InspectorService`'s (``client.call(InspectorService.history, key)``)."""
-        bound = getattr(self._connected(), method_name(method))
+        """``service.<facet>.<method>(*args, **kwargs)`` on the worker pool, ``method`` one of a facet
+        Protocol's (``client.call(ReadsAPI.history, key)``: ``service.reads.history(key)``)."""
+        bound = self._bound(method)
         return await self.run(lambda: bound(*args, **kwargs))
 
     async def call_interactive(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Like :meth:`call`, on the interactive lane (short reads the user waits for)."""
-        bound = getattr(self._connected(), method_name(method))
+        bound = self._bound(method)
         return await self.run(lambda: bound(*args, **kwargs), interactive=True)
 
-    async def apply(self, fn: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def apply(self, fn: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """``fn(service, *args, **kwargs)`` on the worker pool: several service calls and the work on
         their results in one worker trip (e.g. scanning a page for a search text)."""
         service = self._connected()
         return await self.run(lambda: fn(service, *args, **kwargs))
 
-    async def apply_interactive(self, fn: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+    async def apply_interactive(self, fn: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
         """Like :meth:`apply`, on the interactive lane: the reads the user waits for (a timeline
         page with its offloads, a thread's first reads) in one worker trip instead of one each."""
         service = self._connected()
         return await self.run(lambda: fn(service, *args, **kwargs), interactive=True)
+
+    def _bound(self, method: Callable[..., Any]) -> Callable[..., Any]:
+        facet, name = facet_method(method)
+        bound: Callable[..., Any] = getattr(getattr(self._connected(), facet), name)
+        return bound
 
     def _connected(self) -> InspectorService:
         service = self._service
