@@ -19,7 +19,7 @@ a backend that cannot run: ``{"bench": "bulk_import", "backend": ..., "skipped":
   --json DIR``), wall clock from start to exit, into a new database; then the same command again
   (every file already imported and unchanged: skipped without being read); and, for comparison,
   what resuming would cost without that rule: every session file imported again in-process
-  (``Service.import_file``, idempotent: reads and parses each file, writes nothing).
+  (``Service.imports.import_file``, idempotent: reads and parses each file, writes nothing).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def time_reread(url: str, paths: list[str], workdir: Path) -> dict[str, Any]:
     svc = open_service(url, workdir=workdir)
     try:
         t0 = time.perf_counter()
-        written = sum(r.messages for p in paths for r in svc.import_file(p))
+        written = sum(r.messages for p in paths for r in svc.imports.import_file(p))
         return {"seconds": time.perf_counter() - t0, "written": written}
     finally:
         svc.close()

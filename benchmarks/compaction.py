@@ -134,16 +134,16 @@ def bench_manual(root: Path) -> dict[str, Any]:
     summarizer = CountingSummarizer()
     svc = open_service(f"sqlite:///{root / 'manual.db'}", workdir=root / "wd-manual", summarizer=summarizer, policies={"context_window": 128_000}, create=True)
     try:
-        svc.create_thread("long", title="a ~100k-token thread", system_prompt="You are a support agent.")
+        svc.runs.create_thread("long", title="a ~100k-token thread", system_prompt="You are a support agent.")
         meter = default_meter(None)
         msgs = long_thread_messages(random.Random(SEED), 100_000, meter.count_message)
         with svc.store.locked("long") as tx:
             tx.append_messages(msgs)
-        before = svc.status("long").tokens
+        before = svc.compaction.status("long").tokens
         started = time.perf_counter()
-        r = svc.compact("long")
+        r = svc.compaction.compact("long")
         elapsed = time.perf_counter() - started
-        assert r.status == "completed" and svc.status("long").tokens == r.after_tokens
+        assert r.status == "completed" and svc.compaction.status("long").tokens == r.after_tokens
         return {
             "messages": len(msgs),
             "tokens_before": before,
@@ -216,13 +216,13 @@ def run_trace(root: Path, name: str, trace: list[Turn], policy: dict[str, Any], 
     stats = TraceStats()
     key = "trace"
     try:
-        svc.create_thread(key, title="tool-heavy trace", system_prompt="You are a research agent.")
+        svc.runs.create_thread(key, title="tool-heavy trace", system_prompt="You are a research agent.")
         started = time.perf_counter()
         n = 0
 
         def model_step(run: RunState) -> None:
             nonlocal n
-            out = svc.compact_for_pressure(key, run if breaker_per_run else RunState(run_id=run.run_id))
+            out = svc.steps.compact_for_pressure(key, run if breaker_per_run else RunState(run_id=run.run_id))
             stats.steps += 1
             if out.tokens_before >= out.threshold:
                 stats.pressure_events += 1
@@ -234,21 +234,21 @@ def run_trace(root: Path, name: str, trace: list[Turn], policy: dict[str, Any], 
             n += 1
 
         for t, turn in enumerate(trace):
-            svc.append_message(key, user(turn.request))
-            run_id = svc.start_run(key)
+            svc.runs.append_message(key, user(turn.request))
+            run_id = svc.runs.start_run(key)
             run = RunState(run_id=run_id)
             for s, step in enumerate(turn.steps):
                 model_step(run)
                 calls = [ToolCall(f"t{t}-s{s}-c{i}", tool, args) for i, (tool, args, _) in enumerate(step.calls)]
-                svc.append_message(key, assistant(step.note, *calls), run_id=run_id)
+                svc.runs.append_message(key, assistant(step.note, *calls), run_id=run_id)
                 for call, (_, _, result) in zip(calls, step.calls):
-                    svc.append_message(key, tool_result(call.id, result, name=call.name), run_id=run_id)
+                    svc.runs.append_message(key, tool_result(call.id, result, name=call.name), run_id=run_id)
             model_step(run)
-            svc.append_message(key, assistant(turn.answer), run_id=run_id)
-            svc.finish_run(key, run_id)
+            svc.runs.append_message(key, assistant(turn.answer), run_id=run_id)
+            svc.runs.finish_run(key, run_id)
         stats.seconds = time.perf_counter() - started
         stats.calls = summarizer.calls
-        history = svc.history(key)
+        history = svc.reads.history(key)
         stats.prunes = sum(1 for h in history if h.kind == "prune")
         stats.summaries = sum(1 for h in history if h.kind == "summary")
         return stats

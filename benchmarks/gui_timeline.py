@@ -75,7 +75,7 @@ def build(url: str, workdir: Path, n: int) -> None:
     """One thread of ``n`` messages (the realistic mix of benchmarks/store.py), statistics fresh."""
     svc = open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), policies={"context_window": 128_000}, create=True)
     try:
-        svc.create_thread(KEY, title=f"{n:,} messages", system_prompt="You are a support agent.")
+        svc.runs.create_thread(KEY, title=f"{n:,} messages", system_prompt="You are a support agent.")
         with svc.store.locked(KEY) as tx:
             tx.bulk_append(make_messages(n))
         if svc.store.engine.dialect.name == "postgresql":

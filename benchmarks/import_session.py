@@ -16,7 +16,7 @@ cannot run prints ``{"bench": "import_session", "backend": ..., "skipped": reaso
   some ``is_error``); one ``compact_boundary`` system entry followed by the ``isCompactSummary``
   summary two thirds in. Text comes from standard-library source and docstrings
   (``benchmarks/traces.py``), so it weighs what real code and prose weigh.
-- **Import** (``Service.import_file``): parse + one transaction into a new database (SQLite file, a
+- **Import** (``Service.imports.import_file``): parse + one transaction into a new database (SQLite file, a
   fresh PostgreSQL database), the median of ``--repeats`` fresh databases; then a re-import of the
   same file (idempotent: nothing written).
 - **The other thread**: ``AgentHarness`` against the loopback ``ProviderSimulator`` (scripted:
@@ -225,14 +225,14 @@ def time_import(url: str, workdir: Path, src: Path) -> dict[str, Any]:
     svc = open_svc(url, workdir)
     try:
         t0 = time.perf_counter()
-        reports = svc.import_file(src)
+        reports = svc.imports.import_file(src)
         first = time.perf_counter() - t0
         t0 = time.perf_counter()
-        again = svc.import_file(src)
+        again = svc.imports.import_file(src)
         second = time.perf_counter() - t0
         main = reports[0]
         return {"seconds": first, "reimport_s": second, "reimport_written": sum(r.messages for r in again), "thread": main.thread,
-                "messages": svc.message_count(main.thread), "tool_calls": main.tool_calls, "compactions": main.compactions,
+                "messages": svc.reads.message_count(main.thread), "tool_calls": main.tool_calls, "compactions": main.compactions,
                 "requests": main.requests, "warnings": len(main.warnings), "repairs": dict(main.repairs)}  # fmt: skip
     finally:
         svc.close()
@@ -265,14 +265,14 @@ def write_harness_thread(url: str, workdir: Path, messages: int, *, seed: int = 
     # the engine (compacted units open collapsed, which paints less and would flatter it)
     svc = open_svc(url, workdir, policies={"context_window": 100_000_000})
     try:
-        svc.create_thread(HARNESS_KEY, title="harness-written", system_prompt="You are a coding agent.", tools=tools.schemas())
+        svc.runs.create_thread(HARNESS_KEY, title="harness-written", system_prompt="You are a coding agent.", tools=tools.schemas())
         with ProviderSimulator(context_window=10**9, model="sim-model") as sim:
             client = ChatClient(sim.base_url, provider="openai", api_key="sim-key")
             harness = AgentHarness(svc, client, model="sim-model", tools=tools)
 
             async def drive() -> None:
                 try:
-                    while svc.message_count(HARNESS_KEY) + 5 <= messages:
+                    while svc.reads.message_count(HARNESS_KEY) + 5 <= messages:
                         path = f"src/{rng.choice(_PACKAGES)}/module_{rng.randrange(60):03d}.py"
                         sim.script([Reply(content=prose(rng.randint(40, 200)), tool_calls=(("read_file", {"path": path}), ("read_file", {"path": path + "i"}))),
                                     Reply(content=prose(rng.randint(200, 900)))])
@@ -283,7 +283,7 @@ def write_harness_thread(url: str, workdir: Path, messages: int, *, seed: int = 
                     await client.aclose()
 
             asyncio.run(drive())
-        return svc.message_count(HARNESS_KEY)
+        return svc.reads.message_count(HARNESS_KEY)
     finally:
         svc.close()
 

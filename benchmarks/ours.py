@@ -62,7 +62,7 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
     key = "bench"
     pressure_times: list[float] = []
     try:
-        svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
+        svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
         run: RunState | None = None
         started = time.perf_counter()
 
@@ -72,7 +72,7 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
             outcome = svc.compactor.pressure(key, run)
             if outcome.action == "none":
                 pressure_times.append(time.perf_counter() - t0)
-            measured = svc.measure(key, ephemeral=run.ephemeral)
+            measured = svc.steps.measure(key, ephemeral=run.ephemeral)
             exact = ref.envelope(measured.envelope)
             rid = svc.store.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=measured.tokens)
             svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=exact, reported_completion_tokens=100)
@@ -82,13 +82,13 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
         for m in trace.messages:
             if m.role == "user":
                 if run is not None:
-                    svc.finish_run(key, run.run_id)  # type: ignore[arg-type]
-                svc.append_message(key, m)
-                run = RunState(run_id=svc.start_run(key))
+                    svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
+                svc.runs.append_message(key, m)
+                run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if m.role == "assistant":
                 step()
-            svc.append_message(key, m, run_id=run.run_id if run else None)
+            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
             out.saw(m)
         final = step()
         out.seconds = time.perf_counter() - started
@@ -124,13 +124,13 @@ def manual(trace: Trace, window: int, root: Path, ref: Reference) -> dict[str, f
     svc = _open(root, f"{trace.name}-manual-{window}", window, counter)
     key = "manual"
     try:
-        svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools, provider=PROVIDER, model=MODEL)
+        svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools, provider=PROVIDER, model=MODEL)
         with svc.store.locked(key) as tx:
             tx.bulk_append(trace.messages)
         t0 = time.perf_counter()
-        result = svc.compact(key)
+        result = svc.compaction.compact(key)
         seconds = time.perf_counter() - t0
-        env = svc.measure(key).envelope
+        env = svc.steps.measure(key).envelope
         return {"seconds": seconds, "calls": counter.calls, "tokens_after": ref.envelope(env), "request_present": trace.current_request in "\n".join(m.content for m in env.messages()), "status": result.status}
     finally:
         svc.close()

@@ -203,21 +203,21 @@ def _replay_for_specifics(trace: Any, window: int, summarizer: Any, tmp: Path) -
     svc = open_service(f"sqlite:///{Path(tmp) / 'specifics.db'}", workdir=Path(tmp) / "wd", summarizer=summarizer, policies=ours.policy(window), create=True)
     key = "specifics"
     try:
-        svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
+        svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
         run: RunState | None = None
         for m in trace.messages:
             if m.role == "user":
                 if run is not None:
-                    svc.finish_run(key, run.run_id)  # type: ignore[arg-type]
-                svc.append_message(key, m)
-                run = RunState(run_id=svc.start_run(key))
+                    svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
+                svc.runs.append_message(key, m)
+                run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if m.role == "assistant" and run is not None:
                 svc.compactor.pressure(key, run)
                 rid = svc.store.record_model_request(key, provider=ours.PROVIDER, model=ours.MODEL, run_id=run.run_id, estimated_tokens=0)
                 svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=None, reported_completion_tokens=100)
-            svc.append_message(key, m, run_id=run.run_id if run else None)
-        return [parse_event(e.kind, e.data) for e in svc.events(key, limit=100_000) if e.kind == EventKind.SUMMARY]
+            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
+        return [parse_event(e.kind, e.data) for e in svc.reads.events(key, limit=100_000) if e.kind == EventKind.SUMMARY]
     finally:
         svc.close()
 

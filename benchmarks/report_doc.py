@@ -120,8 +120,8 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   surface (summary, messages, previews, tool-call arguments); "right after each compaction" uses the
   identifiers shown so far at that step.
 - **Compact now** (`benchmarks/real_corpus.py`): every importer fixture session under
-  `tests/fixtures/sessions/` imported through `Service.import_file`, its dangling calls closed
-  (`Service.close_dangling_calls`), then `Service.compact` under a window that puts the envelope at
+  `tests/fixtures/sessions/` imported through `Service.imports.import_file`, its dangling calls closed
+  (`Service.runs.close_dangling_calls`), then `Service.compaction.compact` under a window that puts the envelope at
   twice the threshold (window = tokens / 1.6, an override for the thread's exact route; at least
   1,024); every trace bulk-written whole and idle, compacted under its benchmark window. Identifiers
   are those tool outputs showed (the traces' identifier pattern; for the fixtures, the extractive

@@ -451,12 +451,20 @@ def _bulk_import(quick: bool, pg_url: str) -> str:
             "(`benchmarks/bulk_import.py`).\n\n" + table(["Figure", "Value", "Notes"], bulk_import.rows(files, pg_url)))
 
 
+def _adapter_overhead(quick: bool, pg_url: str) -> str:
+    """benchmarks/adapters_overhead.py in a fresh process: the engine's overhead per model call in
+    each framework adapter (issue 24)."""
+    import adapters_overhead
+    return adapters_overhead.section(rounds=20 if quick else 40, repeats=2 if quick else 3)
+
+
 EXTRA: dict[str, tuple[str, Callable[[bool, str], str]]] = {
     "previews": ("Previews by content (issue 25)", _previews),
     "fact_recall": ("Fact recall after compaction (issue 25)", _fact_recall),
     "fleet": ("A store of 100,000 threads: the thread list and stats (issue 26)", _fleet),
     "fleet_gui": ("The inspector's thread list on the 100,000-thread store (issue 26)", _fleet_gui),
     "bulk_import": ("Bulk import (issue 26)", _bulk_import),
+    "adapter_overhead": ("Adapter overhead per model call: LangChain, OpenAI Agents SDK, Pydantic AI (issue 24)", _adapter_overhead),
 }
 
 

@@ -193,7 +193,7 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
 
 class ServiceReader:
     """:class:`ThreadReader` over an open :class:`engine.service.Service` (duck-typed: any object
-    with its query methods). Every history row and the stored tools are read from the service's
+    whose ``reads`` facet has its query methods). Every history row and the stored tools are read from the service's
     store; a service without one (a stand-in that has only the query methods) gives its
     ``history`` and no tools to check."""
 
@@ -201,11 +201,11 @@ class ServiceReader:
         self.svc = svc
 
     def __getattr__(self, name: str) -> Any:  # thread, compaction_state, messages_page, offloads, read_original
-        return getattr(self.svc, name)
+        return getattr(self.svc.reads, name)
 
     def history_all(self, key: str) -> list[HistoryRecord]:
         if getattr(self.svc, "store", None) is None:
-            return list(self.svc.history(key))
+            return list(self.svc.reads.history(key))
         rows: list[HistoryRecord] = []
         after: int | None = None
         while True:
@@ -223,7 +223,7 @@ class ServiceReader:
     def thread_keys(self, after: str | None = None) -> Iterator[str]:
         """Every thread key in key order (those after ``after``), a page at a time."""
         while True:
-            page = self.svc.list_threads(after_key=after, limit=PAGE)
+            page = self.svc.reads.list_threads(after_key=after, limit=PAGE)
             yield from (t.key for t in page)
             if len(page) < PAGE:
                 return

@@ -176,7 +176,7 @@ class _Builder:
         return AgentHarness(self.svc, self.provider, model=MODEL, provider_name=PROVIDER, tools=_tools(gen, zh=zh))
 
     def thread(self, key: str, title: str, agent: str) -> None:
-        self.svc.create_thread(key, title=title, agent=agent, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM_PROMPT)
+        self.svc.runs.create_thread(key, title=title, agent=agent, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM_PROMPT)
 
     async def turn(self, h: AgentHarness, key: str, text: str, replies: list[Any], *, window: int = WINDOW, notes: list[str] | None = None):
         if self.sim.pending:
@@ -268,8 +268,8 @@ class _Builder:
         self.thread(key, "Busy: a run is in progress", "researcher")
         h = self.harness(gen)
         await self.turn(h, key, "Index the new design docs.", [_calls(("query_kb", {"query": "design docs"})), Reply(content="Indexed 12 design docs.")])
-        self.svc.append_message(key, Message("user", "Now re-index the runbooks too."))
-        self.svc.start_run(key)
+        self.svc.runs.append_message(key, Message("user", "Now re-index the runbooks too."))
+        self.svc.runs.start_run(key)
         # waiting for the user: a tool asked a question
         key = "busy-waiting-for-user"
         self.thread(key, "Busy: waiting for the user's answer", "coder")
@@ -281,14 +281,14 @@ class _Builder:
         key = "busy-queued"
         self.thread(key, "Busy: a request is queued", "researcher")
         await self.turn(h, key, "Summarise yesterday's incidents.", [_calls(("query_kb", {"query": "incidents yesterday"})), Reply(content="Two incidents, both resolved.")])
-        self.svc.queue_request(key, "And the ones from the day before?")
+        self.svc.runs.queue_request(key, "And the ones from the day before?")
 
     async def near_hint(self) -> None:
         key = "near-hint-line"
         self.thread(key, "Pressure just above the 85% hint line", "researcher")
         gen = _Gen(self.seed + 6)
         h = self.harness(gen)
-        pol = self.svc.policy_for(PROVIDER, MODEL)
+        pol = self.svc.steps.policy_for(PROVIDER, MODEL)
         await self.turn(h, key, "Draft the quarterly retrieval report.", [
             _calls(("query_kb", {"query": "quarterly retrieval metrics"})),
             Reply(content="Draft outline ready: latency, recall, cost."),
@@ -322,7 +322,7 @@ async def _build(svc: Service, seed: int) -> list[str]:
                 await scenario()
         finally:
             await provider.aclose()
-    return [t.key for t in svc.list_threads()]
+    return [t.key for t in svc.reads.list_threads()]
 
 
 def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | os.PathLike[str] | None = None) -> DemoReport:
@@ -340,14 +340,14 @@ def build_demo(url: str, *, seed: int = 7, force: bool = False, workdir: str | o
         shutil.rmtree(wd, ignore_errors=True)
     svc = open_service(url, workdir=wd, summarizer=ExtractiveSummarizer(), policies=DEMO_POLICY, create=True)
     try:
-        if svc.list_threads(limit=1):
+        if svc.reads.list_threads(limit=1):
             if not force:
                 raise EngineError(f"{svc.url} already has threads; use --force to rebuild it", code="exists")
             raise_if_shared(svc)
-        svc.set_policy(DEMO_POLICY)
+        svc.steering.set_policy(DEMO_POLICY)
         threads = asyncio.run(_build(svc, seed))
         for key in threads:  # each thread measured and its figures stored, as an import leaves it: no "–" in the list
-            svc.status(key)
+            svc.compaction.status(key)
     finally:
         svc.close()
     return DemoReport(url=url, threads=threads, seconds=time.perf_counter() - started)

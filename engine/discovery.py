@@ -443,7 +443,7 @@ class SessionFollower:
     """Imports new and growing sessions under the default locations and the added folders as they
     change, on a thread of its own (:meth:`start` / :meth:`stop`).
 
-    ``write(path, format)`` imports one session (``Service.follow_sessions`` passes the store's
+    ``write(path, format)`` imports one session (``Service.imports.follow_sessions`` passes the store's
     import as a file still being written). ``on_reports(reports)`` is called (on the watcher's
     thread) after each change that wrote something, ``on_error(path, exc)`` when a session could not
     be read (it is tried again on its next change). ``debounce_ms``: the longest a burst of changes

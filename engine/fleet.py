@@ -10,7 +10,7 @@ the fleet view's aggregates, as plain records of :mod:`engine.views`.
   every aggregate a grouped query of the database; only the summarizer's money is priced here, once
   per summarizer model (``genai-prices``).
 - :meth:`ThreadsFacet.remember`: the write-back that keeps the stored figure equal to the status
-  (``Service.status`` calls it with every measurement; compaction, revert and import measure the
+  (``Service.compaction.status`` calls it with every measurement; compaction, revert and import measure the
   thread after they write). Inside :meth:`ThreadsFacet.deferred` (a bulk import) the write-backs
   are collected and written a batch at a time, one transaction per batch instead of per thread.
 """
@@ -214,7 +214,7 @@ class ThreadsFacet:
 
     def remeasure(self, keys: Sequence[str], status: Callable[[str], PressureStatus]) -> None:
         """After a write that changes what a thread keeps (compaction, revert, import): ``status``
-        (``Service.status``, which calls :meth:`remember`) of each thread, so the list's stored
+        (``Service.compaction.status``, which calls :meth:`remember`) of each thread, so the list's stored
         figure is the status's. Best effort: never raises (the write itself succeeded). Inside
         :meth:`deferred` with ``measure``: handed to it."""
         measurer = self._measurer

@@ -357,7 +357,7 @@ class ManualResult:
 
 @dataclass(frozen=True, slots=True)
 class RevertResult:
-    """Result of ``compaction revert`` (``Service.revert``): a revert or, of a revert, a redo."""
+    """Result of ``compaction revert`` (``Service.compaction.revert``): a revert or, of a revert, a redo."""
 
     action: Literal["revert", "redo"]
     thread: str
@@ -463,7 +463,7 @@ class Snapshot:
 
 @dataclass(frozen=True, slots=True)
 class VisibleTokens:
-    """Token counts of stored messages for the inspector's badges (``Service.visible_tokens``)."""
+    """Token counts of stored messages for the inspector's badges (``Service.compaction.visible_tokens``)."""
 
     #: message id -> tokens of the message as the model sees it (a pruned result: its preview)
     seen: dict[int, int]
@@ -614,7 +614,7 @@ class CompactionEntry:
 
 @dataclass(frozen=True, slots=True)
 class PinInfo:
-    """One pinned message of a thread (``Service.pins``)."""
+    """One pinned message of a thread (``Service.steering.pins``)."""
 
     message_id: int
     pinned_at: datetime | None
@@ -624,7 +624,7 @@ class PinInfo:
 
 @dataclass(frozen=True, slots=True)
 class PinChange:
-    """What a pin or unpin did (``Service.pin`` / ``Service.unpin``): the ids it covered (the
+    """What a pin or unpin did (``Service.steering.pin`` / ``Service.steering.unpin``): the ids it covered (the
     message's whole tool round), those that changed, and the thread's pins version after."""
 
     thread: str
@@ -638,7 +638,7 @@ class PinChange:
 
 @dataclass(frozen=True, slots=True)
 class ThreadPolicyView:
-    """A thread's effective policy (``Service.thread_policy``): each value with where it comes
+    """A thread's effective policy (``Service.steering.thread_policy``): each value with where it comes
     from (``thread``, ``model route``, ``store default``), the window and its source, the
     thread's own overrides and its standing instructions."""
 

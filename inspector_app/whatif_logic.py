@@ -28,7 +28,7 @@ class SettingsError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One numeric setting of the form: its key for ``Service.whatif``, its label and its range."""
+    """One numeric setting of the form: its key for ``Service.compaction.whatif``, its label and its range."""
 
     key: str
     label: str
@@ -102,7 +102,7 @@ def summarizer_setting(choice: SummarizerChoice, url: str = "", model: str = "")
 
 
 def build_settings(values: Mapping[str, float], summarizer: str | None = None) -> dict[str, Any]:
-    """The settings mapping for ``Service.whatif`` from the ticked form values (``key -> raw``)."""
+    """The settings mapping for ``Service.compaction.whatif`` from the ticked form values (``key -> raw``)."""
     out: dict[str, Any] = {}
     for key, raw in values.items():
         setting = SETTING_BY_KEY.get(key)

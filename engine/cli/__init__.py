@@ -201,7 +201,7 @@ def status_json(st) -> dict[str, Any]:
 
 def cmd_status(args: argparse.Namespace) -> int:
     with _service(args) as svc:
-        data = status_json(svc.status(args.thread, remember=False))  # a read command writes nothing
+        data = status_json(svc.compaction.status(args.thread, remember=False))  # a read command writes nothing
     if args.json:
         emit_json(data)
         return EXIT_OK
@@ -228,7 +228,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_compact(args: argparse.Namespace) -> int:
     with _service(args) as svc:
         try:
-            r = svc.compact(args.thread, instructions=getattr(args, "instructions", None), reason=getattr(args, "reason", None))
+            r = svc.compaction.compact(args.thread, instructions=getattr(args, "instructions", None), reason=getattr(args, "reason", None))
         except CannotCompact as exc:
             if exc.code == "summary_rejected":
                 explain_rejection(svc, args.thread, exc)
@@ -274,7 +274,7 @@ def explain_rejection(svc: Any, key: str, exc: CannotCompact) -> None:
     try:
         newest, after = None, None
         while True:
-            page = svc.events(key, after_id=after, limit=1000)
+            page = svc.reads.events(key, after_id=after, limit=1000)
             newest = next((e for e in reversed(page) if e.kind == EventKind.SUMMARY_REJECTED), newest)
             if len(page) < 1000:
                 break
@@ -298,15 +298,15 @@ def cmd_recount(args: argparse.Namespace) -> int:
         if args.thread:
             keys = list(args.thread)
             for key in keys:
-                svc.thread(key)  # ThreadNotFound before anything is written
+                svc.reads.thread(key)  # ThreadNotFound before anything is written
         else:
-            keys = [t.key for t in svc.list_threads(after_key=args.after, limit=(args.limit or MAX_LIMIT) + 1)]
+            keys = [t.key for t in svc.reads.list_threads(after_key=args.after, limit=(args.limit or MAX_LIMIT) + 1)]
             if args.limit is not None and len(keys) > args.limit:
                 keys = keys[: args.limit]
                 next_after = keys[-1]
         for key in keys:
             try:
-                done[key] = svc.recount(key)
+                done[key] = svc.compaction.recount(key)
                 if not args.json:
                     print(f"{key}: {done[key]:,} message{'s' if done[key] != 1 else ''} recounted", flush=True)
             except EngineError as exc:  # the rows before it keep their counts (a batch commits)
@@ -346,7 +346,7 @@ def episode_json(ep: Any) -> dict[str, Any]:
 def cmd_replay(args: argparse.Namespace) -> int:
     """The thread's episodes in run order, each printed as it is formatted; paged by run id."""
     with _service(args) as svc:
-        every = svc.replay(args.thread)
+        every = svc.reads.replay(args.thread)
     episodes = [ep for ep in every if args.after is None or (ep.run_id or 0) > args.after]
     first = len(every) - len(episodes)  # episodes numbered across pages
     with Listing("episodes", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:

@@ -15,7 +15,7 @@ again, reads only what it had not finished (a session is written in one transact
 being written when it stopped left nothing and is imported again). A session that grew since is
 imported again, idempotently (only what is new is written). Source files are only read.
 
-**Measuring.** Every thread an import wrote is measured (``Service.import_file``: its status, the
+**Measuring.** Every thread an import wrote is measured (``Service.imports.import_file``: its status, the
 figures the thread list shows). A bulk import of many files hands those measurements to a process
 of its own (:class:`Measurer`), which writes the figures a batch at a time while the files are read
 and written here; when the run ends, however it ends, it waits until every thread is measured (and
@@ -227,7 +227,7 @@ def _measure_main(url: str) -> int:
             for line in sys.stdin:
                 for key in json.loads(line):
                     try:
-                        svc.status(key)
+                        svc.compaction.status(key)
                     except EngineError as exc:
                         log.debug("thread %r not measured after its import: %s", key, exc)
                     measured.append(key)
@@ -286,7 +286,7 @@ class Measurer:
             left = [k for k in dict.fromkeys(self.sent) if k not in measured]
             if left:
                 log.warning("the measuring process did not measure %d threads: measured here", len(left))
-                self.svc.threads.remeasure(left, self.svc.status)
+                self.svc.threads.remeasure(left, self.svc.compaction.status)
 
 
 def _measurer(svc: Any, url: str | None, entries: Sequence[Entry]) -> Measurer | None:
@@ -322,7 +322,7 @@ def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str 
     errors: list[dict[str, Any]] = []
     out.tail.update(imported=imported, errors=errors, counts=counts)
     done = 0
-    # each imported thread is measured (Service.import_file): by the measuring process of a bulk
+    # each imported thread is measured (Service.imports.import_file): by the measuring process of a bulk
     # import, its figures written a batch at a time (svc.threads.deferred), all of them however the run ends
     measurer = _measurer(svc, url, entries)
     with ExitStack() as stack:
@@ -334,7 +334,7 @@ def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str 
                 if e.status is None:
                     started = time.monotonic()
                     try:
-                        e.reports = svc.import_file(e.path, format=e.format, thread=thread)
+                        e.reports = svc.imports.import_file(e.path, format=e.format, thread=thread)
                         e.status = OK
                     except StoreError:
                         raise  # the database, not the file: stop here

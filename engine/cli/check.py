@@ -26,7 +26,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def _keys(reader: ServiceReader, svc: object, args: argparse.Namespace) -> Iterator[str]:
     """The threads to check, in key order, from ``--after``."""
     if args.thread:
-        svc.thread(args.thread)  # type: ignore[attr-defined]  # an unknown thread is thread_not_found (exit 2), not a finding
+        svc.reads.thread(args.thread)  # type: ignore[attr-defined]  # an unknown thread is thread_not_found (exit 2), not a finding
         return iter([args.thread])
     return reader.thread_keys(args.after)
 

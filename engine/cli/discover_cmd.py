@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"error: {exc.message}", file=sys.stderr)
             return EXIT_USAGE
     try:
-        found = svc.discover_sessions(args.folder, home=args.home) if svc is not None else discover(args.folder, home=args.home)
+        found = svc.imports.discover_sessions(args.folder, home=args.home) if svc is not None else discover(args.folder, home=args.home)
         found, next_after = _page(found, args)
         imported: list[Any] = []
         errors: list[dict[str, str]] = []
@@ -133,13 +133,13 @@ def run(args: argparse.Namespace) -> int:
                 if s.imported and not s.changed_since_import:
                     continue
                 try:
-                    imported.extend(svc.import_file(s.path, format=s.tool))
+                    imported.extend(svc.imports.import_file(s.path, format=s.tool))
                 except EngineError as exc:
                     errors.append({"file": s.path, "code": exc.code, "message": exc.message})
                     if not want_json:
                         print(f"error: {s.path}: {exc.message}", file=sys.stderr)
             if imported:
-                marked = {x.path: x for x in svc.discover_sessions(args.folder, home=args.home)}
+                marked = {x.path: x for x in svc.imports.discover_sessions(args.folder, home=args.home)}
                 found = [marked.get(s.path, s) for s in found]
         if not (want_json and args.follow):
             with Listing("sessions", json_mode=want_json, head={"db": url}, secrets=url_secrets(url)) as out:
@@ -177,7 +177,7 @@ def _follow(svc: Any, args: argparse.Namespace, want_json: bool) -> None:
         print(f"warning: {path or 'follow all'}: {getattr(exc, 'message', None) or exc}", file=sys.stderr, flush=True)
 
     restore = [(sig, signal.signal(sig, lambda *_: stop.set())) for sig in (signal.SIGINT, signal.SIGTERM)]
-    follower = svc.follow_sessions(args.folder, home=args.home, on_reports=reports, on_error=error)
+    follower = svc.imports.follow_sessions(args.folder, home=args.home, on_reports=reports, on_error=error)
     if not want_json:
         watched = ", ".join(str(p) for p in follower.watched) or "nothing yet (no default location exists)"
         print(f"following {watched} (Ctrl+C to stop)", file=sys.stderr, flush=True)

@@ -75,12 +75,12 @@ def run_events(args: argparse.Namespace) -> int:
 
     svc = open_db(args)
     try:
-        svc.thread(args.thread)  # thread_not_found before anything is printed
+        svc.reads.thread(args.thread)  # thread_not_found before anything is printed
         with Listing("events", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:
             after, last = args.after, None
             while args.limit is None or out.count < args.limit:
                 want = EVENT_BATCH if args.limit is None else min(EVENT_BATCH, args.limit - out.count)
-                page = svc.events(args.thread, after_id=after, limit=want, kinds=args.kind)
+                page = svc.reads.events(args.thread, after_id=after, limit=want, kinds=args.kind)
                 for e in page:
                     out.item({"id": e.id, "kind": e.kind, "trigger": e.trigger, "run": e.run_id, "created_at": e.created_at, "data": dict(e.data)})
                     if not out.json:
@@ -90,7 +90,7 @@ def run_events(args: argparse.Namespace) -> int:
                     break
                 after = last = page[-1].id
             if last is not None and args.limit is not None and out.count >= args.limit \
-                    and svc.events(args.thread, after_id=last, limit=1, kinds=args.kind):
+                    and svc.reads.events(args.thread, after_id=last, limit=1, kinds=args.kind):
                 out.next_after = last
             if not out.json and not out.count:
                 out.line("no events")
@@ -231,7 +231,7 @@ def run_diff(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001 - one line, never a traceback
         return _fail(exc, want_json, secrets)
     try:
-        th = svc.thread_history(args.thread)
+        th = svc.reads.thread_history(args.thread)
         d = th.diff(args.compaction)
         data = diff_json(args.thread, len(th.compactions), d, th.cost(d.index, diff=d))
     except Exception as exc:  # noqa: BLE001
@@ -253,7 +253,7 @@ def run_export(args: argparse.Namespace) -> int:
     except Exception as exc:  # noqa: BLE001
         return _fail(exc, False, secrets)
     try:
-        text = svc.export_history(args.thread, args.format)
+        text = svc.reads.export_history(args.thread, args.format)
     except Exception as exc:  # noqa: BLE001
         return _fail(exc, False, secrets)
     finally:

@@ -82,7 +82,7 @@ def _entries(svc: Any, args: argparse.Namespace) -> list[Any]:
     imported = None
     for f in args.files:
         if is_bulk_folder(f):
-            imported = svc.imported_sources() if imported is None else imported
+            imported = svc.imports.imported_sources() if imported is None else imported
             found = bulk_entries(f, imported)
             if args.format:
                 for e in found:
@@ -102,7 +102,7 @@ def _follow(svc: Any, args: argparse.Namespace, want_json: bool) -> int:
 
     f = args.files[0]
     try:
-        reports = svc.follow_file(f, format=args.format, thread=args.thread, poll_seconds=args.poll, seconds=args.follow_seconds,
+        reports = svc.imports.follow_file(f, format=args.format, thread=args.thread, poll_seconds=args.poll, seconds=args.follow_seconds,
                                   on_reports=None if want_json else _print_reports)
     except StoreError:
         raise

@@ -50,8 +50,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run_revert(args: argparse.Namespace) -> int:
     svc = open_db(args)
     try:
-        svc.thread(args.thread)
-        result = svc.revert(args.thread, reason=args.reason)
+        svc.reads.thread(args.thread)
+        result = svc.compaction.revert(args.thread, reason=args.reason)
     finally:
         svc.close()
     if args.json:
@@ -71,12 +71,12 @@ def run_audit(args: argparse.Namespace) -> int:
     svc = open_db(args)
     try:
         if args.thread:
-            svc.thread(args.thread)
+            svc.reads.thread(args.thread)
         with Listing("entries", json_mode=args.json, secrets=url_secrets(args.db)) as out:
             after, last = args.after, None
             query = {"thread": args.thread, "operator": args.operator, "actions": args.action}
             while out.count < args.limit:
-                rows = svc.audit(**query, after_id=after, limit=min(BATCH, args.limit - out.count))
+                rows = svc.steering.audit(**query, after_id=after, limit=min(BATCH, args.limit - out.count))
                 for e in rows:
                     out.item(e)
                     if not out.json:
@@ -86,7 +86,7 @@ def run_audit(args: argparse.Namespace) -> int:
                 if not rows:
                     break
                 after = last = rows[-1].id
-            if last is not None and out.count >= args.limit and svc.audit(**query, after_id=last, limit=1):
+            if last is not None and out.count >= args.limit and svc.steering.audit(**query, after_id=last, limit=1):
                 out.next_after = last
             if not out.json and not out.count:
                 out.line("no audit entries")

@@ -58,7 +58,7 @@ def run_pin(args: argparse.Namespace) -> int:
         if args.list or args.message is None:
             if args.message is None and not args.list:
                 raise EngineError("name the message to pin with --message ID (or --list the pins)", code="invalid_argument")
-            pins = [p for p in sorted(svc.pins(args.thread), key=lambda p: p.message_id) if args.after is None or p.message_id > args.after]
+            pins = [p for p in sorted(svc.steering.pins(args.thread), key=lambda p: p.message_id) if args.after is None or p.message_id > args.after]
             with Listing("pins", json_mode=args.json, head={"thread": args.thread}, secrets=url_secrets(args.db)) as out:
                 for i, p in enumerate(pins):
                     if args.limit is not None and i >= args.limit:
@@ -73,8 +73,8 @@ def run_pin(args: argparse.Namespace) -> int:
                     more = f"; more: --after {out.next_after}" if out.next_after is not None else ""
                     out.line(f"{out.count} pinned message(s){more}")
             return EXIT_OK
-        change = svc.pin(args.thread, args.message, reason=args.reason, unpin=args.unpin)
-        operator = svc.operator()
+        change = svc.steering.pin(args.thread, args.message, reason=args.reason, unpin=args.unpin)
+        operator = svc.steering.operator()
     finally:
         svc.close()
     data = {"thread": change.thread, "message_id": change.message_id, "action": change.action, "covered": list(change.covered),
@@ -104,9 +104,9 @@ def run_policy(args: argparse.Namespace) -> int:
     try:
         values = dict(parse_assignment(a) for a in args.set)
         if values or args.unset:
-            view = svc.set_thread_policy(args.thread, values, unset=args.unset, reason=args.reason)
+            view = svc.steering.set_thread_policy(args.thread, values, unset=args.unset, reason=args.reason)
         else:
-            view = svc.thread_policy(args.thread)
+            view = svc.steering.thread_policy(args.thread)
     finally:
         svc.close()
     data = policy_json(view)

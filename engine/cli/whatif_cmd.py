@@ -125,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
         progress = _progress(not want_json and sys.stderr.isatty())
         if sweep is not None:
             parameter, values = sweep
-            result: Any = svc.whatif_sweep(args.thread, parameter, values, settings=settings, progress=progress)
+            result: Any = svc.compaction.whatif_sweep(args.thread, parameter, values, settings=settings, progress=progress)
             runs = [result.recorded, *result.runs]
         else:
-            result = svc.whatif(args.thread, settings, progress=progress)
+            result = svc.compaction.whatif(args.thread, settings, progress=progress)
             runs = [result.recorded, result.candidate]
     finally:
         if previous is not None:

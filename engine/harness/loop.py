@@ -188,7 +188,7 @@ class AgentHarness:
         ``step``), each on the step driver (:mod:`engine.step`: pressure check and request record
         in one transaction, compaction when needed, the overflow protocol)."""
         svc = self.service
-        driver = StepDriver(svc, thread, provider=self.provider_name, model=self.model)
+        driver = StepDriver(svc.steps, thread, provider=self.provider_name, model=self.model)
         while step < self.max_steps:
             if cancel.is_set():
                 return await asyncio.to_thread(self._cancel, thread, state)
@@ -211,13 +211,13 @@ class AgentHarness:
             await _io(driver.succeeded, call, state, prompt_tokens=completion.prompt_tokens,
                       completion_tokens=completion.completion_tokens, messages=[_persistable(reply)])
             if not reply.tool_calls:
-                await asyncio.to_thread(svc.finish_run, thread, _running(state))
+                await asyncio.to_thread(svc.runs.finish_run, thread, _running(state))
                 return RunResult(_running(state), "completed", final=reply, steps=step, overflow_retries=state.overflow_attempts)
             waiting = await self._run_tools(thread, state, reply.tool_calls, cancel, step)
             if waiting is not None:
                 return waiting
         err_msg = f"the run did not finish within {self.max_steps} steps"
-        await asyncio.to_thread(svc.finish_run, thread, _running(state), failed=True, error_code="max_steps", error_message=err_msg)
+        await asyncio.to_thread(svc.runs.finish_run, thread, _running(state), failed=True, error_code="max_steps", error_message=err_msg)
         return RunResult(_running(state), "failed", error_code="max_steps", steps=step, overflow_retries=state.overflow_attempts)
 
     async def _run_tools(self, thread: str, state: RunState, calls: Sequence[ToolCall], cancel: asyncio.Event, step: int) -> RunResult | None:
@@ -235,27 +235,27 @@ class AgentHarness:
                 raise
             except Exception as exc:  # noqa: BLE001 - a failing tool is a result the model can read, not a crash
                 text = f"error: {call.name} failed: {type(exc).__name__}: {exc}"
-            await _io(self.service.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id)
+            await _io(self.service.runs.append_message, thread, Message("tool", text, tool_call_id=call.id, name=call.name), run_id=state.run_id)
         return None
 
     # -- blocking helpers (run in a worker thread) ------------------------------------------
     def _begin(self, thread: str, user_text: str | None, state: RunState) -> None:
         message = Message("user", user_text) if user_text is not None else None
-        run_id = self.service.start_run(thread, message=message, tools=self.tools.schemas())
+        run_id = self.service.runs.start_run(thread, message=message, tools=self.tools.schemas())
         state.run_id = run_id  # only once committed: the cancel path then knows the run
 
     def _resume(self, thread: str, run_id: int, answer: str, state: RunState) -> list[ToolCall]:
         """Record the answer; returns the calls still waiting behind the one that asked."""
-        rest = self.service.resume_run(thread, run_id, answer)
+        rest = self.service.runs.resume_run(thread, run_id, answer)
         state.run_id = run_id
         return rest
 
     def _wait_for_user(self, thread: str, state: RunState, call: ToolCall, question: str) -> None:
-        self.service.wait_for_user(thread, _running(state), call=call, question=question)
+        self.service.runs.wait_for_user(thread, _running(state), call=call, question=question)
 
     def _fail(self, thread: str, state: RunState, err: ProviderError, step: int) -> RunResult:
         """Report the ORIGINAL provider error and code (the driver recorded why recovery did not help)."""
-        self.service.finish_run(thread, _running(state), failed=True, error_code=err.code, error_message=err.message)
+        self.service.runs.finish_run(thread, _running(state), failed=True, error_code=err.code, error_message=err.message)
         return RunResult(_running(state), "failed", error=err, error_code=err.code, steps=step, overflow_retries=state.overflow_attempts)
 
     def _cancel(self, thread: str, state: RunState) -> RunResult:
@@ -293,7 +293,7 @@ class AgentHarness:
     ) -> None:
         """Settle the run as ``status`` and answer its calls that never ran; nothing if already settled."""
         assert state.run_id is not None
-        self.service.settle_run(
+        self.service.runs.settle_run(
             thread,
             state.run_id,
             status,

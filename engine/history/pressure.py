@@ -1,5 +1,5 @@
 """The pressure chart's points: every recorded model request with the compaction (if any) that
-happened just before it (:meth:`engine.service.Service.pressure_history` reads the rows)."""
+happened just before it (:meth:`engine.service.Service.compaction.pressure_history` reads the rows)."""
 
 from __future__ import annotations
 

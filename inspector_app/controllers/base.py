@@ -19,7 +19,7 @@ from engine.views import PressureStatus, ThreadInfo
 @dataclass(eq=False)
 class ThreadState:
     """The open thread as last read: its header and its pressure status (None until read); the
-    marks of the list and of the open view as read before them (``InspectorService.versions``:
+    marks of the list and of the open view as read before them (``ReadsAPI.versions``:
     the live refresh re-reads only when the database's marks differ), and the compaction the
     open view's timeline was built for ((boundary, generation, compactions, source
     compactions): another one means the timeline is read again)."""

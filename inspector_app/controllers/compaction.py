@@ -23,7 +23,7 @@ from engine.views import SourceCompaction
 from ..layout import InspectorLayout
 from ..preferences import remember_directory, start_directory
 from ..pressure_text import manual_outcome
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI, ReadsAPI
 from ..service_client import ServiceClient
 from ..widgets.detail import DroppedView
 from ..widgets.whatif import WhatIfDialog
@@ -191,7 +191,7 @@ class CompactionController:
         self.update_button()
         bar.showMessage("Compacting…")
         try:
-            result = await self.client.call(InspectorService.compact, key, summarizer=summarizer, instructions=instructions, reason=reason)
+            result = await self.client.call(CompactionAPI.compact, key, summarizer=summarizer, instructions=instructions, reason=reason)
         except EngineError as exc:
             rejected = None
             if isinstance(exc, CannotCompact) and exc.code == "summary_rejected":
@@ -247,7 +247,7 @@ class CompactionController:
         event, e.g. ``HTTP 429 from … after 2 attempts``) into its message; that event's data
         (None when it cannot be read). Best effort."""
         try:
-            events = await self.client.call(InspectorService.events, key, limit=100_000)
+            events = await self.client.call(ReadsAPI.events, key, limit=100_000)
         except Exception:  # noqa: BLE001 - the rejection itself is what must be shown
             return None
         newest = next((e for e in reversed(events) if e.kind == "summary_rejected"), None)
@@ -314,7 +314,7 @@ class CompactionController:
         bar.showMessage(f"Exporting the compaction history of {key} …")
         self.ui.busy.show()
         try:
-            text = await self.client.call(InspectorService.export_history, key, fmt)
+            text = await self.client.call(ReadsAPI.export_history, key, fmt)
             size = await self.client.run(write_export, target, text)
         except Exception as exc:  # noqa: BLE001 - shown, never raised into Qt
             self.report(exc, f"export to {target}")
@@ -363,8 +363,8 @@ class CompactionController:
 
     async def source_diff(self, key: str, sc: SourceCompaction):
         """``compaction_diff`` of the source's compaction ``sc``."""
-        sources = await self.client.call(InspectorService.source_compactions, key)
-        engine = await self.client.call(InspectorService.history, key)
+        sources = await self.client.call(ReadsAPI.source_compactions, key)
+        engine = await self.client.call(ReadsAPI.history, key)
         place = next((n for n, c in enumerate(sources, 1) if c.id == sc.id), None)
         if place is None:
             raise EngineError(f"the source's compaction {sc.id} is no longer in thread {key!r}", code="no_compaction")
@@ -372,7 +372,7 @@ class CompactionController:
         for index in dict.fromkeys([place + n for n in range(len(engine) + 1)] + list(range(1, total + 1))):
             if not 1 <= index <= total:
                 continue
-            diff = await self.client.call(InspectorService.compaction_diff, key, index)
+            diff = await self.client.call(ReadsAPI.compaction_diff, key, index)
             if diff.origin != "engine" and diff.record_id in (None, sc.id):
                 return diff
         raise EngineError(f"the source's compaction {sc.id} is not in the compaction list of {key!r}", code="no_compaction")

@@ -29,7 +29,7 @@ from ..preferences import (
     sessions_database,
     start_directory,
 )
-from ..service_api import InspectorService
+from ..service_api import ImportsAPI
 from ..service_client import ServiceClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
 from ..widgets.import_target import ImportTargetDialog
@@ -170,7 +170,7 @@ class ImportController:
                 if progress is not None:
                     progress(i - 1, len(paths), name)
                 try:
-                    reports += await self.client.call(InspectorService.import_file, path)
+                    reports += await self.client.call(ImportsAPI.import_file, path)
                 except Exception as exc:  # noqa: BLE001 - listed in the result, the other files go on
                     failures.append(ImportFailure(path, error_code(exc), error_text(exc)))
         finally:

@@ -2,7 +2,7 @@
 page around a message, the live refresh's newer page, and trimming what scrolled far away.
 
 Every read is a keyset page on the interactive lane; token badges follow once the rows are shown
-(``InspectorService.visible_tokens`` on the background lane). Everything here runs in the open
+(``CompactionAPI.visible_tokens`` on the background lane). Everything here runs in the open
 thread's :class:`~.tasks.ThreadTasks`: opening another view cancels it, so a page of an older view
 is never spliced into the new one.
 """
@@ -18,7 +18,7 @@ from engine.views import Offload, StoredMessage
 
 from ..layout import InspectorLayout
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI, InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
 from .base import ThreadState, count_of, plural
 from .tasks import ThreadTasks
@@ -68,7 +68,7 @@ class PagingController:
         counted by the service on a background worker once the rows are painted; applied after a
         jump in flight."""
         await self.painted(paints)
-        counts = await self.client.call(InspectorService.visible_tokens, key, list(page.messages), dict(page.offloads))
+        counts = await self.client.call(CompactionAPI.visible_tokens, key, list(page.messages), dict(page.offloads))
         jump = self._jump_task
         if jump is not None and not jump.done():
             # an End / Home jump in flight goes first: it never waits behind the badges (and the
@@ -250,7 +250,7 @@ class PagingController:
 # == reads on a worker (one trip each) =============================================================
 def read_page(service: InspectorService, key: str, request: PageRequest) -> TimelinePage:
     """``request``'s messages and the offloads of its pruned results (runs on a worker)."""
-    stored = invoke(service, InspectorService.messages_page, key, **request.query())
+    stored = invoke(service, ReadsAPI.messages_page, key, **request.query())
     return request.page(stored, {}, offloads_of(service, key, stored), {})
 
 
@@ -258,8 +258,8 @@ def read_page_around(service: InspectorService, key: str, message_id: int, size:
     """A page of ``size`` messages around ``message_id``: a quarter before it, the rest from it
     on (runs on a worker)."""
     context = max(1, size // 4)
-    before = invoke(service, InspectorService.messages_page, key, before_id=message_id + 1, limit=context)
-    after = invoke(service, InspectorService.messages_page, key, after_id=message_id, limit=size - context)
+    before = invoke(service, ReadsAPI.messages_page, key, before_id=message_id + 1, limit=context)
+    after = invoke(service, ReadsAPI.messages_page, key, after_id=message_id, limit=size - context)
     rows = tuple(before + after)
     follows = None if len(before) < context else UNKNOWN
     return TimelinePage(rows, {}, offloads_of(service, key, rows), len(after) < size - context, {}, follows=follows)
@@ -267,4 +267,4 @@ def read_page_around(service: InspectorService, key: str, message_id: int, size:
 
 def offloads_of(service: InspectorService, key: str, stored: Sequence[StoredMessage]) -> dict[int, Offload]:
     pruned = [s.id for s in stored if s.offload_sha256]
-    return invoke(service, InspectorService.offloads, key, pruned) if pruned else {}
+    return invoke(service, ReadsAPI.offloads, key, pruned) if pruned else {}

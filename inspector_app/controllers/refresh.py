@@ -2,7 +2,7 @@
 user sees changes unless the data did.
 
 A poll reads only the marks of the thread list and of the open thread
-(``InspectorService.versions``: a few aggregate reads). Equal marks: nothing is read and nothing on
+(``ReadsAPI.versions``: a few aggregate reads). Equal marks: nothing is read and nothing on
 screen is touched. The list's rows around what is on screen are read again only when its mark moved,
 and updated in place (the selection, the rows on screen, the sort and the search stay). When the open thread's mark moved, its
 header, status and new messages are read and applied in place (the selected row, the scroll
@@ -21,7 +21,7 @@ from typing import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from ..layout import InspectorLayout
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI, ReadsAPI
 from ..service_client import ServiceClient
 from .base import ThreadState, ViewState, count_of
 from .paging import PagingController
@@ -102,19 +102,19 @@ class RefreshController:
         if old is None:
             return None
         key = old.key
-        listing, mark = await self.client.call(InspectorService.versions, key)
+        listing, mark = await self.client.call(ReadsAPI.versions, key)
         if listing != self.state.listing:  # the rows around what is on screen, read again in place
             await self.threads.list.refresh(listing)
             self.state.listing = listing
         if mark == self.state.mark and not force:
             return None
-        info = await self.client.call(InspectorService.thread, key)
-        state = await self.client.call(InspectorService.compaction_state, key)
-        sources = await self.client.call(InspectorService.source_compactions, key) if info.source_format else ()
+        info = await self.client.call(ReadsAPI.thread, key)
+        state = await self.client.call(ReadsAPI.compaction_state, key)
+        sources = await self.client.call(ReadsAPI.source_compactions, key) if info.source_format else ()
         running = info.busy_reason in RUNNING
         if compaction_of(state, sources) != self.state.compaction or (running != (old.busy_reason in RUNNING) and not self.ui.timeline_model.set_running_turn(running)):
             return key, capture_view(self.ui, self.paging)
-        status = await self.client.call(InspectorService.status, key)
+        status = await self.client.call(CompactionAPI.status, key)
         if info != old:
             self.threads.set_thread(info)
         if status != self.state.status or info != old:  # the header shows both

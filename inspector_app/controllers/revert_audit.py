@@ -20,7 +20,7 @@ from PySide6.QtWidgets import QLabel
 
 from engine.errors import EngineError
 
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI, SteeringAPI
 from ..service_client import ServiceClient
 from ..widgets.audit import AuditPanel
 from .base import ThreadState
@@ -84,7 +84,7 @@ class RevertAuditController:
     async def database_opened(self) -> None:
         """Ask the store whether it can be written and set the window up for it; then the audit."""
         try:
-            access = await self.client.call(InspectorService.access)
+            access = await self.client.call(SteeringAPI.access)
         except Exception as exc:  # noqa: BLE001 - shown, as any failure
             self.report(exc, "read the database's access")
             return
@@ -143,7 +143,7 @@ class RevertAuditController:
         self.view.spawn(self._read_target(key), "read what Revert would do")
 
     async def _read_target(self, key: str) -> None:
-        target = await self.client.call(InspectorService.revert_target, key)
+        target = await self.client.call(CompactionAPI.revert_target, key)
         if self.state.thread is None or self.state.thread.key != key:
             return
         self.target, self._target_key = target, key
@@ -217,7 +217,7 @@ class RevertAuditController:
         self.ui.detail.revert_button.setEnabled(False)
         bar.showMessage("Reverting…")
         try:
-            result = await self.client.call(InspectorService.revert, key, reason=reason)
+            result = await self.client.call(CompactionAPI.revert, key, reason=reason)
         except EngineError as exc:
             self.report(exc, "revert")
             bar.showMessage("Revert refused: nothing changed")
@@ -244,9 +244,9 @@ class RevertAuditController:
         if more and panel.model.rowCount():
             after = panel.model.entries()[-1].id
         try:
-            operators = await self.client.call(InspectorService.audit_operators)
+            operators = await self.client.call(SteeringAPI.audit_operators)
             rows = await self.client.call(
-                InspectorService.audit, thread=thread, operator=panel.chosen_operator(), actions=panel.chosen_actions(), after_id=after, limit=AUDIT_PAGE
+                SteeringAPI.audit, thread=thread, operator=panel.chosen_operator(), actions=panel.chosen_actions(), after_id=after, limit=AUDIT_PAGE
             )
         except Exception as exc:  # noqa: BLE001 - shown, as any failure
             self.report(exc, "read the audit log")

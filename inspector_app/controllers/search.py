@@ -183,6 +183,6 @@ def pick(ids: list[int], after: int | None, *, forward: bool) -> int:
 def scan_matches(service: InspectorService, key: str, needle: str, after_id: int | None, limit: int) -> tuple[list[int], int | None, int, bool]:
     """On a worker: the ids of one page's messages after ``after_id`` that match ``needle``.
     Returns (matches, where to go on, messages read, the thread is done)."""
-    rows = service.messages_page(key, after_id=after_id, limit=limit)
+    rows = service.reads.messages_page(key, after_id=after_id, limit=limit)
     found = [stored.id for stored in rows if message_matches(stored.message, needle)]
     return found, rows[-1].id if rows else after_id, len(rows), len(rows) < limit

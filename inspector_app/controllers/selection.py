@@ -16,7 +16,7 @@ from ..layout import InspectorLayout
 from ..models.events import EventRole, TargetRole, event_target
 from ..models.replay import RequestRow, request_rows
 from ..models.timeline import Node
-from ..service_api import InspectorService
+from ..service_api import ReadsAPI
 from ..service_client import ServiceClient
 from ..widgets.diff import DiffWindow
 from .base import error_code, error_text
@@ -75,7 +75,7 @@ class SelectionController:
         if key is None or info is None:
             return
         try:
-            (stored,) = await self.client.call_interactive(InspectorService.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
+            (stored,) = await self.client.call_interactive(ReadsAPI.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
         except Exception as exc:  # noqa: BLE001 - the message shows why in place; the rest stays usable
             self.ui.detail.show_text(f"Message #{info.id} cannot be read", f"{error_code(exc)}: {error_text(exc)}")
             raise
@@ -88,7 +88,7 @@ class SelectionController:
 
     async def _read_original(self, offload: Offload) -> None:
         try:
-            text = await self.client.call(InspectorService.read_original, offload)
+            text = await self.client.call(ReadsAPI.read_original, offload)
         except Exception as exc:  # noqa: BLE001 - integrity and missing-file errors are shown in place
             self.ui.detail.show_original_error(offload, f"{error_code(exc)}: {error_text(exc)}")
             self.report(exc, "read original")
@@ -126,8 +126,8 @@ class SelectionController:
 
 class ReplayController:
     """Feeds the replay pane (:class:`~inspector_app.widgets.replay.ReplayPanel`): the requests'
-    envelopes (``Service.request_envelopes``) and the before/after of a compaction
-    (``Service.compaction_history`` + ``Service.compaction_diff``), each read as a task of the open
+    envelopes (``Service.reads.request_envelopes``) and the before/after of a compaction
+    (``Service.reads.compaction_history`` + ``Service.reads.compaction_diff``), each read as a task of the open
     thread's view (opening another thread cancels it) the first time its page is shown. A click on
     a point of the pressure chart opens that request; Enter on a boundary row of the timeline (or
     :meth:`show_compaction`, e.g. from the summary card) opens that compaction's before/after."""
@@ -172,7 +172,7 @@ class ReplayController:
 
     # -- requests ------------------------------------------------------------------------------
     async def load_requests(self) -> None:
-        """The open thread's requests: ``Service.request_envelopes`` answers a lazy sequence (read
+        """The open thread's requests: ``Service.reads.request_envelopes`` answers a lazy sequence (read
         on a worker); each envelope is rebuilt when indexed, on a worker too (:meth:`_build`),
         the current row's first."""
         key = self.panel.key
@@ -180,7 +180,7 @@ class ReplayController:
             return
         self.panel.requests_loading()
         try:
-            envelopes = await self.client.call(InspectorService.request_envelopes, key)
+            envelopes = await self.client.call(ReadsAPI.request_envelopes, key)
             count = await self.client.run(len, envelopes)
         except Exception as exc:  # noqa: BLE001 - said in the page, and in the banner
             if self.panel.key == key:
@@ -252,7 +252,7 @@ class ReplayController:
         """The open thread's compactions (read once per view)."""
         key = self.panel.key
         if self._entries is None and key is not None:
-            entries = await self.client.call(InspectorService.compaction_history, key)
+            entries = await self.client.call(ReadsAPI.compaction_history, key)
             if self.panel.key != key:  # another view meanwhile (its reset cleared the pages)
                 return []
             self._entries = entries
@@ -274,7 +274,7 @@ class ReplayController:
                     view.clear()
                 self.panel.diff_state = "loaded"
                 return
-            diff = await self.client.call(InspectorService.compaction_diff, key, index)
+            diff = await self.client.call(ReadsAPI.compaction_diff, key, index)
         except Exception as exc:  # noqa: BLE001 - said in the view, and in the banner
             self.panel.diff_state = "error"
             for view in views:

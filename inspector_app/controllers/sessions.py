@@ -1,12 +1,12 @@
 """File → Sessions on this machine…, Follow all, and opening a session file from the command line.
 
 The panel (:class:`~inspector_app.widgets.sessions.SessionsDialog`) lists what
-``Service.discover_sessions`` finds (each tool's default folders and the folders the user added,
+``Service.imports.discover_sessions`` finds (each tool's default folders and the folders the user added,
 remembered in the settings under ``sessions/folders``), compared with the open database; with no
 database open, ``engine.service.discover`` lists them unmarked. Everything runs off the GUI thread
 (the service client's workers). Import selected goes through the import controller (on the demo it
 asks where, as File → Import… does), its progress in the panel. Follow all starts
-``Service.follow_sessions`` on the open database (on the demo or with nothing open: My sessions,
+``Service.imports.follow_sessions`` on the open database (on the demo or with nothing open: My sessions,
 opened first): a watcher thread of its own that imports new and growing sessions as they change;
 its reports come back to the GUI thread through a queued signal, and the thread list and the panel
 are read again. Opening another database moves the follower to it; closing the window stops it.
@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ..preferences import database_name, is_demo, same_database, sessions_database, start_directory
-from ..service_api import InspectorService
+from ..service_api import ImportsAPI
 from ..service_client import ServiceClient
 from ..widgets.sessions import SessionsDialog
 from .base import error_text
@@ -136,7 +136,7 @@ class SessionsController:
         """List the sessions (off the GUI thread) and show them in the panel."""
         folders = self.folders
         if self.client.connected:
-            found = await self.client.call(InspectorService.discover_sessions, folders, home=self.home)
+            found = await self.client.call(ImportsAPI.discover_sessions, folders, home=self.home)
         else:
             found = await self.client.run(list_on_disk, folders, self.home)
         self.last_listed = found
@@ -213,7 +213,7 @@ class SessionsController:
         bridge = self._bridge
         try:
             self.follower = await self.client.call(
-                InspectorService.follow_sessions, self.folders, home=self.home,
+                ImportsAPI.follow_sessions, self.folders, home=self.home,
                 on_reports=bridge.reports.emit, on_error=lambda path, exc: bridge.failed.emit(path, error_text(exc)),
             )
         except Exception as exc:  # noqa: BLE001 - shown in the banner; the toggle goes back off
@@ -281,7 +281,7 @@ class SessionsController:
         if not same_database(target, self._database()) and not await self._open_database(target):
             return False
         try:
-            reports = await self.client.call(InspectorService.import_file, path)
+            reports = await self.client.call(ImportsAPI.import_file, path)
         except Exception as exc:  # noqa: BLE001 - shown in the banner
             self._report(exc, f"import {Path(path).name}")
             return True

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 
 from ..models.timeline import MessageIdRole
-from ..service_api import InspectorService
+from ..service_api import SteeringAPI
 from .tasks import Report, TaskSet, ThreadTasks
 
 #: the policy values the dialog edits: (key, label, kind)
@@ -183,7 +183,7 @@ class SteeringController:
         self.view.spawn(self.load_pins(key), "read pins")
 
     async def load_pins(self, key: str) -> None:
-        pins = await self.client.call(InspectorService.pins, key)
+        pins = await self.client.call(SteeringAPI.pins, key)
         if self._current() == key:
             self.ui.timeline_model.set_pinned({p.message_id for p in pins})
 
@@ -218,7 +218,7 @@ class SteeringController:
         self.tasks.spawn(self.pin(key, message_id, unpin=unpin), "unpin" if unpin else "pin")
 
     async def pin(self, key: str, message_id: int, *, unpin: bool = False, reason: str | None = None) -> None:
-        change = await self.client.call(InspectorService.pin, key, message_id, reason=reason, unpin=unpin)
+        change = await self.client.call(SteeringAPI.pin, key, message_id, reason=reason, unpin=unpin)
         word = "Unpinned" if unpin else "Pinned"
         shown = ", ".join(f"#{i}" for i in change.covered)
         self.ui.statusBar().showMessage(f"{word} {shown}" if change.changed else f"#{message_id} was already {word.lower()}")
@@ -237,7 +237,7 @@ class SteeringController:
         self.view.spawn(self._fill_policy(key), "read the thread policy")
 
     async def _fill_policy(self, key: str) -> None:
-        view = await self.client.call(InspectorService.thread_policy, key)
+        view = await self.client.call(SteeringAPI.thread_policy, key)
         assert self.policy_dialog is not None
         self.policy_dialog.show_policy(view)
         self.policy_dialog.open()
@@ -252,7 +252,7 @@ class SteeringController:
 
     async def save_policy(self, key: str, values: dict[str, Any], reason: str | None) -> None:
         try:
-            view = await self.client.call(InspectorService.set_thread_policy, key, values, reason=reason)
+            view = await self.client.call(SteeringAPI.set_thread_policy, key, values, reason=reason)
         except EngineError as exc:
             self.report(exc, "set the thread policy")
             return

@@ -23,7 +23,7 @@ from engine.views import ThreadPage, ThreadQuery
 
 from ..layout import InspectorLayout
 from ..models.threads import CACHE_ROWS, COLUMN_SORTS, PAGE, KeyRole
-from ..service_api import InspectorService
+from ..service_api import InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
 from .base import plural
 from .tasks import Report, TaskSet
@@ -63,7 +63,7 @@ def read_first(service: InspectorService, query: ThreadQuery, limit: int) -> tup
     worker trip (the mark first: a change in between is seen by the next poll; a mark that cannot
     be read is None, and the next poll reads again)."""
     try:
-        listing = invoke(service, InspectorService.versions, None)[0]
+        listing = invoke(service, ReadsAPI.versions, None)[0]
     except Exception:  # noqa: BLE001 - the list itself says what is wrong, if anything
         listing = None
     page = read_page(service, query, None, limit)

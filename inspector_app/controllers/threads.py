@@ -23,7 +23,7 @@ from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
 from ..pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI, InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
 from ..timeline.pages import source_name
 from ..urls import secrets_of
@@ -347,9 +347,9 @@ class ThreadsController:
         if status is None and ui.gauge.progress is not None:  # it failed half-way: no progress left standing
             ui.gauge.set_status(None)
             ui.thread_meta.setText(meta)
-        points = await read("read pressure history", self.client.call(InspectorService.pressure_history, key))
-        episodes = await read("read replay", self.client.call(InspectorService.replay, key))
-        events = await read("read events", self.client.call(InspectorService.events, key, limit=10_000))
+        points = await read("read pressure history", self.client.call(CompactionAPI.pressure_history, key))
+        episodes = await read("read replay", self.client.call(ReadsAPI.replay, key))
+        events = await read("read events", self.client.call(ReadsAPI.events, key, limit=10_000))
         if status is not None:
             self.apply_status(status)
         ui.chart.set_points(points or [])
@@ -387,7 +387,7 @@ class ThreadsController:
         relay = ProgressRelay(post, interval=STATUS_PROGRESS_INTERVAL)
         limit = total if total else 1 << 62  # an unknown count: only the interval throttles
         try:
-            return await self.client.call(InspectorService.status_with_progress, key, lambda counted: relay(counted, limit))
+            return await self.client.call(CompactionAPI.status_with_progress, key, lambda counted: relay(counted, limit))
         finally:
             if self._measurement == token:
                 self._measurement = None
@@ -430,8 +430,8 @@ class ThreadsController:
             await finished(self.view.spawn(self._reread_status(key), "read status"))
 
     async def _reread_status(self, key: str) -> None:
-        info = await self.client.call(InspectorService.thread, key)
-        status = await self.client.call(InspectorService.status, key)
+        info = await self.client.call(ReadsAPI.thread, key)
+        status = await self.client.call(CompactionAPI.status, key)
         self.set_thread(info)
         self.apply_status(status)
 
@@ -445,9 +445,9 @@ class ThreadsController:
         chart's and the requests' cursor, the episode and step, the selected event stay); the
         Requests page reads its rows again when the number of requests changed."""
         ui = self.ui
-        points = await self.client.call(InspectorService.pressure_history, key)
-        episodes = await self.client.call(InspectorService.replay, key)
-        events = await self.client.call(InspectorService.events, key, limit=10_000)
+        points = await self.client.call(CompactionAPI.pressure_history, key)
+        episodes = await self.client.call(ReadsAPI.replay, key)
+        events = await self.client.call(ReadsAPI.events, key, limit=10_000)
         if self.view.key != key:
             return
         if list(points) != list(ui.chart.points()):
@@ -501,7 +501,7 @@ DATABASE = "\x00database"
 class Opening:
     """What a thread shows first, read in one worker trip: each part its value or the exception
     that reading it raised (each fails on its own, as separate reads would); ``mark``: the
-    thread's mark (``InspectorService.versions``) read before the rest, None if it failed."""
+    thread's mark (``ReadsAPI.versions``) read before the rest, None if it failed."""
 
     info: ThreadInfo | Exception
     state: tuple[CompactionState, list[HistoryRecord]] | Exception
@@ -513,7 +513,7 @@ class Opening:
 def thread_exists(service: InspectorService, key: str) -> bool:
     """Whether the store has thread ``key`` (on a worker)."""
     try:
-        invoke(service, InspectorService.thread, key)
+        invoke(service, ReadsAPI.thread, key)
     except ThreadNotFound:
         return False
     return True
@@ -589,12 +589,12 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
         except Exception as exc:  # noqa: BLE001 - handed back to the GUI thread, which reports it
             return exc
 
-    marks = attempt(lambda: invoke(service, InspectorService.versions, key))
-    info = attempt(lambda: invoke(service, InspectorService.thread, key))
+    marks = attempt(lambda: invoke(service, ReadsAPI.versions, key))
+    info = attempt(lambda: invoke(service, ReadsAPI.thread, key))
     if isinstance(info, Exception):
         return Opening(info, info, (), info)
-    state = attempt(lambda: (invoke(service, InspectorService.compaction_state, key), invoke(service, InspectorService.history, key)))
-    sources = attempt(lambda: tuple(invoke(service, InspectorService.source_compactions, key))) if info.source_format else ()
+    state = attempt(lambda: (invoke(service, ReadsAPI.compaction_state, key), invoke(service, ReadsAPI.history, key)))
+    sources = attempt(lambda: tuple(invoke(service, ReadsAPI.source_compactions, key))) if info.source_format else ()
     mark = None if isinstance(marks, Exception) else marks[1]
     return Opening(info, state, sources, attempt(lambda: read_page(service, key, request)), mark)
 

@@ -1,4 +1,4 @@
-"""Before/after of one compaction (``Service.compaction_diff``): the two surfaces as lines with what
+"""Before/after of one compaction (``Service.reads.compaction_diff``): the two surfaces as lines with what
 happened to each message, and the tokens by category on both sides. Pure Qt item models, tested
 without views."""
 

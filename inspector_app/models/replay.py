@@ -283,7 +283,7 @@ def envelope_surface(e: RequestEnvelope) -> tuple[Message, ...]:
 class RequestsModel(QAbstractListModel):
     """Every recorded request of a thread (with the steps of its overflow recoveries), and a cursor.
 
-    The envelopes are not all built: ``Service.request_envelopes`` answers a lazy sequence whose
+    The envelopes are not all built: ``Service.reads.request_envelopes`` answers a lazy sequence whose
     items are rebuilt when indexed (the surface measured by the meter), so the owner builds the
     current row's on a worker and hands it over with :meth:`set_envelope`; until then a row shows
     its pressure point (recorded size, the compaction before it)."""

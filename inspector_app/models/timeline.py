@@ -112,7 +112,7 @@ class TimelineModel(QAbstractItemModel):
     def __init__(self, parent: Any = None) -> None:
         super().__init__(parent)
         self.core = Timeline(_Signals(self))
-        #: ids of the thread's pinned messages (``Service.pins``): their rows carry a ``pinned`` marker
+        #: ids of the thread's pinned messages (``Service.steering.pins``): their rows carry a ``pinned`` marker
         self.pinned: frozenset[int] = frozenset()
 
     def set_pinned(self, ids: "frozenset[int] | set[int]") -> None:

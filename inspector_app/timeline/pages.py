@@ -169,7 +169,7 @@ class PageRequest:
     limit: int = 500
 
     def query(self) -> dict[str, Any]:
-        """Keyword arguments for ``Service.messages_page``."""
+        """Keyword arguments for ``Service.reads.messages_page``."""
         if self.backward:
             return {"before_id": NEWEST if self.before_id is None else self.before_id, "limit": self.limit}
         return {"after_id": self.after_id, "limit": self.limit}

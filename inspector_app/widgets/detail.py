@@ -7,7 +7,7 @@ decisions) the compaction dropped: a count, a warning when the current request o
 tail still refers to one of them, and the full list on demand. For our boundary they come from the
 ``summary`` event's data (``specifics_seen``, ``dropped_specifics``, ``dropped_referenced``,
 ``dropped``, ``dropped_truncated``: docs/events.md), for a source's compaction from
-``Service.compaction_diff(...).dropped``. :class:`DroppedView` reads either without Qt; a field that
+``Service.reads.compaction_diff(...).dropped``. :class:`DroppedView` reads either without Qt; a field that
 is missing says "not recorded", one that cannot be read says so in place."""
 
 from __future__ import annotations

@@ -4,8 +4,8 @@ on both sides, and the specifics it dropped (those the request or the retained t
 to first, highlighted).
 
 :class:`DiffView` only shows what it is given; the replay controller
-(:mod:`inspector_app.controllers.selection`) reads ``Service.compaction_history`` and
-``Service.compaction_diff`` off the GUI thread and calls :meth:`DiffView.set_entries` /
+(:mod:`inspector_app.controllers.selection`) reads ``Service.reads.compaction_history`` and
+``Service.reads.compaction_diff`` off the GUI thread and calls :meth:`DiffView.set_entries` /
 :meth:`DiffView.show_diff`. :class:`DiffWindow` is the same view in a window of its own (wide
 enough for the two sides)."""
 

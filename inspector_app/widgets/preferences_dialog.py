@@ -441,9 +441,9 @@ class PreferencesHook:
             w.spawn(self.reload_summarizer(said), "use the new summarizer")
 
     async def reload_summarizer(self, said: list[str]) -> None:
-        from ..service_api import InspectorService
+        from ..service_api import CompactionAPI
 
-        who = await self.window.client.call(InspectorService.reload_summarizer)
+        who = await self.window.client.call(CompactionAPI.reload_summarizer)
         host = f" at {who['summarizer_host']}" if who.get("summarizer_host") else ""
         self.window.statusBar().showMessage(". ".join(said + [f"Summaries are now written by {who['summarizer']}{host}"]))
 

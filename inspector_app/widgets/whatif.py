@@ -3,7 +3,7 @@
 The dialog is a settings form (each setting is left *as recorded* unless its box is ticked), a Run
 and a Cancel button with a progress bar, and the result: the comparison table (recorded against
 the candidate) or, in sweep mode, one row per value of one parameter and a small chart of the peak
-and mean pressure over the values. The run is ``Service.whatif`` / ``Service.whatif_sweep`` on a
+and mean pressure over the values. The run is ``Service.compaction.whatif`` / ``Service.compaction.whatif_sweep`` on a
 worker thread (through :class:`~inspector_app.service_client.ServiceClient`): ``progress(done,
 total)`` comes back to the GUI thread throttled, Cancel makes ``should_stop()`` true and the engine
 raises ``Cancelled`` (its scratch copy removed). A bad setting or an unreachable summarizer is shown
@@ -52,7 +52,7 @@ from engine.errors import Cancelled, describe_failure
 
 from .. import theme
 from ..models.table import RecordTableModel
-from ..service_api import InspectorService
+from ..service_api import CompactionAPI
 from ..service_client import ServiceClient
 from ..whatif_logic import (  # noqa: F401 (re-exported: the dialog's plain Python, imported from here)
     MAX_SWEEP,
@@ -465,7 +465,7 @@ class WhatIfDialog(QDialog):
         self.sweep_step.setValue(step)
 
     def form_settings(self) -> dict[str, Any]:
-        """The ticked settings and the summarizer as ``Service.whatif`` takes them (SettingsError)."""
+        """The ticked settings and the summarizer as ``Service.compaction.whatif`` takes them (SettingsError)."""
         values = {key: self.spins[key].value() for key, check in self.checks.items() if check.isChecked()}
         summarizer = summarizer_setting(self.summarizer.currentData(), self.endpoint.text(), self.model_name.text())
         return build_settings(values, summarizer)
@@ -526,10 +526,10 @@ class WhatIfDialog(QDialog):
         outcome = "failed"
         try:
             if sweep is None:
-                comparison = await self.client.call(InspectorService.whatif, key, settings, progress=relay, should_stop=stop.is_set)
+                comparison = await self.client.call(CompactionAPI.whatif, key, settings, progress=relay, should_stop=stop.is_set)
                 self._show_comparison(comparison, settings)
             else:
-                swept = await self.client.call(InspectorService.whatif_sweep, key, sweep[0], sweep[1], settings=settings, progress=relay, should_stop=stop.is_set)
+                swept = await self.client.call(CompactionAPI.whatif_sweep, key, sweep[0], sweep[1], settings=settings, progress=relay, should_stop=stop.is_set)
                 self._show_sweep(swept, settings)
             outcome = "done"
             self.status.setText(f"Done in {time.monotonic() - started:.1f} s · {what} · the database was not written")
