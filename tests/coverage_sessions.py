@@ -184,7 +184,7 @@ def coding_session(*, finished: bool = False, next_request: str | None = NEXT_RE
 
 def load(svc: Any, key: str, messages: Sequence[Message], *, provider: str | None = None, model: str | None = None) -> str:
     """Create thread ``key`` on ``svc`` (the session's system prompt) and write ``messages`` through its door."""
-    svc.create_thread(key, title=f"coding session {key}", system_prompt=SYSTEM_PROMPT, provider=provider, model=model)
+    svc.runs.create_thread(key, title=f"coding session {key}", system_prompt=SYSTEM_PROMPT, provider=provider, model=model)
     with svc.store.locked(key) as tx:
         tx.bulk_append(list(messages))
     return key

@@ -239,7 +239,7 @@ def test_every_imported_thread_is_measured_when_the_import_ends(tmp_path: Path, 
         listed = svc.threads.page(ThreadQuery(), limit=100).threads
         assert len(listed) == out["counts"]["threads"] >= SESSIONS
         for t in listed:
-            st = svc.status(t.key, remember=False)
+            st = svc.compaction.status(t.key, remember=False)
             assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold or None, st.context_window or None), t.key
     finally:
         svc.close()
@@ -253,7 +253,7 @@ def _listed_figures_are_the_status(db: str) -> int:
     try:
         listed = svc.threads.page(ThreadQuery(), limit=1000).threads
         for t in listed:
-            st = svc.status(t.key, remember=False)
+            st = svc.compaction.status(t.key, remember=False)
             assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold or None, st.context_window or None), t.key
         return len(listed)
     finally:

@@ -35,11 +35,11 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     try:
         for i in range(EXTRA):
             key = f"extra-{i:03d}"
-            svc.create_thread(key, title=f"extra thread {i}")
-            svc.append_message(key, Message(role="user", content=f"question {i}"))
-        ids = svc.append_messages("extra-000", [Message(role="assistant", content=f"answer {j}") for j in range(12)])
+            svc.runs.create_thread(key, title=f"extra thread {i}")
+            svc.runs.append_message(key, Message(role="user", content=f"question {i}"))
+        ids = svc.runs.append_messages("extra-000", [Message(role="assistant", content=f"answer {j}") for j in range(12)])
         for j, mid in enumerate(ids):
-            svc.pin("extra-000", mid, reason=f"keep {j}")
+            svc.steering.pin("extra-000", mid, reason=f"keep {j}")
     finally:
         svc.close()
     folder = tmp / "sessions"

@@ -53,10 +53,10 @@ def service(tmp_path: Path):
 
 
 def compact_at_half(svc, key: str):
-    before = svc.status(key)
-    svc.set_policy(cs.half_window_policy(before.tokens))
-    status = svc.status(key)
-    return status, svc.compact(key)
+    before = svc.compaction.status(key)
+    svc.steering.set_policy(cs.half_window_policy(before.tokens))
+    status = svc.compaction.status(key)
+    return status, svc.compaction.compact(key)
 
 
 def test_a_history_that_is_one_long_finished_turn_reaches_the_target(service):
@@ -72,14 +72,14 @@ def test_a_history_that_is_one_long_finished_turn_reaches_the_target(service):
     assert (r.status, r.reason) == ("completed", None)
     assert r.after_tokens <= target < r.before_tokens and not r.still_over_threshold
     assert r.summarizer_calls == counter.calls == 1
-    stored = [s.message for s in svc.messages_page(key, limit=10_000)]
+    stored = [s.message for s in svc.reads.messages_page(key, limit=10_000)]
     assert_valid_cut(stored, r.boundary, split_turn=lambda t: True)  # a round end inside the finished turn
     surface = build_surface(svc.store.snapshot(key))
     kept = history_part(surface)
     assert is_balanced(kept)
     assert kept[-1].content == cs.NEXT_REQUEST and kept[-2].content == cs.ANSWER  # the current request and what it follows stay
     assert sum(1 for m in kept if m.role == "tool") >= 2  # the newest rounds stay verbatim (the retained tail)
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert contains_verbatim(state.summary, cs.REQUEST)  # the earlier request, with its constraint, verbatim in the summary
     assert not counter.requests[0].running_turn  # a finished turn cut into rounds is not the running turn
 
@@ -131,17 +131,17 @@ def test_a_generated_claude_code_session_compacted_to_half_its_window_keeps_its_
     svc = service(counter)
     source = tmp_path / "session.jsonl"
     import_session.generate(source, 2.0)
-    (report,) = [r for r in svc.import_file(source) if not r.parent_thread]
+    (report,) = [r for r in svc.imports.import_file(source) if not r.parent_thread]
     key = report.thread
-    svc.close_dangling_calls(key)
-    info = svc.thread(key)
+    svc.runs.close_dangling_calls(key)
+    info = svc.reads.thread(key)
     tokens = svc.compactor.measure(svc.store.snapshot(key)).tokens  # what real_corpus.py measures
     window = math.ceil(tokens / 1.6)
-    svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window,
+    svc.steering.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window,
                                                              "summary_max_tokens": min(8192, window // 8)}]})
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
     assert r.status == "completed" and r.after_tokens <= math.floor(0.8 * window) // 2 < r.before_tokens
-    shown = {i for s in svc.messages_page(key, limit=100_000) if s.message.role == "tool" for i in extract_identifiers(s.message.content)}
+    shown = {i for s in svc.reads.messages_page(key, limit=100_000) if s.message.role == "tool" for i in extract_identifiers(s.message.content)}
     visible = _visible(shown, cs.surface_text(svc, key))
     assert len(shown) >= 100 and len(visible) / len(shown) >= 0.9
     assert r.summarizer_calls == counter.calls <= 2

@@ -26,13 +26,13 @@ def _dump(db: Path, workdir: Path) -> dict[str, Any]:
     svc = open_service(str(db), workdir=workdir)
     try:
         out: dict[str, Any] = {}
-        for t in svc.list_threads():
+        for t in svc.reads.list_threads():
             msgs = [
                 (m.id, m.message.role, m.message.content, [(c.id, c.name, c.arguments) for c in m.message.tool_calls], m.message.tool_call_id, m.offload_sha256)
-                for m in svc.messages_page(t.key, limit=10_000)
+                for m in svc.reads.messages_page(t.key, limit=10_000)
             ]
-            state = svc.compaction_state(t.key)
-            events = [(e.kind, e.trigger, e.run_id, _clean(dict(e.data))) for e in svc.events(t.key)]
+            state = svc.reads.compaction_state(t.key)
+            events = [(e.kind, e.trigger, e.run_id, _clean(dict(e.data))) for e in svc.reads.events(t.key)]
             runs = [(r.status, r.error_code, r.error_message) for r in svc.store.runs(t.key)]
             requests = [(r.step, r.estimated_tokens, r.reported_prompt_tokens, r.outcome, r.error_code) for r in svc.store.model_requests(t.key)]
             out[t.key] = {
@@ -102,9 +102,9 @@ def test_hint_thread_sits_just_above_the_hint_line(demo: tuple[Path, Path, dict[
     db, workdir, _ = demo
     svc = open_service(str(db), workdir=workdir)
     try:
-        st = svc.status("near-hint-line")
+        st = svc.compaction.status("near-hint-line")
         assert st.hint and 0.85 <= st.pressure_ratio < 0.90
-        assert not svc.status("coding-lock-test-failure").hint
+        assert not svc.compaction.status("coding-lock-test-failure").hint
     finally:
         svc.close()
 
@@ -113,14 +113,14 @@ def test_replay_of_the_demo_recovery(demo: tuple[Path, Path, dict[str, Any]]) ->
     db, workdir, _ = demo
     svc = open_service(str(db), workdir=workdir)
     try:
-        (episode,) = svc.replay("overflow-recovers")
+        (episode,) = svc.reads.replay("overflow-recovers")
         assert episode.outcome == "recovered"
         kinds = [s.kind for s in episode.steps]
         assert kinds[0] == "provider_error" and "retry" in kinds and kinds[-1] == "recovered"
         assert episode.steps[0].error_code == "CONTEXT_WINDOW_EXCEEDED"
         retry = next(s for s in episode.steps if s.kind == "retry")
         assert retry.generation_after > retry.generation_before
-        (lost,) = svc.replay("overflow-gives-up")
+        (lost,) = svc.reads.replay("overflow-gives-up")
         assert lost.outcome == "gave_up" and "maximum context length" in (lost.steps[-1].error_message or "")
     finally:
         svc.close()
@@ -136,8 +136,8 @@ def test_compact_now_has_work_on_the_coding_thread(demo: tuple[Path, Path, dict[
     shutil.copytree(workdir, tmp_path / "copy.db.workdir")
     svc = open_service(str(tmp_path / "copy.db"), workdir=tmp_path / "copy.db.workdir")
     try:
-        assert not svc.status("coding-lock-test-failure").hint
-        result = svc.compact("coding-lock-test-failure")
+        assert not svc.compaction.status("coding-lock-test-failure").hint
+        result = svc.compaction.compact("coding-lock-test-failure")
         assert result.status == "completed" and result.after_tokens < result.before_tokens
     finally:
         svc.close()
@@ -146,7 +146,7 @@ def test_compact_now_has_work_on_the_coding_thread(demo: tuple[Path, Path, dict[
 def _threads(url: str) -> list[str]:
     svc = open_service(url)
     try:
-        return [t.key for t in svc.list_threads()]
+        return [t.key for t in svc.reads.list_threads()]
     finally:
         svc.close()
 
@@ -191,7 +191,7 @@ def test_every_demo_thread_is_measured_for_the_list(demo: tuple[Path, Path, dict
         listed = svc.threads.page(ThreadQuery(), limit=100).threads
         assert {t.key for t in listed} == set(dumped)
         for t in listed:
-            st = svc.status(t.key, remember=False)
+            st = svc.compaction.status(t.key, remember=False)
             assert t.kept_tokens is not None and t.pressure is not None, t.key
             assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold, st.context_window), t.key
     finally:

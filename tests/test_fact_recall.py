@@ -100,9 +100,9 @@ def test_real_shaped_files_import_with_every_fact(dialect: str, tmp_path: Path) 
     assert path.read_bytes() == again.read_bytes()  # seeded to the byte
     svc = open_service(f"sqlite:///{tmp_path / 'i.db'}", workdir=tmp_path / "wd", summarizer=ExtractiveSummarizer(), create=True)
     try:
-        (rep,) = svc.import_file(path)
+        (rep,) = svc.imports.import_file(path)
         assert rep.format == dialect
-        stored = [s.message for s in svc.messages_page(rep.thread, limit=100_000)]
+        stored = [s.message for s in svc.reads.messages_page(rep.thread, limit=100_000)]
     finally:
         svc.close()
     assert not [f.fid for f in session.facts if fs.complete_at(f, stored) is None]

@@ -61,8 +61,8 @@ def reference(svc: Service) -> dict[str, dict]:
     assert len(keys) == THREADS
     out = {}
     for k in keys:
-        out[k] = {"info": svc.thread(k), "events": {e.kind for e in svc.events(k)}, "history": svc.history(k),
-                  "sources": svc.source_compactions(k)}
+        out[k] = {"info": svc.reads.thread(k), "events": {e.kind for e in svc.reads.events(k)}, "history": svc.reads.history(k),
+                  "sources": svc.reads.source_compactions(k)}
     return out
 
 
@@ -173,7 +173,7 @@ def test_literal_percent_and_underscore(fresh_url: str) -> None:
     svc = open_service(fresh_url)
     try:
         for key, title in (("pct-1", "100% done"), ("pct-2", "1000 done"), ("und-1", "a_b"), ("und-2", "axb")):
-            svc.create_thread(key, title=title)
+            svc.runs.create_thread(key, title=title)
         assert {t.key for t in svc.threads.page(ThreadQuery(text="0%")).threads} == {"pct-1"}
         assert {t.key for t in svc.threads.page(ThreadQuery(text="a_b")).threads} == {"und-1"}
         assert svc.threads.count(ThreadQuery(text="%")) == 1 and svc.threads.count(ThreadQuery(text="_")) == 1
@@ -191,8 +191,8 @@ def test_paging_is_stable_under_concurrent_inserts(fresh_url: str, sort: str, de
     try:
         for i in range(300):
             key = f"t-{i * 10:05d}"
-            svc.create_thread(key, title=f"title {i * 10:05d}")
-            svc.append_message(key, user(f"question {i}"))
+            svc.runs.create_thread(key, title=f"title {i * 10:05d}")
+            svc.runs.append_message(key, user(f"question {i}"))
         before = {t.key for t in walk(svc, ThreadQuery())}
         assert len(before) == 300
         inserted: list[str] = []
@@ -226,18 +226,18 @@ def test_list_figure_is_the_status_figure(fresh_url: str, tmp_path: Path) -> Non
 
     svc = open_service(fresh_url)
     try:
-        svc.create_thread("live-1", title="live")
-        svc.append_messages("live-1", [user("what is the refund policy?"), assistant("Thirty days, with the receipt.")])
+        svc.runs.create_thread("live-1", title="live")
+        svc.runs.append_messages("live-1", [user("what is the refund policy?"), assistant("Thirty days, with the receipt.")])
         path = write_claude_code_session(tmp_path)
-        [report] = svc.import_file(path)
+        [report] = svc.imports.import_file(path)
         for key in ("live-1", report.thread):
-            st = svc.status(key)
+            st = svc.compaction.status(key)
             listed = {t.key: t for t in svc.threads.page(ThreadQuery()).threads}[key]
             assert (listed.kept_tokens, listed.threshold, listed.window) == (st.tokens, st.threshold or None, st.context_window or None)
             assert listed.pressure == (st.tokens / st.threshold if st.threshold else None)
-        svc.append_message("live-1", user("and for digital goods?"))
+        svc.runs.append_message("live-1", user("and for digital goods?"))
         listed = svc.threads.page(ThreadQuery(text="live-1")).threads[0]
-        assert listed.kept_tokens == svc.status("live-1").tokens  # the door added the count; the status agrees
+        assert listed.kept_tokens == svc.compaction.status("live-1").tokens  # the door added the count; the status agrees
     finally:
         svc.close()
 
@@ -258,8 +258,8 @@ def test_a_broken_row_is_one_marked_thread_not_a_failed_page(tmp_path: Path, pla
     svc = open_service(url)
     try:
         for key in ("good-1", "bad-1", "good-2"):
-            svc.create_thread(key)
-            svc.append_message(key, user("hello"))
+            svc.runs.create_thread(key)
+            svc.runs.append_message(key, user("hello"))
         engine = sa.create_engine(url)
         with engine.begin() as conn:
             conn.execute(sa.text(plant), {"k": "bad-1"})
@@ -281,17 +281,17 @@ def test_a_repeated_status_writes_nothing(fresh_url: str) -> None:
 
     svc = open_service(fresh_url)
     try:
-        svc.create_thread("poll-1")
-        svc.append_message("poll-1", user("is my order shipped?"))
-        svc.status("poll-1")
+        svc.runs.create_thread("poll-1")
+        svc.runs.append_message("poll-1", user("is my order shipped?"))
+        svc.compaction.status("poll-1")
         writes: list[str] = []
         event.listen(svc.store.engine, "before_cursor_execute", lambda _c, _cur, stmt, *_a: writes.append(stmt) if stmt.lstrip().upper().startswith(("UPDATE", "BEGIN IMMEDIATE")) else None)
         for _ in range(3):
-            svc.status("poll-1")
+            svc.compaction.status("poll-1")
         assert writes == []
-        svc.append_message("poll-1", assistant("Yes, yesterday."))
+        svc.runs.append_message("poll-1", assistant("Yes, yesterday."))
         writes.clear()
-        st = svc.status("poll-1")
+        st = svc.compaction.status("poll-1")
         assert svc.threads.page(ThreadQuery(text="poll-1")).threads[0].kept_tokens == st.tokens
     finally:
         svc.close()
@@ -311,7 +311,7 @@ def test_a_built_store_holds_the_figures_a_status_measures(fresh_url: str) -> No
         bands = {(t.kept_tokens or 0) * 100 // (t.threshold or 1) // 50 for t in measured}
         assert len(bands) >= 3  # below half, between half and the threshold, over it
         for key, t in built.items():
-            st = svc.status(key)
+            st = svc.compaction.status(key)
             if t.kept_tokens is not None:
                 assert (t.kept_tokens, t.threshold, t.window) == (st.tokens, st.threshold, st.context_window), key
         after = {t.key: t for t in walk(svc, ThreadQuery(sort="key"), limit=500)}
@@ -319,7 +319,7 @@ def test_a_built_store_holds_the_figures_a_status_measures(fresh_url: str) -> No
             if t.kept_tokens is not None:
                 assert (after[key].kept_tokens, after[key].threshold, after[key].window) == (t.kept_tokens, t.threshold, t.window)
             else:
-                assert after[key].kept_tokens == svc.status(key).tokens
+                assert after[key].kept_tokens == svc.compaction.status(key).tokens
         assert all(a.kept_tokens is not None for a in after.values())
     finally:
         svc.close()
@@ -332,23 +332,23 @@ def test_deferred_write_backs_land_in_one_batch_and_keep_their_guard(fresh_url: 
     svc = open_service(fresh_url)
     try:
         for key in ("d-1", "d-2", "d-3"):
-            svc.create_thread(key)
-            svc.append_message(key, user(f"question about {key}"))
-        svc.status("d-3")  # measured before the block
+            svc.runs.create_thread(key)
+            svc.runs.append_message(key, user(f"question about {key}"))
+        svc.compaction.status("d-3")  # measured before the block
 
         def listed() -> dict[str, ThreadInfo]:
             return {t.key: t for t in svc.threads.page(ThreadQuery(sort="key")).threads}
 
         with svc.threads.deferred():
-            measured = {k: svc.status(k) for k in ("d-1", "d-2")}
-            svc.append_message("d-3", assistant("an answer"))
-            svc.status("d-3")
-            svc.append_message("d-3", user("and a follow-up"))  # after its measurement: the stored figure must not go back
+            measured = {k: svc.compaction.status(k) for k in ("d-1", "d-2")}
+            svc.runs.append_message("d-3", assistant("an answer"))
+            svc.compaction.status("d-3")
+            svc.runs.append_message("d-3", user("and a follow-up"))  # after its measurement: the stored figure must not go back
             inside = listed()
             assert inside["d-1"].kept_tokens is None and inside["d-2"].kept_tokens is None
         after = listed()
         for k, st in measured.items():
             assert (after[k].kept_tokens, after[k].threshold, after[k].window) == (st.tokens, st.threshold, st.context_window)
-        assert after["d-3"].kept_tokens == svc.status("d-3", remember=False).tokens
+        assert after["d-3"].kept_tokens == svc.compaction.status("d-3", remember=False).tokens
     finally:
         svc.close()

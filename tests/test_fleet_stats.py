@@ -57,11 +57,11 @@ def reference(svc: Service, keys: list[str], since: datetime) -> dict:
     worst: list[tuple[int, str, int, int, int]] = []
     calls = prompt = completion = saved = compactions = busy = 0
     for k in keys:
-        t = svc.thread(k)
+        t = svc.reads.thread(k)
         bands[_band(t)] += 1
         busy += t.busy
-        history = svc.history(k)
-        sources = svc.source_compactions(k)
+        history = svc.reads.history(k)
+        sources = svc.reads.source_compactions(k)
         compactions += len(history) + len(sources)
         for h in history:
             if h.created_at >= since:
@@ -73,7 +73,7 @@ def reference(svc: Service, keys: list[str], since: datetime) -> dict:
             if len(ts) > 10 and ts[10] == "T" and ts[:19] >= since.strftime("%Y-%m-%dT%H:%M:%S"):
                 per_day[(ts[:10], sc.kind, sc.source)] += 1
         dropped = []
-        for e in svc.events(k):
+        for e in svc.reads.events(k):
             if e.kind in ("summary", "summary_rejected"):
                 usage = e.data.get("usage") or {}
                 calls += e.data.get("calls", 1)
@@ -171,9 +171,9 @@ def test_migration_0006_up_and_down_with_data(old_url: str) -> None:
             assert [t.key for t in svc.threads.page(ThreadQuery(sort="compactions")).threads] == ["old-2", "old-1"]
             assert listed["old-1"].compact_count == 1 and listed["old-2"].compact_count == 2  # backfilled: ours + the source's
             assert listed["old-1"].kept_tokens is None and listed["old-1"].pressure is None  # never measured: unknown
-            svc.append_message("old-1", user("hello again"))
-            svc.append_message("old-1", assistant("hi"))
-            st = svc.status("old-1")
+            svc.runs.append_message("old-1", user("hello again"))
+            svc.runs.append_message("old-1", assistant("hi"))
+            st = svc.compaction.status("old-1")
             assert svc.threads.page(ThreadQuery(text="old-1")).threads[0].kept_tokens == st.tokens
         finally:
             svc.close()

@@ -96,40 +96,40 @@ def sim() -> Iterator[ProviderSimulator]:
 
 
 def kinds(svc: Service, key: str) -> list[str]:
-    return [str(e.kind) for e in svc.events(key)]
+    return [str(e.kind) for e in svc.reads.events(key)]
 
 
 def assert_pruned_and_summarized(svc: Service, key: str) -> None:
     """What the inspector shows of a long session: listed under its key, offloads with their
     originals readable, a boundary and a summary, prune and summary events, no busy run left."""
-    listed = {t.key: t for t in svc.list_threads()}
+    listed = {t.key: t for t in svc.reads.list_threads()}
     assert key in listed
-    info = svc.thread(key)
+    info = svc.reads.thread(key)
     assert info.busy_reason is None, info.busy_reason
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert state.boundary is not None and state.summary, state
     assert state.generation >= 2 and state.compact_count >= 1
-    offloads = svc.offloads(key)
+    offloads = svc.reads.offloads(key)
     assert offloads, "no tool result was pruned"
     for message_id, off in offloads.items():
-        original = next(s for s in svc.messages_page(key) if s.id == message_id)
-        assert svc.read_original(off) == original.message.content  # the full text is in the Workdir
+        original = next(s for s in svc.reads.messages_page(key) if s.id == message_id)
+        assert svc.reads.read_original(off) == original.message.content  # the full text is in the Workdir
         assert len(off.preview) < len(original.message.content)
     got = kinds(svc, key)
     assert EventKind.PRUNE in got and EventKind.SUMMARY in got, got
     assert got.index(EventKind.PRUNE) < got.index(EventKind.SUMMARY)  # prune first
-    status = svc.status(key)
+    status = svc.compaction.status(key)
     assert status.boundary == state.boundary and status.tokens < status.threshold
 
 
 def stored_roles(svc: Service, key: str) -> list[str]:
-    return [s.message.role for s in svc.messages_page(key, limit=10_000)]
+    return [s.message.role for s in svc.reads.messages_page(key, limit=10_000)]
 
 
 def assert_calls_answered(svc: Service, key: str) -> None:
     """Every stored call has exactly one stored result (no orphan either way)."""
     counts: dict[str, int] = {}
-    for s in svc.messages_page(key, limit=10_000):
+    for s in svc.reads.messages_page(key, limit=10_000):
         for c in s.message.tool_calls:
             counts.setdefault(c.id, 0)
         if s.message.role == "tool":
@@ -157,9 +157,9 @@ def assert_one_summary_per_request(sim: ProviderSimulator) -> None:
 def assert_nothing_synthetic_stored(svc: Service, key: str, system: str) -> None:
     """The store holds only the agent's own messages: no synthetic request, no summary text, and the
     thread's system prompt is the agent's, not the summary."""
-    for s in svc.messages_page(key, limit=10_000):
+    for s in svc.reads.messages_page(key, limit=10_000):
         assert SYNTHETIC_MARK not in s.message.content and SUMMARY_MARK not in s.message.content, s.message
-    assert svc.measure(key).envelope.system_prompt == system
+    assert svc.steps.measure(key).envelope.system_prompt == system
 
 
 # -- several runs, the returned history passed back in (as users do) ------------------------------
@@ -186,7 +186,7 @@ def assert_runs_stored_once(svc: Service, sim: ProviderSimulator, key: str, *, s
     per request from the first summary on, the system prompt once (first, unless the framework puts
     it after the history's system parts), every run completed and every request ok."""
     assert stored_roles(svc, key) == (["user"] + ["assistant", "tool"] * PER_RUN + ["assistant"]) * RUNS
-    assert [s.message.content for s in svc.messages_page(key, limit=10_000) if s.message.role == "user"] == [part(r) for r in range(RUNS)]
+    assert [s.message.content for s in svc.reads.messages_page(key, limit=10_000) if s.message.role == "user"] == [part(r) for r in range(RUNS)]
     assert_nothing_synthetic_stored(svc, key, SYSTEM)
     assert_one_summary_per_request(sim)
     for r in sim.requests:

@@ -89,9 +89,9 @@ def test_the_inspector_shows_the_thread_a_framework_wrote(framework: str, qtbot:
     assert w.thread_model.row_of(key) is not None
     svc = opener(db)
     try:
-        info, state, status = svc.thread(key), svc.compaction_state(key), svc.status(key)
-        ids = [s.id for s in svc.messages_page(key, limit=1000)]
-        points = svc.pressure_history(key)
+        info, state, status = svc.reads.thread(key), svc.reads.compaction_state(key), svc.compaction.status(key)
+        ids = [s.id for s in svc.reads.messages_page(key, limit=1000)]
+        points = svc.compaction.pressure_history(key)
     finally:
         svc.close()
     assert info.agent == framework and info.message_count == len(ids) == 2 + 2 * ROUNDS

@@ -93,9 +93,9 @@ def test_messages_round_trip_without_loss(make_service, key) -> None:
     assert [from_engine(m) for m in ours] == originals
     # stored through the write door and read back, as the store keeps it
     svc = make_service(context_window=8000)
-    svc.create_thread(key)
-    svc.append_messages(key, ours)
-    stored = [s.message for s in svc.messages_page(key)]
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, ours)
+    stored = [s.message for s in svc.reads.messages_page(key)]
     assert [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in stored] == [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in ours]
     assert [from_engine(m) for m in stored] == originals
     pruned = from_engine(ours[3].with_content("preview of the result", **{META_PRUNED: "abc"}), preview=True)
@@ -119,7 +119,7 @@ def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, s
     assert_calls_answered(svc, key)
     assert_pruned_and_summarized(svc, key)
     assert summarizer.calls >= 1
-    info = svc.thread(key)
+    info = svc.reads.thread(key)
     assert (info.title, info.agent, info.provider, info.model) == ("LangChain support agent", "langchain", "openai", MODEL)
 
     # every model call is recorded with the usage the provider reported; later calls got the compacted surface
@@ -150,19 +150,19 @@ def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key)
     assert "overflow" in outcomes and outcomes[-1] == "ok"
     got = kinds(svc, key)
     assert EventKind.PROVIDER_ERROR in got and EventKind.RETRY in got and EventKind.RECOVERED in got
-    errors = [e for e in svc.events(key) if e.kind == EventKind.PROVIDER_ERROR]
+    errors = [e for e in svc.reads.events(key) if e.kind == EventKind.PROVIDER_ERROR]
     assert errors[0].data["error_code"] == "CONTEXT_WINDOW_EXCEEDED" and errors[0].trigger == "overflow"
     recorded = svc.store.model_requests(key)
     assert [r.outcome for r in recorded] == ["error" if o == "overflow" else "ok" for o in outcomes]
     assert all(r.error_code == "CONTEXT_WINDOW_EXCEEDED" for r in recorded if r.outcome == "error")
-    assert svc.compaction_state(key).generation > 0
-    (episode,) = svc.replay(key)  # the inspector's replay view rebuilds the episode from the events
+    assert svc.reads.compaction_state(key).generation > 0
+    (episode,) = svc.reads.replay(key)  # the inspector's replay view rebuilds the episode from the events
     assert episode.outcome == "recovered"
     assert outcomes == ["ok", "ok", "overflow", "ok"]
     assert sim.requests[-1].prompt_tokens < 1800 < sim.requests[-2].prompt_tokens
     assert [m.content for m in out["messages"] if isinstance(m, ToolMessage)] == [lookup.invoke({"q": f"topic {i}"}) for i in range(2)]
     assert_calls_answered(svc, key)
-    assert svc.thread(key).busy_reason is None
+    assert svc.reads.thread(key).busy_reason is None
 
 
 def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, sim, key) -> None:
@@ -172,12 +172,12 @@ def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, 
     with pytest.raises(openai.BadRequestError) as caught:  # what ChatOpenAI raised, unchanged
         agent.invoke({"messages": [HumanMessage("Hello there, please answer.")]})
     assert "maximum context length is 30 tokens" in str(caught.value)
-    gave_up = [e for e in svc.events(key) if e.kind == EventKind.GAVE_UP]
+    gave_up = [e for e in svc.reads.events(key) if e.kind == EventKind.GAVE_UP]
     assert len(gave_up) == 1 and gave_up[0].data["reason"] in ("no_progress", "retries_exhausted")
     assert len(sim.requests) <= 2  # at most max_overflow_retries (1) retries, and only after progress
     run = svc.store.runs(key)[-1]
     assert (run.status, run.error_code) == ("failed", "CONTEXT_WINDOW_EXCEEDED")
-    assert svc.thread(key).busy_reason is None
+    assert svc.reads.thread(key).busy_reason is None
 
 
 def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, sim, summarizer, key) -> None:
@@ -191,7 +191,7 @@ def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, 
     assert summarizer.calls >= 1
     got = kinds(svc, key)
     assert EventKind.SUMMARY_REJECTED in got and EventKind.SUMMARY not in got
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert (state.boundary, state.summary) == (None, None)  # no error text stored as a summary
     assert stored_roles(svc, key) == [{"human": "user", "ai": "assistant", "tool": "tool"}[m.type] for m in out["messages"]]
     assert all(r.outcome == "ok" for r in svc.store.model_requests(key))
@@ -224,7 +224,7 @@ def test_the_thread_defaults_to_the_langgraph_thread_id(make_service, sim, key) 
     config = {"configurable": {"thread_id": key}}
     agent.invoke({"messages": [HumanMessage("one")]}, config)
     agent.invoke({"messages": [HumanMessage("two")]}, config)  # the checkpointed history is not stored twice
-    assert [(s.message.role, s.message.content) for s in svc.messages_page(key)] == [("user", "one"), ("assistant", "first"), ("user", "two"), ("assistant", "second")]
+    assert [(s.message.role, s.message.content) for s in svc.reads.messages_page(key)] == [("user", "one"), ("assistant", "first"), ("user", "two"), ("assistant", "second")]
     assert [r.status for r in svc.store.runs(key)] == ["completed", "completed"]
 
 
@@ -239,9 +239,9 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
         """Look something up."""
         inspector = open_service(db_url, workdir=tmp_path / "inspector-wd")  # another reader, as the GUI is
         try:
-            listed = [t for t in inspector.list_threads() if t.key == key]
-            info = inspector.thread(key)
-            seen.append((len(listed), info.busy_reason, [s.message.role for s in inspector.messages_page(key)]))
+            listed = [t for t in inspector.reads.list_threads() if t.key == key]
+            info = inspector.reads.thread(key)
+            seen.append((len(listed), info.busy_reason, [s.message.role for s in inspector.reads.messages_page(key)]))
         finally:
             inspector.close()
         return "found"
@@ -250,8 +250,8 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
     model = ChatOpenAI(model=MODEL, base_url=sim.base_url, api_key="sim-key", max_retries=0)
     create_agent(model, [peek], middleware=[CompactionMiddleware(service=svc, thread=key)]).invoke({"messages": [HumanMessage("go")]})
     assert seen == [(1, "running", ["user", "assistant"])]  # listed, busy, the call already stored
-    assert svc.thread(key).busy_reason is None
-    assert [s.message.role for s in svc.messages_page(key)] == ["user", "assistant", "tool", "assistant"]
+    assert svc.reads.thread(key).busy_reason is None
+    assert [s.message.role for s in svc.reads.messages_page(key)] == ["user", "assistant", "tool", "assistant"]
 
 
 def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_idle(make_service, sim, key) -> None:
@@ -265,7 +265,7 @@ def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_id
     assert sim.requests == ()  # nothing was sent
     (run_info,) = svc.store.runs(key)
     assert (run_info.status, run_info.error_code) == ("failed", "invalid_message")
-    assert svc.thread(key).busy_reason is None and svc.message_count(key) == 0
+    assert svc.reads.thread(key).busy_reason is None and svc.reads.message_count(key) == 0
 
 
 

@@ -92,9 +92,9 @@ def test_items_round_trip_without_loss(make_service, key) -> None:
     assert ours[4].content == "error: no axis" and ours[4].is_error and not ours[3].is_error
     assert [item for m in ours for item in from_engine(m)] == items
     svc = make_service(context_window=8000)  # through the write door and back
-    svc.create_thread(key)
-    svc.append_messages(key, ours)
-    stored = [s.message for s in svc.messages_page(key)]
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, ours)
+    stored = [s.message for s in svc.reads.messages_page(key)]
     assert [(m.role, m.reasoning, m.attachments, m.is_error) for m in stored] == [(m.role, m.reasoning, m.attachments, m.is_error) for m in ours]
     assert [item for m in stored for item in from_engine(m)] == items
     preview = from_engine(ours[3].with_content("preview", **{META_PRUNED: "abc"}), preview=True)
@@ -110,12 +110,12 @@ def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, s
 
     assert result.final_output == "All topics are covered."
     assert stored_roles(svc, key) == ["user"] + ["assistant", "tool"] * ROUNDS + ["assistant"]
-    tools = [s.message for s in svc.messages_page(key, limit=1000) if s.message.role == "tool"]
+    tools = [s.message for s in svc.reads.messages_page(key, limit=1000) if s.message.role == "tool"]
     assert [m.content for m in tools] == [result_of(f"topic {i}") for i in range(ROUNDS)]  # stored whole
     assert_calls_answered(svc, key)
     assert_pruned_and_summarized(svc, key)
     assert summarizer.calls >= 1
-    info = svc.thread(key)
+    info = svc.reads.thread(key)
     assert (info.title, info.agent, info.provider, info.model) == ("Agents SDK support agent", "openai_agents", "openai", MODEL)
     requests = svc.store.model_requests(key)
     assert len(requests) == len(sim.requests) == ROUNDS + 1 and {r.outcome for r in requests} == {"ok"}
@@ -166,7 +166,7 @@ def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key)
     assert [k for k in got if k in (EventKind.PROVIDER_ERROR, EventKind.RETRY, EventKind.RECOVERED)] == ["provider_error", "retry", "recovered"]
     assert [r.outcome for r in svc.store.model_requests(key)] == ["ok", "ok", "error", "ok"]
     assert_calls_answered(svc, key)
-    assert [s.message.content for s in svc.messages_page(key) if s.message.role == "tool"] == [result_of("topic 0"), result_of("topic 1")]
+    assert [s.message.content for s in svc.reads.messages_page(key) if s.message.role == "tool"] == [result_of("topic 0"), result_of("topic 1")]
 
 
 def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, sim, key) -> None:
@@ -176,10 +176,10 @@ def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, 
     with pytest.raises(openai.BadRequestError) as caught:
         run(Runner.run(make_agent(sim, session), "Hello there, please answer.", session=session))
     assert "maximum context length is 30 tokens" in str(caught.value)
-    assert [e.data["reason"] for e in svc.events(key) if e.kind == EventKind.GAVE_UP] in (["no_progress"], ["retries_exhausted"])
+    assert [e.data["reason"] for e in svc.reads.events(key) if e.kind == EventKind.GAVE_UP] in (["no_progress"], ["retries_exhausted"])
     run_info = svc.store.runs(key)[-1]
     assert (run_info.status, run_info.error_code) == ("failed", "CONTEXT_WINDOW_EXCEEDED")
-    assert svc.thread(key).busy_reason is None
+    assert svc.reads.thread(key).busy_reason is None
 
 
 def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, sim, summarizer, key) -> None:
@@ -193,7 +193,7 @@ def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, 
     assert summarizer.calls >= 1
     got = kinds(svc, key)
     assert EventKind.SUMMARY_REJECTED in got and EventKind.SUMMARY not in got
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert (state.boundary, state.summary) == (None, None)
     assert stored_roles(svc, key) == ["user"] + ["assistant", "tool"] * 6 + ["assistant"]
     assert len(sim.requests[-1].body["messages"]) == 1 + 1 + 2 * 6  # system, request, every round: nothing dropped

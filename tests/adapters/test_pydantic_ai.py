@@ -112,9 +112,9 @@ def test_messages_round_trip_without_loss(make_service, key) -> None:
     assert (ours[2].tool_call_id, ours[2].name, ours[2].content) == ("call_1", "lookup", "chart: revenue up")
     assert ours[3].is_error and not ours[2].is_error
     svc = make_service(context_window=8000)  # through the write door and back
-    svc.create_thread(key)
-    svc.append_messages(key, ours)
-    stored = [s.message for s in svc.messages_page(key)]
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, ours)
+    stored = [s.message for s in svc.reads.messages_page(key)]
     assert [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in stored] == [(m.reasoning, m.attachments, m.is_error, m.source_key) for m in ours]
     back = from_engine([(m, False) for m in stored])
     first = back[0]
@@ -139,7 +139,7 @@ def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, s
     assert_calls_answered(svc, key)
     assert_pruned_and_summarized(svc, key)
     assert summarizer.calls >= 1
-    info = svc.thread(key)
+    info = svc.reads.thread(key)
     assert (info.title, info.agent, info.provider, info.model) == ("Pydantic AI support agent", "pydantic_ai", "openai", MODEL)
     requests = svc.store.model_requests(key)
     assert len(requests) == len(sim.requests) == ROUNDS + 1 and {r.outcome for r in requests} == {"ok"}
@@ -192,10 +192,10 @@ def test_an_overflow_that_cannot_shrink_raises_the_original_error(make_service, 
     with pytest.raises(ModelHTTPError) as caught:
         run(make_agent(sim, EngineCompaction(service=svc, thread=key)).run("Hello there, please answer."))
     assert caught.value.status_code == 400 and "maximum context length is 30 tokens" in str(caught.value)
-    assert [e.data["reason"] for e in svc.events(key) if e.kind == EventKind.GAVE_UP] in (["no_progress"], ["retries_exhausted"])
+    assert [e.data["reason"] for e in svc.reads.events(key) if e.kind == EventKind.GAVE_UP] in (["no_progress"], ["retries_exhausted"])
     run_info = svc.store.runs(key)[-1]
     assert (run_info.status, run_info.error_code) == ("failed", "CONTEXT_WINDOW_EXCEEDED")
-    assert svc.thread(key).busy_reason is None
+    assert svc.reads.thread(key).busy_reason is None
 
 
 def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, sim, summarizer, key) -> None:
@@ -208,7 +208,7 @@ def test_a_failing_summarizer_loses_nothing_and_the_agent_goes_on(make_service, 
     assert summarizer.calls >= 1
     got = kinds(svc, key)
     assert EventKind.SUMMARY_REJECTED in got and EventKind.SUMMARY not in got
-    assert (svc.compaction_state(key).boundary, svc.compaction_state(key).summary) == (None, None)
+    assert (svc.reads.compaction_state(key).boundary, svc.reads.compaction_state(key).summary) == (None, None)
     assert stored_roles(svc, key) == ["user"] + ["assistant", "tool"] * 6 + ["assistant"]
     assert len(sim.requests[-1].body["messages"]) == 1 + 1 + 2 * 6
 

@@ -153,13 +153,13 @@ def make_pg_service(pg_url: str, tmp_path: Path) -> Iterator[ServiceFactory]:
 
 def route(svc: Service, key: str) -> int:
     """Record a completed, routed model request: the thread becomes eligible for pressure compaction."""
-    rid = svc.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1000)
-    svc.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
+    rid = svc.steps.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1000)
+    svc.steps.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
     return rid
 
 
 def add(svc: Service, key: str, *messages: Message) -> list[int]:
-    return [svc.append_message(key, m) for m in messages]
+    return [svc.runs.append_message(key, m) for m in messages]
 
 
 def finished_turns(svc: Service, key: str, n: int, *, answer_tokens: int = 280) -> list[int]:
@@ -180,23 +180,23 @@ def running_turn(svc: Service, key: str, *, rounds: int = 1, result_tokens: int 
 
 
 def new_thread(svc: Service, key: str, *, system_prompt: str = "You are a careful support agent.") -> str:
-    svc.create_thread(key, title=f"thread {key}", system_prompt=system_prompt)
+    svc.runs.create_thread(key, title=f"thread {key}", system_prompt=system_prompt)
     return key
 
 
 def all_messages(svc: Service, key: str) -> list[Message]:
-    return [s.message for s in svc.messages_page(key, limit=100_000)]
+    return [s.message for s in svc.reads.messages_page(key, limit=100_000)]
 
 
 def thread_state(svc: Service, key: str) -> dict[str, Any]:
     """Everything compaction or intake could change for a thread, read through the service."""
     return {
         "messages": [(m.id, m.role, m.content, m.tool_call_id, tuple(m.tool_calls)) for m in all_messages(svc, key)],
-        "message_count": svc.message_count(key),
-        "state": svc.compaction_state(key),
-        "history": svc.history(key),
-        "events": svc.events(key),
-        "offloads": svc.offloads(key),
+        "message_count": svc.reads.message_count(key),
+        "state": svc.reads.compaction_state(key),
+        "history": svc.reads.history(key),
+        "events": svc.reads.events(key),
+        "offloads": svc.reads.offloads(key),
         "runs": svc.store.runs(key),
         "queued": svc.store.queued_requests(key),
     }

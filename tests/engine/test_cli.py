@@ -61,7 +61,7 @@ def make_db(tmp_path: Path):
     def make(path: Path, *, busy: str | None = None) -> Path:
         svc = open_service(f"sqlite:///{path}", workdir=tmp_path / "wd", summarizer=Counting(), create=True)
         try:
-            svc.set_policy(POLICY)
+            svc.steering.set_policy(POLICY)
             new_thread(svc, "long")
             finished_turns(svc, "long", 20)
             running_turn(svc, "long")
@@ -231,7 +231,7 @@ def test_rejected_summary_exit_1_and_state_unchanged(db, monkeypatch):
     monkeypatch.setenv("COMPACTION_SUMMARY_BASE_URL", "http://127.0.0.1:1/v1")
     monkeypatch.setenv("COMPACTION_SUMMARY_MODEL", "gpt-4o-mini")
     svc = open_service(str(db), summarizer=Counting())
-    before = svc.compaction_state("long"), svc.history("long")
+    before = svc.reads.compaction_state("long"), svc.reads.history("long")
     svc.close()
 
     proc = cli("compact", "--thread", "long", db=db)
@@ -241,8 +241,8 @@ def test_rejected_summary_exit_1_and_state_unchanged(db, monkeypatch):
     assert "summarizer_failed" in proc.stderr
     svc = open_service(str(db), summarizer=Counting())
     try:
-        assert (svc.compaction_state("long"), svc.history("long")) == before
-        assert [e.data["reason"] for e in svc.events("long") if e.kind == "summary_rejected"] == ["summarizer_failed"]
+        assert (svc.reads.compaction_state("long"), svc.reads.history("long")) == before
+        assert [e.data["reason"] for e in svc.reads.events("long") if e.kind == "summary_rejected"] == ["summarizer_failed"]
     finally:
         svc.close()
 

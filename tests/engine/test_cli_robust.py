@@ -343,7 +343,7 @@ def test_a_rejected_summary_says_why(as_json: bool, tmp_path: Path, monkeypatch:
     db = tmp_path / "rejected.db"
     svc = service.open_service(f"sqlite:///{db}", workdir=tmp_path / "wd", create=True)
     try:
-        svc.set_policy(POLICY)
+        svc.steering.set_policy(POLICY)
         new_thread(svc, "t")
         finished_turns(svc, "t", 12)
     finally:

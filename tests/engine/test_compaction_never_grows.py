@@ -19,17 +19,17 @@ KILO = next((Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "ki
 def test_a_compaction_that_would_grow_the_request_is_rejected_and_changes_nothing(tmp_path: Path) -> None:
     svc = open_service(f"sqlite:///{tmp_path / 'k.db'}", workdir=tmp_path / "wd", policies={"context_window": 128_000}, create=True)
     try:
-        (rep,) = svc.import_file(KILO)
-        svc.close_dangling_calls(rep.thread)
-        before = svc.measure(rep.thread).tokens
+        (rep,) = svc.imports.import_file(KILO)
+        svc.runs.close_dangling_calls(rep.thread)
+        before = svc.steps.measure(rep.thread).tokens
         window = max(1024, math.ceil(before / 1.6))  # the threshold at about half the session
-        svc.set_policy({"context_window": window, "default": {"summary_max_tokens": 512}})
-        state = svc.compaction_state(rep.thread)
+        svc.steering.set_policy({"context_window": window, "default": {"summary_max_tokens": 512}})
+        state = svc.reads.compaction_state(rep.thread)
         with pytest.raises(CannotCompact) as caught:
-            svc.compact(rep.thread)
+            svc.compaction.compact(rep.thread)
         assert caught.value.code == "summary_rejected" and caught.value.reason == "not_smaller"
-        assert svc.compaction_state(rep.thread) == state and svc.measure(rep.thread).tokens == before
-        (event,) = [e for e in svc.events(rep.thread, kinds=["summary_rejected"])]
+        assert svc.reads.compaction_state(rep.thread) == state and svc.steps.measure(rep.thread).tokens == before
+        (event,) = [e for e in svc.reads.events(rep.thread, kinds=["summary_rejected"])]
         assert event.data["reason"] == "not_smaller" and "not fewer than the" in event.data["error_message"]
     finally:
         svc.close()

@@ -44,7 +44,7 @@ THRESHOLD = WINDOW * 8 // 10
 def assert_events_are_payloads(svc, key) -> list:
     """Every event row of the thread is exactly one payload of its kind: parsing it back and
     writing it again gives the stored ``data`` (no key the payload lacks, none of a wrong type)."""
-    events = svc.events(key)
+    events = svc.reads.events(key)
     for e in events:
         payload = parse_event(e.kind, e.data)
         assert payload is not None and payload.kind == e.kind, e
@@ -59,7 +59,7 @@ def over_threshold(svc, key, *, turns: int = 23, rounds: int = 1, result_tokens:
     finished_turns(svc, key, turns)
     running_turn(svc, key, rounds=rounds, result_tokens=result_tokens)
     route(svc, key)
-    assert svc.status(key).tokens >= THRESHOLD
+    assert svc.compaction.status(key).tokens >= THRESHOLD
 
 
 # -- below the threshold --------------------------------------------------------------------------
@@ -74,7 +74,7 @@ def test_below_threshold_does_nothing(make_service, new_key):
     route(svc, key)
     before = thread_state(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert (out.action, out.reason) == ("none", "below_threshold")
     assert out.tokens_before == out.tokens_after < out.threshold == THRESHOLD
@@ -91,12 +91,12 @@ def test_no_completed_request_does_nothing_even_far_above_threshold(make_service
     rid = svc.store.record_model_request(key, provider="sim", model=MODEL)  # pending, never completed
     before = thread_state(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.reason == "no_completed_request" and counter.calls == 0
     assert thread_state(svc, key) == before
     svc.store.complete_model_request(rid, outcome="ok")
-    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+    assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
 
 
 # -- prune alone ----------------------------------------------------------------------------------
@@ -119,22 +119,22 @@ def test_prune_alone_is_enough(make_service, new_key, tmp_path: Path):
     )
     log_id, kb_id = add(svc, key, tool_result("c-log", log, name="read_log"), tool_result("c-kb", hits, name="query_kb"))
     route(svc, key)
-    before = svc.status(key)
+    before = svc.compaction.status(key)
     assert before.tokens >= THRESHOLD
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert (out.action, out.reason) == ("pruned", "prune_enough")
     assert counter.calls == 0 and out.summarizer_calls == 0
     # the surface the compactor predicted before committing is the one the stored state gives
     fresh = svc.store.snapshot(key)
     assert out.measured is not None and out.measured.envelope == envelope_of(fresh, build_surface(fresh))
-    assert out.measured.tokens == out.tokens_after == svc.status(key).tokens
-    assert out.generation_after == before.generation + 1 == svc.compaction_state(key).generation
+    assert out.measured.tokens == out.tokens_after == svc.compaction.status(key).tokens
+    assert out.generation_after == before.generation + 1 == svc.reads.compaction_state(key).generation
     assert out.tokens_after < THRESHOLD <= out.tokens_before
-    assert svc.compaction_state(key).boundary is None  # nothing summarized
+    assert svc.reads.compaction_state(key).boundary is None  # nothing summarized
 
-    offloads = svc.offloads(key)
+    offloads = svc.reads.offloads(key)
     assert set(offloads) == {log_id, kb_id}
     originals = {log_id: log, kb_id: hits}
     surface = {m.id: m for m in build_surface(svc.store.snapshot(key)).messages}
@@ -144,17 +144,17 @@ def test_prune_alone_is_enough(make_service, new_key, tmp_path: Path):
         path = Path(off.path)
         assert path.parent == tmp_path / "workdir" and sha in path.name
         assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
-        assert svc.read_original(off) == originals[mid]
+        assert svc.reads.read_original(off) == originals[mid]
         shown = surface[mid]
         assert shown.content == off.preview and shown.metadata[META_PRUNED] == sha
         assert sha[:12] in shown.content and len(shown.content) < len(originals[mid])  # the frame names the file in short
     assert "doc-0" in surface[kb_id].content  # structured query_kb preview keeps identifiers
-    (event,) = [e for e in svc.events(key) if e.kind == "prune"]
+    (event,) = [e for e in svc.reads.events(key) if e.kind == "prune"]
     assert {p["message_id"] for p in event.data["pruned"]} == {log_id, kb_id}
     (prune,) = assert_events_are_payloads(svc, key)
     assert prune.kind is EventKind.PRUNE and prune.failed == () and (prune.generation_before, prune.generation_after) == (0, 1)
     assert {(p.message_id, p.tool, p.sha256, p.path) for p in prune.pruned} == {(i, o.tool_name, o.sha256, o.path) for i, o in offloads.items()}
-    assert [h.kind for h in svc.history(key)] == ["prune"]
+    assert [h.kind for h in svc.reads.history(key)] == ["prune"]
     # the raw messages are never edited
     assert {m.id: m.content for m in all_messages(svc, key)}[log_id] == log
 
@@ -170,21 +170,21 @@ def test_prune_not_enough_one_summary(make_service, new_key):
     add(svc, key, user(CURRENT_REQUEST), assistant("Reading the export.", ToolCall("c1", "export", "{}")))
     big_id = add(svc, key, tool_result("c1", filler(3000, "export"), name="export"))[0]
     route(svc, key)
-    count_before = svc.message_count(key)
+    count_before = svc.reads.message_count(key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert (out.action, out.reason) == ("summarized", "summarized")
     assert counter.calls == 1 == out.summarizer_calls
     assert out.generation_after == 2 == state.generation  # the prune's +1 and the summary's +1
-    assert [h.kind for h in svc.history(key)] == ["prune", "summary"]
-    assert big_id in svc.offloads(key)
+    assert [h.kind for h in svc.reads.history(key)] == ["prune", "summary"]
+    assert big_id in svc.reads.offloads(key)
     assert_valid_cut(all_messages(svc, key), state.boundary, running_turn=True)
     assert state.boundary < big_id and state.compact_count == 1
     assert contains_verbatim(state.summary, CURRENT_REQUEST)
-    assert out.tokens_after < THRESHOLD and out.tokens_after == svc.status(key).tokens
-    assert svc.message_count(key) == count_before  # raw messages untouched
+    assert out.tokens_after < THRESHOLD and out.tokens_after == svc.compaction.status(key).tokens
+    assert svc.reads.message_count(key) == count_before  # raw messages untouched
     # the summarizer saw the rolling inputs: the compacted range (pruned) and the current request
     (req,) = counter.requests
     assert req.current_request == CURRENT_REQUEST and req.previous_summary is None
@@ -194,7 +194,7 @@ def test_prune_not_enough_one_summary(make_service, new_key):
     surface = build_surface(svc.store.snapshot(key))
     assert surface.messages[0].role == "user" and surface.messages[0].id is not None
     assert not any(m.is_synthetic for m in surface.messages)
-    events = [e.kind for e in svc.events(key)]
+    events = [e.kind for e in svc.reads.events(key)]
     assert events == ["prune", "summary"]
     prune, summary = assert_events_are_payloads(svc, key)
     assert summary.tokens_after == out.tokens_after and summary.boundary_after == state.boundary == summary.selected_boundary
@@ -212,7 +212,7 @@ def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
     add(svc, key, user(CURRENT_REQUEST), assistant("Reading the export.", ToolCall("c1", "export", "{}")))
     add(svc, key, tool_result("c1", filler(3000, "export"), name="export"))
     route(svc, key)
-    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+    assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
     (req,) = counter.requests
     assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 100, 500)
 
@@ -222,13 +222,13 @@ def test_second_summary_is_rolling(make_service, new_key):
     svc = make_service(counter)
     key = new_key("rolling")
     over_threshold(svc, key)
-    svc.compact_for_pressure(key, RunState())
-    first = svc.compaction_state(key)
+    svc.steps.compact_for_pressure(key, RunState())
+    first = svc.reads.compaction_state(key)
     finished_turns(svc, key, 30)  # more history arrives (the old running turn is finished now)
     add(svc, key, user("Next: also list doc-43."))
     seen = len(counter.requests)
-    out = svc.compact_for_pressure(key, RunState())
-    second = svc.compaction_state(key)
+    out = svc.steps.compact_for_pressure(key, RunState())
+    second = svc.reads.compaction_state(key)
     assert out.action == "summarized" and second.boundary > first.boundary
     assert counter.requests[seen].previous_summary == first.summary
     assert contains_verbatim(second.summary, "Next: also list doc-43.")
@@ -248,7 +248,7 @@ def test_rejected_summary_persists_nothing(make_service, new_key, summarizer, re
     over_threshold(svc, key, rounds=2)
     before = thread_state(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert summarizer.calls == 1
     assert out.action == "none" and out.reason == reason and out.generation_after == out.generation_before
@@ -312,11 +312,11 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
     key = new_thread(svc, new_key("synthetic"))
     running_turn(svc, key, rounds=30, result_tokens=1100)  # enough that pruning the older results is not enough
     route(svc, key)
-    count_before = svc.message_count(key)
+    count_before = svc.reads.message_count(key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     msgs = all_messages(svc, key)
     assert out.action == "summarized" and counter.calls >= 1
     assert all(r.running_turn for r in counter.requests)  # the range lies in the running turn
@@ -329,7 +329,7 @@ def test_boundary_inside_running_turn_gets_synthetic_user_message(make_service, 
     assert surface.messages[1].role == "assistant"
     assert [m for m in surface.messages if m.is_synthetic] == [first]
     # never persisted
-    assert svc.message_count(key) == count_before
+    assert svc.reads.message_count(key) == count_before
     assert not any(m.metadata.get("synthetic") for m in all_messages(svc, key))
 
 
@@ -343,14 +343,14 @@ def test_ephemeral_messages_survive_the_reload(make_service, new_key):
     run = RunState(run_id=None)
     note = run.add_ephemeral("Background task finished: report-7.pdf is ready in the workspace.")
 
-    out = svc.compact_for_pressure(key, run)
+    out = svc.steps.compact_for_pressure(key, run)
 
     assert out.action == "summarized"
-    measured = svc.measure(key, ephemeral=run.ephemeral)
+    measured = svc.steps.measure(key, ephemeral=run.ephemeral)
     assert measured.surface.summary is not None
     assert measured.surface.messages[-1] == note and measured.surface.messages[-1].is_ephemeral
     assert out.tokens_after == measured.tokens  # the whole envelope, the note included
-    (summary_event,) = [e for e in svc.events(key) if e.kind == "summary"]
+    (summary_event,) = [e for e in svc.reads.events(key) if e.kind == "summary"]
     assert summary_event.data["tokens_after"] == out.tokens_after
     assert not any(m.content == note.content for m in all_messages(svc, key))  # never persisted
 
@@ -365,15 +365,15 @@ def test_breaker_stops_repeated_attempts_within_a_run(make_service, new_key):
     over_threshold(svc, key)
     run = RunState()
 
-    first = svc.compact_for_pressure(key, run)
+    first = svc.steps.compact_for_pressure(key, run)
     assert summarizer.calls == 1 and run.breaker_tripped and first.reason == "summarizer_failed"
 
-    second = svc.compact_for_pressure(key, run)
+    second = svc.steps.compact_for_pressure(key, run)
     assert summarizer.calls == 1 and second.summarizer_calls == 0 and second.reason == "breaker_tripped"
 
-    third = svc.compact_for_pressure(key, RunState())  # a new run may try again
+    third = svc.steps.compact_for_pressure(key, RunState())  # a new run may try again
     assert summarizer.calls == 2 and third.summarizer_calls == 1
-    assert [e.kind for e in svc.events(key)] == ["summary_rejected", "breaker_tripped"] * 2
+    assert [e.kind for e in svc.reads.events(key)] == ["summary_rejected", "breaker_tripped"] * 2
     breaker = assert_events_are_payloads(svc, key)[1]
     assert (breaker.reason, breaker.threshold, breaker.generation) == ("summarizer_failed", THRESHOLD, 0) and breaker.tokens >= THRESHOLD
 
@@ -387,11 +387,11 @@ def test_max_compaction_rounds_caps_summary_calls(make_service, new_key, cap):
     key = new_key("rounds")
     over_threshold(svc, key, turns=100)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert counter.calls == cap == out.summarizer_calls
     assert out.reason == "max_rounds" and out.tokens_after > svc.policies.resolve("sim", MODEL).target_tokens
-    assert len([h for h in svc.history(key) if h.kind == "summary"]) == cap
+    assert len([h for h in svc.reads.history(key) if h.kind == "summary"]) == cap
 
 
 def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
@@ -400,7 +400,7 @@ def test_uncapped_rounds_need_more_than_two_calls(make_service, new_key):
     svc = make_service(counter)
     key = new_key("rounds")
     over_threshold(svc, key, turns=100)
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
     assert counter.calls > 2 and out.reason == "summarized" and out.tokens_after < THRESHOLD
 
 
@@ -414,7 +414,7 @@ def test_each_summary_call_fits_a_same_window_model_with_the_previous_summary_an
     svc = make_service(counter)
     key = new_key("batches")
     over_threshold(svc, key, turns=100)
-    svc.compact_for_pressure(key, RunState())
+    svc.steps.compact_for_pressure(key, RunState())
     meter = default_meter(MODEL)
     assert len(counter.requests) > 2
     for req in counter.requests:
@@ -437,18 +437,18 @@ def test_nothing_to_compact_does_not_trip_the_breaker(make_service, new_key):
     route(svc, key)
     run = RunState()
 
-    first = svc.compact_for_pressure(key, run)
+    first = svc.steps.compact_for_pressure(key, run)
     assert (first.action, first.reason, first.summarizer_calls) == ("summarized", "nothing_to_compact", 1)
-    assert not run.breaker_tripped and "breaker_tripped" not in [e.kind for e in svc.events(key)]
+    assert not run.breaker_tripped and "breaker_tripped" not in [e.kind for e in svc.reads.events(key)]
 
     for r in (3, 4, 5, 6):  # the same run goes on: more rounds than pruning the unprotected ones can absorb
         call = ToolCall(f"call-{r}", "query_kb", "{}")
         add(svc, key, assistant(f"Step {r}.", call), tool_result(call.id, filler(1850, f"result {r}"), name="query_kb"))
-    boundary = svc.compaction_state(key).boundary
-    second = svc.compact_for_pressure(key, run)
+    boundary = svc.reads.compaction_state(key).boundary
+    second = svc.steps.compact_for_pressure(key, run)
     assert second.action == "summarized" and second.summarizer_calls >= 1 and counter.calls >= 2
-    assert svc.compaction_state(key).boundary > boundary
-    assert_valid_cut(all_messages(svc, key), svc.compaction_state(key).boundary, running_turn=True)
+    assert svc.reads.compaction_state(key).boundary > boundary
+    assert_valid_cut(all_messages(svc, key), svc.reads.compaction_state(key).boundary, running_turn=True)
 
 
 def test_prune_write_failure_is_fail_closed(sqlite_url, new_key, tmp_path: Path):
@@ -463,10 +463,10 @@ def test_prune_write_failure_is_fail_closed(sqlite_url, new_key, tmp_path: Path)
         (big,) = add(svc, key, tool_result("c1", filler(6000, "log"), name="read_log"))
         route(svc, key)
 
-        out = svc.compact_for_pressure(key, RunState())
+        out = svc.steps.compact_for_pressure(key, RunState())
 
-        assert svc.offloads(key) == {} and not [h for h in svc.history(key) if h.kind == "prune"]
-        failed = [e for e in svc.events(key) if e.kind == "prune_failed"]
+        assert svc.reads.offloads(key) == {} and not [h for h in svc.reads.history(key) if h.kind == "prune"]
+        failed = [e for e in svc.reads.events(key) if e.kind == "prune_failed"]
         assert failed and failed[0].data["failed"][0]["message_id"] == big
         assert_events_are_payloads(svc, key)
         shown = {m.id: m for m in build_surface(svc.store.snapshot(key)).messages}
@@ -487,15 +487,15 @@ def test_summarizer_sees_the_pruned_surface_and_events_carry_the_record(make_ser
     running_turn(svc, key)
     route(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.action == "summarized" and counter.calls == 1
     seen = {m.id: m for m in counter.requests[0].messages}
-    off = svc.offloads(key)[old_big]
+    off = svc.reads.offloads(key)[old_big]
     assert seen[old_big].content == off.preview and seen[old_big].metadata[META_PRUNED] == off.sha256
-    (prune,) = [e for e in svc.events(key) if e.kind == "prune"]
-    (summary,) = [e for e in svc.events(key) if e.kind == "summary"]
-    state = svc.compaction_state(key)
+    (prune,) = [e for e in svc.reads.events(key) if e.kind == "prune"]
+    (summary,) = [e for e in svc.reads.events(key) if e.kind == "summary"]
+    state = svc.reads.compaction_state(key)
     d = summary.data
     assert prune.data["tokens_before"] == out.tokens_before > prune.data["tokens_after"] == d["tokens_before"]
     assert (d["tokens_after"], d["threshold"]) == (out.tokens_after, THRESHOLD)
@@ -520,20 +520,20 @@ def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
     svc = open_service(str(tmp_path / "c.db"), workdir=tmp_path / "wd", summarizer=Crashing(), create=True,
                        policies={"context_window": 4000, "default": {"tool_result_limit_tokens": 100000, "preview_tokens": 50}})
     try:
-        svc.create_thread("t", provider="sim", model="m")
+        svc.runs.create_thread("t", provider="sim", model="m")
         for i in range(30):
-            svc.append_message("t", user(f"question {i} " + "words " * 120))
-            svc.append_message("t", assistant("", ToolCall(f"c{i}", "shell", "{}")))
+            svc.runs.append_message("t", user(f"question {i} " + "words " * 120))
+            svc.runs.append_message("t", assistant("", ToolCall(f"c{i}", "shell", "{}")))
             # short enough that no stale result is pruned first (a 50-token preview holds the frame now)
-            svc.append_message("t", tool_result(f"c{i}", "output " * 20, name="shell"))
-            svc.append_message("t", assistant(f"answer {i}"))
+            svc.runs.append_message("t", tool_result(f"c{i}", "output " * 20, name="shell"))
+            svc.runs.append_message("t", assistant(f"answer {i}"))
         rid = svc.store.record_model_request("t", provider="sim", model="m", estimated_tokens=1)
         svc.store.complete_model_request(rid, outcome="ok")
-        before = svc.compaction_state("t")
+        before = svc.reads.compaction_state("t")
         out = svc.compactor.pressure("t", RunState())
         assert out.reason == "summarizer_failed"
-        assert svc.compaction_state("t") == before
-        (ev,) = [e for e in svc.events("t") if e.kind == "summary_rejected"]
+        assert svc.reads.compaction_state("t") == before
+        (ev,) = [e for e in svc.reads.events("t") if e.kind == "summary_rejected"]
         assert ev.data["error_code"] == "summarizer_crashed" and "boom" in ev.data["error_message"]
         assert_events_are_payloads(svc, "t")
     finally:
@@ -552,13 +552,13 @@ def test_older_mid_size_results_are_pruned_before_any_summary_and_keep_their_ids
         rows = [{"doc_id": f"doc-{r}{i:02d}", "title": f"Owners list {r}.{i}", "content": filler(150)} for i in range(5)]
         add(svc, key, assistant(f"Searching ({r}).", call), tool_result(call.id, json.dumps({"results": rows}), name="query_kb"))
     route(svc, key)
-    before = svc.status(key)
+    before = svc.compaction.status(key)
     assert before.tokens >= before.threshold
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert (out.action, out.reason, counter.calls) == ("pruned", "prune_enough", 0)
-    pruned = svc.offloads(key)
+    pruned = svc.reads.offloads(key)
     assert 0 < len(pruned) < 8  # the newest rounds (the protected tail) stay whole
     shown = "\n".join(m.content for m in build_surface(svc.store.snapshot(key)).messages)
     # every id still visible (a bare cell of a compact record line since issue 25, not a quoted JSON value)

@@ -92,16 +92,16 @@ def test_an_added_folder_is_searched_by_content(home: Path, tmp_path: Path) -> N
 
 def test_imported_sessions_are_marked_and_a_session_grown_since_says_so(home: Path, svc: Service) -> None:
     paths = make_fake_home(home)
-    svc.import_file(paths["claude"])
-    svc.import_file(paths["openhands"])
-    found = {Path(s.path): s for s in svc.discover_sessions()}
+    svc.imports.import_file(paths["claude"])
+    svc.imports.import_file(paths["openhands"])
+    found = {Path(s.path): s for s in svc.imports.discover_sessions()}
     claude = found[paths["claude"]]
     assert claude.imported and claude.threads == (f"claude-code:{CLAUDE_ID}",) and not claude.changed_since_import
     assert found[paths["openhands"]].imported and found[paths["openhands"]].threads == ("openhands:5e2f9a0c-4b7d-4e2a-9c11-7d3b2a1f0e9d",)
     assert not found[paths["codex"]].imported and found[paths["codex"]].threads == ()
     later = time.time() + 60
     os.utime(paths["claude"], (later, later))  # written to after the import
-    assert next(s for s in svc.discover_sessions() if Path(s.path) == paths["claude"]).changed_since_import
+    assert next(s for s in svc.imports.discover_sessions() if Path(s.path) == paths["claude"]).changed_since_import
 
 
 def test_session_for_names_the_session_a_changed_file_belongs_to(home: Path) -> None:
@@ -157,15 +157,15 @@ def _wait(what: Callable[[], bool], bound: float = WAIT_S) -> float:
 
 
 def _texts(svc: Service, key: str) -> list[str]:
-    if key not in {t.key for t in svc.list_threads()}:
+    if key not in {t.key for t in svc.reads.list_threads()}:
         return []  # not there yet
-    return [m.message.content for m in svc.messages_page(key, limit=1000)]
+    return [m.message.content for m in svc.reads.messages_page(key, limit=1000)]
 
 
 def test_follow_all_imports_a_new_session_and_an_appended_line(home: Path, svc: Service) -> None:
     make_fake_home(home)
     reported: list[str] = []
-    follower = svc.follow_sessions(on_reports=lambda rs: reported.extend(r.thread for r in rs), debounce_ms=300)
+    follower = svc.imports.follow_sessions(on_reports=lambda rs: reported.extend(r.thread for r in rs), debounce_ms=300)
     try:
         assert follower.running and home / ".claude/projects" in follower.watched and home not in follower.watched
         # a new session in a new project folder (Claude Code creates both at once)
@@ -214,16 +214,16 @@ def test_follow_all_watches_a_tools_folder_that_appears_later_and_an_added_folde
     """No ~/.codex yet: once Codex makes it, what it wrote there is imported; an added folder is followed by content."""
     folder = tmp_path / "exports"
     folder.mkdir()
-    follower = svc.follow_sessions([str(folder)], debounce_ms=200)
+    follower = svc.imports.follow_sessions([str(folder)], debounce_ms=200)
     try:
         assert follower.watched == (folder,)
         day = home / ".codex/sessions/2026/11/30"
         day.mkdir(parents=True)
         src = next((FIXTURES / "codex/2026/11/30").iterdir())
         shutil.copy(src, day)
-        _wait(lambda: any(t.source_format == "codex" for t in svc.list_threads()))
+        _wait(lambda: any(t.source_format == "codex" for t in svc.reads.list_threads()))
         shutil.copy(FIXTURES / "swe-agent/classic/calc__calc-1.traj", folder / "calc.traj")
-        _wait(lambda: any(t.source_format == "swe-agent" for t in svc.list_threads()), WAIT_S)
+        _wait(lambda: any(t.source_format == "swe-agent" for t in svc.reads.list_threads()), WAIT_S)
         (folder / "notes.txt").write_text("not a session")
         time.sleep(0.6)
         assert follower.running and not follower.errors
@@ -235,13 +235,13 @@ def test_a_session_that_cannot_be_read_is_reported_and_the_follower_goes_on(home
     (home / "trajectories/me").mkdir(parents=True)
     errors: list[str] = []
     done = threading.Event()
-    follower = svc.follow_sessions(on_error=lambda path, exc: (errors.append(path), done.set()), debounce_ms=200)
+    follower = svc.imports.follow_sessions(on_error=lambda path, exc: (errors.append(path), done.set()), debounce_ms=200)
     try:
         bad = home / "trajectories/me/half.traj"
         bad.write_text('{"trajectory": [')  # half-written JSON document
         assert done.wait(WAIT_S) and errors == [str(bad)]
         shutil.copy(FIXTURES / "swe-agent/classic/calc__calc-1.traj", bad)  # written whole: imported now
-        _wait(lambda: any(t.source_format == "swe-agent" for t in svc.list_threads()), WAIT_S)
+        _wait(lambda: any(t.source_format == "swe-agent" for t in svc.reads.list_threads()), WAIT_S)
         assert follower.running
     finally:
         follower.stop()

@@ -53,7 +53,7 @@ def svc(db_url: str, tmp_path: Path) -> Iterator[Service]:
 @pytest.fixture
 def key(svc: Service) -> str:
     k = f"h-{uuid.uuid4().hex[:12]}"
-    svc.create_thread(k, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
+    svc.runs.create_thread(k, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
     return k
 
 
@@ -100,8 +100,8 @@ def test_every_envelope_is_what_the_compactor_measured(svc: Service, key: str, s
     requests = svc.store.model_requests(key)
     envs = history.request_envelopes(svc.store, key)
     assert len(envs) == len(requests) == 16
-    assert any(h.kind == "prune" for h in svc.history(key)), "the scenario must prune"
-    assert any(h.kind == "summary" for h in svc.history(key)), "the scenario must summarize"
+    assert any(h.kind == "prune" for h in svc.reads.history(key)), "the scenario must prune"
+    assert any(h.kind == "summary" for h in svc.reads.history(key)), "the scenario must summarize"
     for e, r, sent in zip(envs, requests, sim.requests):
         assert isinstance(e, RequestEnvelope) and e.origin == "engine"
         assert e.request_id == r.id and e.step == r.step and e.run_id == r.run_id
@@ -115,7 +115,7 @@ def test_every_envelope_is_what_the_compactor_measured(svc: Service, key: str, s
             assert m.metadata[META_PRUNED] and m.content != bulk(420, "kb")
     # generations only grow, and each envelope holds no message written after its request
     gens = [e.generation for e in envs]
-    assert gens == sorted(gens) and gens[-1] == svc.compaction_state(key).generation
+    assert gens == sorted(gens) and gens[-1] == svc.reads.compaction_state(key).generation
     for e in envs:
         assert all(m.id is None or m.id <= e.last_message_id for m in e.messages)
     assert [e.index for e in envs[-3:]] == [13, 14, 15] and envs[-1] == history.request_envelope(svc.store, key, -1)
@@ -137,24 +137,24 @@ def test_an_overflow_recovery_keeps_its_steps_in_the_request_replay(svc: Service
     retry = envs[2]
     assert retry.episode_step == "retry" and retry.generation == failed.generation + 1 and retry.tokens < failed.tokens
     assert retry.pruned_ids and not failed.pruned_ids
-    (episode,) = svc.replay(key)  # the episode's own steps are still there
+    (episode,) = svc.reads.replay(key)  # the episode's own steps are still there
     assert [s.kind for s in episode.steps] == ["provider_error", "prune", "retry", "recovered"]
 
 
 def test_an_imported_thread_replays_what_the_source_model_saw(svc: Service) -> None:
-    svc.import_file(CC_MAIN)
+    svc.imports.import_file(CC_MAIN)
     envs = list(history.request_envelopes(svc.store, CC_KEY))
     requests = svc.store.model_requests(CC_KEY)
     assert len(envs) == len(requests) == 5 and all(e.origin == "imported" and not e.exact for e in envs)
     assert [e.reported_prompt_tokens for e in envs] == [r.reported_prompt_tokens for r in requests]
     # before the source's microcompaction nothing is cleared; after it the two results are
-    micro = svc.source_compactions(CC_KEY)[0]
+    micro = svc.reads.source_compactions(CC_KEY)[0]
     two = (micro.replaced_first_id, micro.replaced_last_id)
     assert micro.kind == "prune" and envs[1].pruned_ids == () and envs[2].pruned_ids == two
     cleared = [m for m in envs[2].messages if m.id in two]
     assert len(cleared) == 2 and all(m.content == history.SOURCE_CLEARED_TEXT and not m.attachments for m in cleared)
     # after its summary the model saw the summary and what followed, nothing before
-    (summary,) = [c for c in svc.source_compactions(CC_KEY) if c.kind == "summary"]
+    (summary,) = [c for c in svc.reads.source_compactions(CC_KEY) if c.kind == "summary"]
     after = envs[3]
     assert after.summary == summary.summary and after.boundary == summary.replaced_last_id
     assert all(m.id is None or m.id > summary.replaced_last_id for m in after.messages)
@@ -177,21 +177,21 @@ def test_unknown_thread_and_index(svc: Service, key: str) -> None:
 
 def _manual_thread(svc: Service, key: str) -> None:
     for i in range(8):
-        svc.append_message(key, user(f"Question {i}: what does /srv/app/mod{i}.py do?"))
-        svc.append_message(key, assistant(f"Answer {i}: it parses ticket-{i}. " + bulk(60)))
-    svc.append_message(key, user("Current request: summarize the status of ticket-7."))
+        svc.runs.append_message(key, user(f"Question {i}: what does /srv/app/mod{i}.py do?"))
+        svc.runs.append_message(key, assistant(f"Answer {i}: it parses ticket-{i}. " + bulk(60)))
+    svc.runs.append_message(key, user("Current request: summarize the status of ticket-7."))
 
 
 def test_diff_of_a_manual_compaction(svc: Service, key: str) -> None:
     _manual_thread(svc, key)
     before = [m for m in svc.store.messages_after(key, None)]
-    result = svc.compact(key)
+    result = svc.compaction.compact(key)
     assert result.status == "completed"
     (entry,) = history.compaction_history(svc.store, key)
     d = history.compaction_diff(svc.store, key)
     assert (d.index, d.kind, d.trigger, d.origin) == (1, "manual", "manual", "engine") == (entry.index, entry.kind, entry.trigger, entry.origin)
     assert (d.generation_before, d.generation_after) == (0, 1)
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert d.summary == state.summary and d.previous_summary is None
     assert [m.id for m in d.summarized] == [m.id for m in before if m.id <= state.boundary]
     assert [m.id for m in d.kept] == [m.id for m in before if m.id > state.boundary]
@@ -213,14 +213,14 @@ def test_diff_of_a_manual_compaction(svc: Service, key: str) -> None:
 
 def test_diff_of_a_prune(svc: Service, key: str, sim: ProviderSimulator) -> None:
     drive(svc, key, sim, kb_turns(3), tool_text=bulk(420, "kb"))
-    hist = svc.history(key)
+    hist = svc.reads.history(key)
     prune = next(h for h in hist if h.kind == "prune")
     entries = history.compaction_history(svc.store, key)
     n = next(e.index for e in entries if e.kind == "prune")
     d = history.compaction_diff(svc.store, key, n)
     assert d.kind == "prune" and d.trigger == "pressure" and d.summarized == ()
     assert [o.message_id for o in d.pruned] == list(prune.pruned_message_ids)
-    offloads = svc.offloads(key)
+    offloads = svc.reads.offloads(key)
     for o in d.pruned:
         assert o == offloads[o.message_id]
         shown = next(m for m in d.after if m.id == o.message_id)
@@ -234,8 +234,8 @@ def test_diff_of_a_prune(svc: Service, key: str, sim: ProviderSimulator) -> None
 
 
 def test_diff_of_a_claude_code_recorded_compaction(svc: Service) -> None:
-    svc.import_file(CC_MAIN)
-    recorded = svc.source_compactions(CC_KEY)
+    svc.imports.import_file(CC_MAIN)
+    recorded = svc.reads.source_compactions(CC_KEY)
     entries = history.compaction_history(svc.store, CC_KEY)
     assert [(e.kind, e.origin) for e in entries] == [("prune", "claude-code"), ("summary", "claude-code")]
     assert [e.record_id for e in entries] == [c.id for c in recorded]
@@ -323,8 +323,8 @@ def test_prices_never_touch_the_network(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_export_round_trips_to_json(svc: Service, key: str, sim: ProviderSimulator) -> None:
     drive(svc, key, sim, kb_turns(6), tool_text=bulk(420, "kb"))
-    svc.append_message(key, user("Current request: what about doc-3?"))
-    svc.compact(key)
+    svc.runs.append_message(key, user("Current request: what about doc-3?"))
+    svc.compaction.compact(key)
     entries = history.compaction_history(svc.store, key)
     assert len(entries) >= 3 and {e.kind for e in entries} >= {"prune", "manual"}
     text = history.export_history(svc.store, key, "json")
@@ -366,7 +366,7 @@ def cli(*argv: str) -> int:
 
 def test_cli_diff_json_and_text(svc: Service, key: str, db_url: str, capsys: pytest.CaptureFixture[str]) -> None:
     _manual_thread(svc, key)
-    svc.compact(key)
+    svc.compaction.compact(key)
     assert cli("diff", "--db", db_url, "--thread", key, "--json") == 0
     data = json.loads(capsys.readouterr().out)
     d = history.compaction_diff(svc.store, key)
@@ -390,7 +390,7 @@ def test_cli_errors_are_one_line_and_exit_2(svc: Service, key: str, db_url: str,
     assert cli("diff", "--db", db_url, "--thread", key, "--json") == 2  # no compactions yet
     assert json.loads(capsys.readouterr().out)["error"]["code"] == "compaction_not_found"
     _manual_thread(svc, key)
-    svc.compact(key)
+    svc.compaction.compact(key)
     assert cli("diff", "--db", db_url, "--thread", key, "--compaction", "2", "--json") == 2
     error = json.loads(capsys.readouterr().out)["error"]
     assert error["code"] == "compaction_not_found" and "1 to 1" in error["message"]
@@ -405,7 +405,7 @@ def test_cli_errors_are_one_line_and_exit_2(svc: Service, key: str, db_url: str,
 
 def test_cli_export(svc: Service, key: str, db_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _manual_thread(svc, key)
-    svc.compact(key)
+    svc.compaction.compact(key)
     assert cli("export", "--db", db_url, "--thread", key, "--format", "json") == 0
     assert history.load_export(capsys.readouterr().out) == history.compaction_history(svc.store, key)
     out = tmp_path / "h.md"
@@ -440,10 +440,10 @@ def test_a_second_read_sees_what_changed(svc: Service, key: str, sim: ProviderSi
     first = history.read_history(svc.store, key)
     assert history.read_history(svc.store, key) is first  # unchanged: the same read
     assert len(history.request_envelopes(svc.store, key)) == 2
-    rid = svc.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=5, threshold=6400)
+    rid = svc.steps.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=5, threshold=6400)
     pending = history.request_envelope(svc.store, key, -1)
     assert pending.request_id == rid and pending.outcome == "pending" and not pending.exact
-    svc.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=7)
+    svc.steps.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=7)
     done = history.request_envelope(svc.store, key, -1)  # a completion is seen without any other change
     assert done.outcome == "ok" and done.reported_prompt_tokens == 7
     drive(svc, key, sim, kb_turns(1), tool_text="kb says 43")
@@ -477,9 +477,9 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
 
     svc = terse_svc
     key = f"h-{uuid.uuid4().hex[:12]}"
-    svc.create_thread(key, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
+    svc.runs.create_thread(key, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
     _manual_thread(svc, key)
-    assert svc.compact(key).status == "completed"
+    assert svc.compaction.compact(key).status == "completed"
     cost = history.compaction_cost(svc.store, key)  # a priced summarizer: its usage in money
     assert (cost.summarizer_prompt_tokens, cost.summarizer_completion_tokens) == (1_200, 40)
     assert cost.summarizer_money == pytest.approx(history.price_tokens("gpt-4o-mini", input_tokens=1_200, output_tokens=40)[0])
@@ -487,7 +487,7 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
     assert cost.following_requests == 0 and cost.saved_money == 0 and cost.money == pytest.approx(-cost.summarizer_money) and cost.money < 0
     recorded_by_compactor = history.compaction_diff(svc.store, key).dropped
     assert isinstance(recorded_by_compactor, DroppedSpecifics) and recorded_by_compactor.dropped_count > 0
-    (event,) = [e for e in svc.events(key) if e.kind == "summary"]
+    (event,) = [e for e in svc.reads.events(key) if e.kind == "summary"]
     old = {k: v for k, v in event.data.items() if k not in ("specifics_seen", "dropped_specifics", "dropped_referenced", "dropped", "dropped_truncated")}
     svc.store.add_event(key, "summary", old, trigger="manual")  # as an engine before issue 14 wrote it
     computed = history.compaction_diff(svc.store, key)
@@ -514,9 +514,9 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
 def test_a_condensation_that_keeps_the_first_events_keeps_them_on_the_surface(svc: Service) -> None:
     """OpenHands forgets a middle range (the first events stay): the diff summarizes only that range
     and the next request's envelope still holds the first events."""
-    (report,) = svc.import_file(Path(__file__).parents[1] / "fixtures/sessions/openhands/v1/5e2f9a0c4b7d")
+    (report,) = svc.imports.import_file(Path(__file__).parents[1] / "fixtures/sessions/openhands/v1/5e2f9a0c4b7d")
     key = report.thread
-    (sc,) = svc.source_compactions(key)
+    (sc,) = svc.reads.source_compactions(key)
     ids = [m.id for m in svc.store.messages_after(key, None)]
     assert ids[0] < sc.replaced_first_id  # the fixture keeps its first events
     d = history.compaction_diff(svc.store, key)
@@ -583,7 +583,7 @@ def test_the_json_export_keeps_full_precision_and_adds_the_overview() -> None:
 
 
 def test_the_overview_of_an_imported_session_is_the_figures_of_its_entries(svc: Service) -> None:
-    svc.import_file(CC_MAIN)
+    svc.imports.import_file(CC_MAIN)
     entries = history.compaction_history(svc.store, CC_KEY)
     diffs = [history.compaction_diff(svc.store, CC_KEY, e.index) for e in entries]
     o = history.overview(entries)

@@ -132,7 +132,7 @@ def test_follow_appends_entries_as_they_are_written(db_or_pg: str, tmp_path: Pat
     expected = parse(target, final=False)[0]
     svc = open_service(db_or_pg, workdir=tmp_path / "wd")
     try:
-        stored = [s.message for s in svc.messages_page(key, limit=10_000)]
+        stored = [s.message for s in svc.reads.messages_page(key, limit=10_000)]
         want = [m.source_key for m in expected.messages[: expected.stable_messages]]
         got = [m.source_key for m in stored]
         # append-only: a message that was stable on a branch the user later rewound (Claude Code's
@@ -144,7 +144,7 @@ def test_follow_appends_entries_as_they_are_written(db_or_pg: str, tmp_path: Pat
         assert extra == [] if key == CODEX_KEY else extra in ([], ["u19"])
         assert svc.store.follow_position(key)[0] == target.stat().st_size
         # a plain import afterwards finishes the file (the trailing calls get their markers)
-        (final, *_) = svc.import_file(target)
+        (final, *_) = svc.imports.import_file(target)
         assert final.already_stored == len(want) and final.messages == len(parse(target)[0].messages) - len(want)
     finally:
         svc.close()

@@ -92,7 +92,7 @@ def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
 
 def test_store_round_trips_every_field(svc: Service, new_key) -> None:
     key = new_key("fields")
-    svc.create_thread(key)
+    svc.runs.create_thread(key)
     written = [
         Message("developer", "house rules", source_key="d"),
         Message("user", "<command-name>/x</command-name>", meta_kind="command", source_key="u1"),
@@ -103,8 +103,8 @@ def test_store_round_trips_every_field(svc: Service, new_key) -> None:
                 reasoning=(Reasoning("think", signature="sig"), Reasoning("", summary="s", encrypted="blob", redacted=True))),
         Message("tool", "boom", tool_call_id="c1", name="run", is_error=True, source_key="t1"),
     ]
-    svc.append_messages(key, written)
-    back = [s.message for s in svc.messages_page(key)]
+    svc.runs.append_messages(key, written)
+    back = [s.message for s in svc.reads.messages_page(key)]
     strip = [Message(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name,
                      reasoning=m.reasoning, attachments=m.attachments, is_error=m.is_error, meta_kind=m.meta_kind,
                      source_key=m.source_key) for m in back]
@@ -115,12 +115,12 @@ def test_store_round_trips_every_field(svc: Service, new_key) -> None:
 def test_a_source_key_is_unique_within_a_thread(svc: Service, new_key) -> None:
     a, b = new_key("a"), new_key("b")
     for k in (a, b):
-        svc.create_thread(k)
-        svc.append_message(k, Message("user", "hi", source_key="same"))  # another thread may reuse it
+        svc.runs.create_thread(k)
+        svc.runs.append_message(k, Message("user", "hi", source_key="same"))  # another thread may reuse it
     with pytest.raises(EngineError) as err:
-        svc.append_message(a, Message("user", "again", source_key="same"))
+        svc.runs.append_message(a, Message("user", "again", source_key="same"))
     assert err.value.code == "duplicate_source_key"
     with pytest.raises(EngineError):
         svc.store.bulk_append(a, [Message("user", "new", source_key="fresh"), Message("user", "again", source_key="same")])
-    assert svc.thread(a).message_count == 1 and [s.message.source_key for s in svc.messages_page(a)] == ["same"]
-    svc.append_message(a, assistant("keys are optional"))
+    assert svc.reads.thread(a).message_count == 1 and [s.message.source_key for s in svc.reads.messages_page(a)] == ["same"]
+    svc.runs.append_message(a, assistant("keys are optional"))

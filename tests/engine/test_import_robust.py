@@ -66,14 +66,14 @@ def test_mangled_sources_import_or_are_refused_in_one_line(path: Path, fmt: str,
                 out.write_text(json.dumps(_mutant(json.loads(text), rng)))
             thread = f"fuzz-{trial}"
             try:
-                reports = svc.import_file(out, format=fmt, thread=thread)
+                reports = svc.imports.import_file(out, format=fmt, thread=thread)
             except ImportFormatError as exc:
                 assert "\n" not in exc.message
                 continue
             for r in reports:
-                stored = [s.message for s in svc.messages_page(r.thread, limit=10_000)]
+                stored = [s.message for s in svc.reads.messages_page(r.thread, limit=10_000)]
                 assert len(stored) == r.messages and dangling_calls(stored) == []
-                svc.status(r.thread)
-            assert all(r.messages == 0 for r in svc.import_file(out, format=fmt, thread=thread))
+                svc.compaction.status(r.thread)
+            assert all(r.messages == 0 for r in svc.imports.import_file(out, format=fmt, thread=thread))
     finally:
         svc.close()

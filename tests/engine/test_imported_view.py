@@ -71,11 +71,11 @@ def cli_json(*args: str, capsys: Any) -> Any:
 def test_four_auto_compactions_measure_what_claude_code_sends_next_on_both_backends(service: Any, fresh_url: str, tmp_path: Path,
                                                                                     capsys: Any) -> None:
     path = write_claude_code_session(tmp_path / "project")  # ~225k tokens over 4 compactions, each segment < 50k
-    [report, *_] = service.import_file(path)
+    [report, *_] = service.imports.import_file(path)
     assert report.compactions == 4
     key = report.thread
-    st = service.status(key)
-    points = service.pressure_history(key)
+    st = service.compaction.status(key)
+    points = service.compaction.pressure_history(key)
     requests = service.store.model_requests(key)
     last = requests[-1]
     # what the source sends next: its last request (the chart's last point) + its answer + what followed
@@ -90,9 +90,9 @@ def test_four_auto_compactions_measure_what_claude_code_sends_next_on_both_backe
     assert st.source_detail and "Claude Code" in st.source_detail
     # the source's compactions count
     assert st.compact_count == st.source_compact_count == 4
-    info = service.thread(key)
+    info = service.reads.thread(key)
     assert info.compact_count == info.source_compact_count == 4
-    assert [t.compact_count for t in service.list_threads() if t.key == key] == [4]
+    assert [t.compact_count for t in service.reads.list_threads() if t.key == key] == [4]
     # the CLI reads the same numbers (one place computes them)
     data = cli_json("status", "--db", fresh_url, "--thread", key, capsys=capsys)
     assert (data["tokens"], data["engine_tokens"], data["threshold"], data["state"], data["compact_count"], data["basis"]) == (
@@ -110,9 +110,9 @@ def test_a_compaction_after_the_last_request_measures_the_summary_and_what_follo
     svc = open_service(str(tmp_path / "s.db"), create=True, workdir=tmp_path / "w")
     try:
         path = write_claude_code_session(tmp_path / "project", compactions=2, rounds=4, result_chars=6000, after_last_request=False)
-        key = svc.import_file(path)[0].thread
-        st = svc.status(key)
-        sources = svc.source_compactions(key)
+        key = svc.imports.import_file(path)[0].thread
+        st = svc.compaction.status(key)
+        sources = svc.reads.source_compactions(key)
         last = svc.store.model_requests(key)[-1]
         assert sources[-1].after_message_id > last.message_id  # compacted after its last recorded request
         assert st.basis == "source" and st.anchored_tokens is None
@@ -129,8 +129,8 @@ def test_a_compaction_after_the_last_request_measures_the_summary_and_what_follo
 def test_every_format_counts_its_recorded_compactions_and_has_a_title(tmp_path: Path, path: Path, compactions: int) -> None:
     svc = open_service(str(tmp_path / "s.db"), create=True, workdir=tmp_path / "w")
     try:
-        [report, *_] = svc.import_file(path)
-        st, info = svc.status(report.thread), svc.thread(report.thread)
+        [report, *_] = svc.imports.import_file(path)
+        st, info = svc.compaction.status(report.thread), svc.reads.thread(report.thread)
         assert report.compactions == compactions
         assert st.compact_count == info.compact_count == info.source_compact_count == compactions
         assert info.title.strip() and "\n" not in info.title and len(info.title) <= 200
@@ -144,10 +144,10 @@ def test_our_own_compaction_of_an_imported_thread_measures_our_surface(tmp_path:
     svc = open_service(str(tmp_path / "s.db"), create=True, workdir=tmp_path / "w")
     try:
         path = write_claude_code_session(tmp_path / "project", compactions=1, rounds=6, result_chars=16_000, tail_rounds=6)
-        key = svc.import_file(path)[0].thread
-        before = svc.status(key)
-        result = svc.compact(key)
-        st = svc.status(key)
+        key = svc.imports.import_file(path)[0].thread
+        before = svc.compaction.status(key)
+        result = svc.compaction.compact(key)
+        st = svc.compaction.status(key)
         assert result.status == "completed" and st.generation > 0
         assert st.basis == "engine" and st.engine_tokens is None  # our compaction replaced the source's view
         assert st.compact_count == before.compact_count + 1 and st.source_compact_count == 1
@@ -170,8 +170,8 @@ def test_titles_come_from_the_first_real_request_trimmed_to_one_line() -> None:
 
 def test_an_older_import_without_a_title_reads_one_and_a_reimport_writes_it(service: Any, fresh_url: str, tmp_path: Path) -> None:
     path = write_swe_agent_trajectory(tmp_path / "t" / "csvkit__csvkit-7.traj", steps=2, observation_chars=300)
-    key = service.import_file(path)[0].thread
-    assert service.thread(key).title == "Parsing a quoted CSV header drops the last column"
+    key = service.imports.import_file(path)[0].thread
+    assert service.reads.thread(key).title == "Parsing a quoted CSV header drops the last column"
     # a thread imported before titles were made: its row holds ""
     engine = sa.create_engine(fresh_url)
     try:
@@ -179,10 +179,10 @@ def test_an_older_import_without_a_title_reads_one_and_a_reimport_writes_it(serv
             conn.execute(sa.text("UPDATE conversations SET title = '' WHERE thread_key = :k"), {"k": key})
         read = lambda: conn_title(engine, key)  # noqa: E731
         assert read() == ""
-        assert service.thread(key).title == "Parsing a quoted CSV header drops the last column"  # read-time fallback
-        assert [t.title for t in service.list_threads() if t.key == key] == ["Parsing a quoted CSV header drops the last column"]
+        assert service.reads.thread(key).title == "Parsing a quoted CSV header drops the last column"  # read-time fallback
+        assert [t.title for t in service.reads.list_threads() if t.key == key] == ["Parsing a quoted CSV header drops the last column"]
         assert read() == ""  # reading wrote nothing
-        service.import_file(path)  # a re-import writes it through the door (our own row)
+        service.imports.import_file(path)  # a re-import writes it through the door (our own row)
         assert read() == "Parsing a quoted CSV header drops the last column"
     finally:
         engine.dispose()
@@ -198,15 +198,15 @@ def conn_title(engine: sa.Engine, key: str) -> str:
 
 def test_a_trajectory_without_a_model_has_no_window_not_the_databases_toy_one(service: Any, fresh_url: str, tmp_path: Path,
                                                                                capsys: Any) -> None:
-    service.set_policy({"context_window": TOY_WINDOW})  # as the demo database's
+    service.steering.set_policy({"context_window": TOY_WINDOW})  # as the demo database's
     path = write_swe_agent_trajectory(tmp_path / "t" / "csvkit__csvkit-7.traj")
-    key = service.import_file(path)[0].thread
-    st = service.status(key)
+    key = service.imports.import_file(path)[0].thread
+    st = service.compaction.status(key)
     assert st.tokens > TOY_WINDOW  # a normal run, larger than the toy window
     assert (st.state, st.window_source, st.threshold, st.context_window) == ("window_unknown", "unknown", 0, 0)
     assert "SWE-agent" in (st.window_detail or "") and "no model" in (st.window_detail or "")
     assert "61,840 tokens sent over 12 calls" in (st.recorded_usage or "")  # the usage the trajectory recorded (model_stats)
-    assert all(p.threshold is None for p in service.pressure_history(key))
+    assert all(p.threshold is None for p in service.compaction.pressure_history(key))
     view = pressure_view(st)
     assert view.state == "window_unknown" and view.tone != "danger" and "Over" not in view.text and "Window unknown" in view.headline
     assert "61,840 tokens sent" in view.text
@@ -214,9 +214,9 @@ def test_a_trajectory_without_a_model_has_no_window_not_the_databases_toy_one(se
     data = cli_json("status", "--db", fresh_url, "--thread", key, capsys=capsys)
     assert (data["state"], data["window_source"], data["tokens"]) == ("window_unknown", "unknown", st.tokens)
     # a live thread of this database keeps its configured fallback (it is this database's own)
-    service.create_thread("live-unknown-model")
-    service.append_message("live-unknown-model", Message("user", "hello"))
-    live = service.status("live-unknown-model")
+    service.runs.create_thread("live-unknown-model")
+    service.runs.append_message("live-unknown-model", Message("user", "hello"))
+    live = service.compaction.status("live-unknown-model")
     assert (live.window_source, live.context_window) == ("assumed", TOY_WINDOW)
 
 
@@ -234,12 +234,12 @@ def test_resolve_known_never_assumes() -> None:
 def test_engine_text_names_our_whole_history_only_beside_a_source_figure(tmp_path: Path) -> None:
     svc = open_service(str(tmp_path / "s.db"), create=True, workdir=tmp_path / "w")
     try:
-        key = svc.import_file(CC)[0].thread
-        st = svc.status(key)
+        key = svc.imports.import_file(CC)[0].thread
+        st = svc.compaction.status(key)
         assert engine_text(st) == f"our engine, whole history: {st.engine_tokens:,} tokens"
-        svc.create_thread("live")
-        svc.append_message("live", Message("user", "hi"))
-        assert engine_text(svc.status("live")) is None and svc.status("live").basis == "engine"
+        svc.runs.create_thread("live")
+        svc.runs.append_message("live", Message("user", "hi"))
+        assert engine_text(svc.compaction.status("live")) is None and svc.compaction.status("live").basis == "engine"
     finally:
         svc.close()
 

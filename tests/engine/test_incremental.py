@@ -57,9 +57,9 @@ def assert_same(cache: SnapshotCache, svc: Service, key: str, ephemeral: Sequenc
 
 
 def assert_status(svc: Service, key: str) -> None:
-    """``Service.status`` (streamed tally) equals the full measurement for the thread's model."""
+    """``Service.compaction.status`` (streamed tally) equals the full measurement for the thread's model."""
     snap, _, measurement = full(svc, key)
-    st = svc.status(key)
+    st = svc.compaction.status(key)
     assert (st.tokens, dict(st.breakdown), st.generation, st.boundary) == (measurement.total, dict(measurement.breakdown), snap.state.generation, snap.state.boundary)
 
 
@@ -107,7 +107,7 @@ def test_every_step_of_a_replayed_trace_matches_a_full_read(factory: Any, new_ke
     svc = factory(summarizer=Counting(), policies={"context_window": window, "default": {"summary_max_tokens": 1024}})
     streamed = SnapshotCache(svc.store, page=7)  # a separate cache streaming in tiny pages
     key = new_key(family)
-    svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
+    svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
     run: RunState | None = None
     steps = compactions = 0
 
@@ -115,8 +115,8 @@ def test_every_step_of_a_replayed_trace_matches_a_full_read(factory: Any, new_ke
         nonlocal steps, compactions
         assert run is not None
         before = assert_same(svc.snapshots, svc, key, run.ephemeral, MODEL)
-        threshold = svc.policy_for(PROVIDER, MODEL).threshold
-        outcome = svc.compact_for_pressure(key, run)
+        threshold = svc.steps.policy_for(PROVIDER, MODEL).threshold
+        outcome = svc.steps.compact_for_pressure(key, run)
         assert (outcome.reason == "below_threshold") == (before < threshold) or outcome.reason == "no_completed_request"
         compactions += outcome.progressed
         after = assert_same(svc.snapshots, svc, key, run.ephemeral, MODEL)
@@ -124,22 +124,22 @@ def test_every_step_of_a_replayed_trace_matches_a_full_read(factory: Any, new_ke
             assert outcome.measured.tokens == after
         m = streamed.thread_measure(key)
         assert m.measurement == full(svc, key)[2]
-        rid = svc.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=after)
-        svc.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=after, reported_completion_tokens=100)
+        rid = svc.steps.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=after)
+        svc.steps.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=after, reported_completion_tokens=100)
         assert_status(svc, key)
         steps += 1
 
     for m in trace.messages:
         if m.role == "user":
             if run is not None:
-                svc.finish_run(key, run.run_id)  # type: ignore[arg-type]
-            svc.append_message(key, m)
-            run = RunState(run_id=svc.start_run(key))
+                svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
+            svc.runs.append_message(key, m)
+            run = RunState(run_id=svc.runs.start_run(key))
             run.add_ephemeral(f"note before turn {steps}")
             continue
         if m.role == "assistant":
             step()
-        svc.append_message(key, m, run_id=run.run_id if run else None)
+        svc.runs.append_message(key, m, run_id=run.run_id if run else None)
     step()
     assert steps > 3 and compactions >= 1  # the trace did compact: invalidation was exercised
 
@@ -151,18 +151,18 @@ def test_a_new_message_costs_only_itself(factory: Any, new_key: Any, monkeypatch
     svc = factory()
     key = new_thread(svc, new_key())
     finished_turns(svc, key, 6)
-    first = svc.status(key)
+    first = svc.compaction.status(key)
     sizes = count_reads(monkeypatch)
-    assert svc.status(key) == first and sizes == []  # the row's newest id is the one seen: no read
-    svc.append_message(key, user("one more question, please"))
+    assert svc.compaction.status(key) == first and sizes == []  # the row's newest id is the one seen: no read
+    svc.runs.append_message(key, user("one more question, please"))
     sizes.clear()
-    later = svc.status(key)
+    later = svc.compaction.status(key)
     assert sizes == [1] and later.tokens > first.tokens
     assert_status(svc, key)
     sizes.clear()
     assert_same(svc.snapshots, svc, key)
     # the held snapshot is read whole once (it keeps the messages), then one message at a time
-    svc.append_message(key, assistant("an answer"))
+    svc.runs.append_message(key, assistant("an answer"))
     sizes.clear()
     snap = svc.snapshots.snapshot(key)
     assert sizes == [1] and snap == svc.store.snapshot(key, with_busy=False)
@@ -199,7 +199,7 @@ def compact_in_another_process(svc: Service, key: str, workdir: Path) -> tuple[s
         from engine.summarizers.extractive import ExtractiveSummarizer
         svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(workdir)!r},
                            summarizer=ExtractiveSummarizer(), policies={{"context_window": 8000}})
-        r = svc.compact({key!r})
+        r = svc.compaction.compact({key!r})
         print(r.status, r.generation)
         svc.close()
         """
@@ -217,20 +217,20 @@ def test_a_compaction_by_another_process_is_seen(factory: Any, new_key: Any, tmp
     key = new_thread(svc, new_key())
     route(svc, key)
     finished_turns(svc, key, 30)
-    before = svc.status(key)
+    before = svc.compaction.status(key)
     assert_same(svc.snapshots, svc, key)
-    run = RunState(run_id=svc.start_run(key))
-    held = svc.compact_for_pressure(key, run)  # the pressure path holds the thread
-    svc.finish_run(key, run.run_id)
+    run = RunState(run_id=svc.runs.start_run(key))
+    held = svc.steps.compact_for_pressure(key, run)  # the pressure path holds the thread
+    svc.runs.finish_run(key, run.run_id)
     status, generation = compact_in_another_process(svc, key, tmp_path / "other")
     assert status == "completed"
-    after = svc.status(key)
+    after = svc.compaction.status(key)
     assert after.generation == generation > before.generation
     assert after.boundary is not None and after.tokens < before.tokens
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
-    run = RunState(run_id=svc.start_run(key))
-    out = svc.compact_for_pressure(key, run)
+    run = RunState(run_id=svc.runs.start_run(key))
+    out = svc.steps.compact_for_pressure(key, run)
     assert out.generation_before == generation and out.boundary_before == after.boundary
     assert out.tokens_before == full(svc, key, run.ephemeral, MODEL)[2].total < held.tokens_before
 
@@ -247,11 +247,11 @@ def test_closing_markers_and_the_synthetic_message_match(factory: Any, new_key: 
     add(svc, key, assistant("and this", other), tool_result(other.id, "found", name="query_kb"), assistant("done"))
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
-    assert svc.close_dangling_calls(key) == 1  # a late closing marker, appended at the end
+    assert svc.runs.close_dangling_calls(key) == 1  # a late closing marker, appended at the end
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
     finished_turns(svc, key, 20)
-    assert svc.compact(key).status == "completed"
+    assert svc.compaction.compact(key).status == "completed"
     add(svc, key, assistant("a new assistant message"))
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
@@ -264,7 +264,7 @@ def test_configuration_and_route_changes_are_seen(factory: Any, new_key: Any) ->
     finished_turns(svc, key, 4)
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
-    svc.configure(key, system_prompt=filler(300, "new prompt"), tools=[{"type": "function", "function": {"name": "x", "parameters": {}}}])
+    svc.runs.configure(key, system_prompt=filler(300, "new prompt"), tools=[{"type": "function", "function": {"name": "x", "parameters": {}}}])
     assert_status(svc, key)
     assert_same(svc.snapshots, svc, key)
     svc.store.set_route(key, provider="openai", model="gpt-4o")  # another encoding (o200k)
@@ -278,7 +278,7 @@ def test_imported_anchor_counts_only_what_came_after(factory: Any, new_key: Any)
     svc = factory()
     key = new_thread(svc, new_key())
     ids = finished_turns(svc, key, 5)
-    st = svc.status(key)
+    st = svc.compaction.status(key)
     meter = default_meter(None)
     after = [m for m in svc.store.snapshot(key).messages if m.id is not None and m.id > ids[3]]
     assert svc.snapshots.thread_measure(key).tokens_after(ids[3]) == sum(meter.count_messages(after))
@@ -314,5 +314,5 @@ def test_a_worker_process_counts_the_same(factory: Any, new_key: Any) -> None:
     m = with_worker.thread_measure(key, progress=seen.append)
     assert m.measurement == full(svc, key)[2] == SnapshotCache(svc.store, page=5, worker=False).thread_measure(key).measurement
     assert seen[-1] == len(svc.store.snapshot(key).messages) and len(seen) > 3
-    svc.append_message(key, user("and now?"))
+    svc.runs.append_message(key, user("and now?"))
     assert with_worker.thread_measure(key).measurement == full(svc, key)[2]

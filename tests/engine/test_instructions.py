@@ -46,15 +46,15 @@ def test_instructions_reach_the_model_summarizers_prompt(request, new_key, facto
         svc = request.getfixturevalue(factory)(model)
         key = thread_with_fact(svc, new_key("instr-model"))
 
-        result = svc.compact(key, instructions=INSTRUCTIONS, reason="support ticket 881")
+        result = svc.compaction.compact(key, instructions=INSTRUCTIONS, reason="support ticket 881")
 
         assert result.status == "completed"
         prompts = [r.body["messages"][1]["content"] for r in sim.requests]
         assert prompts and all("<instructions>\n" + INSTRUCTIONS + "\n</instructions>" in p for p in prompts)
-    ev = [e for e in svc.events(key) if e.kind == "summary"][-1]
+    ev = [e for e in svc.reads.events(key) if e.kind == "summary"][-1]
     assert ev.data["instructions"] == INSTRUCTIONS
     [row] = audit_rows(svc, key)
-    assert (row["action"], row["reason"], row["operator"]) == ("compact", "support ticket 881", svc.operator())
+    assert (row["action"], row["reason"], row["operator"]) == ("compact", "support ticket 881", svc.steering.operator())
     assert row["after"]["instructions"] == INSTRUCTIONS and row["after"]["status"] == "completed"
     assert row["before"]["generation"] == 0 and row["after"]["generation"] == result.generation
 
@@ -65,11 +65,11 @@ def test_the_extractive_summary_keeps_what_the_instructions_name(request, new_ke
     plain = thread_with_fact(svc, new_key("instr-none"))
     told = thread_with_fact(svc, new_key("instr-told"))
 
-    assert svc.compact(plain).status == "completed"
-    assert svc.compact(told, instructions=INSTRUCTIONS).status == "completed"
+    assert svc.compaction.compact(plain).status == "completed"
+    assert svc.compaction.compact(told, instructions=INSTRUCTIONS).status == "completed"
 
-    assert FACT not in (svc.compaction_state(plain).summary or "")  # without instructions it goes
-    summary = svc.compaction_state(told).summary or ""
+    assert FACT not in (svc.reads.compaction_state(plain).summary or "")  # without instructions it goes
+    summary = svc.reads.compaction_state(told).summary or ""
     assert "Kept as instructed" in summary and "retention window is 45 days" in summary
 
 
@@ -78,20 +78,20 @@ def test_standing_instructions_steer_a_pressure_compaction_and_are_audited(reque
     counter = Counting(ExtractiveSummarizer())
     svc = request.getfixturevalue(factory)(counter)
     key = thread_with_fact(svc, new_key("instr-standing"), turns=22)  # over the 6400-token threshold
-    view = svc.set_instructions(key, INSTRUCTIONS, reason="keep the retention fact")
+    view = svc.steering.set_instructions(key, INSTRUCTIONS, reason="keep the retention fact")
     assert view.instructions == INSTRUCTIONS
     route(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.action == "summarized"
     assert counter.requests and all(r.instructions == INSTRUCTIONS for r in counter.requests)
-    assert "retention window is 45 days" in (svc.compaction_state(key).summary or "")
+    assert "retention window is 45 days" in (svc.reads.compaction_state(key).summary or "")
     [row] = audit_rows(svc, key)
-    assert (row["action"], row["operator"], row["reason"]) == ("instructions", svc.operator(), "keep the retention fact")
+    assert (row["action"], row["operator"], row["reason"]) == ("instructions", svc.steering.operator(), "keep the retention fact")
     assert row["before"] == {} and row["after"] == {"instructions": INSTRUCTIONS}
-    svc.set_instructions(key, None)
-    assert svc.thread_policy(key).instructions is None
+    svc.steering.set_instructions(key, None)
+    assert svc.steering.thread_policy(key).instructions is None
     assert [r["action"] for r in audit_rows(svc, key)] == ["instructions", "instructions"]
 
 
@@ -107,7 +107,7 @@ def test_instruction_terms_and_the_prompt_block():
 def test_the_before_after_view_shows_the_instructions_and_what_survived(make_service, new_key):
     svc = make_service(Counting(ExtractiveSummarizer()))
     key = thread_with_fact(svc, new_key("instr-diff"))
-    svc.compact(key, instructions='keep "retention window is 45 days" and "no-such-phrase-here"')
-    diff = svc.compaction_diff(key)
+    svc.compaction.compact(key, instructions='keep "retention window is 45 days" and "no-such-phrase-here"')
+    diff = svc.reads.compaction_diff(key)
     assert diff.instructions.startswith("keep ")
     assert dict(diff.instructions_kept) == {"retention window is 45 days": True, "no-such-phrase-here": False}

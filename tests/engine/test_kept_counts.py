@@ -1,7 +1,7 @@
 """Token counts kept with each message (``messages.tokens`` / ``tokens_key``, migration 0003).
 
 The write door stores every message's count as the meter counts it; a cold streamed measurement
-(``SnapshotCache.thread_measure``, ``Service.status``) then sums those instead of reading and
+(``SnapshotCache.thread_measure``, ``Service.compaction.status``) then sums those instead of reading and
 encoding every text. A count is a cache: rows without one, with one under another key (another
 encoding, an older framing), pruned rows (shown as their preview) and rows whose stored content
 differs from what was written are counted from their text, and every measurement equals a full
@@ -64,7 +64,7 @@ def test_every_write_path_keeps_the_meters_count(factory: Any, new_key: Any) -> 
     svc.store.bulk_append(key, [user("bulk question"), assistant("bulk answer " + filler(50))])
     dangling = ToolCall("c2", "web_search", '{"q": "x"}')
     add(svc, key, user("one more"), assistant("", dangling))
-    assert svc.close_dangling_calls(key) == 1  # the closing marker is written by the door too
+    assert svc.runs.close_dangling_calls(key) == 1  # the closing marker is written by the door too
     meter = default_meter(svc.store.thread(key).model)
     stored = {m.id: m for m in svc.store.messages_after(key, None)}
     rows = kept(svc, key)
@@ -123,7 +123,7 @@ def test_pruned_results_count_as_their_preview(factory: Any, new_key: Any) -> No
     route(svc, key)
     finished_turns(svc, key, 14)
     running_turn(svc, key, rounds=5, result_tokens=2600)  # over the result limit: pruned first
-    outcome = svc.compact_for_pressure(key, RunState(run_id=svc.start_run(key)))
+    outcome = svc.steps.compact_for_pressure(key, RunState(run_id=svc.runs.start_run(key)))
     assert outcome.progressed
     assert svc.store.snapshot(key).offloads  # something was pruned
     assert cold(svc, key, page=3) == full(svc, key)[2]
@@ -184,7 +184,7 @@ def test_an_imported_session_keeps_counts_for_its_own_model(factory: Any, fixtur
     root = Path(__file__).resolve().parent.parent / "fixtures" / "sessions" / fixture
     path = next(p for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".jsonl", ".json") and not p.name.startswith("agent-"))
     svc = factory()
-    for report in svc.import_file(path):
+    for report in svc.imports.import_file(path):
         key = report.thread
         meter = default_meter(svc.store.thread(key).model)
         rows = kept(svc, key)

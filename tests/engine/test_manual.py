@@ -28,12 +28,12 @@ from .conftest import (
 def make_busy(svc, key: str, reason: str) -> None:
     """Put the thread into one of the three busy states."""
     if reason == "running":
-        svc.start_run(key)
+        svc.runs.start_run(key)
     elif reason == "waiting_for_user":
-        svc.interrupt_run(key, svc.start_run(key))
+        svc.runs.interrupt_run(key, svc.runs.start_run(key))
     else:
-        svc.queue_request(key, "Please also check doc-43.")
-    assert svc.thread(key).busy_reason == reason
+        svc.runs.queue_request(key, "Please also check doc-43.")
+    assert svc.reads.thread(key).busy_reason == reason
 
 
 def long_thread(svc, key: str, turns: int = 20) -> None:
@@ -52,7 +52,7 @@ def test_busy_thread_is_refused_and_nothing_changes(make_service, new_key, reaso
     before = thread_state(svc, key)
 
     with pytest.raises(ThreadBusy) as caught:
-        svc.compact(key)
+        svc.compaction.compact(key)
 
     assert caught.value.code == "thread_busy" and caught.value.reason == reason
     assert caught.value.to_json()["error"] == {"code": "thread_busy", "message": caught.value.message, "reason": reason}
@@ -64,11 +64,11 @@ def test_idle_again_after_the_run_finishes(make_service, new_key):
     svc = make_service(Counting())
     key = new_key("idle-again")
     long_thread(svc, key)
-    run = svc.start_run(key)
+    run = svc.runs.start_run(key)
     with pytest.raises(ThreadBusy):
-        svc.compact(key)
-    svc.finish_run(key, run)
-    assert svc.compact(key).status == "completed"
+        svc.compaction.compact(key)
+    svc.runs.finish_run(key, run)
+    assert svc.compaction.compact(key).status == "completed"
 
 
 @pytest.mark.parametrize("turns", [0, 1, 3])
@@ -79,10 +79,10 @@ def test_insufficient_history_is_a_no_op(make_service, new_key, turns):
     finished_turns(svc, key, turns)  # 3 turns (~900 tokens) all fit the retained tail (1280)
     before = thread_state(svc, key)
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
     assert (r.status, r.reason) == ("no_op", "insufficient_history")
-    assert r.before_tokens == r.after_tokens == svc.status(key).tokens
+    assert r.before_tokens == r.after_tokens == svc.compaction.status(key).tokens
     assert (r.compacted_messages, r.boundary, r.generation, r.summarizer_calls) == (0, None, 0, 0)
     assert counter.calls == 0
     assert thread_state(svc, key) == before
@@ -93,30 +93,30 @@ def test_completed_result_fields(make_service, new_key):
     svc = make_service(counter)
     key = new_key("manual")
     long_thread(svc, key)
-    count = svc.message_count(key)
+    count = svc.reads.message_count(key)
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     msgs = all_messages(svc, key)
     assert r.status == "completed" and r.reason is None
     assert r.summarizer_calls == counter.calls >= 1
     assert r.boundary == state.boundary and r.generation == state.generation == r.summarizer_calls
     assert r.compacted_messages == sum(1 for m in msgs if m.id <= r.boundary)
-    assert r.after_tokens == svc.status(key).tokens < r.before_tokens
+    assert r.after_tokens == svc.compaction.status(key).tokens < r.before_tokens
     assert_valid_cut(msgs, r.boundary, running_turn=False)
     assert contains_verbatim(state.summary, "Last question: who owns doc-42?")
-    assert svc.message_count(key) == count
-    history = svc.history(key)
+    assert svc.reads.message_count(key) == count
+    history = svc.reads.history(key)
     assert [(h.kind, h.trigger) for h in history] == [("manual", "manual")] * r.summarizer_calls
     assert history[0].boundary_before is None and history[-1].boundary_after == r.boundary
-    assert [e.kind for e in svc.events(key)] == ["summary"] * r.summarizer_calls
+    assert [e.kind for e in svc.reads.events(key)] == ["summary"] * r.summarizer_calls
     # the retained tail stays verbatim and the surface starts with a user message
     surface = build_surface(svc.store.snapshot(key))
     assert surface.messages[0].role == "user" and not any(m.is_synthetic for m in surface.messages)
     assert surface.messages[-1].content == "Last question: who owns doc-42?"
     # everything before the tail is summarized now: a second press is a no-op
-    again = svc.compact(key)
+    again = svc.compaction.compact(key)
     assert (again.status, again.reason, again.generation) == ("no_op", "insufficient_history", r.generation)
 
 
@@ -128,7 +128,7 @@ def test_rejected_manual_summary_changes_nothing_but_records_why(make_service, n
     before = thread_state(svc, key)
 
     with pytest.raises(CannotCompact) as caught:
-        svc.compact(key)
+        svc.compaction.compact(key)
 
     assert caught.value.code == "summary_rejected" and caught.value.reason == reason
     after = thread_state(svc, key)
@@ -157,10 +157,10 @@ def test_a_300_round_single_request_trajectory_compacts_to_the_target(make_servi
     svc = make_service(counter)
     key = new_key("trajectory")
     trajectory(svc, key)
-    status = svc.status(key)
+    status = svc.compaction.status(key)
     assert status.tokens > 4 * status.threshold  # far over: the old whole-turn rule was a no_op here
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
     target = status.threshold // 2
     assert r.status == "completed" and r.reason is None
@@ -169,18 +169,18 @@ def test_a_300_round_single_request_trajectory_compacts_to_the_target(make_servi
     assert r.summarizer_calls == counter.calls <= 5
     msgs = all_messages(svc, key)
     assert_valid_cut(msgs, r.boundary, running_turn=True)  # a round end inside the one turn
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert contains_verbatim(state.summary, TRAJECTORY_REQUEST)  # the request is behind the boundary now
     assert all(req.current_request == TRAJECTORY_REQUEST and not req.running_turn for req in counter.requests)
     surface = build_surface(svc.store.snapshot(key))
     assert surface.messages[0].is_synthetic  # the tail starts with a round, so the synthetic user opens it
     assert surface.messages[-1].role == "tool" and surface.messages[-1].tool_call_id == "call-299"
     assert_surface_valid(svc, key)
-    assert svc.status(key).tokens == r.after_tokens
+    assert svc.compaction.status(key).tokens == r.after_tokens
     # the last call was told what stays verbatim (its identifiers are kept first), and every summary
     # event says how many identifiers the summarizer had to leave out
     assert [x.id for x in counter.requests[-1].retained] == [x.id for x in surface.messages if x.id is not None]
-    events = [e for e in svc.events(key) if e.kind == "summary"]
+    events = [e for e in svc.reads.events(key) if e.kind == "summary"]
     assert len(events) == r.summarizer_calls and all(isinstance(e.data["dropped_identifiers"], int) for e in events)
 
 
@@ -191,9 +191,9 @@ def test_a_manual_compaction_that_cannot_reach_the_threshold_says_why(make_servi
     finished_turns(svc, key, 12)
     add(svc, key, user("Summarize the appendix."), assistant(filler(7000, "The appendix, in full:")))  # the newest unit alone
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
-    status = svc.status(key)
+    status = svc.compaction.status(key)
     assert r.status == "completed" and r.after_tokens == status.tokens >= status.threshold
     assert r.still_over_threshold and r.note is not None
     assert f"threshold {status.threshold:,}" in r.note and "retained tail" in r.note
@@ -205,7 +205,7 @@ def test_a_no_op_over_the_threshold_is_still_honest(make_service, new_key):
     new_thread(svc, key)
     add(svc, key, user("Summarize the appendix."), assistant(filler(7000, "The appendix, in full:")))
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
     assert (r.status, r.reason) == ("no_op", "insufficient_history")
     assert r.still_over_threshold and "nothing before the retained tail" in (r.note or "")
@@ -223,9 +223,9 @@ def test_a_parallel_call_with_missing_results_on_an_idle_thread_is_closed_and_co
     for call_id in ("p-b", "p-d"):
         add(svc, key, tool_result(call_id, "[no result was recorded for this call]", name="read_file", missing_result=True))
 
-    r = svc.compact(key)
+    r = svc.compaction.compact(key)
 
-    assert r.status == "completed" and r.after_tokens <= svc.status(key).threshold // 2
+    assert r.status == "completed" and r.after_tokens <= svc.compaction.status(key).threshold // 2
     assert counter.calls == r.summarizer_calls >= 1
     surface = build_surface(svc.store.snapshot(key))
     tail = [m.tool_call_id for m in surface.messages if m.role == "tool"][-4:]
@@ -233,7 +233,7 @@ def test_a_parallel_call_with_missing_results_on_an_idle_thread_is_closed_and_co
     assert_surface_valid(svc, key)
 
 
-@pytest.mark.skipif(not hasattr(__import__("engine.service").service.Service, "close_dangling_calls"), reason="Service.close_dangling_calls (the door's closing of older dangling calls) not landed yet")
+@pytest.mark.skipif(not hasattr(__import__("engine.service").service.Service, "close_dangling_calls"), reason="Service.runs.close_dangling_calls (the door's closing of older dangling calls) not landed yet")
 def test_an_older_dangling_call_closed_on_the_idle_thread_unblocks_compaction(make_service, new_key):
     svc = make_service(Counting())
     key = new_key("older-dangling")
@@ -245,10 +245,10 @@ def test_an_older_dangling_call_closed_on_the_idle_thread_unblocks_compaction(ma
     for i in range(120):  # the agent went on without the two results
         call = ToolCall(f"call-{i}", "bash", f'{{"command": "pytest -k case_{i}"}}')
         add(svc, key, assistant(f"Step {i}.", call), tool_result(call.id, filler(60, f"case {i}"), name="bash"))
-    assert svc.compact(key).status == "no_op"  # the open parallel round blocks everything after it
+    assert svc.compaction.compact(key).status == "no_op"  # the open parallel round blocks everything after it
 
-    svc.close_dangling_calls(key)
-    r = svc.compact(key)
+    svc.runs.close_dangling_calls(key)
+    r = svc.compaction.compact(key)
 
     assert r.status == "completed" and not r.still_over_threshold
     assert_surface_valid(svc, key)

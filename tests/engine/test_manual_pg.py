@@ -43,10 +43,10 @@ def test_lock_is_held_through_the_summarizer_and_intake_waits(request, new_key, 
     intake_svc = make(Counting())  # another client of the same database (own connections)
     key = new_key("locked")
     long_thread(intake_svc, key)
-    count = intake_svc.message_count(key)
+    count = intake_svc.reads.message_count(key)
     out: dict = {}
 
-    manual = _run(lambda: compactor_svc.compact(key), out, "manual")
+    manual = _run(lambda: compactor_svc.compaction.compact(key), out, "manual")
     assert blocking.entered.wait(WAIT), "the summarizer was never called"
 
     # the lock is held while the summarizer runs: a no-wait attempt fails at once
@@ -54,9 +54,9 @@ def test_lock_is_held_through_the_summarizer_and_intake_waits(request, new_key, 
         with intake_svc.store.locked(key, nowait=True):
             pass
     appended = threading.Event()
-    intake = _run(lambda: (intake_svc.append_message(key, user("New question while compacting: doc-43?")), appended.set())[0], out, "intake")
+    intake = _run(lambda: (intake_svc.runs.append_message(key, user("New question while compacting: doc-43?")), appended.set())[0], out, "intake")
     assert not appended.wait(1.0), "intake did not wait for the manual compaction's commit"
-    assert intake_svc.compaction_state(key).generation == 0  # readers see the committed state only
+    assert intake_svc.reads.compaction_state(key).generation == 0  # readers see the committed state only
     assert "intake" not in out
 
     blocking.release.set()
@@ -69,7 +69,7 @@ def test_lock_is_held_through_the_summarizer_and_intake_waits(request, new_key, 
 
     assert result.status == "completed" and blocking.calls == result.summarizer_calls >= 1
     assert new_id > result.boundary  # appended after the commit, so never part of the summary
-    assert intake_svc.message_count(key) == count + 1
+    assert intake_svc.reads.message_count(key) == count + 1
     surface = build_surface(intake_svc.store.snapshot(key))
     assert surface.messages[-1].id == new_id and surface.generation == result.generation
 
@@ -85,7 +85,7 @@ def test_busy_thread_on_postgres_writes_nothing(make_pg_service, pg_url, new_key
     before, tables_before = thread_state(svc, key), fingerprint(pg_url)
 
     with pytest.raises(ThreadBusy) as caught:
-        svc.compact(key)
+        svc.compaction.compact(key)
 
     assert (caught.value.code, caught.value.reason) == ("thread_busy", reason)
     assert counter.calls == 0
@@ -99,7 +99,7 @@ def test_manual_compaction_on_postgres_completes(make_pg_service, new_key):
     svc = make_pg_service(counter)
     key = new_key("pg-manual")
     long_thread(svc, key)
-    r = svc.compact(key)
-    state = svc.compaction_state(key)
+    r = svc.compaction.compact(key)
+    state = svc.reads.compaction_state(key)
     assert r.status == "completed" and (r.boundary, r.generation) == (state.boundary, state.generation)
-    assert r.summarizer_calls == counter.calls and r.after_tokens == svc.status(key).tokens < r.before_tokens
+    assert r.summarizer_calls == counter.calls and r.after_tokens == svc.compaction.status(key).tokens < r.before_tokens

@@ -37,7 +37,7 @@ def test_recount_keeps_the_door_counts_and_a_cold_status_then_reads_no_text(fact
     expected = full(svc, key)[2]
     forget_counts(svc, key)  # a thread from before 0003
     progress: list[int] = []
-    assert svc.recount(key, batch=5, progress=progress.append) == len(written)
+    assert svc.compaction.recount(key, batch=5, progress=progress.append) == len(written)
     assert kept(svc, key) == written  # the same counts under the same key as the door's
     assert progress == sorted(progress) and progress[-1] == len(written) and len(progress) >= len(written) // 5
     kinds: list[type] = []
@@ -45,7 +45,7 @@ def test_recount_keeps_the_door_counts_and_a_cold_status_then_reads_no_text(fact
     monkeypatch.setattr(ThreadReader, "counted_messages_after", lambda self, *a, **kw: [(kinds.append(type(m)), (m, n))[1] for m, n in real_read(self, *a, **kw)])
     assert cold(svc, key, page=7) == expected
     assert kinds and set(kinds) == {CountedRow}  # no text read any more
-    assert svc.recount(key) == 0  # nothing left to count: idempotent
+    assert svc.compaction.recount(key) == 0  # nothing left to count: idempotent
     assert_status(svc, key)
 
 
@@ -56,7 +56,7 @@ def test_recount_takes_rows_counted_under_another_key_and_leaves_the_rest(factor
     forget_counts(svc, key, key_value="p50k_base/1")  # counted for another encoding
     add(svc, key, user("a newer question, counted by the door"))
     before = kept(svc, key)
-    n = svc.recount(key, batch=3)
+    n = svc.compaction.recount(key, batch=3)
     after = kept(svc, key)
     assert n == len(before) - 1 and after[-1] == before[-1]  # the door's count of the newest row untouched
     key_now = default_meter(svc.store.thread(key).model).count_key
@@ -82,7 +82,7 @@ def test_recount_beside_a_writer_loses_nothing(factory: Any, new_key: Any) -> No
 
     t = threading.Thread(target=writer)
     t.start()
-    svc.recount(key, batch=4)
+    svc.compaction.recount(key, batch=4)
     t.join(timeout=60)
     assert not t.is_alive() and not errors
     assert all(tokens is not None for _, tokens, _ in kept(svc, key))

@@ -57,7 +57,7 @@ def pressure_thread(svc, key: str) -> None:
 
 
 def audit_of(svc, key: str, action: str | None = None) -> list:
-    return svc.audit(thread=key, actions=[action] if action else None)
+    return svc.steering.audit(thread=key, actions=[action] if action else None)
 
 
 @pytest.mark.parametrize("factory", BACKENDS)
@@ -66,29 +66,29 @@ def test_revert_restores_the_exact_surface_and_redo_the_compacted_one(request, n
     key = new_key("revert")
     long_thread(svc, key)
     before = envelope(svc, key)
-    assert svc.compact(key).status == "completed"
+    assert svc.compaction.compact(key).status == "completed"
     compacted = envelope(svc, key)
     assert compacted != before and compacted["boundary"] is not None
-    gen = svc.compaction_state(key).generation
+    gen = svc.reads.compaction_state(key).generation
 
-    first = svc.revert(key, reason="summary lost the owner")
+    first = svc.compaction.revert(key, reason="summary lost the owner")
     assert first.action == "revert" and first.generation_after == gen + 1
     assert envelope(svc, key) == before  # the exact previous surface, as a new generation
-    assert svc.compaction_state(key).generation == gen + 1
+    assert svc.reads.compaction_state(key).generation == gen + 1
 
-    redo = svc.revert(key, reason="it was fine")
+    redo = svc.compaction.revert(key, reason="it was fine")
     assert redo.action == "redo" and redo.history_ids == first.history_ids
     assert envelope(svc, key) == compacted
 
-    again = svc.revert(key)
+    again = svc.compaction.revert(key)
     assert again.action == "revert" and envelope(svc, key) == before
     assert problems(svc, key) == []
     # nothing deleted: every generation has its history row, the compaction's own row kept
-    history = svc.history(key)
+    history = svc.reads.history(key)
     assert [h.trigger for h in history][-3:] == ["revert", "redo", "revert"]
     assert [h.generation_after for h in history] == list(range(1, len(history) + 1))
     # one event and one audit row per act, naming the operator
-    kinds = [e.kind for e in svc.events(key)]
+    kinds = [e.kind for e in svc.reads.events(key)]
     assert kinds.count("revert") == 2 and kinds.count("redo") == 1
     rows = [a for a in audit_of(svc, key) if a.action in ("revert", "redo")]
     assert [a.action for a in rows] == ["revert", "redo", "revert"]
@@ -103,22 +103,22 @@ def test_revert_of_a_pressure_compaction_brings_the_pruned_results_back_verbatim
     key = new_key("revert-prune")
     pressure_thread(svc, key)
     before = envelope(svc, key)
-    outcome = svc.compact_for_pressure(key, RunState(), running_turn=False)
+    outcome = svc.steps.compact_for_pressure(key, RunState(), running_turn=False)
     assert outcome.progressed
-    pruned = set(svc.offloads(key))
+    pruned = set(svc.reads.offloads(key))
     assert pruned, "the pressure step pruned nothing: the test needs a prune"
     compacted = envelope(svc, key)
 
-    result = svc.revert(key)
+    result = svc.compaction.revert(key)
     assert set(result.results) >= pruned - {m for m in pruned if before["boundary"] is not None and m <= before["boundary"]}
     assert envelope(svc, key) == before  # the originals, not the previews
-    assert svc.offloads(key) == {}
+    assert svc.reads.offloads(key) == {}
     shown = {m[0]: m[2] for m in envelope(svc, key)["messages"]}
     for mid in pruned:
         assert "doc-" in shown[mid] and len(shown[mid]) > 5000  # the whole original
 
-    assert svc.revert(key).action == "redo"
-    assert envelope(svc, key) == compacted and set(svc.offloads(key)) == pruned
+    assert svc.compaction.revert(key).action == "redo"
+    assert envelope(svc, key) == compacted and set(svc.reads.offloads(key)) == pruned
     assert problems(svc, key) == []
 
 
@@ -127,11 +127,11 @@ def test_revert_refuses_a_busy_thread_and_writes_nothing(request, new_key, facto
     svc = request.getfixturevalue(factory)(Counting())
     key = new_key("revert-busy")
     long_thread(svc, key)
-    svc.compact(key)
+    svc.compaction.compact(key)
     make_busy(svc, key, "running")
     state = thread_state(svc, key)
     with pytest.raises(ThreadBusy):
-        svc.revert(key)
+        svc.compaction.revert(key)
     assert thread_state(svc, key) == state and audit_of(svc, key, "revert") == []
 
 
@@ -140,18 +140,18 @@ def test_nothing_to_revert_and_a_missing_original(make_service, new_key, tmp_pat
     key = new_thread(svc, new_key("fresh"))
     finished_turns(svc, key, 2)
     with pytest.raises(NotRevertible) as caught:
-        svc.revert(key)
+        svc.compaction.revert(key)
     assert caught.value.code == "nothing_to_revert"
-    assert svc.revert_target(key).action is None and svc.revert_target(key).code == "nothing_to_revert"
+    assert svc.compaction.revert_target(key).action is None and svc.compaction.revert_target(key).code == "nothing_to_revert"
 
     key = new_key("lost-original")
     pressure_thread(svc, key)
-    svc.compact_for_pressure(key, RunState(), running_turn=False)
-    offload = next(iter(svc.offloads(key).values()))
+    svc.steps.compact_for_pressure(key, RunState(), running_turn=False)
+    offload = next(iter(svc.reads.offloads(key).values()))
     Path(svc.workdir.path_for(offload.tool_name, offload.sha256)).write_text("tampered")
     state = thread_state(svc, key)
     with pytest.raises(NotRevertible) as caught:
-        svc.revert(key)
+        svc.compaction.revert(key)
     assert caught.value.code == "original_missing" and f"#{offload.message_id}" in caught.value.message
     assert thread_state(svc, key) == state and audit_of(svc, key) == []
 
@@ -160,13 +160,13 @@ def test_a_source_compaction_cannot_be_reverted(make_service, new_key):
     svc = make_service(Counting())
     fixture = FIXTURES / "claude-code" / "auto-compactions" / "4d8e2b61-9c3a-4f70-8e15-2a6c9b0d7e34.jsonl"
     key = new_key("imported")
-    reports = svc.import_file(fixture, thread=key)
+    reports = svc.imports.import_file(fixture, thread=key)
     key = reports[0].thread
     assert reports[0].compactions >= 1
     with pytest.raises(NotRevertible) as caught:
-        svc.revert(key)
+        svc.compaction.revert(key)
     assert caught.value.code == "source_compaction" and "recorded by its source" in caught.value.message
-    target = svc.revert_target(key)
+    target = svc.compaction.revert_target(key)
     assert target.action is None and target.code == "source_compaction"
 
 
@@ -177,8 +177,8 @@ def test_100_races_of_intake_against_revert_lose_no_write(request, new_key, fact
     intake = make(Counting())  # another client: its own connections
     key = new_key("race")
     long_thread(intake, key)
-    reverter.compact(key)
-    compacted_boundary = reverter.compaction_state(key).boundary
+    reverter.compaction.compact(key)
+    compacted_boundary = reverter.reads.compaction_state(key).boundary
     reverted_boundary = None
     expected = [m[0:3] for m in thread_state(intake, key)["messages"]]
     started = time.monotonic()
@@ -188,11 +188,11 @@ def test_100_races_of_intake_against_revert_lose_no_write(request, new_key, fact
 
         def append() -> None:
             barrier.wait()
-            out["ids"] = [intake.append_message(key, user(f"race {race} message {j}")) for j in range(3)]
+            out["ids"] = [intake.runs.append_message(key, user(f"race {race} message {j}")) for j in range(3)]
 
         def revert() -> None:
             barrier.wait()
-            out["result"] = reverter.revert(key, reason=f"race {race}")
+            out["result"] = reverter.compaction.revert(key, reason=f"race {race}")
 
         threads = [threading.Thread(target=append), threading.Thread(target=revert)]
         for t in threads:
@@ -211,9 +211,9 @@ def test_100_races_of_intake_against_revert_lose_no_write(request, new_key, fact
     messages = [m[0:3] for m in thread_state(intake, key)["messages"]]
     assert messages == sorted(expected)  # every write kept, in id order
     assert [m for m in messages if m[2].startswith("race ")] == [e for e in sorted(expected) if e[2].startswith("race ")]
-    history = intake.history(key)
+    history = intake.reads.history(key)
     assert [h.generation_after for h in history] == list(range(1, len(history) + 1))
-    assert [a.action for a in intake.audit(thread=key, actions=["revert", "redo"], limit=1000)] == ["revert", "redo"] * 50
+    assert [a.action for a in intake.steering.audit(thread=key, actions=["revert", "redo"], limit=1000)] == ["revert", "redo"] * 50
     assert problems(intake, key) == []
     print(f"100 races took {elapsed:.1f} s")  # each race is a bounded wait (t.join(30)), the total is not asserted
 
@@ -226,7 +226,7 @@ def test_cli_revert_audit_and_read_only(make_service, new_key, sqlite_url, tmp_p
     svc = make_service(Counting())
     key = new_key("cli")
     long_thread(svc, key)
-    svc.compact(key)
+    svc.compaction.compact(key)
     monkeypatch.setenv("COMPACTION_WORKDIR", str(svc.workdir.root))
     db = sqlite_url
     capsys.readouterr()
@@ -252,9 +252,9 @@ def test_a_result_a_revert_brought_back_is_not_pruned_again(make_service, new_ke
     svc = make_service(Counting())
     key = new_key("no-reprune")
     pressure_thread(svc, key)
-    svc.compact_for_pressure(key, RunState(), running_turn=False)
-    pruned = set(svc.offloads(key))
-    assert svc.revert(key).action == "revert" and svc.offloads(key) == {}
-    svc.compact_for_pressure(key, RunState(), running_turn=False)
-    assert not set(svc.offloads(key)) & pruned  # summarized maybe, never shown as a preview again
+    svc.steps.compact_for_pressure(key, RunState(), running_turn=False)
+    pruned = set(svc.reads.offloads(key))
+    assert svc.compaction.revert(key).action == "revert" and svc.reads.offloads(key) == {}
+    svc.steps.compact_for_pressure(key, RunState(), running_turn=False)
+    assert not set(svc.reads.offloads(key)) & pruned  # summarized maybe, never shown as a preview again
     assert problems(svc, key) == []

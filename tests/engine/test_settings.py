@@ -135,11 +135,11 @@ def _compact_with_the_configured_endpoint(tmp_path: Path, sim: ProviderSimulator
     db.parent.mkdir(parents=True, exist_ok=True)
     svc = open_service(f"sqlite:///{db}", workdir=tmp_path / "data" / "wd", create=True)
     try:
-        svc.set_policy(POLICY)
+        svc.steering.set_policy(POLICY)
         key = new_thread(svc, "t")
         finished_turns(svc, key, 12)
-        svc.compact(key)
-        export = svc.export_history(key, "json") + svc.export_history(key, "md")
+        svc.compaction.compact(key)
+        export = svc.reads.export_history(key, "json") + svc.reads.export_history(key, "md")
     finally:
         svc.close()
     return db, tmp_path / "data", export
@@ -263,36 +263,36 @@ def test_every_summary_records_who_wrote_it_never_the_key(cfg: Path, tmp_path: P
         db = tmp_path / "w.db"
         svc = open_service(f"sqlite:///{db}", workdir=tmp_path / "wd", create=True)
         try:
-            svc.set_policy(POLICY)
+            svc.steering.set_policy(POLICY)
             key = new_thread(svc, "t")
             finished_turns(svc, key, 12)
             sim.script([Reply("I'm sorry, I cannot help with that.")])  # a model summary that fails: rejected, nothing written
             with pytest.raises(Exception) as info:
-                svc.compact(key)
+                svc.compaction.compact(key)
             assert getattr(info.value, "code", None) == "summary_rejected"
-            rejected = [e for e in svc.events(key) if e.kind == "summary_rejected"][-1].data
+            rejected = [e for e in svc.reads.events(key) if e.kind == "summary_rejected"][-1].data
             assert rejected["summarizer"] == "openai-compatible:qwen2.5-7b-instruct" and rejected["summarizer_host"] == f"127.0.0.1:{sim.port}"
-            assert svc.compaction_state(key).generation == 0
+            assert svc.reads.compaction_state(key).generation == 0
             # the extractive summarizer for this one compaction
-            done = svc.compact(key, summarizer="extractive")
+            done = svc.compaction.compact(key, summarizer="extractive")
             assert done.status == "completed"
-            first = [e for e in svc.events(key) if e.kind == "summary"][-1].data
+            first = [e for e in svc.reads.events(key) if e.kind == "summary"][-1].data
             assert first["summarizer"] == "extractive" and "summarizer_host" not in first and first["operator"] == "Dana"
             assert written_by(first) == "extractive summarizer (offline)"
             assert isinstance(svc.summarizer, OpenAICompatSummarizer)  # the configured one stays for later compactions
             finished_turns(svc, key, 12)
-            svc.compact(key)
-            second = [e for e in svc.events(key) if e.kind == "summary"][-1].data
+            svc.compaction.compact(key)
+            second = [e for e in svc.reads.events(key) if e.kind == "summary"][-1].data
             assert second["summarizer_host"] == f"127.0.0.1:{sim.port}" and second["usage"]["model"] == "qwen2.5-7b-instruct"
             assert written_by(second) == f"model qwen2.5-7b-instruct at 127.0.0.1:{sim.port}"
-            diff = svc.compaction_diff(key)
+            diff = svc.reads.compaction_diff(key)
             assert diff.written_by == written_by(second)
-            entries = svc.compaction_history(key)
+            entries = svc.reads.compaction_history(key)
             assert [e.written_by for e in entries if e.kind != "prune"][-2:] == ["extractive summarizer (offline)", written_by(second)]
-            md, js = svc.export_history(key, "md"), svc.export_history(key, "json")
+            md, js = svc.reads.export_history(key, "md"), svc.reads.export_history(key, "json")
             assert f"- Written by: model qwen2.5-7b-instruct at 127.0.0.1:{sim.port}" in md
             assert [c["written_by"] for c in json.loads(js)["compactions"]][-2:] == ["extractive summarizer (offline)", written_by(second)]
-            assert all(KEY not in json.dumps(e.data) for e in svc.events(key))
+            assert all(KEY not in json.dumps(e.data) for e in svc.reads.events(key))
             assert KEY not in md + js
         finally:
             svc.close()
@@ -306,7 +306,7 @@ def test_new_databases_take_the_default_policy_and_whatif_the_configured_summari
     Settings().set_many({"policy.threshold_ratio": 0.6, "policy.context_window": 50_000})
     svc = open_service(f"sqlite:///{tmp_path / 'new.db'}", workdir=tmp_path / "wd", create=True)
     try:
-        resolved = svc.policy_for(None, None)
+        resolved = svc.steps.policy_for(None, None)
         assert resolved.policy.threshold_ratio == 0.6 and resolved.context_window == 50_000
     finally:
         svc.close()

@@ -36,10 +36,10 @@ def full_tokens(svc: Service, key: str, run: RunState | None = None) -> int:
 def assert_fresh(svc: Service, key: str, run: RunState) -> int:
     """Every pressure figure of ``svc`` (through its cache) equals a full re-read; returns it."""
     want = full_tokens(svc, key, run)
-    assert svc.measure(key, ephemeral=run.ephemeral, model=MODEL).tokens == want
+    assert svc.steps.measure(key, ephemeral=run.ephemeral, model=MODEL).tokens == want
     snap, routed = svc.snapshots.pressure_read(key)
     assert snap == svc.store.snapshot(key, with_busy=False) and routed == svc.store.last_completed_request(key)
-    status = svc.status(key)
+    status = svc.compaction.status(key)
     snap = svc.store.snapshot(key)
     assert status.tokens == default_meter(snap.model).measure(envelope_of(snap, build_surface(snap))).total
     assert (status.generation, status.boundary) == (snap.state.generation, snap.state.boundary)
@@ -55,12 +55,12 @@ def test_new_message_prune_and_summary_by_another_service(factory: Any, new_key:
     key = new_thread(a, new_key())
     route(a, key)
     finished_turns(a, key, 6)
-    run = RunState(run_id=b.start_run(key))
+    run = RunState(run_id=b.runs.start_run(key))
     first = assert_fresh(a, key, run)
 
     # a new message (by b): a reads only it
     sizes = count_reads(monkeypatch)
-    b.append_message(key, assistant("a note from the other service"), run_id=run.run_id)
+    b.runs.append_message(key, assistant("a note from the other service"), run_id=run.run_id)
     sizes.clear()
     grown = assert_fresh(a, key, run)
     assert grown > first and sizes and set(sizes) == {1}
@@ -68,26 +68,26 @@ def test_new_message_prune_and_summary_by_another_service(factory: Any, new_key:
     # a prune (by b): tool results over the limit are replaced by previews; the generation moves
     running_turn(b, key, rounds=3, result_tokens=2600)  # over the 2000-token limit
     before = assert_fresh(a, key, run)
-    g0 = a.status(key).generation
-    pruned = b.compact_for_pressure(key, run)
+    g0 = a.compaction.status(key).generation
+    pruned = b.steps.compact_for_pressure(key, run)
     assert pruned.progressed and b.store.offloads(key), pruned.reason
-    assert a.status(key).generation > g0
+    assert a.compaction.status(key).generation > g0
     after_prune = assert_fresh(a, key, run)
     assert after_prune < before
     # a's own pressure check decides on the pruned surface, not on what it held
-    out = a.compact_for_pressure(key, run)
+    out = a.steps.compact_for_pressure(key, run)
     assert out.tokens_before == after_prune
 
     # a summary (by b): the boundary moves
     finished_turns(b, key, 14)
     assert_fresh(a, key, run)
-    b.finish_run(key, run.run_id)
-    assert b.compact(key).status == "completed"
-    state = a.status(key)
+    b.runs.finish_run(key, run.run_id)
+    assert b.compaction.compact(key).status == "completed"
+    state = a.compaction.status(key)
     assert state.boundary is not None and state.compact_count >= 1
-    run2 = RunState(run_id=a.start_run(key))
+    run2 = RunState(run_id=a.runs.start_run(key))
     after_summary = assert_fresh(a, key, run2)
-    out = a.compact_for_pressure(key, run2)
+    out = a.steps.compact_for_pressure(key, run2)
     assert out.tokens_before == after_summary
 
 
@@ -106,17 +106,17 @@ def test_an_unchanged_thread_is_answered_from_the_cache(factory: Any, new_key: A
     assert svc.snapshots.thread_measure(key).measurement is measured.measurement
     assert svc.snapshots.snapshot(key) is snap
     assert sizes == []
-    run = svc.start_run(key)
-    assert svc.status(key).busy_reason == "running"
+    run = svc.runs.start_run(key)
+    assert svc.compaction.status(key).busy_reason == "running"
     assert svc.snapshots.snapshot(key, with_busy=True).busy_reason == "running"
     assert svc.snapshots.snapshot(key).busy_reason is None
-    svc.finish_run(key, run)
-    svc.configure(key, system_prompt="You are terse.")
+    svc.runs.finish_run(key, run)
+    svc.runs.configure(key, system_prompt="You are terse.")
     again = svc.snapshots.snapshot(key)
     assert again.system_prompt == "You are terse." and again == svc.store.snapshot(key, with_busy=False)
-    assert svc.status(key).tokens == default_meter(None).measure(envelope_of(again, build_surface(again))).total
+    assert svc.compaction.status(key).tokens == default_meter(None).measure(envelope_of(again, build_surface(again))).total
     assert sizes == []  # none of this read a message
-    svc.append_message(key, user("and one more question"))
+    svc.runs.append_message(key, user("and one more question"))
     assert svc.snapshots.thread_measure(key).last_request == svc.store.last_completed_request(key)
     assert sizes == [1]
 

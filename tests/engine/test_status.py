@@ -43,7 +43,7 @@ def test_hint_through_service_status(make_service, new_key):
 
     def status_with(threshold: int) -> PressureStatus:
         svc = make_service(Counting(), {"context_window": WINDOW, "default": {"threshold_tokens": threshold}})
-        st = svc.status(key)
+        st = svc.compaction.status(key)
         assert st.tokens == tokens and st.threshold == threshold
         return st
 
@@ -59,9 +59,9 @@ def test_status_reports_the_whole_envelope(make_service, new_key):
     svc = make_service(Counting())
     key = new_thread(svc, new_key("status"))
     finished_turns(svc, key, 3)
-    st = svc.status(key)
+    st = svc.compaction.status(key)
     assert st.tokens == sum(st.breakdown.values()) and st.threshold == THRESHOLD and st.context_window == WINDOW
-    assert st.tokens == default_meter(None).measure(svc.measure(key).envelope).total
+    assert st.tokens == default_meter(None).measure(svc.steps.measure(key).envelope).total
 
 
 def test_status_follows_busy_state_and_compaction(make_service, new_key):
@@ -70,26 +70,26 @@ def test_status_follows_busy_state_and_compaction(make_service, new_key):
     finished_turns(svc, key, 23)
     running_turn(svc, key)
     route(svc, key)
-    before = svc.status(key)
+    before = svc.compaction.status(key)
     assert before.tokens >= THRESHOLD and before.hint and before.breakdown["summary"] == 0
-    run = svc.start_run(key)
-    assert (svc.status(key).busy, svc.status(key).busy_reason) == (True, "running")
-    out = svc.compact_for_pressure(key, RunState(run_id=run))
-    after = svc.status(key)
+    run = svc.runs.start_run(key)
+    assert (svc.compaction.status(key).busy, svc.compaction.status(key).busy_reason) == (True, "running")
+    out = svc.steps.compact_for_pressure(key, RunState(run_id=run))
+    after = svc.compaction.status(key)
     assert after.tokens == out.tokens_after < before.tokens and after.breakdown["summary"] > 0
-    assert (after.boundary, after.generation, after.compact_count) == (svc.compaction_state(key).boundary, 1, 1)
-    svc.finish_run(key, run)
-    assert not svc.status(key).busy
+    assert (after.boundary, after.generation, after.compact_count) == (svc.reads.compaction_state(key).boundary, 1, 1)
+    svc.runs.finish_run(key, run)
+    assert not svc.compaction.status(key).busy
 
 
 def test_status_anchors_on_the_reported_prompt_tokens(make_service, new_key):
     svc = make_service(Counting())
     key = new_thread(svc, new_key("anchor"))
     finished_turns(svc, key, 3)
-    assert svc.status(key).anchored_tokens is None  # nothing reported yet
+    assert svc.compaction.status(key).anchored_tokens is None  # nothing reported yet
     rid = svc.store.record_model_request(key, provider="sim", model="m", estimated_tokens=1000)
     svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=1100)
-    st = svc.status(key)
+    st = svc.compaction.status(key)
     assert st.anchored_tokens is not None and st.anchored_tokens > st.tokens  # the provider counts 10% more
 
 
@@ -101,22 +101,22 @@ def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
 
     svc = open_service(str(tmp_path / "s.db"), workdir=tmp_path / "wd", create=True, policies={"context_window": 8000})
     try:
-        svc.create_thread("t", provider="sim", model="m")
-        svc.append_message("t", user("hello " * 50))
-        first = svc.status("t")
+        svc.runs.create_thread("t", provider="sim", model="m")
+        svc.runs.append_message("t", user("hello " * 50))
+        first = svc.compaction.status("t")
         from engine.store.reads import ThreadReader  # what engine.snapshots reads through
 
         reads: list[int] = []  # messages read by each status (only those after the last one seen)
         for name in ("messages_after", "counted_messages_after"):  # the held read and the streamed one
             real = getattr(ThreadReader, name)
             monkeypatch.setattr(ThreadReader, name, lambda self, *a, _real=real, **kw: (lambda out: reads.append(len(out)) or out)(_real(self, *a, **kw)))
-        assert svc.status("t") == first and reads == []
-        run = svc.start_run("t")
-        assert svc.status("t").busy_reason == "running"
+        assert svc.compaction.status("t") == first and reads == []
+        run = svc.runs.start_run("t")
+        assert svc.compaction.status("t").busy_reason == "running"
         reads.clear()
-        assert svc.status("t").busy_reason == "running" and reads == []
-        svc.append_message("t", assistant("hi " * 40), run_id=run)
-        later = svc.status("t")
+        assert svc.compaction.status("t").busy_reason == "running" and reads == []
+        svc.runs.append_message("t", assistant("hi " * 40), run_id=run)
+        later = svc.compaction.status("t")
         assert reads == [1] and later.tokens > first.tokens
     finally:
         svc.close()

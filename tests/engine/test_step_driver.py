@@ -72,17 +72,17 @@ def test_a_step_below_the_threshold_is_one_transaction_and_its_end_one_more(make
         c = t.begin_call()
     assert n == [1]  # intake, the pressure check and the request record: one transaction
     assert c.outcome is not None and c.outcome.reason == "below_threshold"
-    assert c.tokens == svc.measure(key, provider=PROVIDER, model=MODEL).tokens
+    assert c.tokens == svc.steps.measure(key, provider=PROVIDER, model=MODEL).tokens
     (pending,) = [r for r in svc.store.model_requests(key) if r.id == c.request_id]
     assert (pending.outcome, pending.estimated_tokens, pending.step) == ("pending", c.tokens, 1)
-    assert [m.source_key for m in (s.message for s in svc.messages_page(key)) if m.source_key] == ["u1", "a1"]
+    assert [m.source_key for m in (s.message for s in svc.reads.messages_page(key)) if m.source_key] == ["u1", "a1"]
 
     with transactions(svc) as n:
         t.succeeded(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[keyed(tool_result("c1", "found"), "t1")])
     assert n == [1]  # the usage and the response's messages: one transaction
     done = [r for r in svc.store.model_requests(key) if r.id == c.request_id][0]
     assert (done.outcome, done.reported_prompt_tokens, done.reported_completion_tokens) == ("ok", c.tokens, 5)
-    assert [s.message.source_key for s in svc.messages_page(key)][-3:] == ["u1", "a1", "t1"]
+    assert [s.message.source_key for s in svc.reads.messages_page(key)][-3:] == ["u1", "a1", "t1"]
 
 
 def test_a_step_that_must_compact_commits_the_intake_then_compacts_outside_the_lock(make, new_key) -> None:
@@ -95,8 +95,8 @@ def test_a_step_that_must_compact_commits_the_intake_then_compacts_outside_the_l
     t.stage([keyed(user("Now summarize everything: " + filler(800)), "big")])
     c = t.begin_call()
     assert c.outcome is not None and c.outcome.reason in ("summarized", "prune_enough", "max_rounds") and c.outcome.progressed
-    assert svc.compaction_state(key).summary and c.tokens < c.measured.policy.threshold
-    assert any(s.message.source_key == "big" for s in svc.messages_page(key, limit=1000))
+    assert svc.reads.compaction_state(key).summary and c.tokens < c.measured.policy.threshold
+    assert any(s.message.source_key == "big" for s in svc.reads.messages_page(key, limit=1000))
     assert [r.estimated_tokens for r in svc.store.model_requests(key) if r.id == c.request_id] == [c.tokens]
 
 
@@ -112,13 +112,13 @@ def test_intake_asks_the_unique_key_and_never_scans_the_thread(make, new_key, mo
     def scan(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the thread was paged through to find its source keys")
 
-    monkeypatch.setattr(svc, "messages_page", scan)
+    monkeypatch.setattr(svc.reads, "messages_page", scan)
     monkeypatch.setattr(svc.store, "messages_page", scan)
     again = EngineThread(svc, key, "test", provider=PROVIDER, model=MODEL)  # another process: knows nothing
     again.stage([*history, keyed(user("question 400"), "k400"), history[3], Message("user", "no key")])
     again.begin_call()
     monkeypatch.undo()
-    stored = [s.message for s in svc.messages_page(key, limit=1000)]
+    stored = [s.message for s in svc.reads.messages_page(key, limit=1000)]
     assert [m.source_key for m in stored] == [f"k{i}" for i in range(401)] + [None]
     assert stored[-1].content == "no key"
 
@@ -128,8 +128,8 @@ def test_the_overflow_protocol_recovers_on_progress_and_gives_up_without(make, n
     key = new_thread(svc, new_key("overflow"))
     route(svc, key)
     finished_turns(svc, key, 12)
-    run = RunState(run_id=svc.start_run(key))
-    driver = StepDriver(svc, key, provider=PROVIDER, model=MODEL)
+    run = RunState(run_id=svc.runs.start_run(key))
+    driver = StepDriver(svc.steps, key, provider=PROVIDER, model=MODEL)
     overflow = ProviderError(CONTEXT_WINDOW_EXCEEDED, "maximum context length exceeded", provider=PROVIDER, status=400)
 
     c = driver.prepare(run, 1)
@@ -138,19 +138,19 @@ def test_the_overflow_protocol_recovers_on_progress_and_gives_up_without(make, n
     c2 = driver.prepare(run, 2)
     assert c2.tokens < c.tokens
     driver.succeeded(c2, run, prompt_tokens=c2.tokens, completion_tokens=3)
-    kinds = [str(e.kind) for e in svc.events(key)]
+    kinds = [str(e.kind) for e in svc.reads.events(key)]
     assert [k for k in kinds if k in ("provider_error", "retry", "recovered", "gave_up")] == ["provider_error", "retry", "recovered"]
     assert [r.outcome for r in svc.store.model_requests(key)][-2:] == ["error", "ok"]
 
     # the bound reached: given up at once, the original error is the caller's, a gave-up says why
-    capped = StepDriver(svc, key, provider=PROVIDER, model=MODEL, max_overflow_retries=1)
+    capped = StepDriver(svc.steps, key, provider=PROVIDER, model=MODEL, max_overflow_retries=1)
     c4 = capped.prepare(run, 3)
     assert capped.failed(c4, run, overflow) == Failure(False, overflow, "retries_exhausted")
-    assert [e.data["reason"] for e in svc.events(key) if str(e.kind) == "gave_up"] == ["retries_exhausted"]
+    assert [e.data["reason"] for e in svc.reads.events(key) if str(e.kind) == "gave_up"] == ["retries_exhausted"]
     # not a provider error: recorded with its words, no recovery, no event
     c5 = capped.prepare(run, 4)
-    before = len(svc.events(key))
+    before = len(svc.reads.events(key))
     assert capped.failed(c5, run, None, message="OSError: socket closed") == Failure(False, None)
-    assert len(svc.events(key)) == before
+    assert len(svc.reads.events(key)) == before
     last = [r for r in svc.store.model_requests(key) if r.id == c5.request_id][0]
     assert (last.outcome, last.error_code, last.error_message) == ("error", None, "OSError: socket closed")

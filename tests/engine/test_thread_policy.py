@@ -36,21 +36,21 @@ def test_a_thread_threshold_changes_that_thread_only(request, new_key, factory):
     svc = request.getfixturevalue(factory)(Counting(), policies=POLICY)
     a = thread_at(svc, new_key("pol-a"), 15)  # ~4500 tokens: under the store's 6400, over 0.5 × 8000
     b = thread_at(svc, new_key("pol-b"), 15)
-    assert svc.status(a).threshold == svc.status(b).threshold == 6400
+    assert svc.compaction.status(a).threshold == svc.compaction.status(b).threshold == 6400
 
-    view = svc.set_thread_policy(a, {"threshold_ratio": 0.5}, reason="this customer's agent runs long")
+    view = svc.steering.set_thread_policy(a, {"threshold_ratio": 0.5}, reason="this customer's agent runs long")
 
     assert view.threshold == 4000 and view.origins["threshold_ratio"] == "thread"
     assert view.origins["preview_tokens"] == "model route" and view.origins["summary_max_tokens"] == "store default"
     assert view.origins["context_window"] == "store default" or view.window_source in ("assumed", "catalog")
-    assert svc.status(a).threshold == 4000 and svc.status(b).threshold == 6400
-    assert svc.thread_policy(b).origins["threshold_ratio"] == "store default"
-    out_a = svc.compact_for_pressure(a, RunState())
-    out_b = svc.compact_for_pressure(b, RunState())
+    assert svc.compaction.status(a).threshold == 4000 and svc.compaction.status(b).threshold == 6400
+    assert svc.steering.thread_policy(b).origins["threshold_ratio"] == "store default"
+    out_a = svc.steps.compact_for_pressure(a, RunState())
+    out_b = svc.steps.compact_for_pressure(b, RunState())
     assert out_a.action == "summarized" and out_a.threshold == 4000
     assert out_b.reason == "below_threshold" and out_b.threshold == 6400
     [row] = audit_rows(svc, a)
-    assert (row["action"], row["operator"], row["reason"]) == ("policy", svc.operator(), "this customer's agent runs long")
+    assert (row["action"], row["operator"], row["reason"]) == ("policy", svc.steering.operator(), "this customer's agent runs long")
     assert row["before"] == {} and row["after"] == {"threshold_ratio": 0.5}
     assert audit_rows(svc, b) == []
 
@@ -59,11 +59,11 @@ def test_a_thread_threshold_changes_that_thread_only(request, new_key, factory):
 def test_window_and_tail_for_one_thread_and_unset(request, new_key, factory):
     svc = request.getfixturevalue(factory)(Counting(), policies=POLICY)
     key = thread_at(svc, new_key("pol-window"), 3)
-    view = svc.set_thread_policy(key, {"context_window": 16000, "retained_tail_ratio": 0.05})
+    view = svc.steering.set_thread_policy(key, {"context_window": 16000, "retained_tail_ratio": 0.05})
     assert (view.context_window, view.window_source, view.origins["context_window"]) == (16000, "thread", "thread")
     assert view.threshold == 12800 and view.retained_tail_tokens == 800
-    assert svc.status(key).context_window == 16000
-    view = svc.set_thread_policy(key, unset=["context_window", "retained_tail_ratio"])
+    assert svc.compaction.status(key).context_window == 16000
+    view = svc.steering.set_thread_policy(key, unset=["context_window", "retained_tail_ratio"])
     assert view.context_window == WINDOW and view.overrides == {}
     assert [r["action"] for r in audit_rows(svc, key)] == ["policy", "policy"]
 
@@ -74,8 +74,8 @@ def test_an_unusable_thread_policy_is_refused_and_nothing_is_written(request, ne
     key = thread_at(svc, new_key("pol-bad"), 2)
     for bad in ({"threshold_ratio": 2}, {"no_such_key": 1}, {"threshold_tokens": 10**9}):
         with pytest.raises(PolicyError):
-            svc.set_thread_policy(key, bad)
-    assert svc.thread_policy(key).overrides == {} and audit_rows(svc, key) == []
+            svc.steering.set_thread_policy(key, bad)
+    assert svc.steering.thread_policy(key).overrides == {} and audit_rows(svc, key) == []
     assert svc.store.snapshot(key).state.pins_version == 0
 
 

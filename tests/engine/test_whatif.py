@@ -40,7 +40,7 @@ def session(turns: int = 6, rounds: int = 3, result_tokens: int = 500) -> list[M
 def record(svc: Service, key: str, messages: list[Message]) -> str:
     """Write ``messages`` as the engine would have while the agent ran (pressure path before each
     assistant message), so the source has model requests, compactions and events of its own."""
-    svc.create_thread(key, title=f"source {key}", system_prompt="You reconcile invoices.", provider=PROVIDER, model=MODEL)
+    svc.runs.create_thread(key, title=f"source {key}", system_prompt="You reconcile invoices.", provider=PROVIDER, model=MODEL)
     replay = EngineReplay(svc.store, key, compactor=svc.compactor, snapshots=svc.snapshots, route=(PROVIDER, MODEL), record_requests=True)
     for m in messages:
         if m.role == "assistant":
@@ -67,7 +67,7 @@ def source(db_url: str, tmp_path: Path, new_key) -> tuple[Service, str]:
 
 def test_whatif_never_writes_to_the_source(source: tuple[Service, str], tmp_path: Path) -> None:
     svc, key = source
-    assert svc.history(key), "the source thread compacted while it was recorded"
+    assert svc.reads.history(key), "the source thread compacted while it was recorded"
     before = row_counts(svc)
     result = run_whatif(svc.store, key, {"threshold_ratio": "0.5", "retained_tail": 0.1}, policies=svc.policies, scratch_root=str(tmp_path))
     sweep = run_sweep(svc.store, key, "threshold_ratio", [0.6, 0.9], policies=svc.policies, scratch_root=str(tmp_path))
@@ -146,7 +146,7 @@ def test_sweep_is_deterministic_with_the_extractive_summarizer(source: tuple[Ser
     assert a == b  # every figure and every point (durations are not compared)
     assert [r.settings["threshold_ratio"] for r in a.runs] == [0.5, 0.7, 0.9]
     assert [r.peak_pressure <= v + 1e-9 for r, v in zip(a.runs, values)] == [True] * 3
-    total = 3 * svc.message_count(key)
+    total = 3 * svc.reads.message_count(key)
     assert seen[-1] == (total, total) and all(d2 >= d1 for (d1, _), (d2, _) in zip(seen, seen[1:]))
 
 
@@ -253,7 +253,7 @@ def test_imported_session_whatif(db_url: str, tmp_path: Path, new_key) -> None:
     svc = open_service(db_url, workdir=tmp_path / "wd", create=True)
     try:
         path = FIXTURES / "claude-code" / "project" / "7c1f0e52-3b9a-4d21-9e55-0a6b2f4c8d10.jsonl"
-        main = svc.import_file(path, thread=new_key("cc"))[0]
+        main = svc.imports.import_file(path, thread=new_key("cc"))[0]
         before = row_counts(svc)
         c = run_whatif(svc.store, main.thread, {"threshold_ratio": 0.5, "context_window": 4000}, policies=svc.policies)
         assert row_counts(svc) == before
@@ -303,7 +303,7 @@ def cli(*argv: str) -> int:
 def test_cli_whatif_json_and_table(tmp_path: Path, new_key, capsys: pytest.CaptureFixture[str]) -> None:
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     svc = open_service(url, workdir=tmp_path / "wd", policies=dict(POLICY), create=True)
-    svc.set_policy(dict(POLICY))  # the policy every later command on this database uses
+    svc.steering.set_policy(dict(POLICY))  # the policy every later command on this database uses
     key = record(svc, new_key("cli"), session(turns=4))
     svc.close()
 

@@ -1,7 +1,7 @@
 """The one write door: every message-writing path a platform can reach refuses a write that breaks a
 conversation invariant, on SQLite and PostgreSQL, and leaves nothing of that write behind.
 
-The paths: ``Service.append_message`` / ``append_messages`` / ``start_run(message=…)``,
+The paths: ``Service.runs.append_message`` / ``append_messages`` / ``start_run(message=…)``,
 ``Store.append_message`` / ``append_messages`` / ``bulk_append``, and the door itself
 (``Store.locked(key)`` → ``append_message`` / ``append_messages`` / ``bulk_append``). Each
 refusal is checked against the raw conversation row (``message_count``, ``last_message_id``) and
@@ -53,16 +53,16 @@ def _in_door(method: str) -> Write:
 def _start_run(svc: Service, key: str, ms: Sequence[Message]) -> None:
     *before, last = ms
     if before:
-        svc.append_messages(key, before)
-    svc.start_run(key, message=last, tools=[{"type": "function", "function": {"name": "f"}}])
+        svc.runs.append_messages(key, before)
+    svc.runs.start_run(key, message=last, tools=[{"type": "function", "function": {"name": "f"}}])
 
 
 #: every entry point that writes messages; ``batch`` paths get a valid message before the bad one
 #: in the same write (it must not be written either)
 PATHS: dict[str, tuple[Write, bool]] = {
-    "Service.append_message": (_each(lambda svc, k, m: svc.append_message(k, m)), False),
-    "Service.append_messages": (lambda svc, k, ms: svc.append_messages(k, ms), True),
-    "Service.start_run(message=)": (_start_run, False),
+    "Service.runs.append_message": (_each(lambda svc, k, m: svc.runs.append_message(k, m)), False),
+    "Service.runs.append_messages": (lambda svc, k, ms: svc.runs.append_messages(k, ms), True),
+    "Service.runs.start_run(message=)": (_start_run, False),
     "Store.append_message": (_each(lambda svc, k, m: svc.store.append_message(k, m)), False),
     "Store.append_messages": (lambda svc, k, ms: svc.store.append_messages(k, ms), True),
     "Store.bulk_append": (lambda svc, k, ms: svc.store.bulk_append(k, ms), True),
@@ -127,8 +127,8 @@ def test_every_write_path_refuses_a_broken_invariant_and_writes_nothing(svc: Ser
     write, batch = PATHS[path]
     setup, bad, words = CASES[case]
     key = new_key("door")
-    svc.create_thread(key)
-    svc.append_messages(key, setup())
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, setup())
     before = conversation_counters(svc.store.engine, key)
     runs_before = svc.store.runs(key)
     messages = [user("a valid message in the same write"), bad()] if batch else [bad()]
@@ -138,14 +138,14 @@ def test_every_write_path_refuses_a_broken_invariant_and_writes_nothing(svc: Ser
     text = err.value.message
     assert "\n" not in text and repr(key) in text and all(w in text for w in words), text
     assert conversation_counters(svc.store.engine, key) == before
-    assert svc.message_count(key) == before[0]
+    assert svc.reads.message_count(key) == before[0]
     assert svc.store.runs(key) == runs_before  # start_run(message=…) started nothing
 
 
 @pytest.mark.parametrize("method", ["append_messages", "bulk_append"])
 def test_a_refusal_caught_inside_the_door_still_leaves_nothing_of_that_write(svc: Service, new_key, method: str) -> None:
     key = new_key("caught")
-    svc.create_thread(key)
+    svc.runs.create_thread(key)
     before = conversation_counters(svc.store.engine, key)
     good = [user("q"), assistant("", _call("a"), _call("b")), tool_result("a", "ra"), tool_result("b", "rb")] * 3
     with svc.store.locked(key) as tx:
@@ -159,8 +159,8 @@ def test_a_refusal_caught_inside_the_door_still_leaves_nothing_of_that_write(svc
         tx.append_message(user("after the refusal"))
     count, last, rows = conversation_counters(svc.store.engine, key)
     assert (count, rows) == (before[0] + 1, before[2] + 1)
-    assert [m.message.content for m in svc.messages_page(key)] == ["after the refusal"]
-    assert last == svc.messages_page(key)[-1].id
+    assert [m.message.content for m in svc.reads.messages_page(key)] == ["after the refusal"]
+    assert last == svc.reads.messages_page(key)[-1].id
 
 
 @pytest.mark.parametrize("path", [p for p, (_, batch) in PATHS.items() if batch])
@@ -169,7 +169,7 @@ def test_valid_rounds_pass_every_path_and_the_ledger_follows_the_write(svc: Serv
     assistant message replacing the pending set: all within one write."""
     write, _ = PATHS[path]
     key = new_key("valid")
-    svc.create_thread(key)
+    svc.runs.create_thread(key)
     messages = [
         user("q"),
         assistant("", _call("p1"), _call("p2")),
@@ -181,7 +181,7 @@ def test_valid_rounds_pass_every_path_and_the_ledger_follows_the_write(svc: Serv
         assistant("done"),
     ]
     write(svc, key, messages)
-    stored = svc.messages_page(key)
+    stored = svc.reads.messages_page(key)
     assert [s.message.content for s in stored] == [m.content for m in messages]
     count, last, rows = conversation_counters(svc.store.engine, key)
     assert count == rows == len(messages) and last == stored[-1].id
@@ -189,8 +189,8 @@ def test_valid_rounds_pass_every_path_and_the_ledger_follows_the_write(svc: Serv
 
 def test_pending_calls_carry_across_writes_and_transactions(svc: Service, new_key) -> None:
     key = new_key("across")
-    svc.create_thread(key)
-    svc.append_message(key, user("q"))
+    svc.runs.create_thread(key)
+    svc.runs.append_message(key, user("q"))
     svc.store.append_message(key, assistant("", _call("x1"), _call("x2")))
     with svc.store.locked(key) as tx:
         assert [c.id for c in tx.unanswered_calls()] == ["x1", "x2"]
@@ -200,16 +200,16 @@ def test_pending_calls_carry_across_writes_and_transactions(svc: Service, new_ke
             tx.append_message(tool_result("x1", "again"))
     svc.store.bulk_append(key, [tool_result("x2", "r2")])
     with pytest.raises(InvalidMessage, match="answered twice"):
-        svc.append_message(key, tool_result("x2", "again"))
-    assert svc.message_count(key) == 4
+        svc.runs.append_message(key, tool_result("x2", "again"))
+    assert svc.reads.message_count(key) == 4
 
 
 def test_legacy_orphans_in_the_database_do_not_block_valid_writes(svc: Service, new_key) -> None:
     """Rows that arrived without the door (an old import) stay as they are; the door judges new
     writes against the newest assistant message only."""
     key = new_key("legacy")
-    svc.create_thread(key)
-    svc.append_messages(key, [user("q"), assistant("", _call("l1"))])
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, [user("q"), assistant("", _call("l1"))])
     ids = insert_legacy_rows(
         svc.store.engine,
         key,
@@ -219,23 +219,23 @@ def test_legacy_orphans_in_the_database_do_not_block_valid_writes(svc: Service, 
             {"role": "tool", "content": "second answer", "tool_call_id": "l1", "name": "query_kb"},
         ],
     )
-    assert svc.message_count(key) == 5 and [s.id for s in svc.messages_page(key)][-3:] == ids
+    assert svc.reads.message_count(key) == 5 and [s.id for s in svc.reads.messages_page(key)][-3:] == ids
     with pytest.raises(InvalidMessage, match="answered twice"):
-        svc.append_message(key, tool_result("l1", "a third"))
-    svc.append_messages(key, [user("next"), assistant("ok")])
-    assert svc.message_count(key) == 7
+        svc.runs.append_message(key, tool_result("l1", "a third"))
+    svc.runs.append_messages(key, [user("next"), assistant("ok")])
+    assert svc.reads.message_count(key) == 7
 
 
 def test_settle_run_answers_only_what_is_pending(svc: Service, new_key) -> None:
     key = new_key("settle")
-    svc.create_thread(key)
-    run = svc.start_run(key, message=user("go"))
-    svc.append_messages(key, [assistant("", _call("s1"), _call("s2"), _call("s3")), tool_result("s2", "done")], run_id=run)
-    assert svc.settle_run(key, run, "cancelled", event=CancelledEvent(attempt=0)) == 2
-    results = [s.message for s in svc.messages_page(key) if s.message.role == "tool"]
+    svc.runs.create_thread(key)
+    run = svc.runs.start_run(key, message=user("go"))
+    svc.runs.append_messages(key, [assistant("", _call("s1"), _call("s2"), _call("s3")), tool_result("s2", "done")], run_id=run)
+    assert svc.runs.settle_run(key, run, "cancelled", event=CancelledEvent(attempt=0)) == 2
+    results = [s.message for s in svc.reads.messages_page(key) if s.message.role == "tool"]
     assert [(m.tool_call_id, bool(m.metadata.get("aborted"))) for m in results] == [("s2", False), ("s1", True), ("s3", True)]
-    assert svc.settle_run(key, run, "cancelled") is None  # already ended: nothing written
-    assert [e.data for e in svc.events(key)] == [{"aborted_calls": 2, "attempt": 0}]
+    assert svc.runs.settle_run(key, run, "cancelled") is None  # already ended: nothing written
+    assert [e.data for e in svc.reads.events(key)] == [{"aborted_calls": 2, "attempt": 0}]
 
 
 def _event_in_door(svc: Service, key: str, kind: Any) -> int:
@@ -252,21 +252,21 @@ EVENT_PATHS: dict[str, Callable[[Service, str, Any], int]] = {
 @pytest.mark.parametrize("path", list(EVENT_PATHS))
 def test_event_kinds_outside_the_enum_are_refused(svc: Service, new_key, path: str) -> None:
     key = new_key("events")
-    svc.create_thread(key)
+    svc.runs.create_thread(key)
     EVENT_PATHS[path](svc, key, EventKind.RETRY)
     EVENT_PATHS[path](svc, key, "recovered")  # a member's value is that member
     with pytest.raises(EngineError) as err:
         EVENT_PATHS[path](svc, key, "gave up")
     assert err.value.code == "invalid_event" and "'gave up'" in err.value.message and repr(key) in err.value.message
-    assert [e.kind for e in svc.events(key)] == ["retry", "recovered"]
+    assert [e.kind for e in svc.reads.events(key)] == ["retry", "recovered"]
 
 
 def test_service_add_event_takes_only_a_typed_payload_with_a_trigger_of_its_kind(svc: Service, new_key) -> None:
     from engine.events import RecoveredEvent, RetryEvent
 
     key = new_key("typed-events")
-    svc.create_thread(key)
-    svc.add_event(key, RetryEvent(attempt=1, failed_step=2), trigger="overflow")
+    svc.runs.create_thread(key)
+    svc.steps.add_event(key, RetryEvent(attempt=1, failed_step=2), trigger="overflow")
     with pytest.raises(ValueError):
-        svc.add_event(key, RecoveredEvent(attempt=1), trigger="manual")  # recovered is only ever an overflow event
-    assert [(e.kind, e.trigger, e.data["attempt"]) for e in svc.events(key)] == [("retry", "overflow", 1)]
+        svc.steps.add_event(key, RecoveredEvent(attempt=1), trigger="manual")  # recovered is only ever an overflow event
+    assert [(e.kind, e.trigger, e.data["attempt"]) for e in svc.reads.events(key)] == [("retry", "overflow", 1)]

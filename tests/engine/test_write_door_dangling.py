@@ -25,20 +25,20 @@ def svc(request: pytest.FixtureRequest) -> Iterator[Service]:
 
 
 def _all(svc: Service, key: str) -> list[Message]:
-    return [s.message for s in svc.messages_page(key, limit=10_000)]
+    return [s.message for s in svc.reads.messages_page(key, limit=10_000)]
 
 
 def test_closes_old_and_newest_dangling_calls_once(svc: Service, new_key) -> None:
     key = new_key("dangle")
-    svc.create_thread(key)
-    svc.append_messages(key, [
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, [
         user("look up two things"),
         assistant("", ToolCall("a1", "search"), ToolCall("a2", "fetch")),
         tool_result("a1", "found a", name="search"),
         user("never mind, do this instead"),  # a2 never got its result
         assistant("", ToolCall("b1", "search")),  # b1 neither
     ])
-    assert svc.close_dangling_calls(key, "the source stopped here") == 2
+    assert svc.runs.close_dangling_calls(key, "the source stopped here") == 2
     ms = _all(svc, key)
     markers = ms[-2:]
     assert [m.tool_call_id for m in markers] == ["a2", "b1"] and [m.name for m in markers] == ["fetch", "search"]
@@ -46,40 +46,40 @@ def test_closes_old_and_newest_dangling_calls_once(svc: Service, new_key) -> Non
     assert "no result was recorded" in markers[0].content and "the source stopped here" in markers[0].content
     assert dangling_calls(ms) == []
     assert not any(u.open for u in build_units(ms, running_turn=False))  # nothing keeps a unit open now
-    assert svc.close_dangling_calls(key) == 0  # idempotent
-    assert svc.thread(key).message_count == len(ms)
+    assert svc.runs.close_dangling_calls(key) == 0  # idempotent
+    assert svc.reads.thread(key).message_count == len(ms)
     # the thread keeps working: the newest call is answered, so a new turn may follow
-    svc.append_message(key, user("thanks"))
+    svc.runs.append_message(key, user("thanks"))
 
 
 def test_refused_while_busy_and_nothing_written(svc: Service, new_key) -> None:
     key = new_key("busy")
-    svc.create_thread(key)
-    run = svc.start_run(key, message=user("go"))
-    svc.append_message(key, assistant("", ToolCall("c1", "slow")), run_id=run)
+    svc.runs.create_thread(key)
+    run = svc.runs.start_run(key, message=user("go"))
+    svc.runs.append_message(key, assistant("", ToolCall("c1", "slow")), run_id=run)
     with pytest.raises(ThreadBusy):
-        svc.close_dangling_calls(key)
+        svc.runs.close_dangling_calls(key)
     assert [m.role for m in _all(svc, key)] == ["user", "assistant"]
-    svc.finish_run(key, run)
-    assert svc.close_dangling_calls(key) == 1
+    svc.runs.finish_run(key, run)
+    assert svc.runs.close_dangling_calls(key) == 1
 
 
 def test_calls_behind_the_boundary_are_left_alone(svc: Service, new_key) -> None:
     key = new_key("behind")
-    svc.create_thread(key)
-    ids = svc.append_messages(key, [user("q"), assistant("", ToolCall("old", "f")), user("next"), assistant("ok")])
+    svc.runs.create_thread(key)
+    ids = svc.runs.append_messages(key, [user("q"), assistant("", ToolCall("old", "f")), user("next"), assistant("ok")])
     boundary = ids[2]
     with svc.store.locked(key) as tx:
         msg = tx.message(boundary)
         tx.persist_summary(expected_boundary=None, expected_boundary_hash=None, new_boundary=boundary,
                            new_boundary_hash=msg.content_hash(), summary="s", summary_tokens=1, kind="manual", trigger="manual")
-    assert svc.close_dangling_calls(key) == 0
+    assert svc.runs.close_dangling_calls(key) == 0
 
 
 def test_current_request_skips_meta_synthetic_and_carriers(svc: Service, new_key) -> None:
     key = new_key("req")
-    svc.create_thread(key)
-    svc.append_messages(key, [
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, [
         user("the real request: fix the parser"),
         Message("user", "<command-name>/model</command-name>", meta_kind="command"),
         Message("user", "stale output", meta_kind="orphan_result", metadata={"tool_call_id": "x"}),
@@ -91,12 +91,12 @@ def test_current_request_skips_meta_synthetic_and_carriers(svc: Service, new_key
     assert svc.store.snapshot(key).current_request.content == "the real request: fix the parser"
     with svc.store.locked(key) as tx:
         assert tx.last_user_message(batch=2).content == "the real request: fix the parser"  # across pages
-    svc.append_message(key, user("a newer request"))
+    svc.runs.append_message(key, user("a newer request"))
     assert svc.store.snapshot(key).current_request.content == "a newer request"
 
 
 def test_no_request_at_all(svc: Service, new_key) -> None:
     key = new_key("none")
-    svc.create_thread(key)
-    svc.append_messages(key, [Message("developer", "rules"), Message("user", "ctx", meta_kind="environment_context")])
+    svc.runs.create_thread(key)
+    svc.runs.append_messages(key, [Message("developer", "rules"), Message("user", "ctx", meta_kind="environment_context")])
     assert svc.store.snapshot(key).current_request is None

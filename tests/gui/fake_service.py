@@ -4,7 +4,11 @@
 It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector uses; ``test_service_api.py``
 checks the signatures against the Protocol and the real service), records every call, and keeps offloaded tool results in a
 real ``engine.workdir.Workdir`` so ``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
-(:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts. ``threads``: tests/gui/fake_fleet.py."""
+(:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts. ``threads``: tests/gui/fake_fleet.py.
+
+The facets the inspector uses (``reads``, ``compaction``, ``steering``, ``imports``) are the fake itself
+(``self.reads = self``, ...): one object implements every facet Protocol's methods, so a test may
+script or patch ``fake.status`` and the GUI's ``service.compaction.status`` sees it."""
 
 from __future__ import annotations
 
@@ -88,6 +92,8 @@ class FakeService:
     def __init__(self, workdir: Path) -> None:
         self.workdir = Workdir(workdir)
         self.threads: FakeThreads = FakeThreads(self)  # by key; also the ``svc.threads`` facet
+        #: the facets: this fake itself (see the module docstring)
+        self.reads = self.compaction = self.steering = self.imports = self
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.compact_race: str | None = None  # busy reason to raise on compact although status said idle
         self.closed = False

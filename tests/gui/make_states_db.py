@@ -26,8 +26,8 @@ def build(db: str) -> None:
             ("over-threshold", "Order API latency review", "gpt-4o", 5_000),
             ("over-window", "Order API full access log", "gpt-4o", 7_000),
         ):
-            svc.create_thread(key, title=title, provider="openai", model=model)
-            svc.append_messages(key, [
+            svc.runs.create_thread(key, title=title, provider="openai", model=model)
+            svc.runs.append_messages(key, [
                 user("Why are order lookups slow since Monday?"),
                 assistant("Let me read the access log.", ToolCall("c1", "read_log", '{"file": "access.log"}')),
                 tool_result("c1", log(lines, "access"), name="read_log"),
@@ -37,8 +37,8 @@ def build(db: str) -> None:
                 tool_result("c2", "ttl: 30s\nmax_entries: 900", name="read_file"),
                 assistant("max_entries is 900: raise it."),
             ])  # fmt: skip
-        svc.create_thread("cannot-compact", title="One huge pasted request", provider="acme", model="acme-llm-7")
-        svc.append_messages("cannot-compact", [user("Summarize this log:\n" + log(6_000, "paste"))])
+        svc.runs.create_thread("cannot-compact", title="One huge pasted request", provider="acme", model="acme-llm-7")
+        svc.runs.append_messages("cannot-compact", [user("Summarize this log:\n" + log(6_000, "paste"))])
     finally:
         svc.close()
 

@@ -36,8 +36,8 @@ def add_incident(svc: Any) -> None:
     commit), a short retained tail that refers back to some of it by short forms."""
     from engine.messages import ToolCall, assistant, tool_result, user
 
-    svc.create_thread(INCIDENT, title="API rollout stuck at 3/8 pods", provider="sim", model="sim-12k")
-    svc.configure(INCIDENT, system_prompt="You are the on-call SRE assistant. Quote commands, paths and error messages exactly.")
+    svc.runs.create_thread(INCIDENT, title="API rollout stuck at 3/8 pods", provider="sim", model="sim-12k")
+    svc.runs.configure(INCIDENT, system_prompt="You are the on-call SRE assistant. Quote commands, paths and error messages exactly.")
     log = "\n".join(f"2026-11-30T09:{m:02d}:1{m % 10}Z api-7d9f{m:02d} readiness probe failed: GET /healthz returned 503 after 30 s" for m in range(40))
     events = "\n".join(f"Warning  BackOff  pod/api-7d9f{m:02d}  Back-off restarting failed container (OOMKilled, limit 512 MiB)" for m in range(30))
     msgs = [
@@ -73,8 +73,8 @@ def add_incident(svc: Any) -> None:
         assistant("/srv/api/config/workers.toml still says threads = 16 and max_memory 768MiB, above the 512 MiB pod limit."),
         user("OK. Roll back to the commit before 9c41e07, lower threads in workers.toml, keep image 4f1c2a9e, and tell me if test_pool_sizing still fails with the AssertionError."),
     ]  # fmt: skip
-    svc.append_messages(INCIDENT, msgs)
-    result = svc.compact(INCIDENT)
+    svc.runs.append_messages(INCIDENT, msgs)
+    result = svc.compaction.compact(INCIDENT)
     if result.status != "completed":
         raise SystemExit(f"the incident thread was not compacted: {result.status} {result.reason}")
 
@@ -111,7 +111,7 @@ def incident(request: pytest.FixtureRequest, tmp_path: Path) -> Incident:
         migrate(url)
         svc = made.open()
         try:
-            svc.set_policy(DEMO_POLICY)
+            svc.steering.set_policy(DEMO_POLICY)
             add_incident(svc)
         finally:
             svc.close()

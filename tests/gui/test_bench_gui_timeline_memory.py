@@ -59,7 +59,7 @@ def test_build_mode_writes_the_thread_in_its_own_process(tmp_path: Path) -> None
 
     svc = open_service(url, workdir=tmp_path / "wd")
     try:
-        assert svc.message_count("timeline-bench") == 40
-        assert len(svc.messages_page("timeline-bench", limit=100)) == 40
+        assert svc.reads.message_count("timeline-bench") == 40
+        assert len(svc.reads.messages_page("timeline-bench", limit=100)) == 40
     finally:
         svc.close()

@@ -216,14 +216,14 @@ def test_a_diff_that_cannot_be_rebuilt_says_why(qtbot: Any, window: MainWindow, 
 
 
 def test_the_real_services_before_after_and_requests_on_the_research_thread(qtbot: Any, open_demo: Any, demo: Any) -> None:
-    """``Service.compaction_diff`` / ``request_envelopes`` through the window: the summary's
+    """``Service.reads.compaction_diff`` / ``request_envelopes`` through the window: the summary's
     before/after as a fresh connection rebuilds it, and a request's envelope built on a worker
     from the service's lazy sequence."""
     with fresh(demo) as svc:
-        entries = svc.compaction_history(RESEARCH)
+        entries = svc.reads.compaction_history(RESEARCH)
         summary = next(e.index for e in entries if e.kind == "summary")
-        expected = svc.compaction_diff(RESEARCH, summary)
-        envelopes = svc.request_envelopes(RESEARCH)
+        expected = svc.reads.compaction_diff(RESEARCH, summary)
+        envelopes = svc.reads.request_envelopes(RESEARCH)
         count, fifth = len(envelopes), envelopes[4]
     w = open_demo(demo, RESEARCH)
     w.selection.replay.show_compaction(summary)

@@ -156,7 +156,7 @@ def test_a_real_export_round_trips_to_json_and_names_the_dropped_error(qtbot: An
     assert run(qtbot, w, w.export_history(str(tmp_path / "incident.md"), "md"), timeout=20_000)
     svc = incident.open()
     try:
-        entries = svc.compaction_history(INCIDENT)
+        entries = svc.reads.compaction_history(INCIDENT)
     finally:
         svc.close()
     assert load_export((tmp_path / "incident.json").read_text(encoding="utf-8")) == entries

@@ -41,9 +41,9 @@ def sessions(tmp_path: Path) -> tuple[Path, str, str]:
     db = tmp_path / "sessions.db"
     svc = open_service(str(db), create=True, workdir=tmp_path / "workdir")
     try:
-        svc.set_policy({"context_window": TOY_WINDOW})
-        cc = svc.import_file(write_claude_code_session(tmp_path / "project"))[0].thread
-        swe = svc.import_file(write_swe_agent_trajectory(tmp_path / "trajectories" / "csvkit__csvkit-7.traj"))[0].thread
+        svc.steering.set_policy({"context_window": TOY_WINDOW})
+        cc = svc.imports.import_file(write_claude_code_session(tmp_path / "project"))[0].thread
+        swe = svc.imports.import_file(write_swe_agent_trajectory(tmp_path / "trajectories" / "csvkit__csvkit-7.traj"))[0].thread
     finally:
         svc.close()
     return db, cc, swe

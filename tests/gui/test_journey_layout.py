@@ -67,7 +67,7 @@ def database(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         pool.submit(build_demo, str(db), workdir=workdir).result(timeout=120)
     svc = open_service(str(db), workdir=workdir)
     try:
-        svc.import_file(CODEX)
+        svc.imports.import_file(CODEX)
     finally:
         svc.close()
     return db, workdir

@@ -58,7 +58,7 @@ def imported_db(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     workdir = db.with_name("sessions.db.workdir")
     svc = open_service(str(db), workdir=workdir, create=True)
     try:
-        reports = svc.import_file(CC_FILE)
+        reports = svc.imports.import_file(CC_FILE)
         assert reports[0].thread == CC_KEY
     finally:
         svc.close()
@@ -107,7 +107,7 @@ def test_the_pressure_reads_the_same_in_the_list_the_header_and_the_gauge(
     w = _window(qtbot, window_factory, db, key)
     svc = _fresh(db)
     try:
-        status = svc.status(key)
+        status = svc.compaction.status(key)
     finally:
         svc.close()
     listed, header, gauge = _pressure_everywhere(w, key)
@@ -127,7 +127,7 @@ def test_the_summary_card_and_the_pressure_tab_give_the_summary_the_same_tokens(
     assert card is not None, w.detail.card_title.text()
     svc = _fresh(demo_db)
     try:
-        state, status = svc.compaction_state(RESEARCH), svc.status(RESEARCH)
+        state, status = svc.reads.compaction_state(RESEARCH), svc.compaction.status(RESEARCH)
     finally:
         svc.close()
     assert legend.split()[-1] == card.group(1) == figures.tokens(status.breakdown["summary"]) == figures.tokens(state.summary_tokens)

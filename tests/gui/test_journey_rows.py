@@ -69,9 +69,9 @@ def imported(tmp_path: Path) -> tuple[Path, list[str]]:
     svc = open_service(str(db), workdir=tmp_path / "workdir")
     try:
         for fmt, path in FILES.items():
-            reports = svc.import_file(path)
+            reports = svc.imports.import_file(path)
             assert reports and reports[0].messages > 0 and {r.format for r in reports} == {fmt}, fmt
-        keys = [t.key for t in svc.list_threads()]
+        keys = [t.key for t in svc.reads.list_threads()]
     finally:
         svc.close()
     return db, keys
@@ -127,7 +127,7 @@ def test_every_imported_row_shows_its_text_and_nothing_is_logged(
         assert check_rows(w, key) == counted[key]
     svc = open_service(str(db), workdir=tmp_path / "workdir")
     try:
-        assert counted == {k: svc.message_count(k) for k in keys}  # every message has its row
+        assert counted == {k: svc.reads.message_count(k) for k in keys}  # every message has its row
     finally:
         svc.close()
     err = capfd.readouterr().err

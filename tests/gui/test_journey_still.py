@@ -180,7 +180,7 @@ def test_the_view_holds_still_through_polls_and_an_outside_append(qtbot: Any, li
     key = JOURNEY[-1]
     before, moved = seen(w), counts.snapshot()
     with fresh(demo_copy) as other:
-        new_id = other.append_message(key, user("A question from another program: is p95 back under 200 ms?"))
+        new_id = other.runs.append_message(key, user("A question from another program: is p95 back under 200 ms?"))
     qtbot.waitUntil(lambda: w.timeline_model.contains(new_id), timeout=2 * POLL_MS + WAIT_MS)
     settle(qtbot, w)
     after = seen(w)

@@ -59,9 +59,9 @@ def small_database(path: Path) -> str:
     svc = open_service(str(path), create=True, workdir=path.parent / "workdir")
     try:
         for key, title in (("alpha", "Alpha: a refund"), ("beta", "Beta: a login issue")):
-            svc.create_thread(key, title=title)
-            svc.append_message(key, user(f"{title}: help please"))
-            svc.append_message(key, assistant("On it."))
+            svc.runs.create_thread(key, title=title)
+            svc.runs.append_message(key, user(f"{title}: help please"))
+            svc.runs.append_message(key, assistant("On it."))
     finally:
         svc.close()
     return str(path)
@@ -218,7 +218,7 @@ def test_import_on_the_demo_asks_and_goes_to_my_sessions_by_default_and_remember
     assert into.startswith("Into My sessions (") and into.endswith("sessions.db)") and w.importer.dialog.database.isVisible()
     svc = open_service(str(data / "demo.db"), workdir=tmp_path / "w2")
     try:
-        assert KEY not in {t.key for t in svc.list_threads()}  # the demo was left alone
+        assert KEY not in {t.key for t in svc.reads.list_threads()}  # the demo was left alone
     finally:
         svc.close()
     w.importer.dialog.close()

@@ -50,15 +50,15 @@ def page(service: FakeService, key: str, after_id: int | None, limit: int) -> Ti
 
 def read(service: FakeService, key: str, request: PageRequest) -> TimelinePage:
     """What the window does off the GUI thread: the keyset read, offloads, token counts (10 each)."""
-    rows = service.messages_page(key, **request.query())
+    rows = service.reads.messages_page(key, **request.query())
     pruned = [s.id for s in rows if s.offload_sha256]
-    return request.page(rows, {s.id: 10 for s in rows}, service.offloads(key, pruned))
+    return request.page(rows, {s.id: 10 for s in rows}, service.reads.offloads(key, pruned))
 
 
 def fresh(service: FakeService, key: str, *, running: bool = False) -> TimelineModel:
     model = TimelineModel()
-    state = service.compaction_state(key)
-    model.reset(key, boundary=BoundaryInfo.from_state(state, service.history(key)), running_turn=running, total=service.message_count(key))
+    state = service.reads.compaction_state(key)
+    model.reset(key, boundary=BoundaryInfo.from_state(state, service.reads.history(key)), running_turn=running, total=service.reads.message_count(key))
     return model
 
 

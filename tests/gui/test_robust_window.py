@@ -136,7 +136,7 @@ def exercise(qtbot: Any, window_factory: Any, demo: Demo, p: Any, unhandled: lis
     # the other threads are usable: OTHER loads completely, with its status
     svc = open_service(demo.url, workdir=demo.workdir, summarizer=ExtractiveSummarizer(), policies=None)
     try:
-        total = svc.thread(OTHER).message_count
+        total = svc.reads.thread(OTHER).message_count
     finally:
         svc.close()
     run(qtbot, w, w.select_thread(OTHER), timeout=WAIT_MS)
@@ -268,7 +268,7 @@ def test_a_rejected_manual_compaction_says_why_in_the_banner(qtbot: Any, window_
     db = tmp_path / "rejected.db"
     svc = open_service(f"sqlite:///{db}", workdir=tmp_path / "wd", create=True)
     try:
-        svc.set_policy(POLICY)
+        svc.steering.set_policy(POLICY)
         new_thread(svc, "t")
         finished_turns(svc, "t", 12)
     finally:

@@ -1,5 +1,6 @@
-"""The typed service client: the InspectorService Protocol, engine.service.Service and the GUI
-tests' fake agree method by method, and the inspector calls the service only through the Protocol."""
+"""The typed service client: the InspectorService Protocol's facets (ReadsAPI, CompactionAPI, ...),
+engine.service.Service's facets and the GUI tests' fake agree method by method, and the inspector
+calls the service only through the facet Protocols."""
 
 from __future__ import annotations
 
@@ -12,10 +13,18 @@ from typing import Any
 import pytest
 
 from engine.messages import ToolCall, assistant, tool_result, user
-from engine.service import Service
+from engine.service import CompactionFacet, ImportsFacet, ReadsFacet, Service, SteeringFacet
 from engine.views import Offload, StoredMessage, VisibleTokens
-from inspector_app.service_api import METHODS, THREADS_METHODS, InspectorService, ThreadsFacet
-from inspector_app.service_client import ServiceClient, method_name
+from inspector_app.service_api import (
+    FACET_METHODS,
+    FACETS,
+    THREADS_METHODS,
+    CompactionAPI,
+    InspectorService,
+    ReadsAPI,
+    ThreadsFacet,
+)
+from inspector_app.service_client import ServiceClient, facet_method, invoke, method_name
 from tests.gui.fake_service import FakeService, fake_tokens
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,8 +36,15 @@ def shape(fn: Any) -> list[tuple[str, Any, Any]]:
     return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]
 
 
+#: each facet Protocol's engine class (``Service().<facet>`` is one)
+ENGINE = {"reads": ReadsFacet, "compaction": CompactionFacet, "steering": SteeringFacet, "imports": ImportsFacet}
+PAIRS = [(facet, name) for facet, names in FACET_METHODS.items() for name in names]
+API = {facet: api for api, facet in FACETS.items()}
+
+
 def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
-    assert set(METHODS) == {
+    assert [n for n, v in vars(InspectorService).items() if not n.startswith("_")] == ["threads", "reads", "compaction", "steering", "imports", "close"]
+    assert {"close", *(name for _facet, name in PAIRS)} == {
         "thread", "messages_page", "compaction_state", "history", "events", "offloads",
         "read_original", "status", "pressure_history", "compact", "replay", "visible_tokens", "source_compactions",
         "import_file", "close",
@@ -49,11 +65,25 @@ def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("name", METHODS)
-def test_service_and_fake_have_the_protocol_signature(name: str) -> None:
-    expected = shape(getattr(InspectorService, name))
-    assert shape(getattr(Service, name)) == expected, f"engine.service.Service.{name} drifted from InspectorService"
-    assert shape(getattr(FakeService, name)) == expected, f"FakeService.{name} drifted from InspectorService"
+def test_each_protocol_facet_is_the_services_facet_of_that_name(tmp_path: Path) -> None:
+    from engine.service import open_service
+
+    svc = open_service(f"sqlite:///{tmp_path / 'f.db'}", workdir=tmp_path / "wd", create=True)
+    try:
+        for facet, engine in ENGINE.items():
+            assert type(getattr(svc, facet)) is engine
+    finally:
+        svc.close()
+    fake = FakeService(tmp_path / "workdir")
+    assert all(getattr(fake, facet) is fake for facet in ENGINE)  # the fake is every facet itself
+    assert shape(Service.close) == shape(InspectorService.close) == shape(FakeService.close)
+
+
+@pytest.mark.parametrize(("facet", "name"), PAIRS)
+def test_service_and_fake_have_the_protocol_signature(facet: str, name: str) -> None:
+    expected = shape(getattr(API[facet], name))
+    assert shape(getattr(ENGINE[facet], name)) == expected, f"engine.service {ENGINE[facet].__name__}.{name} drifted from {API[facet].__name__}"
+    assert shape(getattr(FakeService, name)) == expected, f"FakeService.{name} drifted from {API[facet].__name__}"
 
 
 @pytest.mark.parametrize("name", THREADS_METHODS)
@@ -70,22 +100,29 @@ def test_the_threads_facet_and_the_fakes_have_the_protocol_signature(name: str) 
 
 
 def test_the_gui_calls_the_service_only_through_protocol_methods() -> None:
-    """No method-name strings: every ``client.call*`` and ``invoke`` names an ``InspectorService`` method, and
-    every Protocol method (but ``close``, the client's own) is called somewhere."""
+    """No method-name strings: every ``client.call*`` and ``invoke`` names a facet Protocol's method
+    (``ReadsAPI.thread``), and every facet Protocol method is called somewhere."""
     sources = {path: path.read_text(encoding="utf-8") for path in GUI.rglob("*.py")}
     calls = [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"client\.call(?:_interactive)?\(\s*([^,)]+)", text)]
-    # a function run on a worker (client.apply*) calls the service through invoke(service, InspectorService.x, ...)
+    # a function run on a worker (client.apply*) calls the service through invoke(service, ReadsAPI.x, ...)
     calls += [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"\binvoke\(\s*service,\s*([^,)]+)", text)]
     assert calls
-    bad = [(path.relative_to(ROOT), arg) for path, arg in calls if not arg.startswith("InspectorService.")]
-    assert not bad, f"service calls by something else than a Protocol method: {bad}"
-    used = {name for text in sources.values() for name in re.findall(r"InspectorService\.(\w+)", text)}
-    assert used - set(METHODS) == set()
-    assert set(METHODS) - used == {"close"}
+    apis = "|".join(api.__name__ for api in FACETS)
+    bad = [(path.relative_to(ROOT), arg) for path, arg in calls if not re.fullmatch(rf"(?:{apis})\.\w+", arg.strip())]
+    assert not bad, f"service calls by something else than a facet Protocol method: {bad}"
+    used = {(FACETS[next(a for a in FACETS if a.__name__ == api)], name)
+            for text in sources.values() for api, name in re.findall(rf"\b({apis})\.(\w+)", text)}
+    assert used - set(PAIRS) == set()
+    assert set(PAIRS) - used == set()
 
 
 def test_method_name_accepts_only_protocol_methods() -> None:
-    assert method_name(InspectorService.status) == "status"
+    assert method_name(CompactionAPI.status) == "status"
+    assert facet_method(CompactionAPI.status) == ("compaction", "status") and facet_method(ReadsAPI.thread) == ("reads", "thread")
+    with pytest.raises(TypeError):
+        method_name(InspectorService.close)  # the service's own, not a facet's
+    with pytest.raises(TypeError):
+        method_name(ReadsFacet.thread)  # the engine's class, not the Protocol
     with pytest.raises(TypeError):
         method_name(FakeService.status)  # type: ignore[arg-type]
     with pytest.raises(TypeError):
@@ -98,14 +135,15 @@ def test_the_client_calls_the_named_method_on_a_worker(tmp_path: Path) -> None:
     client = ServiceClient(fake)
     try:
         async def go() -> Any:
-            info = await client.call(InspectorService.thread, "t")
-            page = await client.call_interactive(InspectorService.messages_page, "t", after_id=None, limit=1)
+            info = await client.call(ReadsAPI.thread, "t")
+            page = await client.call_interactive(ReadsAPI.messages_page, "t", after_id=None, limit=1)
             return info, page
 
         info, page = asyncio.run(go())
     finally:
         client.close()
     assert info.key == "t" and len(page) == 1 and page[0].message.content == "hello there"
+    assert invoke(fake, ReadsAPI.thread, "t") == info  # on a worker: service.reads.thread("t")
     assert ("messages_page", ("t", None, 1, None)) in fake.calls and fake.closed
 
 

@@ -43,7 +43,7 @@ def real(qtbot: Any, window_factory: Any, tmp_path: Path, home: dict[str, Path])
     db = tmp_path / "mine.db"
     svc = open_service(str(db), create=True, workdir=tmp_path / "workdir")
     try:
-        svc.import_file(home["claude"])
+        svc.imports.import_file(home["claude"])
     finally:
         svc.close()
     w = window_factory(lambda url: open_service(url, workdir=tmp_path / "workdir"))

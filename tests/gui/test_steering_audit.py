@@ -30,11 +30,11 @@ def card_ready(w: MainWindow) -> bool:
 
 def test_the_summary_cards_revert_restores_the_previous_summary_and_redo_the_compacted_one(qtbot: Any, open_demo: Any, demo_copy: Demo) -> None:
     with fresh(demo_copy) as svc:
-        previous = svc.compaction_state(RESEARCH)  # the demo's pressure summary
+        previous = svc.reads.compaction_state(RESEARCH)  # the demo's pressure summary
         assert previous.boundary is not None
-        assert svc.compact(RESEARCH).status == "completed"  # a manual compaction on top of it
-        compacted = svc.compaction_state(RESEARCH)
-        before_ours = len(svc.audit(thread=RESEARCH))
+        assert svc.compaction.compact(RESEARCH).status == "completed"  # a manual compaction on top of it
+        compacted = svc.reads.compaction_state(RESEARCH)
+        before_ours = len(svc.steering.audit(thread=RESEARCH))
     w = open_demo(demo_copy, RESEARCH)
     assert run(qtbot, w, w.show_boundary(), timeout=WAIT_MS) is None
     qtbot.waitUntil(lambda: card_ready(w), timeout=WAIT_MS)
@@ -43,8 +43,8 @@ def test_the_summary_cards_revert_restores_the_previous_summary_and_redo_the_com
     qtbot.mouseClick(w.detail.revert_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.revert_audit.last_result is not None and w.idle, timeout=WAIT_MS)
     with fresh(demo_copy) as svc:
-        state = svc.compaction_state(RESEARCH)
-        audit = svc.audit(thread=RESEARCH)
+        state = svc.reads.compaction_state(RESEARCH)
+        audit = svc.steering.audit(thread=RESEARCH)
     assert (state.boundary, state.summary) == (previous.boundary, previous.summary)
     assert state.generation == compacted.generation + 1
     assert [(a.action, a.reason) for a in audit[before_ours:]] == [("revert", "the summary lost the p95 figure")]
@@ -57,7 +57,7 @@ def test_the_summary_cards_revert_restores_the_previous_summary_and_redo_the_com
     qtbot.mouseClick(w.detail.revert_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: w.revert_audit.last_result.action == "redo" and w.idle, timeout=WAIT_MS)
     with fresh(demo_copy) as svc:
-        state = svc.compaction_state(RESEARCH)
+        state = svc.reads.compaction_state(RESEARCH)
     assert (state.boundary, state.summary) == (compacted.boundary, compacted.summary)
     # the Audit tab lists both, filters by action and operator, and widens to every thread
     panel = w.revert_audit.panel
@@ -79,7 +79,7 @@ def test_the_summary_cards_revert_restores_the_previous_summary_and_redo_the_com
     w.revert_audit.action.trigger()
     qtbot.waitUntil(lambda: w.revert_audit.last_result.generation_after == compacted.generation + 3 and w.idle, timeout=WAIT_MS)
     with fresh(demo_copy) as svc:
-        assert svc.compaction_state(RESEARCH).boundary == previous.boundary
+        assert svc.reads.compaction_state(RESEARCH).boundary == previous.boundary
 
 
 def test_forced_read_only_disables_every_write_with_the_reason(qtbot: Any, window_factory: Any, demo_copy: Demo) -> None:
@@ -118,7 +118,7 @@ def test_the_viewer_role_opens_read_only_with_no_error_dialog(qtbot: Any, window
     seeded(admin_url, tmp_path)
     owner = open_service(admin_url, workdir=tmp_path / "wd", policies=POLICY)
     try:
-        owner.compact("shared")  # a compaction the viewer may look at but not revert
+        owner.compaction.compact("shared")  # a compaction the viewer may look at but not revert
     finally:
         owner.close()
     url = make("viewer")
@@ -148,10 +148,10 @@ def test_revert_on_a_busy_thread_is_disabled_with_the_reason_and_the_cards_butto
     answered with the store's raw thread_busy error. Now it reads as Compact now does ("(can't:
     running)"), and the card's button says why in the status bar without asking the store."""
     with fresh(demo_copy) as svc:
-        assert svc.compact(RESEARCH).status == "completed"
-        svc.start_run(RESEARCH)  # a run starts on it: the thread is busy
-        before = svc.compaction_state(RESEARCH)
-        audited = len(svc.audit(thread=RESEARCH))
+        assert svc.compaction.compact(RESEARCH).status == "completed"
+        svc.runs.start_run(RESEARCH)  # a run starts on it: the thread is busy
+        before = svc.reads.compaction_state(RESEARCH)
+        audited = len(svc.steering.audit(thread=RESEARCH))
     w = open_demo(demo_copy, RESEARCH)
     qtbot.waitUntil(lambda: w.idle and w.state.status is not None and w.revert_audit.target is not None, timeout=WAIT_MS)
     w.compaction_menu.aboutToShow.emit()
@@ -163,4 +163,4 @@ def test_revert_on_a_busy_thread_is_disabled_with_the_reason_and_the_cards_butto
     qtbot.wait(200)
     assert not w.banner.isVisible()
     with fresh(demo_copy) as svc:
-        assert svc.compaction_state(RESEARCH) == before and len(svc.audit(thread=RESEARCH)) == audited
+        assert svc.reads.compaction_state(RESEARCH) == before and len(svc.steering.audit(thread=RESEARCH)) == audited

@@ -30,18 +30,18 @@ def build(tmp_path: Path) -> tuple[str, Path, dict[str, int]]:
     db, workdir = str(tmp_path / "steer.db"), tmp_path / "wd"
     svc = open_service(db, workdir=workdir, summarizer=ExtractiveSummarizer(), policies=POLICY, create=True)
     try:
-        svc.create_thread(KEY, title="Steering", system_prompt="You are a support agent.")
+        svc.runs.create_thread(KEY, title="Steering", system_prompt="You are a support agent.")
         for i in range(3):
-            svc.append_message(KEY, user(f"Question {i}?"))
-            svc.append_message(KEY, assistant(filler(280, f"Answer {i}.")))
+            svc.runs.append_message(KEY, user(f"Question {i}?"))
+            svc.runs.append_message(KEY, assistant(filler(280, f"Answer {i}.")))
         call = ToolCall("call-t", "query_kb", '{"query": "T-9917"}')
-        ids = {"user": svc.append_message(KEY, user("Look up ticket T-9917.")),
-               "call": svc.append_message(KEY, assistant("Looking it up.", call)),
-               "result": svc.append_message(KEY, tool_result(call.id, "TICKET T-9917 owner=alice " + filler(300), name="query_kb"))}
+        ids = {"user": svc.runs.append_message(KEY, user("Look up ticket T-9917.")),
+               "call": svc.runs.append_message(KEY, assistant("Looking it up.", call)),
+               "result": svc.runs.append_message(KEY, tool_result(call.id, "TICKET T-9917 owner=alice " + filler(300), name="query_kb"))}
         for i in range(16):
-            svc.append_message(KEY, user(f"Later question {i}?"))
-            svc.append_message(KEY, assistant(filler(280, f"Later answer {i}.")))
-        svc.append_message(KEY, user("Who owns doc-42?"))
+            svc.runs.append_message(KEY, user(f"Later question {i}?"))
+            svc.runs.append_message(KEY, assistant(filler(280, f"Later answer {i}.")))
+        svc.runs.append_message(KEY, user("Who owns doc-42?"))
     finally:
         svc.close()
     return db, workdir, ids
@@ -85,8 +85,8 @@ def test_the_context_menu_pins_and_unpins_a_message(qtbot: Any, steer: Any) -> N
     assert w.timeline_model.is_pinned(ids["call"])  # its call too: the round is pinned
     svc = fresh()
     try:
-        assert {p.message_id for p in svc.pins(KEY)} == {ids["call"], ids["result"]}
-        assert [(r["action"], r["operator"]) for r in audit(svc)] == [("pin", svc.operator())]
+        assert {p.message_id for p in svc.steering.pins(KEY)} == {ids["call"], ids["result"]}
+        assert [(r["action"], r["operator"]) for r in audit(svc)] == [("pin", svc.steering.operator())]
     finally:
         svc.close()
     menu = w.steering.context_menu(row_pos(w, ids["call"]))
@@ -107,12 +107,12 @@ def test_compact_now_carries_instructions_and_reason_and_keeps_the_pin(qtbot: An
     qtbot.mouseClick(w.confirm.confirm_button, Qt.MouseButton.LeftButton)
     svc = fresh()
     try:
-        qtbot.waitUntil(lambda: svc.compaction_state(KEY).generation > 0 and w.idle, timeout=WAIT)
-        ev = [e for e in svc.events(KEY) if e.kind == "summary"][-1]
+        qtbot.waitUntil(lambda: svc.reads.compaction_state(KEY).generation > 0 and w.idle, timeout=WAIT)
+        ev = [e for e in svc.reads.events(KEY) if e.kind == "summary"][-1]
         assert ev.data["instructions"] == 'keep "Answer 1" and T-9917'
         rows = audit(svc)
         assert [r["action"] for r in rows] == ["pin", "compact"] and rows[-1]["reason"] == "customer asked"
-        assert svc.compaction_state(KEY).boundary > ids["result"]
+        assert svc.reads.compaction_state(KEY).boundary > ids["result"]
     finally:
         svc.close()
     qtbot.waitUntil(lambda: w.timeline_model.is_pinned(ids["result"]), timeout=WAIT)
@@ -132,8 +132,8 @@ def test_the_thread_policy_dialog_shows_origins_and_sets_the_threshold(qtbot: An
     d.buttons.button(d.buttons.StandardButton.Save).click()
     svc = fresh()
     try:
-        qtbot.waitUntil(lambda: svc.thread_policy(KEY).threshold == 4000, timeout=WAIT)
-        assert svc.thread_policy(KEY).origins["threshold_ratio"] == "thread"
+        qtbot.waitUntil(lambda: svc.steering.thread_policy(KEY).threshold == 4000, timeout=WAIT)
+        assert svc.steering.thread_policy(KEY).origins["threshold_ratio"] == "thread"
         [row] = audit(svc)
         assert (row["action"], row["reason"], row["after"]) == ("policy", "long agent runs", {"threshold_ratio": 0.5})
     finally:

@@ -243,7 +243,7 @@ def test_a_source_compaction_card_reads_its_diff(qtbot: Any, make_window: Any, t
     assert d.card_subject == ("source", t.sources[0])
     qtbot.waitUntil(lambda: w.idle and d.dropped.state != "reading", timeout=5000)
     assert d.dropped.state == "recorded", d.dropped
-    diff = service.compaction_diff("cc:deploy", 2)
+    diff = service.reads.compaction_diff("cc:deploy", 2)
     assert diff.record_id == 7 and diff.dropped is not None
     assert d.dropped.count == diff.dropped.dropped_count and d.dropped.seen == diff.dropped.seen
     assert d.dropped.count > 0 and d.dropped_toggle.isVisible()
@@ -260,7 +260,7 @@ def test_a_source_card_whose_diff_fails_says_why(qtbot: Any, make_window: Any, t
     t = service.add_thread("cc:x", [user("hello"), assistant("hi"), user("again"), assistant("ok")], title="x")
     t.info = replace(t.info, source_format="claude-code")
     t.sources = [SourceCompaction(1, t.info.id, "claude-code", "summary", "auto", 1000, "S.", t.messages[1].id, None, None, "cb", None)]
-    service.compaction_diff = broken  # type: ignore[method-assign]
+    service.reads.compaction_diff = broken  # type: ignore[method-assign]
     w = make_window(opener=lambda _url: service)
     assert run(qtbot, w, w.open_database("sqlite:///fake.db", select="cc:x"))
     qtbot.waitUntil(lambda: w.idle, timeout=5000)
@@ -285,7 +285,7 @@ def test_the_real_card_warns_about_a_dropped_error_the_request_still_names(qtbot
     qtbot.waitUntil(lambda: d.dropped.state == "recorded", timeout=5000)
     svc = incident.open()
     try:
-        data = next(e.data for e in reversed(svc.events(INCIDENT, limit=1000)) if e.kind == "summary")
+        data = next(e.data for e in reversed(svc.reads.events(INCIDENT, limit=1000)) if e.kind == "summary")
     finally:
         svc.close()
     assert (d.dropped.seen, d.dropped.count, d.dropped.referenced) == (data["specifics_seen"], data["dropped_specifics"], data["dropped_referenced"])

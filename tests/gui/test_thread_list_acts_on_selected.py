@@ -85,9 +85,9 @@ def test_revert_and_pin_wait_for_the_selected_thread(qtbot: Any, open_demo: Any,
     """The summary card's Revert, Compaction → Revert last compaction and the timeline's Pin act on
     the thread the panels show: disabled, saying why, while another row is selected and loading."""
     with fresh(demo_copy) as svc:
-        assert svc.compact(RESEARCH).status == "completed"  # something of ours to revert
-        before = svc.compaction_state(RESEARCH)
-        audited = len(svc.audit(thread=RESEARCH))
+        assert svc.compaction.compact(RESEARCH).status == "completed"  # something of ours to revert
+        before = svc.reads.compaction_state(RESEARCH)
+        audited = len(svc.steering.audit(thread=RESEARCH))
     w = open_demo(demo_copy, RESEARCH)
     assert run(qtbot, w, w.show_boundary(), timeout=WAIT_MS) is None
     qtbot.waitUntil(lambda: card_ready(w) and w.revert_audit.action.isEnabled(), timeout=WAIT_MS)
@@ -121,8 +121,8 @@ def test_revert_and_pin_wait_for_the_selected_thread(qtbot: Any, open_demo: Any,
     assert menu is not None and menu.actions()[0].isEnabled() and LOADING not in menu.actions()[0].toolTip()
     menu.close()
     with fresh(demo_copy) as svc:  # nothing reverted nor pinned on the thread shown before
-        assert svc.compaction_state(RESEARCH) == before and len(svc.audit(thread=RESEARCH)) == audited
-        assert mid not in {p.message_id for p in svc.pins(RESEARCH)}
+        assert svc.reads.compaction_state(RESEARCH) == before and len(svc.steering.audit(thread=RESEARCH)) == audited
+        assert mid not in {p.message_id for p in svc.steering.pins(RESEARCH)}
 
 
 def test_the_compact_question_goes_when_another_row_is_clicked(qtbot: Any, opened: MainWindow, db: str) -> None:
@@ -136,7 +136,7 @@ def test_the_compact_question_goes_when_another_row_is_clicked(qtbot: Any, opene
     assert before is not None and w.state.status is not None and not w.state.status.busy_reason and w.compact_button.isEnabled()
     svc = open_service(db)
     try:
-        was = svc.compaction_state(before)
+        was = svc.reads.compaction_state(before)
     finally:
         svc.close()
     w.compact_button.click()
@@ -150,6 +150,6 @@ def test_the_compact_question_goes_when_another_row_is_clicked(qtbot: Any, opene
     assert not w.compaction.compacting
     svc = open_service(db)
     try:
-        assert svc.compaction_state(before) == was
+        assert svc.reads.compaction_state(before) == was
     finally:
         svc.close()

@@ -78,8 +78,8 @@ def test_the_columns_stay_put_and_the_title_is_readable_at_1100x700(qtbot: Any, 
     qtbot.waitUntil(lambda: model.loaded(THREADS - 1) and w.idle, timeout=WAIT)
     svc = open_service(db)
     try:
-        svc.create_thread("zzz-" + "x" * 60)  # a long key arrives with a refresh
-        svc.append_message("zzz-" + "x" * 60, user("hello"))
+        svc.runs.create_thread("zzz-" + "x" * 60)  # a long key arrives with a refresh
+        svc.runs.append_message("zzz-" + "x" * 60, user("hello"))
     finally:
         svc.close()
     run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)

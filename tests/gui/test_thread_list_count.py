@@ -57,8 +57,8 @@ def test_n_is_the_matching_threads_and_m_the_store(qtbot: Any, opened: MainWindo
     assert w.thread_count.text() == f"{both:,} of {THREADS:,} threads" and both < matching
     svc = open_service(db)  # another program adds a thread the search does not match: M grows, N stays
     try:
-        svc.create_thread("aaa-unrelated")
-        svc.append_message("aaa-unrelated", user("hello"))
+        svc.runs.create_thread("aaa-unrelated")
+        svc.runs.append_message("aaa-unrelated", user("hello"))
     finally:
         svc.close()
     run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)

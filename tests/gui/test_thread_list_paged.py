@@ -212,8 +212,8 @@ def test_refresh_keeps_selection_and_scroll_when_another_connection_adds_threads
     svc = open_service(db)  # another program, its own connection: two threads before the ones on screen
     try:
         for key in ("aaa-new-1", "aaa-new-2"):
-            svc.create_thread(key)
-            svc.append_message(key, user("a new conversation"))
+            svc.runs.create_thread(key)
+            svc.runs.append_message(key, user("a new conversation"))
     finally:
         svc.close()
     run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)
@@ -305,8 +305,8 @@ def test_refresh_at_the_end_of_the_list_keeps_it_in_place(qtbot: Any, opened: Ma
     model.rowsRemoved.connect(lambda *_a: removed.append(1))
     svc = open_service(db)
     try:
-        svc.create_thread("zzz-last")  # after every other key: a row added at the very end
-        svc.append_message("zzz-last", user("the newest conversation"))
+        svc.runs.create_thread("zzz-last")  # after every other key: a row added at the very end
+        svc.runs.append_message("zzz-last", user("the newest conversation"))
     finally:
         svc.close()
     run(qtbot, w, w.live.refresh(force=False), timeout=WAIT)

@@ -315,8 +315,8 @@ def _stored(incident: Incident) -> tuple[Any, ...]:
     svc = incident.open()
     try:
         return (
-            [t.key for t in svc.list_threads()], svc.message_count(INCIDENT), [h.id for h in svc.history(INCIDENT)],
-            [(e.id, e.kind) for e in svc.events(INCIDENT, limit=10_000)], svc.compaction_state(INCIDENT), svc.thread(INCIDENT).generation,
+            [t.key for t in svc.reads.list_threads()], svc.reads.message_count(INCIDENT), [h.id for h in svc.reads.history(INCIDENT)],
+            [(e.id, e.kind) for e in svc.reads.events(INCIDENT, limit=10_000)], svc.reads.compaction_state(INCIDENT), svc.reads.thread(INCIDENT).generation,
         )  # fmt: skip
     finally:
         svc.close()

@@ -84,8 +84,8 @@ def fresh(demo: Demo) -> Iterator[Service]:
 def snapshot(demo: Demo, key: str) -> tuple[int, int | None, int, int, int]:
     """(generation, boundary, compact_count, message count, event count) from a fresh connection."""
     with fresh(demo) as svc:
-        state = svc.compaction_state(key)
-        return state.generation, state.boundary, state.compact_count, svc.message_count(key), len(svc.events(key, limit=100_000))
+        state = svc.reads.compaction_state(key)
+        return state.generation, state.boundary, state.compact_count, svc.reads.message_count(key), len(svc.reads.events(key, limit=100_000))
 
 
 @pytest.fixture(scope="session")
@@ -142,8 +142,8 @@ def click_compact_and_confirm(qtbot: Any, w: MainWindow, between: Callable[[], N
 def visible_offload(demo: Demo, key: str) -> Offload:
     """A pruned tool result after the boundary (on the surface, in an expanded unit)."""
     with fresh(demo) as svc:
-        boundary = svc.compaction_state(key).boundary or 0
-        return next(o for i, o in sorted(svc.offloads(key).items()) if i > boundary)
+        boundary = svc.reads.compaction_state(key).boundary or 0
+        return next(o for i, o in sorted(svc.reads.offloads(key).items()) if i > boundary)
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -155,8 +155,8 @@ def test_selecting_a_thread_fills_the_timeline_and_the_gauge(qtbot: Any, open_de
     w.thread_list.setCurrentIndex(row)  # as a click in the list does
     qtbot.waitUntil(lambda: w.idle and w.timeline_model.key == RESEARCH and w.gauge.status is not None and w.gauge.status.thread == RESEARCH, timeout=WAIT_MS)
     with fresh(demo) as svc:
-        info, status, points = svc.thread(RESEARCH), svc.status(RESEARCH), svc.pressure_history(RESEARCH)
-        ids = [s.id for s in svc.messages_page(RESEARCH, limit=500)]
+        info, status, points = svc.reads.thread(RESEARCH), svc.compaction.status(RESEARCH), svc.compaction.pressure_history(RESEARCH)
+        ids = [s.id for s in svc.reads.messages_page(RESEARCH, limit=500)]
     assert w.timeline_model.loaded_count() == info.message_count == len(ids)
     assert w.timeline_model.message_ids() == ids
     assert w.gauge.status.tokens == status.tokens and w.gauge.status.threshold == status.threshold
@@ -167,7 +167,7 @@ def test_selecting_a_thread_fills_the_timeline_and_the_gauge(qtbot: Any, open_de
 def test_research_has_the_boundary_row_and_the_summary_card(qtbot: Any, open_demo: Any, demo: Demo) -> None:
     w = open_demo(demo, RESEARCH)
     with fresh(demo) as svc:
-        state = svc.compaction_state(RESEARCH)
+        state = svc.reads.compaction_state(RESEARCH)
     model = w.timeline_model
     boundary = model.boundary_index()
     assert boundary.isValid() and model.boundary.boundary == state.boundary
@@ -242,10 +242,25 @@ class QueueBeforeCompact:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._svc, name)
 
+    @property
+    def compaction(self) -> Any:
+        return _QueueingCompaction(self._svc, self._demo)  # svc.compaction.compact is the one intercepted
+
+
+class _QueueingCompaction:
+    """``svc.compaction`` of :class:`QueueBeforeCompact`: the real facet but for ``compact``."""
+
+    def __init__(self, svc: Service, demo: Demo) -> None:
+        self._svc = svc
+        self._demo = demo
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._svc.compaction, name)
+
     def compact(self, key: str, **options: Any) -> Any:
         with fresh(self._demo) as agent:
-            agent.queue_request(key, "One more thing before you compact")
-        return self._svc.compact(key, **options)
+            agent.runs.queue_request(key, "One more thing before you compact")
+        return self._svc.compaction.compact(key, **options)
 
 
 @pytest.mark.parametrize("when", ["before_confirm", "before_lock"])
@@ -260,7 +275,7 @@ def test_thread_made_busy_after_the_click_is_refused_and_nothing_changes(qtbot: 
     def agent_queues() -> None:
         if when == "before_confirm":
             with fresh(demo_copy) as agent:
-                agent.queue_request(RESEARCH, "Another question")
+                agent.runs.queue_request(RESEARCH, "Another question")
 
     click_compact_and_confirm(qtbot, w, between=agent_queues)
     qtbot.waitUntil(lambda: w.idle and bool(failures), timeout=WAIT_MS)
@@ -279,7 +294,7 @@ def test_thread_made_busy_after_the_click_is_refused_and_nothing_changes(qtbot: 
 def test_replay_steps_forward_and_back_through_the_recovery(qtbot: Any, open_demo: Any, demo: Demo) -> None:
     w = open_demo(demo, RECOVERS)
     with fresh(demo) as svc:
-        (episode,) = svc.replay(RECOVERS)
+        (episode,) = svc.reads.replay(RECOVERS)
     assert episode.outcome == "recovered" and [s.kind for s in episode.steps][:2] == ["provider_error", "prune"]
     w.show_tab("replay")
     panel = w.replay
@@ -311,8 +326,8 @@ def test_pruned_result_badge_shows_what_the_model_sees_and_the_detail_verifies_t
     offload = visible_offload(demo, RESEARCH)
     w = open_demo(demo, RESEARCH)
     with fresh(demo) as svc:
-        stored = next(s for s in svc.messages_page(RESEARCH, limit=500) if s.id == offload.message_id)
-        original_text = svc.read_original(offload)
+        stored = next(s for s in svc.reads.messages_page(RESEARCH, limit=500) if s.id == offload.message_id)
+        original_text = svc.reads.read_original(offload)
     meter = default_meter(w.state.thread.model)
     seen = meter.count_messages([stored.message.with_content(offload.preview, **{META_PRUNED: offload.sha256})])[0]
     full = meter.count_messages([stored.message])[0]
@@ -334,10 +349,10 @@ def test_pruned_result_badge_shows_what_the_model_sees_and_the_detail_verifies_t
 def test_every_badge_is_the_services_count_of_what_the_model_sees(qtbot: Any, open_demo: Any, demo: Demo) -> None:
     w = open_demo(demo, CODING)
     with fresh(demo) as svc:
-        page = svc.messages_page(CODING, limit=500)
-        offloads = svc.offloads(CODING)
-        counts = svc.visible_tokens(CODING, page, offloads)
-        model = svc.thread(CODING).model
+        page = svc.reads.messages_page(CODING, limit=500)
+        offloads = svc.reads.offloads(CODING)
+        counts = svc.compaction.visible_tokens(CODING, page, offloads)
+        model = svc.reads.thread(CODING).model
     qtbot.waitUntil(lambda: all(w.timeline_model.index_for_message(s.id).siblingAtColumn(COL_TOKENS).data() for s in page), timeout=WAIT_MS)
     badges = {s.id: w.timeline_model.index_for_message(s.id).siblingAtColumn(COL_TOKENS).data() for s in page}
     assert badges == {i: f"{n:,}" for i, n in counts.seen.items()}
@@ -356,8 +371,8 @@ def own_demo(tmp_path: Path) -> Demo:
 
 def test_missing_or_tampered_original_is_an_error_not_shown(qtbot: Any, open_demo: Any, own_demo: Demo) -> None:
     with fresh(own_demo) as svc:
-        boundary = svc.compaction_state(CODING).boundary or 0
-        tampered, missing = [o for i, o in sorted(svc.offloads(CODING).items()) if i > boundary][:2]
+        boundary = svc.reads.compaction_state(CODING).boundary or 0
+        tampered, missing = [o for i, o in sorted(svc.reads.offloads(CODING).items()) if i > boundary][:2]
     Path(tampered.path).write_text(Path(tampered.path).read_text(encoding="utf-8") + "\n(edited by hand)", encoding="utf-8")
     Path(missing.path).unlink()
     w = open_demo(own_demo, CODING)
@@ -381,11 +396,11 @@ def test_a_copied_demo_reads_its_originals_from_its_own_workdir(qtbot: Any, open
 def test_search_loads_pages_until_it_finds_a_match(qtbot: Any, open_demo: Any, demo_copy: Demo) -> None:
     key = "long-chat"
     with fresh(demo_copy) as agent:  # a long thread, written through the intake API an agent platform uses
-        agent.create_thread(key, title="A long chat", provider="sim", model="sim-12k")
+        agent.runs.create_thread(key, title="A long chat", provider="sim", model="sim-12k")
         for i in range(300):
-            agent.append_message(key, user(f"question {i}: which shard is slow?"))
-            agent.append_message(key, assistant(f"answer {i}: shard {i % 7} (p95 {100 + i} ms)" + (" — the needle is here" if i == 100 else "")))
-        messages = agent.messages_page(key, limit=1000)
+            agent.runs.append_message(key, user(f"question {i}: which shard is slow?"))
+            agent.runs.append_message(key, assistant(f"answer {i}: shard {i % 7} (p95 {100 + i} ms)" + (" — the needle is here" if i == 100 else "")))
+        messages = agent.reads.messages_page(key, limit=1000)
     target = next(s for s in messages if "needle" in s.message.content)
     w = open_demo(demo_copy, key, page_size=50)
     loaded = w.timeline_model.loaded_count()
@@ -408,7 +423,7 @@ def test_search_loads_pages_until_it_finds_a_match(qtbot: Any, open_demo: Any, d
 def test_events_tab_lists_the_compactions_and_points_into_the_timeline(qtbot: Any, open_demo: Any, demo: Demo) -> None:
     w = open_demo(demo, RESEARCH)
     with fresh(demo) as svc:
-        events = svc.events(RESEARCH, limit=100_000)
+        events = svc.reads.events(RESEARCH, limit=100_000)
     model = w.events_model
     assert [model.index(r, 0).data(EventRole).id for r in range(model.rowCount())] == [e.id for e in events]
     assert w.tabs.tabText(3) == f"Events ({len(events)})"

@@ -112,7 +112,7 @@ def make_service(tmp_path: Path, summarizer: SteeredSummarizer) -> Iterator[Call
             policies={"models": [{"provider": PROVIDER, "model": MODEL, "context_window": WINDOW, **policy}]},
         )
         opened.append(svc)
-        svc.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
+        svc.runs.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
         return svc
 
     yield make
@@ -167,7 +167,7 @@ def stored(svc: Service) -> list[Message]:
 
 
 def events(svc: Service, *kinds: str, run_id: int | None = None) -> list[Any]:
-    return [e for e in svc.events(THREAD) if (not kinds or e.kind in kinds) and (run_id is None or e.run_id == run_id)]
+    return [e for e in svc.reads.events(THREAD) if (not kinds or e.kind in kinds) and (run_id is None or e.run_id == run_id)]
 
 
 def run_info(svc: Service, run_id: int) -> Any:
@@ -181,16 +181,16 @@ def seed_turns(svc: Service, turns: int, *, answer_repeats: int = 10) -> None:
     """Finished history to summarize: ``turns`` questions answered in prose (the extractive summary
     keeps only the 3 latest answers, so 6 or more turns shrink)."""
     for i in range(turns):
-        svc.append_message(THREAD, Message("user", f"Question {i}: what do we know about the rollout?"))
-        svc.append_message(THREAD, Message("assistant", f"Answer {i}: " + PROSE * answer_repeats))
+        svc.runs.append_message(THREAD, Message("user", f"Question {i}: what do we know about the rollout?"))
+        svc.runs.append_message(THREAD, Message("assistant", f"Answer {i}: " + PROSE * answer_repeats))
 
 
 def seed_tool_round(svc: Service, text: str, *, call_id: str = "seed_call", question: str = "Look it up.") -> None:
     """A finished turn whose tool result is ``text``."""
-    svc.append_message(THREAD, Message("user", question))
-    svc.append_message(THREAD, Message("assistant", "", tool_calls=(ToolCall(call_id, "query_kb", '{"query": "seed"}'),)))
-    svc.append_message(THREAD, Message("tool", text, tool_call_id=call_id, name="query_kb"))
-    svc.append_message(THREAD, Message("assistant", "Found it."))
+    svc.runs.append_message(THREAD, Message("user", question))
+    svc.runs.append_message(THREAD, Message("assistant", "", tool_calls=(ToolCall(call_id, "query_kb", '{"query": "seed"}'),)))
+    svc.runs.append_message(THREAD, Message("tool", text, tool_call_id=call_id, name="query_kb"))
+    svc.runs.append_message(THREAD, Message("assistant", "Found it."))
 
 
 def results_per_call(messages: list[Message]) -> dict[str, int]:

@@ -31,7 +31,7 @@ def test_an_overflowing_run_recovers_and_replays(tmp_path: Path, capsys: pytest.
     policies = {"models": [{"provider": PROVIDER, "model": MODEL, "context_window": WINDOW}]}
     svc = open_service(str(db), workdir=tmp_path / "wd", create=True, summarizer=SteeredSummarizer(), policies=policies)
     try:
-        svc.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
+        svc.runs.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
         seed_turns(svc, 8)  # earlier turns to summarize
         with ProviderSimulator(context_window=1800, model=MODEL) as sim:  # smaller than the engine believes
             sim.script([Reply(tool_calls=(("query_kb", {"query": "rollout status"}),)), Reply(content="The rollout is on track.")])
@@ -70,7 +70,7 @@ def test_a_run_that_cannot_recover_replays_as_gave_up_with_the_original_error(tm
     db = tmp_path / "agent.db"
     svc = open_service(str(db), workdir=tmp_path / "wd", create=True, summarizer=SteeredSummarizer(), policies={"context_window": WINDOW})
     try:
-        svc.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
+        svc.runs.create_thread(THREAD, provider=PROVIDER, model=MODEL, system_prompt=SYSTEM)
         with ProviderSimulator(context_window=500, model=MODEL, error_style="vllm") as sim:
 
             async def scenario():

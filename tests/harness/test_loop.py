@@ -124,7 +124,7 @@ def test_ephemeral_notes_ride_on_every_request_and_are_never_persisted(svc: Serv
     for req in sim.requests:  # the notes are the last messages of every envelope, as system messages
         assert req.body["messages"][-2:] == [{"role": "system", "content": n} for n in notes]
     assert not any(n in m.content for m in stored(svc) for n in notes)
-    assert not any(n in str(e.data) for e in svc.events(THREAD) for n in notes)
+    assert not any(n in str(e.data) for e in svc.reads.events(THREAD) for n in notes)
 
     # the next run without notes does not see them
     sim.script([Reply(content="second")])
@@ -154,7 +154,7 @@ def test_wait_for_user_parks_the_run_and_resume_finishes_it(svc: Service, sim: P
             seen["busy"] = await asyncio.to_thread(svc.store.busy_reason, THREAD)
             seen["requests"] = len(sim.requests)
             try:
-                await asyncio.to_thread(svc.compact, THREAD)
+                await asyncio.to_thread(svc.compaction.compact, THREAD)
             except ThreadBusy as exc:
                 seen["compact"] = exc
             second = await h.resume(THREAD, first.run_id, "EU please")

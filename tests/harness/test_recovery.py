@@ -55,7 +55,7 @@ def test_a_recovery_that_changes_nothing_gives_up_with_the_original_error(svc: S
     assert original.original["error"]["code"] == "context_length_exceeded"  # the provider's body, kept
     info = run_info(svc, result.run_id)
     assert (info.status, info.error_code, info.error_message) == ("failed", CONTEXT_WINDOW_EXCEEDED, expected_text)
-    assert svc.compaction_state(THREAD).generation == 0 and summarizer.calls == 0
+    assert svc.reads.compaction_state(THREAD).generation == 0 and summarizer.calls == 0
     assert _kinds(svc) == ["provider_error", "gave_up"]
     gave_up = events(svc, "gave_up")[0].data
     assert (gave_up["reason"], gave_up["error_message"], gave_up["generation_before"], gave_up["generation_after"]) == ("no_progress", expected_text, 0, 0)
@@ -87,8 +87,8 @@ def test_a_prune_alone_authorizes_the_retry_as_a_new_step(svc: Service, sim: Pro
     tool_msg = next(m for m in retried if m["role"] == "tool")
     assert big not in tool_msg["content"] and prune.data["pruned"][0]["sha256"][:12] in tool_msg["content"]
     assert next(m for m in stored(svc) if m.role == "tool").content == big
-    offload = next(iter(svc.offloads(THREAD).values()))
-    assert svc.read_original(offload) == big
+    offload = next(iter(svc.reads.offloads(THREAD).values()))
+    assert svc.reads.read_original(offload) == big
 
 
 def test_notes_ride_through_a_summary_recovery_and_stay_out_of_the_summary(svc: Service, sim: ProviderSimulator, summarizer: SteeredSummarizer) -> None:
@@ -105,7 +105,7 @@ def test_notes_ride_through_a_summary_recovery_and_stay_out_of_the_summary(svc: 
     assert (result.status, result.overflow_retries, summarizer.calls) == ("completed", 1, 1)
     assert [r.outcome for r in sim.requests] == ["overflow", "ok"]
     assert all(r.body["messages"][-1] == {"role": "system", "content": note} for r in sim.requests)
-    state = svc.compaction_state(THREAD)
+    state = svc.reads.compaction_state(THREAD)
     assert state.generation == 1 and state.summary and note not in state.summary
     assert not any(note in m.content for m in stored(svc))
 
@@ -139,7 +139,7 @@ def test_the_retry_bound_holds_under_an_overflow_storm(
     assert events(svc, "gave_up")[0].data["reason"] == "retries_exhausted"
     assert summarizer.calls == retries
     if retries == 0:
-        assert not events(svc, "prune", "summary", "summary_rejected") and svc.compaction_state(THREAD).generation == 0
+        assert not events(svc, "prune", "summary", "summary_rejected") and svc.reads.compaction_state(THREAD).generation == 0
 
 
 def test_zero_retries_disables_recovery_but_not_pressure(make_service: Callable[..., Service], sim: ProviderSimulator) -> None:
@@ -160,7 +160,7 @@ def test_zero_retries_disables_recovery_but_not_pressure(make_service: Callable[
     assert len(prune) == 1 and prune[0].trigger == "pressure" and prune[0].run_id == first.run_id
     assert (second.status, second.error_code, second.overflow_retries) == ("failed", CONTEXT_WINDOW_EXCEEDED, 0)
     assert [r.outcome for r in sim.requests] == ["ok", "ok", "overflow"]
-    assert not [e for e in svc.events(THREAD) if e.trigger == "overflow" and e.kind in ("prune", "summary", "retry")]
+    assert not [e for e in svc.reads.events(THREAD) if e.trigger == "overflow" and e.kind in ("prune", "summary", "retry")]
     assert events(svc, "gave_up")[0].data["reason"] == "retries_exhausted"
 
 
@@ -205,7 +205,7 @@ def test_other_provider_errors_never_trigger_recovery(svc: Service, sim: Provide
     assert result.error is provider.errors[0] and result.error.message == body["error"]["message"]
     assert len(sim.requests) == 1 and summarizer.calls == 0
     assert _kinds(svc) == ["provider_error"] and events(svc)[0].trigger == "provider"
-    assert svc.compaction_state(THREAD).generation == 0 and not svc.offloads(THREAD)
+    assert svc.reads.compaction_state(THREAD).generation == 0 and not svc.reads.offloads(THREAD)
     info = run_info(svc, result.run_id)
     assert (info.status, info.error_code, info.error_message) == ("failed", code, body["error"]["message"])
 
@@ -298,7 +298,7 @@ def test_cancel_while_recovery_runs_wins_over_its_progress(svc: Service, sim: Pr
 
     result = run(scenario)
     assert summarizer.calls == 1 and events(svc, "summary")  # the recovery work itself finished
-    assert svc.compaction_state(THREAD).generation == 1
+    assert svc.reads.compaction_state(THREAD).generation == 1
     assert result.status == "cancelled" and len(sim.requests) == 1  # but no retry was sent
     assert not events(svc, "retry") and events(svc, "cancelled")
     assert run_info(svc, result.run_id).status == "cancelled" and svc.store.busy_reason(THREAD) is None
@@ -322,7 +322,7 @@ def test_cancel_arriving_with_the_overflow_skips_recovery(svc: Service, sim: Pro
 
     result = run(scenario)
     assert result.status == "cancelled" and len(sim.requests) == 1
-    assert summarizer.calls == 0 and not svc.offloads(THREAD) and svc.compaction_state(THREAD).generation == 0
+    assert summarizer.calls == 0 and not svc.reads.offloads(THREAD) and svc.reads.compaction_state(THREAD).generation == 0
     assert _kinds(svc) == ["provider_error", "cancelled"]
 
 
@@ -419,7 +419,7 @@ def test_task_cancellation_while_the_tool_call_message_is_being_stored(svc: Serv
     record the run as cancelled first and leave three orphan calls behind it."""
     sim.script([PARALLEL])
     entered, release = threading.Event(), threading.Event()
-    real_finish = svc.finish_step
+    real_finish = svc.steps.finish_step
 
     def slow_finish(key, request_id, **kwargs):  # the reply is stored with the request's outcome
         if any(m.role == "assistant" for m in kwargs.get("messages", ())):
@@ -427,7 +427,7 @@ def test_task_cancellation_while_the_tool_call_message_is_being_stored(svc: Serv
             release.wait(5)
         return real_finish(key, request_id, **kwargs)
 
-    monkeypatch.setattr(svc, "finish_step", slow_finish)
+    monkeypatch.setattr(svc.steps, "finish_step", slow_finish)
 
     async def scenario():
         async with harness(svc, sim, [Tool(n, lambda a: "x") for n in ("first", "second", "third")]) as h:
@@ -446,14 +446,14 @@ def test_task_cancellation_while_the_tool_call_message_is_being_stored(svc: Serv
 
 def test_an_unexpected_harness_error_fails_the_run_instead_of_leaving_it_busy(svc: Service, sim: ProviderSimulator, monkeypatch: pytest.MonkeyPatch) -> None:
     sim.script([Reply(tool_calls=(("query_kb", {"query": "x"}), ("query_kb", {"query": "y"})))])
-    real_append = svc.append_message
+    real_append = svc.runs.append_message
 
     def failing_append(key, message, **kwargs):
         if message.role == "tool":
             raise OSError("disk full")
         return real_append(key, message, **kwargs)
 
-    monkeypatch.setattr(svc, "append_message", failing_append)
+    monkeypatch.setattr(svc.runs, "append_message", failing_append)
 
     async def scenario():
         async with harness(svc, sim, [kb_tool()]) as h:

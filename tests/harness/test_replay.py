@@ -20,7 +20,7 @@ BIG = bulk(400)
 
 def assert_rows_are_payloads(svc: Service) -> None:
     """What the harness and the compactor recorded is exactly one payload per row (docs/events.md)."""
-    for e in svc.events(THREAD):
+    for e in svc.reads.events(THREAD):
         payload = parse_event(e.kind, e.data)
         assert payload is not None and payload.to_data() == dict(e.data), e.kind
         assert e.trigger in payload.triggers, (e.kind, e.trigger)
@@ -39,7 +39,7 @@ def _prune_recovery(svc: Service, sim: ProviderSimulator) -> None:
 
 def test_a_pruned_recovery_replays_step_by_step(svc: Service, sim: ProviderSimulator) -> None:
     _prune_recovery(svc, sim)
-    (episode,) = svc.replay(THREAD)
+    (episode,) = svc.reads.replay(THREAD)
     assert episode.outcome == "recovered" and episode.run_id == svc.store.runs(THREAD)[0].id
     assert [s.kind for s in episode.steps] == ["provider_error", "prune", "retry", "recovered"]
     err, prune, retry, recovered = episode.steps
@@ -65,7 +65,7 @@ def test_an_episode_that_gives_up_keeps_the_original_error(svc: Service, sim: Pr
             return await h.run(THREAD, "Read this: " + bulk(200))
 
     result = run(scenario)
-    (episode,) = svc.replay(THREAD)
+    (episode,) = svc.reads.replay(THREAD)
     assert episode.outcome == "gave_up" and [s.kind for s in episode.steps] == ["provider_error", "gave_up"]
     gave_up = episode.steps[-1]
     assert (gave_up.error_code, gave_up.error_message) == (CONTEXT_WINDOW_EXCEEDED, result.error.message)
@@ -83,14 +83,14 @@ def test_a_summary_recovery_shows_the_summary_and_the_smaller_surface(svc: Servi
             return await h.run(THREAD, "What is the status of the rollout?")
 
     assert run(scenario).status == "completed"
-    (episode,) = svc.replay(THREAD)
+    (episode,) = svc.reads.replay(THREAD)
     assert [s.kind for s in episode.steps] == ["provider_error", "summary", "retry", "recovered"]
     err, summary, retry, _ = episode.steps
     assert summary.summary and "What is the status of the rollout?" in summary.summary
     assert any(m.content.startswith("Answer 0") for m in err.surface)  # compacted away by the summary
     assert not any(m.content.startswith("Answer") for m in summary.surface) and err.summary is None
     assert len(retry.surface) < len(err.surface) and retry.tokens_after < 1200 < retry.tokens_before
-    assert svc.compaction_state(THREAD).summary == summary.summary
+    assert svc.reads.compaction_state(THREAD).summary == summary.summary
     assert_rows_are_payloads(svc)
 
 
@@ -105,7 +105,7 @@ def test_cancellation_during_recovery_ends_the_episode_as_cancelled(svc: Service
             return await h.run(THREAD, "go", cancel=cancel)
 
     assert run(scenario).status == "cancelled"
-    (episode,) = svc.replay(THREAD)
+    (episode,) = svc.reads.replay(THREAD)
     assert episode.outcome == "cancelled" and [s.kind for s in episode.steps] == ["provider_error", "summary", "cancelled"]
     assert_rows_are_payloads(svc)
 
@@ -119,7 +119,7 @@ def test_each_run_has_its_own_episode(svc: Service, sim: ProviderSimulator) -> N
             return await h.run(THREAD, "and now " + bulk(100))
 
     second = run(scenario)
-    episodes = svc.replay(THREAD)
+    episodes = svc.reads.replay(THREAD)
     assert [(e.run_id, e.outcome) for e in episodes] == [(svc.store.runs(THREAD)[0].id, "recovered"), (second.run_id, "gave_up")]
 
 
@@ -138,7 +138,7 @@ def test_a_retry_that_fails_otherwise_ends_its_episode_and_hides_no_later_one(sv
 
     first, second = run(scenario)
     assert (first.status, first.error_code, first.overflow_retries) == ("failed", "SERVER_ERROR", 1)
-    episodes = svc.replay(THREAD)
+    episodes = svc.reads.replay(THREAD)
     assert [(e.run_id, e.outcome) for e in episodes] == [(first.run_id, "gave_up"), (second.run_id, "gave_up")]
     assert [s.kind for s in episodes[0].steps] == ["provider_error", "prune", "retry", "provider_error", "gave_up"]
     assert (episodes[0].steps[-1].error_code, episodes[0].steps[-1].error_message) == ("SERVER_ERROR", "backend down")
@@ -147,18 +147,18 @@ def test_a_retry_that_fails_otherwise_ends_its_episode_and_hides_no_later_one(sv
 
 def test_an_episode_whose_process_died_does_not_hide_the_next_run(svc: Service) -> None:
     """Run 1 recorded an overflow, a prune and a retry, then nothing (the agent process died)."""
-    svc.append_message(THREAD, Message("user", "first"))
-    dead = svc.start_run(THREAD)
+    svc.runs.append_message(THREAD, Message("user", "first"))
+    dead = svc.runs.start_run(THREAD)
     err = {"error_code": CONTEXT_WINDOW_EXCEEDED, "error_message": "too long", "generation": 0, "tokens": 900, "last_message_id": 1}
     svc.store.add_event(THREAD, "provider_error", err, trigger="overflow", run_id=dead)
     svc.store.add_event(THREAD, "retry", {"attempt": 1, "generation_before": 0, "generation_after": 1}, trigger="overflow", run_id=dead)
-    svc.cancel_run(THREAD, dead)
-    svc.append_message(THREAD, Message("user", "second"))
-    live = svc.start_run(THREAD)
+    svc.runs.cancel_run(THREAD, dead)
+    svc.runs.append_message(THREAD, Message("user", "second"))
+    live = svc.runs.start_run(THREAD)
     svc.store.add_event(THREAD, "provider_error", {**err, "last_message_id": 2}, trigger="overflow", run_id=live)
     gave_up = {"reason": "no_progress", "error_code": CONTEXT_WINDOW_EXCEEDED, "error_message": "too long", "generation_before": 0, "generation_after": 0}
     svc.store.add_event(THREAD, "gave_up", gave_up, trigger="overflow", run_id=live)
-    episodes = svc.replay(THREAD)
+    episodes = svc.reads.replay(THREAD)
     assert [(e.run_id, e.outcome, [s.kind for s in e.steps]) for e in episodes] == [
         (dead, "recovered", ["provider_error", "retry"]),
         (live, "gave_up", ["provider_error", "gave_up"]),
@@ -177,7 +177,7 @@ def test_recovered_step_shows_the_surface_the_retry_sent(tmp_path) -> None:
     build_demo(str(db))
     svc = open_service(str(db))
     try:
-        (episode,) = svc.replay("overflow-recovers")
+        (episode,) = svc.reads.replay("overflow-recovers")
         retry = next(s for s in episode.steps if s.kind == "retry")
         recovered = episode.steps[-1]
         assert recovered.kind == "recovered" and recovered.surface is not None

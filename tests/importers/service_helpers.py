@@ -24,7 +24,7 @@ def service(url: str, tmp_path: Path) -> Iterator[Service]:
 
 
 def stored(svc: Service, key: str) -> list[Message]:
-    return [m.message for m in svc.messages_page(key, limit=1000)]
+    return [m.message for m in svc.reads.messages_page(key, limit=1000)]
 
 
 def follow_while_growing(svc: Service, path: Path, chunks: list[bytes], *, delay: float = 0.25,
@@ -46,6 +46,6 @@ def follow_while_growing(svc: Service, path: Path, chunks: list[bytes], *, delay
 
     t = threading.Thread(target=grow, daemon=True)
     t.start()
-    reports = svc.follow_file(path, poll_seconds=0.05, stop=stop, seconds=seconds)
+    reports = svc.imports.follow_file(path, poll_seconds=0.05, stop=stop, seconds=seconds)
     t.join()
     return reports

@@ -115,27 +115,27 @@ def test_sdk_database_import_reimport_and_growth(url: str, tmp_path: Path):
     assert _siblings(db) == ["conversations.db"]
     before = _digest(db)
     with service(url, tmp_path) as svc:
-        first = svc.import_file(db)
+        first = svc.imports.import_file(db)
         assert [(r.thread, r.format, r.messages, r.tool_calls, r.compactions) for r in first] == [
             ("agents-sdk:alice", "agents-sdk", 4, 1, 0), ("agents-sdk:bob", "agents-sdk", 1, 0, 0)]
         msgs = stored(svc, "agents-sdk:alice")
         assert [(m.role, m.content) for m in msgs] == [("user", "What's 2+2? Use the calculator."), ("assistant", ""),
                                                       ("tool", "4"), ("assistant", "4.")]
         assert msgs[1].tool_calls[0].name == "calc" and msgs[2].tool_call_id == "call_1"
-        info = svc.thread("agents-sdk:alice")
+        info = svc.reads.thread("agents-sdk:alice")
         assert (info.source_format, info.source_session_id) == ("agents-sdk", "alice")
-        again = svc.import_file(db)
+        again = svc.imports.import_file(db)
         assert [(r.messages, r.already_stored) for r in again] == [(0, 4), (0, 1)]
         # the program goes on: the SDK appends, a re-import adds only the new rows
         asyncio.run(_write(db, "alice", [[{"role": "user", "content": "And 3+3?"}]]))
-        grown = svc.import_file(db)
+        grown = svc.imports.import_file(db)
         assert [(r.thread, r.messages) for r in grown] == [("agents-sdk:alice", 1), ("agents-sdk:bob", 0)]
         assert stored(svc, "agents-sdk:alice")[-1].content == "And 3+3?"
     assert _siblings(db) == ["conversations.db"]
     assert _digest(db) != before  # the SDK wrote; we did not:
     after_sdk = _digest(db)
     with service(url, tmp_path) as svc:
-        svc.import_file(db)
+        svc.imports.import_file(db)
     assert _digest(db) == after_sdk and _siblings(db) == ["conversations.db"]
 
 
@@ -146,7 +146,7 @@ def test_a_session_still_open_is_read_with_its_wal_and_left_untouched(tmp_path: 
         assert (tmp_path / "live.db-wal").exists()  # the items are still in the write-ahead log
         files = {p.name: _digest(p) for p in tmp_path.iterdir() if p.name.startswith("live.db") and not p.name.endswith("-shm")}
         with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
-            (r,) = svc.import_file(db)
+            (r,) = svc.imports.import_file(db)
             assert (r.thread, r.messages, r.tool_calls) == ("agents-sdk:live", 4, 1)
         assert {p.name: _digest(p) for p in tmp_path.iterdir() if p.name in files} == files
     finally:
@@ -165,7 +165,7 @@ def test_discovered_in_an_added_folder_and_followed_while_the_program_writes(tmp
     home.mkdir()
     folder.mkdir()
     with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
-        follower = svc.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
+        follower = svc.imports.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
         session = None
         try:
             def wait_for(n: int) -> float:

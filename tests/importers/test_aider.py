@@ -51,13 +51,13 @@ def test_text_before_the_first_header_is_not_aider():
 
 def test_import_and_reimport(url: str, tmp_path: Path):
     with service(url, tmp_path) as svc:
-        first = svc.import_file(HIST)
+        first = svc.imports.import_file(HIST)
         assert [(r.thread, r.messages, r.compactions, r.requests) for r in first] == [(KEYS[0], 5, 0, 2), (KEYS[1], 4, 1, 2)]
-        again = svc.import_file(HIST)
+        again = svc.imports.import_file(HIST)
         assert [(r.messages, r.compactions, r.requests, r.already_stored) for r in again] == [(0, 0, 0, 5), (0, 0, 0, 4)]
         msgs = stored(svc, KEYS[0])
         assert [m.role for m in msgs] == ["user", "user", "assistant", "user", "assistant"]
-        (c,) = svc.source_compactions(KEYS[1])
+        (c,) = svc.reads.source_compactions(KEYS[1])
         assert (c.source, c.trigger, c.summary) == ("aider", "auto", None)
 
 
@@ -75,4 +75,4 @@ def test_follow_the_history_as_aider_appends(tmp_path: Path):
         assert len(stored(svc, KEYS[0])) == 5
         assert [m.content for m in stored(svc, KEYS[1])][:3] == [
             "add tests for slugify", stored(svc, KEYS[1])[1].content, "run them"]
-        assert len(svc.source_compactions(KEYS[1])) == 1
+        assert len(svc.reads.source_compactions(KEYS[1])) == 1

@@ -114,20 +114,20 @@ def test_import_reimport_and_a_grown_log(url: str, tmp_path: Path):
     log.write_text("".join(lines[:3]), encoding="utf-8")  # the first three exchanges
     key = "anthropic:audit"
     with service(url, tmp_path) as svc:
-        (first,) = svc.import_file(log)
+        (first,) = svc.imports.import_file(log)
         assert (first.thread, first.format, first.messages, first.tool_calls, first.compactions, first.requests) == (
             key, "anthropic", 8, 4, 1, 3)
         log.write_text("".join(lines), encoding="utf-8")  # the log grew
-        (grown,) = svc.import_file(log)
+        (grown,) = svc.imports.import_file(log)
         # the first import closed the then unanswered call (a plain import is final); its result, logged
         # later, is kept as a duplicate result beside that marker
         assert (grown.messages, grown.compactions, grown.requests, grown.already_stored) == (5, 2, 4, 7)
         assert grown.repairs == {"duplicate_result": 1, "missing_result": 1}
-        (again,) = svc.import_file(log)
+        (again,) = svc.imports.import_file(log)
         assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 12)
         msgs = stored(svc, key)
         assert len(msgs) == 13 and msgs[9].content == "refund() never checks whether the charge was already refunded."
-        cleared, compacted, failed = svc.source_compactions(key)
+        cleared, compacted, failed = svc.reads.source_compactions(key)
         assert (cleared.kind, cleared.trigger, cleared.tokens_before, cleared.forgotten) == (
             "prune", "input_tokens ≥ 30,000", 34100, ("toolu_A1",))
         assert cleared.replaced_first_id == cleared.replaced_last_id == msgs[2].id
@@ -135,7 +135,7 @@ def test_import_reimport_and_a_grown_log(url: str, tmp_path: Path):
         assert (compacted.after_message_id, compacted.replaced_first_id, compacted.replaced_last_id) == (
             msgs[8].id, msgs[0].id, msgs[8].id)
         assert (failed.summary, failed.details["failed"], failed.replaced_first_id) == (None, True, None)
-        st = svc.status(key)
+        st = svc.compaction.status(key)
         assert (st.basis, st.source_compact_count) == ("source", 3)
         # the failed compaction replaced nothing: the source's boundary is the one before it
         assert "(#1): its summary" in (st.source_detail or "")
@@ -145,8 +145,8 @@ def test_the_timeline_says_what_the_api_did(tmp_path: Path):
     from inspector_app.timeline.pages import source_headline
 
     with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
-        svc.import_file(LOG)
-        heads = [source_headline(sc) for sc in svc.source_compactions("anthropic:compaction-log")]
+        svc.imports.import_file(LOG)
+        heads = [source_headline(sc) for sc in svc.reads.source_compactions("anthropic:compaction-log")]
     assert heads == [
         "Anthropic cleared 1 tool result(s) here · 34,100 tokens before · trigger input_tokens ≥ 30,000 · recorded by the source",
         "Anthropic compacted here · 64,350 tokens before · trigger input_tokens ≥ 60,000 · recorded by the source",
@@ -166,7 +166,7 @@ def test_a_growing_log_is_followed(tmp_path: Path):
     folder.mkdir()
     log = folder / "audit.jsonl"
     with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
-        follower = svc.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
+        follower = svc.imports.follow_sessions([str(folder)], home=str(home), debounce_ms=200)
 
         def wait_for(n: int) -> None:
             start = time.monotonic()
@@ -188,7 +188,7 @@ def test_a_growing_log_is_followed(tmp_path: Path):
             with log.open("a", encoding="utf-8") as fh:
                 fh.write("".join(lines[3:5]))
             wait_for(8)
-            assert [c.kind for c in svc.source_compactions("anthropic:audit")] == ["prune", "summary"]
+            assert [c.kind for c in svc.reads.source_compactions("anthropic:audit")] == ["prune", "summary"]
             assert not follower.errors
         finally:
             follower.stop()

@@ -144,11 +144,11 @@ def test_kilo_import_is_idempotent_and_keeps_its_condense(tmp_path: Path):
     before = _digest(KILO)
     key = f"cline:{KILO.name}"
     with service(f"sqlite:///{tmp_path / 'k.db'}", tmp_path) as svc:
-        (r,) = svc.import_file(KILO)
+        (r,) = svc.imports.import_file(KILO)
         assert (r.thread, r.messages, r.tool_calls, r.compactions, r.requests) == (key, 10, 4, 1, 4)
-        (again,) = svc.import_file(KILO / "ui_messages.json")
+        (again,) = svc.imports.import_file(KILO / "ui_messages.json")
         assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 10)
-        (c,) = svc.source_compactions(key)
+        (c,) = svc.reads.source_compactions(key)
         assert (c.source, c.tokens_before, c.summary[:22]) == ("cline", 12760, "## Conversation Summar")
         assert len(stored(svc, key)) == 10
     assert _digest(KILO) == before
@@ -213,15 +213,15 @@ def _digest(folder: Path) -> dict[str, str]:
 def test_import_and_reimport_leave_the_task_folder_untouched(url: str, tmp_path: Path):
     before = _digest(CLINE)
     with service(url, tmp_path) as svc:
-        (first,) = svc.import_file(CLINE)
+        (first,) = svc.imports.import_file(CLINE)
         assert (first.thread, first.messages, first.tool_calls, first.compactions, first.requests) == (
             "cline:1764843000000", 15, 6, 1, 6)
-        (again,) = svc.import_file(CLINE / "api_conversation_history.json")  # any file of the folder: the same thread
+        (again,) = svc.imports.import_file(CLINE / "api_conversation_history.json")  # any file of the folder: the same thread
         assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 15)
-        (c,) = svc.source_compactions("cline:1764843000000")
+        (c,) = svc.reads.source_compactions("cline:1764843000000")
         assert (c.source, c.trigger, c.tokens_before, c.summary[:24]) == ("cline", "auto", 11923, "1. Previous Conversation")
         assert [m.role for m in stored(svc, "cline:1764843000000")][:3] == ["user", "assistant", "tool"]
-        (roo,) = svc.import_file(ROO)
+        (roo,) = svc.imports.import_file(ROO)
         assert (roo.thread, roo.messages, roo.compactions, roo.requests) == (f"cline:{ROO.name}", 14, 1, 5)
     assert _digest(CLINE) == before
 
@@ -235,12 +235,12 @@ def test_reimport_after_the_task_grew(tmp_path: Path):
     shutil.copytree(CLINE, task)
     _write(task, api[:7], [r for r in ui if r["ts"] < 1764843000700])
     with service(f"sqlite:///{tmp_path / 'g.db'}", tmp_path) as svc:
-        (r1,) = svc.import_file(task)
+        (r1,) = svc.imports.import_file(task)
         assert (r1.messages, r1.compactions, r1.requests) == (8, 0, 3)
         _write(task, api, ui)
-        (r2,) = svc.import_file(task)
+        (r2,) = svc.imports.import_file(task)
         assert (r2.messages, r2.compactions, r2.requests, r2.already_stored) == (7, 1, 3, 8)
-        assert len(stored(svc, "cline:1764843000000")) == 15 and len(svc.source_compactions("cline:1764843000000")) == 1
+        assert len(stored(svc, "cline:1764843000000")) == 15 and len(svc.reads.source_compactions("cline:1764843000000")) == 1
 
 
 def test_default_locations_find_task_folders_on_a_fake_home(tmp_path: Path):
@@ -287,5 +287,5 @@ def test_roo_history_item_gives_workspace_and_a_subtask_its_parent(tmp_path: Pat
     item = json.loads((child / "history_item.json").read_text())
     (child / "history_item.json").write_text(json.dumps({**item, "id": child.name, "parentTaskId": ROO.name}))
     with service(f"sqlite:///{tmp_path / 'sub.db'}", tmp_path) as svc:
-        (r,) = svc.import_file(child)
+        (r,) = svc.imports.import_file(child)
         assert (r.thread, r.parent_thread) == (f"cline:{ROO.name}/{child.name}", f"cline:{ROO.name}")

@@ -121,9 +121,9 @@ def test_a_manual_checkpoint_without_a_tool_call_is_read(tmp_path: Path):
 def test_restore_checkpoint_reimport_is_idempotent(tmp_path: Path):
     key = "gemini-cli:2026-11-30T10-03-05_412Z-util.py-replace@9b0e4f1c2d3a"
     with service(f"sqlite:///{tmp_path / 'r.db'}", tmp_path) as svc:
-        (r,) = svc.import_file(RESTORE)
+        (r,) = svc.imports.import_file(RESTORE)
         assert (r.thread, r.messages, r.tool_calls, r.compactions) == (key, 7, 2, 0)
-        (again,) = svc.import_file(RESTORE)
+        (again,) = svc.imports.import_file(RESTORE)
         assert (again.messages, again.compactions, again.already_stored) == (0, 0, 7)
         msgs = stored(svc, key)
         assert [m.role for m in msgs] == ["user", "assistant", "user", "assistant", "tool", "assistant", "tool"]
@@ -131,11 +131,11 @@ def test_restore_checkpoint_reimport_is_idempotent(tmp_path: Path):
 
 def test_import_is_idempotent_and_keeps_the_compaction(tmp_path: Path):
     with service(f"sqlite:///{tmp_path / 'g.db'}", tmp_path) as svc:
-        (r,) = svc.import_file(JSONL)
+        (r,) = svc.imports.import_file(JSONL)
         assert (r.thread, r.messages, r.tool_calls, r.compactions, r.requests) == (KEY, 12, 4, 1, 5)
-        (again,) = svc.import_file(JSONL)
+        (again,) = svc.imports.import_file(JSONL)
         assert (again.messages, again.compactions, again.requests, again.already_stored) == (0, 0, 0, 12)
-        (c,) = svc.source_compactions(KEY)
+        (c,) = svc.reads.source_compactions(KEY)
         assert (c.source, c.trigger, c.tokens_before) == ("gemini-cli", "auto", 9700)
         msgs = stored(svc, KEY)
         assert len(msgs) == 12 and msgs[-1].content == "Added the docstring."
@@ -151,8 +151,8 @@ def test_follow_a_growing_session_file(tmp_path: Path):
         msgs = stored(svc, KEY)
         # all but the last reply (a reply may still gain calls or tokens while the file grows) and the compaction
         assert len(msgs) == 11 and msgs[-1].content == "Now add a docstring to slug()"
-        assert len(svc.source_compactions(KEY)) == 1
-        (r,) = svc.import_file(target)  # the finished file: only that reply is new
+        assert len(svc.reads.source_compactions(KEY)) == 1
+        (r,) = svc.imports.import_file(target)  # the finished file: only that reply is new
         assert (r.messages, r.already_stored) == (1, 11) and len(stored(svc, KEY)) == 12
 
 

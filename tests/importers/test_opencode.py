@@ -120,12 +120,12 @@ def _digest(root: Path) -> str:
 def test_import_and_reimport_leave_the_storage_untouched(url: str, tmp_path: Path):
     before = _digest(ROOT)
     with service(url, tmp_path) as svc:
-        reports = svc.import_file(ROOT)
+        reports = svc.imports.import_file(ROOT)
         assert [(r.thread, r.messages, r.tool_calls, r.compactions, r.requests) for r in reports] == [
             (KEY, 17, 6, 2, 7), (SUBKEY, 4, 1, 0, 2)]
-        again = svc.import_file(INFO)
+        again = svc.imports.import_file(INFO)
         assert [(r.thread, r.messages, r.compactions, r.requests, r.already_stored) for r in again] == [(KEY, 0, 0, 0, 17)]
-        kinds = sorted((c.kind, c.trigger, c.tokens_before) for c in svc.source_compactions(KEY))
+        kinds = sorted((c.kind, c.trigger, c.tokens_before) for c in svc.reads.source_compactions(KEY))
         assert kinds == [("prune", "auto", None), ("summary", "auto", 11350)]
         assert [m.role for m in stored(svc, SUBKEY)] == ["user", "assistant", "tool", "assistant"]
     assert _digest(ROOT) == before
@@ -143,13 +143,13 @@ def test_reimport_after_the_session_grew(tmp_path: Path):
         mp.rename(held / mp.name)
     info = root / "session" / PROJ / f"{SA}.json"
     with service(f"sqlite:///{tmp_path / 'g.db'}", tmp_path) as svc:
-        (r1,) = svc.import_file(info)
+        (r1,) = svc.imports.import_file(info)
         assert (r1.messages, r1.compactions, r1.requests) == (14, 1, 7)  # the prune is already marked
         for mp in later:
             (held / mp.name).rename(root / "message" / SA / mp.name)
-        (r2,) = svc.import_file(info)
+        (r2,) = svc.imports.import_file(info)
         assert (r2.messages, r2.compactions, r2.requests, r2.already_stored) == (3, 1, 0, 14)
-        assert len(stored(svc, KEY)) == 17 and len(svc.source_compactions(KEY)) == 2
+        assert len(stored(svc, KEY)) == 17 and len(svc.reads.source_compactions(KEY)) == 2
 
 
 def test_default_location_lists_sessions_and_follow_maps_message_and_part_files(tmp_path: Path):
@@ -227,14 +227,14 @@ def test_the_newer_sqlite_database_reads_as_the_files_do_and_is_left_untouched(t
     assert detect_format(db) == "opencode"
     before = hashlib.sha256(db.read_bytes()).hexdigest()
     with service(f"sqlite:///{tmp_path / 'in.db'}", tmp_path) as svc:
-        reports = svc.import_file(db)
+        reports = svc.imports.import_file(db)
         assert [(r.thread, r.messages, r.tool_calls, r.compactions, r.requests) for r in reports] == [
             (KEY, 17, 6, 2, 7), (SUBKEY, 4, 1, 0, 2)]
         assert any("part prt_09a3f1c2b033Kq7RmT2vXb9LpW: its data is not a JSON object; skipped" in w for w in reports[1].warnings)
-        assert [(r.messages, r.already_stored) for r in svc.import_file(db)] == [(0, 17), (0, 4)]
+        assert [(r.messages, r.already_stored) for r in svc.imports.import_file(db)] == [(0, 17), (0, 4)]
         files = [m.content for m in stored(svc, KEY)]
     with service(f"sqlite:///{tmp_path / 'files.db'}", tmp_path) as svc:
-        svc.import_file(ROOT)
+        svc.imports.import_file(ROOT)
         assert [m.content for m in stored(svc, KEY)] == files  # the same thread from the files and from the database
     assert hashlib.sha256(db.read_bytes()).hexdigest() == before and not list(tmp_path.glob("opencode.db-*"))
 

@@ -81,16 +81,16 @@ def test_a_cut_line_is_named_and_the_other_instances_are_kept():
 
 def test_import_writes_every_instance_and_reimport_adds_nothing(url: str, tmp_path: Path):
     with service(url, tmp_path) as svc:
-        first = svc.import_file(OUT)
+        first = svc.imports.import_file(OUT)
         assert [(r.thread, r.messages, r.tool_calls, r.compactions, r.requests) for r in first] == [
             (KEYS[0], 8, 4, 1, 3), (KEYS[1], 6, 3, 1, 2), (KEYS[2], 1, 0, 0, 0)]
-        again = svc.import_file(OUT)
+        again = svc.imports.import_file(OUT)
         assert [(r.messages, r.compactions, r.requests, r.already_stored) for r in again] == [
             (0, 0, 0, 8), (0, 0, 0, 6), (0, 0, 0, 1)]
         assert [len(stored(svc, k)) for k in KEYS] == [8, 6, 1]
-        (c,) = svc.source_compactions(KEYS[0])
+        (c,) = svc.reads.source_compactions(KEYS[0])
         assert c.source == "openhands-eval" and c.summary.startswith("pytest: 1 failure")
-        assert svc.thread(KEYS[1]).source_format == "openhands-eval"
+        assert svc.reads.thread(KEYS[1]).source_format == "openhands-eval"
 
 
 def test_follow_picks_up_instances_as_the_run_appends_them(tmp_path: Path):

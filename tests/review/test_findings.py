@@ -40,7 +40,7 @@ def service(tmp_path: Path, policies: dict[str, Any] | None = None, **kw: Any) -
 
 
 def thread(svc: Service, key: str = "t") -> str:
-    svc.create_thread(key, system_prompt="You are a careful support agent.")
+    svc.runs.create_thread(key, system_prompt="You are a careful support agent.")
     return key
 
 
@@ -50,7 +50,7 @@ def route(svc: Service, key: str) -> None:
 
 
 def add(svc: Service, key: str, *messages) -> list[int]:
-    return [svc.append_message(key, m) for m in messages]
+    return [svc.runs.append_message(key, m) for m in messages]
 
 
 def finished_turns(svc: Service, key: str, n: int, tag: str = "") -> None:
@@ -89,11 +89,11 @@ def test_pressure_summary_whose_boundary_is_a_pruned_result_is_persisted(tmp_pat
         big_round(svc, key, r)
     route(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
-    reasons = [e.data.get("reason") for e in svc.events(key) if e.kind == "summary_rejected"]
+    reasons = [e.data.get("reason") for e in svc.reads.events(key) if e.kind == "summary_rejected"]
     assert "cas_conflict" not in reasons
-    assert out.action == "summarized" and svc.compaction_state(key).boundary is not None
+    assert out.action == "summarized" and svc.reads.compaction_state(key).boundary is not None
 
 
 def test_manual_compaction_past_a_pruned_result(tmp_path: Path) -> None:
@@ -104,10 +104,10 @@ def test_manual_compaction_past_a_pruned_result(tmp_path: Path) -> None:
     big_round(svc, key, 0)  # the run ended right after the tool result (e.g. it failed)
     add(svc, key, user(REQUEST), assistant(filler(1500, "Final answer.")))
     route(svc, key)
-    assert svc.compact_for_pressure(key, RunState()).reason == "prune_enough"
-    assert svc.offloads(key)
+    assert svc.steps.compact_for_pressure(key, RunState()).reason == "prune_enough"
+    assert svc.reads.offloads(key)
 
-    result = svc.compact(key)
+    result = svc.compaction.compact(key)
 
     assert result.status == "completed"
 
@@ -127,12 +127,12 @@ def test_concurrent_prune_of_the_same_result_is_a_no_op(tmp_path: Path) -> None:
     other = service(tmp_path)  # a second agent process on the same database
     key = thread(svc)
     _three_big_results(svc, key)
-    svc.compactor.workdir = HookedWorkdir(tmp_path / "wd", lambda: other.compact_for_pressure(key, RunState()))
+    svc.compactor.workdir = HookedWorkdir(tmp_path / "wd", lambda: other.steps.compact_for_pressure(key, RunState()))
 
-    out = svc.compact_for_pressure(key, RunState())  # raises today
+    out = svc.steps.compact_for_pressure(key, RunState())  # raises today
 
     assert out.tokens_after < out.threshold
-    assert svc.compaction_state(key).generation == 1  # one real surface change, one bump
+    assert svc.reads.compaction_state(key).generation == 1  # one real surface change, one bump
 
 
 def test_prune_behind_a_concurrently_moved_boundary_does_not_bump_generation(tmp_path: Path) -> None:
@@ -145,13 +145,13 @@ def test_prune_behind_a_concurrently_moved_boundary_does_not_bump_generation(tmp
         add(svc, key, assistant(f"Report {i} fetched."))
     finished_turns(svc, key, 8)
     route(svc, key)
-    svc.compactor.workdir = HookedWorkdir(tmp_path / "wd", lambda: other.compact(key))  # manual, mid-prune
+    svc.compactor.workdir = HookedWorkdir(tmp_path / "wd", lambda: other.compaction.compact(key))  # manual, mid-prune
 
-    svc.compact_for_pressure(key, RunState())
+    svc.steps.compact_for_pressure(key, RunState())
 
-    state = svc.compaction_state(key)
+    state = svc.reads.compaction_state(key)
     assert state.boundary is not None
-    assert all(mid > state.boundary for mid in svc.offloads(key)), "offload recorded behind the boundary"
+    assert all(mid > state.boundary for mid in svc.reads.offloads(key)), "offload recorded behind the boundary"
     # only the manual summaries changed the surface: no generation bump for the stale prune
     assert state.generation == state.compact_count
 
@@ -171,17 +171,17 @@ def test_small_preview_budget_fails_closed_or_is_rejected(tmp_path: Path) -> Non
     big_round(svc, key, 0, tokens=500)
     route(svc, key)
 
-    svc.compact_for_pressure(key, RunState())  # raises PreviewBudgetError today
+    svc.steps.compact_for_pressure(key, RunState())  # raises PreviewBudgetError today
 
-    assert not svc.offloads(key)
+    assert not svc.reads.offloads(key)
 
 
 def test_set_policy_rejects_a_policy_that_cannot_resolve(tmp_path: Path) -> None:
     svc = service(tmp_path)
     key = thread(svc)
     with pytest.raises(PolicyError):
-        svc.set_policy({"context_window": WINDOW, "default": {"threshold_tokens": WINDOW * 2}})
-    svc.status(key)
+        svc.steering.set_policy({"context_window": WINDOW, "default": {"threshold_tokens": WINDOW * 2}})
+    svc.compaction.status(key)
 
 
 def test_orphan_tool_result_is_refused_or_kept_off_the_surface(tmp_path: Path) -> None:
@@ -191,7 +191,7 @@ def test_orphan_tool_result_is_refused_or_kept_off_the_surface(tmp_path: Path) -
     try:
         add(svc, key, tool_result("no-such-call", "stray output", name="fetch"))
     except EngineError:
-        assert svc.message_count(key) == 1  # refused, nothing written
+        assert svc.reads.message_count(key) == 1  # refused, nothing written
         return
     assert is_balanced(history_part(build_surface(svc.store.snapshot(key))))
 
@@ -246,7 +246,7 @@ def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: Provide
     chat_server.script([_unavailable(), _unavailable()])
 
     with pytest.raises(EngineError):
-        svc.compact(key)
+        svc.compaction.compact(key)
 
     assert len(chat_server.requests) == 1
 
@@ -263,9 +263,9 @@ def test_truncated_summary_is_rejected(tmp_path: Path, chat_server: ProviderSimu
     chat_server.script([Reply.raw(cut)])
 
     with pytest.raises(EngineError):
-        svc.compact(key)
+        svc.compaction.compact(key)
 
-    assert svc.compaction_state(key).summary is None
+    assert svc.reads.compaction_state(key).summary is None
 
 
 # -- inspector read model ---------------------------------------------------------------------------
@@ -277,6 +277,6 @@ def test_pressure_history_carries_the_recorded_threshold(tmp_path: Path) -> None
     add(svc, key, user(REQUEST))
     route(svc, key)  # recorded with threshold=6400
 
-    [point] = svc.pressure_history(key)
+    [point] = svc.compaction.pressure_history(key)
 
     assert point.threshold == 6400

@@ -81,11 +81,11 @@ def seeded(admin_url: str, tmp_path: Path, key: str = "shared") -> None:
     """A long idle thread written by the schema owner (an agent)."""
     svc = open_service(admin_url, workdir=tmp_path / "wd", policies=POLICY)
     try:
-        svc.create_thread(key, title="shared thread", system_prompt="You are a careful support agent.")
+        svc.runs.create_thread(key, title="shared thread", system_prompt="You are a careful support agent.")
         for i in range(20):
-            svc.append_message(key, user(f"Question {i}: what does section {i} say?"))
-            svc.append_message(key, assistant(("The quarterly report lists revenue by region and churn by cohort. " * 12) + f"Answer {i}."))
-        svc.append_message(key, user("Last question: who owns doc-42?"))
+            svc.runs.append_message(key, user(f"Question {i}: what does section {i} say?"))
+            svc.runs.append_message(key, assistant(("The quarterly report lists revenue by region and churn by cohort. " * 12) + f"Answer {i}."))
+        svc.runs.append_message(key, user("Last question: who owns doc-42?"))
     finally:
         svc.close()
 
@@ -99,15 +99,15 @@ def test_viewer_opens_read_only_and_every_write_says_so_in_words(role_db, tmp_pa
     seeded(admin_url, tmp_path)
     svc = as_role(make("viewer"), tmp_path)
     try:
-        access = svc.access()
+        access = svc.steering.access()
         assert access["writable"] is False and access["reason"] == "role"
         assert access["words"] == "read-only: your database role cannot write"
         assert access["operator"].startswith("viewer_")
         # reading works: threads, pages, status, audit
-        assert [t.key for t in svc.list_threads()] == ["shared"]
-        assert svc.status("shared").tokens > 0
-        assert svc.audit() == []
-        for write in (lambda: svc.compact("shared"), lambda: svc.revert("shared"), lambda: svc.pin("shared", 1)):
+        assert [t.key for t in svc.reads.list_threads()] == ["shared"]
+        assert svc.compaction.status("shared").tokens > 0
+        assert svc.steering.audit() == []
+        for write in (lambda: svc.compaction.compact("shared"), lambda: svc.compaction.revert("shared"), lambda: svc.steering.pin("shared", 1)):
             with pytest.raises(EngineError) as caught:
                 write()
             assert caught.value.code == "read_only"
@@ -123,16 +123,16 @@ def test_operator_can_compact_pin_revert_and_read_the_audit_but_not_delete(role_
     url = make("operator")
     svc = as_role(url, tmp_path)
     try:
-        assert svc.access()["writable"] is True
-        role = svc.access()["operator"]
-        assert svc.compact("shared", reason="support ticket 7").status == "completed"
-        first = svc.messages_page("shared", limit=1)[0].message.id
-        svc.pin("shared", first, reason="keep the opening question")
-        svc.unpin("shared", first)
-        assert svc.revert("shared", reason="summary too short").action == "revert"
-        assert svc.revert("shared").action == "redo"
-        svc.set_thread_policy("shared", {"threshold_ratio": 0.7})
-        rows = svc.audit(thread="shared")
+        assert svc.steering.access()["writable"] is True
+        role = svc.steering.access()["operator"]
+        assert svc.compaction.compact("shared", reason="support ticket 7").status == "completed"
+        first = svc.reads.messages_page("shared", limit=1)[0].message.id
+        svc.steering.pin("shared", first, reason="keep the opening question")
+        svc.steering.unpin("shared", first)
+        assert svc.compaction.revert("shared", reason="summary too short").action == "revert"
+        assert svc.compaction.revert("shared").action == "redo"
+        svc.steering.set_thread_policy("shared", {"threshold_ratio": 0.7})
+        rows = svc.steering.audit(thread="shared")
         assert [a.action for a in rows] == ["compact", "pin", "unpin", "revert", "redo", "policy"]
         assert {a.operator for a in rows} == {role}
     finally:
