@@ -289,6 +289,15 @@ class CompactionModel(Model):
     def _input(self, call: Call, input: object, synced: bool) -> Any:
         return EngineSession.items_of(call.measured) if synced else input
 
+    def _start(self, synced: bool | None, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> tuple[bool, Call, Any]:
+        """One attempt's blocking work in one worker-thread trip: on the first (``synced`` None)
+        the route and configuration, then the step's start (:meth:`EngineThread.begin_call`) and
+        the model input built from its surface."""
+        if synced is None:
+            synced = self._prepare(system_instructions, input, tools, handoffs)
+        call = self.session.thread.begin_call()
+        return synced, call, self._input(call, input, synced)
+
     def _done(self, call: Call, response: _Output | None, usage: object) -> None:
         t = self.session.thread
         t.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
@@ -306,11 +315,12 @@ class CompactionModel(Model):
     async def get_response(self, system_instructions: str | None, input: Any, model_settings: Any, tools: list[Any], output_schema: Any, handoffs: list[Any], tracing: Any, **kwargs: Any) -> ModelResponse:
         t = self.session.thread
         try:
-            synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+            known: bool | None = None  # whether the input ends with the session's newest item (found on the first attempt)
             while True:
-                call = await asyncio.to_thread(t.begin_call)
+                synced, call, model_input = await asyncio.to_thread(self._start, known, system_instructions, input, tools, handoffs)
+                known = synced
                 try:
-                    response = await self.inner.get_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs)
+                    response = await self.inner.get_response(system_instructions, model_input, model_settings, tools, output_schema, handoffs, tracing, **kwargs)
                 except Exception as exc:
                     if await asyncio.to_thread(self._fail, call, exc, synced):
                         continue
@@ -326,13 +336,14 @@ class CompactionModel(Model):
         runner yet); one after it is recorded and raised."""
         t = self.session.thread
         try:
-            synced = await asyncio.to_thread(self._prepare, system_instructions, input, tools, handoffs)
+            known: bool | None = None  # whether the input ends with the session's newest item (found on the first attempt)
             while True:
-                call = await asyncio.to_thread(t.begin_call)
+                synced, call, model_input = await asyncio.to_thread(self._start, known, system_instructions, input, tools, handoffs)
+                known = synced
                 started = False
                 final: Any = None
                 try:
-                    async for event in self.inner.stream_response(system_instructions, self._input(call, input, synced), model_settings, tools, output_schema, handoffs, tracing, **kwargs):
+                    async for event in self.inner.stream_response(system_instructions, model_input, model_settings, tools, output_schema, handoffs, tracing, **kwargs):
                         started = True
                         if getattr(event, "type", None) == "response.completed":
                             final = getattr(event, "response", None)

@@ -174,19 +174,27 @@ def system_parts(messages: Sequence[ModelMessage]) -> list[Any]:
     return [p for m in messages if isinstance(m, ModelRequest) for p in m.parts if isinstance(p, SystemPromptPart) and not (p.metadata or {}).get(MARK)]
 
 
-def from_engine(stored: Sequence[tuple[Message, bool]]) -> list[ModelMessage]:
+#: built messages of :func:`from_engine`, by the stored messages they were built from (held, so an
+#: id is never reused while its entry lives) and whether each shows its preview
+BuiltCache = dict[tuple[tuple[int, bool], ...], tuple[tuple[Message, ...], ModelMessage]]
+
+
+def from_engine(stored: Sequence[tuple[Message, bool]], *, cache: BuiltCache | None = None) -> list[ModelMessage]:
     """Engine messages (each with "show its content as a preview") back as Pydantic AI messages:
     consecutive parts of one request are one request again; engine-made messages (summary,
-    synthetic request, notes) become requests with a system prompt or user prompt part."""
+    synthetic request, notes) become requests with a system prompt or user prompt part. With
+    ``cache``, a message built from the same stored message objects before is that one again (a
+    surface repeats its history on every call: it is not copied and validated again)."""
     out: list[ModelMessage] = []
     group: str | None = None
-    merged: dict[str, Any] | None = None
+    members: list[tuple[Message, bool]] = []
 
     def flush() -> None:
-        nonlocal merged, group
-        if merged is not None:
-            out.append(_load(merged))
-        merged, group = None, None
+        nonlocal group
+        if members:
+            out.append(_built(members, cache))
+        members.clear()
+        group = None
 
     for message, preview in stored:
         raw = message.metadata.get(META_RAW)
@@ -195,20 +203,42 @@ def from_engine(stored: Sequence[tuple[Message, bool]]) -> list[ModelMessage]:
             part = UserPromptPart(message.content) if message.role == "user" else SystemPromptPart(message.content, metadata={MARK: True})
             out.append(ModelRequest(parts=[part]))
             continue
-        raw = copy.deepcopy(raw)
-        if preview and raw.get("parts"):
-            raw["parts"][0]["content"] = message.content
         g = message.metadata.get(META_GROUP)
-        if raw.get("kind") == "request" and g is not None and g == group and merged is not None:
-            merged["parts"].extend(raw["parts"])
+        if raw.get("kind") == "request" and g is not None and g == group and members:
+            members.append((message, preview))
             continue
         flush()
+        members.append((message, preview))
         if raw.get("kind") == "request" and g is not None:
-            merged, group = raw, g
+            group = g
         else:
-            out.append(_load(raw))
+            flush()
     flush()
     return out
+
+
+def _built(members: Sequence[tuple[Message, bool]], cache: BuiltCache | None) -> ModelMessage:
+    """One Pydantic AI message from the stored messages of one group (a response, or the parts of
+    one request), each with its preview in place of the content when pruned."""
+    key = tuple((id(m), p) for m, p in members)
+    if cache is not None:
+        hit = cache.get(key)
+        if hit is not None and all(a is b for a, (b, _) in zip(hit[0], members)):
+            return hit[1]
+    merged: dict[str, Any] | None = None
+    for message, preview in members:
+        raw = copy.deepcopy(message.metadata[META_RAW])
+        if preview and raw.get("parts"):
+            raw["parts"][0]["content"] = message.content
+        if merged is None:
+            merged = raw
+        else:
+            merged["parts"].extend(raw["parts"])
+    assert merged is not None
+    built = _load(merged)
+    if cache is not None:
+        cache[key] = (tuple(m for m, _ in members), built)
+    return built
 
 
 def _with_system(messages: list[ModelMessage], parts: list[Any]) -> list[ModelMessage]:
@@ -292,6 +322,11 @@ class EngineCompaction(AbstractCapability[Any]):
             max_overflow_retries=max_overflow_retries,
         )
         self._call: Call | None = None
+        #: the history's messages taken in by this run (by identity: a run hands the same objects to
+        #: every request, so only the new ones are serialized and keyed), and the surface's built
+        #: messages (:func:`from_engine`); both dropped when the run ends
+        self._taken: dict[int, ModelMessage] = {}
+        self._built: BuiltCache = {}
 
     @property
     def service(self) -> Any:
@@ -301,28 +336,45 @@ class EngineCompaction(AbstractCapability[Any]):
         self.engine.close()
 
     # -- blocking steps ---------------------------------------------------------------------------
-    def _intake(self, model: object, messages: Sequence[ModelMessage], params: object, ctx: object = None) -> None:
+    def _new(self, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        """The agent's messages of ``messages`` this run has not taken in (the surface's own, marked, never)."""
+        taken = self._taken
+        return [m for m in messages if taken.get(id(m)) is not m and not (m.metadata or {}).get(MARK)]
+
+    def _took(self, messages: Sequence[ModelMessage]) -> None:
+        """``messages`` are stored (their transaction committed)."""
+        self._taken.update((id(m), m) for m in messages)
+
+    def _ended(self) -> None:
+        self._taken.clear()
+        self._built.clear()
+
+    def _intake(self, model: object, messages: Sequence[ModelMessage], params: object, ctx: object = None) -> list[ModelMessage]:
         t = self.engine
         t.route(*_route(model))
         t.configure(_system_prompt(messages, params), _tools(params) if params is not None else _tool_defs(ctx))
-        t.stage(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
+        new = self._new(messages)
+        t.stage(to_engine(new))
+        return new
 
     def _surface(self, measured: object, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         items = [(i.message, i.pruned) for i in surface_items(measured)]
-        built = [replace(m, metadata={**(m.metadata or {}), MARK: True}) for m in from_engine(items)]
+        built = [replace(m, metadata={**(m.metadata or {}), MARK: True}) for m in from_engine(items, cache=self._built)]
         return _with_system(built, system_parts(messages))
 
     def _prepare(self, model: object, messages: list[ModelMessage], params: object) -> tuple[Call, list[ModelMessage]]:
-        self._intake(model, messages, params)
+        new = self._intake(model, messages, params)
         call = self.engine.begin_call()
+        self._took(new)
         return call, self._surface(call.measured, messages)
 
     def _compacted(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor's work: settle the previous call from the response that arrived
         since, intake, pressure compaction, and the recorded request this history is for."""
         self._settle(messages)
-        self._intake(ctx.model, messages, None, ctx)
+        new = self._intake(ctx.model, messages, None, ctx)
         self._call = self.engine.begin_call()
+        self._took(new)
         return self._surface(self._call.measured, messages)
 
     def _settle(self, messages: Sequence[ModelMessage]) -> None:
@@ -338,10 +390,13 @@ class EngineCompaction(AbstractCapability[Any]):
     def end(self, result: Any = None) -> None:
         """For the history-processor form (the capability does this in ``after_run``): store the
         run's final response, settle its call and end the engine run. Blocking."""
-        if result is not None:
-            messages = result.all_messages()
-            self._settle(messages)
-            self.engine.persist(to_engine([m for m in messages if not (m.metadata or {}).get(MARK)]))
+        try:
+            if result is not None:
+                messages = result.all_messages()
+                self._settle(messages)
+                self.engine.persist(to_engine(self._new(messages)))
+        finally:
+            self._ended()
         self.engine.end_run()
 
     def _fail(self, call: Call, error: BaseException) -> bool:
@@ -374,11 +429,13 @@ class EngineCompaction(AbstractCapability[Any]):
 
     def _finish(self, result: Any) -> None:
         try:  # the final response is not in any later request: store it before the run ends
-            self.engine.persist(to_engine([m for m in result.all_messages() if not (m.metadata or {}).get(MARK)]))
+            self.engine.persist(to_engine(self._new(result.all_messages())))
         finally:
+            self._ended()
             self.engine.end_run()
 
     async def on_run_error(self, ctx: object, *, error: BaseException) -> Any:
+        self._ended()
         await asyncio.to_thread(self.engine.fail_run, error)
         raise error
 
