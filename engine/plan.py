@@ -80,8 +80,18 @@ def request_budgets(policy: ResolvedPolicy, *, identifiers: int, room: int | Non
 def room_after(target: int, *, envelope: int, removed: int, previous_summary: int, framing: int) -> int:
     """What a new summary may take so that the envelope after it is at or under ``target``:
     ``envelope`` minus the ``removed`` messages and the ``previous_summary`` message it replaces,
-    minus the new summary message's ``framing``."""
-    return target - (envelope - removed - previous_summary) - framing
+    minus the new summary message's ``framing``.
+
+    When the target is out of reach whatever the summary (that room is below the floor,
+    :data:`engine.policy.SUMMARY_MIN_TOKENS`: the last call a compaction is allowed, with history
+    still over the target after its batch), the room is at least the previous summary's text: the
+    new summary may carry what that one carried (the envelope still shrinks by the batch) instead
+    of being cut to the floor. Measured (compact now on a whole 1M trace, 5 calls): the fifth
+    summary was cut from 18k to 303 tokens and research-1M kept 3,371 of 6,423 identifiers."""
+    room = target - (envelope - removed - previous_summary) - framing
+    if room < SUMMARY_MIN_TOKENS and previous_summary > framing:
+        return max(room, previous_summary - framing)
+    return room
 
 
 def summary_estimate(policy: ResolvedPolicy, *, framing: int, previous_summary: int = 0) -> Callable[[int], int]:

@@ -80,6 +80,10 @@ def test_the_projection_of_a_new_summary():
     assert summary_ceiling(pol) == math.floor(pol.target_tokens * 3 / 5)
     # the room: the target minus what stays after the compaction
     assert room_after(52_428, envelope=108_000, removed=70_000, previous_summary=18_012, framing=12) == 52_428 - (108_000 - 70_000 - 18_012) - 12
+    # the target out of reach whatever the summary (below the floor): the room is the previous summary's text,
+    # not the floor, so the last call allowed carries what the previous summary carried
+    assert room_after(52_428, envelope=600_000, removed=90_000, previous_summary=18_012, framing=12) == 18_000
+    assert room_after(52_428, envelope=600_000, removed=90_000, previous_summary=0, framing=12) < 0  # no previous summary: as it was
 
 
 def test_span_identifiers_counts_distinct_identifiers_not_visible_elsewhere():
