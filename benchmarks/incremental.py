@@ -7,10 +7,13 @@ process (memory figures are that process's own) and prints one JSON line; the pa
 rows. "today" is the path before the cache, in the same run: ``Store.snapshot`` read whole and
 measured whole (the compactor with ``snapshots=None``; for status the old miss path).
 
-- **pressure**: the trace replayed as the harness runs it (a run per user turn, the pressure path
-  before every model step, a completed request after it, offline extractive summarizer), then on
-  the final thread (below its threshold) the median of 20 pressure checks with nothing new, and of
-  20 checks each after one appended message; today vs incremental.
+- **pressure**: at every trace size (``--pressure-sizes``, 10k 100k 1M), the trace replayed as
+  the harness runs it (a run per user turn, the pressure path before every model step, a
+  completed request after it, offline extractive summarizer), then on the final thread (below its
+  threshold) the check itself (``Compactor.pressure``: read, measure, decide): the median of 200
+  checks with nothing new and of 50 checks each after one appended message (20 / 20 today), each
+  last answer asserted equal to a cold measure; today vs incremental, and the peers' per-step
+  check (chars/4, LangChain's ``before_model`` below its trigger) on the same final surface.
 - **status**: a SQLite thread of N messages (the realistic mix of benchmarks/store.py, bulk
   written, never compacted); in a fresh process, once the tokenizer, pools and imports are loaded
   (a status of a small thread), the first (cold) ``Service.status`` of the big one and its peak
@@ -44,7 +47,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent)]
@@ -193,9 +196,9 @@ def cmd_build(url: str, n: int, workdir: str) -> dict[str, Any]:
     svc = _service(url, Path(workdir), policies={"context_window": 128_000})
     try:
         t0 = time.perf_counter()
-        svc.create_thread(KEY, title=f"{n:,} messages", system_prompt="You are a support agent.")
+        svc.runs.create_thread(KEY, title=f"{n:,} messages", system_prompt="You are a support agent.")
         svc.store.bulk_append(KEY, stream_messages(n))
-        svc.create_thread("warmup", system_prompt="You are a support agent.")
+        svc.runs.create_thread("warmup", system_prompt="You are a support agent.")
         svc.store.bulk_append("warmup", stream_messages(40))
         return {"n": n, "build_s": round(time.perf_counter() - t0, 2)}
     finally:
@@ -213,24 +216,24 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
             with svc.store.engine.begin() as conn:
                 conn.execute(text("UPDATE messages SET tokens = NULL, tokens_key = NULL"))
             mode = "new"
-        svc.status("warmup")  # tokenizer, pools, imports: not part of the thread's cost
+        svc.compaction.status("warmup")  # tokenizer, pools, imports: not part of the thread's cost
         old_status(svc, "warmup")
         with PeakGrowth() as mem:
             t0 = time.perf_counter()
             cpu0 = time.process_time()
-            tokens = svc.status(KEY).tokens if mode == "new" else old_status(svc, KEY)
+            tokens = svc.compaction.status(KEY).tokens if mode == "new" else old_status(svc, KEY)
             cold = time.perf_counter() - t0
             cpu = time.process_time() - cpu0
         warm = []
         for _ in range(1 if mode == "old" else 20):  # today's path reads it all each time
             t0 = time.perf_counter()
-            svc.status(KEY) if mode == "new" else old_status(svc, KEY)
+            svc.compaction.status(KEY) if mode == "new" else old_status(svc, KEY)
             warm.append(time.perf_counter() - t0)
         after_one = []
         for i in range(1 if mode == "old" else 10):
-            svc.append_message(KEY, user(f"one more question {i}"))
+            svc.runs.append_message(KEY, user(f"one more question {i}"))
             t0 = time.perf_counter()
-            svc.status(KEY) if mode == "new" else old_status(svc, KEY)
+            svc.compaction.status(KEY) if mode == "new" else old_status(svc, KEY)
             after_one.append(time.perf_counter() - t0)
         return {"mode": mode, "tokens": tokens, "cold_ms": ms(cold), "cold_cpu_s": round(cpu, 2), "peak_growth_mb": round(mem.total_mb, 1),
                 "process_growth_mb": round(mem.process_mb, 1), "worker_peak_mb": round(mem.worker_mb, 1), "memory_method": mem.method,
@@ -242,7 +245,9 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
 def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
     from engine.compactor import RunState
     from engine.messages import assistant
-    from ours import MODEL, PROVIDER, policy
+    from engine.meter import default_meter
+    from engine.surface import build_surface, envelope_of
+    from ours import MODEL, PROVIDER, policy, summary_budget
     from traces import generate
 
     trace = generate(family, size)
@@ -251,55 +256,79 @@ def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
     svc = _service(f"sqlite:///{root / 'pressure.db'}", root / "wd", policies=policy(window))
     key = "bench"
     try:
-        svc.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
+        svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
         run = None
         per_step: list[float] = []
         started = time.perf_counter()
 
         def step() -> None:
             t0 = time.perf_counter()
-            out = svc.compact_for_pressure(key, run)
+            out = svc.steps.compact_for_pressure(key, run)
             if out.action == "none":
                 per_step.append(time.perf_counter() - t0)
-            tokens = out.measured.tokens if out.measured is not None else svc.measure(key, ephemeral=run.ephemeral).tokens
+            tokens = out.measured.tokens if out.measured is not None else svc.steps.measure(key, ephemeral=run.ephemeral).tokens
             rid = svc.store.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=tokens)
             svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=tokens, reported_completion_tokens=100)
 
         for m in trace.messages:
             if m.role == "user":
                 if run is not None:
-                    svc.finish_run(key, run.run_id)
-                svc.append_message(key, m)
-                run = RunState(run_id=svc.start_run(key))
+                    svc.runs.finish_run(key, run.run_id)
+                svc.runs.append_message(key, m)
+                run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if m.role == "assistant":
                 step()
-            svc.append_message(key, m, run_id=run.run_id if run else None)
+            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
         step()
         replay_s = time.perf_counter() - started
         assert run is not None
         snap = svc.store.snapshot(key)
         out: dict[str, Any] = {"trace": trace.name, "window": window, "replay_s": round(replay_s, 1), "messages_on_surface": len(snap.messages),
                                "incremental_wired": hasattr(svc.compactor, "_snapshot"), "per_step_replay_ms": ms(statistics.median(per_step)) if per_step else None}
-        for label, cache in (("today", None), ("incremental", svc.snapshots)):
+        # the peers' check (the middleware's before_model below its trigger) on the same final surface
+        surface = list(envelope_of(snap, build_surface(snap)).messages()[1:])  # the middleware's state holds no system prompt
+        out["peers"] = _peer_checks(trace, window, surface, summary_budget(window))
+
+        notes = run.ephemeral
+
+        def cold() -> int:  # the same thread read and measured whole: what every check must give
+            whole = svc.store.snapshot(key, with_busy=False)
+            return default_meter(MODEL).measure(envelope_of(whole, build_surface(whole, ephemeral=notes))).total
+
+        # the check itself (Compactor.pressure: read, measure, decide), as ours.py times it in the
+        # head-to-head; "today" is the path before the cache (snapshots=None: read and measure whole)
+        for label, cache, repeats in (("today", None, 20), ("incremental", svc.snapshots, 200)):
             svc.compactor.snapshots = cache
-            svc.compact_for_pressure(key, run)  # warm
+            svc.compactor.pressure(key, run)  # warm
             unchanged = []
-            for _ in range(20):
+            for _ in range(repeats):
                 t0 = time.perf_counter()
-                o = svc.compact_for_pressure(key, run)
+                o = svc.compactor.pressure(key, run)
                 unchanged.append(time.perf_counter() - t0)
-            assert o.reason == "below_threshold", o.reason
+            assert o.reason == "below_threshold" and o.tokens_before == cold(), (o.reason, o.tokens_before)
             grown = []
-            for i in range(20):
-                svc.append_message(key, assistant(f"{label} note {i}: still checking the results."), run_id=run.run_id)
+            for i in range(min(repeats, 50)):
+                svc.runs.append_message(key, assistant(f"{label} note {i}: still checking the results."), run_id=run.run_id)
                 t0 = time.perf_counter()
-                o = svc.compact_for_pressure(key, run)
+                o = svc.compactor.pressure(key, run)
                 grown.append(time.perf_counter() - t0)
-            out[label] = {"unchanged_ms": ms(statistics.median(unchanged)), "plus_one_ms": ms(statistics.median(grown)), "tokens": o.tokens_before}
+            assert o.reason == "below_threshold" and o.tokens_before == cold(), (o.reason, o.tokens_before)
+            out[label] = {"unchanged_ms": ms(statistics.median(unchanged)), "plus_one_ms": ms(statistics.median(grown)), "tokens": o.tokens_before,
+                          "exact": True}
         return out
     finally:
         svc.close()
+
+
+def _peer_checks(trace: Any, window: int, surface: list[Any], budget: int) -> dict[str, float | None]:
+    """Median ms of each peer's per-step check on ``surface`` (None when the peers cannot run)."""
+    import peers
+
+    if peers.available() is not None:
+        return {p: None for p in peers.STRATEGIES}
+    return {p: ms(peers.pressure_check_times(trace, p, threshold=window * 4 // 5, keep=window * 16 // 100, summary_tokens=budget,
+                                               messages=surface, repeats=50)) for p in peers.STRATEGIES}
 
 
 def cmd_writers(url: str, seconds: float, writers: int) -> dict[str, Any]:
@@ -330,8 +359,8 @@ def cmd_writers(url: str, seconds: float, writers: int) -> dict[str, Any]:
 def cmd_load(url: str, workdir: str, seconds: float, writers: int, mode: str) -> dict[str, Any]:
     svc = _service(url, Path(workdir), policies={"context_window": 128_000})
     try:
-        svc.status("warmup")
-        svc.status(KEY) if mode == "new" else old_status(svc, KEY)
+        svc.compaction.status("warmup")
+        svc.compaction.status(KEY) if mode == "new" else old_status(svc, KEY)
         proc = subprocess.Popen([sys.executable, __file__, "writers", "--url", url, "--seconds", str(seconds), "--writers", str(writers)],
                                 stdout=subprocess.PIPE, text=True)
         time.sleep(1.0)  # the writers are connected and appending
@@ -339,7 +368,7 @@ def cmd_load(url: str, workdir: str, seconds: float, writers: int, mode: str) ->
         end = time.monotonic() + seconds - 1.5
         while time.monotonic() < end:
             t0 = time.perf_counter()
-            svc.status(KEY) if mode == "new" else old_status(svc, KEY)
+            svc.compaction.status(KEY) if mode == "new" else old_status(svc, KEY)
             samples.append(time.perf_counter() - t0)
         out, _ = proc.communicate(timeout=seconds + 60)
         appended = json.loads(out.strip().splitlines()[-1])["appended"]
@@ -358,13 +387,18 @@ ISSUE_LOAD_P95_MS = 621.0
 PARTS = ("pressure", "status", "load")
 
 
+#: the trace sizes the pressure check is measured at (every size the head-to-head runs)
+PRESSURE_SIZES = (10_000, 100_000, 1_000_000)
+
+
 def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float, baseline_max: int,
-        parts: tuple[str, ...] | list[str] = PARTS) -> dict[str, Any]:
+        parts: tuple[str, ...] | list[str] = PARTS, pressure_sizes: Sequence[int] = PRESSURE_SIZES) -> dict[str, Any]:
     results: dict[str, Any] = {"pressure": [], "status": [], "load": []}
     with tempfile.TemporaryDirectory(prefix="bench-incremental-") as tmp:
-        for family in families if "pressure" in parts else ():
-            results["pressure"].append(child("pressure", "--family", family, "--size", "1000000", "--workdir", str(Path(tmp) / f"p-{family}")))
-            print(json.dumps(results["pressure"][-1]), file=sys.stderr)
+        for size in pressure_sizes if "pressure" in parts else ():
+            for family in families:
+                results["pressure"].append(child("pressure", "--family", family, "--size", str(size), "--workdir", str(Path(tmp) / f"p-{family}-{size}")))
+                print(json.dumps(results["pressure"][-1]), file=sys.stderr)
         for n in sizes if "status" in parts else ():
             url = f"sqlite:///{Path(tmp) / f'status-{n}.db'}"
             built = child("build", "--url", url, "--n", str(n), "--workdir", str(Path(tmp) / "wd"))
@@ -397,9 +431,12 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
     """Table rows (figure, value, notes) for docs/benchmarks.md."""
     out: list[list[str]] = []
     for p in r["pressure"]:
-        t, i = p["today"], p["incremental"]
-        out.append([f"Pressure check per step, {p['trace']} final thread ({p['messages_on_surface']:,} messages on the surface, window {p['window']:,})",
+        t, i, peer = p["today"], p["incremental"], p.get("peers") or {}
+        vs = (f"on the same surface the peers' check (before_model below its trigger) takes chars/4 {peer['chars/4']} ms, LangChain {peer['langchain']} ms; "
+              if peer.get("chars/4") is not None else "peers not installed; ")
+        out.append([f"Pressure check per step (Compactor.pressure), {p['trace']} final thread ({p['messages_on_surface']:,} messages on the surface, window {p['window']:,})",
                     f"{i['plus_one_ms']} ms after +1 message · {i['unchanged_ms']} ms unchanged",
+                    vs + f"both equal a cold measure ({i['tokens']:,} tokens); "
                     f"today {t['plus_one_ms']} / {t['unchanged_ms']} ms ({t['plus_one_ms'] / max(i['plus_one_ms'], 1e-9):.1f}× / {t['unchanged_ms'] / max(i['unchanged_ms'], 1e-9):.1f}×); replay {p['replay_s']} s"
                     + ("" if p["incremental_wired"] else "; NOTE: the compactor does not read through the cache yet (both columns are today's path)")])
     for s in r["status"]:
@@ -452,6 +489,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--load-seconds", type=float, default=8.0)
     ap.add_argument("--skip-baseline-above", type=int, default=1_000_000, help="no 'today' status run for larger threads")
     ap.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS), help="which figures to measure")
+    ap.add_argument("--pressure-sizes", type=int, nargs="+", default=list(PRESSURE_SIZES), help="trace sizes of the pressure check")
     args = ap.parse_args(argv)
     if args.cmd == "build":
         print(json.dumps(cmd_build(args.url, args.n, args.workdir)))
@@ -464,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     elif args.cmd == "load":
         print(json.dumps(cmd_load(args.url, args.workdir, args.seconds, args.writers, args.mode)))
     else:
-        r = run(args.sizes, args.families, args.pg_url, args.load_seconds, args.skip_baseline_above, args.parts)
+        r = run(args.sizes, args.families, args.pg_url, args.load_seconds, args.skip_baseline_above, args.parts, args.pressure_sizes)
         print("| Figure | Value | Notes |\n|---|---|---|")
         for row in rows(r):
             print("| " + " | ".join(row) + " |")

@@ -109,9 +109,9 @@ class Outcome:
         return self.generation_after > self.generation_before
 
     @classmethod
-    def between(cls, reason: str, start: "Measured", end: "Measured", calls: int = 0) -> "Outcome":
-        a, b = start.snapshot.state, end.snapshot.state
-        return cls(reason, start.tokens, end.tokens, end.policy.threshold, a.generation, b.generation, calls, a.boundary, b.boundary, end)
+    def between(cls, reason: str, start: "Measured", end: "Measured", calls: int = 0, threshold: int | None = None) -> "Outcome":
+        a, b, limit = start.snapshot.state, end.snapshot.state, end.policy.threshold if threshold is None else threshold
+        return cls(reason, start.tokens, end.tokens, limit, a.generation, b.generation, calls, a.boundary, b.boundary, end)
 
 
 @dataclass(frozen=True)
@@ -149,11 +149,11 @@ class Compactor:
         self.summarizer = summarizer
         self.workdir = workdir
         self.policies = policies
-        #: the incremental snapshots (:class:`engine.snapshots.SnapshotCache`) the Service shares;
-        #: None reads and measures every snapshot whole
+        #: the Service's incremental snapshots (:class:`engine.snapshots.SnapshotCache`); None: read and measure whole
         self.snapshots: Any = None
         self._measured: dict[str, tuple[tuple[Any, ...], Measured]] = {}  # thread -> (what, its measure)
         self._resolved: tuple[tuple[Any, ...], ResolvedPolicy] | None = None
+        self._threshold: tuple[ResolvedPolicy | None, int] = (None, 0)
 
     def _snapshot(self, thread: str) -> Snapshot:
         """The thread's snapshot for the automatic paths (no busy check), read incrementally."""
@@ -161,8 +161,7 @@ class Compactor:
 
     # -- measuring ------------------------------------------------------------------------
     def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
-        """The snapshot measured for a route; the same (immutable) snapshot object with the same
-        route, notes and policies again: the last :class:`Measured` (an unchanged thread's check)."""
+        """The snapshot measured for a route (the same snapshot object, route, notes, policies: the last one)."""
         provider, model = provider or snapshot.provider, model or snapshot.model
         how, last = (snapshot, provider, model, tuple(ephemeral), self.policies), self._measured.get(snapshot.thread)
         if last is None or last[0][0] is not snapshot or last[0][4] is not self.policies or last[0] != how:
@@ -183,7 +182,7 @@ class Compactor:
         return Measured(snapshot, surface, env, meter.measure(env), policy, meter)
 
     def _resolve(self, provider: str | None, model: str | None, reported: int | None, reported_by: str | None, thread: Any) -> ResolvedPolicy:
-        """``policies.resolve`` (pure; the policies are immutable), the last answer kept."""
+        # policies.resolve is pure (the policies are immutable): the last answer is kept
         key, last = (self.policies, provider, model, reported, reported_by, thread), self._resolved
         if last is None or last[0][0] is not self.policies or last[0] != key:
             last = self._resolved = (key, self.policies.resolve(provider, model, reported_window=reported, reported_by=reported_by, thread=thread))
@@ -199,8 +198,9 @@ class Compactor:
             g = snap.state.generation
             return Outcome("no_completed_request", 0, 0, 0, g, g, 0, snap.state.boundary, snap.state.boundary)
         m = self.measure(snap, ephemeral=run.ephemeral, provider=routed.provider, model=routed.model)
-        if m.tokens < m.policy.threshold:
-            return Outcome.between("below_threshold", m, m)
+        self._threshold = kept = t if (t := self._threshold)[0] is m.policy else (m.policy, m.policy.threshold)  # exact arithmetic: kept
+        if m.tokens < kept[1]:
+            return Outcome.between("below_threshold", m, m, threshold=kept[1])
         if not m.policy.policy.auto:
             return Outcome.between("auto_off", m, m)
         return m

@@ -672,8 +672,9 @@ def _version_statement(blobs: bool) -> Select[Any]:
 
 
 _VERSION = {blobs: _version_statement(blobs) for blobs in (True, False)}
-#: positions of the message counters in a version (an append changes these and nothing else)
+#: positions of the message counters in a version (an append changes these and nothing else): adjacent
 _COUNTERS = tuple(i for i, c in enumerate(_THREAD_KEY.selected_columns) if c.key in ("message_count", "last_message_id"))
+assert len(_COUNTERS) == 2 and _COUNTERS[1] == _COUNTERS[0] + 1
 _REQUEST_ROW = NamedTuple("_REQUEST_ROW", [(c.key, Any) for c in _REQUEST_COLUMNS])  # type: ignore[misc]
 
 
@@ -690,7 +691,8 @@ class ThreadVersion:
     @property
     def stable(self) -> tuple[Any, ...]:
         """The key without the message counters (equal: only messages were appended)."""
-        return tuple(v for i, v in enumerate(self.values[:_KEY_WIDTH]) if i not in _COUNTERS)
+        values = self.values
+        return values[: _COUNTERS[0]] + values[_COUNTERS[1] + 1 : _KEY_WIDTH]
 
     @property
     def last_message_id(self) -> int | None:
