@@ -4,6 +4,9 @@
 prompt and tool schemas, its recorded model requests) and feeds it, in order, into a thread of a
 *scratch* store: a temporary SQLite file with its own temporary Workdir, removed when the run ends
 (finished, failed or cancelled). Nothing is ever written to the source database: it is only read.
+The scratch file is a copy of an empty database the process migrated once (:func:`runs.open_scratch`);
+a sweep (:func:`run_sweep`) reads the source once for all its runs when the thread has at most
+:data:`runs.HELD_MESSAGES` messages.
 
 The scratch thread is driven as the harness drives a live one (:mod:`engine.harness.loop`), by
 :class:`EngineReplay`: a request of the user starts a run (its own :class:`RunState`); before every
@@ -12,9 +15,9 @@ over the incremental :class:`SnapshotCache`, what ``Service.compact_for_pressure
 envelope is measured (the compactor's measurement when it made one, else ``Compactor.measure``,
 what ``Service.measure`` calls); the first request is recorded as completed, so the thread is
 routed. A check that would find the envelope below the threshold (and so write nothing) is
-answered from the tally's sum without the database; the messages are bulk-appended through the
+answered from the tally's sum without the database; the messages are appended in one batch through the
 write door, and the real check made, at the first step that reaches the threshold (see
-:class:`EngineReplay`). A 100,000-message what-if takes minutes (docs/benchmarks.md).
+:class:`EngineReplay`). A 100,000-message what-if takes about a minute (docs/benchmarks.md).
 
 Where the agent called the model: before each assistant message; for an imported thread with
 recorded usage (Claude Code writes one response as several assistant messages), before the first

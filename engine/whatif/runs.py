@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -20,6 +21,7 @@ from ..policy import PolicySet, ResolvedPolicy
 from ..snapshots import SnapshotCache
 from ..step import StepDriver, StepStart
 from ..store import Store
+from ..store.db import code_head
 from ..summarizers.protocol import Summarizer
 from ..units import is_closing_marker, is_request, starts_turn
 from ..workdir import Workdir
@@ -81,8 +83,9 @@ class EngineReplay:
     meter's count of it — the per-message sum the incremental tally of :mod:`engine.snapshots`
     makes (no compaction happened since, so nothing else changed; ephemeral notes are the run's
     and none are added here). While that sum stays below the threshold the step costs no database
-    work; the messages are written (one ``bulk_append`` through the write door, which checks the
-    conversation invariants) and the real pressure path runs (``Compactor.pressure`` over the
+    work; the messages are written (one ``append_messages`` through the write door, which checks the
+    conversation invariants and stores each message's count from the meter's cache, where
+    :meth:`add` put it: ``bulk_append``, the import path, counts every message again) and the real pressure path runs (``Compactor.pressure`` over the
     :class:`SnapshotCache`, what ``Service.compact_for_pressure`` calls) at the first step whose sum
     reaches it, and also when a closing marker arrives (the surface may leave one out) or before
     the first measurement. Each real check compares its measurement with the sum; a difference
@@ -152,7 +155,7 @@ class EngineReplay:
                 self._pending = None
                 self._routed = True
             if self._buffer:
-                tx.bulk_append(self._buffer)
+                tx.append_messages(self._buffer)
         self._buffer = []
 
     def step(self) -> ReplayStep:
@@ -282,6 +285,26 @@ def _response_ends(source: Store, key: str) -> tuple[frozenset[int], int | None]
     """Message ids that end an imported response (its recorded usage), and the largest one."""
     ends = {r.message_id for r in _requests(source, key) if r.origin == "imported" and r.message_id is not None}
     return frozenset(ends), (max(ends) if ends else None)
+
+
+#: a sweep keeps the source's messages in memory (read once for all its runs) up to this many
+HELD_MESSAGES = 20_000
+
+
+class _SourceView:
+    """What every run of a what-if reads of the source thread: its system prompt and tool schemas,
+    the ends of its recorded responses, and its messages in order. ``hold=True`` (a sweep of a
+    thread of at most :data:`HELD_MESSAGES`) reads the messages once and keeps them for every run;
+    else each run reads them again in keyset pages (memory stays bounded)."""
+
+    def __init__(self, source: Store, key: str, *, hold: bool) -> None:
+        self.source, self.key = source, key
+        self.system_prompt, self.tools, _, _ = source.conversation_config(key)
+        self.ends, self.last_end = _response_ends(source, key)
+        self._held: list[Message] | None = list(_source_messages(source, key)) if hold else None
+
+    def messages(self) -> Iterator[Message]:
+        return iter(self._held) if self._held is not None else _source_messages(self.source, self.key)
 
 
 class _StepRule:
@@ -466,16 +489,16 @@ def _check(should_stop: ShouldStop | None) -> None:
         raise Cancelled("what-if cancelled; its scratch copy was removed and the source is unchanged")
 
 
-def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, settings: Mapping[str, Any], *, label: str,
+def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str, settings: Mapping[str, Any], *, label: str,
                ticker: _Ticker, should_stop: ShouldStop | None, summarizer: Summarizer | None, scratch_root: str | None) -> WhatIfRun:
     """One candidate run in its own scratch copy (removed afterwards, whatever happens)."""
     started = time.perf_counter()
     route = (t.provider, t.model) if t.provider and t.model else FALLBACK_ROUTE
-    system_prompt, tools, _, _ = source.conversation_config(t.key)
+    system_prompt, tools = view.system_prompt, view.tools
     directory = tempfile.mkdtemp(prefix="compaction-whatif-", dir=scratch_root or _scratch_root(t.message_count))
     scratch: Store | None = None
     try:
-        scratch = Store.open(f"sqlite:///{Path(directory) / 'scratch.db'}", create=True)
+        scratch = open_scratch(Path(directory) / "scratch.db")
         scratch.create_conversation(SCRATCH_KEY, title=f"what-if of {t.key}"[:200], provider=route[0], model=route[1],
                                     system_prompt=system_prompt, tools=tools)
         compactor = Compactor(scratch, summarizer=summarizer or make_summarizer(spec), workdir=Workdir(Path(directory) / "workdir"),
@@ -484,8 +507,8 @@ def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, set
         compactor.snapshots = snapshots
         replay = EngineReplay(scratch, SCRATCH_KEY, compactor=compactor, snapshots=snapshots, route=route)
         stats = _Stats(policy.context_window)
-        rule = _StepRule(*_response_ends(source, t.key))
-        for m in _source_messages(source, t.key):
+        rule = _StepRule(view.ends, view.last_end)
+        for m in view.messages():
             if rule.before(m):
                 _check(should_stop)
                 s = replay.step()
@@ -508,6 +531,33 @@ def _candidate(source: Store, t: _Thread, policy: ResolvedPolicy, spec: str, set
         if scratch is not None:
             scratch.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+_templates_lock = threading.Lock()
+#: the bytes of an empty scratch database at the code's schema head, by head (one per process)
+_templates: dict[str, bytes] = {}
+
+
+def open_scratch(path: Path) -> Store:
+    """A new, empty scratch store at ``path`` (a SQLite file) at the code's schema head.
+
+    Creating the schema runs the migrations (Alembic: ~0.3 s, most of a short what-if); the first
+    scratch copy of the process is migrated that way and its bytes kept, and every later one is
+    those bytes written to its own file (about a millisecond), then opened (and its schema checked)
+    as any database. The template is taken after its store is closed, so SQLite has moved the
+    write-ahead log into the file: the bytes are the whole database."""
+    head = code_head()
+    with _templates_lock:
+        image = _templates.get(head)
+        if image is None:
+            first = path.with_name(path.name + ".template")
+            Store.open(f"sqlite:///{first}", create=True).close()
+            image = first.read_bytes()
+            for leftover in (first, first.with_name(first.name + "-wal"), first.with_name(first.name + "-shm")):
+                leftover.unlink(missing_ok=True)
+            _templates[head] = image
+    path.write_bytes(image)
+    return Store.open(f"sqlite:///{path}")
 
 
 #: a memory-backed file system for the scratch copy when it has room (commits and Workdir writes
@@ -547,7 +597,7 @@ def run_whatif(
     ticker = _Ticker(progress, t.message_count)
     _check(should_stop)
     recorded = recorded_run(source, key, policies=policies, thread=t)
-    candidate = _candidate(source, t, policy, spec, parsed, label=_label(parsed), ticker=ticker, should_stop=should_stop,
+    candidate = _candidate(_SourceView(source, key, hold=False), t, policy, spec, parsed, label=_label(parsed), ticker=ticker, should_stop=should_stop,
                            summarizer=summarizer, scratch_root=scratch_root)
     ticker.tick(0, force=True)
     return WhatIfComparison(key, recorded, candidate)
@@ -577,10 +627,11 @@ def run_sweep(
     ticker = _Ticker(progress, t.message_count, runs=len(plans))
     _check(should_stop)
     recorded = recorded_run(source, key, policies=policies, thread=t)
+    view = _SourceView(source, key, hold=t.message_count <= HELD_MESSAGES)  # read once for every run
     runs = []
     for v, policy, spec in plans:
         s = {**base, name: v}
-        runs.append(_candidate(source, t, policy, spec, s, label=_label(s), ticker=ticker, should_stop=should_stop,
+        runs.append(_candidate(view, t, policy, spec, s, label=_label(s), ticker=ticker, should_stop=should_stop,
                                summarizer=summarizer_factory() if summarizer_factory else None, scratch_root=scratch_root))
     ticker.tick(0, force=True)
     return WhatIfSweep(key, name, parsed_values, tuple(runs), recorded)
