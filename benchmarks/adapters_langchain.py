@@ -132,6 +132,8 @@ class Probe:
     def __init__(self, tools: TraceTools) -> None:
         self.tools = tools
         self.overhead: list[float] = []
+        #: ours only: the middleware's CPU time per call (this thread's; a loaded machine inflates it less than wall time)
+        self.cpu: list[float] = []
         self.compacted: list[bool] = []
         self.seen: list[frozenset[str]] = []
         self.ever: set[str] = set()
@@ -165,12 +167,12 @@ def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
         generation = 0
 
         def wrap_model_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-            outside = 0.0
+            outside = outside_cpu = 0.0
             compacted = False
 
             def timed(req: Any) -> Any:
-                nonlocal outside, compacted
-                t = time.perf_counter()
+                nonlocal outside, outside_cpu, compacted
+                t, c = time.perf_counter(), time.thread_time()
                 counting[0] = False  # the probe's own read below is not the middleware's
                 probe.ever.update(m.id for m in request.messages)
                 gen = svc.compaction_state(key).generation
@@ -179,14 +181,16 @@ def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
                     return handler(req)
                 finally:
                     outside += time.perf_counter() - t
+                    outside_cpu += time.thread_time() - c
                     counting[0] = True
 
             probe.statements.append(0)
             counting[0] = True
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.thread_time()
             try:
                 return super().wrap_model_call(request, timed)
             finally:
+                probe.cpu.append(time.thread_time() - c0 - outside_cpu)
                 probe.call(time.perf_counter() - t0 - outside, compacted)
                 counting[0] = False
 
@@ -359,6 +363,7 @@ def score(trace: Trace, strategy: str, fail: bool, probe: Probe, requests: Seque
         "overhead_mean_ms": statistics.mean(probe.overhead) * 1e3 if probe.overhead else None,
         "overhead_max_ms": max(probe.overhead) * 1e3 if probe.overhead else None,
         "statements_median": statistics.median(probe.statements) if probe.statements else None,
+        "cpu_median_ms": statistics.median(probe.cpu) * 1e3 if probe.cpu else None,
         "summarizer_calls": summarizer.calls,
         "compactions": compactions,
         "steps_over_window": sum(1 for r in requests if r.prompt_tokens is not None and r.prompt_tokens > window),
@@ -404,10 +409,13 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
         normal = [r for r in results if r["strategy"] == s and r["variant"] == "normal"]
         failing = [r for r in results if r["strategy"] == s and r["variant"] != "normal"]
         overheads = [x for r in normal for x in [r["overhead_median_ms"]] if x is not None]
+        cpus = [x for r in normal for x in [r.get("cpu_median_ms")] if x is not None]
         kept = [r["identifiers_kept_after_compaction"] for r in normal if r["identifiers_kept_after_compaction"] is not None]
         out[s] = {
             "traces": [r["trace"] for r in normal],
             "overhead_median_ms": statistics.median(overheads) if overheads else None,
+            "cpu_median_ms": statistics.median(cpus) if cpus else None,
+            "statements_median": statistics.median(x for r in normal for x in [r.get("statements_median")] if x is not None) if s == "ours" else None,
             "summarizer_calls": sum(r["summarizer_calls"] for r in normal),
             "steps_over_window": sum(r["steps_over_window"] for r in normal),
             "model_calls": sum(r["model_calls"] for r in normal),
@@ -426,13 +434,16 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 def rows(summary: dict[str, Any]) -> list[list[str]]:
     """Markdown rows: metric, better, ours, LangChain (same columns for every row)."""
     o, lc = summary["ours"], summary["langchain"]
+    load = summary.get("load", "not recorded")
     n = len(o["traces"])
 
     def f(x: Any, fmt: str) -> str:
         return "–" if x is None else format(x, fmt)
 
     return [
-        [f"Middleware overhead per model call, median of the per-trace medians ({n} traces, real `create_agent` loop)", "lower", f(o["overhead_median_ms"], ".3g") + " ms", f(lc["overhead_median_ms"], ".3g") + " ms"],
+        [f"Middleware overhead per model call, median of the per-trace medians ({n} traces, real `create_agent` loop; ours: its CPU time and SQL statements per call too; load {load})",
+         "lower", f(o["overhead_median_ms"], ".3g") + " ms" + (f" (CPU {o['cpu_median_ms']:.3g} ms, {o['statements_median']:g} statements)" if o.get("cpu_median_ms") is not None else ""),
+         f(lc["overhead_median_ms"], ".3g") + " ms"],
         [f"Summarizer calls, total over {n} sessions", "lower", str(o["summarizer_calls"]), str(lc["summarizer_calls"])],
         [f"Model requests over the window (our meter on the wire request; of {o['model_calls']})", "lower", str(o["steps_over_window"]), str(lc["steps_over_window"])],
         ["Identifiers seen so far visible in the request right after each compaction, mean", "higher", f(o["identifiers_kept_pct"], ".1f") + " %", f(lc["identifiers_kept_pct"], ".1f") + " %"],
@@ -498,9 +509,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"bench": TAG, "summary": None, "skipped": missing}))
         return 0
     sizes = [int(s) for s in args.sizes.split(",")]
+    load = " / ".join(f"{x:.1f}" for x in os.getloadavg()) + " 1/5/15-min, 2 cores"
     t0 = time.perf_counter()
     results = bench(sizes, args.families.split(","), emit=lambda r: print(json.dumps(r, ensure_ascii=False), flush=True))
     summary = summarize(results)
+    summary["load"] = load
     print(json.dumps({"bench": TAG, "summary": summary, "seconds": time.perf_counter() - t0}, ensure_ascii=False))
     if args.markdown:
         print(render(summary, results), file=sys.stderr)
