@@ -712,13 +712,14 @@ class ThreadVersion:
         return model_request_record(_REQUEST_ROW(*(v if p is None else p(v) for p, v in zip(procs, row))))  # type: ignore[arg-type]
 
 
-_RAW: dict[tuple[str, str], _RawStatement] = {}
+_RAW: dict[tuple[str, str, str, str], _RawStatement] = {}
 
 
 def _raw(name: str, stmt: Select[Any], dialect: Any) -> _RawStatement:
-    found = _RAW.get((dialect.name, name))
+    key = (dialect.name, dialect.driver, dialect.paramstyle, name)  # the SQL text depends on the driver's paramstyle
+    found = _RAW.get(key)
     if found is None:
-        found = _RAW[dialect.name, name] = _RawStatement(stmt, dialect)
+        found = _RAW[key] = _RawStatement(stmt, dialect)
     return found
 
 
