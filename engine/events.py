@@ -144,8 +144,8 @@ class EventSink(Protocol):
 
 
 class ThreadEventSink(Protocol):
-    """What records an event row of a thread named by its key: ``engine.service.Service``,
-    ``engine.store.Store``."""
+    """What records an event row of a thread named by its key: ``engine.store.Store`` (``svc.steps.add_event``
+    writes through it)."""
 
     def add_event(self, key: str, kind: EventKind, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int: ...
 

@@ -278,14 +278,14 @@ def test_cas_conflict_loser_writes_nothing(make_service, new_key):
 
     def compact_first(call: int) -> None:
         if call == 0:
-            seen["result"] = winner.compact(key)
+            seen["result"] = winner.compaction.compact(key)
             seen["state"] = thread_state(winner, key)
 
     loser_summarizer = Hooked(compact_first)
     loser = make_service(loser_summarizer)
     over_threshold(loser, key)
 
-    out = loser.compact_for_pressure(key, RunState())
+    out = loser.steps.compact_for_pressure(key, RunState())
 
     assert seen["result"].status == "completed"
     assert loser_summarizer.calls == 1 and out.summarizer_calls == 1

@@ -178,16 +178,16 @@ def test_a_prune_and_a_summary_by_another_service_are_seen(factory: Any, new_key
     running_turn(a, key, rounds=5, result_tokens=2600)  # results over the limit: pruned first
     assert_status(a, key)
     assert_same(a.snapshots, a, key)
-    before = a.status(key)
-    run = RunState(run_id=b.start_run(key))
-    outcome = b.compact_for_pressure(key, run)
+    before = a.compaction.status(key)
+    run = RunState(run_id=b.runs.start_run(key))
+    outcome = b.steps.compact_for_pressure(key, run)
     assert outcome.progressed
-    after = a.status(key)
+    after = a.compaction.status(key)
     assert after.generation > before.generation and after.tokens < before.tokens
     assert_status(a, key)
     assert_same(a.snapshots, a, key)
     # the pressure path of the first service now measures the compacted thread, not its memory
-    out = a.compact_for_pressure(key, RunState(run_id=run.run_id))
+    out = a.steps.compact_for_pressure(key, RunState(run_id=run.run_id))
     assert out.tokens_before == full(a, key, model=MODEL)[2].total or out.progressed
 
 

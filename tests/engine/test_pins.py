@@ -144,7 +144,7 @@ def test_a_pin_made_during_a_pressure_summary_is_a_cas_conflict(request, new_key
 
     def before(i: int) -> None:
         if i == 0:
-            holder["svc"].pin(holder["key"], holder["pin"])
+            holder["svc"].steering.pin(holder["key"], holder["pin"])
 
     from .conftest import Hooked
     svc = request.getfixturevalue(factory)(Hooked(before))

@@ -37,7 +37,7 @@ def test_hint_through_service_status(make_service, new_key):
     probe = make_service(Counting())
     key = new_thread(probe, new_key("hint"))
     finished_turns(probe, key, 6)
-    tokens = probe.status(key).tokens
+    tokens = probe.compaction.status(key).tokens
     on = tokens * 20 // 17  # the largest threshold with tokens >= 85.0% of it
     off = -(-tokens * 1000 // 849)  # the smallest threshold with tokens <= 84.9% of it
 

@@ -260,10 +260,10 @@ def test_read_only_sqlite_opens_read_only_and_writes_nothing(tmp_path: Path, wha
         ro = Store.open(str(path))
         try:
             assert ro.read_only and not ro.writable
-            assert [t.key for t in ro.reads.list_threads()] == [key]
+            assert [t.key for t in ro.list_threads()] == [key]
             assert len(ro.snapshot(key).messages) == 4
             with pytest.raises(ReadOnlyDatabase) as info:
-                ro.runs.append_message(key, Message(role="user", content="more"))
+                ro.append_message(key, Message(role="user", content="more"))
             assert info.value.code == "read_only"
         finally:
             ro.close()
