@@ -185,6 +185,11 @@ def _install_sqlite_hooks(engine: Engine) -> None:
         cur = dbapi_conn.cursor()
         cur.execute("PRAGMA foreign_keys=ON")
         cur.execute(f"PRAGMA busy_timeout={_SQLITE_BUSY_TIMEOUT_MS}")
+        # WAL file (set by migrate): a commit is durable across an application crash once it returns;
+        # only an OS crash or power loss can undo the last commits, never corrupt (docs/architecture.md)
+        mode = cur.execute("PRAGMA journal_mode").fetchone()
+        if mode is not None and str(mode[0]).lower() == "wal":
+            cur.execute("PRAGMA synchronous=NORMAL")
         cur.close()
         _record.info["busy_timeout"] = _SQLITE_BUSY_TIMEOUT_MS
 

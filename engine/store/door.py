@@ -14,9 +14,10 @@ import logging
 import threading
 from typing import Any, Iterable, Mapping, Sequence, cast
 
-from sqlalchemy import CursorResult, bindparam, func, insert, select, text, update
+from sqlalchemy import BigInteger, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
+from sqlalchemy.orm.attributes import set_committed_value
 
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
 from ..events import EventKind
@@ -24,7 +25,7 @@ from ..messages import Message, ToolCall
 from ..meter import default_meter
 from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
-from .fleet import add_kept
+from .fleet import UNKNOWN_PPM, add_kept
 from .invariants import CallLedger
 from .models import (
     AUDIT_ACTIONS,
@@ -126,6 +127,36 @@ def _columns(row: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(row)
     out["metadata"] = out.pop("meta")
     return out
+
+
+_CONV = Conversation.__table__
+_COUNTERS: dict[str, Any] = {"message_count": bindparam("count"), "last_message_id": bindparam("last"), "updated_at": bindparam("now")}
+_KEPT_PLUS = _CONV.c.kept_tokens + bindparam("added")
+#: an append's one UPDATE of the conversation row: its counters and, as :func:`.fleet.add_kept` rules,
+#: the kept tokens plus the new rows' counts with the pressure recomputed (a never-measured thread
+#: stays unknown); compiled once. ``_APPENDED_UNCOUNTED``: a row without a count makes the figure
+#: unknown; ``_APPENDED``: counters only (the counts added nothing)
+_APPENDED_COUNTED = update(_CONV).where(_CONV.c.id == bindparam("cid")).values(
+    **_COUNTERS,
+    kept_tokens=_KEPT_PLUS,
+    pressure_ppm=case((_CONV.c.kept_tokens.is_(None), _CONV.c.pressure_ppm),
+                      (_CONV.c.kept_threshold > 0, sql_cast(_KEPT_PLUS, BigInteger) * 1_000_000 // _CONV.c.kept_threshold),
+                      else_=UNKNOWN_PPM),
+)
+_APPENDED_UNCOUNTED = update(_CONV).where(_CONV.c.id == bindparam("cid")).values(
+    **_COUNTERS, kept_tokens=None, pressure_ppm=case((_CONV.c.kept_tokens.is_(None), _CONV.c.pressure_ppm), else_=UNKNOWN_PPM),
+)
+_APPENDED = update(_CONV).where(_CONV.c.id == bindparam("cid")).values(**_COUNTERS)
+
+
+_REQUESTS = ModelRequestRow.__table__
+#: a model request recorded / completed (compiled once: on every model step's path; no ORM object
+#: of a request is loaded in the door, so there is nothing to synchronize)
+_INSERT_REQUEST = insert(_REQUESTS).returning(_REQUESTS.c.id)
+_COMPLETE_REQUEST = update(_REQUESTS).where(_REQUESTS.c.id == bindparam("rid"), _REQUESTS.c.conversation_id == bindparam("cid")).values(
+    outcome=bindparam("outcome"), reported_prompt_tokens=bindparam("prompt"), reported_completion_tokens=bindparam("completion"),
+    error_code=bindparam("code"), error_message=bindparam("message"),
+)
 
 
 #: which of some source keys a thread holds (one statement, compiled once: the keys are an expanding parameter)
@@ -260,11 +291,23 @@ class Locked(SourceWrites, ConversationReader):
         except IntegrityError as exc:
             raise self._duplicate_key(exc) from None
         self._ledger = ledger
-        add_kept(self.session, self.conv.id, rows)
-        self.conv.message_count += len(ids)
-        self.conv.last_message_id = ids[-1]
-        self.conv.updated_at = utcnow()
+        self._appended(conn, rows, ids)
         return ids
+
+    def _appended(self, conn: Any, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
+        """The conversation row after an append of ``rows`` (ids ``ids``): one UPDATE (compiled
+        once) of its counters and kept tokens; the loaded row takes the counters as committed
+        values, so the unit of work writes no second UPDATE of them."""
+        conv = self.conv
+        if inspect(conv).modified:
+            self.session.flush()  # a pending change of the row goes first (the UPDATE below sets absolute counters)
+        counts = [r.get("tokens") for r in rows]
+        stmt = _APPENDED_UNCOUNTED if any(n is None for n in counts) else _APPENDED_COUNTED if any(counts) else _APPENDED
+        count, last, now = conv.message_count + len(ids), ids[-1], utcnow()
+        conn.execute(stmt, {"cid": conv.id, "count": count, "last": last, "now": now, "added": sum(int(n or 0) for n in counts)})
+        set_committed_value(conv, "message_count", count)
+        set_committed_value(conv, "last_message_id", last)
+        set_committed_value(conv, "updated_at", now)
 
     def bulk_append(self, messages: Iterable[Message], *, run_id: int | None = None, batch: int = 5000) -> int:
         """Fast path for imports and benchmarks (Core executemany). Returns the number appended.
@@ -471,13 +514,12 @@ class Locked(SourceWrites, ConversationReader):
     ) -> int:
         """Record a request about to be sent (outcome ``pending``); its route becomes the thread's.
         One INSERT (not through the unit of work: it is on every model step's path)."""
-        rid = self.session.execute(
-            insert(ModelRequestRow)
-            .values(conversation_id=self.conv.id, run_id=run_id, step=step, provider=provider, model=model,
-                    estimated_tokens=estimated_tokens, threshold=threshold, outcome="pending")
-            .returning(ModelRequestRow.id)
-        ).scalar_one()
-        self.conv.provider, self.conv.model = provider, model
+        rid = self.session.connection().execute(_INSERT_REQUEST, {
+            "conversation_id": self.conv.id, "run_id": run_id, "step": step, "provider": provider, "model": model,
+            "estimated_tokens": estimated_tokens, "threshold": threshold, "outcome": "pending",
+        }).scalar_one()
+        if (self.conv.provider, self.conv.model) != (provider, model):
+            self.conv.provider, self.conv.model = provider, model
         return int(rid)
 
     def complete_model_request(
@@ -494,13 +536,10 @@ class Locked(SourceWrites, ConversationReader):
         (one UPDATE of this thread's row: no read first)."""
         if outcome not in MODEL_REQUEST_OUTCOMES:
             raise EngineError(f"unknown model request outcome {outcome!r}", code="invalid_outcome")
-        stmt = (
-            update(ModelRequestRow)
-            .where(ModelRequestRow.id == request_id, ModelRequestRow.conversation_id == self.conv.id)
-            .values(outcome=outcome, reported_prompt_tokens=reported_prompt_tokens, reported_completion_tokens=reported_completion_tokens,
-                    error_code=error_code, error_message=scrub_text(error_message))
-        )
-        result = cast(CursorResult[Any], self.session.execute(stmt, execution_options={"synchronize_session": "evaluate"}))
+        result = cast(CursorResult[Any], self.session.connection().execute(_COMPLETE_REQUEST, {
+            "rid": request_id, "cid": self.conv.id, "outcome": outcome, "prompt": reported_prompt_tokens,
+            "completion": reported_completion_tokens, "code": error_code, "message": scrub_text(error_message),
+        }))
         if result.rowcount != 1:
             raise EngineError(f"no model request {request_id} on thread {self.conv.thread_key!r}", code="not_found")
 
