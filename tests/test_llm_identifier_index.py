@@ -199,26 +199,26 @@ def test_a_compaction_with_the_model_summarizer_keeps_the_paths_and_urls(db_url:
     sim.fallback = Reply(content=reply)
     svc = open_service(db_url, workdir=tmp_path / "wd", summarizer=summarizer(sim), policies=POLICY, create=True)
     try:
-        svc.create_thread(key, system_prompt="You are a careful assistant.")
+        svc.runs.create_thread(key, system_prompt="You are a careful assistant.")
         for i in range(10):
             call = ToolCall(f"read-{i}", "read_file", json.dumps({"path": f"/srv/docs/section-{i}.md"}))
-            svc.append_message(key, user(f"Question {i}: what does section {i} say?"))
-            svc.append_message(key, assistant(f"Reading section {i}.", call))
-            svc.append_message(key, tool_result(call.id, f"Mirrored from https://docs.example.com/s/{i}?rev=7\n{FILLER}", name="read_file"))
-            svc.append_message(key, assistant(f"Section {i} covers refunds. {FILLER}"))
-        svc.append_message(key, user(REQUEST))
-        svc.append_message(key, assistant("Final answer. " + FILLER * 4))
-        done = svc.compact(key)
+            svc.runs.append_message(key, user(f"Question {i}: what does section {i} say?"))
+            svc.runs.append_message(key, assistant(f"Reading section {i}.", call))
+            svc.runs.append_message(key, tool_result(call.id, f"Mirrored from https://docs.example.com/s/{i}?rev=7\n{FILLER}", name="read_file"))
+            svc.runs.append_message(key, assistant(f"Section {i} covers refunds. {FILLER}"))
+        svc.runs.append_message(key, user(REQUEST))
+        svc.runs.append_message(key, assistant("Final answer. " + FILLER * 4))
+        done = svc.compaction.compact(key)
         assert done.status == "completed" and done.summarizer_calls == 1
-        state = svc.compaction_state(key)
+        state = svc.reads.compaction_state(key)
         summary = state.summary
         assert summary is not None and summary.startswith(reply + "\n\n" + IDENTIFIER_HEADING + "\n")
-        compacted = tuple(m for m in (s.message for s in svc.messages_page(key, limit=1000)) if m.id is not None and m.id <= done.boundary)
+        compacted = tuple(m for m in (s.message for s in svc.reads.messages_page(key, limit=1000)) if m.id is not None and m.id <= done.boundary)
         ids = seen(compacted)
         assert len(ids) >= 10 and ids <= set(listed(summary))  # every path and URL of the summarized range
         assert {f"/srv/docs/section-{i}.md" for i in range(3)} | {f"https://docs.example.com/s/{i}?rev=7" for i in range(3)} <= ids
         assert count(split_identifier_section(summary)[1]) < 1503
-        event = next(e for e in svc.events(key) if e.kind == "summary")
+        event = next(e for e in svc.reads.events(key) if e.kind == "summary")
         assert event.data["dropped_identifiers"] == 0
         assert IDENTIFIER_HEADING not in prompt_of(sim)
     finally:

@@ -658,17 +658,17 @@ def test_api_key_never_leaks_into_the_config_file_the_keyring_fallback_or_the_ex
             assert settings.get(config.API_KEY).source == "session" and secret not in settings.get(config.API_KEY).shown()
             svc = open_service(f"sqlite:///{tmp_path / 'probe.db'}", workdir=tmp_path / "wd", create=True)
             try:
-                svc.set_policy(POLICY)
+                svc.steering.set_policy(POLICY)
                 key = new_thread(svc, "t")
                 finished_turns(svc, key, 12)
                 with pytest.raises(CannotCompact, match="summary rejected"):
-                    svc.compact(key)  # the 401 echoing the key: rejected
-                rejected = [e for e in svc.events(key) if e.kind == "summary_rejected"][-1].data
+                    svc.compaction.compact(key)  # the 401 echoing the key: rejected
+                rejected = [e for e in svc.reads.events(key) if e.kind == "summary_rejected"][-1].data
                 assert "***" in rejected["error_message"]
-                assert svc.compact(key).status == "completed"
+                assert svc.compaction.compact(key).status == "completed"
                 assert all(r.headers.get("authorization") == f"Bearer {secret}" for r in sim.requests)  # the fallback's key was used
-                exported = svc.export_history(key, "md") + svc.export_history(key, "json")
-                events = json.dumps([e.data for e in svc.events(key)])
+                exported = svc.reads.export_history(key, "md") + svc.reads.export_history(key, "json")
+                events = json.dumps([e.data for e in svc.reads.events(key)])
             finally:
                 svc.close()
         assert secret not in exported and secret not in events and secret not in repr(svc.summarizer)

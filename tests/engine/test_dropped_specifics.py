@@ -41,7 +41,7 @@ def make(request: pytest.FixtureRequest):
 def summary_events(svc, key) -> list[SummaryEvent]:
     """The thread's summary events, each checked to be exactly its stored data once parsed."""
     out = []
-    for e in svc.events(key):
+    for e in svc.reads.events(key):
         if e.kind != EventKind.SUMMARY:
             continue
         payload = parse_event(e.kind, e.data)
@@ -69,10 +69,10 @@ def test_pressure_summary_records_what_it_dropped(make, new_key):
     (result_id,) = add(svc, key, tool_result("c1", hits, name="query_kb"))
     route(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.action == "summarized"
-    assert result_id in svc.offloads(key) and "doc-88" in svc.offloads(key)[result_id].preview
+    assert result_id in svc.reads.offloads(key) and "doc-88" in svc.reads.offloads(key)[result_id].preview
     (event,) = summary_events(svc, key)
     # seen: the path and both ids of the summarized range; doc-77 is in the summary, doc-88 in the
     # preview; the path is dropped, and the request names its file, so it is referenced
@@ -90,10 +90,10 @@ def test_with_the_extractive_summary_dropped_is_what_its_text_leaves_out(make, n
     add(svc, key, user(REQUEST), assistant("Checking."))
     route(svc, key)
 
-    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+    assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
 
     (event,) = summary_events(svc, key)
-    summary = svc.compaction_state(key).summary or ""
+    summary = svc.reads.compaction_state(key).summary or ""
     assert event.specifics_seen == 3
     assert {d.value for d in event.dropped or ()} == {v for v in (PATH, "doc-77", "doc-88") if v not in expand_grouped(summary)}  # its grouped ids read back
 
@@ -108,11 +108,11 @@ def test_manual_summary_records_and_caps_the_list(make, new_key):
     finished_turns(svc, key, 12)
     add(svc, key, user(f"{REQUEST} Also close {many[-1]}."), assistant("Done."))
 
-    result = svc.compact(key)
+    result = svc.compaction.compact(key)
 
     assert result.status == "completed"
     (event,) = summary_events(svc, key)
-    assert [e.trigger for e in svc.events(key) if e.kind == EventKind.SUMMARY] == ["manual"]
+    assert [e.trigger for e in svc.reads.events(key) if e.kind == EventKind.SUMMARY] == ["manual"]
     # seen: the path, doc-77, doc-88 and the tickets; the summary names doc-77 and the last ticket's
     # request (the request is kept verbatim), so everything else is dropped
     assert event.specifics_seen == 3 + len(many)
@@ -131,12 +131,12 @@ def test_overflow_summary_records_too(make, new_key):
     add(svc, key, user(REQUEST), assistant("Working."))
     route(svc, key)
 
-    out = svc.recover_overflow(key, RunState())
+    out = svc.steps.recover_overflow(key, RunState())
 
     assert out.progressed
     events = summary_events(svc, key)
     assert events and events[0].specifics_seen is not None and events[0].dropped_specifics is not None
-    assert [e.trigger for e in svc.events(key) if e.kind == EventKind.SUMMARY] == ["overflow"] * len(events)
+    assert [e.trigger for e in svc.reads.events(key) if e.kind == EventKind.SUMMARY] == ["overflow"] * len(events)
 
 
 def test_a_failing_comparison_never_costs_the_summary(make, new_key, monkeypatch):
@@ -150,11 +150,11 @@ def test_a_failing_comparison_never_costs_the_summary(make, new_key, monkeypatch
     add(svc, key, user(REQUEST), assistant("Working."))
     route(svc, key)
 
-    assert svc.compact_for_pressure(key, RunState()).action == "summarized"
+    assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
 
     (event,) = summary_events(svc, key)
     assert (event.specifics_seen, event.dropped_specifics, event.dropped, event.specifics_ms) == (None, None, None, None)
-    assert event.specifics() is None and svc.compaction_state(key).summary
+    assert event.specifics() is None and svc.reads.compaction_state(key).summary
 
 
 def test_a_prune_records_what_its_previews_leave_out(make, new_key):
@@ -169,12 +169,12 @@ def test_a_prune_records_what_its_previews_leave_out(make, new_key):
     (rid,) = add(svc, key, tool_result("c1", hits, name="query_kb"))
     route(svc, key)
 
-    out = svc.compact_for_pressure(key, RunState())
+    out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.action == "pruned" and not summary_events(svc, key)
-    preview = svc.offloads(key)[rid].preview
+    preview = svc.reads.offloads(key)[rid].preview
     assert all(f"doc-{i}" in preview for i in range(40))
-    (event,) = [parse_event(e.kind, e.data) for e in svc.events(key) if e.kind == EventKind.PRUNE]
+    (event,) = [parse_event(e.kind, e.data) for e in svc.reads.events(key) if e.kind == EventKind.PRUNE]
     assert isinstance(event, PruneEvent) and event.specifics_seen is not None and event.specifics_seen >= 40
     found = event.specifics()
     assert found is not None and not any(d.value.startswith("doc-") for d in found.dropped)
