@@ -7,7 +7,7 @@ Run: ``.venv/bin/python benchmarks/fact_recall.py [--quick]`` (prints the markdo
 - **Sessions** (``benchmarks/fact_sessions.py``, seeded): generated coding-agent sessions of 200,
   600 and 1,500 messages (file reads, greps, test logs, edits, load tests) and two real-shaped
   imports, a Claude Code session JSONL and a Codex rollout of the same kind (content generated, shapes
-  those of the importer fixtures), written to files and imported through ``Service.import_file``
+  those of the importer fixtures), written to files and imported through ``Service.imports.import_file``
   into a SQLite store. Facts of five kinds (a user constraint, a decision and its reason, an error
   and its fix, a file edited and how, a number with its units) are planted early, in the middle and
   late; every session ends with a finished long task followed by a new request.
@@ -16,7 +16,7 @@ Run: ``.venv/bin/python benchmarks/fact_recall.py [--quick]`` (prints the markdo
   SQLite file, ``Compactor.pressure`` before every model step, as ``benchmarks/ours.py``; the peers:
   the middleware's real ``before_model`` hook before every model step, as ``benchmarks/peers.py``),
   under a window whose threshold (0.8 × window) is half the whole session's exact tokens;
-  *compact now*: the whole idle session compacted by hand once (ours: ``Service.compact`` on the
+  *compact now*: the whole idle session compacted by hand once (ours: ``Service.compaction.compact`` on the
   stored thread, the imported one itself for the imports, window = its tokens / 1.6 so the threshold
   is half of it, as ``benchmarks/real_corpus.py``; the peers: one ``before_model`` pass whose trigger
   every history reaches, as ``peers.manual``). Retained tail / ``keep`` 0.16 × window, summary budget
@@ -144,14 +144,14 @@ def ours_pressure(name: str, source: str, messages: Sequence[Message], system_pr
     key = "fact-recall"
     started = time.perf_counter()
     try:
-        svc.create_thread(key, title=name, system_prompt=system_prompt, tools=tools)
+        svc.runs.create_thread(key, title=name, system_prompt=system_prompt, tools=tools)
         run: RunState | None = None
 
         def step(before: int) -> None:
             assert run is not None
             calls = counter.calls
             outcome = svc.compactor.pressure(key, run)
-            measured = svc.measure(key, ephemeral=run.ephemeral)
+            measured = svc.steps.measure(key, ephemeral=run.ephemeral)
             rid = svc.store.record_model_request(key, provider=ours.PROVIDER, model=ours.MODEL, run_id=run.run_id, estimated_tokens=measured.tokens)
             svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=ref.envelope(measured.envelope), reported_completion_tokens=100)
             if outcome.progressed:
@@ -161,16 +161,16 @@ def ours_pressure(name: str, source: str, messages: Sequence[Message], system_pr
             m = _plain(m)
             if m.role == "user" and not m.is_meta:
                 if run is not None:
-                    svc.finish_run(key, run.run_id)  # type: ignore[arg-type]
-                svc.append_message(key, m)
-                run = RunState(run_id=svc.start_run(key))
+                    svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
+                svc.runs.append_message(key, m)
+                run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if run is None:  # meta messages before the first request
-                svc.append_message(key, m)
+                svc.runs.append_message(key, m)
                 continue
             if m.role == "assistant":
                 step(i)
-            svc.append_message(key, m, run_id=run.run_id)
+            svc.runs.append_message(key, m, run_id=run.run_id)
         step(len(messages))
     finally:
         svc.close()
@@ -183,22 +183,22 @@ def ours_manual(svc: Any, key: str, name: str, source: str, facts: Sequence[fs.F
     """Compact now on a stored idle thread, under a window whose threshold is half its tokens
     (as ``benchmarks/real_corpus.py``: an override for the thread's exact route when it has one)."""
     counter = svc.compactor.summarizer
-    svc.close_dangling_calls(key)
+    svc.runs.close_dangling_calls(key)
     measured = svc.compactor.measure(svc.store.snapshot(key)).tokens
     window = max(1024, math.ceil(measured / 1.6))
     budget = {"summary_max_tokens": ours.summary_budget(window)}
-    info = svc.thread(key)
+    info = svc.reads.thread(key)
     if info.provider and info.model:
-        svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
+        svc.steering.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
     else:
-        svc.set_policy({"context_window": window, "default": budget})
-    messages = [s.message for s in svc.messages_page(key, limit=10**7)]
+        svc.steering.set_policy({"context_window": window, "default": budget})
+    messages = [s.message for s in svc.reads.messages_page(key, limit=10**7)]
     out = Run(name, source, "ours", "manual", window, len(messages), tokens, list(facts))
     complete = _complete(facts, messages)
     calls = counter.calls
     started = time.perf_counter()
     try:
-        result = svc.compact(key)
+        result = svc.compaction.compact(key)
         out.note = result.status + (f" ({result.reason})" if result.reason else "")
     except Exception as exc:  # noqa: BLE001 - a refusal is a result: nothing replaced
         out.note = f"refused: {exc}"
@@ -284,7 +284,7 @@ def stored_runs(name: str, source: str, messages: Sequence[Message], system_prom
         svc = ours._open(work, f"fr-{name}-manual", 128_000, counter)
         try:
             key = "fact-recall-manual"
-            svc.create_thread(key, title=name, system_prompt=system_prompt, tools=tools, provider=ours.PROVIDER, model=ours.MODEL)
+            svc.runs.create_thread(key, title=name, system_prompt=system_prompt, tools=tools, provider=ours.PROVIDER, model=ours.MODEL)
             with svc.store.locked(key) as tx:
                 tx.bulk_append(list(messages))
             return ours_manual(svc, key, name, source, facts, tokens, ref)
@@ -339,11 +339,11 @@ def imported_runs(session: fs.Session, dialect: str, work: Path, ref: Reference,
     svc = ours._open(work, f"fr-{dialect}-{session.name}-import", 128_000, counter)
     name = f"{dialect}-{len(session.messages())}"
     try:
-        reports = svc.import_file(path)
+        reports = svc.imports.import_file(path)
         if len(reports) != 1 or reports[0].format != dialect:
             raise RuntimeError(f"{path.name}: expected one {dialect} session, the importer read {[(r.format, r.thread) for r in reports]}")
         key = reports[0].thread
-        messages = [s.message for s in svc.messages_page(key, limit=10**7)]
+        messages = [s.message for s in svc.reads.messages_page(key, limit=10**7)]
         snap = svc.store.snapshot(key)
         system_prompt, tools = snap.system_prompt or "", tuple(snap.tools)
         lost = [f.fid for f in session.facts if fs.complete_at(f, messages) is None]
@@ -509,14 +509,14 @@ METHOD = """How it runs (`benchmarks/fact_recall.py`, sessions from `benchmarks/
 - **Sessions**: generated coding-agent sessions (file reads, greps, test logs, edits, load tests; each ends
   with a long finished task followed by a new request) and two real-shaped imports, a Claude Code session
   JSONL and a Codex rollout written in those tools' line shapes (generated content), imported through
-  `Service.import_file` into a SQLite store and read back. Facts are planted early (5-20 % of the
+  `Service.imports.import_file` into a SQLite store and read back. Facts are planted early (5-20 % of the
   messages), in the middle (40-60 %) and late (70-90 %); every key of a fact occurs only in that fact's
   own messages (checked when the session is generated).
 - **Under pressure**: the session replayed step by step. Ours: the real service on a SQLite file,
   `Compactor.pressure` before every model step (as `benchmarks/ours.py`); the peers: the middleware's
   real `before_model` before every model step (as `benchmarks/peers.py`). Window = exact tokens of the
   whole session / 1.6, so the threshold (0.8 × window) is half the session.
-- **Compact now**: the whole idle session compacted once. Ours: `Service.compact` on the stored thread
+- **Compact now**: the whole idle session compacted once. Ours: `Service.compaction.compact` on the stored thread
   (the imported thread itself for the imports) under a window of its tokens / 1.6; the peers: one
   `before_model` pass with a trigger every history reaches (as `peers.manual`).
 - For all: retained tail / `keep` 0.16 × window, summary budget min(8192, window / 8) plus the engine's

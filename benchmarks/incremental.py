@@ -16,7 +16,7 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   check (chars/4, LangChain's ``before_model`` below its trigger) on the same final surface.
 - **status**: a SQLite thread of N messages (the realistic mix of benchmarks/store.py, bulk
   written, never compacted); in a fresh process, once the tokenizer, pools and imports are loaded
-  (a status of a small thread), the first (cold) ``Service.status`` of the big one and its peak
+  (a status of a small thread), the first (cold) ``Service.compaction.status`` of the big one and its peak
   resident memory growth: the process's peak during that call above its resident size just
   before it (the kernel's high-water mark reset through ``/proc/self/clear_refs``, else a
   sampling thread) plus the peaks of the worker processes it starts (the stream worker that
@@ -179,7 +179,7 @@ def _service(url: str, workdir: Path, **kw: Any) -> Any:
 
 def old_status(svc: Any, key: str) -> int:
     """The status miss path before the cache: the thread row, the newest request, the snapshot read
-    whole and measured whole (what ``Service.status`` did whenever its stamp changed)."""
+    whole and measured whole (what ``Service.compaction.status`` did whenever its stamp changed)."""
     svc.store.thread(key)
     svc.store.last_completed_request(key)
     snap = svc.store.snapshot(key)

@@ -18,7 +18,7 @@ measured thread's ``kept_tokens`` is the same meter's envelope (reply priming, s
 messages) and its threshold the default policy's for its window. The turns are short support
 messages, so each thread carries a context window its source reported
 (``reported_context_window``), sized to put its pressure in the mix of bands the bench filters on
-(10 % to 120 % of the threshold). Opening a thread (``Service.status``) finds the very figures
+(10 % to 120 % of the threshold). Opening a thread (``Service.compaction.status``) finds the very figures
 stored: the list does not change under the user. Keys are
 ``support-00001`` … (imported ones ``claude-code-00002`` …); thread ``support-01400`` (written live)
 exists whenever ``threads`` ≥ 1,400. The same seed
@@ -131,7 +131,7 @@ class _Turns:
         self.fixed = meter.measure(Envelope(SYSTEM_PROMPT, Surface(messages=()))).total
 
     def kept(self, n: int) -> int:
-        """The envelope's tokens with the thread's ``n`` messages (what ``Service.status`` measures)."""
+        """The envelope's tokens with the thread's ``n`` messages (what ``Service.compaction.status`` measures)."""
         users, assistants = (n + 1) // 2, n // 2
         return (self.fixed + sum(self.user_tokens[j % len(self.user)] for j in range(users))
                 + sum(self.assistant_tokens[j % len(self.assistant)] for j in range(assistants)))
