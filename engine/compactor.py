@@ -40,6 +40,7 @@ from .plan import (
     summary_budget,
     summary_ceiling,
     summary_estimate,
+    tail_gives_way,
     turn_over,
 )
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
@@ -310,8 +311,7 @@ class Compactor:
             limit = max(1, m.policy.policy.loop_max_compaction_rounds)
             for call in range(limit):
                 att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer, operator=operator,
-                                      more_calls=call < limit - 1,
-                                      instructions=instructions)
+                                      more_calls=call < limit - 1, instructions=instructions)
                 calls += att.calls
                 if not att.advanced:
                     break
@@ -339,7 +339,7 @@ class Compactor:
         empty when what it would replace is no bigger than the smallest summary of it (the framing,
         the current request verbatim and a line), which could only be rejected as not smaller."""
         units = build_units(unpinned(m), running_turn=False, split_last_turn=True, split_turn=_split_turn(m))
-        sel = self._select(m, units, target=-1, tail="tokens")
+        sel = self._select(m, units, target=-1, tail="tokens", give_way=True)
         state = m.snapshot.state
         request = _request_text(m.snapshot)
         replaced = sel.removed_tokens + (m.meter.count_text(state.summary) if state.summary else 0)
@@ -376,18 +376,16 @@ class Compactor:
         return True, f"{head}: {what} ({kept_tokens:,} tokens kept verbatim; system prompt and tools {fixed:,}, summary {summary:,}{why})"
 
     # -- shared steps ---------------------------------------------------------------------
-    def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto") -> Selection:
+    def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto", give_way: bool = False) -> Selection:
         pol = m.policy
         sel = select_prefix(
-            units,
-            message_tokens=m.meter.count_message,
-            envelope_tokens=m.tokens,
-            target_tokens=target,
-            retained_tail_tokens=pol.retained_tail_tokens,
-            recent_rounds=pol.policy.loop_recent_tool_rounds,
+            units, message_tokens=m.meter.count_message, envelope_tokens=m.tokens, target_tokens=target, retained_tail_tokens=pol.retained_tail_tokens,
+            recent_rounds=pol.policy.loop_recent_tool_rounds, tail=tail,
             summary_tokens=summary_estimate(pol, framing=m.meter.count_message(summary_message("")), previous_summary=m.measurement.breakdown["summary"]),
-            tail=tail,
         )
+        if give_way:  # manual: all before the retained tail selected; the tail yields to the identifiers (plan.tail_gives_way)
+            sel = tail_gives_way(units, sel, m.meter.count_message, m.meter.count_text, envelope=m.tokens, target=pol.target_tokens,
+                                 previous_summary=m.measurement.breakdown["summary"], previous_text=m.snapshot.state.summary, request=_request_text(m.snapshot))
         # one call must fit a summarizer model with the same window: the previous summary and the
         # messages it reads, and the summary it writes (a model writes the budget; the identifier
         # room holds id lines no model writes: the extractive summary's, or the index the engine
@@ -648,7 +646,6 @@ def pins_note(m: Measured) -> str:
     pins = _pins_of(m)
     return (f"pinned messages alone hold {pinned_tokens(m):,} tokens, over the target of {m.policy.target_tokens:,} "
             f"({len(pins)} pinned message{'s' if len(pins) != 1 else ''}); unpin some to compact further")
-
 
 
 def _split_turn(m: Measured) -> Callable[[Turn], bool]:

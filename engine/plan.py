@@ -20,11 +20,11 @@ from __future__ import annotations
 import math
 from typing import Callable, Iterable, Sequence
 
-from .messages import META_PRUNED, Message
+from .messages import META_PRUNED, Message, summary_message
 from .policy import SUMMARY_MAX_SHARE, SUMMARY_MIN_TOKENS, ResolvedPolicy, summary_total_tokens
 from .previews import replacement_preview
-from .specifics import expand_grouped, extract_identifiers
-from .units import Selection, Turn
+from .specifics import expand_grouped, extract_identifiers, group_identifiers
+from .units import Selection, Turn, Unit, prefix_ends
 
 __all__ = [
     "IDENTIFIER_ROOM_SHARE",
@@ -36,6 +36,7 @@ __all__ = [
     "summary_budget",
     "summary_ceiling",
     "summary_estimate",
+    "tail_gives_way",
     "turn_over",
 ]
 
@@ -69,8 +70,17 @@ def identifier_budget(policy: ResolvedPolicy, max_tokens: int | None = None, *, 
 
 def request_budgets(policy: ResolvedPolicy, *, identifiers: int, room: int | None, request_tokens: int | None) -> tuple[int, int]:
     """``(max_tokens, identifier_tokens)`` of one summary request. The prose budget stays within the
-    total; a long current request is allowed its token count + 256, so it can be copied verbatim."""
+    total; a long current request is allowed its token count + 256, so it can be copied verbatim.
+
+    The current request, copied verbatim, is history kept as it was, not summary: the rule's total
+    (⌊window / 16⌋ + 12 per identifier, at most 3/5 of the target) is for the summary beside it, and
+    ``room`` bounds the whole. Counting a
+    1,044-token request inside a 1,539-token ceiling left a 20-round SWE-agent trajectory 239
+    tokens of identifier lines (docs/compaction.md, "Summary budget")."""
     total = summary_ceiling(policy, identifiers, room)
+    if request_tokens:
+        widened = summary_ceiling(policy, identifiers) + request_tokens
+        total = max(total, widened if room is None else min(widened, room))
     max_tokens = min(summary_budget(policy), total)
     if request_tokens is not None:
         max_tokens = max(max_tokens, request_tokens + 256)
@@ -164,3 +174,78 @@ def span_identifiers(messages: Iterable[Message], previous_summary: str | None =
     if visible and found:
         found.difference_update(extract_identifiers("\n".join(visible)))
     return len(found)
+
+
+def tail_gives_way(
+    units: Sequence[Unit],
+    sel: Selection,
+    count_message: Callable[[Message], int],
+    count_text: Callable[[str], int],
+    *,
+    envelope: int,
+    target: int,
+    previous_summary: int,
+    previous_text: str | None,
+    request: str | None,
+) -> Selection:
+    """``sel`` (a prefix of ``units`` ending where the retained tail begins) extended into that
+    tail while the identifiers the summary has to carry need more room than the target leaves
+    them: the retained tail gives way to the summary's identifier lines (docs/compaction.md,
+    "Summary budget").
+
+    Need: the tokens of the grouped identifier lines (:func:`engine.specifics.group_identifiers`)
+    of the distinct identifiers the range and the previous summary show and neither the current
+    request nor what stays verbatim shows. Room for them: :func:`room_after` the range, less the
+    current request (copied verbatim) and :data:`engine.policy.SUMMARY_MIN_TOKENS` of prose, at
+    least 0 (a request too long for the room is not the identifiers' shortfall). The range takes
+    the fewest further units after which the need fits, else those leaving the smallest shortfall;
+    never the newest unit (the current request and the newest round always stay). Where nothing
+    would be dropped (no identifier to carry, or they fit), ``sel`` is returned unchanged."""
+    n, k = len(units), len(sel.units)
+    ends = [e for e in prefix_ends(units, n - 1) if e > k]
+    if not ends:
+        return sel
+    framing = count_message(summary_message(""))
+    request_tokens = count_text(request) if request else 0
+
+    def ids(messages: Iterable[Message]) -> set[str]:
+        found: set[str] = set()
+        for m in messages:
+            if m.role != "system":
+                found.update(extract_identifiers(_shown(m)))
+        return found
+
+    per_unit = [ids(units[i].messages) for i in range(k, n)]  # the tail's units
+    seen = ids(sel.messages)
+    if previous_text:
+        seen.update(extract_identifiers(expand_grouped(previous_text)))
+    seen.difference_update(extract_identifiers(request or ""))
+    later: list[set[str]] = [set() for _ in range(n - k + 1)]  # later[j]: identifiers the tail shows from unit k + j on
+    for j in range(n - k - 1, -1, -1):
+        later[j] = later[j + 1] | per_unit[j]
+
+    def slack(end: int, removed: int) -> int | None:
+        carried = seen.union(*per_unit[: end - k]) - later[end - k]
+        if not carried:
+            return None
+        room = room_after(target, envelope=envelope, removed=removed, previous_summary=previous_summary, framing=framing)
+        lines = "\n".join("- " + g for g in group_identifiers(sorted(carried)))
+        return max(0, room - request_tokens - SUMMARY_MIN_TOKENS) - count_text(lines)
+
+    first = slack(k, sel.removed_tokens)
+    if first is None or first >= 0:
+        return sel
+    best, taken, removed = first, k, sel.removed_tokens
+    at, total = k, sel.removed_tokens
+    for end in ends:
+        total += sum(count_message(x) for u in units[at:end] for x in u.messages)
+        at = end
+        now = slack(end, total)
+        if now is not None and now > best:
+            best, taken, removed = now, end, total
+        if best >= 0:
+            break
+    if taken == k:
+        return sel
+    chosen = tuple(units[:taken])
+    return Selection(chosen, chosen[-1].last_id, removed)

@@ -113,6 +113,7 @@ __all__ = [
     "late_closures",
     "orphan_call_ids",
     "place_closing_markers",
+    "prefix_ends",
     "select_overflow_head",
     "select_prefix",
     "split_rounds",
@@ -578,8 +579,8 @@ def _takeable(unit: Unit) -> bool:
     return not unit.open and unit.last_id is not None
 
 
-def _steps(units: Sequence[Unit], limit: int) -> Iterator[int]:
-    """Successive allowed prefix ends (exclusive indices) below ``limit``, in order."""
+def prefix_ends(units: Sequence[Unit], limit: int) -> Iterator[int]:
+    """Successive allowed prefix ends (exclusive indices) below ``limit``, in order (rules 1, 3, 5)."""
     i = 0
     while i < limit and _takeable(units[i]):
         if units[i].kind == "turn_user":
@@ -640,7 +641,7 @@ def select_prefix(
         limit = min(limit, max_units)
     estimate = summary_tokens or (lambda _removed: 0)
     taken = removed = 0
-    for end in _steps(units, limit):
+    for end in prefix_ends(units, limit):
         if envelope_tokens - removed + estimate(removed) <= target_tokens:
             break
         removed += sum(cost(i) for i in range(taken, end))
@@ -651,7 +652,7 @@ def select_prefix(
 def select_overflow_head(units: Sequence[Unit], *, message_tokens: Callable[[Message], int]) -> Selection:
     """The largest tool-pair-balanced head range that keeps the newest indivisible unit."""
     cost = _Costs(units, message_tokens)
-    taken = max(_steps(units, len(units) - 1), default=0)
+    taken = max(prefix_ends(units, len(units) - 1), default=0)
     return _selection(units, taken, sum(cost(i) for i in range(taken)))
 
 

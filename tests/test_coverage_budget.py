@@ -4,11 +4,12 @@ and never more than what keeps the envelope after the compaction at or under the
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from engine.messages import ToolCall, assistant, tool_result, user
-from engine.plan import identifier_budget, request_budgets, room_after, span_identifiers, summary_budget, summary_ceiling, summary_estimate
+from engine.plan import identifier_budget, request_budgets, room_after, span_identifiers, summary_budget, summary_ceiling, summary_estimate, tail_gives_way
 from engine.policy import (
     SUMMARY_MIN_TOKENS,
     SUMMARY_TOKENS_PER_IDENTIFIER,
@@ -17,6 +18,7 @@ from engine.policy import (
     ResolvedPolicy,
     summary_total_tokens,
 )
+from engine.units import build_units, select_prefix
 
 WINDOWS = (32_768, 200_000, 1_000_000)
 SPARSE, DENSE = 0, 2_000  # distinct identifiers the summary has to carry
@@ -95,3 +97,71 @@ def test_span_identifiers_counts_distinct_identifiers_not_visible_elsewhere():
     assert span_identifiers(msgs, visible=["doc-123456 stays"]) == 3
     # a previous summary's grouped identifiers count as their members (src/app/b.py, doc-999998, doc-999999 are new)
     assert span_identifiers(msgs, "- src/app/{main,util,b}.py\n- doc-{999998,999999}") == 7
+
+
+def test_the_verbatim_request_is_not_counted_in_the_summary_ceiling():
+    pol = resolved(6_417)  # the 20-round SWE-agent trajectory's window (benchmarks/real_corpus.py): target 2,566
+    ceiling = summary_ceiling(pol, 220)
+    assert ceiling == math.floor(pol.target_tokens * 3 / 5)  # 1,539: it binds
+    max_tokens, ids = request_budgets(pol, identifiers=220, room=None, request_tokens=1_044)
+    assert max_tokens == 1_044 + 256 and max_tokens + ids == ceiling + 1_044  # the ceiling is the summary's, beside the request
+    # a sparse range: the rule's total (window / 16) beside a short request
+    assert sum(request_budgets(pol, identifiers=0, room=None, request_tokens=40)) == summary_ceiling(pol, 0) + 40 == 6_417 // 16 + 40
+    max_tokens, ids = request_budgets(pol, identifiers=220, room=2_000, request_tokens=1_044)
+    assert max_tokens + ids == 2_000  # never more than the room
+    assert request_budgets(pol, identifiers=220, room=2_000, request_tokens=None) == (summary_budget(pol), ceiling - summary_budget(pol))
+
+
+def _count_text(text: str) -> int:
+    return len(text) // 4 + 1
+
+
+def _count_message(m) -> int:
+    return _count_text(m.content) + sum(_count_text(c.arguments) for c in m.tool_calls) + 4
+
+
+def _trajectory(rounds: str) -> list:
+    """One request, then one round per letter: ``p`` a search naming 12 paths, ``f`` a 60-line file
+    read naming one, ``w`` words only; persisted ids 1, 2, ..."""
+    msgs = [user("Fix the quoted header bug. " + "Follow the instructions. " * 60)]
+    for r, kind in enumerate(rounds):
+        call = ToolCall(f"c{r}", "bash", '{"cmd": "step"}')
+        if kind == "p":
+            out = "\n".join(f"/repo/pkg/mod{r:02d}_{i:02d}/reader_{i:03d}.py" for i in range(12))
+        elif kind == "f":
+            out = f"[File: /repo/pkg/file_{r:03d}.py]\n" + "\n".join(f"{i}: parse the header row and strict value buffer" for i in range(60))
+        else:
+            out = "ok " * 200
+        msgs += [assistant(f"step {r}", call), tool_result(f"c{r}", out, name="bash")]
+    return [replace(m, id=i + 1) for i, m in enumerate(msgs)]
+
+
+def _give_way(msgs, *, target: int, tail_units: int):
+    units = build_units(msgs, running_turn=False, split_last_turn=True)
+    tail = sum(_count_message(m) for u in units[-tail_units:] for m in u.messages)
+    sel = select_prefix(units, message_tokens=_count_message, envelope_tokens=sum(map(_count_message, msgs)), target_tokens=-1,
+                        retained_tail_tokens=tail, tail="tokens")
+    assert len(units) - len(sel.units) == tail_units
+    envelope = sum(map(_count_message, msgs))
+    out = tail_gives_way(units, sel, _count_message, _count_text, envelope=envelope, target=target, previous_summary=0,
+                         previous_text=None, request=msgs[0].content)
+    return units, sel, out
+
+
+def test_the_retained_tail_gives_way_to_identifiers_that_would_not_fit():
+    msgs = _trajectory("pppfpfp")  # the tail: a file read (1 path, ~800 tokens), then a search (12 paths)
+    units, sel, out = _give_way(msgs, target=1_500, tail_units=2)
+    assert len(out.units) == len(units) - 1  # the file read gave way; the newest round stays, whatever the need
+    assert out.boundary == units[-2].last_id and out.removed_tokens == sel.removed_tokens + sum(_count_message(m) for m in units[-2].messages)
+    # room enough for every identifier: the tail stays as the retained tail ratio made it
+    units, sel, out = _give_way(msgs, target=6_000, tail_units=2)
+    assert out == sel
+
+
+def test_the_tail_gives_way_only_for_identifiers():
+    # nothing to carry (no identifier before the tail): the tail stays, however tight the room
+    units, sel, out = _give_way(_trajectory("wwwfwfw"), target=600, tail_units=3)
+    assert out == sel
+    # one unit alone in the tail: it is the newest, it never gives way
+    units, sel, out = _give_way(_trajectory("pppfp"), target=600, tail_units=1)
+    assert out == sel

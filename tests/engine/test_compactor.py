@@ -203,8 +203,9 @@ def test_prune_not_enough_one_summary(make_service, new_key):
 
 def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
     """The summarizer gets the summary budget and, for identifier lines only, the rest of the budget
-    rule's total (issue 25: ⌊window / 16⌋ + 12 per identifier carried, at most half the target and
-    the room under it; window 8,000, no identifier in the range: 500 = 400 of prose + 100)."""
+    rule's total (issue 25: ⌊window / 16⌋ + 12 per identifier carried, at most 3/5 of the target)
+    beside the current request copied verbatim (16 tokens), within the room under the target; window
+    8,000, no identifier in the range: 516 = 400 of prose + 116)."""
     counter = Counting()
     svc = make_service(counter)
     key = new_thread(svc, new_key("idroom"))
@@ -214,7 +215,7 @@ def test_the_summary_request_carries_the_identifier_room(make_service, new_key):
     route(svc, key)
     assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
     (req,) = counter.requests
-    assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 100, 500)
+    assert (req.max_tokens, req.identifier_tokens, req.total_tokens) == (400, 116, 516)
 
 
 def test_second_summary_is_rolling(make_service, new_key):
