@@ -383,7 +383,7 @@ class Compactor:
             recent_rounds=pol.policy.loop_recent_tool_rounds, tail=tail,
             summary_tokens=summary_estimate(pol, framing=m.meter.count_message(summary_message("")), previous_summary=m.measurement.breakdown["summary"]),
         )
-        if give_way:  # manual: all before the retained tail selected; the tail yields to the identifiers (plan.tail_gives_way)
+        if give_way and sel.units:  # manual: all before the retained tail selected; the tail yields to the identifiers (plan.tail_gives_way)
             sel = tail_gives_way(units, sel, m.meter.count_message, m.meter.count_text, envelope=m.tokens, target=pol.target_tokens,
                                  previous_summary=m.measurement.breakdown["summary"], previous_text=m.snapshot.state.summary, request=_request_text(m.snapshot))
         # one call must fit a summarizer model with the same window: the previous summary and the
