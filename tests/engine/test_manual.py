@@ -267,3 +267,43 @@ def test_a_window_the_source_reported_is_the_one_compaction_uses(make_service, n
     assert (m.policy.context_window, m.policy.window_source) == (8000, "reported")
     other = svc.compactor.measure(snap, model="gpt-4o")  # another model's request: not its window
     assert other.policy.window_source != "reported"
+
+
+def test_the_retained_tail_gives_way_to_the_identifiers_a_summary_carries(make_service, new_key):
+    """An identifier-dense trajectory whose long request and retained tail (a file read) fill the
+    target: the tail gives way, down to the newest round, so the summary can carry the paths the
+    searches showed (docs/compaction.md, "Summary budget"; before: the tail stayed and most were lost)."""
+    from engine.specifics import expand_grouped, extract_identifiers
+
+    counter = Counting()
+    svc = make_service(counter)
+    key = new_key("dense")
+    new_thread(svc, key)
+    request = "Fix the quoted header bug in the CSV reader. " + " ".join(f"Instruction {i}: edit only what the issue needs." for i in range(120))
+    add(svc, key, user(request))
+    for i in range(24):
+        call = ToolCall(f"call-{i}", "bash", '{"command": "step"}')
+        if i % 4 == 2:
+            out = f"[File: /repo/csvkit/file_{i:03d}.py]\n" + "\n".join(f"{n}: parse the header row and the strict value buffer" for n in range(70))
+        else:
+            out = "\n".join(f"/repo/csvkit/mod{i:02d}/reader_{n:03d}.py ({n % 7 + 1} matches)" for n in range(14))
+        add(svc, key, assistant(f"Step {i}.", call), tool_result(call.id, out, name="bash"))
+    ids = set()
+    for m in all_messages(svc, key):
+        if m.role == "tool":
+            ids.update(extract_identifiers(m.content))
+    status = svc.compaction.status(key)
+    assert status.tokens >= status.threshold
+
+    r = svc.compaction.compact(key)
+
+    assert r.status == "completed" and r.after_tokens <= status.threshold // 2 and r.summarizer_calls == counter.calls
+    surface = build_surface(svc.store.snapshot(key))
+    shown = expand_grouped("\n".join([svc.reads.compaction_state(key).summary or "", *(x.content for x in surface.messages)]))
+    kept = ids & set(extract_identifiers(shown))
+    assert len(kept) >= 0.9 * len(ids), (len(kept), len(ids))
+    assert contains_verbatim(svc.reads.compaction_state(key).summary, request)
+    tail = [x for x in surface.messages if x.id is not None]
+    assert tail[-1].role == "tool" and tail[-1].tool_call_id == "call-23"  # the newest round stays
+    assert not any(x.role == "tool" and x.tool_call_id == "call-22" for x in tail)  # the file read before it gave way
+    assert_surface_valid(svc, key)
