@@ -175,7 +175,7 @@ def ours_middleware(svc: Any, key: str, probe: Probe) -> Any:
                 t, c = time.perf_counter(), time.thread_time()
                 counting[0] = False  # the probe's own read below is not the middleware's
                 probe.ever.update(m.id for m in request.messages)
-                gen = svc.compaction_state(key).generation
+                gen = svc.reads.compaction_state(key).generation
                 compacted, self.generation = gen > self.generation, gen
                 try:
                     return handler(req)
@@ -326,7 +326,7 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
             seconds = time.perf_counter() - started
             final = agent.get_state(config).values.get("messages", [])
             requests = [r for r in sim.requests if r.outcome == "ok"]
-        stored = svc.message_count(key) if svc is not None else None
+        stored = svc.reads.message_count(key) if svc is not None else None
     finally:
         if svc is not None:
             svc.close()

@@ -6,8 +6,8 @@ Claude Code session (``import_session.generate``) and generated SWE-agent trajec
 rounds (:func:`swe_agent_trajectory`: the classic ``.traj`` shape with a long instance template as the
 request, and ``find_file`` / ``search_dir`` / ``open`` / pytest observations naming a few hundred to
 a few thousand distinct absolute paths, as real SWE-agent runs do), imported through
-the service (``Service.import_file``: the parsers, the repairs and the one write door). Each imported
-thread is made idle, its dangling calls closed (``Service.close_dangling_calls``), and compacted under a
+the service (``Service.imports.import_file``: the parsers, the repairs and the one write door). Each imported
+thread is made idle, its dangling calls closed (``Service.runs.close_dangling_calls``), and compacted under a
 window small enough that it must compact: the envelope is twice the threshold (window = tokens / 1.6,
 set as an override for the thread's exact provider and model). The traces are compacted whole and idle
 under their benchmark window.
@@ -184,13 +184,13 @@ def _visible(ids: set[str], text: str) -> set[str]:
 
 
 def _compact(svc: Service, key: str, *, name: str, kind: str, trace: Trace | None, closed: int) -> CorpusRow:
-    messages = [s.message for s in svc.messages_page(key, limit=1_000_000)]
+    messages = [s.message for s in svc.reads.messages_page(key, limit=1_000_000)]
     tool_texts = [m.content for m in messages if m.role == "tool"]
     ids = _tool_identifiers(tool_texts, IDENTIFIER if trace is not None else None)
     request = current_request(messages)
     m0 = svc.compactor.measure(svc.store.snapshot(key))
     try:
-        r = svc.compact(key)
+        r = svc.compaction.compact(key)
     except CannotCompact as exc:  # e.g. summary_rejected (not_smaller): nothing changed, say why
         r = ManualResult("rejected", exc.reason or exc.code, m0.tokens, m0.tokens, 0, None, 0, 1, still_over_threshold=m0.tokens >= m0.policy.threshold, note=exc.message)
     snap = svc.store.snapshot(key)
@@ -224,7 +224,7 @@ def session_rows(work: Path) -> list[CorpusRow]:
         svc = open_service(f"sqlite:///{work / f'corpus-{i}.db'}", workdir=work / f"wd-corpus-{i}", summarizer=counter, policies={"context_window": 128_000}, create=True)
         try:
             try:
-                reports = svc.import_file(src)
+                reports = svc.imports.import_file(src)
             except Exception as exc:  # noqa: BLE001 - a fixture the importer refuses is a row too
                 rows.append(CorpusRow(src.name, "?", 0, f"import failed: {exc}", 0, 0, 0, 0, 0, 0, None, 0, 0, 0))
                 continue
@@ -232,16 +232,16 @@ def session_rows(work: Path) -> list[CorpusRow]:
                 if rep.thread in imported:
                     continue
                 imported.add(rep.thread)
-                info = svc.thread(rep.thread)
+                info = svc.reads.thread(rep.thread)
                 counter.calls = 0
-                closed = svc.close_dangling_calls(rep.thread)
+                closed = svc.runs.close_dangling_calls(rep.thread)
                 tokens = svc.compactor.measure(svc.store.snapshot(rep.thread)).tokens
                 window = max(1024, math.ceil(tokens / 1.6))
                 budget = {"summary_max_tokens": summary_budget(window)}
                 if info.provider and info.model:  # an override beats the catalogue for that exact route
-                    svc.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
+                    svc.steering.set_policy({"context_window": 128_000, "models": [{"provider": info.provider, "model": info.model, "context_window": window, **budget}]})
                 else:  # an unrouted thread is measured against the configured (assumed) window
-                    svc.set_policy({"context_window": window, "default": budget})
+                    svc.steering.set_policy({"context_window": window, "default": budget})
                 label = f"{src.relative_to(FIXTURES)}" if src.is_relative_to(FIXTURES) else (
                     f"generated {src.name} (benchmarks/real_corpus.py)" if src in swe else f"generated {src.name} (benchmarks/import_session.py)")
                 name = label + (f" · {rep.thread.rsplit('/', 1)[-1]}" if rep.parent_thread else "")
@@ -260,10 +260,10 @@ def trace_rows(trace_list: Iterable[Trace], windows: dict[int, int], work: Path)
                            policies={"context_window": window, "default": {"summary_max_tokens": summary_budget(window)}}, create=True)
         try:
             key = "trace"
-            svc.create_thread(key, title=t.name, system_prompt=t.system_prompt, tools=t.tools, provider=PROVIDER, model=MODEL)
+            svc.runs.create_thread(key, title=t.name, system_prompt=t.system_prompt, tools=t.tools, provider=PROVIDER, model=MODEL)
             with svc.store.locked(key) as tx:
                 tx.bulk_append(t.messages)
-            closed = svc.close_dangling_calls(key)
+            closed = svc.runs.close_dangling_calls(key)
             rows.append(_compact(svc, key, name=t.name, kind="trace", trace=t, closed=closed))
         finally:
             svc.close()

@@ -11,7 +11,7 @@ Run: ``.venv/bin/python benchmarks/whatif.py [--messages 100000] [--families res
   "recorded" row is what the source database holds (its requests, compactions and events).
 - **A real-shaped session** (issue 24): a generated coding session of about 600 messages
   (``benchmarks/fact_sessions.py``, seed 7) written as a Claude Code session JSONL and imported
-  through ``Service.import_file`` (607 messages, 247 recorded responses), under a window at which
+  through ``Service.imports.import_file`` (607 messages, 247 recorded responses), under a window at which
   its whole envelope is 1.6 times the window (the thread's own route, as ``benchmarks/real_corpus.py``);
   in a fresh process: the first what-if at the default policy (it also builds the scratch schema
   once), the median of ``--repeats`` more, and a sweep of ``threshold_ratio`` over 10 values

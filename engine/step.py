@@ -20,7 +20,7 @@ A step, written once here:
    a ``gave_up`` event says why and the caller raises (or reports) the ORIGINAL error.
 
 The driver works on a :class:`StepPort`, what a step needs of a thread's store and compactor:
-:class:`engine.service.Service` is one (the harness and the adapters); what-if's scratch copy
+``svc.steps`` (:class:`engine.service.StepsFacet`) is one (the harness and the adapters); what-if's scratch copy
 (:mod:`engine.whatif.runs`) gives its own. It holds no run state of its own beyond the open
 recovery episode: the caller's :class:`RunState` carries the run id, notes and overflow count.
 """
@@ -59,7 +59,7 @@ class StepStart:
 
 
 class StepPort(Protocol):
-    """What the driver needs of a thread (``engine.service.Service`` has all of it)."""
+    """What the driver needs of a thread (``svc.steps``, :class:`engine.service.StepsFacet`, has all of it)."""
 
     def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
                    messages: Sequence[Message] = (), record: bool = True) -> StepStart: ...

@@ -206,7 +206,7 @@ class EngineThread:
         """The step driver for this thread and route (:mod:`engine.step`)."""
         d = self._driver
         if d is None:
-            d = self._driver = StepDriver(self.service, self.key, provider=self.provider or "unknown", model=self.model or "unknown",
+            d = self._driver = StepDriver(self.service.steps, self.key, provider=self.provider or "unknown", model=self.model or "unknown",
                                           max_overflow_retries=self.max_overflow_retries)
         d.provider, d.model = self.provider or "unknown", self.model or "unknown"
         return d
@@ -216,12 +216,12 @@ class EngineThread:
         if self._ensured:
             return
         try:
-            self.service.thread(self.key)
+            self.service.reads.thread(self.key)
         except EngineError as exc:
             if exc.code != "thread_not_found":
                 raise
             try:
-                self.service.create_thread(self.key, title=self.title or self.key, agent=self.source, provider=self.provider, model=self.model)
+                self.service.runs.create_thread(self.key, title=self.title or self.key, agent=self.source, provider=self.provider, model=self.model)
             except EngineError as dup:  # created meanwhile by another agent or inspector
                 if dup.code != "duplicate_thread":
                     raise
@@ -233,7 +233,7 @@ class EngineThread:
         want = (system_prompt or "", tuple(dict(t) for t in tools or ()))
         if self._configured == want:
             return
-        self.service.configure(self.key, system_prompt=want[0], tools=list(want[1]))
+        self.service.runs.configure(self.key, system_prompt=want[0], tools=list(want[1]))
         self._configured = want
 
     # -- intake ---------------------------------------------------------------------------------
@@ -269,7 +269,7 @@ class EngineThread:
         if not new:
             return []
         run = self.ensure_run()
-        ids = self.service.finish_step(self.key, None, outcome="ok", messages=new, run_id=run.run_id)
+        ids = self.service.steps.finish_step(self.key, None, outcome="ok", messages=new, run_id=run.run_id)
         self._stored(new)
         return ids
 
@@ -277,7 +277,7 @@ class EngineThread:
         """The active run of this agent, started when there is none."""
         self.ensure()
         if self.run is None:
-            run_id = self.service.start_run(self.key)
+            run_id = self.service.runs.start_run(self.key)
             self.run = RunState(run_id=run_id)
             self._step = 0
             self.driver.recovering = False
@@ -289,9 +289,9 @@ class EngineThread:
         if run is None or run.run_id is None:
             return
         if failed:  # answer calls the failure left open, so no orphan call stays behind
-            self.service.settle_run(self.key, run.run_id, "failed", error_code=error_code, error_message=error_message)
+            self.service.runs.settle_run(self.key, run.run_id, "failed", error_code=error_code, error_message=error_message)
         else:
-            self.service.finish_run(self.key, run.run_id)
+            self.service.runs.finish_run(self.key, run.run_id)
 
     def fail_run(self, exc: BaseException) -> None:
         """End the active run as failed by ``exc``: its classified provider code when it is a

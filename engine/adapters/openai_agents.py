@@ -220,10 +220,10 @@ class EngineSession:
         run = t.run
         if compact:
             try:
-                svc.compact_for_pressure(t.key, run or RunState(), running_turn=run is not None)
+                svc.steps.compact_for_pressure(t.key, run or RunState(), running_turn=run is not None)
             except Exception:  # §2.9: the read goes on with the persisted surface
                 log.warning("pressure compaction failed on thread %r while reading the session", t.key, exc_info=True)
-        m = svc.measure(t.key, ephemeral=run.ephemeral if run else (), provider=t.provider, model=t.model)
+        m = svc.steps.measure(t.key, ephemeral=run.ephemeral if run else (), provider=t.provider, model=t.model)
         return self.items_of(m)
 
     @staticmethod

@@ -23,7 +23,6 @@ manual compaction from the GUI runs the same code path as ``compaction compact``
 from __future__ import annotations
 
 import os
-import sys
 from typing import Any, Mapping
 
 from ..compactor import Compactor, RunState
@@ -64,17 +63,6 @@ from .reads import ReadsFacet
 from .runs import RunsFacet
 from .steering import SteeringFacet
 from .steps import StepsFacet
-
-#: TEMP until codemod: the files that still call Service.<method> by its old name (see the end of Service)
-_TEMP_CALLERS = ("engine/adapters/core.py", "engine/adapters/openai_agents.py", "engine/step.py", "benchmarks/incremental.py",
-                 "benchmarks/real_corpus.py", "benchmarks/fact_recall.py", "benchmarks/whatif.py", "benchmarks/adapters_langchain.py")
-
-
-def _temp_forward(facet: Any, name: str, args: Any, kwargs: Any) -> Any:  # TEMP until codemod
-    caller = sys._getframe(2).f_code.co_filename.replace(os.sep, "/")
-    if not caller.endswith(_TEMP_CALLERS):
-        raise AttributeError(f"Service.{name} is a facet's now ({type(facet).__name__}.{name}); called from {caller}")
-    return getattr(facet, name)(*args, **kwargs)
 
 
 def open_service(
@@ -149,77 +137,6 @@ class Service:
     def close(self) -> None:
         self._core.store.close()
 
-    # TEMP until codemod: old names still called by files other helpers own now; the lead removes this
-    # block after running /tmp/facets/codemod.py on them. A call from any other file raises, so nothing
-    # else comes to depend on them.
-    def add_event(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "add_event", args, kwargs)
-
-    def append_message(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "append_message", args, kwargs)
-
-    def begin_step(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "begin_step", args, kwargs)
-
-    def close_dangling_calls(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "close_dangling_calls", args, kwargs)
-
-    def compact(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.compaction, "compact", args, kwargs)
-
-    def compact_for_pressure(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "compact_for_pressure", args, kwargs)
-
-    def compaction_state(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.reads, "compaction_state", args, kwargs)
-
-    def configure(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "configure", args, kwargs)
-
-    def create_thread(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "create_thread", args, kwargs)
-
-    def finish_run(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "finish_run", args, kwargs)
-
-    def finish_step(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "finish_step", args, kwargs)
-
-    def import_file(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.imports, "import_file", args, kwargs)
-
-    def measure(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "measure", args, kwargs)
-
-    def message_count(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.reads, "message_count", args, kwargs)
-
-    def messages_page(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.reads, "messages_page", args, kwargs)
-
-    def policy_for(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "policy_for", args, kwargs)
-
-    def record_model_request(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "record_model_request", args, kwargs)
-
-    def recover_overflow(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steps, "recover_overflow", args, kwargs)
-
-    def set_policy(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.steering, "set_policy", args, kwargs)
-
-    def settle_run(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "settle_run", args, kwargs)
-
-    def start_run(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.runs, "start_run", args, kwargs)
-
-    def status(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.compaction, "status", args, kwargs)
-
-    def thread(self, *args: Any, **kwargs: Any) -> Any:  # TEMP until codemod
-        return _temp_forward(self.reads, "thread", args, kwargs)
 
 
 __all__ = [

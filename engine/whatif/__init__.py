@@ -11,9 +11,9 @@ a sweep (:func:`run_sweep`) reads the source once for all its runs when the thre
 The scratch thread is driven as the harness drives a live one (:mod:`engine.harness.loop`), by
 :class:`EngineReplay`: a request of the user starts a run (its own :class:`RunState`); before every
 model request the recorded agent made, the engine's pressure path runs (:meth:`Compactor.pressure`
-over the incremental :class:`SnapshotCache`, what ``Service.compact_for_pressure`` calls) and the
+over the incremental :class:`SnapshotCache`, what ``Service.steps.compact_for_pressure`` calls) and the
 envelope is measured (the compactor's measurement when it made one, else ``Compactor.measure``,
-what ``Service.measure`` calls); the first request is recorded as completed, so the thread is
+what ``Service.steps.measure`` calls); the first request is recorded as completed, so the thread is
 routed. A check that would find the envelope below the threshold (and so write nothing) is
 answered from the tally's sum without the database; the messages are appended in one batch through the
 write door, and the real check made, at the first step that reaches the threshold (see

@@ -86,7 +86,7 @@ class EngineReplay:
     work; the messages are written (one ``append_messages`` through the write door, which checks the
     conversation invariants and stores each message's count from the meter's cache, where
     :meth:`add` put it: ``bulk_append``, the import path, counts every message again) and the real pressure path runs (``Compactor.pressure`` over the
-    :class:`SnapshotCache`, what ``Service.compact_for_pressure`` calls) at the first step whose sum
+    :class:`SnapshotCache`, what ``Service.steps.compact_for_pressure`` calls) at the first step whose sum
     reaches it, and also when a closing marker arrives (the surface may leave one out) or before
     the first measurement. Each real check compares its measurement with the sum; a difference
     (which would mean the sum missed something) switches the rest of the replay to a real check at
@@ -131,7 +131,7 @@ class EngineReplay:
 
     def add(self, message: Message) -> None:
         """A message the recorded agent produced or received (persisted with the next flush)."""
-        if starts_turn(message):  # the user's message opens a new run (Service.start_run)
+        if starts_turn(message):  # the user's message opens a new run (Service.runs.start_run)
             self._new_run = True
         m = replace(message, id=None) if message.id is not None else message
         self._buffer.append(m)
@@ -200,7 +200,7 @@ class EngineReplay:
 class _ReplayPort:
     """What :class:`engine.step.StepDriver` needs of the scratch thread for a pressure step: the
     compactor's pressure path and measurement over the replay's snapshot cache (what
-    ``Service.compact_for_pressure`` / ``Service.measure`` call), no one-transaction fast path.
+    ``Service.steps.compact_for_pressure`` / ``Service.steps.measure`` call), no one-transaction fast path.
 
     The replay's driver records nothing (``record=False``) and raises a failing pressure check
     (``pressure_failures=False``), and the replay never reports a call's end: the port's writing
