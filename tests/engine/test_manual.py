@@ -233,7 +233,6 @@ def test_a_parallel_call_with_missing_results_on_an_idle_thread_is_closed_and_co
     assert_surface_valid(svc, key)
 
 
-@pytest.mark.skipif(not hasattr(__import__("engine.service").service.Service, "close_dangling_calls"), reason="Service.runs.close_dangling_calls (the door's closing of older dangling calls) not landed yet")
 def test_an_older_dangling_call_closed_on_the_idle_thread_unblocks_compaction(make_service, new_key):
     svc = make_service(Counting())
     key = new_key("older-dangling")
