@@ -54,6 +54,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import traces  # noqa: E402
+from engine.specifics import expand_grouped  # noqa: E402
 from traces import IDENTIFIER, Trace  # noqa: E402
 
 MODEL = "sim-model"
@@ -333,6 +334,20 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
     return score(trace, strategy, fail, probe, requests, final, summarizer, window, completed, error, seconds, stored)
 
 
+def request_text(value: Any) -> str:
+    """Every string of a wire request's ``messages`` (contents, text parts, tool-call arguments), one
+    per line, so a summary's grouped identifier lines (``dir/{a,b}.py``) read as their members through
+    :func:`engine.specifics.expand_grouped` (the rule the engine writes them by), as the other
+    benchmarks' checks read them."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict):
+        return "\n".join(request_text(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return "\n".join(request_text(v) for v in value)
+    return "" if value is None else str(value)
+
+
 def score(trace: Trace, strategy: str, fail: bool, probe: Probe, requests: Sequence[Any], final: Sequence[Any], summarizer: Any, window: int, completed: int, error: str | None, seconds: float, stored: int | None) -> dict[str, Any]:
     allowed = {len(probe.overhead), len(probe.overhead) - 1} if error else {len(probe.overhead)}  # a raising hook sent nothing
     if len(requests) not in allowed:
@@ -340,7 +355,7 @@ def score(trace: Trace, strategy: str, fail: bool, probe: Probe, requests: Seque
     kept: list[float] = []
     for i, r in enumerate(requests):
         if probe.compacted[i] and probe.seen[i]:
-            visible = probe.seen[i].intersection(IDENTIFIER.findall(json.dumps(r.body.get("messages"), ensure_ascii=False)))
+            visible = probe.seen[i].intersection(IDENTIFIER.findall(expand_grouped(request_text(r.body.get("messages")))))
             kept.append(len(visible) / len(probe.seen[i]))
     summary_ids = {m.id for m in final if is_summary(m)}
     final_ids = {m.id for m in final} - summary_ids
