@@ -1,11 +1,19 @@
 """Our engine on the benchmark traces: the real service on a temp SQLite file, step by step.
 
-Each trace is replayed as the harness runs it: a user message starts a run; before every model step
-``Compactor.pressure`` runs (with the run's :class:`RunState`), the envelope is measured, and a
-completed model request is recorded (so the thread is routed and eligible for pressure compaction);
-then the assistant message and its tool results are appended through the store. After the last
-message one more pre-step check gives the final surface. The summarizer is the offline
-:class:`ExtractiveSummarizer`, counted.
+Each trace is replayed as the harness runs it, on the one step driver (:class:`engine.step.StepDriver`
+over ``svc.steps``): a user message starts a run; every assistant message is one model step:
+:meth:`~engine.step.StepDriver.prepare` takes in the tool results since the last step, runs the
+pressure check (and pressure compaction when it is due) and records the model request, then
+:meth:`~engine.step.StepDriver.succeeded` completes it with the reference count as the provider's
+usage and stores the assistant message. After the last message one more step gives the final
+surface. The summarizer is the offline :class:`ExtractiveSummarizer`, counted.
+
+Timings: ``pressure_per_step_s`` is the median of the driver's ``prepare`` on the steps that
+compacted nothing (intake, pressure check and request record: one transaction);
+``pressure_warm_s`` times ``Compactor.pressure`` alone on the final thread (nothing new: the held
+snapshot's version check); ``pressure_cold_s`` the final request counted from scratch by the meter
+(empty cache, the messages in memory, as the peers hold theirs); ``pressure_fresh_s`` a first check in a
+fresh service on the same file (the thread read from the database, then counted).
 """
 
 from __future__ import annotations
@@ -15,10 +23,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.compactor import RunState
-from engine.messages import Envelope
+from engine.compactor import Measured, RunState
+from engine.messages import Envelope, Message
 from engine.meter import TokenMeter, default_meter
 from engine.service import Service, open_service
+from engine.step import StepDriver
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from traces import Reference, Replay, Trace
@@ -66,29 +75,40 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
         run: RunState | None = None
         started = time.perf_counter()
 
-        def step() -> Any:
+        drv = StepDriver(svc.steps, key, PROVIDER, MODEL)
+        steps = 0
+        pending: list[Message] = []  # tool results since the last step: the next step's intake
+
+        def step(reply: Message | None = None) -> Measured:
+            nonlocal steps
             assert run is not None
+            steps += 1
             t0 = time.perf_counter()
-            outcome = svc.compactor.pressure(key, run)
-            if outcome.action == "none":
+            call = drv.prepare(run, steps, messages=pending)
+            if call.outcome is not None and call.outcome.action == "none":
                 pressure_times.append(time.perf_counter() - t0)
-            measured = svc.steps.measure(key, ephemeral=run.ephemeral)
-            exact = ref.envelope(measured.envelope)
-            rid = svc.store.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=measured.tokens)
-            svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=exact, reported_completion_tokens=100)
-            out.observe(measured.envelope, ref, compacted=outcome.progressed)
-            return measured
+            pending.clear()
+            exact = ref.envelope(call.measured.envelope)
+            drv.succeeded(call, run, prompt_tokens=exact, completion_tokens=100, messages=[reply] if reply is not None else [])
+            out.observe(call.measured.envelope, ref, compacted=call.outcome is not None and call.outcome.progressed)
+            return call.measured
 
         for m in trace.messages:
             if m.role == "user":
+                for p in pending:
+                    svc.runs.append_message(key, p, run_id=run.run_id if run else None)
+                pending.clear()
                 if run is not None:
                     svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
                 svc.runs.append_message(key, m)
                 run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if m.role == "assistant":
-                step()
-            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
+                step(m)
+            elif run is None:
+                svc.runs.append_message(key, m)
+            else:
+                pending.append(m)
             out.saw(m)
         final = step()
         out.seconds = time.perf_counter() - started
@@ -97,12 +117,23 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
 
         # the pressure check on the final thread: cold (empty meter cache) and warm
         assert run is not None
-        colds = []
+        colds = []  # cold: the whole surface counted from scratch (empty meter cache), its messages in memory as the peers hold theirs
+        meter = default_meter(MODEL)
         for _ in range(3):
-            default_meter(MODEL).clear_cache()
+            meter.clear_cache()
             t0 = time.perf_counter()
-            svc.compactor.pressure(key, run)
+            meter.measure(final.envelope)
             colds.append(time.perf_counter() - t0)
+        fresh_times = []  # a first check in a fresh service on the same file: the thread read from the database and counted
+        for _ in range(3):
+            fresh = _open(root, trace.name, window, counter)
+            try:
+                default_meter(MODEL).clear_cache()
+                t0 = time.perf_counter()
+                fresh.compactor.pressure(key, run)
+                fresh_times.append(time.perf_counter() - t0)
+            finally:
+                fresh.close()
         warm = []
         for _ in range(20):
             t0 = time.perf_counter()
@@ -110,6 +141,7 @@ def replay(trace: Trace, window: int, root: Path, ref: Reference) -> tuple[Repla
             warm.append(time.perf_counter() - t0)
         timings = {
             "pressure_cold_s": min(colds),
+            "pressure_fresh_s": min(fresh_times),
             "pressure_warm_s": statistics.median(warm),
             "pressure_per_step_s": statistics.median(pressure_times) if pressure_times else float("nan"),
         }
