@@ -48,6 +48,7 @@ import ours  # noqa: E402
 import peers  # noqa: E402
 from engine.compactor import RunState  # noqa: E402
 from engine.messages import Envelope, Message, Surface  # noqa: E402
+from engine.step import StepDriver  # noqa: E402
 from engine.surface import build_surface, envelope_of  # noqa: E402
 from traces import Reference, surface_text  # noqa: E402
 
@@ -135,8 +136,8 @@ def _plain(m: Message) -> Message:
 
 def ours_pressure(name: str, source: str, messages: Sequence[Message], system_prompt: str, tools: Sequence[Any],
                   facts: Sequence[fs.Fact], window: int, tokens: int, work: Path, ref: Reference) -> Run:
-    """The session replayed through the real service as ``benchmarks/ours.py`` does, observing the
-    surface right after every compaction."""
+    """The session replayed through the real service on the one step driver as ``benchmarks/ours.py``
+    does, observing the surface right after every compaction."""
     counter = ours.CountingExtractive()
     svc = ours._open(work, f"fr-{name}-ours", window, counter)
     out = Run(name, source, "ours", "pressure", window, len(messages), tokens, list(facts))
@@ -147,19 +148,28 @@ def ours_pressure(name: str, source: str, messages: Sequence[Message], system_pr
         svc.runs.create_thread(key, title=name, system_prompt=system_prompt, tools=tools)
         run: RunState | None = None
 
-        def step(before: int) -> None:
+        drv = StepDriver(svc.steps, key, ours.PROVIDER, ours.MODEL)
+        steps = 0
+        pending: list[Message] = []  # messages since the last step: the next step's intake
+
+        def step(before: int, reply: Message | None = None) -> None:
+            nonlocal steps
             assert run is not None
+            steps += 1
             calls = counter.calls
-            outcome = svc.compactor.pressure(key, run)
-            measured = svc.steps.measure(key, ephemeral=run.ephemeral)
-            rid = svc.store.record_model_request(key, provider=ours.PROVIDER, model=ours.MODEL, run_id=run.run_id, estimated_tokens=measured.tokens)
-            svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=ref.envelope(measured.envelope), reported_completion_tokens=100)
-            if outcome.progressed:
-                out.observe(measured.envelope, ref, complete, before, summarized=counter.calls > calls)
+            call = drv.prepare(run, steps, messages=pending)
+            pending.clear()
+            drv.succeeded(call, run, prompt_tokens=ref.envelope(call.measured.envelope), completion_tokens=100,
+                          messages=[reply] if reply is not None else [])
+            if call.outcome is not None and call.outcome.progressed:
+                out.observe(call.measured.envelope, ref, complete, before, summarized=counter.calls > calls)
 
         for i, m in enumerate(messages):
             m = _plain(m)
             if m.role == "user" and not m.is_meta:
+                for p in pending:
+                    svc.runs.append_message(key, p, run_id=run.run_id if run else None)
+                pending.clear()
                 if run is not None:
                     svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
                 svc.runs.append_message(key, m)
@@ -169,8 +179,9 @@ def ours_pressure(name: str, source: str, messages: Sequence[Message], system_pr
                 svc.runs.append_message(key, m)
                 continue
             if m.role == "assistant":
-                step(i)
-            svc.runs.append_message(key, m, run_id=run.run_id)
+                step(i, m)
+            else:
+                pending.append(m)
         step(len(messages))
     finally:
         svc.close()
