@@ -524,7 +524,7 @@ METHOD = """How it runs (`benchmarks/fact_recall.py`, sessions from `benchmarks/
   messages), in the middle (40-60 %) and late (70-90 %); every key of a fact occurs only in that fact's
   own messages (checked when the session is generated).
 - **Under pressure**: the session replayed step by step. Ours: the real service on a SQLite file,
-  `Compactor.pressure` before every model step (as `benchmarks/ours.py`); the peers: the middleware's
+  every model step on the one step driver (as `benchmarks/ours.py`); the peers: the middleware's
   real `before_model` before every model step (as `benchmarks/peers.py`). Window = exact tokens of the
   whole session / 1.6, so the threshold (0.8 × window) is half the session.
 - **Compact now**: the whole idle session compacted once. Ours: `Service.compaction.compact` on the stored thread

@@ -102,9 +102,10 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   engine's identifier room for the extractive summary's identifier lines (up to 35 % of the
   target, which is half the threshold; `benchmarks/peers.py` gives the LangChain peer's summaries the
   same room), for all.
-- **Ours**: the real service on a temp SQLite file (`benchmarks/ours.py`): a run per user turn,
-  `Compactor.pressure` before each model step, a completed model request recorded per step, messages
-  appended through the store; offline `ExtractiveSummarizer`.
+- **Ours**: the real service on a temp SQLite file (`benchmarks/ours.py`): a run per user turn, each
+  model step on the one step driver (`engine.step.StepDriver` over `svc.steps`, as the harness and the
+  adapters run: the tool results taken in, the pressure check and compaction when due, the request
+  recorded, then completed with the reply); offline `ExtractiveSummarizer`.
 - **LangChain**: `langchain.agents.middleware.SummarizationMiddleware(model, trigger=("tokens",
   threshold), keep=("tokens", tail))` with its default counter `count_tokens_approximately` and default
   `trim_tokens_to_summarize=4000`, driven through its real `before_model` hook before each model step
