@@ -316,6 +316,10 @@ class TokenMeter:
 
     MAX_CACHED_MESSAGES = 300_000
     MAX_CACHED_CHARS = 64_000_000  # the cache keeps message texts alive: bound what it holds
+    #: the text cache of :meth:`count_text` (previews and summaries count the same texts again on
+    #: every compaction and every what-if run): bounded like the message cache
+    MAX_CACHED_TEXTS = 200_000
+    MAX_CACHED_TEXT_CHARS = 32_000_000
 
     def __init__(self, encoding: str = "cl100k_base") -> None:
         self.encoding_name: str = _canonical_name(encoding)
@@ -323,6 +327,7 @@ class TokenMeter:
         self._enc = _load_encoding(self.encoding_name)
         self._messages = _CountCache(self.MAX_CACHED_MESSAGES, self.MAX_CACHED_CHARS)
         self._tools = _CountCache(10_000, 16_000_000)
+        self._texts = _CountCache(self.MAX_CACHED_TEXTS, self.MAX_CACHED_TEXT_CHARS)
         self._role_tokens = {role: self.count_text(role) for role in _ROLE_CATEGORY}
 
     def __repr__(self) -> str:
@@ -352,8 +357,24 @@ class TokenMeter:
 
     # -- counting ------------------------------------------------------------------------------
     def count_text(self, text: str) -> int:
-        """Tokens of ``text``; special-token-looking text counts as ordinary text."""
-        return len(self._enc.encode_ordinary(text)) if text else 0
+        """Tokens of ``text``; special-token-looking text counts as ordinary text. Cached by the
+        text (an LRU bounded by entries and characters, shared by the meters of one encoding): a
+        prune counts every tool result of the surface again, a preview's fitting counts the same
+        prefixes on every what-if run of a thread."""
+        if not text:
+            return 0
+        cache = self._texts
+        with cache.lock:
+            hit = cache.data.get(text)
+            if hit is not None:
+                cache.data.move_to_end(text)
+                cache.hits += 1
+                return hit[0]
+            cache.misses += 1
+        n = len(self._enc.encode_ordinary(text))
+        with cache.lock:
+            cache.put(text, n, len(text))
+        return n
 
     def _count_texts(self, texts: list[str], *, parallel: bool = True) -> list[int]:
         encode = self._enc.encode_ordinary
@@ -513,9 +534,10 @@ class TokenMeter:
             return CacheStats(hits=c.hits, misses=c.misses, entries=len(c.data), chars=c.chars)
 
     def clear_cache(self) -> None:
-        """Forget every cached count (message and tool caches)."""
+        """Forget every cached count (message, tool and text caches)."""
         self._messages.clear()
         self._tools.clear()
+        self._texts.clear()
 
 
 def count_texts(encoding: str, texts: Sequence[str]) -> list[int]:

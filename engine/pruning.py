@@ -16,7 +16,9 @@ A :class:`Pruned` carries the one offload record type, :class:`engine.views.Offl
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Literal, Mapping, Sequence
@@ -170,27 +172,14 @@ def prune_tool_result(
         return PruneFailed(message_id=message.id, reason=exc.message)
     # the text is pure and computed first, so a budget error touches no disk; it is only handed
     # out after the full original was written
-    def replacement(budget: int) -> str:
-        return build_replacement(
-            name,
-            message.content,
-            sha256=sha,
-            path=_shown_path(workdir.path_for(name, sha), saved_as, sha),
-            original_tokens=original_tokens,
-            budget_tokens=budget,
-            count_tokens=count_tokens,
-            shapes=shapes,
-        )
-
-    text = replacement(min(preview_tokens, limit_tokens))
-    if (wider_tokens is not None and preview_tokens < wider_tokens < original_tokens
-            and not is_structured_tool(name, shapes) and not has_records(message.content)):
-        idents = extract_identifiers(message.content)
-        hidden = sum(i not in text for i in idents)
-        if hidden:
-            wider = replacement(wider_tokens)
-            if sum(i not in wider for i in idents) < hidden:
-                text = wider
+    shown = _shown_path(workdir.path_for(name, sha), saved_as, sha)
+    key = (count_tokens, name, sha, shown, original_tokens, min(preview_tokens, limit_tokens), preview_tokens, wider_tokens,
+           None if shapes is None else tuple(sorted(shapes.items())))
+    preview = _PREVIEWS.get(key)
+    if preview is None:
+        preview = _preview(message.content, key)
+        _PREVIEWS.put(key, preview)
+    text, text_tokens, left_out = preview
     try:
         saved = workdir.save(name, message.content)
     except WorkdirError as exc:
@@ -202,15 +191,87 @@ def prune_tool_result(
         sha256=saved.sha256,
         preview=text,
         original_tokens=original_tokens,
-        preview_tokens=count_tokens(text),
+        preview_tokens=text_tokens,
         generation=None,  # set by the store when it records the prune
     )
+    return Pruned(offload=offload, replacement=shown_message(message, offload), left_out=left_out)
+
+
+#: what :func:`_preview` computes for one key: (replacement text, its tokens, specifics it leaves out)
+_Preview = tuple[str, int, "DroppedSpecifics | None"]
+_PreviewKey = tuple[Any, ...]
+
+
+class _PreviewMemo:
+    """The replacements already built, by everything they depend on (:func:`prune_tool_result`'s
+    key: the counter, tool name, the original's SHA-256 and token count, the shown path, the
+    budgets and the shapes): a prune of a what-if sweep's next run, or a replay of the same thread,
+    builds no preview twice. An LRU of at most :data:`MAX_ENTRIES` keys; a key holds the
+    original's hash, not its text, and a value the preview (within its budget), so what it keeps
+    alive is bounded by the budgets. Thread-safe; a preview is built outside the lock (two
+    threads may build the same one; both get the same text)."""
+
+    MAX_ENTRIES = 8192
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._data: OrderedDict[_PreviewKey, _Preview] = OrderedDict()
+
+    def get(self, key: _PreviewKey) -> _Preview | None:
+        try:
+            hash(key)
+        except TypeError:  # a counter that cannot be a key (an object without __hash__): not kept
+            return None
+        with self._lock:
+            hit = self._data.get(key)
+            if hit is not None:
+                self._data.move_to_end(key)
+            return hit
+
+    def put(self, key: _PreviewKey, value: _Preview) -> None:
+        try:
+            hash(key)
+        except TypeError:
+            return
+        with self._lock:
+            self._data[key] = value
+            if len(self._data) > self.MAX_ENTRIES:
+                self._data.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()
+
+
+_PREVIEWS = _PreviewMemo()
+
+
+def _preview(content: str, key: _PreviewKey) -> _Preview:
+    """The replacement text of ``content`` for ``key`` (see :class:`_PreviewMemo`), its tokens and
+    the specifics its preview leaves out. Raises :class:`~engine.previews.PreviewBudgetError` (never
+    kept) when the budget cannot hold the header."""
+    count_tokens, name, sha, shown, original_tokens, budget, preview_tokens, wider_tokens, shapes_items = key
+    shapes = None if shapes_items is None else dict(shapes_items)
+
+    def replacement(budget: int) -> str:
+        return build_replacement(name, content, sha256=sha, path=shown, original_tokens=original_tokens, budget_tokens=budget,
+                                 count_tokens=count_tokens, shapes=shapes)
+
+    text = replacement(budget)
+    if (wider_tokens is not None and preview_tokens < wider_tokens < original_tokens
+            and not is_structured_tool(name, shapes) and not has_records(content)):
+        idents = extract_identifiers(content)
+        hidden = sum(i not in text for i in idents)
+        if hidden:
+            wider = replacement(wider_tokens)
+            if sum(i not in wider for i in idents) < hidden:
+                text = wider
     try:
-        left_out: DroppedSpecifics | None = dropped_specifics(before=[message.content], summary=None, after=[replacement_preview(text)])
+        left_out: DroppedSpecifics | None = dropped_specifics(before=[content], summary=None, after=[replacement_preview(text)])
     except Exception:  # a bug in a pure extractor must not lose a prune: the counts stay unknown
         log.warning("specifics left out by a preview failed", exc_info=True)
         left_out = None
-    return Pruned(offload=offload, replacement=shown_message(message, offload), left_out=left_out)
+    return text, count_tokens(text), left_out
 
 
 def _shown_path(path: Path, saved_as: str, sha: str) -> str:
