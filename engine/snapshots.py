@@ -13,8 +13,12 @@ under the conversation lock), none when the conversation row's newest message id
 write door with every append) is the last seen; another state (a prune, a summary) is measured
 again. The pressure path first makes one statement on a driver connection
 (:func:`engine.store.reads.quick_thread_read`: the key row and the newest completed request, a few
-µs): the same version is answered with the held snapshot, a version that only grew by messages
-with them, anything else with the transaction above.
+µs; on a SQLite file a connection of its own, out of the pool): the same version is answered with
+the held snapshot, a version that only grew by messages with them, anything else with the
+transaction above. The messages this process's write door committed (``Store.on_appended`` →
+:meth:`SnapshotCache.appended`) are handed over with their ids, so when the version grew by
+exactly those none is read; a message another writer appended in between makes the count differ
+and they are read.
 
 Two kinds of entries. A *held* entry (:meth:`SnapshotCache.snapshot`, the pressure path) keeps the
 snapshot's messages and the shown history, since the compactor and the model need them; its
@@ -69,6 +73,8 @@ log = logging.getLogger(__name__)
 PAGE = 5000
 #: texts sent to the counting worker at a time (a page has about two texts a message)
 WORKER_CHUNK = 2000
+#: rows the write door handed over (:meth:`SnapshotCache.appended`) kept per thread until a quick check takes them
+HANDED = 1000
 
 
 class Tally:
@@ -223,6 +229,13 @@ class SnapshotCache:
         self._entries: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._thread_locks: dict[str, threading.Lock] = {}
+        #: per held thread, (id, column values) of the messages this process's write door committed
+        #: since its last check (:meth:`appended`): the next quick check takes them instead of
+        #: reading them, when the database's version says they are all that was appended
+        self._handed: dict[str, list[tuple[int, Mapping[str, Any]]]] = {}
+        listen = getattr(store, "on_appended", None)  # the door's hook (notes/E-patches until it lands)
+        if listen is not None:
+            listen(self.appended)
 
     # -- bookkeeping ----------------------------------------------------------------------
     def _key_lock(self, thread: str) -> threading.Lock:
@@ -254,8 +267,35 @@ class SnapshotCache:
         with self._lock:
             if thread is None:
                 self._entries.clear()
+                self._handed.clear()
             else:
                 self._entries.pop(thread, None)
+                self._handed.pop(thread, None)
+
+    def appended(self, thread: str, rows: Sequence[tuple[int, Mapping[str, Any]]]) -> None:
+        """The write door committed ``rows`` ((id, column values), ``Store.on_appended``) to
+        ``thread`` in this process: kept for the thread's next quick check when it has a held entry
+        (at most a page). Trusted only as far as the database's version agrees (:func:`_quick`)."""
+        with self._lock:
+            entry = self._entries.get(thread)
+            if entry is None or not entry.held:
+                return
+            kept = self._handed.setdefault(thread, [])
+            if len(kept) + len(rows) > HANDED:  # no quick check took them (the step's own read did): start again
+                kept.clear()
+            kept.extend(rows)
+
+    def _take_handed(self, thread: str, after: int | None) -> list[tuple[int, Mapping[str, Any]]]:
+        """The rows :meth:`appended` kept for ``thread`` with an id above ``after``, in id order
+        (two writers' hooks may run in either order); they are forgotten here."""
+        with self._lock:
+            handed = self._handed.pop(thread, None)
+        if not handed:
+            return []
+        handed = [r for r in handed if after is None or r[0] > after]
+        if len(handed) > 1:
+            handed.sort(key=lambda r: r[0])
+        return handed
 
     # -- reading --------------------------------------------------------------------------
     def _read_head(self, reader: ThreadReader, entry: _Entry | None, *, with_busy: bool) -> tuple[Snapshot, bool]:
@@ -330,8 +370,9 @@ class SnapshotCache:
         request would change); None for anything else (the caller reads in one transaction)."""
         known = entry.version
         assert known is not None and entry.snapshot is not None
+        handed = self._take_handed(thread, entry.last_id)
         try:
-            version, new = quick_thread_read(self.store, thread, known, entry.last_id, self.page)
+            version, new = quick_thread_read(self.store, thread, known, entry.last_id, self.page, handed)
         except Exception:  # noqa: BLE001 - the full read comes next and says what the database failure is
             log.debug("quick read of %r failed; reading it whole", thread, exc_info=True)
             return None

@@ -7,13 +7,16 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 from __future__ import annotations
 
 import json
+import os
 import re
+import threading
+import weakref
 from contextlib import contextmanager
 from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
-from sqlalchemy import Connection, LargeBinary, Select, Text, and_, bindparam, case, cast, func, select, type_coerce
+from sqlalchemy import Connection, LargeBinary, QueuePool, Select, Text, and_, bindparam, case, cast, event, func, select, type_coerce
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
@@ -735,31 +738,118 @@ def thread_version_in(conn: Connection, key: str) -> ThreadVersion | None:
     return ThreadVersion(rows[0], statement.processors) if rows else None
 
 
-def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | None, limit: int) -> tuple[ThreadVersion | None, list[Message] | None]:
+def handed_message(id: int, row: Mapping[str, Any]) -> Message:
+    """The message a read of the row the write door just wrote gives: the door's column values
+    (``records.message_values``: text already as stored) with each JSON column through the same
+    text and decoder a read goes through (``message_from_text_row``, SQLite's text path; a
+    PostgreSQL ``json`` column keeps the text as written, so its read decodes the same text)."""
+    def as_text(value: Any) -> Any:
+        return None if value is None else json.dumps(value)
+
+    return message_from_text_row((id, row["role"], row["content"], as_text(row["tool_calls"]), row["tool_call_id"], row["name"],
+                                  as_text(row["meta"]), as_text(row["parts"]), row["is_error"], row["meta_kind"], row["source_key"]))
+
+
+def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | None, limit: int,
+                      handed: Sequence[tuple[int, Mapping[str, Any]]] = ()) -> tuple[ThreadVersion | None, list[Message] | None]:
     """The per-step pressure check's read: thread ``key``'s version and, when it differs from
     ``known`` by appended messages only (the same key and request but the counters), the messages
     with an id above ``after`` (at most ``limit``) up to the version's last message id; else None
     for them. Run on a pooled driver connection, each statement on its own (a message is never
     changed and its id grows under the conversation lock, so the messages up to the version's last
-    message id are the version's). (None, None) when the thread is gone."""
-    raw = store.engine.raw_connection()
+    message id are the version's). (None, None) when the thread is gone.
+
+    ``handed``: (id, column values) of messages this process's write door committed to the thread
+    after ``after`` (``Store.on_appended``), in id order. When they are exactly what the version
+    added (as many as its message count grew by, the last one its last message id), they are the
+    messages and none is read; anything else (another writer appended too) reads them."""
+    engine = store.engine
+    held = _held_connection(engine)
+    if held is not None and held.lock.acquire(blocking=False):
+        try:
+            return _quick(held.cursor, engine.dialect, key, known, after, limit, handed)
+        except BaseException:
+            held.drop()  # a failed statement: the next read opens another (this one is closed)
+            raise
+        finally:
+            held.lock.release()
+    raw = engine.raw_connection()
     try:
-        cursor = raw.cursor()  # closed with the connection
-        dialect = store.engine.dialect
-        statement = _raw("version", _VERSION[dialect.name == "sqlite"], dialect)
-        rows = statement.rows(cursor, {"key": key}, process=False)
-        if not rows:
-            return None, None
-        version = ThreadVersion(rows[0], statement.processors)
-        if version.values == known.values or version.stable != known.stable or version.request != known.request:
-            return version, None
-        upto = version.last_message_id
-        text = dialect.name == "sqlite"
-        got = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect).rows(
-            cursor, {"cid": version.values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
-        if len(got) >= limit:  # more than a page: the caller reads them in pages
-            return version, None
-        messages = [message_from_text_row(r) if text else build_message(*r) for r in got]
-        return version, [m for m in messages if upto is not None and m.id is not None and m.id <= upto]
+        return _quick(raw.cursor(), engine.dialect, key, known, after, limit, handed)  # the cursor closes with the connection
     finally:
         raw.close()
+
+
+def _quick(cursor: Any, dialect: Any, key: str, known: ThreadVersion, after: int | None, limit: int,
+           handed: Sequence[tuple[int, Mapping[str, Any]]]) -> tuple[ThreadVersion | None, list[Message] | None]:
+    statement = _raw("version", _VERSION[dialect.name == "sqlite"], dialect)
+    rows = statement.rows(cursor, {"key": key}, process=False)
+    if not rows:
+        return None, None
+    version = ThreadVersion(rows[0], statement.processors)
+    if version.values == known.values or version.stable != known.stable or version.request != known.request:
+        return version, None
+    upto = version.last_message_id
+    text = dialect.name == "sqlite"
+    if (handed and upto is not None and handed[-1][0] == upto and (after is None or handed[0][0] > after)
+            and version.values[_COUNTERS[0]] - known.values[_COUNTERS[0]] == len(handed)):
+        return version, [handed_message(i, r) for i, r in handed]
+    got = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect).rows(
+        cursor, {"cid": version.values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
+    if len(got) >= limit:  # more than a page: the caller reads them in pages
+        return version, None
+    messages = [message_from_text_row(r) if text else build_message(*r) for r in got]
+    return version, [m for m in messages if upto is not None and m.id is not None and m.id <= upto]
+
+
+class _Held:
+    """A SQLite file's driver connection kept for the quick read alone, out of the pool (a pool
+    checkout and check-in cost about what the version statement does). Used by one caller at a
+    time (``lock``; a caller that finds it busy takes a pooled one). In autocommit (the store's
+    connections run with ``isolation_level=None``), so a read holds no transaction between checks.
+    Closed when the engine is disposed (``Store.close``)."""
+
+    __slots__ = ("conn", "cursor", "lock", "pid", "__weakref__")
+
+    def __init__(self, engine: Any) -> None:
+        fairy = engine.raw_connection()
+        fairy.detach()  # no longer the pool's: the pool may open another in its place
+        self.conn = fairy
+        self.cursor = fairy.cursor()
+        self.lock = threading.Lock()
+        self.pid = os.getpid()
+
+    def drop(self) -> None:
+        try:
+            self.conn.close()
+        except Exception:  # noqa: BLE001 - closing a connection that failed
+            pass
+
+
+_HELD: "weakref.WeakKeyDictionary[Any, _Held]" = weakref.WeakKeyDictionary()
+_HELD_LOCK = threading.Lock()
+
+
+def _held_connection(engine: Any) -> _Held | None:
+    """The quick read's own connection to a SQLite file (None for PostgreSQL, where a statement
+    is a round trip anyway, and for an in-memory database, whose pool holds its one connection)."""
+    held = _HELD.get(engine)
+    if held is not None and held.pid == os.getpid():
+        return held
+    if engine.dialect.name != "sqlite" or not isinstance(engine.pool, QueuePool):
+        return None
+    with _HELD_LOCK:
+        held = _HELD.get(engine)
+        if held is None or held.pid != os.getpid():
+            if held is None:
+                event.listen(engine, "engine_disposed", _dispose_held)
+            held = _HELD[engine] = _Held(engine)  # a forked child's copy is left alone (the parent's)
+        return held
+
+
+def _dispose_held(engine: Any) -> None:
+    with _HELD_LOCK:
+        held = _HELD.pop(engine, None)
+    if held is not None and held.pid == os.getpid():
+        with held.lock:
+            held.drop()

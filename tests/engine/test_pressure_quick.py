@@ -12,6 +12,7 @@ SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import sqlite3
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from engine.compactor import Outcome, RunState
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.meter import default_meter
 from engine.service import Service
+from engine.store import Store, reads
 from engine.surface import build_surface, envelope_of
 
 from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
@@ -141,3 +143,131 @@ def test_a_busy_snapshot_is_not_served_to_the_pressure_path(factory: Any, new_ke
     assert svc.snapshots.snapshot(key, with_busy=True).busy_reason == "running"
     assert svc.snapshots.snapshot(key).busy_reason is None
     assert svc.snapshots.pressure_read(key)[0] == svc.store.snapshot(key, with_busy=False)
+
+
+# -- the write door's hand-off (Store.on_appended -> SnapshotCache.appended) ---------------------------
+
+needs_hook = pytest.mark.skipif(not hasattr(Store, "on_appended"), reason="the write door's append hook (notes/E-patches/door-append-hook.patch) is not applied")
+
+
+def handed_spy(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Records the id of every message the quick read took as the door handed it (none read)."""
+    seen: list[int] = []
+    real = reads.handed_message
+
+    def spy(id: int, row: Any) -> Any:
+        seen.append(id)
+        return real(id, row)
+
+    monkeypatch.setattr(reads, "handed_message", spy)
+    return seen
+
+
+@needs_hook
+def test_what_this_process_appended_is_taken_as_handed_and_equals_a_cold_measure(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    a = factory(policies=POLICIES)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 6)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    handed = handed_spy(monkeypatch)
+    reads_whole = full_reads(monkeypatch)
+
+    ids = a.store.append_messages(key, [assistant("a note \x00 with a NUL"), assistant("and a second note")])
+    assert_exact(a, key, run)
+    assert handed == ids and reads_whole == []
+    call = ToolCall("call-h1", "query_kb", '{"query": "doc-7 owner"}')
+    ids = a.store.append_messages(key, [assistant("Looking it up.", call),
+                                        tool_result(call.id, filler(200, "result"), name="query_kb").with_content(filler(200, "result"), source="kb")])
+    assert_exact(a, key, run)
+    assert handed[-2:] == ids and reads_whole == []
+    # the handed messages are the stored ones, field for field (metadata, calls, NUL escape)
+    snap, _ = a.snapshots.pressure_read(key)
+    assert snap.messages == a.store.snapshot(key, with_busy=False).messages
+
+
+@needs_hook
+def test_another_service_writing_in_between_makes_the_check_read_the_new_messages(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = factory(policies=POLICIES), factory(policies=POLICIES)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 6)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    handed = handed_spy(monkeypatch)
+
+    # a appends, then b: the version grew by one more than a handed over, so both are read
+    a.store.append_message(key, assistant("a's note"))
+    b.store.append_message(key, assistant(filler(120, "b's longer note")))
+    assert_exact(a, key, run)
+    assert handed == []
+    # b first, then a
+    b.store.append_message(key, assistant(filler(90, "b again")))
+    a.store.append_message(key, assistant("a again"))
+    assert_exact(a, key, run)
+    assert handed == []
+    # a alone again: taken as handed
+    mid = a.store.append_message(key, assistant("a alone"))
+    assert_exact(a, key, run)
+    assert handed == [mid]
+    # b appends after a's hand-off was taken, then a's next check: read (b's was not handed)
+    b.store.append_message(key, assistant("b alone"))
+    assert_exact(a, key, run)
+    assert handed == [mid]
+    # a compaction by b after a's append: the state changed, read whole; nothing stale is kept
+    a.store.append_message(key, assistant("a before b's compaction"))
+    assert b.compactor.manual(key).status == "completed"
+    assert_exact(a, key, run)
+    a.store.append_message(key, assistant("a after b's compaction"))
+    assert_exact(a, key, run)
+
+
+class _Rollback(Exception):
+    pass
+
+
+@needs_hook
+def test_a_write_rolled_back_never_enters_the_cache(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rolled-back append hands nothing over: on SQLite the next message may take the very id the
+    rolled-back one had, so a kept row would be counted in its place (a different count)."""
+    a, b = factory(policies=POLICIES), factory(policies=POLICIES)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 6)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    handed = handed_spy(monkeypatch)
+    heard: list[tuple[str, list[int]]] = []
+    a.store.on_appended(lambda thread, rows: heard.append((thread, [i for i, _ in rows])))
+
+    with pytest.raises(_Rollback):
+        with a.store.locked(key) as tx:
+            gone = tx.append_message(assistant(filler(400, "rolled back")))
+            raise _Rollback
+    assert heard == [] and not a.snapshots._handed.get(key)
+    other = b.store.append_message(key, assistant("b's short note"))  # SQLite: often the id `gone` had
+    out = assert_exact(a, key, run)
+    assert handed == [] and out.tokens_before == cold_tokens(a, key, run)
+    if a.store.is_sqlite:
+        assert other == gone  # the id was reused: what makes a kept row dangerous
+    # a's own committed append afterwards is handed over again
+    mine = a.store.append_message(key, assistant("a's note after the rollback"))
+    assert_exact(a, key, run)
+    assert heard == [(key, [mine])] and handed == [mine]
+
+
+def test_the_quick_reads_own_sqlite_connection_is_closed_with_the_store(make_service: Any, new_key: Any) -> None:
+    svc = make_service(policies=POLICIES)
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 2)
+    run = RunState(run_id=None)
+    assert_exact(svc, key, run)
+    engine = svc.store.engine
+    held = reads._HELD.get(engine)
+    assert held is not None
+    svc.close()
+    assert reads._HELD.get(engine) is None
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        held.cursor.execute("SELECT 1")
