@@ -52,7 +52,7 @@ from array import array
 from bisect import bisect_right
 from collections import OrderedDict, deque
 from contextlib import nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -383,7 +383,7 @@ class SnapshotCache:
         self._append_held(entry, new)
         entry.version = version
         entry.measured = None
-        entry.snapshot = replace(entry.snapshot, messages=entry.messages)  # type: ignore[arg-type]
+        entry.snapshot = _with_messages(entry.snapshot, entry.messages)  # type: ignore[arg-type]
         return entry.snapshot
 
     def _cold_held(self, reader: ThreadReader, head: Snapshot) -> _Entry:
@@ -411,7 +411,8 @@ class SnapshotCache:
         """Add ``new`` (read in id order after ``entry.last_id``) to a held entry and its tallies."""
         assert entry.messages is not None and entry.shown is not None
         entry.messages = entry.messages + tuple(new)
-        shown_new = shown_messages(new, entry.head.offloads)
+        offloads = entry.head.offloads
+        shown_new = shown_messages(new, offloads) if offloads else new  # no pruned result: each shown as it is
         if any(m.role == "tool" and m.metadata and is_closing_marker(m) for m in new):
             entry.shown = place_closing_markers(shown_messages(entry.messages, entry.head.offloads))
         else:  # placement of the earlier markers cannot change (see place_closing_markers)
@@ -820,6 +821,19 @@ def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:
     return entry.last_id is not None and reader.last_message_id() == entry.last_id
 
 
+_SNAPSHOT_FIELDS = tuple(f.name for f in fields(Snapshot))
+
+
+def _with_messages(snapshot: Snapshot, messages: tuple[Message, ...]) -> Snapshot:
+    """``replace(snapshot, messages=messages)`` without its generic machinery (the per-step check
+    makes one a step): every field copied, ``messages`` set (Snapshot has no ``__post_init__``)."""
+    new = object.__new__(Snapshot)
+    for name in _SNAPSHOT_FIELDS:
+        object.__setattr__(new, name, getattr(snapshot, name))
+    object.__setattr__(new, "messages", messages)
+    return new
+
+
 def _synthetic() -> Message:
     return Message("user", SYNTHETIC_USER_TEXT, metadata={META_SYNTHETIC: True})
 
@@ -849,8 +863,9 @@ def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequenc
     breakdown = dict(tally.totals)
     for category, n in tally.fixed[1].items():
         breakdown[category] += n
-    for m, n in zip(notes, meter.count_messages(notes)):
-        breakdown[message_category(m)] += n
+    if notes:
+        for m, n in zip(notes, meter.count_messages(notes)):
+            breakdown[message_category(m)] += n
     if head.pinned:  # pinned messages behind the boundary stay on the surface (engine.surface)
         for m, n in zip(head.pinned, meter.count_messages(head.pinned)):
             breakdown[message_category(m)] += n

@@ -42,6 +42,7 @@ from .records import (
     MESSAGE_COLUMNS,
     MESSAGE_TEXT_COLUMNS,
     _json,
+    _message,
     build_message,
     checked_calls_and_meta,
     conversation_tools,
@@ -678,6 +679,7 @@ _VERSION = {blobs: _version_statement(blobs) for blobs in (True, False)}
 #: positions of the message counters in a version (an append changes these and nothing else): adjacent
 _COUNTERS = tuple(i for i, c in enumerate(_THREAD_KEY.selected_columns) if c.key in ("message_count", "last_message_id"))
 assert len(_COUNTERS) == 2 and _COUNTERS[1] == _COUNTERS[0] + 1
+_COUNT, _AFTER_COUNTERS = _COUNTERS[0], _COUNTERS[1] + 1
 _REQUEST_ROW = NamedTuple("_REQUEST_ROW", [(c.key, Any) for c in _REQUEST_COLUMNS])  # type: ignore[misc]
 
 
@@ -743,11 +745,16 @@ def handed_message(id: int, row: Mapping[str, Any]) -> Message:
     (``records.message_values``: text already as stored) with each JSON column through the same
     text and decoder a read goes through (``message_from_text_row``, SQLite's text path; a
     PostgreSQL ``json`` column keeps the text as written, so its read decodes the same text)."""
+    calls, meta, parts = row["tool_calls"], row["meta"], row["parts"]
+    if calls is None and meta is None and parts is None:  # nothing to decode: build_message's own result for NULLs
+        return _message(id, row["role"], row["content"], (), row["tool_call_id"], row["name"], {}, (), (), row["is_error"],
+                        row["meta_kind"], row["source_key"])
+
     def as_text(value: Any) -> Any:
         return None if value is None else json.dumps(value)
 
-    return message_from_text_row((id, row["role"], row["content"], as_text(row["tool_calls"]), row["tool_call_id"], row["name"],
-                                  as_text(row["meta"]), as_text(row["parts"]), row["is_error"], row["meta_kind"], row["source_key"]))
+    return message_from_text_row((id, row["role"], row["content"], as_text(calls), row["tool_call_id"], row["name"],
+                                  as_text(meta), as_text(parts), row["is_error"], row["meta_kind"], row["source_key"]))
 
 
 def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | None, limit: int,
@@ -786,13 +793,15 @@ def _quick(cursor: Any, dialect: Any, key: str, known: ThreadVersion, after: int
     rows = statement.rows(cursor, {"key": key}, process=False)
     if not rows:
         return None, None
-    version = ThreadVersion(rows[0], statement.processors)
-    if version.values == known.values or version.stable != known.stable or version.request != known.request:
+    values, was = rows[0], known.values
+    version = ThreadVersion(values, statement.processors)
+    # the same key and request but the counters (adjacent): only messages were appended
+    if values == was or values[_AFTER_COUNTERS:] != was[_AFTER_COUNTERS:] or values[:_COUNT] != was[:_COUNT]:
         return version, None
     upto = version.last_message_id
     text = dialect.name == "sqlite"
     if (handed and upto is not None and handed[-1][0] == upto and (after is None or handed[0][0] > after)
-            and version.values[_COUNTERS[0]] - known.values[_COUNTERS[0]] == len(handed)):
+            and values[_COUNT] - was[_COUNT] == len(handed)):
         return version, [handed_message(i, r) for i, r in handed]
     got = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect).rows(
         cursor, {"cid": version.values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
