@@ -13,7 +13,10 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   threshold) the check itself (``Compactor.pressure``: read, measure, decide): the median of 200
   checks with nothing new and of 50 checks each after one appended message (20 / 20 today), each
   last answer asserted equal to a cold measure; today vs incremental, and the peers' per-step
-  check (chars/4, LangChain's ``before_model`` below its trigger) on the same final surface.
+  check (chars/4, LangChain's ``before_model`` below its trigger) on the same final surface, timed
+  twice: in a loop of checks, and right after one appended message as our "+1" figure is (the
+  same append through the service, to a thread of its own: the machine's caches as ours meets
+  them after an append).
 - **status**: a SQLite thread of N messages (the realistic mix of benchmarks/store.py, bulk
   written, never compacted); in a fresh process, once the tokenizer, pools and imports are loaded
   (a status of a small thread), the first (cold) ``Service.compaction.status`` of the big one and its peak
@@ -289,6 +292,7 @@ def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
         # the peers' check (the middleware's before_model below its trigger) on the same final surface
         surface = list(envelope_of(snap, build_surface(snap)).messages()[1:])  # the middleware's state holds no system prompt
         out["peers"] = _peer_checks(trace, window, surface, summary_budget(window))
+        out["peers_after_append"] = _peer_checks_after_append(svc, window, surface, summary_budget(window))
 
         notes = run.ephemeral
 
@@ -329,6 +333,34 @@ def _peer_checks(trace: Any, window: int, surface: list[Any], budget: int) -> di
         return {p: None for p in peers.STRATEGIES}
     return {p: ms(peers.pressure_check_times(trace, p, threshold=window * 4 // 5, keep=window * 16 // 100, summary_tokens=budget,
                                                messages=surface, repeats=50)) for p in peers.STRATEGIES}
+
+
+def _peer_checks_after_append(svc: Any, window: int, surface: list[Any], budget: int, repeats: int = 50) -> dict[str, float | None]:
+    """Median ms of each peer's per-step check timed as our "+1 message" figure is: right after one
+    message was appended (to its state, and through ``svc`` the same message to a thread of its own,
+    the append our figure follows), so both run on a machine whose caches the append just used. The
+    figure beside ``_peer_checks``' (a loop of checks with nothing in between)."""
+    import peers
+    from engine.messages import assistant
+
+    if peers.available() is not None:
+        return {p: None for p in peers.STRATEGIES}
+    scratch = "peer-appends"
+    svc.runs.create_thread(scratch, title="the appends the peers' timing follows")
+    out: dict[str, float | None] = {}
+    for p in peers.STRATEGIES:
+        mw, _ = peers.make_middleware(p, threshold=10**12, keep=window * 16 // 100, summary_tokens=budget)
+        lc = [peers.to_lc(m, f"m{i}") for i, m in enumerate(surface)]
+        times = []
+        for i in range(repeats):
+            m = assistant(f"{p} note {i}: still checking the results.")
+            svc.runs.append_message(scratch, m)
+            lc.append(peers.to_lc(m, f"n{i}"))
+            t0 = time.perf_counter()
+            assert mw.before_model({"messages": lc}, None) is None  # type: ignore[arg-type]
+            times.append(time.perf_counter() - t0)
+        out[p] = ms(statistics.median(times))
+    return out
 
 
 def cmd_writers(url: str, seconds: float, writers: int) -> dict[str, Any]:
@@ -434,6 +466,9 @@ def rows(r: dict[str, Any]) -> list[list[str]]:
         t, i, peer = p["today"], p["incremental"], p.get("peers") or {}
         vs = (f"on the same surface the peers' check (before_model below its trigger) takes chars/4 {peer['chars/4']} ms, LangChain {peer['langchain']} ms; "
               if peer.get("chars/4") is not None else "peers not installed; ")
+        after = p.get("peers_after_append") or {}
+        if after.get("chars/4") is not None:  # timed as our +1 figure is: right after an append
+            vs += f"timed right after the same append as ours, chars/4 {after['chars/4']} ms, LangChain {after['langchain']} ms; "
         out.append([f"Pressure check per step (Compactor.pressure), {p['trace']} final thread ({p['messages_on_surface']:,} messages on the surface, window {p['window']:,})",
                     f"{i['plus_one_ms']} ms after +1 message · {i['unchanged_ms']} ms unchanged",
                     vs + f"both equal a cold measure ({i['tokens']:,} tokens); "
