@@ -776,7 +776,7 @@ def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | N
         try:
             return _quick(held.cursor, engine.dialect, key, known, after, limit, handed)
         except BaseException:
-            held.drop()  # a failed statement: the next read opens another (this one is closed)
+            _forget_held(engine, held)  # a failed statement: the next read opens another (this one is closed)
             raise
         finally:
             held.lock.release()
@@ -854,6 +854,13 @@ def _held_connection(engine: Any) -> _Held | None:
                 event.listen(engine, "engine_disposed", _dispose_held)
             held = _HELD[engine] = _Held(engine)  # a forked child's copy is left alone (the parent's)
         return held
+
+
+def _forget_held(engine: Any, held: _Held) -> None:
+    with _HELD_LOCK:
+        if _HELD.get(engine) is held:
+            del _HELD[engine]
+    held.drop()
 
 
 def _dispose_held(engine: Any) -> None:

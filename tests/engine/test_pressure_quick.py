@@ -271,3 +271,21 @@ def test_the_quick_reads_own_sqlite_connection_is_closed_with_the_store(make_ser
     assert reads._HELD.get(engine) is None
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         held.cursor.execute("SELECT 1")
+
+
+def test_a_failed_quick_read_gives_up_its_connection_and_the_next_check_opens_another(make_service: Any, new_key: Any) -> None:
+    svc = make_service(policies=POLICIES)
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 2)
+    run = RunState(run_id=None)
+    assert_exact(svc, key, run)
+    engine = svc.store.engine
+    broken = reads._HELD[engine]
+    broken.conn.close()  # the quick read's statement fails: the check reads in one transaction instead
+    svc.store.append_message(key, assistant("after the failure"))
+    assert_exact(svc, key, run)
+    assert reads._HELD.get(engine) is not broken
+    svc.store.append_message(key, assistant("and once more"))
+    assert_exact(svc, key, run)
+    assert reads._HELD[engine] is not broken
