@@ -466,8 +466,18 @@ class TokenMeter:
         return counts
 
     def count_message(self, m: Message) -> int:
-        """Tokens of one message: content, framing, tool calls and tool_call_id (cached by content)."""
-        return self.count_messages((m,))[0]
+        """Tokens of one message: content, framing, tool calls and tool_call_id (cached by content).
+        A cached message is answered here, without the batch path's bookkeeping (the compactor
+        asks for one message at a time, ~10^5 times in a big what-if)."""
+        cache = self._messages
+        k = _key(m)
+        with cache.lock:
+            hit = cache.data.get(k)
+            if hit is not None:
+                cache.data.move_to_end(k)
+                cache.hits += 1
+                return hit[0]
+        return self._count_cached((m,))[0]
 
     def count_tools(self, tools: Sequence[Mapping[str, Any]]) -> int:
         """Tokens of tool schemas, counted as their compact JSON (cached per schema)."""
