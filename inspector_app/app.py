@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 os.environ.setdefault("QT_API", "pyside6")  # qasync would pick PyQt first if one were importable
 
 from . import platform_check
-from .choices import TABS, THEME_MODES
+from .logic.choices import TABS, THEME_MODES
 
 #: the replay tab's pages (``inspector_app.widgets.replay.PAGES``; named here so parsing needs no Qt)
 REPLAY_PAGES: tuple[str, ...] = ("requests", "recoveries", "diff")

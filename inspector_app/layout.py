@@ -37,13 +37,13 @@ from PySide6.QtWidgets import (
 from engine.views import SOURCE_NAMES
 
 from . import theme
-from .choices import TABS
+from .logic.choices import TABS
+from .logic.pressure_text import HINT_TEXT, PressureView
+from .logic.timeline.pages import source_badge
 from .models.checks import FindingsModel
 from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
-from .pressure_text import HINT_TEXT, PressureView
-from .timeline.pages import source_badge
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane

@@ -39,8 +39,8 @@ from .controllers.theming import ThemeController
 from .controllers.thread_list import ThreadListController
 from .controllers.threads import Opener, ThreadsController, default_database_url
 from .layout import TABS, InspectorLayout
+from .logic.urls import redact
 from .service_client import ServiceClient
-from .urls import redact
 from .widgets.connect import ConnectDialog, RecentConnections
 from .widgets.detail import boundary_dropped
 from .widgets.help import AboutDialog, ShortcutsDialog

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QSettings
 
-from .choices import THEME_MODES
-from .urls import strip_password
+from .logic.choices import THEME_MODES
+from .logic.urls import strip_password
 
 KEY_DATABASE = "session/database"
 KEY_THEME = "view/theme"

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QGuiApplication, QIcon, QPainter, QPalette, QP
 from PySide6.QtSvg import QSvgRenderer
 from PySide6.QtWidgets import QApplication
 
-from .choices import THEME_MODES as THEME_MODES, ThemeMode as ThemeMode  # re-exported: the theme names live Qt-free
+from .logic.choices import THEME_MODES as THEME_MODES, ThemeMode as ThemeMode  # re-exported: the theme names live Qt-free
 
 
 @dataclass(frozen=True, slots=True)

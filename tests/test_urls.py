@@ -1,4 +1,4 @@
-"""Passwords never survive :func:`inspector_app.urls.strip_password` (what the title and the recent
+"""Passwords never survive :func:`inspector_app.logic.urls.strip_password` (what the title and the recent
 connections show), whatever characters they hold, raw or percent-encoded; and what is left still
 names the database the store would connect to (the same parser: ``engine.store.normalize_url``).
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
 from engine.store import normalize_url
-from inspector_app.urls import redact, secrets_of, strip_password
+from inspector_app.logic.urls import redact, secrets_of, strip_password
 
 SPECIAL = " !\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~"
 LOWER = "abcdefghijklmnop0123456789"

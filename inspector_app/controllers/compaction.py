@@ -21,8 +21,8 @@ from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_deta
 from engine.views import SourceCompaction
 
 from ..layout import InspectorLayout
+from ..logic.pressure_text import manual_outcome
 from ..preferences import remember_directory, start_directory
-from ..pressure_text import manual_outcome
 from ..service_api import CompactionAPI, ReadsAPI
 from ..service_client import ServiceClient
 from ..widgets.detail import DroppedView

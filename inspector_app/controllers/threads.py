@@ -17,16 +17,16 @@ from engine.checks import Finding, ServiceReader, check_thread
 from engine.errors import EngineError, ThreadNotFound
 from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
 
-from ..choices import TABS
 from ..layout import InspectorLayout
+from ..logic.choices import TABS
+from ..logic.pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
+from ..logic.timeline.pages import source_name
+from ..logic.urls import secrets_of
 from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
-from ..pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
 from ..service_api import CompactionAPI, InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
-from ..timeline.pages import source_name
-from ..urls import secrets_of
 from ..widgets.connect import RecentConnections, strip_password
 from ..widgets.pressure import measuring_text
 from ..widgets.whatif import ProgressRelay

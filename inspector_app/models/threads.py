@@ -14,7 +14,7 @@ from PySide6.QtCore import QAbstractTableModel, QIdentityProxyModel, QModelIndex
 from engine import figures
 from engine.views import ThreadInfo
 
-from ..timeline.pages import source_badge, source_name
+from ..logic.timeline.pages import source_badge, source_name
 
 ThreadRole = Qt.ItemDataRole.UserRole + 1
 KeyRole = Qt.ItemDataRole.UserRole + 2

@@ -1,8 +1,8 @@
 """The timeline of one thread as a Qt item model: a thin ``QAbstractItemModel`` over
-:class:`inspector_app.timeline.Timeline`.
+:class:`inspector_app.logic.timeline.Timeline`.
 
 Everything that is not Qt — the page types, the unit → round → message tree, the gap/segment
-arithmetic, splicing and eviction — lives in the Qt-free package :mod:`inspector_app.timeline`
+arithmetic, splicing and eviction — lives in the Qt-free package :mod:`inspector_app.logic.timeline`
 (tested without a QApplication). This module turns the core's change notices into Qt's
 begin/end signals, maps nodes to indexes and answers the roles (colours, fonts, icons come from
 :mod:`inspector_app.theme`). The names the window and widgets use are re-exported from here.
@@ -21,7 +21,7 @@ from PySide6.QtGui import QBrush, QFont
 from engine.views import Offload, SourceCompaction
 
 from .. import theme
-from ..timeline import (
+from ..logic.timeline import (
     COL_ID,
     COL_MARKERS,
     COL_TEXT,
@@ -47,7 +47,7 @@ from ..timeline import (
     message_preview,
     one_line,
 )
-from ..timeline.tree import display_text, tooltip_text
+from ..logic.timeline.tree import display_text, tooltip_text
 
 __all__ = [
     "BoundaryRole", "COLUMNS", "COL_ID", "COL_MARKERS", "COL_TEXT", "COL_TOKENS", "CompactedRole", "IconRole", "MARKER_CONTINUES",

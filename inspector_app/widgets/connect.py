@@ -6,8 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QComboBox, QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
+from ..logic.urls import strip_password
 from ..preferences import remember_directory, start_directory
-from ..urls import strip_password
 
 __all__ = ["ConnectDialog", "RecentConnections", "strip_password", "to_url"]
 

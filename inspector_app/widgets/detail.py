@@ -42,9 +42,9 @@ from engine.messages import Message
 from engine.views import CompactionEvent, Offload, SourceCompaction, StoredMessage
 
 from .. import theme
+from ..logic.timeline.pages import attachment_line, source_name
 from ..models.table import RecordTableModel
 from ..models.timeline import BoundaryInfo, message_markers
-from ..timeline.pages import attachment_line, source_name
 
 PREVIEW_TITLE = "What the model sees (preview)"
 ORIGINAL_TITLE = "Original from the Workdir"

@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from ..timeline.pages import source_name
+from ..logic.timeline.pages import source_name
 from .trees import top_level_items
 
 COLUMNS: tuple[str, ...] = ("Thread", "Format", "Messages", "Tool calls", "Compactions", "Warnings")

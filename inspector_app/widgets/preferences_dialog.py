@@ -39,7 +39,7 @@ from PySide6.QtWidgets import (
 
 from engine.config import API_KEY, KEYS, KeyStatus, Resolved, SettingError, Settings, keyring_status, store_api_key
 
-from ..choices import THEME_MODES
+from ..logic.choices import THEME_MODES
 
 Run = Callable[..., Awaitable[Any]]
 Spawn = Callable[[Any, str], Any]

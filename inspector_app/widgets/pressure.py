@@ -13,7 +13,7 @@ from engine import figures
 from engine.views import PressurePoint, PressureStatus
 
 from .. import theme
-from ..pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip
+from ..logic.pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip
 
 __all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout", "measuring_text"]
 

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 
 from engine.figures import byte_size
 
-from ..timeline.pages import source_name
+from ..logic.timeline.pages import source_name
 from .trees import top_level_items
 
 COLUMNS: tuple[str, ...] = ("Tool", "Project", "Size", "Last activity", "Imported")

@@ -11,7 +11,7 @@ in the dialog, in words.
 
 The settings, the sweep values and the table rows are plain Python (:func:`build_settings`,
 :func:`sweep_values`, :func:`comparison_rows`, :func:`sweep_rows`, in
-:mod:`inspector_app.whatif_logic`, re-exported here); the models and the chart are thin Qt over them.
+:mod:`inspector_app.logic.whatif`, re-exported here); the models and the chart are thin Qt over them.
 """
 
 from __future__ import annotations
@@ -51,10 +51,7 @@ from PySide6.QtWidgets import (
 from engine.errors import Cancelled, describe_failure
 
 from .. import theme
-from ..models.table import RecordTableModel
-from ..service_api import CompactionAPI
-from ..service_client import ServiceClient
-from ..whatif_logic import (  # noqa: F401 (re-exported: the dialog's plain Python, imported from here)
+from ..logic.whatif import (  # noqa: F401 (re-exported: the dialog's plain Python, imported from here)
     MAX_SWEEP,
     METRICS,
     POLICY_NAMES,
@@ -81,6 +78,9 @@ from ..whatif_logic import (  # noqa: F401 (re-exported: the dialog's plain Pyth
     sweep_rows,
     sweep_values,
 )
+from ..models.table import RecordTableModel
+from ..service_api import CompactionAPI
+from ..service_client import ServiceClient
 
 if TYPE_CHECKING:
     from engine.service import WhatIfComparison, WhatIfSweep

@@ -27,7 +27,7 @@ from engine.policy import PolicySet
 from engine.service import open_service
 from engine.store import migrate
 from engine.store.reads import request_title
-from inspector_app.pressure_text import engine_text, list_ratio, numbers_text, percent, pressure_view
+from inspector_app.logic.pressure_text import engine_text, list_ratio, numbers_text, percent, pressure_view
 from tests.engine.imported_sessions import CC_OVERHEAD, FIRST_REQUEST, write_claude_code_session, write_swe_agent_trajectory
 
 ROOT = Path(__file__).resolve().parents[2]

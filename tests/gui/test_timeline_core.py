@@ -22,8 +22,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from engine.messages import Message, ToolCall
 from engine.units import build_units
 from engine.views import SourceCompaction, StoredMessage
-from inspector_app.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage, segments
-from inspector_app.timeline.segments import Placement, Run, Span
+from inspector_app.logic.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage, segments
+from inspector_app.logic.timeline.segments import Placement, Run, Span
 
 T0 = datetime(2026, 11, 30, 9, 0, tzinfo=UTC)
 
@@ -518,6 +518,6 @@ def test_gap_counts_and_labels() -> None:
 
 def test_the_core_imports_no_qt() -> None:
     """The package is plain Python: importing it loads neither PySide6 nor the Qt model."""
-    code = "import sys, inspector_app.timeline; print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'qasync') or m.startswith('inspector_app.models')))"
+    code = "import sys, inspector_app.logic.timeline; print(sorted(m for m in sys.modules if m.split('.')[0] in ('PySide6', 'shiboken6', 'qasync') or m.startswith('inspector_app.models')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -15,9 +15,9 @@ from PySide6.QtWidgets import QApplication
 
 from engine.messages import Message, ToolCall
 from engine.views import StoredMessage
+from inspector_app.logic.timeline import UNKNOWN, Node
+from inspector_app.logic.timeline.tree import display_text
 from inspector_app.models.timeline import COLUMNS, CompactedRole, MarkersRole, MessageIdRole, NodeKindRole, PageRequest, TimelineModel, TimelinePage, TokensRole
-from inspector_app.timeline import UNKNOWN, Node
-from inspector_app.timeline.tree import display_text
 from tests.gui.test_timeline_core import OPS, T0, Thread, apply, fill, grow, loaded_at_once, meta_message, signature, threads
 
 pytestmark = pytest.mark.gui

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from hypothesis import given, strategies as st
 
-from inspector_app.timeline import Timeline
+from inspector_app.logic.timeline import Timeline
 from tests.gui.test_timeline_core import OPS, PROPERTY, Shadow, Thread, apply, check_invariants, fill, grow, loaded_at_once, signature, threads
 
 
@@ -35,7 +35,7 @@ def test_turning_busy_or_idle_regroups_the_last_turn_like_loading_everything(thr
 def test_a_running_turn_that_finishes_becomes_one_turn_in_place() -> None:
     from engine.messages import Message, ToolCall
     from engine.views import StoredMessage
-    from inspector_app.timeline import PageRequest
+    from inspector_app.logic.timeline import PageRequest
     from tests.gui.test_timeline_core import T0
 
     msgs = [Message("user", "q1"), Message("assistant", "a1"), Message("user", "q2"),

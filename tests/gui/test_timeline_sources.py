@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from engine.messages import Message, ToolCall
 from engine.views import SourceCompaction, StoredMessage
-from inspector_app.timeline import PageRequest, Timeline
+from inspector_app.logic.timeline import PageRequest, Timeline
 from tests.gui.test_timeline_core import T0, Thread, loaded_at_once
 
 

@@ -142,7 +142,7 @@ def test_import_reimport_and_a_grown_log(url: str, tmp_path: Path):
 
 
 def test_the_timeline_says_what_the_api_did(tmp_path: Path):
-    from inspector_app.timeline.pages import source_headline
+    from inspector_app.logic.timeline.pages import source_headline
 
     with service(f"sqlite:///{tmp_path / 'store.db'}", tmp_path) as svc:
         svc.imports.import_file(LOG)

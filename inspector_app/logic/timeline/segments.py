@@ -7,8 +7,8 @@ finds the gap a run fills and which of its sides it closes, :func:`regroup` choo
 rows at the gap's edges that are rebuilt with it, and :func:`evict_before` / :func:`evict_after`
 choose what an eviction keeps.
 
-Bounds follow :class:`~inspector_app.timeline.pages.TimelinePage`: ``None`` is the thread's
-start (low side) or end (high side), :data:`~inspector_app.timeline.pages.UNKNOWN` a side the
+Bounds follow :class:`~inspector_app.logic.timeline.pages.TimelinePage`: ``None`` is the thread's
+start (low side) or end (high side), :data:`~inspector_app.logic.timeline.pages.UNKNOWN` a side the
 read did not establish.
 """
 
@@ -22,7 +22,7 @@ from .tree import MARKER_ORPHAN, RUNNING_KINDS
 
 
 class Row(Protocol):
-    """What the arithmetic reads of a top-level row (a :class:`~inspector_app.timeline.tree.Node`)."""
+    """What the arithmetic reads of a top-level row (a :class:`~inspector_app.logic.timeline.tree.Node`)."""
 
     kind: str
     unit_kind: str
