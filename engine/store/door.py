@@ -165,6 +165,10 @@ _STORED_KEYS = select(MESSAGES.c.source_key).where(
 )
 
 
+#: the same for one key (the common intake of a step: the last tool result); no expanding parameter to render
+_STORED_KEY = select(MESSAGES.c.source_key).where(MESSAGES.c.conversation_id == bindparam("cid"), MESSAGES.c.source_key == bindparam("key"))
+
+
 class LedgerCache:
     """The call ledger of each thread as its last write transaction in this process committed it
     (one per :class:`engine.store.Store`): the next transaction on that thread starts from it and
@@ -253,6 +257,9 @@ class Locked(SourceWrites, ConversationReader):
         wanted = list(dict.fromkeys(keys))
         found: set[str] = set()
         conn = self.session.connection()
+        if len(wanted) == 1:
+            found.update(conn.execute(_STORED_KEY, {"cid": self.conv.id, "key": wanted[0]}).scalars())
+            return found
         for i in range(0, len(wanted), 500):
             found.update(conn.execute(_STORED_KEYS, {"cid": self.conv.id, "keys": wanted[i : i + 500]}).scalars())
         return found

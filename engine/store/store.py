@@ -121,6 +121,18 @@ def build_message_row(row: Any) -> Message:
     return build_message(*row)
 
 
+def _lock_statement(by_id: bool, for_update: bool, nowait: bool) -> Any:
+    """The conversation row the write door locks, by id or by key (PostgreSQL: ``FOR UPDATE``,
+    ``NOWAIT`` when asked; SQLite: ``BEGIN IMMEDIATE`` is the lock)."""
+    q = select(Conversation).where(Conversation.id == bindparam("id") if by_id else Conversation.thread_key == bindparam("key"))
+    return q.with_for_update(nowait=nowait) if for_update else q
+
+
+#: (by id, FOR UPDATE, NOWAIT) -> the statement of :meth:`Store.locked` (built once: building a
+#: select costs about what running it does, on every transaction of a model step)
+_LOCK = {(i, f, n): _lock_statement(i, f, n) for i in (True, False) for f in (True, False) for n in (True, False)}
+
+
 class DuplicateThread(EngineError):
     code = "duplicate_thread"
 
@@ -265,12 +277,9 @@ class Store:
         acquired = False
         try:
             with self._session(write=True, nowait=nowait) as s:
-                q = select(Conversation).where(
-                    Conversation.id == thread if isinstance(thread, int) else Conversation.thread_key == thread
-                )
-                if not self.is_sqlite:
-                    q = q.with_for_update(nowait=nowait)
-                conv = s.scalars(q).first()
+                by_id = isinstance(thread, int)
+                q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
+                conv = s.scalars(q, {"id" if by_id else "key": thread}).first()
                 if conv is None:
                     raise ThreadNotFound(f"no thread {thread!r}")
                 acquired = True

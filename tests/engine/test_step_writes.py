@@ -190,3 +190,21 @@ def test_every_commit_survives_the_process_dying_right_after_it(tmp_path: Any) -
         assert conn.execute(sa.text("SELECT outcome, reported_prompt_tokens FROM model_requests")).all() == [("ok", 12)]
         assert conn.execute(sa.text("SELECT message_count FROM conversations")).scalar_one() == 2
     engine.dispose()
+
+
+def test_stored_source_keys_answers_one_key_and_several_alike(svc: Service, new_key: Any) -> None:
+    """The intake's question (one key: an equality probe; several: one IN list) gives the same
+    answers, only this thread's keys, never another's."""
+    key, other = new_thread(svc, new_key("keys")), new_thread(svc, new_key("keys-other"))
+    with svc.store.locked(key) as tx:
+        tx.append_messages([Message("user", "a", source_key="k1"), Message("assistant", "b", source_key="k2")])
+    with svc.store.locked(other) as tx:
+        tx.append_messages([Message("user", "c", source_key="k3")])
+    with svc.store.locked(key) as tx:
+        assert tx.stored_source_keys(["k1"]) == {"k1"}
+        assert tx.stored_source_keys(["k3"]) == set()  # another thread's
+        assert tx.stored_source_keys(["k9"]) == set()
+        assert tx.stored_source_keys(["k1", "k1"]) == {"k1"}
+        assert tx.stored_source_keys(["k1", "k2", "k3", "k9"]) == {"k1", "k2"}
+    with svc.store.locked(svc.store.thread(key).id) as tx:  # the door by conversation id takes the same lock
+        assert tx.stored_source_keys(["k2"]) == {"k2"}
