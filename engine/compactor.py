@@ -13,7 +13,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Literal, Mapping, Sequence
 
-from .errors import CannotCompact, CompareAndSwapConflict
+from .errors import CannotCompact, CompareAndSwapConflict, rejection_detail
 from .events import (
     BreakerTrippedEvent,
     DroppedEntry,
@@ -32,15 +32,14 @@ from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_messag
 from .meter import Measurement, TokenMeter, default_meter
 from .plan import (
     IDENTIFIER_ROOM_SHARE,
-    cap_batch,
     identifier_budget,
+    manual_selection,
     request_budgets,
     room_after,
+    select_units,
     span_identifiers,
     summary_budget,
     summary_ceiling,
-    summary_estimate,
-    tail_gives_way,
     turn_over,
 )
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
@@ -51,7 +50,7 @@ from .store import Locked, Store
 from .summarizers.factory import provenance
 from .summarizers.protocol import MAX_TOKEN_BYTES, REJECT_NOT_SMALLER, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .surface import build_surface, envelope_of, history_part
-from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, select_prefix, starts_turn
+from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, starts_turn
 from .views import ManualResult, ModelRequest, Offload, RevertResult, Snapshot
 from .workdir import Workdir
 
@@ -124,6 +123,8 @@ class _Attempt:
     boundary: int | None
     tokens_after: int
     compacted_messages: int
+    #: a rejected summary's cause in words (:func:`engine.errors.rejection_detail` of its event)
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -324,6 +325,8 @@ class Compactor:
             if compacted == 0:
                 audited(ManualResult("no_op", "summary_rejected", before, before, 0, start_state.boundary, start_state.generation, calls))
                 failure = CannotCompact(f"summary rejected ({att.reason}); nothing was changed", code="summary_rejected", reason=att.reason)
+                if att.detail:  # the cause it had in hand: no caller pages the events to find it again
+                    failure.explain(att.detail)
             else:
                 state = m.snapshot.state
                 more = bool(sel.units) and att.advanced  # stopped at the call limit with more to take
@@ -335,16 +338,8 @@ class Compactor:
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
 
     def _manual_selection(self, m: Measured) -> Selection:
-        """Everything before the retained tail (§4.3), the finished last turn split into rounds;
-        empty when what it would replace is no bigger than the smallest summary of it (the framing,
-        the current request verbatim and a line), which could only be rejected as not smaller."""
-        units = build_units(unpinned(m), running_turn=False, split_last_turn=True, split_turn=_split_turn(m))
-        sel = self._select(m, units, target=-1, tail="tokens", give_way=True)
-        state = m.snapshot.state
-        request = _request_text(m.snapshot)
-        replaced = sel.removed_tokens + (m.meter.count_text(state.summary) if state.summary else 0)
-        smallest = m.meter.count_message(summary_message(request or "")) + 64
-        return sel if replaced > smallest else Selection((), None, 0)
+        """Everything before the retained tail (§4.3): :func:`engine.plan.manual_selection`."""
+        return manual_selection(m)
 
     def _over_threshold(self, m: Measured, *, reached_limit: bool, nothing_selectable: bool = False, rejected: str | None = None) -> tuple[bool, str | None]:
         """(still at or over the threshold, why in words) for a manual result."""
@@ -377,22 +372,7 @@ class Compactor:
 
     # -- shared steps ---------------------------------------------------------------------
     def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto", give_way: bool = False) -> Selection:
-        pol = m.policy
-        sel = select_prefix(
-            units, message_tokens=m.meter.count_message, envelope_tokens=m.tokens, target_tokens=target, retained_tail_tokens=pol.retained_tail_tokens,
-            recent_rounds=pol.policy.loop_recent_tool_rounds, tail=tail,
-            summary_tokens=summary_estimate(pol, framing=m.meter.count_message(summary_message("")), previous_summary=m.measurement.breakdown["summary"]),
-        )
-        if give_way and sel.units:  # manual: all before the retained tail selected; the tail yields to the identifiers (plan.tail_gives_way)
-            sel = tail_gives_way(units, sel, m.meter.count_message, m.meter.count_text, envelope=m.tokens, target=pol.target_tokens,
-                                 previous_summary=m.measurement.breakdown["summary"], previous_text=m.snapshot.state.summary, request=_request_text(m.snapshot))
-        # one call must fit a summarizer model with the same window: the previous summary and the
-        # messages it reads, and the summary it writes (a model writes the budget; the identifier
-        # room holds id lines no model writes: the extractive summary's, or the index the engine
-        # appends to a model's summary), with a tenth for the prompt around them
-        previous = m.meter.count_text(m.snapshot.state.summary) if m.snapshot.state.summary else 0
-        budget = pol.context_window * 9 // 10 - previous - summary_budget(pol)
-        return cap_batch(sel, m.meter.count_message, budget=max(1, budget), floor=summary_ceiling(pol))
+        return select_units(m, units, target=target, tail=tail, give_way=give_way)  # the pure decision (engine.plan)
 
     def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
         """One prune step (§2.3): results over the limit, and results before the protected tail
@@ -502,7 +482,8 @@ class Compactor:
         def reject(reason: str, calls: int, **extra: Any) -> _Attempt:
             event = SummaryRejectedEvent(**base, reason=reason, calls=calls, generation_after=state.generation, duration_ms=_ms_since(started), **extra)
             self._record(thread, event, trigger=trigger, run_id=run_id, tx=tx)
-            return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0)
+            detail = rejection_detail(CannotCompact("", reason=reason), {**base, "reason": reason, **extra})
+            return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0, detail)
 
         # the budget rule (engine.plan): the window, the identifiers the summary carries, and the
         # room that keeps the envelope after it at or under the target

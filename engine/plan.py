@@ -18,16 +18,27 @@ The summary budget (docs/compaction.md, "Summary budget") is a rule, not a per-t
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Callable, Iterable, Protocol, Sequence
 
-from .messages import META_PRUNED, Message, summary_message
+from .messages import META_PRUNED, Message, Surface, summary_message
+from .meter import Measurement
 from .policy import SUMMARY_MAX_SHARE, SUMMARY_MIN_TOKENS, ResolvedPolicy, summary_total_tokens
 from .previews import replacement_preview
 from .specifics import expand_grouped, extract_identifiers, group_identifiers
-from .units import Selection, Turn, Unit, prefix_ends
+from .surface import history_part
+from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, prefix_ends, select_prefix
+from .views import Snapshot
 
 __all__ = [
     "IDENTIFIER_ROOM_SHARE",
+    "CompactionPlan",
+    "Measured",
+    "manual_selection",
+    "plan_manual",
+    "request_text",
+    "select_units",
+    "unpinned_history",
     "cap_batch",
     "identifier_budget",
     "request_budgets",
@@ -249,3 +260,144 @@ def tail_gives_way(
         return sel
     chosen = tuple(units[:taken])
     return Selection(chosen, chosen[-1].last_id, removed)
+
+
+# -- what Compact now would do (the plan), and the selections the compactor applies ------------
+
+
+class _Meter(Protocol):
+    def count_message(self, message: Message, /) -> int: ...
+    def count_text(self, text: str, /) -> int: ...
+
+
+class Measured(Protocol):
+    """What the decisions read of :class:`engine.compactor.Measured` (values only: no store)."""
+
+    @property
+    def snapshot(self) -> Snapshot: ...
+    @property
+    def surface(self) -> Surface: ...
+    @property
+    def measurement(self) -> Measurement: ...
+    @property
+    def policy(self) -> ResolvedPolicy: ...
+    @property
+    def meter(self) -> _Meter: ...
+    @property
+    def tokens(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class CompactionPlan:
+    """What Compact now would do on a thread as measured (read only).
+
+    ``possible`` False: nothing before the retained tail can be summarized (``reason`` says why,
+    ``insufficient_history``); nothing would be written. Otherwise the first summary call's range:
+    ``selected_messages`` messages up to ``selected_boundary`` (``removed_tokens`` of them), the
+    previous summary replaced with them (``replaced_tokens`` in all), the request's ``max_tokens``
+    and ``identifier_tokens`` budgets, and ``expected_after``: the envelope with the projected
+    summary in place of the range (a projection, :func:`engine.plan.summary_estimate`; the
+    summarizer's text decides the real figure). ``pruned`` is not planned here: Compact now does
+    not prune."""
+
+    trigger: str
+    possible: bool
+    reason: str | None
+    tokens_before: int
+    threshold: int
+    target: int
+    selected_messages: int = 0
+    selected_boundary: int | None = None
+    first_selected: int | None = None
+    removed_tokens: int = 0
+    replaced_tokens: int = 0
+    planned_tokens: int = 0
+    max_tokens: int = 0
+    identifier_tokens: int = 0
+    expected_after: int | None = None
+    pinned: tuple[int, ...] = ()
+
+
+def request_text(m: Measured) -> str | None:
+    """The user's current request (§2.5): the store's, when it is a real request
+    (:func:`engine.units.is_request`), else the newest real request in view, else none."""
+    snap = m.snapshot
+    stored = snap.current_request
+    if stored is not None and is_request(stored):
+        return stored.content
+    visible = current_request(snap.messages)
+    return visible.content if visible is not None else None
+
+
+def _pins(m: Measured) -> frozenset[int]:
+    return pinned_rounds(history_part(m.surface), m.snapshot.pins) if m.snapshot.pins else frozenset()
+
+
+def unpinned_history(m: Measured) -> tuple[Message, ...]:
+    """The surface's history without the pinned messages (widened to their tool rounds)."""
+    history = history_part(m.surface)
+    pins = _pins(m)
+    return tuple(x for x in history if x.id not in pins) if pins else history
+
+
+def select_units(m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto", give_way: bool = False) -> Selection:
+    """The range one summary call takes: the prefix before the retained tail (:func:`engine.units.select_prefix`),
+    extended into the tail for the identifiers when ``give_way`` (:func:`engine.plan.tail_gives_way`),
+    cut to what one call of a summarizer with the same window can read (:func:`engine.plan.cap_batch`)."""
+    pol = m.policy
+    sel = select_prefix(
+        units, message_tokens=m.meter.count_message, envelope_tokens=m.tokens, target_tokens=target, retained_tail_tokens=pol.retained_tail_tokens,
+        recent_rounds=pol.policy.loop_recent_tool_rounds, tail=tail,
+        summary_tokens=summary_estimate(pol, framing=m.meter.count_message(summary_message("")), previous_summary=m.measurement.breakdown["summary"]),
+    )
+    if give_way and sel.units:  # manual: all before the retained tail selected; the tail yields to the identifiers (plan.tail_gives_way)
+        sel = tail_gives_way(units, sel, m.meter.count_message, m.meter.count_text, envelope=m.tokens, target=pol.target_tokens,
+                             previous_summary=m.measurement.breakdown["summary"], previous_text=m.snapshot.state.summary, request=request_text(m))
+    # one call must fit a summarizer model with the same window: the previous summary and the
+    # messages it reads, and the summary it writes (a model writes the budget; the identifier
+    # room holds id lines no model writes: the extractive summary's, or the index the engine
+    # appends to a model's summary), with a tenth for the prompt around them
+    previous = m.meter.count_text(m.snapshot.state.summary) if m.snapshot.state.summary else 0
+    budget = pol.context_window * 9 // 10 - previous - summary_budget(pol)
+    return cap_batch(sel, m.meter.count_message, budget=max(1, budget), floor=summary_ceiling(pol))
+
+
+def manual_selection(m: Measured) -> Selection:
+    """Everything before the retained tail (§4.3), the finished last turn split into rounds;
+    empty when what it would replace is no bigger than the smallest summary of it (the framing,
+    the current request verbatim and a line), which could only be rejected as not smaller."""
+    units = build_units(unpinned_history(m), running_turn=False, split_last_turn=True, split_turn=turn_over(m.policy.target_tokens, m.meter.count_message))
+    sel = select_units(m, units, target=-1, tail="tokens", give_way=True)
+    state = m.snapshot.state
+    request = request_text(m)
+    replaced = sel.removed_tokens + (m.meter.count_text(state.summary) if state.summary else 0)
+    smallest = m.meter.count_message(summary_message(request or "")) + 64
+    return sel if replaced > smallest else Selection((), None, 0)
+
+
+def plan_manual(m: Measured) -> CompactionPlan:
+    """What Compact now would do first on ``m``: the range, the budgets of its summary request
+    (as :meth:`engine.compactor.Compactor._summarize` computes them) and the projected envelope."""
+    pol, meter, state = m.policy, m.meter, m.snapshot.state
+    sel = manual_selection(m)
+    pins = tuple(sorted(_pins(m)))
+    if not sel.units:
+        return CompactionPlan("manual", False, "insufficient_history", m.tokens, pol.threshold, pol.target_tokens, pinned=pins)
+    limit = max(1, pol.policy.loop_max_compaction_rounds)
+    removed = sum(meter.count_message(x) for x in sel.messages)
+    previous_text = meter.count_text(state.summary) if state.summary else 0
+    framing = meter.count_message(summary_message(""))
+    planned = sel.planned_tokens if limit > 1 else None
+    room = room_after(pol.target_tokens, envelope=m.tokens, removed=planned or removed,
+                      previous_summary=m.measurement.breakdown["summary"], framing=framing)
+    current = request_text(m)
+    max_tokens, identifier_tokens = request_budgets(pol, identifiers=span_identifiers(sel.messages, state.summary), room=room,
+                                                    request_tokens=meter.count_text(current) if current else None)
+    estimate = summary_estimate(pol, framing=framing, previous_summary=m.measurement.breakdown["summary"])
+    expected = m.tokens - removed - m.measurement.breakdown["summary"] + estimate(removed)
+    return CompactionPlan(
+        "manual", True, None, m.tokens, pol.threshold, pol.target_tokens,
+        selected_messages=len(sel.messages), selected_boundary=sel.boundary, first_selected=sel.messages[0].id if sel.messages else None,
+        removed_tokens=removed, replaced_tokens=removed + previous_text, planned_tokens=sel.planned_tokens or removed,
+        max_tokens=max_tokens, identifier_tokens=identifier_tokens, expected_after=expected, pinned=pins,
+    )

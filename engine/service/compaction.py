@@ -12,6 +12,7 @@ from ..errors import EngineError
 from ..events import EventKind
 from ..messages import Message
 from ..meter import default_meter
+from ..plan import CompactionPlan, plan_manual
 from ..store import (
     reverts as _reverts,
 )
@@ -56,6 +57,13 @@ class CompactionFacet:
                                        instructions=instructions, reason=reason, audit=self._core.store.operator())
         self._core.remeasure([key])  # only after a compaction: a refused one writes nothing at all
         return result
+
+    def plan(self, key: str) -> CompactionPlan:
+        """What Compact now would do on thread ``key`` at this moment, without doing it: the range
+        its first summary call takes, that request's budgets and the projected envelope
+        (:func:`engine.plan.plan_manual`). Reads the thread once (no lock, no busy check) and writes nothing."""
+        core = self._core
+        return plan_manual(core.compactor.measure(core.store.snapshot(key, with_busy=False)))
 
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
         """Revert the thread's last compaction of ours, or redo it when the last act was a revert
