@@ -209,6 +209,15 @@ class _Entry:
         return self.messages is not None
 
 
+def _kept_across(entry: _Entry, head: Snapshot) -> bool:
+    """Whether a held entry's messages still hold every message after ``head``'s boundary that was
+    there when it was read: the same conversation and a boundary that did not move back (a revert
+    moves it back: the messages before the old boundary were never held)."""
+    old, new = entry.head.state.boundary, head.state.boundary
+    return (entry.head.conversation_id == head.conversation_id and entry.messages is not None
+            and (new == old or (new is not None and (old is None or new > old))))
+
+
 def _same_key(entry: _Entry, head: Snapshot) -> bool:
     return entry.head.conversation_id == head.conversation_id and entry.head.state == head.state
 
@@ -349,7 +358,9 @@ class SnapshotCache:
                         self._put(thread, entry)
                         return entry.snapshot, routed if with_route else None
                 head, valid = self._read_head(reader, entry, with_busy=with_busy)
-                if not valid or entry is None or not entry.held:
+                if entry is not None and entry.held and not valid and _kept_across(entry, head):
+                    entry = self._rebased_held(reader, entry, head)
+                elif not valid or entry is None or not entry.held:
                     entry = self._cold_held(reader, head)
                 else:
                     self._extend_held(reader, entry, head)
@@ -392,6 +403,24 @@ class SnapshotCache:
         entry.messages = tuple(messages)
         entry.shown = place_closing_markers(shown_messages(messages, head.offloads))
         entry.last_id = messages[-1].id if messages else head.state.boundary
+        return entry
+
+    def _rebased_held(self, reader: ThreadReader, old: _Entry, head: Snapshot) -> _Entry:
+        """A held entry for a new compaction state whose boundary is the old one or later (a prune,
+        a summary): the messages after the new boundary are those the old entry holds after it
+        (messages never change once written) and the ones appended since; only those are read.
+        The shown history is rebuilt with the new offloads and the tallies are counted again (from
+        the meter's per-message cache)."""
+        assert old.messages is not None
+        boundary = head.state.boundary
+        kept = old.messages if boundary is None else tuple(m for m in old.messages if m.id is not None and m.id > boundary)
+        new: list[Message] = []
+        for page in self._new_messages(reader, old.last_id):
+            new.extend(page)
+        entry = _Entry(head)
+        entry.messages = kept + tuple(new)
+        entry.shown = place_closing_markers(shown_messages(entry.messages, head.offloads))
+        entry.last_id = entry.messages[-1].id if entry.messages else boundary
         return entry
 
     def _extend_held(self, reader: ThreadReader, entry: _Entry, head: Snapshot) -> None:

@@ -131,3 +131,47 @@ def test_pressure_read_sees_a_new_completed_request(factory: Any, new_key: Any) 
     assert routed is not None and routed.id == rid and routed == svc.store.last_completed_request(key)
     assert (routed.provider, routed.model) == (PROVIDER, MODEL)
     assert snap == svc.store.snapshot(key, with_busy=False)
+
+
+def test_prune_summary_and_revert_keep_the_held_messages(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's own prune and summary move the compaction state; its held entry is rebased on
+    the new state (the messages it holds after the new boundary kept, none read again) and still
+    equals a whole re-read; a revert moves the boundary back, so the entry is read whole again."""
+    policies = {"context_window": 8000}
+    svc = factory(policies=policies)
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 6)
+    run = RunState(run_id=svc.runs.start_run(key))
+    running_turn(svc, key, rounds=3, result_tokens=2600)  # over the 2000-token prune limit
+    assert_fresh(svc, key, run)
+
+    svc.snapshots.snapshot(key)  # the pressure path holds the thread
+    sizes = count_reads(monkeypatch)
+    pruned = svc.compactor.pressure(key, run)  # the pressure path alone (svc.steps also remeasures for the list)
+    assert pruned.progressed and svc.store.offloads(key), pruned.reason
+    sizes.clear()
+    held = svc.snapshots.snapshot(key)
+    assert sizes == [0]  # rebased on the pruned state: the held messages kept, only what is newer read (nothing)
+    assert held == svc.store.snapshot(key, with_busy=False)
+    assert any(m.id in svc.store.offloads(key) for m in held.messages)  # the previews are shown
+    assert_fresh(svc, key, run)
+
+    finished_turns(svc, key, 14)
+    svc.runs.finish_run(key, run.run_id)
+    assert svc.compaction.compact(key).status == "completed"
+    run2 = RunState(run_id=svc.runs.start_run(key))
+    assert_fresh(svc, key, run2)
+    after_summary = svc.snapshots.snapshot(key)
+    boundary = svc.compaction.status(key).boundary
+    assert boundary is not None and all(m.id is not None and m.id > boundary for m in after_summary.messages)
+    assert after_summary == svc.store.snapshot(key, with_busy=False)
+
+    svc.runs.finish_run(key, run2.run_id)
+    undone = svc.compaction.revert(key)
+    assert undone.action == "revert" and undone.boundary_after != undone.boundary_before
+    reverted = svc.snapshots.snapshot(key)
+    assert reverted == svc.store.snapshot(key, with_busy=False)
+    assert len(reverted.messages) > len(after_summary.messages)  # the summarized messages are back
+    run3 = RunState(run_id=svc.runs.start_run(key))
+    assert_fresh(svc, key, run3)
