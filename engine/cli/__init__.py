@@ -226,6 +226,8 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_compact(args: argparse.Namespace) -> int:
+    if getattr(args, "plan", False):
+        return _compact_plan(args)
     with _service(args) as svc:
         try:
             r = svc.compaction.compact(args.thread, instructions=getattr(args, "instructions", None), reason=getattr(args, "reason", None))
@@ -259,6 +261,25 @@ def cmd_compact(args: argparse.Namespace) -> int:
         )
     if data["still_over_threshold"]:
         print(f"still at or over the threshold: {data['note'] or 'the retained part alone reaches it'}")
+    return EXIT_OK
+
+
+def _compact_plan(args: argparse.Namespace) -> int:
+    """``compact --plan``: what Compact now would do (:meth:`engine.service.compaction.CompactionFacet.plan`), nothing written."""
+    from dataclasses import asdict
+
+    with _service(args) as svc:
+        plan = svc.compaction.plan(args.thread)
+    data = {"thread": args.thread, **asdict(plan)}
+    if args.json:
+        emit_json(data)
+        return EXIT_OK
+    if not plan.possible:
+        print(f"nothing to compact ({plan.reason}): {plan.tokens_before} tokens, threshold {plan.threshold}; nothing written")
+        return EXIT_OK
+    print(f"would summarize {plan.selected_messages} messages (#{plan.first_selected}..#{plan.selected_boundary}, {plan.removed_tokens} tokens; "
+          f"{plan.replaced_tokens} with the previous summary) in the first call: summary budget {plan.max_tokens} + {plan.identifier_tokens} for identifiers")
+    print(f"tokens {plan.tokens_before} -> about {plan.expected_after} (target {plan.target}, threshold {plan.threshold}); nothing written")
     return EXIT_OK
 
 
@@ -407,6 +428,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--thread", required=True)
     c.add_argument("--instructions", help="what the summary must keep (paths, ids, tools…); default: the thread's standing instructions")
     c.add_argument("--reason", help="why (recorded in the audit log)")
+    c.add_argument("--plan", action="store_true", help="say what compacting now would do (the range, the budgets, the projected tokens); write nothing")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compact)
 

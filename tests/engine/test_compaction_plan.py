@@ -87,3 +87,22 @@ def test_cannot_compact_carries_the_rejection_detail(request, new_key, backend, 
     assert exc.to_json()["error"]["detail"] == exc.detail
     (event,) = thread_state(svc, key)["events"]
     assert event.kind == "summary_rejected" and event.data["reason"] == reason
+
+
+def test_cli_compact_plan_writes_nothing(make_service, new_key, sqlite_url, capsys):
+    import dataclasses
+    import json
+
+    from engine.cli import main
+
+    svc = make_service(Counting())
+    key = new_key("plan-cli")
+    long_thread(svc, key)
+    before = thread_state(svc, key)
+    assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)  # the CLI's own policies (not the test service's window)
+    assert set(data) == {"thread"} | {f.name for f in dataclasses.fields(CompactionPlan)}
+    assert data["thread"] == key and data["trigger"] == "manual" and data["tokens_before"] > 0
+    assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan"]) == 0
+    assert "nothing written" in capsys.readouterr().out
+    assert thread_state(svc, key) == before
