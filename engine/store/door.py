@@ -211,6 +211,9 @@ class Locked(SourceWrites, ConversationReader):
     def __init__(self, session: Session, conv: Conversation) -> None:
         super().__init__(session, conv)
         self._ledger: CallLedger | None = None
+        #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
+        #: ``Store.locked`` hands its append listeners once the transaction committed
+        self.appended: list[tuple[int, dict[str, Any]]] = []
 
     def record_counts(self, counts: Mapping[int, int], key: str) -> int:
         """Keep the token count of messages already written (``compaction recount``: rows from
@@ -299,6 +302,7 @@ class Locked(SourceWrites, ConversationReader):
             raise self._duplicate_key(exc) from None
         self._ledger = ledger
         self._appended(conn, rows, ids)
+        self.appended.extend(zip(ids, rows))
         return ids
 
     def _appended(self, conn: Any, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:

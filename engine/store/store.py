@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Engine
@@ -152,6 +152,7 @@ class Store:
         self.schema = schema
         self.is_sqlite = engine.dialect.name == "sqlite"
         self._ledgers = LedgerCache()
+        self._append_listeners: list[Callable[[str, Sequence[tuple[int, dict[str, Any]]]], None]] = []
 
     # -- opening --------------------------------------------------------------------------
     @classmethod
@@ -226,6 +227,14 @@ class Store:
     def close(self) -> None:
         self.engine.dispose()
 
+    def on_appended(self, listener: Callable[[str, Sequence[tuple[int, dict[str, Any]]]], None]) -> None:
+        """Call ``listener(thread_key, [(id, column values), ...])`` after each committed write
+        transaction of :meth:`locked` that appended messages (``Locked.append_messages``), in this
+        process only; never for a transaction that rolled back. It runs in the writer's thread,
+        after the commit: it must be quick and must not raise (the snapshot cache keeps the rows,
+        :meth:`engine.snapshots.SnapshotCache.appended`)."""
+        self._append_listeners.append(listener)
+
     _role_checked = False
 
     def check_role(self) -> bool:
@@ -287,6 +296,12 @@ class Store:
                 self._ledgers.seed(door)
                 yield door
             self._ledgers.keep(door)  # committed
+            if door.appended:
+                for listener in self._append_listeners:
+                    try:
+                        listener(door.conv.thread_key, door.appended)
+                    except Exception:  # noqa: BLE001 - committed already: a listener's failure is never the writer's
+                        log.exception("append listener failed on thread %r", door.conv.thread_key)
         except db.DatabaseLocked:
             if acquired:
                 raise

@@ -208,3 +208,23 @@ def test_stored_source_keys_answers_one_key_and_several_alike(svc: Service, new_
         assert tx.stored_source_keys(["k1", "k2", "k3", "k9"]) == {"k1", "k2"}
     with svc.store.locked(svc.store.thread(key).id) as tx:  # the door by conversation id takes the same lock
         assert tx.stored_source_keys(["k2"]) == {"k2"}
+
+
+def test_append_listeners_see_committed_appends_only_and_never_fail_the_writer(svc: Service, new_key: Any) -> None:
+    key = new_thread(svc, new_key("listeners"))
+    seen: list[tuple[str, list[int]]] = []
+
+    def broken(thread: str, rows: Any) -> None:
+        raise RuntimeError("listener bug")
+
+    svc.store.on_appended(broken)
+    svc.store.on_appended(lambda thread, rows: seen.append((thread, [i for i, _ in rows])))
+    with svc.store.locked(key) as tx:
+        ids = tx.append_messages([user("hello"), assistant("hi")])
+    with pytest.raises(RuntimeError, match="abandon"), svc.store.locked(key) as tx:
+        tx.append_messages([user("rolled back")])
+        raise RuntimeError("abandon the transaction")
+    with svc.store.locked(key) as tx:
+        tx.record_model_request(provider="openai", model="gpt-4o", step=1)  # no append: no call
+    assert seen == [(key, ids)]
+    assert conversation_counters(svc.store.engine, key)[0] == 2
