@@ -193,9 +193,9 @@ def check_thread(reader: ThreadReader, key: str) -> list[Finding]:
 
 class ServiceReader:
     """:class:`ThreadReader` over an open :class:`engine.service.Service` (duck-typed: any object
-    whose ``reads`` facet has its query methods). Every history row and the stored tools are read from the service's
-    store; a service without one (a stand-in that has only the query methods) gives its
-    ``history`` and no tools to check."""
+    whose ``reads`` facet has its query methods). Every history row is read a page at a time
+    (``reads.history_page``) and the stored tools with ``reads.tools``; a stand-in facet without
+    them gives its ``history`` and no tools to check."""
 
     def __init__(self, svc: Any) -> None:
         self.svc = svc
@@ -204,21 +204,21 @@ class ServiceReader:
         return getattr(self.svc.reads, name)
 
     def history_all(self, key: str) -> list[HistoryRecord]:
-        if getattr(self.svc, "store", None) is None:
+        page_of = getattr(self.svc.reads, "history_page", None)
+        if page_of is None:
             return list(self.svc.reads.history(key))
         rows: list[HistoryRecord] = []
         after: int | None = None
         while True:
-            page = self.svc.store.history(key, after_id=after, limit=PAGE)
+            page = page_of(key, after_id=after, limit=PAGE)
             rows.extend(page)
             if len(page) < PAGE:
                 return rows
             after = page[-1].id
 
     def tools(self, key: str) -> Any:
-        if getattr(self.svc, "store", None) is None:
-            return []
-        return self.svc.store.conversation_config(key)[1]
+        tools_of = getattr(self.svc.reads, "tools", None)
+        return [] if tools_of is None else tools_of(key)
 
     def thread_keys(self, after: str | None = None) -> Iterator[str]:
         """Every thread key in key order (those after ``after``), a page at a time."""

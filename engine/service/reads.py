@@ -56,6 +56,14 @@ class ReadsFacet:
     def history(self, key: str) -> list[HistoryRecord]:
         return self._core.store.history(key)
 
+    def history_page(self, key: str, *, after_id: int | None = None, limit: int = 1000) -> list[HistoryRecord]:
+        """The thread's compaction history rows oldest first after ``after_id``, at most ``limit``."""
+        return self._core.store.history(key, after_id=after_id, limit=limit)
+
+    def tools(self, key: str) -> tuple[dict[str, Any], ...]:
+        """The thread's stored tool schemas (what the envelope carries beside the messages)."""
+        return self._core.store.conversation_config(key)[1]
+
     def events(self, key: str, *, after_id: int | None = None, limit: int = 1000,
                kinds: Sequence[str] | None = None) -> list[CompactionEvent]:
         """The thread's events oldest first after ``after_id`` (only ``kinds`` when given)."""
