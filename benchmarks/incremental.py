@@ -8,8 +8,10 @@ rows. "today" is the path before the cache, in the same run: ``Store.snapshot`` 
 measured whole (the compactor with ``snapshots=None``; for status the old miss path).
 
 - **pressure**: at every trace size (``--pressure-sizes``, 10k 100k 1M), the trace replayed as
-  the harness runs it (a run per user turn, the pressure path before every model step, a
-  completed request after it, offline extractive summarizer), then on the final thread (below its
+  the harness runs it (a run per user turn, every model step on the one step driver
+  ``engine.step.StepDriver``: intake, the pressure path, the request recorded, then completed;
+  offline extractive summarizer; ``per_step_replay_ms``: the driver's ``prepare`` on the steps that
+  compacted nothing), then on the final thread (below its
   threshold) the check itself (``Compactor.pressure``: read, measure, decide): the median of 200
   checks with nothing new and of 50 checks each after one appended message (20 / 20 today), each
   last answer asserted equal to a cold measure; today vs incremental, and the peers' per-step
@@ -249,6 +251,7 @@ def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
     from engine.compactor import RunState
     from engine.messages import assistant
     from engine.meter import default_meter
+    from engine.step import StepDriver
     from engine.surface import build_surface, envelope_of
     from ours import MODEL, PROVIDER, policy, summary_budget
     from traces import generate
@@ -264,25 +267,36 @@ def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
         per_step: list[float] = []
         started = time.perf_counter()
 
-        def step() -> None:
+        drv = StepDriver(svc.steps, key, PROVIDER, MODEL)  # each model step on the one step driver, as the harness runs it
+        steps = 0
+        pending: list[Any] = []  # tool results since the last step: the next step's intake
+
+        def step(reply: Any = None) -> None:
+            nonlocal steps
+            steps += 1
             t0 = time.perf_counter()
-            out = svc.steps.compact_for_pressure(key, run)
-            if out.action == "none":
+            call = drv.prepare(run, steps, messages=pending)
+            if call.outcome is not None and call.outcome.action == "none":
                 per_step.append(time.perf_counter() - t0)
-            tokens = out.measured.tokens if out.measured is not None else svc.steps.measure(key, ephemeral=run.ephemeral).tokens
-            rid = svc.store.record_model_request(key, provider=PROVIDER, model=MODEL, run_id=run.run_id, estimated_tokens=tokens)
-            svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=tokens, reported_completion_tokens=100)
+            pending.clear()
+            drv.succeeded(call, run, prompt_tokens=call.measured.tokens, completion_tokens=100, messages=[reply] if reply is not None else [])
 
         for m in trace.messages:
             if m.role == "user":
+                for p in pending:
+                    svc.runs.append_message(key, p, run_id=run.run_id if run else None)
+                pending.clear()
                 if run is not None:
                     svc.runs.finish_run(key, run.run_id)
                 svc.runs.append_message(key, m)
                 run = RunState(run_id=svc.runs.start_run(key))
                 continue
             if m.role == "assistant":
-                step()
-            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
+                step(m)
+            elif run is None:
+                svc.runs.append_message(key, m)
+            else:
+                pending.append(m)
         step()
         replay_s = time.perf_counter() - started
         assert run is not None

@@ -98,7 +98,7 @@ def own_pressure(r: dict[str, Any]) -> list[list[str]]:
             [
                 f"Pressure check per step, {t.name} replay (window {WINDOWS[t.size]:,})",
                 f"cold {ms(tm['pressure_cold_s'])} · warm {ms(tm['pressure_warm_s'])}",
-                f"median over the replay's no-op steps {ms(tm['pressure_per_step_s'])}",
+                f"the step driver's prepare (intake, check, request record: one transaction), median over the replay's no-op steps {ms(tm['pressure_per_step_s'])}",
             ]
         )
     return rows
@@ -199,24 +199,35 @@ def _replay_for_specifics(trace: Any, window: int, summarizer: Any, tmp: Path) -
     from engine.compactor import RunState
     from engine.events import EventKind, parse_event
     from engine.service import open_service
+    from engine.step import StepDriver
 
     svc = open_service(f"sqlite:///{Path(tmp) / 'specifics.db'}", workdir=Path(tmp) / "wd", summarizer=summarizer, policies=ours.policy(window), create=True)
     key = "specifics"
     try:
         svc.runs.create_thread(key, title=trace.name, system_prompt=trace.system_prompt, tools=trace.tools)
         run: RunState | None = None
+        drv = StepDriver(svc.steps, key, ours.PROVIDER, ours.MODEL)  # each model step on the one step driver
+        steps = 0
+        pending: list[Any] = []
         for m in trace.messages:
             if m.role == "user":
+                for p in pending:
+                    svc.runs.append_message(key, p, run_id=run.run_id if run else None)
+                pending.clear()
                 if run is not None:
                     svc.runs.finish_run(key, run.run_id)  # type: ignore[arg-type]
                 svc.runs.append_message(key, m)
                 run = RunState(run_id=svc.runs.start_run(key))
                 continue
-            if m.role == "assistant" and run is not None:
-                svc.compactor.pressure(key, run)
-                rid = svc.store.record_model_request(key, provider=ours.PROVIDER, model=ours.MODEL, run_id=run.run_id, estimated_tokens=0)
-                svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=None, reported_completion_tokens=100)
-            svc.runs.append_message(key, m, run_id=run.run_id if run else None)
+            if run is None:
+                svc.runs.append_message(key, m)
+            elif m.role == "assistant":
+                steps += 1
+                call = drv.prepare(run, steps, messages=pending)
+                pending.clear()
+                drv.succeeded(call, run, prompt_tokens=None, completion_tokens=100, messages=[m])
+            else:
+                pending.append(m)
         return [parse_event(e.kind, e.data) for e in svc.reads.events(key, limit=100_000) if e.kind == EventKind.SUMMARY]
     finally:
         svc.close()
