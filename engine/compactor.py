@@ -34,12 +34,10 @@ from .plan import (
     IDENTIFIER_ROOM_SHARE,
     identifier_budget,
     manual_selection,
-    request_budgets,
-    room_after,
     select_units,
-    span_identifiers,
     summary_budget,
     summary_ceiling,
+    summary_request_budgets,
     turn_over,
 )
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
@@ -485,15 +483,7 @@ class Compactor:
             detail = rejection_detail(CannotCompact("", reason=reason), {**base, "reason": reason, **extra})
             return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0, detail)
 
-        # the budget rule (engine.plan): the window, the identifiers the summary carries, and the
-        # room that keeps the envelope after it at or under the target
-        # (a first batch of several, when later calls may take the rest: the room is what stays after
-        # the whole selection; on the last call allowed, what stays after this batch)
-        planned = sel.planned_tokens if more_calls else None
-        room = room_after(m.policy.target_tokens, envelope=m.tokens, removed=planned or sum(meter.count_message(x) for x in sel.messages),
-                          previous_summary=m.measurement.breakdown["summary"], framing=meter.count_message(summary_message("")))
-        budgets = request_budgets(m.policy, identifiers=span_identifiers(sel.messages, state.summary), room=room,
-                                  request_tokens=meter.count_text(current) if current else None)
+        budgets = summary_request_budgets(m, sel, current=current, more_calls=more_calls)  # the budget rule (engine.plan)
         request = SummaryRequest(
             messages=sel.messages,
             previous_summary=state.summary,

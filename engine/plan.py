@@ -47,6 +47,7 @@ __all__ = [
     "summary_budget",
     "summary_ceiling",
     "summary_estimate",
+    "summary_request_budgets",
     "tail_gives_way",
     "turn_over",
 ]
@@ -375,6 +376,20 @@ def manual_selection(m: Measured) -> Selection:
     return sel if replaced > smallest else Selection((), None, 0)
 
 
+def summary_request_budgets(m: Measured, sel: Selection, *, current: str | None, more_calls: bool) -> tuple[int, int]:
+    """``(max_tokens, identifier_tokens)`` of the summary request for ``sel`` (:func:`request_budgets`):
+    the window, the identifiers the summary carries, and the room that keeps the envelope after it
+    at or under the target (a first batch of several, when later calls may take the rest
+    (``more_calls``): the room is what stays after the whole selection; on the last call allowed,
+    what stays after this batch)."""
+    meter = m.meter
+    planned = sel.planned_tokens if more_calls else None
+    room = room_after(m.policy.target_tokens, envelope=m.tokens, removed=planned or sum(meter.count_message(x) for x in sel.messages),
+                      previous_summary=m.measurement.breakdown["summary"], framing=meter.count_message(summary_message("")))
+    return request_budgets(m.policy, identifiers=span_identifiers(sel.messages, m.snapshot.state.summary), room=room,
+                           request_tokens=meter.count_text(current) if current else None)
+
+
 def plan_manual(m: Measured) -> CompactionPlan:
     """What Compact now would do first on ``m``: the range, the budgets of its summary request
     (as :meth:`engine.compactor.Compactor._summarize` computes them) and the projected envelope."""
@@ -387,12 +402,7 @@ def plan_manual(m: Measured) -> CompactionPlan:
     removed = sum(meter.count_message(x) for x in sel.messages)
     previous_text = meter.count_text(state.summary) if state.summary else 0
     framing = meter.count_message(summary_message(""))
-    planned = sel.planned_tokens if limit > 1 else None
-    room = room_after(pol.target_tokens, envelope=m.tokens, removed=planned or removed,
-                      previous_summary=m.measurement.breakdown["summary"], framing=framing)
-    current = request_text(m)
-    max_tokens, identifier_tokens = request_budgets(pol, identifiers=span_identifiers(sel.messages, state.summary), room=room,
-                                                    request_tokens=meter.count_text(current) if current else None)
+    max_tokens, identifier_tokens = summary_request_budgets(m, sel, current=request_text(m), more_calls=limit > 1)
     estimate = summary_estimate(pol, framing=framing, previous_summary=m.measurement.breakdown["summary"])
     expected = m.tokens - removed - m.measurement.breakdown["summary"] + estimate(removed)
     return CompactionPlan(
