@@ -37,13 +37,14 @@ from PySide6.QtWidgets import (
 from engine.views import SOURCE_NAMES
 
 from . import theme
-from .logic.choices import TABS
+from .logic.choices import SIDE_TABS, TABS, tab_title
 from .logic.pressure_text import HINT_TEXT, PressureView
 from .logic.timeline.pages import source_badge
 from .models.checks import FindingsModel
 from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
+from .widgets.audit import AuditPanel
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
@@ -455,13 +456,10 @@ class InspectorLayout(QMainWindow):
         row.addWidget(self.checks_button)
         kl.addLayout(row)
         kl.addWidget(self.findings_view, 1)
+        self.audit_panel = AuditPanel()  # its behaviour: controllers.revert_audit
         self.tabs = SideTabs()
         self.tabs.setObjectName("sideTabs")
-        self.tabs.addTab(scrolled(self.detail), "Detail")
-        self.tabs.addTab(scrolled(pressure), "Pressure")
-        self.tabs.addTab(scrolled(self.replay), "Replay")
-        self.tabs.addTab(events, "Events")
-        self.tabs.addTab(checks, "Checks")
+        self.add_side_tabs({"detail": self.detail, "pressure": pressure, "replay": self.replay, "events": events, "checks": checks, "audit": self.audit_panel})
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)
@@ -550,6 +548,15 @@ class InspectorLayout(QMainWindow):
         self.find_action.triggered.connect(find)
         self.addAction(self.find_action)
 
+    def add_side_tabs(self, pages: dict[str, QWidget]) -> None:
+        """The side panel's tabs, one per :data:`~inspector_app.logic.choices.SIDE_TABS` in its
+        order, each page from ``pages`` by name (every page must be there, and only those)."""
+        if set(pages) != set(TABS):
+            raise RuntimeError(f"side tab pages {sorted(pages)} are not the side tabs {sorted(TABS)}")
+        for tab in SIDE_TABS:
+            page = pages[tab.name]
+            self.tabs.addTab(scrolled(page) if tab.scrolled else page, tab.title)
+
     def show_tab(self, name: str) -> None:
         """Show the side tab ``name`` (one of :data:`TABS`)."""
         self.tabs.setCurrentIndex(TABS.index(name))
@@ -573,14 +580,14 @@ class InspectorLayout(QMainWindow):
 
     def set_checks_count(self, count: int) -> None:
         """The Checks tab's title: how many violations the open thread has."""
-        self.tabs.setTabText(TABS.index("checks"), f"Checks ({count})" if count else "Checks")
+        self.tabs.setTabText(TABS.index("checks"), f"{tab_title('checks')} ({count})" if count else tab_title("checks"))
         self.tabs.tabBar().setTabTextColor(TABS.index("checks"), theme.color("danger") if count else self.tabs.tabBar().palette().windowText().color())
         self.fit_tabs()
 
     def set_events_count(self, count: int) -> None:
         """The events tab's title and its empty-state note."""
         self.events_empty.setVisible(not count)
-        self.tabs.setTabText(TABS.index("events"), f"Events ({count})" if count else "Events")
+        self.tabs.setTabText(TABS.index("events"), f"{tab_title('events')} ({count})" if count else tab_title("events"))
         self.fit_tabs()
 
     def select_row(self, index: QModelIndex) -> None:

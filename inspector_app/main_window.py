@@ -149,7 +149,6 @@ class MainWindow(InspectorLayout):
             self, client, self.tasks, self.view, self.state, self.report,
             reload=lambda key, keep: self.threads.load_thread(key, keep=keep), compaction=self.compaction,
         )  # fmt: skip
-        self.tabs.addTab(self.revert_audit.panel, "Audit")
         self.threadLoaded.connect(self.revert_audit.thread_loaded)
         self.setAcceptDrops(True)
 

@@ -57,7 +57,7 @@ class RevertAuditController:
         self.read_only: str | None = None
         self.reverting = False
         self.last_result: Any = None
-        self.panel = AuditPanel()
+        self.panel: AuditPanel = ui.audit_panel  # the Audit tab (built with the side tabs: layout)
         self.panel.filtersChanged.connect(lambda: self.tasks.spawn(self.load_audit(), "read the audit log"))
         self.panel.moreRequested.connect(lambda: self.tasks.spawn(self.load_audit(more=True), "read the audit log"))
         self.badge = QLabel("")
