@@ -159,6 +159,13 @@ class Compactor:
         """The thread's snapshot for the automatic paths (no busy check), read incrementally."""
         return self.snapshots.snapshot(thread) if self.snapshots is not None else self.store.snapshot(thread, with_busy=False)
 
+    def _locked_snapshot(self, thread: str, tx: Locked) -> Snapshot:
+        """The thread's snapshot in the row lock's transaction: through the incremental snapshots
+        (the held one when the key row is unchanged, else what changed since), else read whole."""
+        if self.snapshots is not None:
+            return self.snapshots.pressure_read(thread, reader=tx.thread_reader())[0]  # type: ignore[no-any-return]
+        return tx.snapshot(with_busy=False)
+
     # -- measuring ------------------------------------------------------------------------
     def measure(self, snapshot: Snapshot, *, ephemeral: Sequence[Message] = (), provider: str | None = None, model: str | None = None) -> Measured:
         """The snapshot measured for a route (the same snapshot object, route, notes, policies: the last one)."""
@@ -399,7 +406,7 @@ class Compactor:
         with self.store.locked(thread) as tx:
             # another run may have pruned some of these, or moved the boundary past them, meanwhile
             ids = tx.prunable(list(pruned))
-            current = tx.snapshot(with_busy=False)
+            current = self._locked_snapshot(thread, tx)
             if not ids:  # nothing left for us: measure what the other writer left
                 return self.measure(current, ephemeral=run.ephemeral, provider=m.policy.provider, model=m.policy.model)
             before_gen = current.state.generation
