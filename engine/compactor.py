@@ -163,7 +163,7 @@ class Compactor:
         """The thread's snapshot in the row lock's transaction: through the incremental snapshots
         (the held one when the key row is unchanged, else what changed since), else read whole."""
         if self.snapshots is not None:
-            return self.snapshots.pressure_read(thread, reader=tx.thread_reader())[0]  # type: ignore[no-any-return]
+            return self.snapshots.pressure_read(thread, reader=tx.thread_reader())[0]
         return tx.snapshot(with_busy=False)
 
     # -- measuring ------------------------------------------------------------------------
