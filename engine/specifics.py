@@ -146,10 +146,14 @@ class Specific:
 
 def extract_identifiers(text: str) -> list[str]:
     """URLs, SHA-256 hashes, UUIDs, file paths and document/chunk/kb ids in ``text``, in order."""
+    return list(_IDENTIFIERS.get(text, _identifiers))
+
+
+def _identifiers(text: str) -> tuple[str, ...]:
     seen: dict[str, None] = {}
     for *_, ident in _identifier_hits(text, more=False):
         seen.setdefault(ident, None)
-    return list(seen)
+    return tuple(seen)
 
 
 # -- grouped identifiers (a summary's compact form) ------------------------------------------------
@@ -633,6 +637,7 @@ class _TextCache:
 
 _EXTRACTED = _TextCache(8_000_000)  # extract_specifics by text
 _SHOWN = _TextCache(8_000_000)  # what a text shows (tokens, numbers with units) by text
+_IDENTIFIERS = _TextCache(4_000_000)  # extract_identifiers by text (the summarizer and the plan ask again)
 
 
 def _cached_specifics(text: str) -> tuple[Specific, ...]:

@@ -20,12 +20,27 @@ SYNTHETIC_USER_TEXT = (
 )
 
 
+#: pruned results as shown, by the original message object's id: (original, offload, shown). The
+#: snapshots hand the same message and offload objects to every read, so a thread's surface is
+#: rebuilt at each pressure check from these instead of new copies (a what-if's ~10^5 rebuilds);
+#: cleared whole when full. An entry holds its original, so the id is not reused while it is kept.
+_SHOWN: dict[int, tuple[Message, Offload, Message]] = {}
+_SHOWN_LIMIT = 20_000
+
+
 def shown_message(message: Message, offload: Offload | None) -> Message:
     """``message`` as the model sees it: a pruned tool result is its preview, marked with the
     SHA-256 of the original; anything else is itself."""
     if offload is None or message.role != "tool":
         return message
-    return message.with_content(offload.preview, **{META_PRUNED: offload.sha256})
+    hit = _SHOWN.get(id(message))
+    if hit is not None and hit[0] is message and (hit[1] is offload or hit[1] == offload):
+        return hit[2]
+    shown = message.with_content(offload.preview, **{META_PRUNED: offload.sha256})
+    if len(_SHOWN) >= _SHOWN_LIMIT:
+        _SHOWN.clear()
+    _SHOWN[id(message)] = (message, offload, shown)
+    return shown
 
 
 def shown_messages(messages: Sequence[Message], offloads: Mapping[int, Offload]) -> list[Message]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from engine.messages import tool_result
+from engine.messages import Message, tool_result
 from engine.meter import TokenMeter
 from engine.pruning import _PREVIEWS, Pruned, prune_surface, prune_tool_result
 from engine.workdir import Workdir
@@ -80,3 +80,53 @@ def test_prune_memo_accepts_an_unhashable_counter(tmp_path: Path) -> None:
     report = prune_surface([tool_result("c1", LOG, name="shell", id=3)], workdir=Workdir(tmp_path), count_tokens=Counter(),
                            limit_tokens=300, preview_tokens=200)
     assert len(report.pruned) == 1 and report.pruned[0].preview_tokens <= 200
+
+
+def test_fact_lines_cache_returns_the_uncached_lines() -> None:
+    from engine.messages import ToolCall, assistant, user
+    from engine.summarizers import facts
+
+    edit = ToolCall("c1", "edit_file", '{"path": "services/pay.py", "new_string": "def apply_discount(x):\\n    return x"}')
+    other = ToolCall("c1", "read_file", '{"path": "services/pay.py"}')
+    msgs = [
+        tool_result("c1", "ok\np95 latency: 412 ms at 1,200 rps\nAssertionError: expected 3 got 4\nFAILED tests/test_pay.py::test_total"),
+        assistant("Decision: we will use Postgres because the queue needs it.", edit),
+        assistant("Decision: we will use Postgres because the queue needs it.", other),  # same text, other call
+        user("Fix the bug. Do not touch the API. Only change services/pay.py."),
+        Message("system", "Never do X."),
+    ]
+    facts._CACHE.clear()
+    uncached = [facts._fact_lines(m, m.content) if m.role != "system" else [] for m in msgs]
+    first = [facts.fact_lines(m) for m in msgs]
+    again = [facts.fact_lines(m) for m in msgs]
+    assert first == again == uncached
+    assert uncached[1] != uncached[2]  # the tool calls are part of the key
+    assert len(facts._CACHE) == 4  # the second pass was read from it (the system message is never kept)
+    first[0].append("mutated")  # a caller's list is its own
+    assert facts.fact_lines(msgs[0]) == uncached[0]
+    assert facts.fact_lines(msgs[0], "shown: took 3 s total") == facts._fact_lines(msgs[0], "shown: took 3 s total")
+
+
+def test_shown_message_reuses_the_built_preview_message() -> None:
+    from engine.surface import shown_message
+    from engine.views import Offload
+
+    result = tool_result("c1", LOG, id=7)
+    offload = Offload(7, "grep", "offload/7.txt", "ab" * 32, "[preview]", 900, 3)
+    fresh = result.with_content("[preview]", pruned="ab" * 32)
+    first = shown_message(result, offload)
+    assert first == fresh and shown_message(result, offload) is first
+    other = Offload(7, "grep", "offload/7.txt", "cd" * 32, "[other preview]", 900, 4)
+    assert shown_message(result, other) == result.with_content("[other preview]", pruned="cd" * 32)
+    equal_copy = tool_result("c1", LOG, id=7)  # another object: built again, equal
+    assert shown_message(equal_copy, offload) == fresh
+    assert shown_message(result, None) is result
+
+
+def test_extract_identifiers_cache_gives_a_fresh_list() -> None:
+    from engine.specifics import _identifiers, extract_identifiers
+
+    first = extract_identifiers(LOG)
+    assert first == list(_identifiers(LOG)) and first[:2] == ["src/app/module_0.py", "https://example.org/e/0"]
+    first.clear()
+    assert extract_identifiers(LOG) == list(_identifiers(LOG))

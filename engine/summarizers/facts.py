@@ -68,6 +68,8 @@ _CONSTRAINT = re.compile(
     r"no more than|at most|at least)\b",
     re.IGNORECASE,
 )
+#: a literal one of which an error line of a tool output has (one scan instead of six ``in``)
+_QUICK_ERROR = re.compile("rror|FAIL|Exception|Traceback|anic|atal")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 #: where a constraint starts when the text before it has no full stop: a capitalised imperative
 _IMPERATIVE = re.compile(r"\s+(?=(?:Keep|Always|Never|Leave|Don't|Do not|Only|Avoid|Every)\b)")
@@ -78,10 +80,37 @@ _EDIT_KEYS = ("old_string", "new_string", "old_str", "new_str", "diff", "patch",
 _PATH_KEYS = ("path", "file_path", "file", "filename", "target_file")
 
 
+#: fact lines by (role, text, tool calls): a sweep summarizes the same messages in every run, and
+#: a rolling summary sees its range's messages again; cleared whole past :data:`_CACHE_CHARS`
+_CACHE: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, ...]] = {}
+_CACHE_CHARS = 8_000_000
+_cached_chars = 0
+
+
 def fact_lines(message: Message, shown: str | None = None) -> list[str]:
     """The fact lines of ``message`` (see the module docstring), in the order it shows them.
-    ``shown``: the text the model saw of it (a pruned result's preview), default its content."""
+    ``shown``: the text the model saw of it (a pruned result's preview), default its content.
+    Pure: a result is remembered by what it depends on (role, text, tool calls' names and arguments)."""
+    global _cached_chars
     text = message.content if shown is None else shown
+    if message.role not in ("assistant", "tool", "user"):
+        return []
+    calls = tuple((c.name, c.arguments) for c in message.tool_calls) if message.role == "assistant" else ()
+    key = (message.role, text, calls)
+    hit = _CACHE.get(key)
+    if hit is None:
+        hit = tuple(_fact_lines(message, text))
+        size = len(text) + sum(len(a) + len(b) for a, b in calls)
+        if _cached_chars + size > _CACHE_CHARS:
+            _CACHE.clear()
+            _cached_chars = 0
+        if size <= _CACHE_CHARS // 8:
+            _CACHE[key] = hit
+            _cached_chars += size
+    return list(hit)
+
+
+def _fact_lines(message: Message, text: str) -> list[str]:
     found: list[str] = []
     if message.role == "assistant":
         found = list(_assistant_lines(text))
@@ -147,8 +176,9 @@ def _tool_lines(text: str) -> list[str]:
         line = lines[pos]
         if len(line) > 8 * LINE_CHARS:  # one-line JSON and the like: no line to quote
             continue
-        quick_error = any(w in line for w in ("rror", "FAIL", "Exception", "Traceback", "anic", "atal"))
-        quick_figure = any(c.isdigit() for c in line) and _METRIC.search(line)
+        quick_error = _QUICK_ERROR.search(line) is not None
+        metric = _METRIC.search(line)  # the regex first: most lines have no metric word
+        quick_figure = metric if metric is not None and any(c.isdigit() for c in line) else None
         if not (quick_error or quick_figure):
             continue
         specifics = extract_specifics(line)
