@@ -169,6 +169,25 @@ _STORED_KEYS = select(MESSAGES.c.source_key).where(
 _STORED_KEY = select(MESSAGES.c.source_key).where(MESSAGES.c.conversation_id == bindparam("cid"), MESSAGES.c.source_key == bindparam("key"))
 
 
+#: the conversation columns the write door's hot path reads (the step's intake, request record and
+#: completion): what ``Store.locked`` selects with the lock, a plain row instead of a loaded
+#: :class:`Conversation` (the ORM row is loaded only when a write or a read asks for ``conv``)
+HEAD_COLUMNS = (_CONV.c.id, _CONV.c.thread_key, _CONV.c.created_at, _CONV.c.last_message_id, _CONV.c.message_count,
+                _CONV.c.provider, _CONV.c.model)
+
+
+class ConvHead:
+    """The locked conversation row's :data:`HEAD_COLUMNS` (mutable: the door's own appends move
+    its counters, as they move the loaded row's)."""
+
+    __slots__ = ("id", "thread_key", "created_at", "last_message_id", "message_count", "provider", "model")
+
+    def __init__(self, id: int, thread_key: str, created_at: Any, last_message_id: int | None, message_count: int,
+                 provider: str | None, model: str | None) -> None:
+        self.id, self.thread_key, self.created_at = id, thread_key, created_at
+        self.last_message_id, self.message_count, self.provider, self.model = last_message_id, message_count, provider, model
+
+
 class LedgerCache:
     """The call ledger of each thread as its last write transaction in this process committed it
     (one per :class:`engine.store.Store`): the next transaction on that thread starts from it and
@@ -183,14 +202,15 @@ class LedgerCache:
         self._lock = threading.Lock()
 
     @staticmethod
-    def _stamp(conv: Conversation) -> tuple[Any, ...]:
+    def _stamp(conv: Conversation | ConvHead) -> tuple[Any, ...]:
         return (conv.thread_key, conv.created_at, conv.last_message_id, conv.message_count)
 
     def seed(self, door: "Locked") -> None:
         """Give ``door`` the ledger kept for its thread if the row says it is still current."""
+        head = door.conv_head
         with self._lock:
-            held = self._held.get(door.conv.id)
-        if held is not None and held[0] == self._stamp(door.conv):
+            held = self._held.get(head.id)
+        if held is not None and held[0] == self._stamp(head):
             door._ledger = held[1].copy()
 
     def keep(self, door: "Locked") -> None:
@@ -198,22 +218,59 @@ class LedgerCache:
         ledger = door._ledger
         if ledger is None:
             return
+        head = door.conv_head
         with self._lock:
             if len(self._held) >= self.LIMIT:
                 self._held.clear()
-            self._held[door.conv.id] = (self._stamp(door.conv), ledger.copy())
+            self._held[head.id] = (self._stamp(head), ledger.copy())
 
 
 class Locked(SourceWrites, ConversationReader):
     """A transaction holding one conversation's row lock: the write door. Use only inside
     ``Store.locked``; it commits when the block ends and rolls back if the block raises."""
 
-    def __init__(self, session: Session, conv: Conversation) -> None:
-        super().__init__(session, conv)
+    def __init__(self, session: Session, conv: Conversation | ConvHead) -> None:
+        self._conv: Conversation | None = None
+        self._head: ConvHead | None = conv if isinstance(conv, ConvHead) else None
+        super().__init__(session, cast(Conversation, conv))  # sets ``conv`` (the property below)
         self._ledger: CallLedger | None = None
         #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
         #: ``Store.locked`` hands its append listeners once the transaction committed
         self.appended: list[tuple[int, dict[str, Any]]] = []
+
+    @property
+    def conv(self) -> Conversation:
+        """The locked conversation row as a loaded :class:`Conversation` (loaded on first use when
+        the door was opened on its :class:`ConvHead`: the lock is held already, so this is a plain
+        read of the row as this transaction left it). Writes to it are flushed with the transaction."""
+        if self._conv is None:
+            assert self._head is not None
+            conv = self.session.get(Conversation, self._head.id)
+            assert conv is not None  # locked: nobody deleted it
+            self._conv = conv
+        return self._conv
+
+    @conv.setter
+    def conv(self, value: Conversation | ConvHead) -> None:
+        if isinstance(value, Conversation):
+            self._conv = value
+
+    @property
+    def conv_head(self) -> Conversation | ConvHead:
+        """What the hot path reads of the locked row (id, key, counters, route): the loaded row
+        once there is one (it may have been changed), else the row read with the lock."""
+        if self._conv is not None:
+            return self._conv
+        assert self._head is not None
+        return self._head
+
+    @property
+    def conversation_id(self) -> int:
+        return self.conv_head.id
+
+    @property
+    def thread_key(self) -> str:
+        return self.conv_head.thread_key
 
     def record_counts(self, counts: Mapping[int, int], key: str) -> int:
         """Keep the token count of messages already written (``compaction recount``: rows from
@@ -250,7 +307,7 @@ class Locked(SourceWrites, ConversationReader):
     def require_idle(self) -> None:
         reason = self.busy_reason()
         if reason is not None:
-            raise ThreadBusy(self.conv.thread_key, reason)
+            raise ThreadBusy(self.conv_head.thread_key, reason)
 
     # -- messages -------------------------------------------------------------------------
     def stored_source_keys(self, keys: Iterable[str]) -> set[str]:
@@ -261,10 +318,10 @@ class Locked(SourceWrites, ConversationReader):
         found: set[str] = set()
         conn = self.session.connection()
         if len(wanted) == 1:
-            found.update(conn.execute(_STORED_KEY, {"cid": self.conv.id, "key": wanted[0]}).scalars())
+            found.update(conn.execute(_STORED_KEY, {"cid": self.conv_head.id, "key": wanted[0]}).scalars())
             return found
         for i in range(0, len(wanted), 500):
-            found.update(conn.execute(_STORED_KEYS, {"cid": self.conv.id, "keys": wanted[i : i + 500]}).scalars())
+            found.update(conn.execute(_STORED_KEYS, {"cid": self.conv_head.id, "keys": wanted[i : i + 500]}).scalars())
         return found
 
     def thread_reader(self) -> ThreadReader:
@@ -273,7 +330,7 @@ class Locked(SourceWrites, ConversationReader):
         transaction of its intake and request record."""
         self.session.flush()
         conn = self.session.connection()
-        return ThreadReader(conn, conn.execute(THREAD_KEY, {"key": self.conv.thread_key}).first())
+        return ThreadReader(conn, conn.execute(THREAD_KEY, {"key": self.conv_head.thread_key}).first())
 
     def call_ledger(self) -> CallLedger:
         """The pending calls as of this transaction's writes (read once, then kept up to date)."""
@@ -293,8 +350,9 @@ class Locked(SourceWrites, ConversationReader):
             return []
         ledger = self.call_ledger().copy()
         ledger.admit_all(messages)
-        rows = [message_values(self.conv.id, m, run_id) for m in messages]
-        with_counts(self.conv.model, rows, messages)
+        head = self.conv_head
+        rows = [message_values(head.id, m, run_id) for m in messages]
+        with_counts(head.model, rows, messages)
         conn = self.session.connection()  # the Table's one cached INSERT, the values as parameters
         try:
             ids = [conn.execute(_INSERT_MESSAGE, _columns(row)).scalar_one() for row in rows]
@@ -309,16 +367,20 @@ class Locked(SourceWrites, ConversationReader):
         """The conversation row after an append of ``rows`` (ids ``ids``): one UPDATE (compiled
         once) of its counters and kept tokens; the loaded row takes the counters as committed
         values, so the unit of work writes no second UPDATE of them."""
-        conv = self.conv
-        if inspect(conv).modified:
+        conv = self._conv
+        if conv is not None and inspect(conv).modified:
             self.session.flush()  # a pending change of the row goes first (the UPDATE below sets absolute counters)
+        head = self.conv_head
         counts = [r.get("tokens") for r in rows]
         stmt = _APPENDED_UNCOUNTED if any(n is None for n in counts) else _APPENDED_COUNTED if any(counts) else _APPENDED
-        count, last, now = conv.message_count + len(ids), ids[-1], utcnow()
-        conn.execute(stmt, {"cid": conv.id, "count": count, "last": last, "now": now, "added": sum(int(n or 0) for n in counts)})
-        set_committed_value(conv, "message_count", count)
-        set_committed_value(conv, "last_message_id", last)
-        set_committed_value(conv, "updated_at", now)
+        count, last, now = head.message_count + len(ids), ids[-1], utcnow()
+        conn.execute(stmt, {"cid": head.id, "count": count, "last": last, "now": now, "added": sum(int(n or 0) for n in counts)})
+        if conv is not None:
+            set_committed_value(conv, "message_count", count)
+            set_committed_value(conv, "last_message_id", last)
+            set_committed_value(conv, "updated_at", now)
+        if self._head is not None:
+            self._head.message_count, self._head.last_message_id = count, last
 
     def bulk_append(self, messages: Iterable[Message], *, run_id: int | None = None, batch: int = 5000) -> int:
         """Fast path for imports and benchmarks (Core executemany). Returns the number appended.
@@ -342,7 +404,7 @@ class Locked(SourceWrites, ConversationReader):
     def _duplicate_key(self, exc: IntegrityError) -> EngineError:
         """The one constraint a valid message can break: its ``source_key`` is already stored."""
         return EngineError(
-            f"thread {self.conv.thread_key!r}: a message with that source_key is already stored ({str(exc.orig).splitlines()[0]})",
+            f"thread {self.conv_head.thread_key!r}: a message with that source_key is already stored ({str(exc.orig).splitlines()[0]})",
             code="duplicate_source_key",
         )
 
@@ -525,12 +587,13 @@ class Locked(SourceWrites, ConversationReader):
     ) -> int:
         """Record a request about to be sent (outcome ``pending``); its route becomes the thread's.
         One INSERT (not through the unit of work: it is on every model step's path)."""
+        head = self.conv_head
         rid = self.session.connection().execute(_INSERT_REQUEST, {
-            "conversation_id": self.conv.id, "run_id": run_id, "step": step, "provider": provider, "model": model,
+            "conversation_id": head.id, "run_id": run_id, "step": step, "provider": provider, "model": model,
             "estimated_tokens": estimated_tokens, "threshold": threshold, "outcome": "pending",
         }).scalar_one()
-        if (self.conv.provider, self.conv.model) != (provider, model):
-            self.conv.provider, self.conv.model = provider, model
+        if (head.provider, head.model) != (provider, model):
+            self.conv.provider, self.conv.model = provider, model  # loads the row (a new route: rare)
         return int(rid)
 
     def complete_model_request(
@@ -548,17 +611,17 @@ class Locked(SourceWrites, ConversationReader):
         if outcome not in MODEL_REQUEST_OUTCOMES:
             raise EngineError(f"unknown model request outcome {outcome!r}", code="invalid_outcome")
         result = cast(CursorResult[Any], self.session.connection().execute(_COMPLETE_REQUEST, {
-            "rid": request_id, "cid": self.conv.id, "outcome": outcome, "prompt": reported_prompt_tokens,
+            "rid": request_id, "cid": self.conv_head.id, "outcome": outcome, "prompt": reported_prompt_tokens,
             "completion": reported_completion_tokens, "code": error_code, "message": scrub_text(error_message),
         }))
         if result.rowcount != 1:
-            raise EngineError(f"no model request {request_id} on thread {self.conv.thread_key!r}", code="not_found")
+            raise EngineError(f"no model request {request_id} on thread {self.conv_head.thread_key!r}", code="not_found")
 
     def add_event(self, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
         """Record one event. ``kind`` must be an :class:`engine.events.EventKind` member (or its
         value); anything else raises ``invalid_event`` and nothing is written."""
         row = CompactionEventRow(
-            conversation_id=self.conv.id, run_id=run_id, kind=event_kind(kind, self.conv.thread_key), trigger=trigger,
+            conversation_id=self.conv_head.id, run_id=run_id, kind=event_kind(kind, self.conv_head.thread_key), trigger=trigger,
             data=scrub_text(dict(data)),
         )
         self.session.add(row)

@@ -43,7 +43,7 @@ from ..views import (
 )
 from . import db
 from .access import read_only_words, role_can_write
-from .door import LedgerCache, Locked, os_operator, session_operator
+from .door import HEAD_COLUMNS, ConvHead, LedgerCache, Locked, os_operator, session_operator
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -124,7 +124,7 @@ def build_message_row(row: Any) -> Message:
 def _lock_statement(by_id: bool, for_update: bool, nowait: bool) -> Any:
     """The conversation row the write door locks, by id or by key (PostgreSQL: ``FOR UPDATE``,
     ``NOWAIT`` when asked; SQLite: ``BEGIN IMMEDIATE`` is the lock)."""
-    q = select(Conversation).where(Conversation.id == bindparam("id") if by_id else Conversation.thread_key == bindparam("key"))
+    q = select(*HEAD_COLUMNS).where(Conversation.id == bindparam("id") if by_id else Conversation.thread_key == bindparam("key"))
     return q.with_for_update(nowait=nowait) if for_update else q
 
 
@@ -288,20 +288,20 @@ class Store:
             with self._session(write=True, nowait=nowait) as s:
                 by_id = isinstance(thread, int)
                 q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
-                conv = s.scalars(q, {"id" if by_id else "key": thread}).first()
-                if conv is None:
+                row = s.connection().execute(q, {"id" if by_id else "key": thread}).first()
+                if row is None:
                     raise ThreadNotFound(f"no thread {thread!r}")
                 acquired = True
-                door = Locked(s, conv)
+                door = Locked(s, ConvHead(*row))  # the ORM row only if something asks for door.conv
                 self._ledgers.seed(door)
                 yield door
             self._ledgers.keep(door)  # committed
             if door.appended:
                 for listener in self._append_listeners:
                     try:
-                        listener(door.conv.thread_key, door.appended)
+                        listener(door.conv_head.thread_key, door.appended)
                     except Exception:  # noqa: BLE001 - committed already: a listener's failure is never the writer's
-                        log.exception("append listener failed on thread %r", door.conv.thread_key)
+                        log.exception("append listener failed on thread %r", door.conv_head.thread_key)
         except db.DatabaseLocked:
             if acquired:
                 raise

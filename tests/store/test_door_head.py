@@ -1,0 +1,37 @@
+"""The write door opened on the locked row's head columns (``engine.store.door.ConvHead``): the step's
+hot path (intake, request record, completion) loads no ORM ``Conversation``; one is loaded only when
+something asks for ``tx.conv``, and it then shows this transaction's own appends."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from engine.messages import Message
+from engine.store import Store
+
+
+def test_hot_path_loads_no_orm_row_and_conv_sees_the_appends(store: Store, conv: str) -> None:
+    store.append_messages(conv, [Message("user", "hi")])
+    with store.locked(conv) as tx:  # a new route: written through the loaded row
+        tx.record_model_request(provider="openai", model="m1", step=0)
+        assert tx._conv is not None
+    seen: list[str] = []
+    event.listen(store.engine, "before_cursor_execute", lambda c, cur, st, *a: seen.append(st))
+    with store.locked(conv) as tx:
+        assert (tx.conv_head.provider, tx.conv_head.model) == ("openai", "m1")
+        ids = tx.append_messages([Message("assistant", "hello")])
+        rid = tx.record_model_request(provider="openai", model="m1", step=1)
+        tx.complete_model_request(rid, outcome="ok", reported_prompt_tokens=3, reported_completion_tokens=1)
+        assert tx._conv is None  # the hot path loaded no ORM row
+    assert not any("conversations.system_prompt" in s for s in seen)  # the door selected only its head columns
+    with store.locked(conv) as tx:
+        assert tx.conv_head.message_count == 2 and tx.conv_head.last_message_id == ids[0]
+        tx.append_messages([Message("user", "again")])
+        assert tx.conv.message_count == 3  # loaded after the append: the row as this transaction left it
+        tx.append_messages([Message("assistant", "ok")])
+        assert tx.conv.message_count == 4 and tx.conv_head is tx.conv
+        last = tx.conv.last_message_id
+    with store.locked(conv) as tx:
+        assert (tx.conv_head.message_count, tx.conv_head.last_message_id) == (4, last)
+        assert (tx.conv.provider, tx.conv.model) == ("openai", "m1")
+    assert [m.content for m in store.messages_after(conv, None)] == ["hi", "hello", "again", "ok"]
