@@ -14,7 +14,7 @@ import logging
 import threading
 from typing import Any, Iterable, Mapping, Sequence, cast
 
-from sqlalchemy import BigInteger, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
+from sqlalchemy import BigInteger, Connection, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
@@ -229,14 +229,46 @@ class Locked(SourceWrites, ConversationReader):
     """A transaction holding one conversation's row lock: the write door. Use only inside
     ``Store.locked``; it commits when the block ends and rolls back if the block raises."""
 
-    def __init__(self, session: Session, conv: Conversation | ConvHead) -> None:
+    def __init__(self, session: Session | Connection, conv: Conversation | ConvHead) -> None:
         self._conv: Conversation | None = None
         self._head: ConvHead | None = conv if isinstance(conv, ConvHead) else None
-        super().__init__(session, cast(Conversation, conv))  # sets ``conv`` (the property below)
+        self._conn: Connection | None = session if isinstance(session, Connection) else None
+        self._session: Session | None = None
+        super().__init__(cast(Session, session), cast(Conversation, conv))  # sets ``session`` and ``conv`` (the properties below)
         self._ledger: CallLedger | None = None
         #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
         #: ``Store.locked`` hands its append listeners once the transaction committed
         self.appended: list[tuple[int, dict[str, Any]]] = []
+
+    @property
+    def session(self) -> Session:
+        """The ORM session of this transaction. A door opened on a Core connection (``Store.locked``:
+        the step's hot path needs no unit of work) makes one, bound to that connection and its
+        transaction, the first time something asks; :meth:`flush` writes its pending changes
+        before the transaction commits."""
+        if self._session is None:
+            assert self._conn is not None
+            self._session = Session(bind=self._conn, expire_on_commit=False)  # joins the transaction, never commits it
+        return self._session
+
+    @session.setter
+    def session(self, value: Session | Connection) -> None:
+        if isinstance(value, Session):
+            self._session = value
+
+    def connection(self) -> Connection:
+        """The transaction's connection (Core statements: no unit of work involved)."""
+        return self._conn if self._conn is not None else self.session.connection()
+
+    def flush(self) -> None:
+        """Write the ORM session's pending changes, if a session was made (before the commit)."""
+        if self._session is not None:
+            self._session.flush()
+
+    def close(self) -> None:
+        """Close the ORM session made for a Core-opened door (its objects stay readable, detached)."""
+        if self._session is not None and self._conn is not None:
+            self._session.close()
 
     @property
     def conv(self) -> Conversation:
@@ -316,7 +348,7 @@ class Locked(SourceWrites, ConversationReader):
         thread). The step driver's intake skips those (engine.step)."""
         wanted = list(dict.fromkeys(keys))
         found: set[str] = set()
-        conn = self.session.connection()
+        conn = self.connection()
         if len(wanted) == 1:
             found.update(conn.execute(_STORED_KEY, {"cid": self.conv_head.id, "key": wanted[0]}).scalars())
             return found
@@ -328,8 +360,8 @@ class Locked(SourceWrites, ConversationReader):
         """The snapshot reads (:class:`engine.store.reads.ThreadReader`) inside this transaction,
         its own writes included (flushed first): the step driver checks the pressure in the
         transaction of its intake and request record."""
-        self.session.flush()
-        conn = self.session.connection()
+        self.flush()
+        conn = self.connection()
         return ThreadReader(conn, conn.execute(THREAD_KEY, {"key": self.conv_head.thread_key}).first())
 
     def call_ledger(self) -> CallLedger:
@@ -353,7 +385,7 @@ class Locked(SourceWrites, ConversationReader):
         head = self.conv_head
         rows = [message_values(head.id, m, run_id) for m in messages]
         with_counts(head.model, rows, messages)
-        conn = self.session.connection()  # the Table's one cached INSERT, the values as parameters
+        conn = self.connection()  # the Table's one cached INSERT, the values as parameters
         try:
             ids = [conn.execute(_INSERT_MESSAGE, _columns(row)).scalar_one() for row in rows]
         except IntegrityError as exc:
@@ -369,7 +401,7 @@ class Locked(SourceWrites, ConversationReader):
         values, so the unit of work writes no second UPDATE of them."""
         conv = self._conv
         if conv is not None and inspect(conv).modified:
-            self.session.flush()  # a pending change of the row goes first (the UPDATE below sets absolute counters)
+            self.flush()  # a pending change of the row goes first (the UPDATE below sets absolute counters)
         head = self.conv_head
         counts = [r.get("tokens") for r in rows]
         stmt = _APPENDED_UNCOUNTED if any(n is None for n in counts) else _APPENDED_COUNTED if any(counts) else _APPENDED
@@ -588,7 +620,7 @@ class Locked(SourceWrites, ConversationReader):
         """Record a request about to be sent (outcome ``pending``); its route becomes the thread's.
         One INSERT (not through the unit of work: it is on every model step's path)."""
         head = self.conv_head
-        rid = self.session.connection().execute(_INSERT_REQUEST, {
+        rid = self.connection().execute(_INSERT_REQUEST, {
             "conversation_id": head.id, "run_id": run_id, "step": step, "provider": provider, "model": model,
             "estimated_tokens": estimated_tokens, "threshold": threshold, "outcome": "pending",
         }).scalar_one()
@@ -610,7 +642,7 @@ class Locked(SourceWrites, ConversationReader):
         (one UPDATE of this thread's row: no read first)."""
         if outcome not in MODEL_REQUEST_OUTCOMES:
             raise EngineError(f"unknown model request outcome {outcome!r}", code="invalid_outcome")
-        result = cast(CursorResult[Any], self.session.connection().execute(_COMPLETE_REQUEST, {
+        result = cast(CursorResult[Any], self.connection().execute(_COMPLETE_REQUEST, {
             "rid": request_id, "cid": self.conv_head.id, "outcome": outcome, "prompt": reported_prompt_tokens,
             "completion": reported_completion_tokens, "code": error_code, "message": scrub_text(error_message),
         }))

@@ -284,17 +284,24 @@ class Store:
         Waits for another holder (SQLite: up to the busy timeout); ``nowait=True`` raises
         :class:`ThreadLocked` at once instead."""
         acquired = False
+        door: Locked | None = None
         try:
-            with self._session(write=True, nowait=nowait) as s:
-                by_id = isinstance(thread, int)
-                q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
-                row = s.connection().execute(q, {"id" if by_id else "key": thread}).first()
-                if row is None:
-                    raise ThreadNotFound(f"no thread {thread!r}")
-                acquired = True
-                door = Locked(s, ConvHead(*row))  # the ORM row only if something asks for door.conv
-                self._ledgers.seed(door)
-                yield door
+            self._check_writable()
+            # a Core connection (no ORM session per transaction: the door makes one if a write needs it)
+            with database_errors(self.url), self.engine.connect() as conn:
+                if self.is_sqlite:
+                    conn.execution_options(sqlite_begin="IMMEDIATE", sqlite_nowait=nowait)
+                with conn.begin():  # commits when the block ends, rolls back if it raises
+                    by_id = isinstance(thread, int)
+                    q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
+                    row = conn.execute(q, {"id" if by_id else "key": thread}).first()
+                    if row is None:
+                        raise ThreadNotFound(f"no thread {thread!r}")
+                    acquired = True
+                    door = Locked(conn, ConvHead(*row))  # the ORM row only if something asks for door.conv
+                    self._ledgers.seed(door)
+                    yield door
+                    door.flush()  # the ORM session's pending writes, inside the transaction
             self._ledgers.keep(door)  # committed
             if door.appended:
                 for listener in self._append_listeners:
@@ -306,6 +313,9 @@ class Store:
             if acquired:
                 raise
             raise ThreadLocked(f"thread {thread!r} is locked by another writer; try again later") from None
+        finally:
+            if door is not None:
+                door.close()
 
     @contextmanager
     def locked_or_created(self, key: str, *, title: str = "") -> Iterator[tuple[Locked, bool]]:

@@ -35,3 +35,29 @@ def test_hot_path_loads_no_orm_row_and_conv_sees_the_appends(store: Store, conv:
         assert (tx.conv_head.message_count, tx.conv_head.last_message_id) == (4, last)
         assert (tx.conv.provider, tx.conv.model) == ("openai", "m1")
     assert [m.content for m in store.messages_after(conv, None)] == ["hi", "hello", "again", "ok"]
+
+
+def test_hot_path_makes_no_orm_session_and_orm_writes_commit_or_roll_back_with_it(store: Store, conv: str) -> None:
+    with store.locked(conv) as tx:
+        tx.append_messages([Message("user", "hi")])
+        rid = tx.record_model_request(provider="p", model="m", step=0)  # a new route: the ORM row, a session
+        assert tx._session is not None
+    with store.locked(conv) as tx:
+        tx.append_messages([Message("assistant", "a")])
+        tx.complete_model_request(rid, outcome="ok")
+        assert tx._session is None  # the steady step: Core statements on the door's connection only
+    with store.locked(conv) as tx:  # ORM writes on a Core-opened door are flushed before the commit
+        tx.configure(system_prompt="be brief")
+        tx.append_messages([Message("user", "b")])  # after a pending change of the row
+    with store.locked(conv) as tx:
+        assert tx.conv.system_prompt == "be brief" and tx.conv.message_count == 3
+    try:
+        with store.locked(conv) as tx:  # a raising block undoes Core and ORM writes alike
+            tx.configure(system_prompt="never")
+            tx.append_messages([Message("assistant", "c")])
+            raise RuntimeError("boom")
+    except RuntimeError:
+        pass
+    with store.locked(conv) as tx:
+        assert tx.conv.system_prompt == "be brief" and tx.conv.message_count == 3
+    assert [m.content for m in store.messages_after(conv, None)] == ["hi", "a", "b"]
