@@ -130,3 +130,21 @@ def test_extract_identifiers_cache_gives_a_fresh_list() -> None:
     assert first == list(_identifiers(LOG)) and first[:2] == ["src/app/module_0.py", "https://example.org/e/0"]
     first.clear()
     assert extract_identifiers(LOG) == list(_identifiers(LOG))
+
+
+def test_assistant_fact_lines_skip_extraction_only_where_it_cannot_decide() -> None:
+    """A line without a decides / changes word is extracted only when it may hold a decision, an
+    error or a metric: each kind of line still gives the line it gave before."""
+    from engine.messages import assistant
+    from engine.summarizers import facts
+
+    text = "\n".join([
+        "We will use Redis for the cache.",  # decides
+        "Plain prose with a number 42 and nothing else.",  # nothing
+        "ValueError: bad input in parse()",  # an error, no decides word
+        "The p95 latency was 412 ms on the run.",  # a figure next to a metric word
+        "I edited services/pay.py today.",  # changes a named file
+    ])
+    lines = facts.fact_lines(assistant(text))
+    assert lines == ["We will use Redis for the cache.", "ValueError: bad input in parse()", "The p95 latency was 412 ms on the run."]
+    assert facts._may_specify("ValueError: bad input") and not facts._may_specify("Plain prose with a number 42")

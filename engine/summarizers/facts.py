@@ -34,7 +34,7 @@ from typing import Iterable, Iterator
 
 from ..messages import Message
 from ..previews import unwrapped_text
-from ..specifics import extract_specifics
+from ..specifics import _DECISION_WORDS, _ERROR_WORDS, extract_specifics
 
 #: lines kept per message at most (errors first, then figures; the newest lines of a log first)
 LINES_PER_MESSAGE = 3
@@ -151,13 +151,20 @@ def _assistant_lines(text: str) -> Iterator[str]:
         return
     kept = 0
     for line in _split(text):
-        specifics = extract_specifics(line) if len(line) < 4 * LINE_CHARS else []
-        kinds = {s.kind for s in specifics}
         decides = _DECIDES.search(line)
-        changes = _CHANGES.search(line) if _NAMED.search(line) else None
-        figure = "quantity" in kinds and _METRIC.search(line)
-        hit = decides or changes or figure
-        if hit or kinds & {"decision", "error"}:
+        changes = _CHANGES.search(line) if decides is None and _NAMED.search(line) else None
+        hit = decides or changes
+        if hit is None and len(line) < 4 * LINE_CHARS and _may_specify(line):
+            # only then do the line's specifics decide (a figure with a metric word, a decision, an error)
+            kinds = {s.kind for s in extract_specifics(line)}
+            hit = _METRIC.search(line) if "quantity" in kinds else None
+            if hit is None and kinds & {"decision", "error"}:
+                yield _clip(line, 0)
+                kept += 1
+                if kept >= LINES_PER_MESSAGE:
+                    return
+                continue
+        if hit:
             at = hit.start() if hit else 0
             yield _clip(line, at)
             kept += 1
@@ -178,7 +185,7 @@ def _tool_lines(text: str) -> list[str]:
             continue
         quick_error = _QUICK_ERROR.search(line) is not None
         metric = _METRIC.search(line)  # the regex first: most lines have no metric word
-        quick_figure = metric if metric is not None and any(c.isdigit() for c in line) else None
+        quick_figure = metric if metric is not None and _has_digit(line) else None
         if not (quick_error or quick_figure):
             continue
         specifics = extract_specifics(line)
@@ -198,6 +205,23 @@ def _tool_lines(text: str) -> list[str]:
     chosen = _unique(errors[: LINES_PER_MESSAGE - len(best)] + [f[2] for f in best])
     order = {line: i for i, line in enumerate(lines)}
     return sorted(chosen, key=lambda x: order.get(x, -1))
+
+
+_ASCII_DIGIT = re.compile(r"[0-9]")
+
+
+def _may_specify(line: str) -> bool:
+    """Can :func:`extract_specifics` find a decision or an error in ``line``, or a quantity that a
+    metric word makes a figure? Its decisions and errors each need one of its literals."""
+    return _METRIC.search(line) is not None or any(w in line for w in _ERROR_WORDS) or any(w in line for w in _DECISION_WORDS)
+
+
+def _has_digit(line: str) -> bool:
+    """``any(c.isdigit() for c in line)``: one regex scan for an ASCII line (``isascii`` is O(1)),
+    the character loop otherwise (``str.isdigit`` takes more than ``\d``: superscripts and the like)."""
+    if line.isascii():
+        return _ASCII_DIGIT.search(line) is not None
+    return any(c.isdigit() for c in line)
 
 
 def _edit_line(name: str, arguments: str) -> str | None:
