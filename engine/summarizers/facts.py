@@ -217,7 +217,7 @@ def _may_specify(line: str) -> bool:
 
 
 def _has_digit(line: str) -> bool:
-    """``any(c.isdigit() for c in line)``: one regex scan for an ASCII line (``isascii`` is O(1)),
+    r"""``any(c.isdigit() for c in line)``: one regex scan for an ASCII line (``isascii`` is O(1)),
     the character loop otherwise (``str.isdigit`` takes more than ``\d``: superscripts and the like)."""
     if line.isascii():
         return _ASCII_DIGIT.search(line) is not None
