@@ -70,18 +70,9 @@ class StepsFacet:
 
     @staticmethod
     def _intake(tx: Any, messages: Sequence[Message], run_id: int | None) -> list[int]:
-        if not messages:
-            return []
-        keys = [m.source_key for m in messages if m.source_key is not None]
-        stored = tx.stored_source_keys(keys) if keys else set()
-        new: list[Message] = []
-        for m in messages:
-            if m.source_key is not None:
-                if m.source_key in stored:
-                    continue
-                stored.add(m.source_key)
-            new.append(m)
-        return tx.append_messages(new, run_id=run_id) if new else []
+        """``messages`` the thread does not hold yet (by ``source_key``), appended: the door's
+        :meth:`engine.store.door.Locked.take_in`."""
+        return tx.take_in(messages, run_id=run_id) if messages else []
 
     def record_model_request(
         self,

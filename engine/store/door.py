@@ -15,13 +15,14 @@ import threading
 from typing import Any, Iterable, Mapping, Sequence, cast
 
 from sqlalchemy import BigInteger, Connection, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
 from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
 from ..events import EventKind
-from ..messages import Message, ToolCall
+from ..messages import InvalidMessage, Message, ToolCall
 from ..meter import default_meter
 from ..units import META_MISSING_RESULT, dangling_calls
 from ..views import ACTIVE_RUN_STATUSES, Offload
@@ -163,6 +164,15 @@ _COMPLETE_REQUEST = update(_REQUESTS).where(_REQUESTS.c.id == bindparam("rid"), 
 _STORED_KEYS = select(MESSAGES.c.source_key).where(
     MESSAGES.c.conversation_id == bindparam("cid"), MESSAGES.c.source_key.in_(bindparam("keys", expanding=True))
 )
+
+
+#: a message row unless the thread holds its source key (NULL keys never conflict), its id back (no
+#: row: it was stored already); per dialect, compiled once: the step's intake (:meth:`Locked.take_in`)
+_INSERT_NEW_MESSAGE = {
+    name: dialect.insert(MESSAGES).on_conflict_do_nothing(index_elements=[MESSAGES.c.conversation_id, MESSAGES.c.source_key])
+    .returning(MESSAGES.c.id)
+    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
+}
 
 
 #: the same for one key (the common intake of a step: the last tool result); no expanding parameter to render
@@ -393,6 +403,61 @@ class Locked(SourceWrites, ConversationReader):
         self._ledger = ledger
         self._appended(conn, rows, ids)
         self.appended.extend(zip(ids, rows))
+        return ids
+
+    def take_in(self, messages: Sequence[Message], *, run_id: int | None = None) -> list[int]:
+        """Append those of ``messages`` the thread does not hold yet (by ``source_key``, asked of the
+        unique ``(conversation_id, source_key)`` key; a message without one is always new; a key
+        twice in ``messages``: its first); returns the new ids. The step driver's intake
+        (engine.service.steps): the outcome of :meth:`stored_source_keys` then
+        :meth:`append_messages` of the rest, with the key probe folded into each INSERT
+        (``ON CONFLICT DO NOTHING``) when the whole batch passes the call ledger as it is (the
+        steady step); otherwise (a batch repeating a stored result, …) exactly that probe, then
+        append. The invariants hold either way; a batch whose stored part hid a violation of the
+        rest raises :class:`engine.messages.InvalidMessage` after its rows were sent, which the
+        caller's transaction then undoes (``Store.locked`` rolls back)."""
+        batch: list[Message] = []
+        keys: set[str] = set()
+        for m in messages:
+            if m.source_key is not None:
+                if m.source_key in keys:
+                    continue
+                keys.add(m.source_key)
+            batch.append(m)
+        if not batch:
+            return []
+        stmt = _INSERT_NEW_MESSAGE.get(self.connection().dialect.name)
+        ledger = self.call_ledger().copy()
+        try:
+            if stmt is None:
+                raise InvalidMessage("no ON CONFLICT form for this dialect")
+            ledger.admit_all(batch)
+        except InvalidMessage:  # the probe, then append: the same outcome, the same error
+            stored = self.stored_source_keys(keys) if keys else set()
+            new = [m for m in batch if m.source_key is None or m.source_key not in stored]
+            return self.append_messages(new, run_id=run_id) if new else []
+        head = self.conv_head
+        rows = [message_values(head.id, m, run_id) for m in batch]
+        with_counts(head.model, rows, batch)
+        conn = self.connection()
+        kept: list[tuple[Message, dict[str, Any], int]] = []
+        try:
+            for m, row in zip(batch, rows):
+                got = conn.execute(stmt, _columns(row)).scalar_one_or_none()
+                if got is not None:
+                    kept.append((m, row, int(got)))
+        except IntegrityError as exc:  # as append_messages reports it
+            raise self._duplicate_key(exc) from None
+        if len(kept) != len(batch):  # some were stored already: the ledger of what was written
+            ledger = self.call_ledger().copy()
+            ledger.admit_all([m for m, _, _ in kept])
+        self._ledger = ledger
+        if not kept:
+            return []
+        ids = [i for _, _, i in kept]
+        written = [r for _, r, _ in kept]
+        self._appended(conn, written, ids)
+        self.appended.extend(zip(ids, written))
         return ids
 
     def _appended(self, conn: Any, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
