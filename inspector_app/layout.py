@@ -44,7 +44,7 @@ from .models.checks import FindingsModel
 from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
-from .widgets.audit import AuditPanel
+from .panels.audit.widget import AuditPanel
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
 from .widgets.detail import DetailPane
@@ -456,7 +456,7 @@ class InspectorLayout(QMainWindow):
         row.addWidget(self.checks_button)
         kl.addLayout(row)
         kl.addWidget(self.findings_view, 1)
-        self.audit_panel = AuditPanel()  # its behaviour: controllers.revert_audit
+        self.audit_panel = AuditPanel()  # its behaviour: panels.audit.controller
         self.tabs = SideTabs()
         self.tabs.setObjectName("sideTabs")
         self.add_side_tabs({"detail": self.detail, "pressure": pressure, "replay": self.replay, "events": events, "checks": checks, "audit": self.audit_panel})

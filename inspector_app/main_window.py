@@ -23,23 +23,23 @@ from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QCloseEvent, QDragEnterEvent, QDropEvent, QKeySequence, QShowEvent
 
 from . import preferences, theme
-from .controllers.base import ThreadState, error_code, error_text
 from .controllers.compaction import CompactionController
 from .controllers.fleet import FleetController
 from .controllers.importing import ImportController, dropped_paths
 from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
-from .controllers.revert_audit import RevertAuditController
 from .controllers.search import SearchController
 from .controllers.selection import SelectionController
 from .controllers.sessions import SessionsController
 from .controllers.steering import SteeringController
-from .controllers.tasks import TaskSet, ThreadTasks, finished
 from .controllers.theming import ThemeController
 from .controllers.thread_list import ThreadListController
 from .controllers.threads import Opener, ThreadsController, default_database_url
 from .layout import TABS, InspectorLayout
+from .logic.state import ThreadState, error_code, error_text
+from .logic.tasks import TaskSet, ThreadTasks, finished
 from .logic.urls import redact
+from .panels.audit.controller import RevertAuditController
 from .service_client import ServiceClient
 from .widgets.connect import ConnectDialog, RecentConnections
 from .widgets.detail import boundary_dropped

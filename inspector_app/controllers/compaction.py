@@ -22,13 +22,13 @@ from engine.views import SourceCompaction
 
 from ..layout import InspectorLayout
 from ..logic.pressure_text import manual_outcome
+from ..logic.state import ThreadState, error_text, plural
+from ..logic.tasks import Report, TaskSet, ThreadTasks
 from ..preferences import remember_directory, start_directory
 from ..service_api import CompactionAPI, ReadsAPI
 from ..service_client import ServiceClient
 from ..widgets.detail import DroppedView
 from ..widgets.whatif import WhatIfDialog
-from .base import ThreadState, error_text, plural
-from .tasks import Report, TaskSet, ThreadTasks
 
 #: File → Export compaction history…: the name filters and the format of each
 EXPORT_FILTERS: dict[str, str] = {"Markdown (*.md)": "md", "JSON (*.json)": "json"}

@@ -17,11 +17,11 @@ from PySide6.QtGui import QAction, QKeySequence
 from engine.views import FleetStats, ThreadQuery
 
 from ..layout import InspectorLayout
+from ..logic.state import error_text
+from ..logic.tasks import Report, TaskSet
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
 from ..widgets.fleet import FleetWindow
-from .base import error_text
-from .tasks import Report, TaskSet
 from .thread_list import DEFAULT_QUERY, ThreadListController
 
 #: what a click on a pressure band shows in the list: (filters, sort, descending) and in words

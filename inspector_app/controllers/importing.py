@@ -18,6 +18,8 @@ from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtWidgets import QFileDialog
 
 from ..layout import InspectorLayout
+from ..logic.state import error_code, error_text
+from ..logic.tasks import TaskSet
 from ..preferences import (
     TARGET_OTHER,
     database_name,
@@ -33,8 +35,6 @@ from ..service_api import ImportsAPI
 from ..service_client import ServiceClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
 from ..widgets.import_target import ImportTargetDialog
-from .base import error_code, error_text
-from .tasks import TaskSet
 
 FILE_FILTER = "Transcripts (*.jsonl *.json *.traj);;All files (*)"
 #: ``progress(done, total, name)`` of an import of several files

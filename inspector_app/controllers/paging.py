@@ -17,11 +17,11 @@ from PySide6.QtCore import QModelIndex
 from engine.views import Offload, StoredMessage
 
 from ..layout import InspectorLayout
+from ..logic.state import ThreadState, count_of, plural
+from ..logic.tasks import ThreadTasks
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
 from ..service_api import CompactionAPI, InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
-from .base import ThreadState, count_of, plural
-from .tasks import ThreadTasks
 
 PAINT_WAIT_S = 0.25  # the longest work that waits for the timeline's paint waits (a window that never paints)
 JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)

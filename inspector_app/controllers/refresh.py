@@ -21,11 +21,11 @@ from typing import Callable
 from PySide6.QtCore import QObject, QTimer
 
 from ..layout import InspectorLayout
+from ..logic.state import ThreadState, ViewState, count_of
+from ..logic.tasks import TaskSet, ThreadTasks, finished
 from ..service_api import CompactionAPI, ReadsAPI
 from ..service_client import ServiceClient
-from .base import ThreadState, ViewState, count_of
 from .paging import PagingController
-from .tasks import TaskSet, ThreadTasks, finished
 from .threads import ThreadsController, capture_view, compaction_of
 
 #: busy reasons whose last turn is running (grouped as the user's head and one row per round)

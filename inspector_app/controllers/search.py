@@ -17,12 +17,12 @@ from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QKeyEvent
 
 from ..layout import InspectorLayout
+from ..logic.state import ThreadState, plural
+from ..logic.tasks import ThreadTasks
 from ..models.timeline import message_matches
 from ..service_api import InspectorService
 from ..service_client import ServiceClient
-from .base import ThreadState, plural
 from .paging import PagingController
-from .tasks import ThreadTasks
 
 SEARCH_PAGE = 1000  # messages a search reads per worker trip
 

@@ -13,15 +13,15 @@ from PySide6.QtCore import QModelIndex
 from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope, SourceCompaction
 
 from ..layout import InspectorLayout
+from ..logic.state import error_code, error_text
+from ..logic.tasks import Report, ThreadTasks
 from ..models.events import EventRole, TargetRole, event_target
 from ..models.replay import RequestRow, request_rows
 from ..models.timeline import Node
 from ..service_api import ReadsAPI
 from ..service_client import ServiceClient
 from ..widgets.diff import DiffWindow
-from .base import error_code, error_text
 from .paging import PagingController
-from .tasks import Report, ThreadTasks
 
 
 class SelectionController:

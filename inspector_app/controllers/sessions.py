@@ -23,12 +23,12 @@ from typing import Any, Awaitable, Callable, Coroutine
 from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from ..logic.state import error_text
+from ..logic.tasks import TaskSet
 from ..preferences import database_name, is_demo, same_database, sessions_database, start_directory
 from ..service_api import ImportsAPI
 from ..service_client import ServiceClient
 from ..widgets.sessions import SessionsDialog
-from .base import error_text
-from .tasks import TaskSet
 
 #: the folders the user added to the panel (a list of paths)
 KEY_FOLDERS = "sessions/folders"

@@ -25,9 +25,9 @@ from PySide6.QtWidgets import (
 
 from engine.errors import EngineError
 
+from ..logic.tasks import Report, TaskSet, ThreadTasks
 from ..models.timeline import MessageIdRole
 from ..service_api import SteeringAPI
-from .tasks import Report, TaskSet, ThreadTasks
 
 #: the policy values the dialog edits: (key, label, kind)
 POLICY_FIELDS: tuple[tuple[str, str, str], ...] = (
@@ -160,7 +160,7 @@ class SteeringController:
         self.policy_action = QAction("Thread policy…", ui)
         self.policy_action.setObjectName("threadPolicy")
         self.policy_action.setToolTip(POLICY_TIP)
-        self.policy_action.setProperty("dbWrite", True)  # read-only: disabled with the reason (revert_audit.WRITE_PROPERTY)
+        self.policy_action.setProperty("dbWrite", True)  # read-only: disabled with the reason (panels.audit.controller.WRITE_PROPERTY)
         self.policy_action.triggered.connect(self.open_policy)
         ui.compaction_menu.addAction(self.policy_action)
         ui.gauge.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)  # the header's gauge: right-click for the thread's policy

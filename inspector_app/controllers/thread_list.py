@@ -22,11 +22,11 @@ from PySide6.QtWidgets import QAbstractItemView
 from engine.views import ThreadPage, ThreadQuery
 
 from ..layout import InspectorLayout
+from ..logic.state import plural
+from ..logic.tasks import Report, TaskSet
 from ..models.threads import CACHE_ROWS, COLUMN_SORTS, PAGE, KeyRole
 from ..service_api import InspectorService, ReadsAPI
 from ..service_client import ServiceClient, invoke
-from .base import plural
-from .tasks import Report, TaskSet
 
 #: the filter box waits this long after the last key before it searches
 SEARCH_DEBOUNCE_MS = 250

@@ -20,6 +20,8 @@ from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceC
 from ..layout import InspectorLayout
 from ..logic.choices import TABS
 from ..logic.pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
+from ..logic.state import ThreadState, ViewState, count_of, error_code, error_text, plural
+from ..logic.tasks import Report, TaskSet, ThreadTasks, finished
 from ..logic.timeline.pages import source_name
 from ..logic.urls import secrets_of
 from ..models.events import EventRole
@@ -30,10 +32,8 @@ from ..service_client import ServiceClient, invoke
 from ..widgets.connect import RecentConnections, strip_password
 from ..widgets.pressure import measuring_text
 from ..widgets.whatif import ProgressRelay
-from .base import ThreadState, ViewState, count_of, error_code, error_text, plural
 from .compaction import CompactionController
 from .paging import PagingController, read_page
-from .tasks import Report, TaskSet, ThreadTasks, finished
 from .thread_list import ThreadListController
 
 STATUS_PROGRESS_INTERVAL = 0.1  # seconds between two progress updates of a cold measurement (at most ~10/s)

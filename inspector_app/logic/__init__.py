@@ -5,5 +5,8 @@ holds it): what the window shows, decided where a test can call it without a dis
 - :mod:`.pressure_text`: the pressure states in words;
 - :mod:`.whatif`: the what-if dialog's settings, sweep values, result rows and progress throttle;
 - :mod:`.urls`: a database URL's password, stripped or masked;
-- :mod:`.timeline`: the timeline core (page types, the unit/round tree, gap/segment arithmetic).
+- :mod:`.timeline`: the timeline core (page types, the unit/round tree, gap/segment arithmetic);
+- :mod:`.state`: the open thread's state and how a failure reads (what the controllers share);
+- :mod:`.tasks`: the window's asyncio task groups (window-wide, and the open thread's, cancelled
+  when another view opens).
 """

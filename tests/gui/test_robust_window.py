@@ -24,7 +24,7 @@ from engine.errors import describe_failure
 from engine.service import open_service
 from engine.store import normalize_url
 from engine.summarizers.extractive import ExtractiveSummarizer
-from inspector_app.controllers.base import describe
+from inspector_app.logic.state import describe
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import COL_PRESSURE, PressureRole
 from tests.engine.test_cli_robust import OTHER, PLANTS, PYTHON_NAME, VICTIM, copy_pg, demo_pg_template, plant  # noqa: F401 (fixtures)

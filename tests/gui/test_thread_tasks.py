@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import pytest
 
-from inspector_app.controllers.tasks import TaskSet, ThreadTasks, finished
+from inspector_app.logic.tasks import TaskSet, ThreadTasks, finished
 from inspector_app.main_window import MainWindow
 from inspector_app.widgets.detail import message_body
 from tests.gui.conftest import run

@@ -9,7 +9,7 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from engine.views import AuditEntry
 
-from .table import RecordTableModel
+from ...models.table import RecordTableModel
 
 _Index = QModelIndex | QPersistentModelIndex
 

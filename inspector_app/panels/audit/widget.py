@@ -1,7 +1,7 @@
 """The Audit tab (issue 23): who compacted, reverted, pinned or changed what, when and why.
 
 Filters by thread (the open one, or all), operator and action; rows oldest first, paged by id
-(More loads the next page). The panel only shows; :class:`inspector_app.controllers.revert_audit`
+(More loads the next page). The panel only shows; :class:`inspector_app.panels.audit.controller`
 reads the rows through the service.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTreeView, QVBoxLayout, QWidget
 
-from ..models.audit import AuditModel, state_text
+from .model import AuditModel, state_text
 
 ACTIONS = ("compact", "revert", "redo", "pin", "unpin", "instructions", "policy")
 ALL = "All"

@@ -20,11 +20,11 @@ from PySide6.QtWidgets import QLabel
 
 from engine.errors import EngineError
 
-from ..service_api import CompactionAPI, SteeringAPI
-from ..service_client import ServiceClient
-from ..widgets.audit import AuditPanel
-from .base import ThreadState
-from .tasks import TaskSet, ThreadTasks
+from ...logic.state import ThreadState
+from ...logic.tasks import TaskSet, ThreadTasks
+from ...service_api import CompactionAPI, SteeringAPI
+from ...service_client import ServiceClient
+from .widget import AuditPanel
 
 #: the audit rows read per page
 AUDIT_PAGE = 200
