@@ -19,6 +19,9 @@ import logging
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Collection, Literal, Mapping, Sequence
@@ -41,9 +44,29 @@ __all__ = [
     "prune_tool_result",
     "stale_results",
     "tool_name_of",
+    "without_prune_specifics",
 ]
 
 log = logging.getLogger(__name__)
+
+#: set inside :func:`without_prune_specifics`: a prune computes no dropped specifics
+_NO_PRUNE_SPECIFICS: ContextVar[bool] = ContextVar("no_prune_specifics", default=False)
+
+
+@contextmanager
+def without_prune_specifics() -> Iterator[None]:
+    """Within this block (this thread or task only), a prune computes no dropped specifics:
+    :func:`prune_dropped` returns ``{}`` (the ``prune`` event then has no specifics keys, as when
+    they failed) and a replacement carries ``left_out=None`` (no ``specifics_seen`` / ``left_out``
+    per result). For a what-if run (:mod:`engine.whatif`): its scratch copy is removed when the run
+    ends and none of its figures reads them, so they were ~10 % of its time for nothing. A summary's
+    dropped specifics are still computed (the run's ``specifics_dropped``). Previews built here are
+    remembered apart from the others, so a real prune never gets one without its counts."""
+    token = _NO_PRUNE_SPECIFICS.set(True)
+    try:
+        yield
+    finally:
+        _NO_PRUNE_SPECIFICS.reset(token)
 
 FALLBACK_TOOL_NAME = "tool"
 #: share of ``preview_tokens`` a stale result's replacement gets (see :func:`stale_results`): half,
@@ -174,7 +197,7 @@ def prune_tool_result(
     # out after the full original was written
     shown = _shown_path(workdir.path_for(name, sha), saved_as, sha)
     key = (count_tokens, name, sha, shown, original_tokens, min(preview_tokens, limit_tokens), preview_tokens, wider_tokens,
-           None if shapes is None else tuple(sorted(shapes.items())))
+           None if shapes is None else tuple(sorted(shapes.items())), _NO_PRUNE_SPECIFICS.get())
     preview = _PREVIEWS.get(key)
     if preview is None:
         preview = _preview(message.content, key)
@@ -205,7 +228,7 @@ _PreviewKey = tuple[Any, ...]
 class _PreviewMemo:
     """The replacements already built, by everything they depend on (:func:`prune_tool_result`'s
     key: the counter, tool name, the original's SHA-256 and token count, the shown path, the
-    budgets and the shapes): a prune of a what-if sweep's next run, or a replay of the same thread,
+    budgets, the shapes, and whether its left-out specifics are computed): a prune of a what-if sweep's next run, or a replay of the same thread,
     builds no preview twice. An LRU of at most :data:`MAX_ENTRIES` keys; a key holds the
     original's hash, not its text, and a value the preview (within its budget), so what it keeps
     alive is bounded by the budgets. Thread-safe; a preview is built outside the lock (two
@@ -250,7 +273,7 @@ def _preview(content: str, key: _PreviewKey) -> _Preview:
     """The replacement text of ``content`` for ``key`` (see :class:`_PreviewMemo`), its tokens and
     the specifics its preview leaves out. Raises :class:`~engine.previews.PreviewBudgetError` (never
     kept) when the budget cannot hold the header."""
-    count_tokens, name, sha, shown, original_tokens, budget, preview_tokens, wider_tokens, shapes_items = key
+    count_tokens, name, sha, shown, original_tokens, budget, preview_tokens, wider_tokens, shapes_items, no_specifics = key
     shapes = None if shapes_items is None else dict(shapes_items)
 
     def replacement(budget: int) -> str:
@@ -266,6 +289,8 @@ def _preview(content: str, key: _PreviewKey) -> _Preview:
             wider = replacement(wider_tokens)
             if sum(i not in wider for i in idents) < hidden:
                 text = wider
+    if no_specifics:  # inside without_prune_specifics
+        return text, count_tokens(text), None
     try:
         left_out: DroppedSpecifics | None = dropped_specifics(before=[content], summary=None, after=[replacement_preview(text)])
     except Exception:  # a bug in a pure extractor must not lose a prune: the counts stay unknown
@@ -371,6 +396,8 @@ def prune_dropped(
     previews nor anything else on the surface after the prune shows (``surface``: the messages
     before it, each pruned one replaced by its preview here), referenced by the current request
     and that surface. ``ids``: the pruned results recorded (default: all of ``report``)."""
+    if _NO_PRUNE_SPECIFICS.get():
+        return {}
     started = time.perf_counter()
     try:
         return _prune_dropped(report, surface, system_prompt=system_prompt, summary=summary, current_request=current_request, ids=ids, started=started)

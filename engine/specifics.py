@@ -637,7 +637,7 @@ class _TextCache:
 
 _EXTRACTED = _TextCache(8_000_000)  # extract_specifics by text
 _SHOWN = _TextCache(8_000_000)  # what a text shows (tokens, numbers with units) by text
-_IDENTIFIERS = _TextCache(4_000_000)  # extract_identifiers by text (the summarizer and the plan ask again)
+_IDENTIFIERS = _TextCache(2_000_000)  # extract_identifiers by text (the summarizer and the plan ask again)
 
 
 def _cached_specifics(text: str) -> tuple[Specific, ...]:

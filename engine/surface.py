@@ -25,7 +25,7 @@ SYNTHETIC_USER_TEXT = (
 #: rebuilt at each pressure check from these instead of new copies (a what-if's ~10^5 rebuilds);
 #: cleared whole when full. An entry holds its original, so the id is not reused while it is kept.
 _SHOWN: dict[int, tuple[Message, Offload, Message]] = {}
-_SHOWN_LIMIT = 20_000
+_SHOWN_LIMIT = 4096
 
 
 def shown_message(message: Message, offload: Offload | None) -> Message:

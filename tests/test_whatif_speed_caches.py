@@ -148,3 +148,24 @@ def test_assistant_fact_lines_skip_extraction_only_where_it_cannot_decide() -> N
     lines = facts.fact_lines(assistant(text))
     assert lines == ["We will use Redis for the cache.", "ValueError: bad input in parse()", "The p95 latency was 412 ms on the run."]
     assert facts._may_specify("ValueError: bad input") and not facts._may_specify("Plain prose with a number 42")
+
+
+def test_without_prune_specifics_skips_them_and_leaks_no_preview(tmp_path: Path) -> None:
+    """A what-if's prunes compute no dropped specifics (its scratch copy is removed, no figure reads
+    them); a preview built there is not handed to a real prune without its left-out counts."""
+    from engine.pruning import PruneReport, prune_dropped, without_prune_specifics
+
+    meter = TokenMeter("cl100k_base")
+    msg = tool_result("c1", LOG, name="shell", id=7)
+    _PREVIEWS.clear()
+    with without_prune_specifics():
+        quick = prune_tool_result(msg, workdir=Workdir(tmp_path / "a"), count_tokens=meter.count_text, limit_tokens=300, preview_tokens=200,
+                                  saved_as="short")
+        assert isinstance(quick, Pruned) and quick.left_out is None
+        assert prune_dropped(PruneReport((quick.replacement,), (quick,), ()), [msg]) == {}
+    real = prune_tool_result(msg, workdir=Workdir(tmp_path / "b"), count_tokens=meter.count_text, limit_tokens=300, preview_tokens=200,
+                                  saved_as="short")
+    assert isinstance(real, Pruned) and real.left_out is not None and real.left_out.seen > 0
+    assert real.preview == quick.preview and real.preview_tokens == quick.preview_tokens  # the same replacement
+    fields = prune_dropped(PruneReport((real.replacement,), (real,), ()), [msg])
+    assert fields["specifics_seen"] > 0 and "dropped" in fields

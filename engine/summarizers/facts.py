@@ -83,7 +83,7 @@ _PATH_KEYS = ("path", "file_path", "file", "filename", "target_file")
 #: fact lines by (role, text, tool calls): a sweep summarizes the same messages in every run, and
 #: a rolling summary sees its range's messages again; cleared whole past :data:`_CACHE_CHARS`
 _CACHE: dict[tuple[str, str, tuple[tuple[str, str], ...]], tuple[str, ...]] = {}
-_CACHE_CHARS = 8_000_000
+_CACHE_CHARS = 2_000_000
 _cached_chars = 0
 
 

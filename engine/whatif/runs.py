@@ -18,6 +18,7 @@ from ..errors import Cancelled
 from ..events import Event, EventKind
 from ..messages import Message
 from ..policy import PolicySet, ResolvedPolicy
+from ..pruning import without_prune_specifics
 from ..snapshots import SnapshotCache
 from ..step import StepDriver, StepStart
 from ..store import Store
@@ -508,16 +509,17 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
         replay = EngineReplay(scratch, SCRATCH_KEY, compactor=compactor, snapshots=snapshots, route=route)
         stats = _Stats(policy.context_window)
         rule = _StepRule(view.ends, view.last_end)
-        for m in view.messages():
-            if rule.before(m):
-                _check(should_stop)
-                s = replay.step()
-                if s.outcome is not None and s.outcome.reason == "summarizer_failed":
-                    raise WhatIfSummarizerFailed(f"the summarizer {spec!r} failed ({_last_failure(scratch)}); the what-if was stopped and nothing was kept")
-                stats.add(s.tokens, compactions=s.compactions, calls=s.summarizer_calls, kept=s.request_kept)
-            replay.add(m)
-            ticker.tick()
-        replay.finish()
+        with without_prune_specifics():  # the prune events' specifics: in the scratch copy only, read by no figure
+            for m in view.messages():
+                if rule.before(m):
+                    _check(should_stop)
+                    s = replay.step()
+                    if s.outcome is not None and s.outcome.reason == "summarizer_failed":
+                        raise WhatIfSummarizerFailed(f"the summarizer {spec!r} failed ({_last_failure(scratch)}); the what-if was stopped and nothing was kept")
+                    stats.add(s.tokens, compactions=s.compactions, calls=s.summarizer_calls, kept=s.request_kept)
+                replay.add(m)
+                ticker.tick()
+            replay.finish()
         _check(should_stop)
         kinds = _history_kinds(scratch, SCRATCH_KEY)
         calls, dropped = _summary_figures(scratch, SCRATCH_KEY)
