@@ -291,17 +291,21 @@ class Store:
             with database_errors(self.url), self.engine.connect() as conn:
                 if self.is_sqlite:
                     conn.execution_options(sqlite_begin="IMMEDIATE", sqlite_nowait=nowait)
-                with conn.begin():  # commits when the block ends, rolls back if it raises
-                    by_id = isinstance(thread, int)
-                    q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
-                    row = conn.execute(q, {"id" if by_id else "key": thread}).first()
-                    if row is None:
-                        raise ThreadNotFound(f"no thread {thread!r}")
-                    acquired = True
-                    door = Locked(conn, ConvHead(*row))  # the ORM row only if something asks for door.conv
-                    self._ledgers.seed(door)
-                    yield door
-                    door.flush()  # the ORM session's pending writes, inside the transaction
+                try:
+                    with conn.begin():  # commits when the block ends, rolls back if it raises
+                        by_id = isinstance(thread, int)
+                        q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
+                        row = conn.execute(q, {"id" if by_id else "key": thread}).first()
+                        if row is None:
+                            raise ThreadNotFound(f"no thread {thread!r}")
+                        acquired = True
+                        door = Locked(conn, ConvHead(*row))  # the ORM row only if something asks for door.conv
+                        self._ledgers.seed(door)
+                        yield door
+                        door.flush()  # the ORM session's pending writes, inside the transaction
+                finally:
+                    if door is not None:
+                        door.close()  # before the connection goes back to the pool
             self._ledgers.keep(door)  # committed
             if door.appended:
                 for listener in self._append_listeners:
@@ -313,9 +317,6 @@ class Store:
             if acquired:
                 raise
             raise ThreadLocked(f"thread {thread!r} is locked by another writer; try again later") from None
-        finally:
-            if door is not None:
-                door.close()
 
     @contextmanager
     def locked_or_created(self, key: str, *, title: str = "") -> Iterator[tuple[Locked, bool]]:
