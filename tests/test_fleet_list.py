@@ -16,6 +16,7 @@ from engine.service import Service, open_service
 from engine.store import InvalidThreadQuery, Store
 from engine.store.fleet_build import build_fleet_store
 from engine.views import THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadQuery
+from tests import door_ops
 
 THREADS = 1_500
 
@@ -202,7 +203,7 @@ def test_paging_is_stable_under_concurrent_inserts(fresh_url: str, sort: str, de
                 for j in range(7):
                     key = f"t-{(n * 37 + j * 411) % 3000:05d}x{n}"
                     writer.create_conversation(key, title=f"title {key}")
-                    writer.append_message(key, user("new"))
+                    door_ops.append_message(writer, key, user("new"))
                     inserted.append(key)
             t = threading.Thread(target=run)
             t.start()

@@ -39,15 +39,18 @@ class RunsFacet:
         second answer, would be rejected by every OpenAI-compatible provider on every later
         request), one assistant message never repeats a call id. A violation raises
         :class:`engine.messages.InvalidMessage` (``invalid_message``) and nothing is written."""
-        return self._core.store.append_message(key, message, run_id=run_id)
+        with self._core.store.locked(key) as tx:
+            return tx.append_message(message, run_id=run_id)
 
     def append_messages(self, key: str, messages: Sequence[Message], *, run_id: int | None = None) -> list[int]:
         """Append several messages in one transaction, all or none (same checks as
         :meth:`append_message`). Returns their ids in order."""
-        return self._core.store.append_messages(key, messages, run_id=run_id)
+        with self._core.store.locked(key) as tx:
+            return tx.append_messages(messages, run_id=run_id)
 
     def queue_request(self, key: str, content: str) -> int:
-        return self._core.store.queue_request(key, content)
+        with self._core.store.locked(key) as tx:
+            return tx.queue_request(content)
 
     def start_run(
         self,
@@ -90,14 +93,17 @@ class RunsFacet:
 
     def finish_run(self, key: str, run_id: int, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
         """End a running run as completed, or as failed with the error that ended it."""
-        self._core.store.finish_run(key, run_id, failed=failed, error_code=error_code, error_message=error_message)
+        with self._core.store.locked(key) as tx:
+            tx.set_run_status(run_id, "failed" if failed else "completed", error_code=error_code, error_message=error_message)
 
     def interrupt_run(self, key: str, run_id: int) -> None:
-        self._core.store.interrupt_run(key, run_id)
+        with self._core.store.locked(key) as tx:
+            tx.set_run_status(run_id, "waiting_for_user")
 
     def cancel_run(self, key: str, run_id: int) -> int:
         """Cancel a run; its calls that never ran get aborted results. Returns how many."""
-        return self._core.store.cancel_run(key, run_id)
+        with self._core.store.locked(key) as tx:
+            return tx.settle_run(run_id, "cancelled")
 
     def settle_run(
         self,

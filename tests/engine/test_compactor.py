@@ -16,6 +16,7 @@ from engine.service import open_service
 from engine.summarizers.protocol import contains_verbatim
 from engine.surface import build_surface, envelope_of
 from engine.units import assert_valid_cut
+from tests import door_ops
 
 from .conftest import (
     CURRENT_REQUEST,
@@ -88,14 +89,14 @@ def test_no_completed_request_does_nothing_even_far_above_threshold(make_service
     svc = make_service(counter)
     key = new_thread(svc, new_key("unrouted"))
     finished_turns(svc, key, 30)
-    rid = svc.store.record_model_request(key, provider="sim", model=MODEL)  # pending, never completed
+    rid = door_ops.record_model_request(svc.store, key, provider="sim", model=MODEL)  # pending, never completed
     before = thread_state(svc, key)
 
     out = svc.steps.compact_for_pressure(key, RunState())
 
     assert out.reason == "no_completed_request" and counter.calls == 0
     assert thread_state(svc, key) == before
-    svc.store.complete_model_request(rid, outcome="ok")
+    door_ops.complete_model_request(svc.store, rid, outcome="ok")
     assert svc.steps.compact_for_pressure(key, RunState()).action == "summarized"
 
 
@@ -528,8 +529,8 @@ def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
             # short enough that no stale result is pruned first (a 50-token preview holds the frame now)
             svc.runs.append_message("t", tool_result(f"c{i}", "output " * 20, name="shell"))
             svc.runs.append_message("t", assistant(f"answer {i}"))
-        rid = svc.store.record_model_request("t", provider="sim", model="m", estimated_tokens=1)
-        svc.store.complete_model_request(rid, outcome="ok")
+        rid = door_ops.record_model_request(svc.store, "t", provider="sim", model="m", estimated_tokens=1)
+        door_ops.complete_model_request(svc.store, rid, outcome="ok")
         before = svc.reads.compaction_state("t")
         out = svc.compactor.pressure("t", RunState())
         assert out.reason == "summarizer_failed"

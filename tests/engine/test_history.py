@@ -30,6 +30,7 @@ from engine.service import Service, open_service
 from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from engine.views import DIFF_CATEGORIES, CompactionCost, CompactionEntry, RequestEnvelope
+from tests import door_ops
 
 PROVIDER, MODEL = "sim", "sim-8k"
 WINDOW = 8000  # threshold 6400; tool results over 2000 tokens are pruned
@@ -489,7 +490,7 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
     assert isinstance(recorded_by_compactor, DroppedSpecifics) and recorded_by_compactor.dropped_count > 0
     (event,) = [e for e in svc.reads.events(key) if e.kind == "summary"]
     old = {k: v for k, v in event.data.items() if k not in ("specifics_seen", "dropped_specifics", "dropped_referenced", "dropped", "dropped_truncated")}
-    svc.store.add_event(key, "summary", old, trigger="manual")  # as an engine before issue 14 wrote it
+    door_ops.add_event(svc.store, key, "summary", old, trigger="manual")  # as an engine before issue 14 wrote it
     computed = history.compaction_diff(svc.store, key)
     assert isinstance(computed.dropped, DroppedSpecifics) and "computed now" in (computed.note or "")
     shown = (computed.summary or "") + " ".join(m.content for m in computed.after)
@@ -498,7 +499,7 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
     recorded = {**event.data, "specifics_seen": 9, "dropped_specifics": 2, "dropped_referenced": 1, "dropped_truncated": False,
                 "dropped": [{"kind": "path", "value": "/srv/app/mod0.py", "referenced": True},
                             {"kind": "identifier", "value": "ticket-1", "referenced": False}, "not an entry"]}
-    svc.store.add_event(key, "summary", recorded, trigger="manual")  # as a newer engine writes it
+    door_ops.add_event(svc.store, key, "summary", recorded, trigger="manual")  # as a newer engine writes it
     d = history.compaction_diff(svc.store, key)
     assert d.dropped is not None and d.dropped.seen == 9 and d.dropped.dropped_count == 2 and d.dropped.referenced_count == 1
     assert [(x.kind, x.value, x.referenced) for x in d.dropped.dropped] == [("path", "/srv/app/mod0.py", True), ("identifier", "ticket-1", False)]

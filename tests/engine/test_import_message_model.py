@@ -12,6 +12,7 @@ import pytest
 from engine.errors import EngineError
 from engine.messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall, assistant, tool_result
 from engine.service import Service
+from tests import door_ops
 
 from .conftest import ServiceFactory
 
@@ -121,6 +122,6 @@ def test_a_source_key_is_unique_within_a_thread(svc: Service, new_key) -> None:
         svc.runs.append_message(a, Message("user", "again", source_key="same"))
     assert err.value.code == "duplicate_source_key"
     with pytest.raises(EngineError):
-        svc.store.bulk_append(a, [Message("user", "new", source_key="fresh"), Message("user", "again", source_key="same")])
+        door_ops.bulk_append(svc.store, a, [Message("user", "new", source_key="fresh"), Message("user", "again", source_key="same")])
     assert svc.reads.thread(a).message_count == 1 and [s.message.source_key for s in svc.reads.messages_page(a)] == ["same"]
     svc.runs.append_message(a, assistant("keys are optional"))

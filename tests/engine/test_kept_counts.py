@@ -22,6 +22,7 @@ from engine.meter import FRAMING_VERSION, default_meter
 from engine.service import Service
 from engine.snapshots import SnapshotCache
 from engine.store.reads import CountedRow, ThreadReader
+from tests import door_ops
 
 from .conftest import MODEL, add, filler, finished_turns, new_thread, route, running_turn
 from .test_incremental import assert_status, full
@@ -60,8 +61,8 @@ def test_every_write_path_keeps_the_meters_count(factory: Any, new_key: Any) -> 
     key = new_thread(svc, new_key())
     finished_turns(svc, key, 3)  # append_message
     call = ToolCall("c1", "query_kb", '{"q": "doc-7"}')
-    svc.store.append_messages(key, [assistant("looking", call), tool_result(call.id, filler(200, "result"), name="query_kb")])
-    svc.store.bulk_append(key, [user("bulk question"), assistant("bulk answer " + filler(50))])
+    door_ops.append_messages(svc.store, key, [assistant("looking", call), tool_result(call.id, filler(200, "result"), name="query_kb")])
+    door_ops.bulk_append(svc.store, key, [user("bulk question"), assistant("bulk answer " + filler(50))])
     dangling = ToolCall("c2", "web_search", '{"q": "x"}')
     add(svc, key, user("one more"), assistant("", dangling))
     assert svc.runs.close_dangling_calls(key) == 1  # the closing marker is written by the door too
@@ -112,7 +113,7 @@ def test_counts_under_another_key_are_not_trusted(factory: Any, new_key: Any) ->
     forget_counts(svc, key, key_value=f"cl100k_base/{FRAMING_VERSION - 1}")
     assert cold(svc, key) == full(svc, key)[2]
     finished_turns(svc, key, 2)
-    svc.store.set_route(key, provider="openai", model="gpt-4o")  # o200k: every kept count is cl100k's
+    door_ops.set_route(svc.store, key, provider="openai", model="gpt-4o")  # o200k: every kept count is cl100k's
     assert cold(svc, key) == full(svc, key, model="gpt-4o")[2]
     assert_status(svc, key)
 
@@ -149,7 +150,7 @@ def test_a_meter_that_cannot_count_never_refuses_a_write(factory: Any, new_key: 
 
     monkeypatch.setattr(door, "default_meter", broken)
     add(svc, key, user("still written"), assistant("and this"))
-    svc.store.bulk_append(key, [user("bulk too")])
+    door_ops.bulk_append(svc.store, key, [user("bulk too")])
     assert [t for _, t, _ in kept(svc, key)] == [None, None, None]
     monkeypatch.undo()
     assert cold(svc, key) == full(svc, key)[2]

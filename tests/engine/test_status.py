@@ -10,6 +10,7 @@ import pytest
 from engine.compactor import RunState
 from engine.meter import default_meter
 from engine.views import PressureStatus
+from tests import door_ops
 
 from .conftest import WINDOW, Counting, finished_turns, new_thread, route, running_turn, thread_state
 
@@ -87,8 +88,8 @@ def test_status_anchors_on_the_reported_prompt_tokens(make_service, new_key):
     key = new_thread(svc, new_key("anchor"))
     finished_turns(svc, key, 3)
     assert svc.compaction.status(key).anchored_tokens is None  # nothing reported yet
-    rid = svc.store.record_model_request(key, provider="sim", model="m", estimated_tokens=1000)
-    svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=1100)
+    rid = door_ops.record_model_request(svc.store, key, provider="sim", model="m", estimated_tokens=1000)
+    door_ops.complete_model_request(svc.store, rid, outcome="ok", reported_prompt_tokens=1100)
     st = svc.compaction.status(key)
     assert st.anchored_tokens is not None and st.anchored_tokens > st.tokens  # the provider counts 10% more
 

@@ -19,6 +19,7 @@ from engine.errors import EngineError
 from engine.messages import Message, ToolCall
 from engine.service import load_policies, open_service
 from engine.store import NUL_ESCAPE, CorruptRow, InvalidDatabaseURL, InvalidSetting, ReadOnlyDatabase, Store, migrate
+from tests import door_ops
 
 BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
 
@@ -61,7 +62,7 @@ def _thread(store: Store) -> tuple[str, int, int]:
     """A thread with a call, its tool result and an answer: (key, tool message id, last id)."""
     key = f"t-{uuid.uuid4().hex[:8]}"
     store.create_conversation(key)
-    ids = store.append_messages(key, [
+    ids = door_ops.append_messages(store, key, [
         Message(role="user", content="hi"),
         Message(role="assistant", content="", tool_calls=(ToolCall(id="c1", name="ls", arguments="{}"),)),
         Message(role="tool", content="a b", tool_call_id="c1", name="ls"),
@@ -108,7 +109,7 @@ def test_non_json_metadata_is_corrupt_row_on_sqlite(store: Store) -> None:
 
 def test_event_data_array_reads_as_empty_object(store: Store) -> None:
     key, _, _ = _thread(store)
-    store.add_event(key, "summary_rejected", {"reason": "empty"})
+    door_ops.add_event(store, key, "summary_rejected", {"reason": "empty"})
     _sql(store, "UPDATE compaction_events SET data = {json}", v="[1, 2]")
     assert [e.data for e in store.events(key)] == [{}]
 
@@ -165,7 +166,7 @@ def test_invalid_utf8_is_corrupt_row_not_cannot_connect(store: Store) -> None:
 def test_nul_is_stored_escaped_on_both_backends(store: Store) -> None:
     key = f"t-{uuid.uuid4().hex[:8]}"
     store.create_conversation(key)
-    store.append_messages(key, [
+    door_ops.append_messages(store, key, [
         Message(role="user", content="a\x00b"),
         Message(role="assistant", content="", tool_calls=(ToolCall(id="c1", name="cat", arguments='{"p": "x\\u0000"}'),)),
         Message(role="tool", content="out\x00put", tool_call_id="c1", name="cat", metadata={"k": "v\x00"}),
@@ -183,7 +184,7 @@ def test_lone_surrogates_are_refused_and_nothing_is_written(store: Store, messag
     key = f"t-{uuid.uuid4().hex[:8]}"
     store.create_conversation(key)
     with pytest.raises(EngineError) as info:
-        store.append_messages(key, [Message(role="user", content="first"), message])
+        door_ops.append_messages(store, key, [Message(role="user", content="first"), message])
     assert info.value.code == "invalid_message" and "surrogate" in info.value.message
     assert store.message_count(key) == 0
 
@@ -195,7 +196,7 @@ def test_deep_metadata_is_refused_at_the_door(store: Store) -> None:
     for _ in range(100_000):
         deep = {"a": deep}
     with pytest.raises(EngineError) as info:
-        store.append_message(key, Message(role="user", content="x", metadata=deep))
+        door_ops.append_message(store, key, Message(role="user", content="x", metadata=deep))
     assert info.value.code == "invalid_message" and "nested deeper" in info.value.message
 
 
@@ -205,9 +206,9 @@ def test_long_keys_and_names_are_refused_before_the_database(store: Store) -> No
     assert info.value.code == "invalid_thread_key" and "at most 200" in info.value.message
     key = f"t-{uuid.uuid4().hex[:8]}"
     store.create_conversation(key)
-    store.append_message(key, Message(role="assistant", content="", tool_calls=(ToolCall(id="c1", name="ls", arguments="{}"),)))
+    door_ops.append_message(store, key, Message(role="assistant", content="", tool_calls=(ToolCall(id="c1", name="ls", arguments="{}"),)))
     with pytest.raises(EngineError) as info:
-        store.append_message(key, Message(role="tool", content="x", tool_call_id="c1", name="n" * 300))
+        door_ops.append_message(store, key, Message(role="tool", content="x", tool_call_id="c1", name="n" * 300))
     assert info.value.code == "invalid_message" and "message name" in info.value.message
     assert store.message_count(key) == 1
 
@@ -215,7 +216,7 @@ def test_long_keys_and_names_are_refused_before_the_database(store: Store) -> No
 def test_event_data_with_surrogates_and_nul_is_recorded(store: Store) -> None:
     key = f"t-{uuid.uuid4().hex[:8]}"
     store.create_conversation(key)
-    store.add_event(key, "summary_rejected", {"error_message": "bad \ud800 reply\x00"})
+    door_ops.add_event(store, key, "summary_rejected", {"error_message": "bad \ud800 reply\x00"})
     assert store.events(key)[0].data == {"error_message": f"bad \ufffd reply{NUL_ESCAPE}"}
 
 
@@ -263,7 +264,7 @@ def test_read_only_sqlite_opens_read_only_and_writes_nothing(tmp_path: Path, wha
             assert [t.key for t in ro.list_threads()] == [key]
             assert len(ro.snapshot(key).messages) == 4
             with pytest.raises(ReadOnlyDatabase) as info:
-                ro.append_message(key, Message(role="user", content="more"))
+                door_ops.append_message(ro, key, Message(role="user", content="more"))
             assert info.value.code == "read_only"
         finally:
             ro.close()

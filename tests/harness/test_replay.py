@@ -12,6 +12,7 @@ from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.replay import episodes_from
 from engine.service import Service
 from engine.views import CompactionEvent, CompactionState, HistoryRecord, Offload, Snapshot
+from tests import door_ops
 
 from .conftest import THREAD, SteeredSummarizer, bulk, harness, kb_tool, openai_overflow_text, run, seed_turns
 
@@ -150,14 +151,14 @@ def test_an_episode_whose_process_died_does_not_hide_the_next_run(svc: Service) 
     svc.runs.append_message(THREAD, Message("user", "first"))
     dead = svc.runs.start_run(THREAD)
     err = {"error_code": CONTEXT_WINDOW_EXCEEDED, "error_message": "too long", "generation": 0, "tokens": 900, "last_message_id": 1}
-    svc.store.add_event(THREAD, "provider_error", err, trigger="overflow", run_id=dead)
-    svc.store.add_event(THREAD, "retry", {"attempt": 1, "generation_before": 0, "generation_after": 1}, trigger="overflow", run_id=dead)
+    door_ops.add_event(svc.store, THREAD, "provider_error", err, trigger="overflow", run_id=dead)
+    door_ops.add_event(svc.store, THREAD, "retry", {"attempt": 1, "generation_before": 0, "generation_after": 1}, trigger="overflow", run_id=dead)
     svc.runs.cancel_run(THREAD, dead)
     svc.runs.append_message(THREAD, Message("user", "second"))
     live = svc.runs.start_run(THREAD)
-    svc.store.add_event(THREAD, "provider_error", {**err, "last_message_id": 2}, trigger="overflow", run_id=live)
+    door_ops.add_event(svc.store, THREAD, "provider_error", {**err, "last_message_id": 2}, trigger="overflow", run_id=live)
     gave_up = {"reason": "no_progress", "error_code": CONTEXT_WINDOW_EXCEEDED, "error_message": "too long", "generation_before": 0, "generation_after": 0}
-    svc.store.add_event(THREAD, "gave_up", gave_up, trigger="overflow", run_id=live)
+    door_ops.add_event(svc.store, THREAD, "gave_up", gave_up, trigger="overflow", run_id=live)
     episodes = svc.reads.replay(THREAD)
     assert [(e.run_id, e.outcome, [s.kind for s in e.steps]) for e in episodes] == [
         (dead, "recovered", ["provider_error", "retry"]),

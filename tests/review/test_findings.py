@@ -21,6 +21,7 @@ from engine.summarizers.factory import ENV_BASE_URL, ENV_MODEL
 from engine.surface import build_surface, history_part
 from engine.units import is_balanced
 from engine.workdir import SavedResult, Workdir
+from tests import door_ops
 
 WINDOW = 8000  # threshold 6400, target 5439, retained tail 1280, prune > 2000 tokens
 POLICY: dict[str, Any] = {"context_window": WINDOW, "default": {"summary_max_tokens": 400}}
@@ -45,8 +46,8 @@ def thread(svc: Service, key: str = "t") -> str:
 
 
 def route(svc: Service, key: str) -> None:
-    rid = svc.store.record_model_request(key, provider="sim", model="m", estimated_tokens=1000, threshold=6400)
-    svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
+    rid = door_ops.record_model_request(svc.store, key, provider="sim", model="m", estimated_tokens=1000, threshold=6400)
+    door_ops.complete_model_request(svc.store, rid, outcome="ok", reported_prompt_tokens=1000, reported_completion_tokens=10)
 
 
 def add(svc: Service, key: str, *messages) -> list[int]:

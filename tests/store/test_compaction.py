@@ -11,6 +11,7 @@ from engine.errors import CompareAndSwapConflict, EngineError
 from engine.messages import ToolCall, assistant, tool_result, user
 from engine.store import Locked, Store
 from engine.views import Offload
+from tests import door_ops
 
 
 def _offload(message_id: int, text: str = "full text") -> Offload:
@@ -203,7 +204,7 @@ def test_new_boundary_in_another_conversation_conflicts(store: Store, turn: tupl
     key, _ = turn
     other = new_key("other")
     store.create_conversation(other)
-    foreign = store.append_message(other, user("not yours"))
+    foreign = door_ops.append_message(store, other, user("not yours"))
     before = store.compaction_state(key)
     with pytest.raises(CompareAndSwapConflict):
         with store.locked(key) as tx:

@@ -9,6 +9,7 @@ import pytest
 from engine.errors import EngineError, ThreadNotFound
 from engine.messages import user
 from engine.store import DuplicateThread, Store
+from tests import door_ops
 
 
 def test_create_conversation_stores_its_configuration(store: Store, new_key: Callable[[str], str]) -> None:
@@ -51,11 +52,11 @@ def test_unknown_thread_raises_thread_not_found_everywhere(store: Store, new_key
     calls = [
         lambda: store.thread(missing),
         lambda: store.messages_page(missing),
-        lambda: store.append_message(missing, user("hi")),
+        lambda: door_ops.append_message(store, missing, user("hi")),
         lambda: store.busy_reason(missing),
         lambda: store.compaction_state(missing),
-        lambda: store.record_model_request(missing, provider="p", model="m"),
-        lambda: store.add_event(missing, "retry", {}),
+        lambda: door_ops.record_model_request(store, missing, provider="p", model="m"),
+        lambda: door_ops.add_event(store, missing, "retry", {}),
     ]
     for call in calls:
         with pytest.raises(ThreadNotFound, match=missing):
@@ -69,7 +70,7 @@ def test_locked_accepts_the_numeric_id(store: Store, conv: str) -> None:
 
 
 def test_set_route_changes_provider_and_model(store: Store, conv: str) -> None:
-    store.set_route(conv, provider="deepseek", model="deepseek-chat")
+    door_ops.set_route(store, conv, provider="deepseek", model="deepseek-chat")
     info = store.thread(conv)
     assert (info.provider, info.model) == ("deepseek", "deepseek-chat")
 
@@ -115,9 +116,9 @@ def test_list_threads_reports_counts_generation_and_busy_reason(store: Store, ne
     idle, running = f"{tag}-idle", f"{tag}-running"
     store.create_conversation(idle)
     store.create_conversation(running)
-    store.append_message(idle, user("one"))
-    store.append_message(idle, user("two"))
-    store.start_run(running)
+    door_ops.append_message(store, idle, user("one"))
+    door_ops.append_message(store, idle, user("two"))
+    door_ops.start_run(store, running)
     infos = {t.key: t for t in store.list_threads(text=tag)}
     assert infos[idle].message_count == 2 and infos[idle].busy_reason is None and not infos[idle].busy
     assert infos[running].busy_reason == "running" and infos[running].busy

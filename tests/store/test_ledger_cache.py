@@ -10,6 +10,7 @@ from sqlalchemy import event
 
 from engine.messages import InvalidMessage, Message, ToolCall
 from engine.store import Store
+from tests import door_ops
 
 
 def _assistant(*ids: str) -> Message:
@@ -23,37 +24,37 @@ def _statements(store: Store) -> list[str]:
 
 
 def test_kept_ledger_skips_the_reads_and_still_guards(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "hi"), _assistant("a", "b")])
+    door_ops.append_messages(store, conv, [Message("user", "hi"), _assistant("a", "b")])
     seen = _statements(store)
-    store.append_message(conv, Message("tool", "A", tool_call_id="a"))
+    door_ops.append_message(store, conv, Message("tool", "A", tool_call_id="a"))
     assert not any("messages.role = " in s and s.lstrip().startswith("SELECT") for s in seen), "the ledger was read again"
     with pytest.raises(InvalidMessage, match="answered twice"):
-        store.append_message(conv, Message("tool", "A again", tool_call_id="a"))
+        door_ops.append_message(store, conv, Message("tool", "A again", tool_call_id="a"))
     with pytest.raises(InvalidMessage, match="orphan"):
-        store.append_message(conv, Message("tool", "?", tool_call_id="zzz"))
-    store.append_message(conv, Message("tool", "B", tool_call_id="b"))
+        door_ops.append_message(store, conv, Message("tool", "?", tool_call_id="zzz"))
+    door_ops.append_message(store, conv, Message("tool", "B", tool_call_id="b"))
     assert [m.tool_call_id for m in store.messages_after(conv, None) if m.role == "tool"] == ["a", "b"]
 
 
 def test_another_writer_invalidates_the_kept_ledger(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "hi"), _assistant("a")])
+    door_ops.append_messages(store, conv, [Message("user", "hi"), _assistant("a")])
     other = Store.open(str(store.engine.url.render_as_string(hide_password=False)))  # another process's store
     try:
-        other.append_message(conv, Message("tool", "A", tool_call_id="a"))
-        other.append_message(conv, _assistant("c"))
+        door_ops.append_message(other, conv, Message("tool", "A", tool_call_id="a"))
+        door_ops.append_message(other, conv, _assistant("c"))
     finally:
         other.close()
     with pytest.raises(InvalidMessage, match="orphan"):  # the kept ledger still had "a" pending
-        store.append_message(conv, Message("tool", "A twice", tool_call_id="a"))
-    store.append_message(conv, Message("tool", "C", tool_call_id="c"))
+        door_ops.append_message(store, conv, Message("tool", "A twice", tool_call_id="a"))
+    door_ops.append_message(store, conv, Message("tool", "C", tool_call_id="c"))
 
 
 def test_a_rolled_back_transaction_keeps_nothing(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "hi"), _assistant("a")])
+    door_ops.append_messages(store, conv, [Message("user", "hi"), _assistant("a")])
     with pytest.raises(RuntimeError), store.locked(conv) as tx:
         tx.append_message(Message("tool", "A", tool_call_id="a"))
         raise RuntimeError("abort")
-    store.append_message(conv, Message("tool", "A", tool_call_id="a"))  # still pending: the append was undone
+    door_ops.append_message(store, conv, Message("tool", "A", tool_call_id="a"))  # still pending: the append was undone
     assert [m.role for m in store.messages_after(conv, None)] == ["user", "assistant", "tool"]
 
 
@@ -62,7 +63,7 @@ def test_a_request_of_another_thread_is_not_completed(store: Store, conv: str, n
 
     other = new_key("other")
     store.create_conversation(other)
-    rid = store.record_model_request(other, provider="p", model="m")
+    rid = door_ops.record_model_request(store, other, provider="p", model="m")
     with pytest.raises(EngineError) as err, store.locked(conv) as tx:  # the door of another thread
         tx.complete_model_request(rid, outcome="ok", reported_prompt_tokens=5)
     assert err.value.code == "not_found"

@@ -19,6 +19,7 @@ import pytest
 from engine.errors import ThreadBusy
 from engine.messages import user
 from engine.store import Locked, Store, StoreError, ThreadLocked
+from tests import door_ops
 
 LIMIT = 10.0  # seconds: the bound on every wait that is expected to end
 STILL_WAITING = 0.5  # seconds a blocked writer must still be blocked
@@ -62,9 +63,9 @@ def _new_pair(store: Store, new_key: Callable[[str], str]) -> tuple[str, str]:
 
 
 INTAKE: dict[str, Callable[[Store, str], object]] = {
-    "append_message": lambda s, k: s.append_message(k, user("from intake")),
-    "queue_request": lambda s, k: s.queue_request(k, "queued by intake"),
-    "start_run": lambda s, k: s.start_run(k),
+    "append_message": lambda s, k: door_ops.append_message(s, k, user("from intake")),
+    "queue_request": lambda s, k: door_ops.queue_request(s, k, "queued by intake"),
+    "start_run": lambda s, k: door_ops.start_run(s, k),
 }
 
 
@@ -142,7 +143,7 @@ def test_nowait_raises_a_clear_store_error_promptly(store: Store, new_key: Calla
 
 def test_readers_do_not_wait_and_do_not_see_uncommitted_writes(store: Store, new_key: Callable[[str], str], pool: ThreadPoolExecutor) -> None:
     a, _ = _new_pair(store, new_key)
-    store.append_message(a, user("committed"))
+    door_ops.append_message(store, a, user("committed"))
     with lock_held(store, a, pool, inside=lambda tx: tx.append_message(user("uncommitted"))):
         read = pool.submit(lambda: [s.message.content for s in store.messages_page(a)])
         assert read.result(timeout=LIMIT) == ["committed"]

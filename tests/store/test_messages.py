@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from engine.errors import EngineError
 from engine.messages import Message, ToolCall, assistant, system, tool_result, user
 from engine.store import Store
+from tests import door_ops
 
 
 def _last_message_id(store: Store, key: str) -> int | None:
@@ -18,7 +19,7 @@ def _last_message_id(store: Store, key: str) -> int | None:
 
 
 def test_append_returns_monotonic_ids_and_maintains_counters(store: Store, conv: str) -> None:
-    first = store.append_message(conv, user("hello"))
+    first = door_ops.append_message(store, conv, user("hello"))
     with store.locked(conv) as tx:
         more = tx.append_messages([assistant("hi"), user("and?"), assistant("done")])
         assert tx.append_messages([]) == []
@@ -34,14 +35,14 @@ def test_ids_are_monotonic_across_interleaved_conversations(store: Store, new_ke
     a, b = new_key("a"), new_key("b")
     store.create_conversation(a)
     store.create_conversation(b)
-    ids = [store.append_message(k, user(f"{k}-{i}")) for i in range(3) for k in (a, b)]
+    ids = [door_ops.append_message(store, k, user(f"{k}-{i}")) for i in range(3) for k in (a, b)]
     assert ids == sorted(ids)
     assert [m.content for m in store.messages_after(a, None)] == [f"{a}-0", f"{a}-1", f"{a}-2"]
     assert store.count_messages(a) == store.count_messages(b) == 3
 
 
 def test_bulk_append_keeps_order_and_counters(store: Store, conv: str) -> None:
-    store.append_message(conv, user("before"))
+    door_ops.append_message(store, conv, user("before"))
     with store.locked(conv) as tx:
         n = tx.bulk_append((user(f"m{i}") for i in range(23)), run_id=None, batch=5)
         assert n == 23
@@ -53,7 +54,7 @@ def test_bulk_append_keeps_order_and_counters(store: Store, conv: str) -> None:
     assert store.thread(conv).message_count == 24
     assert _last_message_id(store, conv) == ids[-1]
     # the single-row path continues after the bulk rows
-    assert store.append_message(conv, user("after")) > ids[-1]
+    assert door_ops.append_message(store, conv, user("after")) > ids[-1]
 
 
 def test_every_field_round_trips(store: Store, conv: str) -> None:
@@ -88,7 +89,7 @@ def test_every_field_round_trips(store: Store, conv: str) -> None:
 
 def test_an_already_persisted_message_is_refused(store: Store, conv: str) -> None:
     with pytest.raises(EngineError) as err:
-        store.append_message(conv, user("again", id=7))
+        door_ops.append_message(store, conv, user("again", id=7))
     assert err.value.code == "already_persisted"
     assert store.count_messages(conv) == 0 and store.thread(conv).message_count == 0
 
@@ -107,7 +108,7 @@ def test_locked_message_ignores_other_conversations(store: Store, new_key: Calla
     a, b = new_key("a"), new_key("b")
     store.create_conversation(a)
     store.create_conversation(b)
-    foreign = store.append_message(b, user("b's"))
+    foreign = door_ops.append_message(store, b, user("b's"))
     with store.locked(a) as tx:
         assert tx.message(foreign) is None
         assert tx.message(10**12) is None
@@ -173,10 +174,10 @@ def test_count_messages_after_a_boundary(store: Store, hundred: tuple[str, list[
 
 def test_absent_tool_calls_and_metadata_are_sql_null(store: Store, conv: str) -> None:
     """Contract for platforms reading the table: 'absent' is SQL NULL, not the JSON text 'null'."""
-    plain = store.append_message(conv, user("no extras"))
+    plain = door_ops.append_message(store, conv, user("no extras"))
     with store.locked(conv) as tx:
         tx.bulk_append([user("bulk, no extras")])
-    rich = store.append_message(conv, assistant("", ToolCall(id="c1", name="f", arguments="{}"), channel="web"))
+    rich = door_ops.append_message(store, conv, assistant("", ToolCall(id="c1", name="f", arguments="{}"), channel="web"))
     with store.engine.connect() as c:
         rows = c.execute(
             sa.text("SELECT id, tool_calls IS NULL, metadata IS NULL FROM messages WHERE conversation_id = :c ORDER BY id"),

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from engine.messages import Attachment, Message, Reasoning, ToolCall
 from engine.store import Store, migrate, normalize_url
 from engine.store.db import code_head, downgrade
+from tests import door_ops
 
 
 def _exec(url: str, sql: str, **params) -> list:
@@ -93,7 +94,7 @@ def test_upgrade_from_0001_keeps_every_row_and_reads_back(fresh_db: str) -> None
         assert store.source_compactions("old") == []
         # the new columns work on the upgraded database
         store.create_conversation("new")
-        store.append_messages("new", [
+        door_ops.append_messages(store, "new", [
             Message("developer", "house rules"),
             Message("user", "<command-name>/clear</command-name>", meta_kind="command", source_key="u1"),
             Message("assistant", "ok", reasoning=(Reasoning("thinking", signature="sig"),),
@@ -112,7 +113,7 @@ def test_downgrade_to_0001_keeps_the_rows(fresh_db: str) -> None:
     migrate(fresh_db)
     store = Store.open(fresh_db)
     try:
-        store.append_message("old", Message("developer", "a developer note"))
+        door_ops.append_message(store, "old", Message("developer", "a developer note"))
     finally:
         store.close()
     before = _counts(fresh_db)

@@ -13,6 +13,7 @@ from engine.messages import user
 from engine.store import Store, migrate, normalize_url
 from engine.store.db import code_head
 from engine.store.models import Base
+from tests import door_ops
 
 from .support import fingerprint
 
@@ -41,7 +42,7 @@ def test_migrate_twice_is_a_no_op(fresh_db: str) -> None:
     migrate(fresh_db)
     store = Store.open(fresh_db)
     store.create_conversation("kept")
-    store.append_message("kept", user("still here"))
+    door_ops.append_message(store, "kept", user("still here"))
     store.close()
     before = fingerprint(fresh_db)
     assert migrate(fresh_db) == (code_head(), code_head())

@@ -25,6 +25,7 @@ from engine.store import (
     normalize_url,
 )
 from engine.store.models import Base
+from tests import door_ops
 
 from .support import fingerprint
 
@@ -197,9 +198,9 @@ def test_a_newer_schema_opens_read_only_and_refuses_every_write(fresh_db: str, n
     seed = Store.open(fresh_db)
     key = new_key("old")
     seed.create_conversation(key, title="from before")
-    msg_id = seed.append_message(key, user("hello"))
-    run = seed.start_run(key)
-    req = seed.record_model_request(key, provider="p", model="m")
+    msg_id = door_ops.append_message(seed, key, user("hello"))
+    run = door_ops.start_run(seed, key)
+    req = door_ops.record_model_request(seed, key, provider="p", model="m")
     seed.close()
     _stamp(fresh_db, "ffff_from_the_future")
     before = fingerprint(fresh_db)
@@ -216,16 +217,16 @@ def test_a_newer_schema_opens_read_only_and_refuses_every_write(fresh_db: str, n
         # every write refuses
         writes: list[Callable[[], object]] = [
             lambda: store.create_conversation(new_key("new")),
-            lambda: store.append_message(key, user("x")),
-            lambda: store.queue_request(key, "x"),
-            lambda: store.start_run(key),
-            lambda: store.finish_run(key, run),
-            lambda: store.interrupt_run(key, run),
-            lambda: store.cancel_run(key, run),
-            lambda: store.set_route(key, provider="q", model="n"),
-            lambda: store.record_model_request(key, provider="p", model="m"),
-            lambda: store.complete_model_request(req, outcome="ok"),
-            lambda: store.add_event(key, "retry", {}),
+            lambda: door_ops.append_message(store, key, user("x")),
+            lambda: door_ops.queue_request(store, key, "x"),
+            lambda: door_ops.start_run(store, key),
+            lambda: door_ops.finish_run(store, key, run),
+            lambda: door_ops.interrupt_run(store, key, run),
+            lambda: door_ops.cancel_run(store, key, run),
+            lambda: door_ops.set_route(store, key, provider="q", model="n"),
+            lambda: door_ops.record_model_request(store, key, provider="p", model="m"),
+            lambda: door_ops.complete_model_request(store, req, outcome="ok"),
+            lambda: door_ops.add_event(store, key, "retry", {}),
             lambda: store.locked(key).__enter__(),
         ]
         for write in writes:

@@ -12,6 +12,7 @@ import sqlalchemy as sa
 from engine.errors import ThreadNotFound
 from engine.messages import assistant, user
 from engine.store import Store, db as store_db
+from tests import door_ops
 
 
 @pytest.fixture
@@ -62,7 +63,7 @@ def test_the_migrations_are_read_once_per_process(db_url: str, monkeypatch: pyte
 def test_a_page_is_one_statement_and_only_an_empty_one_asks_for_the_thread(store: Store, new_key: Callable[[str], str], statements: list[str]) -> None:
     key = new_key("page")
     store.create_conversation(key, title="pages")
-    store.append_messages(key, [user("one"), assistant("two"), user("three")])
+    door_ops.append_messages(store, key, [user("one"), assistant("two"), user("three")])
     statements.clear()
     page = store.messages_page(key, limit=2)
     assert [s.message.content for s in page] == ["one", "two"] and len(statements) == 1

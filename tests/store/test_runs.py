@@ -9,10 +9,11 @@ import pytest
 from engine.errors import ThreadBusy
 from engine.store import InvalidTransition, Store
 from engine.store.models import Run
+from tests import door_ops
 
 
 def test_queued_requests_are_taken_fifo(store: Store, conv: str) -> None:
-    ids = [store.queue_request(conv, f"request {i}") for i in range(3)]
+    ids = [door_ops.queue_request(store, conv, f"request {i}") for i in range(3)]
     assert ids == sorted(ids)
     assert store.queued_requests(conv) == [(ids[0], "request 0"), (ids[1], "request 1"), (ids[2], "request 2")]
     with store.locked(conv) as tx:
@@ -29,15 +30,15 @@ def test_queues_are_per_conversation(store: Store, new_key: Callable[[str], str]
     a, b = new_key("a"), new_key("b")
     store.create_conversation(a)
     store.create_conversation(b)
-    store.queue_request(a, "for a")
+    door_ops.queue_request(store, a, "for a")
     with store.locked(b) as tx:
         assert tx.take_queued_request() is None
     assert [c for _, c in store.queued_requests(a)] == ["for a"]
 
 
 def test_cancel_queued_requests(store: Store, conv: str) -> None:
-    store.queue_request(conv, "one")
-    store.queue_request(conv, "two")
+    door_ops.queue_request(store, conv, "one")
+    door_ops.queue_request(store, conv, "two")
     with store.locked(conv) as tx:
         assert tx.cancel_queued_requests() == 2
         assert tx.cancel_queued_requests() == 0
@@ -45,8 +46,8 @@ def test_cancel_queued_requests(store: Store, conv: str) -> None:
 
 
 def test_start_run_from_a_queued_request_marks_it_started(store: Store, conv: str) -> None:
-    req = store.queue_request(conv, "do it")
-    run = store.start_run(conv, request_id=req)
+    req = door_ops.queue_request(store, conv, "do it")
+    run = door_ops.start_run(store, conv, request_id=req)
     assert store.queued_requests(conv) == []
     [info] = store.runs(conv)
     assert (info.id, info.status, info.conversation_id, info.finished_at) == (run, "running", store.thread(conv).id, None)
@@ -56,43 +57,43 @@ def test_start_run_refuses_a_foreign_request(store: Store, new_key: Callable[[st
     a, b = new_key("a"), new_key("b")
     store.create_conversation(a)
     store.create_conversation(b)
-    foreign = store.queue_request(b, "b's")
+    foreign = door_ops.queue_request(store, b, "b's")
     with pytest.raises(InvalidTransition, match="does not belong"):
-        store.start_run(a, request_id=foreign)
+        door_ops.start_run(store, a, request_id=foreign)
     assert store.runs(a) == [] and store.queued_requests(b) == [(foreign, "b's")]
 
 
 @pytest.mark.parametrize("active", ["running", "waiting_for_user"])
 def test_start_run_is_refused_while_a_run_is_active(store: Store, conv: str, active: str) -> None:
-    run = store.start_run(conv)
+    run = door_ops.start_run(store, conv)
     if active == "waiting_for_user":
-        store.interrupt_run(conv, run)
+        door_ops.interrupt_run(store, conv, run)
     with pytest.raises(ThreadBusy) as err:
-        store.start_run(conv)
+        door_ops.start_run(store, conv)
     assert err.value.reason == active and err.value.code == "thread_busy"
     assert [r.id for r in store.runs(conv)] == [run]
 
 
 def test_a_new_run_may_start_after_the_last_finished(store: Store, conv: str) -> None:
-    first = store.start_run(conv)
-    store.finish_run(conv, first)
-    second = store.start_run(conv)
+    first = door_ops.start_run(store, conv)
+    door_ops.finish_run(store, conv, first)
+    second = door_ops.start_run(store, conv)
     assert second > first
     assert [(r.id, r.status) for r in store.runs(conv)] == [(first, "completed"), (second, "running")]
 
 
 def test_run_lifecycle_through_the_store_shortcuts(store: Store, conv: str) -> None:
-    run = store.start_run(conv)
-    store.interrupt_run(conv, run)
+    run = door_ops.start_run(store, conv)
+    door_ops.interrupt_run(store, conv, run)
     assert store.runs(conv)[0].status == "waiting_for_user"
-    store.resume_run(conv, run)
+    door_ops.resume_run(store, conv, run)
     assert store.runs(conv)[0].status == "running"
-    store.finish_run(conv, run, failed=True, error_code="provider_error", error_message="502 from upstream")
+    door_ops.finish_run(store, conv, run, failed=True, error_code="provider_error", error_message="502 from upstream")
     [info] = store.runs(conv)
     assert (info.status, info.error_code, info.error_message) == ("failed", "provider_error", "502 from upstream")
     assert info.finished_at is not None and info.finished_at >= info.created_at
-    cancelled = store.start_run(conv)
-    store.cancel_run(conv, cancelled)
+    cancelled = door_ops.start_run(store, conv)
+    door_ops.cancel_run(store, conv, cancelled)
     assert store.runs(conv)[1].status == "cancelled" and store.runs(conv)[1].finished_at is not None
 
 
@@ -118,7 +119,7 @@ INVALID = [
 
 def _run_in(store: Store, key: str, status: str) -> int:
     """A run brought into ``status`` through valid transitions."""
-    run = store.start_run(key)
+    run = door_ops.start_run(store, key)
     if status != "running":  # running → waiting_for_user / completed / failed / cancelled are all valid
         with store.locked(key) as tx:
             tx.set_run_status(run, status)
@@ -149,11 +150,11 @@ def test_set_run_status_refuses_a_foreign_or_unknown_run(store: Store, new_key: 
     a, b = new_key("a"), new_key("b")
     store.create_conversation(a)
     store.create_conversation(b)
-    foreign = store.start_run(b)
+    foreign = door_ops.start_run(store, b)
     with pytest.raises(InvalidTransition, match="does not belong"):
-        store.finish_run(a, foreign)
+        door_ops.finish_run(store, a, foreign)
     with pytest.raises(InvalidTransition, match="does not belong"):
-        store.finish_run(a, 10**12)
+        door_ops.finish_run(store, a, 10**12)
     assert store.runs(b)[0].status == "running"
 
 
@@ -164,13 +165,13 @@ def test_busy_reason_each_reason_and_precedence(store: Store, conv: str) -> None
         return store.busy_reason(conv), locked_reason, store.thread(conv).busy_reason
 
     assert reasons() == (None, None, None)
-    req = store.queue_request(conv, "later")
+    req = door_ops.queue_request(store, conv, "later")
     assert reasons() == ("queued",) * 3
-    run = store.start_run(conv)  # a run without the request: the request stays queued
+    run = door_ops.start_run(store, conv)  # a run without the request: the request stays queued
     assert reasons() == ("running",) * 3  # running > queued
-    store.interrupt_run(conv, run)
+    door_ops.interrupt_run(store, conv, run)
     assert reasons() == ("waiting_for_user",) * 3  # waiting_for_user > queued
-    store.finish_run(conv, run, failed=True)
+    door_ops.finish_run(store, conv, run, failed=True)
     assert reasons() == ("queued",) * 3
     with store.locked(conv) as tx:
         assert tx.take_queued_request() == (req, "later")
@@ -180,8 +181,8 @@ def test_busy_reason_each_reason_and_precedence(store: Store, conv: str) -> None
 def test_busy_reason_running_beats_waiting_for_user(store: Store, conv: str) -> None:
     """Two active runs cannot be created through the API; the precedence still holds if a platform
     wrote them (the check reads every active run)."""
-    run = store.start_run(conv)
-    store.interrupt_run(conv, run)
+    run = door_ops.start_run(store, conv)
+    door_ops.interrupt_run(store, conv, run)
     with store.locked(conv) as tx:
         tx.session.add(Run(conversation_id=tx.conversation_id, status="running"))
     assert store.busy_reason(conv) == "running" == store.thread(conv).busy_reason
@@ -190,7 +191,7 @@ def test_busy_reason_running_beats_waiting_for_user(store: Store, conv: str) -> 
 def test_require_idle(store: Store, conv: str) -> None:
     with store.locked(conv) as tx:
         tx.require_idle()
-    store.queue_request(conv, "x")
+    door_ops.queue_request(store, conv, "x")
     with pytest.raises(ThreadBusy) as err:
         with store.locked(conv) as tx:
             tx.require_idle()
@@ -202,16 +203,16 @@ def test_cancel_run_answers_the_calls_that_never_ran(store: Store, conv: str) ->
     from engine.messages import ToolCall, assistant, tool_result
     from engine.units import is_balanced
 
-    run = store.start_run(conv)
-    store.append_message(conv, assistant("", ToolCall("a", "shell"), ToolCall("b", "ask_user"), ToolCall("c", "shell")), run_id=run)
-    store.append_message(conv, tool_result("a", "ok", name="shell"), run_id=run)
-    store.interrupt_run(conv, run)
-    assert store.cancel_run(conv, run) == 2
+    run = door_ops.start_run(store, conv)
+    door_ops.append_message(store, conv, assistant("", ToolCall("a", "shell"), ToolCall("b", "ask_user"), ToolCall("c", "shell")), run_id=run)
+    door_ops.append_message(store, conv, tool_result("a", "ok", name="shell"), run_id=run)
+    door_ops.interrupt_run(store, conv, run)
+    assert door_ops.cancel_run(store, conv, run) == 2
     msgs = store.messages_after(conv, None)
     assert is_balanced(msgs)
     aborted = [m for m in msgs if m.metadata.get("aborted")]
     assert [m.tool_call_id for m in aborted] == ["b", "c"]
     assert store.busy_reason(conv) is None
     with pytest.raises(InvalidTransition):  # already settled: nothing more is written
-        store.cancel_run(conv, run)
+        door_ops.cancel_run(store, conv, run)
     assert len(store.messages_after(conv, None)) == len(msgs)

@@ -11,6 +11,7 @@ from engine.errors import ThreadNotFound
 from engine.events import EventKind
 from engine.messages import user
 from engine.store import Store
+from tests import door_ops
 
 
 def test_marks_move_with_every_visible_write_and_only_then(store: Store, new_key: Callable[[str], str]) -> None:
@@ -28,17 +29,17 @@ def test_marks_move_with_every_visible_write_and_only_then(store: Store, new_key
         listing, mark = new_listing, new_mark
         return out
 
-    store.append_message(key, user("hello"))
+    door_ops.append_message(store, key, user("hello"))
     assert moved() == (True, True)  # a message: the list's message count and the thread's mark
-    store.add_event(key, EventKind.PROVIDER_ERROR, {"error_code": "x"})
+    door_ops.add_event(store, key, EventKind.PROVIDER_ERROR, {"error_code": "x"})
     assert moved()[1]  # an event alone
-    rid = store.record_model_request(key, provider="p", model="m")
+    rid = door_ops.record_model_request(store, key, provider="p", model="m")
     assert moved()[1]  # a request recorded
-    store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=10)
+    door_ops.complete_model_request(store, rid, outcome="ok", reported_prompt_tokens=10)
     assert moved()[1]  # ... and completed (its point on the chart changes)
-    run = store.start_run(key)
+    run = door_ops.start_run(store, key)
     assert moved() == (True, True)  # busy: the list's state column and the thread's header
-    store.finish_run(key, run)
+    door_ops.finish_run(store, key, run)
     assert moved() == (True, True)
     assert moved() == (False, False)
     other = new_key("versions")
