@@ -229,8 +229,8 @@ def run_trace(root: Path, name: str, trace: list[Turn], policy: dict[str, Any], 
             if out.tokens_after >= out.threshold:
                 stats.over_threshold_after += 1
             stats.max_tokens = max(stats.max_tokens, out.tokens_before)
-            rid = svc.store.record_model_request(key, provider="sim", model="sim-1", run_id=run.run_id, step=n, estimated_tokens=out.tokens_after)
-            svc.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=out.tokens_after, reported_completion_tokens=50)
+            rid = svc.steps.record_model_request(key, provider="sim", model="sim-1", run_id=run.run_id, step=n, estimated_tokens=out.tokens_after)
+            svc.steps.complete_model_request(key, rid, outcome="ok", reported_prompt_tokens=out.tokens_after, reported_completion_tokens=50)
             n += 1
 
         for t, turn in enumerate(trace):

@@ -37,6 +37,24 @@ SOURCE_NAMES: Mapping[str, str] = {
 
 
 @dataclass(frozen=True, slots=True)
+class LockedThread:
+    """The locked thread's own columns as the write door's transaction sees them
+    (:meth:`engine.store.door.Locked.thread`): a copy, read under the lock; the door's later writes
+    in the same transaction show in the next call, never in this record."""
+
+    id: int
+    key: str
+    title: str
+    provider: str | None
+    model: str | None
+    system_prompt: str
+    #: the transcript format the thread was imported from; None: written live
+    source_format: str | None
+    reported_context_window: int | None
+    message_count: int
+
+
+@dataclass(frozen=True, slots=True)
 class ThreadInfo:
     """One conversation, as the threads list shows it."""
 

@@ -14,7 +14,7 @@ from sqlalchemy import Row, Text, type_coerce
 
 from ..errors import EngineError
 from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
-from ..views import CompactionEvent, CompactionState, HistoryRecord, ModelRequest, Offload, RunInfo, SourceCompaction
+from ..views import CompactionEvent, CompactionState, HistoryRecord, LockedThread, ModelRequest, Offload, RunInfo, SourceCompaction
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -192,6 +192,13 @@ def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict
         "meta_kind": bounded["meta_kind"],
         "source_key": bounded["source_key"],
     }
+
+
+def locked_thread_record(conv: Conversation) -> LockedThread:
+    """The door's frozen copy of its locked row (callers outside the store never hold the ORM row)."""
+    return LockedThread(id=conv.id, key=conv.thread_key, title=conv.title, provider=conv.provider, model=conv.model,
+                        system_prompt=conv.system_prompt, source_format=conv.source_format,
+                        reported_context_window=conv.reported_context_window, message_count=conv.message_count)
 
 
 def conversation_tools(conv: Conversation) -> tuple[dict[str, Any], ...]:
