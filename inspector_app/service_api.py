@@ -157,6 +157,10 @@ class CompactionAPI(Protocol):
         ``instructions``: what the summary must keep; ``reason``: why (the audit log)."""
         ...
 
+    def summarizer_info(self) -> dict[str, str | None]:
+        """Who writes this service's summaries: ``summarizer`` (its name) and ``summarizer_host``."""
+        ...
+
     def reload_summarizer(self) -> dict[str, str | None]:
         """Build the summarizer again from the user's settings (after Preferences); who writes now."""
         ...

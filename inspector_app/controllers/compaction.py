@@ -17,7 +17,7 @@ from typing import Awaitable, Callable
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QFileDialog
 
-from engine.errors import CannotCompact, EngineError, ThreadBusy, rejection_detail
+from engine.errors import CannotCompact, EngineError, ThreadBusy
 from engine.views import SourceCompaction
 
 from ..layout import InspectorLayout
@@ -193,18 +193,17 @@ class CompactionController:
         try:
             result = await self.client.call(CompactionAPI.compact, key, summarizer=summarizer, instructions=instructions, reason=reason)
         except EngineError as exc:
-            rejected = None
-            if isinstance(exc, CannotCompact) and exc.code == "summary_rejected":
-                rejected = await self._explain(key, exc)
+            rejected_by = None  # who wrote the rejected summary: the configured summarizer (asked only when it was used)
+            if isinstance(exc, CannotCompact) and exc.code == "summary_rejected" and summarizer is None:
+                rejected_by = await self._configured_summarizer()
             if isinstance(exc, CannotCompact):
                 self._block(key, exc.detail or exc.reason or exc.message)
             self.report(exc, "compact")
             bar.showMessage("Compaction refused: nothing changed")
             if isinstance(exc, (ThreadBusy, CannotCompact)) and self.view.key == key:  # busy since we looked, or cannot compact: show it
                 await self._reread_status(key)
-            if (summarizer is None and rejected is not None and isinstance(exc, CannotCompact)
-                    and rejected.get("summarizer") not in (None, "extractive")):
-                self.offer_extractive(key, exc.detail or str(rejected.get("reason") or "rejected"))
+            if isinstance(exc, CannotCompact) and rejected_by not in (None, "extractive"):
+                self.offer_extractive(key, exc.detail or exc.reason or "rejected")
             return
         finally:
             self.compacting = False
@@ -242,21 +241,15 @@ class CompactionController:
             return None
         return kept[1]
 
-    async def _explain(self, key: str, exc: CannotCompact) -> dict | None:
-        """Put the cause of a rejected summary (recorded in the thread's newest ``summary_rejected``
-        event, e.g. ``HTTP 429 from … after 2 attempts``) into its message; that event's data
-        (None when it cannot be read). Best effort."""
+    async def _configured_summarizer(self) -> str | None:
+        """The name of the summarizer a compaction with none chosen uses (``extractive``,
+        ``openai-compatible:<model>``); None when it cannot be read. The cause of a rejection
+        comes with the error itself (``CannotCompact.detail``): no event is read for it."""
         try:
-            events = await self.client.call(ReadsAPI.events, key, limit=100_000)
+            who = await self.client.call(CompactionAPI.summarizer_info)
         except Exception:  # noqa: BLE001 - the rejection itself is what must be shown
             return None
-        newest = next((e for e in reversed(events) if e.kind == "summary_rejected"), None)
-        data = dict(newest.data) if newest is not None and isinstance(newest.data, dict) else None
-        if not exc.detail:
-            detail = rejection_detail(exc, data)
-            if detail:
-                exc.explain(detail)
-        return data
+        return who.get("summarizer")
 
     # -- what if … ---------------------------------------------------------------------------
     def open_whatif(self) -> WhatIfDialog | None:

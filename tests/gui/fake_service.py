@@ -96,6 +96,10 @@ class FakeService:
         self.reads = self.compaction = self.steering = self.imports = self
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
         self.compact_race: str | None = None  # busy reason to raise on compact although status said idle
+        #: raised by ``compact`` when set (a rejected summary, a refusal)
+        self.compact_error: Exception | None = None
+        #: what ``summarizer_info`` names as the configured summarizer
+        self.summarizer_name = "extractive"
         self.closed = False
         #: set to make ``import_file`` wait until the event is set (a slow import, to watch its progress)
         self.import_gate: threading.Event | None = None
@@ -358,6 +362,8 @@ class FakeService:
         assert t is not None and t.state is not None
         if self.compact_race:
             raise ThreadBusy(key, self.compact_race)
+        if self.compact_error is not None:
+            raise self.compact_error
         if t.info.busy_reason:
             raise ThreadBusy(key, t.info.busy_reason)
         if t.compact_result is not None:
@@ -372,6 +378,10 @@ class FakeService:
             t.tokens = before // 3
             compacted = sum(1 for m in t.messages if m.id <= boundary)
             return ManualResult("completed", None, before, t.tokens, compacted, boundary, t.state.generation, 1)
+
+    def summarizer_info(self) -> dict[str, str | None]:
+        self._record("summarizer_info")
+        return {"summarizer": self.summarizer_name, "summarizer_host": None}
 
     def reload_summarizer(self) -> dict[str, str | None]:
         return {"summarizer": "extractive", "summarizer_host": None}

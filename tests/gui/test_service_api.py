@@ -58,6 +58,8 @@ def test_the_protocol_lists_the_methods_the_inspector_uses() -> None:
         "discover_sessions", "follow_sessions",
         # issue 28: Preferences change the summarizer
         "reload_summarizer",
+        # issue 24: who wrote a rejected summary (the cause comes with the error: no events paged)
+        "summarizer_info",
         # issue 23: revert / redo, the audit log, read-only stores
         "revert", "revert_target", "audit", "audit_operators", "access",
         # issue 23: pins and the thread's own policy
