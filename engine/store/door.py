@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Sequence, cast
 
 from sqlalchemy import BigInteger, Connection, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
@@ -149,6 +149,7 @@ _APPENDED_UNCOUNTED = update(_CONV).where(_CONV.c.id == bindparam("cid")).values
     **_COUNTERS, kept_tokens=None, pressure_ppm=case((_CONV.c.kept_tokens.is_(None), _CONV.c.pressure_ppm), else_=UNKNOWN_PPM),
 )
 _APPENDED = update(_CONV).where(_CONV.c.id == bindparam("cid")).values(**_COUNTERS)
+_APPENDED_STATEMENTS = {"appended_counted": _APPENDED_COUNTED, "appended_uncounted": _APPENDED_UNCOUNTED, "appended": _APPENDED}
 
 
 _REQUESTS = ModelRequestRow.__table__
@@ -167,17 +168,97 @@ _STORED_KEYS = select(MESSAGES.c.source_key).where(
 )
 
 
-#: a message row unless the thread holds its source key (NULL keys never conflict), its id back (no
-#: row: it was stored already); per dialect, compiled once: the step's intake (:meth:`Locked.take_in`)
-_INSERT_NEW_MESSAGE = {
-    name: dialect.insert(MESSAGES).on_conflict_do_nothing(index_elements=[MESSAGES.c.conversation_id, MESSAGES.c.source_key])
-    .returning(MESSAGES.c.id)
-    for name, dialect in (("sqlite", sqlite), ("postgresql", postgresql))
-}
+#: the dialects with ``INSERT ... ON CONFLICT DO NOTHING`` (the step's intake, :meth:`Locked.take_in`)
+_ON_CONFLICT = {"sqlite": sqlite, "postgresql": postgresql}
+#: (column, key of a ``message_values`` row) of a message row as the step's intake writes it
+_ROW_KEYS = tuple((c.key, "meta" if c.key == "metadata" else c.key) for c in MESSAGES.c if c.key != "id")
+#: rows per INSERT of :meth:`Locked.take_in` (15 parameters a row: far below either database's limit)
+TAKE_IN_ROWS = 64
+_REQUEST_KEYS = ("conversation_id", "run_id", "step", "provider", "model", "estimated_tokens", "threshold", "outcome")
+
+
+def _multi_insert(dialect: str, n: int) -> Any:
+    """``n`` message rows unless the thread holds their source key (NULL keys never conflict), the
+    id and key of each row written back (no row: it was stored already); bind ``<column>_<i>``."""
+    rows = [{c: bindparam(f"{c}_{i}", type_=MESSAGES.c[c].type) for c, _ in _ROW_KEYS} for i in range(n)]
+    return (_ON_CONFLICT[dialect].insert(MESSAGES).values(rows)
+            .on_conflict_do_nothing(index_elements=[MESSAGES.c.conversation_id, MESSAGES.c.source_key])
+            .returning(MESSAGES.c.id, MESSAGES.c.source_key))
 
 
 #: the same for one key (the common intake of a step: the last tool result); no expanding parameter to render
 _STORED_KEY = select(MESSAGES.c.source_key).where(MESSAGES.c.conversation_id == bindparam("cid"), MESSAGES.c.source_key == bindparam("key"))
+
+
+class RawWrite:
+    """A write statement of the step's hot path compiled once per dialect and run on the driver's
+    own cursor (a Core execution costs some 30 µs of Python per statement; this a few): the
+    parameters go through the column types' own bind processors (the values a Core execution
+    sends), Python-side column defaults not given are filled as Core fills them, the
+    connection's ``before_cursor_execute`` listeners see the statement (statement counters), and a
+    driver error is raised as Core raises it (``IntegrityError``, ``OperationalError``, ...)."""
+
+    __slots__ = ("sql", "names", "processors", "defaults")
+
+    def __init__(self, stmt: Any, dialect: Any, keys: Sequence[str] | None = None) -> None:
+        compiled = stmt.compile(dialect=dialect, column_keys=list(keys) if keys is not None else None)
+        self.sql: str = compiled.string
+        names = list(compiled.positiontup) if compiled.positional else list(compiled.bind_names.values())
+        self.names: tuple[str, ...] = tuple(names)
+        procs = compiled._bind_processors
+        self.processors: tuple[Any, ...] = tuple(procs.get(n) for n in names)
+        defaults: dict[str, Any] = {}
+        for bind, name in compiled.bind_names.items():  # literal values (LIMIT 1, 'ok') and column defaults
+            if bind.value is not None and not bind.required:
+                defaults[name] = bind.value
+        for col in (*compiled.insert_prefetch, *compiled.update_prefetch):
+            default = col.default if col in compiled.insert_prefetch else col.onupdate
+            if default is not None and default.is_scalar:
+                defaults[col.key] = default.arg
+            elif default is not None and default.is_callable:
+                defaults[col.key] = default.arg  # called per execution (utcnow)
+        self.defaults = defaults
+
+    def execute(self, conn: Connection, params: Mapping[str, Any]) -> Any:
+        """Run with ``params`` (by bind name) in ``conn``'s transaction; returns the driver's cursor
+        (its rows, ``rowcount``); the caller closes it."""
+        values = []
+        defaults = self.defaults
+        for name, proc in zip(self.names, self.processors):
+            if name in params:
+                v = params[name]
+            else:
+                v = defaults.get(name)
+                if callable(v):
+                    v = v(None)
+            values.append(v if proc is None else proc(v))
+        dialect = conn.dialect
+        args: Any = tuple(values) if dialect.positional else dict(zip(self.names, values))
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        if conn._has_events or conn.engine._has_events:
+            conn.dispatch.before_cursor_execute(conn, cursor, self.sql, args, None, False)
+        dbapi = dialect.loaded_dbapi
+        try:
+            cursor.execute(self.sql, args)
+        except dbapi.Error as exc:
+            cursor.close()
+            raise DBAPIError.instance(self.sql, args, exc, dbapi.Error, dialect=dialect) from exc
+        return cursor
+
+
+_RAW: dict[tuple[Any, ...], RawWrite] = {}
+
+
+def raw_write(conn: Connection, name: Any, build: Any) -> RawWrite:
+    """The :class:`RawWrite` ``name`` for ``conn``'s dialect (``build(dialect)`` gives ``(statement,
+    column keys or None)`` the first time)."""
+    dialect = conn.dialect
+    key = (dialect.name, dialect.driver, dialect.paramstyle, name)
+    found = _RAW.get(key)
+    if found is None:
+        stmt, keys = build(dialect)
+        found = _RAW[key] = RawWrite(stmt, dialect, keys)
+    return found
 
 
 #: the conversation columns the write door's hot path reads (the step's intake, request record and
@@ -427,10 +508,10 @@ class Locked(SourceWrites, ConversationReader):
             batch.append(m)
         if not batch:
             return []
-        stmt = _INSERT_NEW_MESSAGE.get(self.connection().dialect.name)
+        conn = self.connection()
         ledger = self.call_ledger().copy()
         try:
-            if stmt is None:
+            if conn.dialect.name not in _ON_CONFLICT:
                 raise InvalidMessage("no ON CONFLICT form for this dialect")
             ledger.admit_all(batch)
         except InvalidMessage:  # the probe, then append: the same outcome, the same error
@@ -440,13 +521,10 @@ class Locked(SourceWrites, ConversationReader):
         head = self.conv_head
         rows = [message_values(head.id, m, run_id) for m in batch]
         with_counts(head.model, rows, batch)
-        conn = self.connection()
         kept: list[tuple[Message, dict[str, Any], int]] = []
         try:
-            for m, row in zip(batch, rows):
-                got = conn.execute(stmt, _columns(row)).scalar_one_or_none()
-                if got is not None:
-                    kept.append((m, row, int(got)))
+            for i in range(0, len(batch), TAKE_IN_ROWS):
+                kept.extend(self._insert_new(conn, batch[i : i + TAKE_IN_ROWS], rows[i : i + TAKE_IN_ROWS]))
         except IntegrityError as exc:  # as append_messages reports it
             raise self._duplicate_key(exc) from None
         if len(kept) != len(batch):  # some were stored already: the ledger of what was written
@@ -461,6 +539,32 @@ class Locked(SourceWrites, ConversationReader):
         self.appended.extend(zip(ids, written))
         return ids
 
+    @staticmethod
+    def _insert_new(conn: Connection, batch: Sequence[Message], rows: Sequence[dict[str, Any]]) -> list[tuple[Message, dict[str, Any], int]]:
+        """One multi-row ``INSERT ... ON CONFLICT (conversation_id, source_key) DO NOTHING RETURNING
+        id, source_key`` of ``rows`` (at most :data:`TAKE_IN_ROWS`; their keys distinct): the
+        (message, row, id) of those written, in ``batch`` order. The rows are inserted in VALUES
+        order (ids grow with it: the thread's physical order); RETURNING gives them in no promised
+        order, so they are matched by id order and source key (a row without a key always goes in)."""
+        n = len(rows)
+        stmt = raw_write(conn, ("take_in", n), lambda dialect: (_multi_insert(dialect.name, n), None))
+        params: dict[str, Any] = {}
+        for i, row in enumerate(rows):
+            for col, attr in _ROW_KEYS:
+                params[f"{col}_{i}"] = row[attr]
+        cursor = stmt.execute(conn, params)
+        try:
+            got = sorted((int(r[0]), r[1]) for r in cursor.fetchall())
+        finally:
+            cursor.close()
+        if len(got) == n:
+            return [(m, row, i) for m, row, (i, _) in zip(batch, rows, got)]
+        written = {k for _, k in got if k is not None}
+        new = [(m, row) for m, row in zip(batch, rows) if row["source_key"] is None or row["source_key"] in written]
+        if len(new) != len(got):  # cannot happen: every row without a conflict is returned
+            raise EngineError(f"take_in: {len(got)} rows returned for {len(new)} written", code="store_error")
+        return [(m, row, i) for (m, row), (i, _) in zip(new, got)]
+
     def _appended(self, conn: Any, rows: Sequence[Mapping[str, Any]], ids: Sequence[int]) -> None:
         """The conversation row after an append of ``rows`` (ids ``ids``): one UPDATE (compiled
         once) of its counters and kept tokens; the loaded row takes the counters as committed
@@ -470,9 +574,11 @@ class Locked(SourceWrites, ConversationReader):
             self.flush()  # a pending change of the row goes first (the UPDATE below sets absolute counters)
         head = self.conv_head
         counts = [r.get("tokens") for r in rows]
-        stmt = _APPENDED_UNCOUNTED if any(n is None for n in counts) else _APPENDED_COUNTED if any(counts) else _APPENDED
+        name = "appended_uncounted" if any(n is None for n in counts) else "appended_counted" if any(counts) else "appended"
+        stmt = _APPENDED_STATEMENTS[name]
         count, last, now = head.message_count + len(ids), ids[-1], utcnow()
-        conn.execute(stmt, {"cid": head.id, "count": count, "last": last, "now": now, "added": sum(int(n or 0) for n in counts)})
+        raw_write(conn, name, lambda _dialect: (stmt, None)).execute(
+            conn, {"cid": head.id, "count": count, "last": last, "now": now, "added": sum(int(n or 0) for n in counts)}).close()
         if conv is not None:
             set_committed_value(conv, "message_count", count)
             set_committed_value(conv, "last_message_id", last)
@@ -686,10 +792,15 @@ class Locked(SourceWrites, ConversationReader):
         """Record a request about to be sent (outcome ``pending``); its route becomes the thread's.
         One INSERT (not through the unit of work: it is on every model step's path)."""
         head = self.conv_head
-        rid = self.connection().execute(_INSERT_REQUEST, {
+        conn = self.connection()
+        cursor = raw_write(conn, "insert_request", lambda _dialect: (_INSERT_REQUEST, _REQUEST_KEYS)).execute(conn, {
             "conversation_id": head.id, "run_id": run_id, "step": step, "provider": provider, "model": model,
             "estimated_tokens": estimated_tokens, "threshold": threshold, "outcome": "pending",
-        }).scalar_one()
+        })
+        try:
+            rid = cursor.fetchone()[0]
+        finally:
+            cursor.close()
         if (head.provider, head.model) != (provider, model):
             self.conv.provider, self.conv.model = provider, model  # loads the row (a new route: rare)
         return int(rid)
@@ -708,11 +819,14 @@ class Locked(SourceWrites, ConversationReader):
         (one UPDATE of this thread's row: no read first)."""
         if outcome not in MODEL_REQUEST_OUTCOMES:
             raise EngineError(f"unknown model request outcome {outcome!r}", code="invalid_outcome")
-        result = cast(CursorResult[Any], self.connection().execute(_COMPLETE_REQUEST, {
+        conn = self.connection()
+        cursor = raw_write(conn, "complete_request", lambda _dialect: (_COMPLETE_REQUEST, None)).execute(conn, {
             "rid": request_id, "cid": self.conv_head.id, "outcome": outcome, "prompt": reported_prompt_tokens,
             "completion": reported_completion_tokens, "code": error_code, "message": scrub_text(error_message),
-        }))
-        if result.rowcount != 1:
+        })
+        rowcount = cursor.rowcount
+        cursor.close()
+        if rowcount != 1:
             raise EngineError(f"no model request {request_id} on thread {self.conv_head.thread_key!r}", code="not_found")
 
     def add_event(self, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:

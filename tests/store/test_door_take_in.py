@@ -1,7 +1,7 @@
 """The step's intake through the write door (``Locked.take_in``): the same outcome as asking the unique
 source key first and appending the rest (``stored_source_keys`` + ``append_messages``, the former
 intake), for new batches, batches repeating stored messages, and batches that break the invariants;
-the steady step sends no key probe."""
+the steady step sends no key probe and one multi-row INSERT per batch (``TAKE_IN_ROWS`` rows each)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,15 @@ from sqlalchemy import event
 
 from engine.messages import InvalidMessage, Message, ToolCall
 from engine.store import Store
+from engine.store.door import TAKE_IN_ROWS
+
+
+def _rounds(first: int, last: int) -> list[Message]:
+    """Tool rounds ``first`` .. ``last - 1``: each an assistant call and its result (keyed)."""
+    out: list[Message] = []
+    for i in range(first, last):
+        out += [_assistant(f"a{i}", f"c{i}"), _tool(f"t{i}", f"c{i}", f"result {i}")]
+    return out
 
 
 def _assistant(key: str, *ids: str) -> Message:
@@ -65,6 +74,12 @@ SCENARIOS: dict[str, list[list[Message]]] = {
     "answered twice": [[_assistant("a1", "x")], [_tool("t1", "x"), _tool("t2", "x")]],
     "stored call, answer twice": [[_assistant("a1", "x")], [_assistant("a1", "x"), _tool("t1", "x"), _tool("t2", "x")]],
     "no keys": [[Message("user", "q"), Message("assistant", "a")], [Message("user", "q")]],
+    # more rows than one INSERT takes, stored ones and keyless ones among them
+    "long batches": [[Message("user", "q", source_key="u1"), *_rounds(0, 40)],
+                     [Message("user", "q", source_key="u1"), *_rounds(0, 40), Message("user", "note"), *_rounds(40, TAKE_IN_ROWS + 3)],
+                     [*_rounds(30, TAKE_IN_ROWS + 3), Message("user", "again"), *_rounds(TAKE_IN_ROWS + 3, TAKE_IN_ROWS + 5)]],
+    "keyless among stored": [[Message("user", "q", source_key="u1"), _assistant("a1", "x")],
+                             [Message("user", "q", source_key="u1"), Message("assistant", "thinking"), _assistant("a1", "x"), _tool("t1", "x")]],
 }
 
 
@@ -84,4 +99,19 @@ def test_steady_intake_sends_no_key_probe(store: Store, conv: str) -> None:
         ids = tx.take_in([_tool("t1", "x"), _assistant("a2")])
     assert len(ids) == 2
     assert not any(s.lstrip().startswith("SELECT messages.source_key") for s in seen)
-    assert sum("ON CONFLICT" in s for s in seen) == 2
+    assert sum("ON CONFLICT" in s for s in seen) == 1  # one multi-row INSERT for the batch
+
+
+def test_take_in_returns_the_ids_of_what_it_wrote_in_batch_order(store: Store, conv: str) -> None:
+    """Across INSERTs of ``TAKE_IN_ROWS`` rows with stored messages between the new ones: the ids
+    returned are the new messages' stored ids, in the batch's order, which is the thread's order."""
+    first = [Message("user", "q", source_key="u1"), *_rounds(0, 10)]
+    with store.locked(conv) as tx:
+        assert len(tx.take_in(first)) == len(first)
+    batch = [Message("user", "q", source_key="u1"), *_rounds(0, 10), Message("user", "note"), *_rounds(10, 2 * TAKE_IN_ROWS)]
+    with store.locked(conv) as tx:
+        ids = tx.take_in(batch)
+    stored = store.messages_after(conv, None)
+    new = stored[len(first):]
+    assert ids == [m.id for m in new] == sorted(ids)
+    assert [(m.role, m.content, m.source_key) for m in new] == [(m.role, m.content, m.source_key) for m in batch[1 + 20:]]
