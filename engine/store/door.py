@@ -13,6 +13,7 @@ from __future__ import annotations
 import getpass
 import logging
 import threading
+from collections import namedtuple
 from typing import Any, Iterable, Mapping, Sequence, cast
 
 from sqlalchemy import BigInteger, Connection, CursorResult, bindparam, case, cast as sql_cast, func, insert, inspect, select, text, update
@@ -45,7 +46,7 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
-from .reads import THREAD_KEY, ConversationReader, ThreadReader
+from .reads import THREAD_KEY, ConversationReader, ThreadReader, _raw, handed_message
 from .records import MESSAGES, message_values, to_message
 from .rules import check_json, clean_text, scrub_text
 from .sources import SourceWrites
@@ -317,6 +318,29 @@ class LedgerCache:
             self._held[head.id] = (self._stamp(head), ledger.copy())
 
 
+#: a thread's key row as :data:`engine.store.reads.THREAD_KEY` selects it (read on the driver's cursor)
+_KeyRow = namedtuple("_KeyRow", [c.key for c in THREAD_KEY.selected_columns])  # type: ignore[misc]
+
+
+class DoorReader(ThreadReader):
+    """:class:`ThreadReader` in the write door's transaction: the messages after the thread's last
+    message id at the lock are the ones the door appended since (nothing else writes the thread
+    while it holds the lock), handed over as written (``reads.handed_message``: the message a read
+    of the row gives) instead of read back; anything else is read."""
+
+    def __init__(self, conn: Connection, row: Any, door: "Locked") -> None:
+        super().__init__(conn, row)
+        self._door = door
+
+    def messages_after(self, boundary: int | None, *, limit: int | None = None) -> list[Message]:
+        door = self._door
+        after = door.appended_after
+        if boundary is not None and after is not None and boundary >= after:
+            rows = [(i, r) for i, r in door.appended if i > boundary]
+            return [handed_message(i, r) for i, r in (rows[:limit] if limit is not None else rows)]
+        return super().messages_after(boundary, limit=limit)
+
+
 class Locked(SourceWrites, ConversationReader):
     """A transaction holding one conversation's row lock: the write door. Use only inside
     ``Store.locked``; it commits when the block ends and rolls back if the block raises."""
@@ -331,6 +355,9 @@ class Locked(SourceWrites, ConversationReader):
         #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
         #: ``Store.locked`` hands its append listeners once the transaction committed
         self.appended: list[tuple[int, dict[str, Any]]] = []
+        #: the thread's last message id when the lock was taken, while :attr:`appended` holds every
+        #: message written since (None once another path appended: :class:`DoorReader` reads them)
+        self.appended_after: int | None = self.conv_head.last_message_id
 
     @property
     def session(self) -> Session:
@@ -451,10 +478,25 @@ class Locked(SourceWrites, ConversationReader):
     def thread_reader(self) -> ThreadReader:
         """The snapshot reads (:class:`engine.store.reads.ThreadReader`) inside this transaction,
         its own writes included (flushed first): the step driver checks the pressure in the
-        transaction of its intake and request record."""
+        transaction of its intake and request record. The thread's key row is read on the
+        driver's cursor (the values a Core read gives); the messages this transaction appended
+        are handed over as written, not read back (:class:`DoorReader`)."""
         self.flush()
         conn = self.connection()
-        return ThreadReader(conn, conn.execute(THREAD_KEY, {"key": self.conv_head.thread_key}).first())
+        stmt = _raw("thread_key", THREAD_KEY, conn.dialect)
+        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+        try:
+            params = {"key": self.conv_head.thread_key}
+            if conn._has_events or conn.engine._has_events:
+                conn.dispatch.before_cursor_execute(conn, cursor, stmt.sql, params, None, False)
+            dbapi = conn.dialect.loaded_dbapi
+            try:
+                rows = stmt.rows(cursor, params)
+            except dbapi.Error as exc:
+                raise DBAPIError.instance(stmt.sql, params, exc, dbapi.Error, dialect=conn.dialect) from exc
+        finally:
+            cursor.close()
+        return DoorReader(conn, _KeyRow(*rows[0]), self)
 
     def call_ledger(self) -> CallLedger:
         """The pending calls as of this transaction's writes (read once, then kept up to date)."""
@@ -595,6 +637,7 @@ class Locked(SourceWrites, ConversationReader):
 
         Goes through the Table, not the mapped class: the ORM bulk path splits a batch into one
         statement per run of rows with the same NULL columns (~2 rows each for a real conversation)."""
+        self.appended_after = None  # not in ``appended``
         ledger = self.call_ledger().copy()
         admit = ledger.admit
         cid = self.conv.id
@@ -685,6 +728,8 @@ class Locked(SourceWrites, ConversationReader):
         late += [marker(c) for g in groups if g.assistant is newest for c in g.calls if c.id not in pending]
         rows = [message_values(self.conv.id, m, None) for m in late]
         with_counts(self.conv.model, rows, late)
+        if rows:
+            self.appended_after = None  # not in ``appended``
         ids = [self.session.execute(insert(MessageRow).values(**row).returning(MessageRow.id)).scalar_one() for row in rows]
         add_kept(self.session, self.conv.id, rows)
         if ids:

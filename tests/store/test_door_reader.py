@@ -1,0 +1,49 @@
+"""The write door's snapshot reader (``Locked.thread_reader``): its key row equals the one a Core
+read of ``THREAD_KEY`` gives in the same transaction, and the messages it hands over for the door's
+own appends (not read back) equal a read of those rows, on both backends."""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.store import Store
+from engine.store.reads import THREAD_KEY, ThreadReader
+
+_MIX = [
+    Message("user", "a question with a NUL \x00 and ünïcode", source_key="u1", metadata={"raw": {"k": [1, 2.5, None, "x"]}}),
+    Message("assistant", "", tool_calls=(ToolCall("c1", "search", '{"q": "x"}'),), reasoning=(Reasoning(text="think", signature="s"),),
+            source_key="a1"),
+    Message("tool", "result", tool_call_id="c1", name="search", is_error=True, source_key="t1"),
+    Message("user", "see", attachments=(Attachment("image", media_type="image/png", source="url", url="https://x/y.png"),)),
+    Message("assistant", "done", meta_kind="demo"),
+]
+
+
+def test_the_door_reader_hands_over_what_a_read_gives(store: Store, conv: str) -> None:
+    store.append_messages(conv, [Message("user", "first", source_key="u0")])
+    with store.locked(conv) as tx:
+        before = tx.conv_head.last_message_id
+        tx.take_in(_MIX[:3])
+        tx.append_messages(_MIX[3:])
+        seen: list[str] = []
+        event.listen(store.engine, "before_cursor_execute", lambda c, cur, st, *a: seen.append(st))
+        reader = tx.thread_reader()
+        handed = reader.messages_after(before)
+        assert not any("FROM messages" in s for s in seen)  # handed over, not read back
+        conn = tx.connection()
+        core = ThreadReader(conn, conn.execute(THREAD_KEY, {"key": conv}).first())
+        assert reader.row == core.row and core.row == reader.row
+        assert handed == core.messages_after(before) and len(handed) == 5
+        assert reader.messages_after(handed[1].id, limit=2) == core.messages_after(handed[1].id, limit=2)
+        assert reader.messages_after(None) == core.messages_after(None)  # before the lock: read
+        assert reader.state() == core.state() and reader.last_message_id() == handed[-1].id
+
+
+def test_a_bulk_append_is_read_back(store: Store, conv: str) -> None:
+    store.append_messages(conv, [Message("user", "first")])
+    with store.locked(conv) as tx:
+        before = tx.conv_head.last_message_id
+        tx.bulk_append([Message("assistant", "bulk")])
+        tx.take_in([Message("user", "more")])
+        assert [m.content for m in tx.thread_reader().messages_after(before)] == ["bulk", "more"]
