@@ -289,9 +289,15 @@ class LedgerCache:
     door moves the last two, in this process or another)."""
 
     LIMIT = 4096  # threads held; beyond, forgotten (read again when next written)
+    #: threads whose last appended rows are held (:attr:`Locked.earlier`), and rows held per thread
+    RECENT_LIMIT = 64
+    RECENT_ROWS = 16
 
     def __init__(self) -> None:
         self._held: dict[int, tuple[tuple[Any, ...], CallLedger]] = {}
+        #: per thread: (stamp, after, rows): the thread's messages with an id above ``after`` are
+        #: exactly ``rows`` ((id, column values) as the door wrote them), as of the stamp
+        self._recent: dict[int, tuple[tuple[Any, ...], int, list[tuple[int, dict[str, Any]]]]] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -299,23 +305,41 @@ class LedgerCache:
         return (conv.thread_key, conv.created_at, conv.last_message_id, conv.message_count)
 
     def seed(self, door: "Locked") -> None:
-        """Give ``door`` the ledger kept for its thread if the row says it is still current."""
+        """Give ``door`` the ledger kept for its thread if the row says it is still current, and the
+        rows the last transactions appended (:attr:`Locked.earlier`) on the same condition."""
         head = door.conv_head
         with self._lock:
             held = self._held.get(head.id)
-        if held is not None and held[0] == self._stamp(head):
+            recent = self._recent.get(head.id)
+        stamp = self._stamp(head)
+        if held is not None and held[0] == stamp:
             door._ledger = held[1].copy()
+        if recent is not None and recent[0] == stamp:
+            door.appended_after, door.earlier = recent[1], recent[2]
 
     def keep(self, door: "Locked") -> None:
-        """After ``door``'s transaction committed: keep the ledger it holds (if it read one)."""
+        """After ``door``'s transaction committed: keep the ledger it holds (if it read one) and the
+        last rows appended (when the door knows every message after some id)."""
         ledger = door._ledger
-        if ledger is None:
-            return
         head = door.conv_head
+        after = door.appended_after
+        rows: list[tuple[int, dict[str, Any]]] = []
+        if after is not None:
+            rows = door.earlier + door.appended if door.appended else door.earlier
+            if len(rows) > self.RECENT_ROWS:
+                after, rows = rows[-self.RECENT_ROWS - 1][0], rows[-self.RECENT_ROWS:]
+        stamp = self._stamp(head)
         with self._lock:
-            if len(self._held) >= self.LIMIT:
-                self._held.clear()
-            self._held[head.id] = (self._stamp(head), ledger.copy())
+            if ledger is not None:
+                if len(self._held) >= self.LIMIT:
+                    self._held.clear()
+                self._held[head.id] = (stamp, ledger.copy())
+            if after is None:
+                self._recent.pop(head.id, None)
+            else:
+                if len(self._recent) >= self.RECENT_LIMIT and head.id not in self._recent:
+                    self._recent.clear()
+                self._recent[head.id] = (stamp, after, rows)
 
 
 #: a thread's key row as :data:`engine.store.reads.THREAD_KEY` selects it (read on the driver's cursor)
@@ -325,7 +349,8 @@ _KeyRow = namedtuple("_KeyRow", [c.key for c in THREAD_KEY.selected_columns])  #
 class DoorReader(ThreadReader):
     """:class:`ThreadReader` in the write door's transaction: the messages after the thread's last
     message id at the lock are the ones the door appended since (nothing else writes the thread
-    while it holds the lock), handed over as written (``reads.handed_message``: the message a read
+    while it holds the lock), and before them those its store's last transactions on the thread
+    appended when the locked row shows nothing else was (:class:`LedgerCache`), handed over as written (``reads.handed_message``: the message a read
     of the row gives) instead of read back; anything else is read."""
 
     def __init__(self, conn: Connection, row: Any, door: "Locked") -> None:
@@ -336,7 +361,7 @@ class DoorReader(ThreadReader):
         door = self._door
         after = door.appended_after
         if boundary is not None and after is not None and boundary >= after:
-            rows = [(i, r) for i, r in door.appended if i > boundary]
+            rows = [(i, r) for i, r in (door.earlier + door.appended if door.earlier else door.appended) if i > boundary]
             return [handed_message(i, r) for i, r in (rows[:limit] if limit is not None else rows)]
         return super().messages_after(boundary, limit=limit)
 
@@ -355,9 +380,12 @@ class Locked(SourceWrites, ConversationReader):
         #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
         #: ``Store.locked`` hands its append listeners once the transaction committed
         self.appended: list[tuple[int, dict[str, Any]]] = []
-        #: the thread's last message id when the lock was taken, while :attr:`appended` holds every
-        #: message written since (None once another path appended: :class:`DoorReader` reads them)
+        #: an id after which :attr:`earlier` + :attr:`appended` are every message of the thread: its
+        #: last message id when the lock was taken, or earlier when the store's :class:`LedgerCache`
+        #: knew the rows its last transactions appended (``earlier``); None once another path
+        #: appended (:class:`DoorReader` then reads them)
         self.appended_after: int | None = self.conv_head.last_message_id
+        self.earlier: list[tuple[int, dict[str, Any]]] = []
 
     @property
     def session(self) -> Session:

@@ -47,3 +47,30 @@ def test_a_bulk_append_is_read_back(store: Store, conv: str) -> None:
         tx.bulk_append([Message("assistant", "bulk")])
         tx.take_in([Message("user", "more")])
         assert [m.content for m in tx.thread_reader().messages_after(before)] == ["bulk", "more"]
+
+
+def test_the_rows_of_the_last_transactions_are_handed_over_while_nothing_else_appended(store: Store, conv: str) -> None:
+    """A step's intake transaction after the previous step's completion: the messages appended by
+    both are handed over (this store's ledger cache kept the last ones); once another writer (here
+    a second store on the same database) appended, they are read."""
+    store.append_messages(conv, [Message("user", "first", source_key="u0")])
+    with store.locked(conv) as tx:
+        before = tx.conv_head.last_message_id
+        tx.take_in([_MIX[1]])
+    with store.locked(conv) as tx:
+        tx.take_in([_MIX[2]])
+        seen: list[str] = []
+        event.listen(store.engine, "before_cursor_execute", lambda c, cur, st, *a: seen.append(st))
+        handed = tx.thread_reader().messages_after(before)
+        assert not any("FROM messages" in s for s in seen)
+        conn = tx.connection()
+        assert handed == ThreadReader(conn, conn.execute(THREAD_KEY, {"key": conv}).first()).messages_after(before)
+        assert [m.source_key for m in handed] == ["a1", "t1"]
+    other = Store.open(store.url.render_as_string(hide_password=False))
+    try:
+        other.append_messages(conv, [Message("user", "from elsewhere")])
+    finally:
+        other.close()
+    with store.locked(conv) as tx:
+        tx.take_in([Message("assistant", "mine")])
+        assert [m.content for m in tx.thread_reader().messages_after(before)] == ["", "result", "from elsewhere", "mine"]
