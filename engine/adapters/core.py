@@ -167,6 +167,9 @@ class EngineThread:
     _staged: list[Message] = field(default_factory=list, repr=False)
     _ensured: bool = field(default=False, repr=False)
     _configured: tuple[str | None, tuple[Any, ...] | None] | None = field(default=None, repr=False)
+    #: (system prompt, the tools object) of the last configure call that matched: the same object
+    #: again is not compared (its schemas are not copied each call)
+    _configured_from: tuple[str | None, Any] | None = field(default=None, repr=False)
     _step: int = 0
     _driver: StepDriver | None = field(default=None, repr=False)
     owns_service: bool = False
@@ -229,12 +232,14 @@ class EngineThread:
 
     def configure(self, system_prompt: str | None, tools: Sequence[Mapping[str, Any]] | None) -> None:
         """Keep the thread's system prompt and tool schemas equal to what the framework sends."""
+        if self._configured_from is not None and self._configured_from[1] is tools and self._configured_from[0] == system_prompt:
+            return  # the very schema list this thread was configured with (an adapter's cached one)
         self.ensure()
         want = (system_prompt or "", tuple(dict(t) for t in tools or ()))
-        if self._configured == want:
-            return
-        self.service.runs.configure(self.key, system_prompt=want[0], tools=list(want[1]))
-        self._configured = want
+        if self._configured != want:
+            self.service.runs.configure(self.key, system_prompt=want[0], tools=list(want[1]))
+            self._configured = want
+        self._configured_from = (system_prompt, tools)
 
     # -- intake ---------------------------------------------------------------------------------
     def _unknown(self, messages: Iterable[Message]) -> list[Message]:

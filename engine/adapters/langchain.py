@@ -192,6 +192,7 @@ class CompactionMiddleware(AgentMiddleware):
         self._title, self._provider, self._model = title, provider, model
         self._max_overflow_retries = max_overflow_retries
         self._threads: dict[str, EngineThread] = {}
+        self._tools_seen: tuple[list[Any], list[dict[str, Any]]] | None = None
 
     def close(self) -> None:
         """Close the service if this middleware opened it."""
@@ -213,9 +214,19 @@ class CompactionMiddleware(AgentMiddleware):
     def _intake(self, t: EngineThread, request: ModelRequest) -> None:
         t.route(*_route(request.model))
         system = request.system_message.text if request.system_message is not None else None
-        t.configure(system, _tool_schemas(request.tools))
+        t.configure(system, self._schemas(request.tools))
         # a message with an id is keyed by it: one this process stored is skipped unserialized
         t.stage(to_engine(m) for m in request.messages if not (m.id and t.knows(source_key("lc", m.id))))
+
+    def _schemas(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
+        """The OpenAI schemas of ``tools``: converted again only when the tool objects change (an
+        agent passes the same ones on every call; converting a tool builds its JSON schema)."""
+        held = self._tools_seen
+        if held is not None and len(held[0]) == len(tools) and all(a is b for a, b in zip(held[0], tools)):
+            return held[1]
+        schemas = _tool_schemas(tools)
+        self._tools_seen = (list(tools), schemas)
+        return schemas
 
     def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
         """The surface as LangChain messages: the state's own message objects where the state has

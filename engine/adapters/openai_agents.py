@@ -269,10 +269,24 @@ class CompactionModel(Model):
         self.provider = provider
         wrapped_name = getattr(model, "model", None)  # OpenAIResponsesModel / OpenAIChatCompletionsModel name theirs
         self.model_name = model_name or (wrapped_name if isinstance(wrapped_name, str) else None)
+        self._tools_seen: tuple[list[Any], list[dict[str, Any]]] | None = None
 
     def _prepare(self, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> bool:
         t = self.session.thread
         t.route(self.provider, self.model_name)
+        t.configure(system_instructions, self._schemas(tools, handoffs))
+        synced = self.session.in_sync(input)
+        if not synced:
+            log.warning("the model input does not end with the session's newest item: sent as given, not compacted (is the session passed to Runner.run?)")
+        return synced
+
+    def _schemas(self, tools: Sequence[Any], handoffs: Sequence[Any]) -> list[dict[str, Any]]:
+        """The chat schemas of ``tools`` and ``handoffs``: converted again only when the objects
+        change (the runner passes the same ones on every call)."""
+        given = [*tools, *handoffs]
+        held = self._tools_seen
+        if held is not None and len(held[0]) == len(given) and all(a is b for a, b in zip(held[0], given)):
+            return held[1]
         schemas: list[dict[str, Any]] = []
         for tool in tools:
             try:
@@ -280,11 +294,8 @@ class CompactionModel(Model):
             except Exception:  # noqa: BLE001 - a hosted tool the chat converter does not express
                 schemas.append({"type": getattr(tool, "name", type(tool).__name__)})
         schemas.extend(dict(Converter.convert_handoff_tool(h)) for h in handoffs)
-        t.configure(system_instructions, schemas)
-        synced = self.session.in_sync(input)
-        if not synced:
-            log.warning("the model input does not end with the session's newest item: sent as given, not compacted (is the session passed to Runner.run?)")
-        return synced
+        self._tools_seen = (given, schemas)
+        return schemas
 
     def _input(self, call: Call, input: object, synced: bool) -> Any:
         return EngineSession.items_of(call.measured) if synced else input
