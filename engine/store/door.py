@@ -262,6 +262,33 @@ def raw_write(conn: Connection, name: Any, build: Any) -> RawWrite:
     return found
 
 
+def driver_rows(conn: Connection, name: str, stmt: Any, params: Mapping[str, Any]) -> list[tuple[Any, ...]]:
+    """The rows of the SELECT ``stmt`` (``name``: its name in the compiled cache of
+    :func:`engine.store.reads._raw`) run on the driver's cursor in ``conn``'s transaction, each
+    value through its column type's result processor (the values a Core execution gives); the
+    connection's ``before_cursor_execute`` listeners see it; a driver error is raised as Core's."""
+    raw = _raw(name, stmt, conn.dialect)
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
+    try:
+        if conn._has_events or conn.engine._has_events:
+            conn.dispatch.before_cursor_execute(conn, cursor, raw.sql, params, None, False)
+        dbapi = conn.dialect.loaded_dbapi
+        try:
+            return raw.rows(cursor, params)
+        except dbapi.Error as exc:
+            raise DBAPIError.instance(raw.sql, params, exc, dbapi.Error, dialect=conn.dialect) from exc
+    finally:
+        cursor.close()
+
+
+def lock_head(conn: Connection, name: str, stmt: Any, params: Mapping[str, Any]) -> "ConvHead | None":
+    """The locked conversation row (``stmt``: a select of :data:`HEAD_COLUMNS`, with ``FOR UPDATE``
+    on PostgreSQL) as a :class:`ConvHead`, read on the driver's cursor (:func:`driver_rows`: the
+    write door's first statement on every model step); None when there is no such thread."""
+    rows = driver_rows(conn, name, stmt, params)
+    return ConvHead(*rows[0]) if rows else None
+
+
 #: the conversation columns the write door's hot path reads (the step's intake, request record and
 #: completion): what ``Store.locked`` selects with the lock, a plain row instead of a loaded
 #: :class:`Conversation` (the ORM row is loaded only when a write or a read asks for ``conv``)
@@ -511,19 +538,7 @@ class Locked(SourceWrites, ConversationReader):
         are handed over as written, not read back (:class:`DoorReader`)."""
         self.flush()
         conn = self.connection()
-        stmt = _raw("thread_key", THREAD_KEY, conn.dialect)
-        cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]
-        try:
-            params = {"key": self.conv_head.thread_key}
-            if conn._has_events or conn.engine._has_events:
-                conn.dispatch.before_cursor_execute(conn, cursor, stmt.sql, params, None, False)
-            dbapi = conn.dialect.loaded_dbapi
-            try:
-                rows = stmt.rows(cursor, params)
-            except dbapi.Error as exc:
-                raise DBAPIError.instance(stmt.sql, params, exc, dbapi.Error, dialect=conn.dialect) from exc
-        finally:
-            cursor.close()
+        rows = driver_rows(conn, "thread_key", THREAD_KEY, {"key": self.conv_head.thread_key})
         return DoorReader(conn, _KeyRow(*rows[0]), self)
 
     def call_ledger(self) -> CallLedger:
