@@ -231,10 +231,18 @@ class CompactionMiddleware(AgentMiddleware):
     def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
         """The surface as LangChain messages: the state's own message objects where the state has
         them (a pruned result copied with its preview), the stored form read back otherwise."""
-        state = {source_key("lc", m.id): m for m in request.messages if m.id}
+        state = {m.id: m for m in request.messages if m.id}  # by id: the source key is "lc:" + id
+        hashed: dict[str, AnyMessage] | None = None  # by source key, for ids too long to be one (built if needed)
         messages: list[AnyMessage] = []
         for item in surface_items(call.measured):
-            original = state.get(item.message.source_key) if item.message.source_key else None
+            key = item.message.source_key
+            original: AnyMessage | None = None
+            if key is not None and key.startswith("lc:"):
+                original = state.get(key[3:])
+            elif key is not None and key.startswith("lc-sha:"):
+                if hashed is None:
+                    hashed = {source_key("lc", i): m for i, m in state.items()}
+                original = hashed.get(key)
             if original is None:
                 # a concrete message class (messages_from_dict, HumanMessage, SystemMessage): one of AnyMessage
                 messages.append(cast("AnyMessage", from_engine(item.message, preview=item.pruned)))
