@@ -1,9 +1,15 @@
 """The compactor: pressure (§2), overflow (§3) and manual (§4) compaction over one thread.
 
-Decisions are pure functions of a :class:`Snapshot` (``build_surface``, ``pressure_of``); the
-:class:`Compactor` runs them against the store, the Workdir and a summarizer. There is one
-summary path (:meth:`Compactor._summarize`) shared by every trigger, one meter (the
-:mod:`engine.meter` singleton for the routed model) and one lock (:meth:`Store.locked`).
+Plan, then apply (issue 24). Every decision is a pure function of a :class:`Measured` snapshot
+(its surface, :func:`engine.surface.build_surface`; its envelope and measurement; the resolved
+policy) in :mod:`engine.plan`: whether to compact, which tool results to prune, which units a
+summary takes and its budgets, as a :class:`engine.plan.CompactionPlan`
+(:func:`~engine.plan.plan_pressure`, :func:`~engine.plan.plan_overflow`,
+:func:`~engine.plan.plan_manual`). The :class:`Compactor` applies a plan against the store, the
+Workdir and a summarizer: the prune step (:meth:`Compactor._prune`), then the one summary path
+shared by every trigger (:meth:`Compactor._summarize`), planning again from what each write
+left. One meter (the :mod:`engine.meter` singleton for the routed model) and one lock
+(:meth:`engine.store.Store.locked`).
 """
 
 from __future__ import annotations
@@ -11,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Callable, Literal, Mapping, Sequence, cast
 
 from .errors import CannotCompact, CompareAndSwapConflict, rejection_detail
 from .events import (
@@ -32,23 +38,28 @@ from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_messag
 from .meter import Measurement, TokenMeter, default_meter
 from .plan import (
     IDENTIFIER_ROOM_SHARE,
+    CompactionPlan,
+    StaleRule,
     identifier_budget,
     manual_selection,
-    select_units,
+    plan_manual,
+    plan_overflow,
+    plan_pressure,
+    request_text,
     summary_budget,
     summary_ceiling,
-    summary_request_budgets,
     turn_over,
+    unpinned_history,
 )
 from .policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
 from .previews import replacement_preview
-from .pruning import Pruned, PruneReport, prune_dropped, prune_surface, stale_results
+from .pruning import STALE_PREVIEW_SHARE, Pruned, PruneReport, prune_dropped, prune_surface, stale_results
 from .specifics import dropped_at_compaction
 from .store import Locked, Store
 from .summarizers.factory import provenance
 from .summarizers.protocol import MAX_TOKEN_BYTES, REJECT_NOT_SMALLER, Summarizer, SummarizerError, SummaryRequest, validate_summary
 from .surface import build_surface, envelope_of, history_part
-from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, select_overflow_head, starts_turn
+from .units import Selection, Turn, build_units, pinned_rounds, starts_turn
 from .views import ManualResult, ModelRequest, Offload, RevertResult, Snapshot
 from .workdir import Workdir
 
@@ -226,7 +237,7 @@ class Compactor:
         route = {"provider": routed.provider, "model": routed.model}
         start = m = checked
         threshold = m.policy.threshold
-        m = self._prune(thread, m, trigger="pressure", run=run)
+        m = self._prune(thread, m, self.plan_pressure(m, summary=False), trigger="pressure", run=run)  # the prune step first
         if m.tokens < threshold:
             return Outcome.between("prune_enough", start, m)
         if run.breaker_tripped:
@@ -235,12 +246,11 @@ class Compactor:
         reason = "max_rounds"
         rounds = m.policy.policy.loop_max_compaction_rounds
         for call in range(rounds):
-            units = build_units(unpinned(m), running_turn=running_turn, split_turn=_split_turn(m))
-            sel = self._select(m, units, target=m.policy.target_tokens, tail="auto" if running_turn else "tokens")
-            if not sel.units:  # no attempt was made, so no breaker (§2.8): later steps may free units
+            plan = plan_pressure(m, stale=None, running_turn=running_turn, call=call)  # this summary call, on what the last write left
+            if not plan.summarizes:  # no attempt was made, so no breaker (§2.8): later steps may free units
                 reason = "nothing_to_compact"
                 break
-            att = self._summarize(thread, m, sel, trigger="pressure", kind="summary", run_id=run.run_id, running_turn=running_turn, more_calls=call < rounds - 1)
+            att = self._summarize(thread, m, plan, kind="summary", run_id=run.run_id, running_turn=running_turn)
             calls += att.calls
             if not att.advanced:
                 reason = att.reason or "no_progress"
@@ -254,17 +264,37 @@ class Compactor:
             reason = "pinned_over_target"  # the pins alone hold more than compaction aims at
         return Outcome.between(reason, start, m, calls)
 
+    def plan_pressure(self, m: Measured, *, running_turn: bool = True, breaker_tripped: bool = False, summary: bool = True) -> CompactionPlan:
+        """:func:`engine.plan.plan_pressure` of ``m`` with this compactor's prune rule: what
+        :meth:`pressure` does first (the prune step) and its first summary call as ``m`` stands."""
+        return plan_pressure(m, stale=self.stale_rule(m), running_turn=running_turn, breaker_tripped=breaker_tripped, summary=summary)
+
+    def plan_overflow(self, m: Measured) -> CompactionPlan:
+        """:func:`engine.plan.plan_overflow` of ``m`` with this compactor's prune rule."""
+        return plan_overflow(m, stale=self.stale_rule(m))
+
+    @staticmethod
+    def stale_rule(m: Measured) -> StaleRule:
+        """The results the prune step treats as stale (:func:`engine.pruning.stale_results`: before
+        the retained tail and the newest ``loop_recent_tool_rounds`` rounds) and their preview share."""
+        ids = stale_results(unpinned(m), message_tokens=m.meter.count_message, tail_tokens=m.policy.retained_tail_tokens,
+                            recent_rounds=m.policy.policy.loop_recent_tool_rounds)
+        return StaleRule(ids, STALE_PREVIEW_SHARE)
+
     # -- §3 overflow ----------------------------------------------------------------------
     def overflow(self, thread: str, run: RunState, *, provider: str | None = None, model: str | None = None) -> Outcome:
         """Overflow recovery work (§3.2): prune without a threshold check, then one shrinking summary
         of the largest balanced head range that keeps the newest unit. Progress = generation growth."""
         start = m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
-        m = self._prune(thread, m, trigger="overflow", run=run)
-        units = build_units(unpinned(m), running_turn=True)
-        sel = select_overflow_head(units, message_tokens=m.meter.count_message)
+        plan = self.plan_overflow(m)
+        if not plan.possible:  # nothing to prune or summarize: the surface cannot change (no progress)
+            return Outcome.between("overflow", start, m)
+        if plan.prune:  # the summary is planned again on what the prune left
+            m = self._prune(thread, m, plan, trigger="overflow", run=run)
+            plan = plan_overflow(m, stale=None)
         calls = 0
-        if sel.units:
-            att = self._summarize(thread, m, sel, trigger="overflow", kind="summary", run_id=run.run_id, running_turn=True)
+        if plan.summarizes:
+            att = self._summarize(thread, m, plan, kind="summary", run_id=run.run_id, running_turn=True)
             calls = att.calls
             if att.advanced:
                 m = self.measure(self._snapshot(thread), ephemeral=run.ephemeral, provider=provider, model=model)
@@ -304,8 +334,8 @@ class Compactor:
                     )
                 return result
 
-            sel = self._manual_selection(m)
-            if not sel.units:
+            plan = plan_manual(m)
+            if not plan.summarizes:
                 state = m.snapshot.state
                 over, note = self._over_threshold(m, reached_limit=False, nothing_selectable=True)
                 why: str | None = "insufficient_history"
@@ -314,17 +344,21 @@ class Compactor:
                 return audited(ManualResult("no_op", why, before, before, 0, state.boundary, state.generation, 0, still_over_threshold=over, note=note))
             calls = compacted = 0
             att = None
+            more = False  # stopped at the call limit with more to take
             limit = max(1, m.policy.policy.loop_max_compaction_rounds)
             for call in range(limit):
-                att = self._summarize(thread, m, sel, trigger="manual", kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer, operator=operator,
-                                      more_calls=call < limit - 1, instructions=instructions)
+                att = self._summarize(thread, m, plan, kind="manual", run_id=None, running_turn=False, tx=tx, summarizer=summarizer, operator=operator,
+                                      instructions=instructions)
                 calls += att.calls
                 if not att.advanced:
                     break
                 compacted += att.compacted_messages
                 m = self.measure(tx.snapshot())
-                sel = self._manual_selection(m)
-                if not sel.units:
+                if call + 1 == limit:  # no further call: only whether there was more to take
+                    more = bool(manual_selection(m).units)
+                    break
+                plan = plan_manual(m, call=call + 1)  # the next call, on what this one left
+                if not plan.summarizes:
                     break
             assert att is not None
             if compacted == 0:
@@ -334,17 +368,12 @@ class Compactor:
                     failure.explain(att.detail)
             else:
                 state = m.snapshot.state
-                more = bool(sel.units) and att.advanced  # stopped at the call limit with more to take
                 over, note = self._over_threshold(m, reached_limit=more, rejected=None if att.advanced else att.reason)
                 why = None
                 if m.tokens > m.policy.target_tokens and pinned_tokens(m) > m.policy.target_tokens:
                     why, note = "pinned_over_target", pins_note(m) + (f"; {note}" if note else "")
                 return audited(ManualResult("completed", why, before, m.tokens, compacted, state.boundary, state.generation, calls, still_over_threshold=over, note=note))
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
-
-    def _manual_selection(self, m: Measured) -> Selection:
-        """Everything before the retained tail (§4.3): :func:`engine.plan.manual_selection`."""
-        return manual_selection(m)
 
     def _over_threshold(self, m: Measured, *, reached_limit: bool, nothing_selectable: bool = False, rejected: str | None = None) -> tuple[bool, str | None]:
         """(still at or over the threshold, why in words) for a manual result."""
@@ -369,31 +398,29 @@ class Compactor:
         what = "nothing before the retained tail can be summarized" if nothing_selectable else "the rest is the retained tail"
         costs = [(sum(m.meter.count_message(x) for x in u.messages), u.first_id) for u in units]
         big, big_id = max(costs, key=lambda c: c[0]) if costs else (0, None)
-        request = _request_text(m.snapshot)
+        request = request_text(m)
         why = f"; the largest unit kept, from message #{big_id}, is {big:,} tokens and is indivisible" if big_id is not None else ""
         if request and m.meter.count_text(request) * 2 >= threshold:
             why += f"; the current request alone is {m.meter.count_text(request):,} tokens and stays verbatim"
         return True, f"{head}: {what} ({kept_tokens:,} tokens kept verbatim; system prompt and tools {fixed:,}, summary {summary:,}{why})"
 
     # -- shared steps ---------------------------------------------------------------------
-    def _select(self, m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto", give_way: bool = False) -> Selection:
-        return select_units(m, units, target=target, tail=tail, give_way=give_way)  # the pure decision (engine.plan)
-
-    def _prune(self, thread: str, m: Measured, *, trigger: Trigger, run: RunState) -> Measured:
-        """One prune step (§2.3): results over the limit, and results before the protected tail
-        (the retained tail and the newest ``loop_recent_tool_rounds`` rounds) whose preview is
-        smaller; both keep their ids in the preview and cost no summarizer call."""
+    def _prune(self, thread: str, m: Measured, plan: CompactionPlan, *, trigger: Trigger, run: RunState) -> Measured:
+        """Apply the prune step of ``plan`` (§2.3): offload the results it names (over the limit,
+        and those before the protected tail whose preview is smaller, at the stale budget); both
+        keep their ids in the preview and cost no summarizer call. A result the Workdir refuses stays
+        (a ``prune_failed`` event); one another writer pruned meanwhile is left to it."""
+        if not plan.prune:
+            return m
         pol = m.policy.policy
         started = time.perf_counter()
-        history = unpinned(m)
-        stale = stale_results(history, message_tokens=m.meter.count_message, tail_tokens=m.policy.retained_tail_tokens, recent_rounds=pol.loop_recent_tool_rounds)
         report = prune_surface(
-            history,
+            unpinned(m),
             workdir=self.workdir,
             count_tokens=m.meter.count_text,
             limit_tokens=pol.tool_result_limit_tokens,
             preview_tokens=pol.preview_tokens,
-            stale=stale,
+            stale=frozenset(plan.prune_stale),
         )
         if not report.pruned:
             if report.failed:
@@ -402,7 +429,7 @@ class Compactor:
         pruned = {p.message_id: p for p in report.pruned if p.message_id is not None}
         # what the previews leave out, against the surface after the prune (outside the row lock)
         left_out = prune_dropped(report, m.surface.messages, system_prompt=m.envelope.system_prompt,
-                                 summary=m.surface.summary, current_request=_request_text(m.snapshot))
+                                 summary=m.surface.summary, current_request=request_text(m))
         with self.store.locked(thread) as tx:
             # another run may have pruned some of these, or moved the boundary past them, meanwhile
             ids = tx.prunable(list(pruned))
@@ -429,7 +456,7 @@ class Compactor:
                 failed=_failures(report),
                 duration_ms=_ms_since(started),
                 **(left_out if set(ids) == set(pruned) else prune_dropped(report, m.surface.messages, system_prompt=m.envelope.system_prompt,
-                                                                          summary=m.surface.summary, current_request=_request_text(m.snapshot), ids=set(ids))),
+                                                                          summary=m.surface.summary, current_request=request_text(m), ids=set(ids))),
             )
             write_event(tx, event, trigger=trigger, run_id=run.run_id)
         return after
@@ -438,9 +465,8 @@ class Compactor:
         self,
         thread: str,
         m: Measured,
-        sel: Selection,
+        plan: CompactionPlan,
         *,
-        trigger: Trigger,
         kind: str,
         run_id: int | None,
         running_turn: bool,
@@ -448,14 +474,16 @@ class Compactor:
         summarizer: Summarizer | None = None,
         operator: str | None = None,
         instructions: str | None = None,
-        more_calls: bool = False,
     ) -> _Attempt:
-        """The one summary path: summarize the selection, validate, compare-and-swap, record."""
+        """The one summary path: summarize the range ``plan`` selected within its budgets, validate,
+        compare-and-swap, record (the event under ``plan.trigger``)."""
         started = time.perf_counter()
+        sel, trigger = plan.selection, cast(Trigger, plan.trigger)
+        assert sel is not None
         snap = m.snapshot
         state = snap.state
         meter = m.meter
-        current = _request_text(snap)
+        current = request_text(m)
         replaced = sum(meter.count_message(x) for x in sel.messages) + (meter.count_text(state.summary) if state.summary else 0)
         summarizer = summarizer if summarizer is not None else self.summarizer  # a manual compaction may choose its own
         who = provenance(summarizer)  # who writes it: name and endpoint host (never the key)
@@ -490,15 +518,14 @@ class Compactor:
             detail = rejection_detail(CannotCompact("", reason=reason), {**base, "reason": reason, **extra})
             return _Attempt(False, reason, calls, state.generation, state.boundary, m.tokens, 0, detail)
 
-        budgets = summary_request_budgets(m, sel, current=current, more_calls=more_calls)  # the budget rule (engine.plan)
         request = SummaryRequest(
             messages=sel.messages,
             previous_summary=state.summary,
             current_request=current,
             # finished turns only (no turn_user/round unit taken): the range is not in the running turn
             running_turn=running_turn and _in_last_turn(sel, history_part(m.surface)),
-            max_tokens=budgets[0],
-            identifier_tokens=budgets[1],
+            max_tokens=plan.max_tokens,  # the budget rule (engine.plan.summary_request_budgets)
+            identifier_tokens=plan.identifier_tokens,
             retries=m.policy.policy.summary_retries,
             # what stays verbatim after the range (pinned messages too): the identifiers it mentions are kept first
             retained=tuple(x for x in history_part(m.surface) if x.id is not None and (x.id > sel.boundary or x.id in pins)) if sel.boundary is not None else (),
@@ -608,10 +635,9 @@ def _pins_of(m: Measured) -> frozenset[int]:
 
 def unpinned(m: Measured) -> tuple[Message, ...]:
     """The surface's history without the pinned messages (widened to their tool rounds): what
-    compaction may prune or summarize. A pinned message stays verbatim in its place."""
-    history = history_part(m.surface)
-    pins = _pins_of(m)
-    return tuple(x for x in history if x.id not in pins) if pins else history
+    compaction may prune or summarize (:func:`engine.plan.unpinned_history`). A pinned message
+    stays verbatim in its place."""
+    return unpinned_history(m)
 
 
 def pinned_tokens(m: Measured) -> int:
@@ -664,17 +690,6 @@ def _dropped(sel: Selection, previous: str | None, summary: str, after: Measured
     fields = found.event_fields()
     fields["dropped"] = tuple(DroppedEntry(kind=d.kind, value=d.value, referenced=d.referenced) for d in found.dropped)
     return {**fields, "specifics_ms": _ms_since(started)}
-
-
-def _request_text(snap: Snapshot) -> str | None:
-    """The user's current request (§2.5): the store's, when it is a real request
-    (:func:`engine.units.is_request`), else the newest real request in view, else none (a command's
-    output such as ``/exit``'s "Goodbye!" is never copied into a summary as the request)."""
-    stored = snap.current_request
-    if stored is not None and is_request(stored):
-        return stored.content
-    visible = current_request(snap.messages)
-    return visible.content if visible is not None else None
 
 
 def _left_out_counts(p: Pruned) -> dict[str, int]:

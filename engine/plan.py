@@ -1,8 +1,14 @@
-"""Compaction as a plan: the pure decisions of how much a summary may take and which units it takes.
+"""Compaction as a plan: the pure decisions of whether to compact, which results to prune, which
+units a summary takes and how much it may take.
 
 No I/O and no store: token counts come in as functions (the meter's cached per-message count), the
-policy as a :class:`ResolvedPolicy`. The :mod:`engine.compactor` applies these decisions against the
-store, the Workdir and a summarizer (issue 24: "compaction as plan, then apply").
+policy as a :class:`ResolvedPolicy`. Each trigger has its plan, a :class:`CompactionPlan`:
+:func:`plan_manual` (Compact now), :func:`plan_pressure` (before a model step: prune first, a
+summary of the oldest units only when the prune is not enough) and :func:`plan_overflow` (after a
+context-overflow error: prune, then one summary of the largest balanced head range; nothing to do
+when neither would change the surface). The :mod:`engine.compactor` applies a plan against the
+store, the Workdir and a summarizer, and plans again from what each write left (issue 24:
+"compaction as plan, then apply").
 
 The summary budget (docs/compaction.md, "Summary budget") is a rule, not a per-trace tuning:
 
@@ -18,8 +24,8 @@ The summary budget (docs/compaction.md, "Summary budget") is a rule, not a per-t
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable, Iterable, Protocol, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Callable, Iterable, NamedTuple, Protocol, Sequence
 
 from .messages import META_PRUNED, Message, Surface, summary_message
 from .meter import Measurement
@@ -27,15 +33,33 @@ from .policy import SUMMARY_MAX_SHARE, SUMMARY_MIN_TOKENS, ResolvedPolicy, summa
 from .previews import replacement_preview
 from .specifics import expand_grouped, extract_identifiers, group_identifiers
 from .surface import history_part
-from .units import Selection, TailRule, Turn, Unit, build_units, current_request, is_request, pinned_rounds, prefix_ends, select_prefix
+from .units import (
+    Selection,
+    TailRule,
+    Turn,
+    Unit,
+    build_units,
+    current_request,
+    is_request,
+    pinned_rounds,
+    prefix_ends,
+    select_overflow_head,
+    select_prefix,
+)
 from .views import Snapshot
 
 __all__ = [
     "IDENTIFIER_ROOM_SHARE",
     "CompactionPlan",
     "Measured",
+    "StaleRule",
     "manual_selection",
+    "overflow_selection",
     "plan_manual",
+    "plan_overflow",
+    "plan_pressure",
+    "pressure_selection",
+    "prune_candidates",
     "request_text",
     "select_units",
     "unpinned_history",
@@ -290,16 +314,28 @@ class Measured(Protocol):
 
 @dataclass(frozen=True)
 class CompactionPlan:
-    """What Compact now would do on a thread as measured (read only).
+    """What one compaction step would do on a thread as measured (read only).
 
-    ``possible`` False: nothing before the retained tail can be summarized (``reason`` says why,
-    ``insufficient_history``); nothing would be written. Otherwise the first summary call's range:
-    ``selected_messages`` messages up to ``selected_boundary`` (``removed_tokens`` of them), the
-    previous summary replaced with them (``replaced_tokens`` in all), the request's ``max_tokens``
-    and ``identifier_tokens`` budgets, and ``expected_after``: the envelope with the projected
-    summary in place of the range (a projection, :func:`engine.plan.summary_estimate`; the
-    summarizer's text decides the real figure). ``pruned`` is not planned here: Compact now does
-    not prune."""
+    ``trigger``: ``manual``, ``pressure`` or ``overflow``. ``possible`` False: nothing would be
+    written, and ``reason`` says why (``insufficient_history``, ``below_threshold``, ``auto_off``,
+    ``nothing_to_compact``). Otherwise:
+
+    - **prune** (pressure and overflow; Compact now does not prune): ``prune``, the tool results
+      the prune step offloads (at or over their limit, not pruned yet; the Workdir may still refuse
+      one, :func:`prune_candidates`), ``prune_stale`` those of them before the protected tail (the
+      smaller stale budget), ``prune_tokens`` what they take now;
+    - **summary** (the first summary call, planned on the surface as measured: after a prune the
+      compactor plans again from what it left): ``selected_messages`` messages from
+      ``first_selected`` up to ``selected_boundary`` (``removed_tokens`` of them), the previous
+      summary replaced with them (``replaced_tokens`` in all), the request's ``max_tokens`` and
+      ``identifier_tokens`` budgets, and ``expected_after``: the envelope with the projected summary
+      in place of the range (a projection, :func:`engine.plan.summary_estimate`; the summarizer's
+      text decides the real figure). No range (``selected_messages`` 0) with ``reason`` set: no
+      summary is planned (``breaker_tripped``: the run's breaker stops automatic summaries;
+      ``nothing_to_compact``: nothing before the retained tail can be summarized).
+
+    ``selection`` is the range itself (the units the compactor hands the summarizer); it is no
+    figure of the plan: :meth:`as_dict` (what ``compaction compact --plan --json`` prints) leaves it out."""
 
     trigger: str
     possible: bool
@@ -317,6 +353,29 @@ class CompactionPlan:
     identifier_tokens: int = 0
     expected_after: int | None = None
     pinned: tuple[int, ...] = ()
+    prune: tuple[int, ...] = ()
+    prune_stale: tuple[int, ...] = ()
+    prune_tokens: int = 0
+    selection: Selection | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def summarizes(self) -> bool:
+        """Whether a summary call is planned (a range is selected)."""
+        return self.selection is not None and bool(self.selection.units)
+
+    def as_dict(self) -> dict[str, object]:
+        """The plan's figures (every field but ``selection``), for JSON."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "selection"}
+
+
+class StaleRule(NamedTuple):
+    """What the prune step treats as stale (:func:`engine.pruning.stale_results` of the unpinned
+    history: tool results before the protected tail) and the share of ``preview_tokens`` their
+    replacement gets (:data:`engine.pruning.STALE_PREVIEW_SHARE`). Handed in by the caller: the
+    pruning module sits beside this one, not below it."""
+
+    ids: frozenset[int]
+    share: float
 
 
 def request_text(m: Measured) -> str | None:
@@ -390,24 +449,129 @@ def summary_request_budgets(m: Measured, sel: Selection, *, current: str | None,
                            request_tokens=meter.count_text(current) if current else None)
 
 
-def plan_manual(m: Measured) -> CompactionPlan:
-    """What Compact now would do first on ``m``: the range, the budgets of its summary request
-    (as :meth:`engine.compactor.Compactor._summarize` computes them) and the projected envelope."""
+def _summary_plan(trigger: str, m: Measured, sel: Selection, *, more_calls: bool, pins: tuple[int, ...], prune: tuple[tuple[int, ...], tuple[int, ...], int] = ((), (), 0),
+                  current: str | None = None) -> CompactionPlan:
+    """The plan of one summary call of ``sel`` on ``m`` (``sel`` not empty): its range, the budgets
+    of its request (:func:`summary_request_budgets`, as the compactor sends them) and the projected envelope."""
     pol, meter, state = m.policy, m.meter, m.snapshot.state
-    sel = manual_selection(m)
-    pins = tuple(sorted(_pins(m)))
-    if not sel.units:
-        return CompactionPlan("manual", False, "insufficient_history", m.tokens, pol.threshold, pol.target_tokens, pinned=pins)
-    limit = max(1, pol.policy.loop_max_compaction_rounds)
     removed = sum(meter.count_message(x) for x in sel.messages)
     previous_text = meter.count_text(state.summary) if state.summary else 0
     framing = meter.count_message(summary_message(""))
-    max_tokens, identifier_tokens = summary_request_budgets(m, sel, current=request_text(m), more_calls=limit > 1)
+    max_tokens, identifier_tokens = summary_request_budgets(m, sel, current=current, more_calls=more_calls)
     estimate = summary_estimate(pol, framing=framing, previous_summary=m.measurement.breakdown["summary"])
     expected = m.tokens - removed - m.measurement.breakdown["summary"] + estimate(removed)
+    messages = sel.messages
     return CompactionPlan(
-        "manual", True, None, m.tokens, pol.threshold, pol.target_tokens,
-        selected_messages=len(sel.messages), selected_boundary=sel.boundary, first_selected=sel.messages[0].id if sel.messages else None,
+        trigger, True, None, m.tokens, pol.threshold, pol.target_tokens,
+        selected_messages=len(messages), selected_boundary=sel.boundary, first_selected=messages[0].id if messages else None,
         removed_tokens=removed, replaced_tokens=removed + previous_text, planned_tokens=sel.planned_tokens or removed,
         max_tokens=max_tokens, identifier_tokens=identifier_tokens, expected_after=expected, pinned=pins,
+        prune=prune[0], prune_stale=prune[1], prune_tokens=prune[2], selection=sel,
     )
+
+
+def plan_manual(m: Measured, *, call: int = 0) -> CompactionPlan:
+    """What Compact now would do on ``m`` as its ``call``-th summary call (0: the first): the range
+    (:func:`manual_selection`), the budgets of its summary request and the projected envelope."""
+    pins = tuple(sorted(_pins(m)))
+    sel = manual_selection(m)
+    if not sel.units:
+        return CompactionPlan("manual", False, "insufficient_history", m.tokens, m.policy.threshold, m.policy.target_tokens, pinned=pins)
+    limit = max(1, m.policy.policy.loop_max_compaction_rounds)
+    return _summary_plan("manual", m, sel, more_calls=call < limit - 1, pins=pins, current=request_text(m))
+
+
+# -- pressure (§2) and overflow (§3): prune first, then summarize --------------------------------
+
+
+def prune_candidates(history: Sequence[Message], count_text: Callable[[str], int], *, limit_tokens: int, preview_tokens: int,
+                     stale: StaleRule) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    """``(ids, stale ids, tokens)`` of the tool results of ``history`` (the unpinned history) the
+    prune step offloads: not pruned yet and counting more than their limit: ``limit_tokens``, or
+    for a stale result (``stale.ids``) its replacement budget ``stale.share × preview_tokens``
+    (at most ``preview_tokens`` and ``limit_tokens``), the rule of :func:`engine.pruning.prune_surface`.
+    A candidate may still stay as it is when it is applied: the Workdir refuses the original, or
+    the budget cannot hold the preview's header (a failed prune, recorded)."""
+    stale_budget = min(max(1, int(preview_tokens * stale.share)), preview_tokens)
+    ids: list[int] = []
+    stale_ids: list[int] = []
+    tokens = 0
+    for x in history:
+        if x.role != "tool" or x.id is None or x.metadata.get(META_PRUNED):
+            continue
+        old = x.id in stale.ids
+        n = count_text(x.content)
+        if n > (min(limit_tokens, stale_budget) if old else limit_tokens):
+            ids.append(x.id)
+            tokens += n
+            if old:
+                stale_ids.append(x.id)
+    return tuple(ids), tuple(stale_ids), tokens
+
+
+def _prune_part(m: Measured, stale: StaleRule | None) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    if stale is None:
+        return (), (), 0
+    pol = m.policy.policy
+    return prune_candidates(unpinned_history(m), m.meter.count_text, limit_tokens=pol.tool_result_limit_tokens, preview_tokens=pol.preview_tokens, stale=stale)
+
+
+def pressure_selection(m: Measured, *, running_turn: bool = True) -> Selection:
+    """The range of a pressure summary call (§2.4): the oldest units before the retained tail
+    (the running turn's rounds are units of their own when ``running_turn``; a finished turn larger
+    than the target is cut into its rounds), enough of them to reach the target."""
+    units = build_units(unpinned_history(m), running_turn=running_turn, split_turn=turn_over(m.policy.target_tokens, m.meter.count_message))
+    return select_units(m, units, target=m.policy.target_tokens, tail="auto" if running_turn else "tokens")
+
+
+def overflow_selection(m: Measured) -> Selection:
+    """The range of the overflow summary (§3.2): the largest tool-pair-balanced head range that
+    keeps the newest unit (:func:`engine.units.select_overflow_head`)."""
+    return select_overflow_head(build_units(unpinned_history(m), running_turn=True), message_tokens=m.meter.count_message)
+
+
+def plan_pressure(m: Measured, *, stale: StaleRule | None, running_turn: bool = True, breaker_tripped: bool = False, call: int = 0,
+                  summary: bool = True) -> CompactionPlan:
+    """What pressure compaction (§2) would do on ``m`` before a model step.
+
+    Nothing below the threshold (``below_threshold``; only for the first call, ``call`` 0: once
+    started, a compaction goes on to the target) or with automatic compaction off (``auto_off``).
+    Otherwise the prune step first (``stale``: the caller's :class:`StaleRule`; None plans no
+    prune, as after the prune step), then, unless the run's breaker has tripped or ``summary`` is
+    False (the prune step alone), the ``call``-th summary call of the oldest units
+    (:func:`pressure_selection`; ``loop_max_compaction_rounds`` calls at most). A plan with a prune
+    plans its summary on the surface as it is: the compactor plans again after the prune, and
+    summarizes only when the prune left the envelope at or over the threshold."""
+    pol = m.policy
+    pins = tuple(sorted(_pins(m)))
+    if call == 0 and m.tokens < pol.threshold:
+        return CompactionPlan("pressure", False, "below_threshold", m.tokens, pol.threshold, pol.target_tokens, pinned=pins)
+    if not pol.policy.auto:
+        return CompactionPlan("pressure", False, "auto_off", m.tokens, pol.threshold, pol.target_tokens, pinned=pins)
+    prune = _prune_part(m, stale)
+    why = "breaker_tripped" if breaker_tripped else None
+    sel = pressure_selection(m, running_turn=running_turn) if summary and why is None else None
+    if sel is not None and not sel.units:  # no attempt is made, so no breaker (§2.8): later steps may free units
+        why = "nothing_to_compact"
+    if sel is None or not sel.units:
+        return CompactionPlan("pressure", bool(prune[0]), why, m.tokens, pol.threshold, pol.target_tokens, pinned=pins,
+                              prune=prune[0], prune_stale=prune[1], prune_tokens=prune[2])
+    rounds = pol.policy.loop_max_compaction_rounds
+    return _summary_plan("pressure", m, sel, more_calls=call < rounds - 1, pins=pins, prune=prune, current=request_text(m))
+
+
+def plan_overflow(m: Measured, *, stale: StaleRule | None) -> CompactionPlan:
+    """What overflow recovery (§3.2) would do on ``m`` after the provider refused the request as too
+    long: prune without a threshold check (``stale``: the caller's :class:`StaleRule`; None: no
+    prune), then one summary of the largest balanced head range that keeps the newest unit
+    (:func:`overflow_selection`; planned on the surface as it is, planned again after a prune).
+    ``possible`` False (``nothing_to_compact``): no result to prune and no range to summarize, so
+    the surface cannot change and a retry would send the same request."""
+    pol = m.policy
+    pins = tuple(sorted(_pins(m)))
+    prune = _prune_part(m, stale)
+    sel = overflow_selection(m)
+    if not sel.units:
+        return CompactionPlan("overflow", bool(prune[0]), None if prune[0] else "nothing_to_compact", m.tokens, pol.threshold, pol.target_tokens, pinned=pins,
+                              prune=prune[0], prune_stale=prune[1], prune_tokens=prune[2])
+    return _summary_plan("overflow", m, sel, more_calls=False, pins=pins, prune=prune, current=request_text(m))

@@ -265,20 +265,31 @@ def cmd_compact(args: argparse.Namespace) -> int:
 
 
 def _compact_plan(args: argparse.Namespace) -> int:
-    """``compact --plan``: what Compact now would do (:meth:`engine.service.compaction.CompactionFacet.plan`), nothing written."""
-    from dataclasses import asdict
-
+    """``compact --plan [manual|pressure|overflow]``: what a compaction would do (:meth:`engine.service.compaction.CompactionFacet.plan`):
+    Compact now (the default), the pressure path before the next model step, or overflow recovery; nothing written."""
+    trigger = args.plan if isinstance(args.plan, str) else "manual"
     with _service(args) as svc:
-        plan = svc.compaction.plan(args.thread)
-    data = {"thread": args.thread, **asdict(plan)}
+        plan = svc.compaction.plan(args.thread, trigger=trigger)
+    data = {"thread": args.thread, **plan.as_dict()}
     if args.json:
         emit_json(data)
         return EXIT_OK
     if not plan.possible:
         print(f"nothing to compact ({plan.reason}): {plan.tokens_before} tokens, threshold {plan.threshold}; nothing written")
         return EXIT_OK
+    if plan.prune:
+        stale = f"; {len(plan.prune_stale)} of them before the protected tail, at the smaller stale budget" if plan.prune_stale else ""
+        ids = ", ".join(f"#{i}" for i in plan.prune[:12]) + (f" and {len(plan.prune) - 12} more" if len(plan.prune) > 12 else "")
+        print(f"would prune {len(plan.prune)} tool result(s) ({ids}: {plan.prune_tokens} tokens now{stale})")
+    if not plan.summarizes:
+        print(f"no summary ({plan.reason}); tokens {plan.tokens_before}, threshold {plan.threshold}; nothing written")
+        return EXIT_OK
+    first = "in the first call"
+    if plan.prune:
+        first = ("then, if the prune leaves the thread at or over the threshold, the first call (planned on the thread as it is now)"
+                 if plan.trigger == "pressure" else "then, in one call (planned on the thread as it is now)")
     print(f"would summarize {plan.selected_messages} messages (#{plan.first_selected}..#{plan.selected_boundary}, {plan.removed_tokens} tokens; "
-          f"{plan.replaced_tokens} with the previous summary) in the first call: summary budget {plan.max_tokens} + {plan.identifier_tokens} for identifiers")
+          f"{plan.replaced_tokens} with the previous summary) {first}: summary budget {plan.max_tokens} + {plan.identifier_tokens} for identifiers")
     print(f"tokens {plan.tokens_before} -> about {plan.expected_after} (target {plan.target}, threshold {plan.threshold}); nothing written")
     return EXIT_OK
 
@@ -428,7 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--thread", required=True)
     c.add_argument("--instructions", help="what the summary must keep (paths, ids, tools…); default: the thread's standing instructions")
     c.add_argument("--reason", help="why (recorded in the audit log)")
-    c.add_argument("--plan", action="store_true", help="say what compacting now would do (the range, the budgets, the projected tokens); write nothing")
+    c.add_argument("--plan", nargs="?", const="manual", default=None, choices=("manual", "pressure", "overflow"), metavar="TRIGGER",
+                   help="say what compacting now would do (the range, the budgets, the projected tokens); write nothing. "
+                        "--plan pressure: what the pressure path would do before the next model step (prune first, then a summary); "
+                        "--plan overflow: what overflow recovery would do")
     c.add_argument("--json", action="store_true")
     c.set_defaults(func=cmd_compact)
 

@@ -58,12 +58,31 @@ class CompactionFacet:
         self._core.remeasure([key])  # only after a compaction: a refused one writes nothing at all
         return result
 
-    def plan(self, key: str) -> CompactionPlan:
-        """What Compact now would do on thread ``key`` at this moment, without doing it: the range
-        its first summary call takes, that request's budgets and the projected envelope
-        (:func:`engine.plan.plan_manual`). Reads the thread once (no lock, no busy check) and writes nothing."""
+    def plan(self, key: str, *, trigger: str = "manual") -> CompactionPlan:
+        """What a compaction of thread ``key`` would do at this moment, without doing it. ``manual``
+        (Compact now, :func:`engine.plan.plan_manual`): the range its first summary call takes,
+        that request's budgets and the projected envelope. ``pressure`` (before the next model
+        step, :func:`engine.plan.plan_pressure`, measured for the route of the newest completed
+        request; ``no_completed_request`` when there is none): whether it is due, the tool results
+        the prune step offloads, and the first summary call as the thread stands (after a prune the
+        compactor plans that call again). ``overflow`` (recovery after a context-overflow error,
+        :func:`engine.plan.plan_overflow`, for the thread's route): the prune and the head range,
+        or ``nothing_to_compact`` when neither would change the surface. A run's ephemeral notes
+        and breaker are not known here (none, not tripped). Reads the thread once (no lock, no
+        busy check) and writes nothing."""
         core = self._core
-        return plan_manual(core.compactor.measure(core.store.snapshot(key, with_busy=False)))
+        if trigger not in ("manual", "pressure", "overflow"):
+            raise EngineError(f"trigger must be 'manual', 'pressure' or 'overflow', not {trigger!r}", code="invalid_argument")
+        snap = core.store.snapshot(key, with_busy=False)
+        if trigger == "manual":
+            return plan_manual(core.compactor.measure(snap))
+        if trigger == "overflow":
+            return core.compactor.plan_overflow(core.compactor.measure(snap))
+        routed = core.store.last_completed_request(key)
+        m = core.compactor.measure(snap, provider=routed.provider if routed else None, model=routed.model if routed else None)
+        if routed is None:  # pressure is measured for a completed request's route: none yet, no compaction
+            return CompactionPlan("pressure", False, "no_completed_request", m.tokens, m.policy.threshold, m.policy.target_tokens)
+        return core.compactor.plan_pressure(m)
 
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
         """Revert the thread's last compaction of ours, or redo it when the last act was a revert
