@@ -34,7 +34,7 @@ import asyncio
 import copy
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import fields as dataclass_fields, replace
 from types import SimpleNamespace
 from typing import Any, Sequence
 
@@ -241,6 +241,25 @@ def _built(members: Sequence[tuple[Message, bool]], cache: BuiltCache | None) ->
     return built
 
 
+def _marked(message: ModelMessage) -> ModelMessage:
+    """A shallow copy of ``message`` whose metadata carries :data:`MARK` (``dataclasses.replace``
+    without running the class's ``__init__`` and checks again: the message is a valid one already;
+    every field of these dataclasses is an init field, so the copies are the same)."""
+    metadata = {**(message.metadata or {}), MARK: True}
+    cls = type(message)
+    if cls in _PLAIN:
+        copy_ = object.__new__(cls)
+        copy_.__dict__.update(message.__dict__)
+        copy_.metadata = metadata
+        return copy_
+    return replace(message, metadata=metadata)
+
+
+#: the message classes :func:`_marked` copies by their ``__dict__`` (no slots, no init=False fields)
+_PLAIN = frozenset(c for c in (ModelRequest, ModelResponse)
+                   if "__slots__" not in c.__dict__ and all(f.init for f in dataclass_fields(c)))
+
+
 def _with_system(messages: list[ModelMessage], parts: list[Any]) -> list[ModelMessage]:
     """Put the history's system prompt parts back in front of the first request."""
     if not parts:
@@ -359,7 +378,7 @@ class EngineCompaction(AbstractCapability[Any]):
 
     def _surface(self, measured: object, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
         items = [(i.message, i.pruned) for i in surface_items(measured)]
-        built = [replace(m, metadata={**(m.metadata or {}), MARK: True}) for m in from_engine(items, cache=self._built)]
+        built = [_marked(m) for m in from_engine(items, cache=self._built)]
         return _with_system(built, system_parts(messages))
 
     def _prepare(self, model: object, messages: list[ModelMessage], params: object) -> tuple[Call, list[ModelMessage]]:
