@@ -136,11 +136,28 @@ def from_engine(message: Message, *, preview: bool = False) -> list[dict[str, An
     replaces its ``output``. Messages the engine made itself become easy input messages."""
     raw = message.metadata.get(META_RAW)
     if isinstance(raw, (list, tuple)):
-        items = [copy.deepcopy(dict(i)) for i in raw]
+        items = [_copied(dict(i)) for i in raw]
         if preview and message.role == "tool" and items:
             items[0]["output"] = message.content
         return items
     return [{"role": message.role if message.role in ("user", "developer") else "system", "content": message.content}]
+
+
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def _copied(value: Any) -> Any:
+    """``copy.deepcopy`` of an item: JSON-shaped values (dicts, lists, strings, numbers) copied
+    directly (the surface's items are copied on every call, a deep copy's generic machinery was
+    most of it), anything else by ``copy.deepcopy``."""
+    kind = type(value)
+    if kind is dict:
+        return {k: _copied(v) for k, v in value.items()}
+    if kind is list:
+        return [_copied(v) for v in value]
+    if kind in _ATOMS:
+        return value
+    return copy.deepcopy(value)
 
 
 def _fingerprint(item: object) -> str:
