@@ -325,6 +325,29 @@ def test_cli_compact_plan_pressure(make_service, new_key, sqlite_url, capsys):
     assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan", "pressure", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["trigger"] == "pressure" and "selection" not in data and data["tokens_before"] > 0
+    assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan", "pressure"]) == 0
+    assert "nothing written" in capsys.readouterr().out  # the CLI's own policies: a 128k window, under its threshold
     assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan", "overflow"]) == 0
     assert "nothing written" in capsys.readouterr().out
     assert thread_state(svc, key) == before
+
+
+def test_cli_shows_the_prune_and_the_summary_of_a_pressure_plan(make_service, new_key, sqlite_url, capsys, monkeypatch):
+    """The text of ``--plan pressure`` for the test policy's plan (the CLI's own policies have a 128k
+    window): the results it prunes, then the summary it would make if the prune is not enough."""
+    from engine.cli import main
+    from engine.service.compaction import CompactionFacet
+
+    svc = make_service(Counting())
+    key = new_key("plan-cli-text")
+    log_id, kb_id = big_results_thread(svc, key)
+    finished_turns(svc, key, 20)
+    route(svc, key)
+    plan = svc.compaction.plan(key, trigger="pressure")
+    assert plan.prune and plan.summarizes
+    monkeypatch.setattr(CompactionFacet, "plan", lambda self, k, trigger="manual": plan)
+    assert main(["compact", "--db", sqlite_url, "--thread", key, "--plan", "pressure"]) == 0
+    text = capsys.readouterr().out
+    assert f"would prune {len(plan.prune)} tool result(s) (#{log_id}, #{kb_id}: {plan.prune_tokens} tokens now" in text
+    assert "then, if the prune leaves the thread at or over the threshold, the first call" in text
+    assert f"would summarize {plan.selected_messages} messages" in text and text.rstrip().endswith("nothing written")
