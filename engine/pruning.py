@@ -28,7 +28,9 @@ from typing import Any, Callable, Collection, Literal, Mapping, Sequence
 
 from engine.events import DroppedEntry
 from engine.messages import META_PRUNED, Message
+from engine.meter import TokenMeter
 from engine.previews import SHORT_HASH, PreviewBudgetError, build_replacement, has_records, is_structured_tool, replacement_preview
+from engine.previews._text import SpaceSplitCounter
 from engine.specifics import DroppedSpecifics, dropped_at_compaction, dropped_specifics, extract_identifiers
 from engine.surface import shown_message
 from engine.views import Offload
@@ -185,6 +187,7 @@ def prune_tool_result(
         raise ValueError(f"need limit_tokens >= 0 and preview_tokens > 0 (got {limit_tokens}, {preview_tokens})")
     if message.metadata.get(META_PRUNED):
         return None
+    count_tokens = _split_counter(count_tokens)
     original_tokens = count_tokens(message.content)
     if original_tokens <= limit_tokens:
         return None
@@ -218,6 +221,16 @@ def prune_tool_result(
         generation=None,  # set by the store when it records the prune
     )
     return Pruned(offload=offload, replacement=shown_message(message, offload), left_out=left_out)
+
+
+def _split_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
+    """``count_tokens`` as a :class:`~engine.previews._text.SpaceSplitCounter` when it is a
+    :class:`~engine.meter.TokenMeter`'s own ``count_text`` (a byte-pair encoding's count, which adds
+    up at a space after a printable character): the previews' fitting then counts each long text
+    once in pieces instead of every probed prefix whole. Anything else is returned as it is."""
+    if isinstance(getattr(count_tokens, "__self__", None), TokenMeter) and getattr(count_tokens, "__func__", None) is TokenMeter.count_text:
+        return SpaceSplitCounter(count_tokens)
+    return count_tokens
 
 
 #: what :func:`_preview` computes for one key: (replacement text, its tokens, specifics it leaves out)
