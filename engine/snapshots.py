@@ -53,6 +53,7 @@ from bisect import bisect_right
 from collections import OrderedDict, deque
 from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -387,11 +388,18 @@ class SnapshotCache:
         except Exception:  # noqa: BLE001 - the full read comes next and says what the database failure is
             log.debug("quick read of %r failed; reading it whole", thread, exc_info=True)
             return None
+        if version is known:  # nothing changed (the same data_version, or the same values read)
+            return entry.snapshot
         if version is not None and version.values == known.values:
+            entry.version = version  # read on the quick connection: its data_version
             return entry.snapshot
         if version is None or not new or new[-1].id != version.last_message_id or any(m.role == "user" for m in new):
             return None
-        self._append_held(entry, new)
+        # the door's kept counts (messages.tokens under tokens_key) of the rows it handed over, when
+        # the new messages are those rows: the tallies take them instead of counting the messages
+        kept = [(r["tokens"], r["tokens_key"]) for _, r in handed] if len(handed) == len(new) and all(
+            m.id == i for m, (i, _) in zip(new, handed)) else None
+        self._append_held(entry, new, kept)
         entry.version = version
         entry.measured = None
         entry.snapshot = _with_messages(entry.snapshot, entry.messages)  # type: ignore[arg-type]
@@ -436,19 +444,31 @@ class SnapshotCache:
         self._append_held(entry, new)
 
     @staticmethod
-    def _append_held(entry: _Entry, new: list[Message]) -> None:
-        """Add ``new`` (read in id order after ``entry.last_id``) to a held entry and its tallies."""
+    def _append_held(entry: _Entry, new: list[Message], kept: Sequence[tuple[Any, Any]] | None = None) -> None:
+        """Add ``new`` (read in id order after ``entry.last_id``) to a held entry and its tallies.
+        ``kept``: per new message, the (count, count key) the write door stored with it (a count
+        under a tally's ``TokenMeter.count_key`` is that meter's count of the message, see
+        ``store.door.with_counts``); a message shown otherwise (pruned) or without one is counted."""
         assert entry.messages is not None and entry.shown is not None
         entry.messages = entry.messages + tuple(new)
         offloads = entry.head.offloads
         shown_new = shown_messages(new, offloads) if offloads else new  # no pruned result: each shown as it is
-        if any(m.role == "tool" and m.metadata and is_closing_marker(m) for m in new):
-            entry.shown = place_closing_markers(shown_messages(entry.messages, entry.head.offloads))
+        for m in new:
+            if m.role == "tool" and m.metadata and is_closing_marker(m):
+                entry.shown = place_closing_markers(shown_messages(entry.messages, entry.head.offloads))
+                break
         else:  # placement of the earlier markers cannot change (see place_closing_markers)
             entry.shown.extend(shown_new)
         entry.last_id = new[-1].id
         for tally in entry.tallies.values():
-            tally.add(shown_new, tally.held_meter().count_messages(shown_new))
+            meter = tally.held_meter()
+            if kept is not None:
+                key = meter.count_key
+                counts = [n if k == key and n is not None and s is m else None for (n, k), s, m in zip(kept, shown_new, new)]
+                if None not in counts:
+                    tally.add(shown_new, counts)  # type: ignore[arg-type]  # no None left
+                    continue
+            tally.add(shown_new, meter.count_messages(shown_new))
 
     def measure(self, snapshot: Snapshot, meter: TokenMeter, *, ephemeral: Sequence[Message] = ()) -> tuple[Surface, Envelope, Measurement]:
         """(surface, envelope, measurement) of ``snapshot``, equal to ``build_surface`` →
@@ -850,16 +870,18 @@ def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:
     return entry.last_id is not None and reader.last_message_id() == entry.last_id
 
 
-_SNAPSHOT_FIELDS = tuple(f.name for f in fields(Snapshot))
+_SNAPSHOT_FIELDS = tuple(f.name for f in fields(Snapshot) if f.name != "messages")
+_snapshot_fields = attrgetter(*_SNAPSHOT_FIELDS)
+_set = object.__setattr__
 
 
 def _with_messages(snapshot: Snapshot, messages: tuple[Message, ...]) -> Snapshot:
     """``replace(snapshot, messages=messages)`` without its generic machinery (the per-step check
     makes one a step): every field copied, ``messages`` set (Snapshot has no ``__post_init__``)."""
     new = object.__new__(Snapshot)
-    for name in _SNAPSHOT_FIELDS:
-        object.__setattr__(new, name, getattr(snapshot, name))
-    object.__setattr__(new, "messages", messages)
+    for name, value in zip(_SNAPSHOT_FIELDS, _snapshot_fields(snapshot)):
+        _set(new, name, value)
+    _set(new, "messages", messages)
     return new
 
 

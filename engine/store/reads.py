@@ -7,6 +7,7 @@ the store's queries share (busy reasons, the messages after the boundary, the co
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -43,7 +44,6 @@ from .records import (
     MESSAGE_COLUMNS,
     MESSAGE_TEXT_COLUMNS,
     _json,
-    _message,
     build_message,
     checked_calls_and_meta,
     conversation_tools,
@@ -644,6 +644,26 @@ class _RawStatement:
         self.names = tuple(c.key for c in stmt.selected_columns)
         self.processors = tuple(c.type._cached_result_processor(dialect, None) for c in stmt.selected_columns)
 
+    def binder(self, name: str) -> Any:
+        """A function of one value giving the driver's parameters with ``name`` set to it and the
+        others to the statement's literals (what :meth:`rows` builds, without the merge per call)."""
+        if self.positional is None:
+            base = dict(self.defaults)
+            return lambda value: {**base, name: value}
+        template = [self.defaults.get(n) for n in self.positional]
+        at = [i for i, n in enumerate(self.positional) if n == name]
+        if len(at) == 1 and at[0] == len(template) - 1:  # the usual case: the last one
+            head = tuple(template[:-1])
+            return lambda value: (*head, value)
+
+        def params(value: Any) -> tuple[Any, ...]:
+            got = list(template)
+            for i in at:
+                got[i] = value
+            return tuple(got)
+
+        return params
+
     def rows(self, cursor: Any, params: Mapping[str, Any], *, process: bool = True) -> list[tuple[Any, ...]]:
         """The rows for ``params``; ``process=False``: as the driver gives them."""
         merged = {**self.defaults, **params}
@@ -688,11 +708,15 @@ class ThreadVersion:
     """What :func:`quick_thread_read` compares: a thread's key row and newest completed request as
     the driver gives them (equal values: the same snapshot, the same route)."""
 
-    __slots__ = ("values", "_processors")
+    __slots__ = ("values", "_processors", "seen", "data_version")
 
-    def __init__(self, values: tuple[Any, ...], processors: Sequence[Any]) -> None:
+    def __init__(self, values: tuple[Any, ...], processors: Sequence[Any], seen: int | None = None, data_version: Any = None) -> None:
         self.values = values
         self._processors = processors
+        #: the quick read's own connection (:attr:`_Held.token`) this version was read on, and that
+        #: connection's ``PRAGMA data_version`` in the same read (None: read elsewhere)
+        self.seen = seen
+        self.data_version = data_version
 
     @property
     def stable(self) -> tuple[Any, ...]:
@@ -747,9 +771,11 @@ def handed_message(id: int, row: Mapping[str, Any]) -> Message:
     text and decoder a read goes through (``message_from_text_row``, SQLite's text path; a
     PostgreSQL ``json`` column keeps the text as written, so its read decodes the same text)."""
     calls, meta, parts = row["tool_calls"], row["meta"], row["parts"]
-    if calls is None and meta is None and parts is None:  # nothing to decode: build_message's own result for NULLs
-        return _message(id, row["role"], row["content"], (), row["tool_call_id"], row["name"], {}, (), (), row["is_error"],
-                        row["meta_kind"], row["source_key"])
+    if calls is None and meta is None and parts is None:  # nothing to decode: build_message's own result for NULLs (records._message)
+        kind, source = row["meta_kind"], row["source_key"]
+        return Message(role=row["role"], content=row["content"], id=id, tool_call_id=row["tool_call_id"], name=row["name"],
+                       metadata=_NO_METADATA, is_error=bool(row["is_error"]), meta_kind=kind if isinstance(kind, str) and kind else None,
+                       source_key=source or None)
 
     def as_text(value: Any) -> Any:
         return None if value is None else json.dumps(value)
@@ -763,19 +789,35 @@ def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | N
     """The per-step pressure check's read: thread ``key``'s version and, when it differs from
     ``known`` by appended messages only (the same key and request but the counters), the messages
     with an id above ``after`` (at most ``limit``) up to the version's last message id; else None
-    for them. Run on a pooled driver connection, each statement on its own (a message is never
-    changed and its id grows under the conversation lock, so the messages up to the version's last
-    message id are the version's). (None, None) when the thread is gone.
+    for them. Run on a driver connection, each statement on its own (a message is never changed
+    and its id grows under the conversation lock, so the messages up to the version's last
+    message id are the version's). (None, None) when the thread is gone. ``known`` itself when
+    nothing changed (or an equal one that carries the quick connection's ``data_version``).
 
     ``handed``: (id, column values) of messages this process's write door committed to the thread
     after ``after`` (``Store.on_appended``), in id order. When they are exactly what the version
     added (as many as its message count grew by, the last one its last message id), they are the
-    messages and none is read; anything else (another writer appended too) reads them."""
+    messages and none is read; anything else (another writer appended too) reads them.
+
+    On a SQLite file the read runs on a connection of its own (:class:`_Held`), which also answers
+    a check with nothing handed from its ``PRAGMA data_version`` alone: the value changes on a
+    connection exactly when another connection (of this process or another) committed since its
+    last read, so a version read there after the pragma gave some value (``ThreadVersion.seen``,
+    ``data_version``) is still the database's version while the pragma gives that value again.
+    (The pragma is not read when rows were handed: our own door commits on a pooled connection,
+    so the value has changed; the next check with nothing handed reads it with the version.)"""
     engine = store.engine
     held = _held_connection(engine)
     if held is not None and held.lock.acquire(blocking=False):
         try:
-            return _quick(held.cursor, engine.dialect, key, known, after, limit, handed)
+            cursor = held.cursor
+            seen: Any = None
+            if not handed:
+                cursor.execute("PRAGMA data_version")
+                seen = cursor.fetchall()[0][0]  # before the version: a commit in between only makes it older
+                if known.seen == held.token and seen == known.data_version:
+                    return known, None
+            return _quick(cursor, held.plan, key, known, after, limit, handed, held.token, seen)
         except BaseException:
             _forget_held(engine, held)  # a failed statement: the next read opens another (this one is closed)
             raise
@@ -783,29 +825,57 @@ def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | N
             held.lock.release()
     raw = engine.raw_connection()
     try:
-        return _quick(raw.cursor(), engine.dialect, key, known, after, limit, handed)  # the cursor closes with the connection
+        return _quick(raw.cursor(), _quick_plan(engine.dialect), key, known, after, limit, handed, None, None)  # the cursor closes with the connection
     finally:
         raw.close()
 
 
-def _quick(cursor: Any, dialect: Any, key: str, known: ThreadVersion, after: int | None, limit: int,
-           handed: Sequence[tuple[int, Mapping[str, Any]]]) -> tuple[ThreadVersion | None, list[Message] | None]:
-    statement = _raw("version", _VERSION[dialect.name == "sqlite"], dialect)
-    rows = statement.rows(cursor, {"key": key}, process=False)
+class _QuickPlan:
+    """The statements of :func:`_quick` for one dialect, compiled once."""
+
+    __slots__ = ("version", "sql", "params", "after", "text")
+
+    def __init__(self, dialect: Any) -> None:
+        text = self.text = dialect.name == "sqlite"
+        self.version = _raw("version", _VERSION[text], dialect)
+        self.sql, self.params = self.version.sql, self.version.binder("key")
+        self.after = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect)
+
+
+_PLANS: dict[tuple[str, str, str], _QuickPlan] = {}
+
+
+def _quick_plan(dialect: Any) -> _QuickPlan:
+    key = (dialect.name, dialect.driver, dialect.paramstyle)
+    plan = _PLANS.get(key)
+    if plan is None:
+        plan = _PLANS[key] = _QuickPlan(dialect)
+    return plan
+
+
+def _quick(cursor: Any, plan: _QuickPlan, key: str, known: ThreadVersion, after: int | None, limit: int,
+           handed: Sequence[tuple[int, Mapping[str, Any]]], token: int | None, seen: Any) -> tuple[ThreadVersion | None, list[Message] | None]:
+    """:func:`quick_thread_read` on ``cursor``; ``token``, ``seen``: the held connection's token
+    and its ``data_version`` read just before (None, None: not both read there)."""
+    cursor.execute(plan.sql, plan.params(key))
+    rows = cursor.fetchall()  # all: a statement left unfinished would keep its read transaction open
     if not rows:
         return None, None
-    values, was = rows[0], known.values
-    version = ThreadVersion(values, statement.processors)
+    values, was = tuple(rows[0]), known.values
+    if seen is None:
+        token = None
+    if values == was:
+        return (known if token is None else ThreadVersion(was, known._processors, token, seen)), None
+    version = ThreadVersion(values, plan.version.processors, token, seen)
     # the same key and request but the counters (adjacent): only messages were appended
-    if values == was or values[_AFTER_COUNTERS:] != was[_AFTER_COUNTERS:] or values[:_COUNT] != was[:_COUNT]:
+    if values[_AFTER_COUNTERS:] != was[_AFTER_COUNTERS:] or values[:_COUNT] != was[:_COUNT]:
         return version, None
     upto = version.last_message_id
-    text = dialect.name == "sqlite"
+    text = plan.text
     if (handed and upto is not None and handed[-1][0] == upto and (after is None or handed[0][0] > after)
             and values[_COUNT] - was[_COUNT] == len(handed)):
         return version, [handed_message(i, r) for i, r in handed]
-    got = _raw(f"after{text}", _MESSAGES_AFTER[text, True], dialect).rows(
-        cursor, {"cid": version.values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
+    got = plan.after.rows(cursor, {"cid": values[0], "after": _NO_ID_BELOW if after is None else after, "limit": limit})
     if len(got) >= limit:  # more than a page: the caller reads them in pages
         return version, None
     messages = [message_from_text_row(r) if text else build_message(*r) for r in got]
@@ -819,7 +889,7 @@ class _Held:
     connections run with ``isolation_level=None``), so a read holds no transaction between checks.
     Closed when the engine is disposed (``Store.close``)."""
 
-    __slots__ = ("conn", "cursor", "lock", "pid", "__weakref__")
+    __slots__ = ("conn", "cursor", "lock", "pid", "token", "plan", "__weakref__")
 
     def __init__(self, engine: Any) -> None:
         fairy = engine.raw_connection()
@@ -828,6 +898,9 @@ class _Held:
         self.cursor = fairy.cursor()
         self.lock = threading.Lock()
         self.pid = os.getpid()
+        #: this connection among every one made (a version read here carries it: ``ThreadVersion.seen``)
+        self.token = next(_TOKENS)
+        self.plan = _quick_plan(engine.dialect)
 
     def drop(self) -> None:
         try:
@@ -837,6 +910,7 @@ class _Held:
 
 
 _HELD: "weakref.WeakKeyDictionary[Any, _Held]" = weakref.WeakKeyDictionary()
+_TOKENS = itertools.count(1)
 _HELD_LOCK = threading.Lock()
 
 

@@ -289,3 +289,112 @@ def test_a_failed_quick_read_gives_up_its_connection_and_the_next_check_opens_an
     svc.store.append_message(key, assistant("and once more"))
     assert_exact(svc, key, run)
     assert reads._HELD[engine] is not broken
+
+
+# -- the quick connection's PRAGMA data_version (SQLite) ------------------------------------------------
+
+
+def version_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records every version statement the quick read runs (after its data_version pragma)."""
+    seen: list[str] = []
+    real = reads._quick
+
+    def spy(cursor: Any, plan: Any, key: str, *args: Any) -> Any:
+        seen.append(key)
+        return real(cursor, plan, key, *args)
+
+    monkeypatch.setattr(reads, "_quick", spy)
+    return seen
+
+
+def _other_process(url: str, code: str) -> None:
+    """Run ``code`` in a fresh interpreter with ``store`` open on ``url`` (another process's writer)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    script = ("import sys; sys.path.insert(0, {!r})\nfrom engine.store import Store\nfrom engine.messages import assistant\n"
+              "store = Store.open({!r})\ntry:\n{}\nfinally:\n    store.close()\n").format(str(root), url, "\n".join("    " + line for line in code.splitlines()))
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_an_unchanged_check_is_answered_from_data_version_until_anyone_else_commits(make_service: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b = make_service(policies=POLICIES), make_service(policies=POLICIES)
+    key = new_thread(a, new_key())
+    other = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 4)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    a.compactor.pressure(key, run)  # the version now carries the quick connection's data_version
+    versions = version_reads(monkeypatch)
+    whole = full_reads(monkeypatch)
+    first = a.compactor.pressure(key, run)
+    a.compactor.pressure(key, run)
+    assert versions == [] and whole == []  # the pragma alone
+
+    # a commit by another connection of this process, to another thread: the version is read again (equal)
+    b.store.append_message(other, assistant("a note on another thread"))
+    again = a.compactor.pressure(key, run)
+    assert versions == [key] and whole == [] and again.measured is first.measured
+    a.compactor.pressure(key, run)
+    assert versions == [key]
+
+    # another process writes between two checks: seen at once, exact
+    url = a.store.url.render_as_string(hide_password=False)
+    _other_process(url, f"store.append_message({key!r}, assistant('a note from another process'))")
+    grown = assert_exact(a, key, run)
+    assert grown.tokens_before > first.tokens_before and versions[-1] == key
+    a.compactor.pressure(key, run)
+    n = len(versions)
+    a.compactor.pressure(key, run)
+    assert len(versions) == n  # unchanged again: the pragma alone
+
+    # another process changes no message, only the route (a completed request) and then the configuration
+    _other_process(url, f"rid = store.record_model_request({key!r}, provider={PROVIDER!r}, model={MODEL!r}, estimated_tokens=1)\n"
+                        "store.complete_model_request(rid, outcome='ok', reported_prompt_tokens=3100, reported_completion_tokens=5)")
+    a.compactor.pressure(key, run)
+    assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 3100
+    assert_exact(a, key, run)
+    _other_process(url, f"with store.locked({key!r}) as tx:\n    tx.configure(system_prompt='You answer in one short line, always.')")
+    out = a.compactor.pressure(key, run)
+    assert out.tokens_before == cold_tokens(a, key, run)
+    assert a.snapshots.pressure_read(key)[0].system_prompt == "You answer in one short line, always."
+
+    # this process's own append (handed over) and then unchanged checks
+    a.store.append_message(key, assistant("a's own note"))
+    assert_exact(a, key, run)
+    a.compactor.pressure(key, run)
+    n = len(versions)
+    a.compactor.pressure(key, run)
+    assert len(versions) == n
+
+
+def test_a_version_read_on_another_connection_never_takes_the_pragma_shortcut(make_service: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data_version is a property of one connection: a version read in a whole read (a pooled
+    connection) or on a quick connection since replaced carries none that the pragma could match."""
+    svc = make_service(policies=POLICIES)
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 2)
+    run = RunState(run_id=None)
+    assert_exact(svc, key, run)
+    entry = svc.snapshots._entries[key]
+    assert entry.version is not None and entry.version.seen is not None
+    svc.snapshots.invalidate(key)
+    svc.compactor.pressure(key, run)  # read whole: the version carries no data_version
+    entry = svc.snapshots._entries[key]
+    assert entry.version is not None and entry.version.seen is None
+    versions = version_reads(monkeypatch)
+    svc.compactor.pressure(key, run)
+    assert versions == [key]
+    svc.compactor.pressure(key, run)
+    assert versions == [key]
+    # the quick connection replaced: its token differs, the version is read again
+    engine = svc.store.engine
+    reads._forget_held(engine, reads._HELD[engine])
+    svc.compactor.pressure(key, run)
+    assert versions == [key, key]
+    assert_exact(svc, key, run)
