@@ -84,7 +84,7 @@ class EngineReplay:
     meter's count of it — the per-message sum the incremental tally of :mod:`engine.snapshots`
     makes (no compaction happened since, so nothing else changed; ephemeral notes are the run's
     and none are added here). While that sum stays below the threshold the step costs no database
-    work; the messages are written (one ``append_messages`` through the write door, which checks the
+    work; the messages are written (one ``take_in``, the step's intake, through the write door, which checks the
     conversation invariants and stores each message's count from the meter's cache, where
     :meth:`add` put it: ``bulk_append``, the import path, counts every message again) and the real pressure path runs (``Compactor.pressure`` over the
     :class:`SnapshotCache`, what ``Service.steps.compact_for_pressure`` calls) at the first step whose sum
@@ -155,8 +155,8 @@ class EngineReplay:
                 tx.complete_model_request(rid, outcome="ok")
                 self._pending = None
                 self._routed = True
-            if self._buffer:
-                tx.append_messages(self._buffer)
+            if self._buffer:  # the step's intake (multi-row INSERTs); a fresh scratch thread holds none of them yet
+                tx.take_in(self._buffer)
         self._buffer = []
 
     def step(self) -> ReplayStep:
