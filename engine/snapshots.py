@@ -393,8 +393,11 @@ class SnapshotCache:
         if version is not None and version.values == known.values:
             entry.version = version  # read on the quick connection: its data_version
             return entry.snapshot
-        if version is None or not new or new[-1].id != version.last_message_id or any(m.role == "user" for m in new):
+        if version is None or not new or new[-1].id != version.last_message_id:
             return None
+        for m in new:
+            if m.role == "user":  # the current request may change: read in one transaction
+                return None
         # the door's kept counts (messages.tokens under tokens_key) of the rows it handed over, when
         # the new messages are those rows: the tallies take them instead of counting the messages
         kept = [(r["tokens"], r["tokens_key"]) for _, r in handed] if len(handed) == len(new) and all(
