@@ -28,7 +28,7 @@ os.environ.setdefault("QT_API", "pyside6")  # qasync would pick PyQt first if on
 from . import platform_check
 from .logic.choices import TABS, THEME_MODES
 
-#: the replay tab's pages (``inspector_app.widgets.replay.PAGES``; named here so parsing needs no Qt)
+#: the replay tab's pages (``inspector_app.panels.replay.widget.PAGES``; named here so parsing needs no Qt)
 REPLAY_PAGES: tuple[str, ...] = ("requests", "recoveries", "diff")
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ async def _run(app: QApplication, window: MainWindow, args: argparse.Namespace) 
 
 async def _show_replay(window: MainWindow, args: argparse.Namespace) -> None:
     """The replay tab on the page, request or compaction the options name (read, then settled)."""
-    replay = window.selection.replay
+    replay = window.replay_control
     if args.request is not None:
         replay.go_to_request(args.request - 1)
     elif args.compaction is not None or args.replay_view == "diff" or args.diff_window:
@@ -169,7 +169,7 @@ def _grab(window: MainWindow) -> Any:
     from PySide6.QtGui import QColor, QPainter
     from PySide6.QtWidgets import QDialog
 
-    diff = window.selection.replay.window
+    diff = window.replay_control.window
     if diff is not None and diff.isVisible():  # the before/after window: the picture is that window
         return diff.grab()
     fleet = window.fleet.window

@@ -7,7 +7,7 @@ pure layout is connected here: the thread filter box and the Find shortcut.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from PySide6.QtCore import QEvent, QModelIndex, QObject, QPersistentModelIndex, QSize, Qt, QTimer
 from PySide6.QtGui import QAction, QFont, QFontMetrics, QKeySequence, QPainter, QPaintEvent, QResizeEvent
@@ -40,16 +40,17 @@ from . import theme
 from .logic.choices import SIDE_TABS, TABS, tab_title
 from .logic.pressure_text import HINT_TEXT, PressureView
 from .logic.timeline.pages import source_badge
-from .models.checks import FindingsModel
-from .models.events import COL_KIND, COL_TIME, EventsModel
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .panels.audit.widget import AuditPanel
+from .panels.checks.widget import ChecksPanel
+from .panels.detail.widget import DetailPane
+from .panels.events.widget import EventsPanel
+from .panels.pressure.widget import PressurePage
+from .panels.registry import build_pages
+from .panels.replay.widget import ReplayPanel
 from .widgets.bars import ConfirmBar, ErrorBanner
 from .widgets.delegates import Pill, PillDelegate
-from .widgets.detail import DetailPane
-from .widgets.pressure import PressureChart, PressureGauge
-from .widgets.replay import ReplayPanel
 from .widgets.thread_filters import ThreadFilters
 from .widgets.thread_table import ThreadTable
 from .widgets.timeline_view import TimelineView
@@ -393,73 +394,21 @@ class InspectorLayout(QMainWindow):
         cl.addWidget(self.search)
         cl.addWidget(self.timeline, 1)
 
-        # right tabs
-        self.detail = DetailPane()
-        self.gauge = PressureGauge()
-        self.chart = PressureChart()
-        pressure = QWidget()
-        pl = QVBoxLayout(pressure)
-        pl.setContentsMargins(4, 8, 4, 8)
-        pl.addWidget(self.gauge)
-        pl.addWidget(self.chart, 1)
-        pressure.setObjectName("pressurePage")
-        self.replay = ReplayPanel()
-        self.events_model = EventsModel(self)
-        self.events_view = QTreeView()
-        self.events_view.setObjectName("eventsView")
-        self.events_view.setModel(self.events_model)
-        self.events_view.setRootIsDecorated(False)
-        self.events_view.setAllColumnsShowFocus(True)
-        self.events_view.setTextElideMode(Qt.TextElideMode.ElideRight)
-        self.events_view.setVerticalScrollMode(QAbstractItemView.ScrollMode.ScrollPerPixel)  # rows are 1-3 lines
-        eh = self.events_view.header()
-        eh.setStretchLastSection(True)
-        eh.resizeSection(COL_TIME, 76)
-        eh.resizeSection(COL_KIND, 112)
-        self.events_empty = QLabel("No compaction events recorded for this thread.")
-        self.events_empty.setObjectName("muted")
-        events = QWidget()
-        el = QVBoxLayout(events)
-        el.setContentsMargins(8, 8, 8, 8)
-        hint = QLabel("Every prune, summary and recovery step recorded, oldest first (an imported session starts with its source's own compactions). Click one to show it in the timeline.")
-        hint.setObjectName("muted")
-        hint.setWordWrap(True)
-        hint.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        el.addWidget(hint)
-        el.addWidget(self.events_empty)
-        el.addWidget(self.events_view, 1)
-        self.findings_model = FindingsModel(self)
-        self.findings_view = QTreeView()
-        self.findings_view.setObjectName("findingsView")
-        self.findings_view.setModel(self.findings_model)
-        self.findings_view.setRootIsDecorated(False)
-        self.findings_view.setAllColumnsShowFocus(True)
-        self.findings_view.setWordWrap(True)
-        self.findings_view.header().setStretchLastSection(True)
-        self.findings_view.header().resizeSection(0, 150)
-        self.checks_note = QLabel("Checks run when a thread opens.")
-        self.checks_note.setObjectName("muted")
-        self.checks_note.setWordWrap(True)
-        self.checks_note.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        checks = QWidget()
-        kl = QVBoxLayout(checks)
-        kl.setContentsMargins(8, 8, 8, 8)
-        about = QLabel("The invariants of docs/schema.md for this thread, as compaction check verifies them: counts, the boundary on a unit end, generation vs history, orphans, offload files.")
-        about.setObjectName("muted")
-        about.setWordWrap(True)
-        about.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        kl.addWidget(about)
-        row = QHBoxLayout()
-        row.addWidget(self.checks_note, 1)
-        self.checks_button = QPushButton("Run checks")
-        self.checks_button.setObjectName("runChecks")
-        row.addWidget(self.checks_button)
-        kl.addLayout(row)
-        kl.addWidget(self.findings_view, 1)
-        self.audit_panel = AuditPanel()  # its behaviour: panels.audit.controller
+        # right tabs: each page a panel of its own (inspector_app.panels.registry), built from the one list
+        self.pages = build_pages()
+        self.detail = cast(DetailPane, self.pages["detail"])
+        self.pressure_page = cast(PressurePage, self.pages["pressure"])
+        self.gauge, self.chart = self.pressure_page.gauge, self.pressure_page.chart
+        self.replay = cast(ReplayPanel, self.pages["replay"])
+        self.events_panel = cast(EventsPanel, self.pages["events"])
+        self.events_model, self.events_view, self.events_empty = self.events_panel.model, self.events_panel.view, self.events_panel.empty
+        self.checks_panel = cast(ChecksPanel, self.pages["checks"])
+        self.findings_model, self.findings_view = self.checks_panel.model, self.checks_panel.view
+        self.checks_note, self.checks_button = self.checks_panel.note, self.checks_panel.button
+        self.audit_panel = cast(AuditPanel, self.pages["audit"])  # its behaviour: panels.audit.controller
         self.tabs = SideTabs()
         self.tabs.setObjectName("sideTabs")
-        self.add_side_tabs({"detail": self.detail, "pressure": pressure, "replay": self.replay, "events": events, "checks": checks, "audit": self.audit_panel})
+        self.add_side_tabs(self.pages)
 
         self.splitter = QSplitter(Qt.Orientation.Horizontal)
         self.splitter.addWidget(left)

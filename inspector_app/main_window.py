@@ -29,7 +29,6 @@ from .controllers.importing import ImportController, dropped_paths
 from .controllers.paging import PagingController
 from .controllers.refresh import RefreshController
 from .controllers.search import SearchController
-from .controllers.selection import SelectionController
 from .controllers.sessions import SessionsController
 from .controllers.steering import SteeringController
 from .controllers.theming import ThemeController
@@ -40,9 +39,14 @@ from .logic.state import ThreadState, error_code, error_text
 from .logic.tasks import TaskSet, ThreadTasks, finished
 from .logic.urls import redact
 from .panels.audit.controller import RevertAuditController
+from .panels.checks.controller import ChecksController
+from .panels.detail.controller import SelectionController
+from .panels.events.controller import EventsController
+from .panels.registry import PanelDeps, build_controllers
+from .panels.replay.controller import ReplayController
+from .service_api import CompactionAPI, ImportsAPI, ReadsAPI, SteeringAPI, ThreadsFacet
 from .service_client import ServiceClient
 from .widgets.connect import ConnectDialog, RecentConnections
-from .widgets.detail import boundary_dropped
 from .widgets.help import AboutDialog, ShortcutsDialog
 from .widgets.preferences_dialog import PreferencesHook
 from .widgets.welcome import WelcomePage
@@ -87,69 +91,50 @@ class MainWindow(InspectorLayout):
         #: the open thread's tasks: cancelled when another view is opened
         self.view = ThreadTasks(self.report)
         self.state = ThreadState()
-        self.paging = PagingController(self, client, self.view, self.state, page_size=page_size)
-        self.selection = SelectionController(self, client, self.view, self.paging, self.report)
-        self.search_control = SearchController(self, client, self.view, self.state, self.paging)
+        # each controller is given the facets of the service it calls (client.facets) and the window's
+        # interface (logic.window.Window: this window) in place of lambdas into the other controllers
+        self.paging = PagingController(self, client.facets(ReadsAPI, CompactionAPI), self.view, self.state, page_size=page_size)
+        self.search_control = SearchController(self, client.facets(ReadsAPI), self.view, self.state, self.paging)
         self.compaction = CompactionController(
-            self, client, self.tasks, self.view, self.state, self.report,
-            reload=lambda key, keep: self.threads.load_thread(key, keep=keep),
-            reread_status=lambda key: self.threads.reread_status(key),
-            selected=self.paging.selected_message_id, settings=self._settings,
+            self, client.facets(CompactionAPI, ReadsAPI), self.tasks, self.view, self.state, self.report,
+            window=self, selected=self.paging.selected_message_id, settings=self._settings,
         )  # fmt: skip
         self.thread_pages = ThreadListController(  # issue 26: paged, searched, sorted and filtered by the database
-            self, client, self.tasks, self.report, say=lambda text: self.threads.say(text),
-            current=lambda: self.state.thread.key if self.state.thread is not None else None,
+            self, client.facets(ThreadsFacet, ReadsAPI), self.tasks, self.report, window=self,
         )  # fmt: skip
         self.thread_pages.pending_changed = self.compaction.set_loading_selected  # Compact now waits for the thread selected
-        self.threads = ThreadsController(
-            self, client, self.tasks, self.view, self.state, self.report,
-            paging=self.paging, compaction=self.compaction, opener=opener, settings=self._settings, loaded=self.threadLoaded.emit,
-            thread_list=self.thread_pages,
-        )  # fmt: skip
-        self.live = RefreshController(
-            self, client, self.tasks, self.view, self.state,
-            threads=self.threads, paging=self.paging, busy=lambda: self.compaction.compacting, poll_ms=poll_ms, parent=self,
-        )  # fmt: skip
-        self.poll = self.live.timer
         self.fleet = FleetController(  # issue 26: Compaction → Fleet overview…
-            self, client, self.tasks, self.report, thread_pages=self.thread_pages,
-            open_thread=lambda key: self.select_thread(key), say=lambda text: self.threads.say(text),
+            self, client.facets(ThreadsFacet), self.tasks, self.report, thread_pages=self.thread_pages, window=self,
         )  # fmt: skip
-        self.importer = ImportController(
-            self, client, self.tasks,
-            reload_threads=lambda select: self.threads.load_threads(select=select), open_thread=self.select_thread,
-            current=lambda: self.state.thread.key if self.state.thread is not None else None,
-            settings=self._settings, database=lambda: self.database,
-            open_database=lambda url: self.open_database(url, create=True),
-        )  # fmt: skip
+        self.importer = ImportController(self, client.facets(ImportsAPI), self.tasks, window=self, settings=self._settings)
         self.sessions = SessionsController(
-            self, client, self.tasks, settings=self._settings, importer=self.importer, database=lambda: self.database,
-            open_database=lambda url: self.open_database(url, create=True),
-            reload_threads=lambda select: self.threads.load_threads(select=select),
-            current=lambda: self.state.thread.key if self.state.thread is not None else None, report=self.report,
+            self, client.facets(ImportsAPI), self.tasks, settings=self._settings, importer=self.importer, window=self, report=self.report,
         )  # fmt: skip
         self.steering = SteeringController(  # issue 23: pins (timeline menu) and the thread's own policy
-            self, client, self.tasks, self.view, self.report,
-            current=lambda: self.state.thread.key if self.state.thread is not None else None,
-            reread_status=lambda key: self.threads.reread_status(key), compaction=self.compaction,
+            self, client.facets(SteeringAPI), self.tasks, self.view, self.report, window=self, compaction=self.compaction,
         )  # fmt: skip
         self.threadLoaded.connect(self.steering.thread_opened)
         self.file_menu.insertAction(self.export_action, self.sessions.action)  # File → Sessions on this machine…, after Import…
+        #: the side panels' controllers, made from the one list (panels.registry.PANELS)
+        self.panels = build_controllers(PanelDeps(self, client, self.tasks, self.view, self.state, self.report, self.paging, self.compaction, self))
+        self.selection = self.panels.of("detail", SelectionController)
+        self.replay_control = self.panels.of("replay", ReplayController)
+        self.revert_audit = self.panels.of("audit", RevertAuditController)
+        self.threads = ThreadsController(
+            self, client.facets(ThreadsFacet, ReadsAPI, CompactionAPI), self.tasks, self.view, self.state, self.report,
+            paging=self.paging, compaction=self.compaction, opener=opener, connect=client.open, settings=self._settings,
+            loaded=self.threadLoaded.emit, thread_list=self.thread_pages,
+            events=self.panels.of("events", EventsController), checks=self.panels.of("checks", ChecksController),
+        )  # fmt: skip
+        self.live = RefreshController(
+            self, client.facets(ReadsAPI, CompactionAPI), self.tasks, self.view, self.state,
+            threads=self.threads, paging=self.paging, window=self, poll_ms=poll_ms, parent=self,
+        )  # fmt: skip
+        self.poll = self.live.timer
         self.theming = ThemeController(self, theme_manager)
         self.connect_action.triggered.connect(self.show_connect_dialog)
         self._build_session_ui()
         self.prefs = PreferencesHook(self)  # Edit → Preferences… (issue #28)
-        # the summary card's dropped specifics come from the open thread's summary events
-        self.detail.boundary_dropped = lambda info: boundary_dropped(
-            self.events_model.events(), info, self.state.thread.id if self.state.thread is not None else None
-        )
-        self.events_model.modelReset.connect(self.detail.refresh_dropped)
-        # issue 23: Revert on the summary card, the Audit tab, a store that cannot be written
-        self.revert_audit = RevertAuditController(
-            self, client, self.tasks, self.view, self.state, self.report,
-            reload=lambda key, keep: self.threads.load_thread(key, keep=keep), compaction=self.compaction,
-        )  # fmt: skip
-        self.threadLoaded.connect(self.revert_audit.thread_loaded)
         self.setAcceptDrops(True)
 
     def _build_session_ui(self) -> None:
@@ -331,6 +316,28 @@ class MainWindow(InspectorLayout):
             await self.revert_audit.database_opened()  # read-only (a role that cannot write, --read-only): said and disabled
             await self.sessions.database_changed()  # Follow all writes into the database shown
         return opened
+
+    # == what a controller may ask of the window (logic.window.Window) ==========================
+    @property
+    def compacting(self) -> bool:
+        """A manual compaction is running."""
+        return self.compaction.compacting
+
+    def current_key(self) -> str | None:
+        """The key of the thread the panels show (None: none)."""
+        return self.state.thread.key if self.state.thread is not None else None
+
+    def say(self, text: str) -> None:
+        """A status-bar message about the database (:meth:`ThreadsController.say`)."""
+        self.threads.say(text)
+
+    async def reread_status(self, key: str) -> None:
+        """Read the open thread's header and status again."""
+        await self.threads.reread_status(key)
+
+    async def reload_threads(self, select: str | None) -> None:
+        """List the threads again and open ``select`` (else the open one, else the default)."""
+        await self.threads.load_threads(select=select)
 
     async def select_thread(self, key: str) -> None:
         """Select ``key`` in the list (if it is not already) and load it."""

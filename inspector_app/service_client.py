@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Concatenate, ParamSpec, TypeVar
+from typing import Any, Callable, Concatenate, ParamSpec, TypeVar, cast
 
-from .service_api import FACETS, InspectorService
+from .service_api import FACETS, InspectorService, ThreadsFacet
 
 T = TypeVar("T")
 P = ParamSpec("P")
@@ -113,6 +113,14 @@ class ServiceClient:
         service = self._connected()
         return await self.run(lambda: fn(service, *args, **kwargs), interactive=True)
 
+    def facets(self, *apis: type) -> FacetClient:
+        """This client limited to the facets of ``apis`` (``client.facets(ReadsAPI, CompactionAPI)``;
+        ``ThreadsFacet``: ``service.threads``): what a controller is given (:class:`FacetClient`)."""
+        names = {FACETS[api] if api in FACETS else "threads" if api is ThreadsFacet else None for api in apis}
+        if None in names or not names:
+            raise TypeError(f"not facet Protocols of InspectorService: {apis!r}")
+        return FacetClient(self, frozenset(n for n in names if n is not None))
+
     def _bound(self, method: Callable[..., Any]) -> Callable[..., Any]:
         facet, name = facet_method(method)
         bound: Callable[..., Any] = getattr(getattr(self._connected(), facet), name)
@@ -141,3 +149,69 @@ class ServiceClient:
         service, self._service = self._service, None
         if service is not None:
             service.close()
+
+
+class ServiceView:
+    """The facets of a service a :class:`FacetClient` grants, and only those: what a function run by
+    :meth:`FacetClient.apply` is handed in place of the whole service (another facet, or ``close``,
+    raises ``AttributeError`` naming the facets granted)."""
+
+    def __init__(self, service: InspectorService, facets: frozenset[str]) -> None:
+        self._service = service
+        self._facets = facets
+
+    def __getattr__(self, name: str) -> Any:
+        if name in self._facets:
+            return getattr(self._service, name)
+        raise AttributeError(f"{name!r} is not granted here (granted: {', '.join(sorted(self._facets))})")
+
+
+class FacetClient:
+    """A :class:`ServiceClient` limited to some facets of the service (issue 24: a controller is given
+    only what it uses): :meth:`call` refuses a method of another facet (``TypeError``) and the
+    function run by :meth:`apply` gets a :class:`ServiceView` of the granted facets. Made by
+    :meth:`ServiceClient.facets`; it shares the client's workers and its open service."""
+
+    def __init__(self, client: ServiceClient, facets: frozenset[str]) -> None:
+        self._client = client
+        #: the facet attributes granted (``reads``, ``compaction``, ``threads`` …)
+        self.facets = facets
+
+    @property
+    def connected(self) -> bool:
+        return self._client.connected
+
+    async def run(self, fn: Callable[..., T], *args: Any, interactive: bool = False) -> T:
+        """Any blocking ``fn(*args)`` on the worker pool (it is not handed the service)."""
+        return await self._client.run(fn, *args, interactive=interactive)
+
+    async def call(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """:meth:`ServiceClient.call` of a granted facet's method."""
+        self._grant(method)
+        return await self._client.call(method, *args, **kwargs)
+
+    async def call_interactive(self, method: Method[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """:meth:`ServiceClient.call_interactive` of a granted facet's method."""
+        self._grant(method)
+        return await self._client.call_interactive(method, *args, **kwargs)
+
+    async def apply(self, fn: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """``fn(view, *args, **kwargs)`` on the worker pool, ``view`` the granted facets only."""
+        return await self._client.apply(self._viewed(fn), *args, **kwargs)
+
+    async def apply_interactive(self, fn: Job[P, T], /, *args: P.args, **kwargs: P.kwargs) -> T:
+        """Like :meth:`apply`, on the interactive lane."""
+        return await self._client.apply_interactive(self._viewed(fn), *args, **kwargs)
+
+    def _grant(self, method: Callable[..., Any]) -> None:
+        facet, name = facet_method(method)
+        if facet not in self.facets:
+            raise TypeError(f"{facet}.{name} is not granted here (granted: {', '.join(sorted(self.facets))})")
+
+    def _viewed(self, fn: Job[P, T]) -> Job[P, T]:
+        facets = self.facets
+
+        def job(service: InspectorService, /, *args: P.args, **kwargs: P.kwargs) -> T:
+            return fn(cast(InspectorService, ServiceView(service, facets)), *args, **kwargs)
+
+        return job

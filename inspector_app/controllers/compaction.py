@@ -12,7 +12,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Awaitable, Callable
+from typing import Callable
 
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QFileDialog
@@ -24,10 +24,11 @@ from ..layout import InspectorLayout
 from ..logic.pressure_text import manual_outcome
 from ..logic.state import ThreadState, error_text, plural
 from ..logic.tasks import Report, TaskSet, ThreadTasks
+from ..logic.window import Window
 from ..preferences import remember_directory, start_directory
 from ..service_api import CompactionAPI, ReadsAPI
-from ..service_client import ServiceClient
-from ..widgets.detail import DroppedView
+from ..service_client import FacetClient
+from ..widgets.dropped import DroppedView
 from ..widgets.whatif import WhatIfDialog
 
 #: File → Export compaction history…: the name filters and the format of each
@@ -98,12 +99,6 @@ def compact_action_text(button: str) -> str:
     return button if button.endswith("…") else "Compact now…"
 
 
-#: ``reload(key, keep)``: read the thread afresh, re-selecting message ``keep``
-Reload = Callable[[str, "int | None"], Awaitable[None]]
-#: ``reread_status(key)``: read the thread's header and status again
-Reread = Callable[[str], Awaitable[None]]
-
-
 class CompactionController:
     """Manual compaction of the open thread.
 
@@ -114,14 +109,13 @@ class CompactionController:
     def __init__(
         self,
         ui: InspectorLayout,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         view: ThreadTasks,
         state: ThreadState,
         report: Report,
         *,
-        reload: Reload,
-        reread_status: Reread,
+        window: Window,
         selected: Callable[[], "int | None"],
         settings: QSettings | None = None,
     ) -> None:
@@ -131,8 +125,7 @@ class CompactionController:
         self.view = view
         self.state = state
         self.report = report
-        self._reload = reload
-        self._reread_status = reread_status
+        self.window = window
         self._selected = selected
         self._settings = settings if settings is not None else QSettings()
         self.compacting = False
@@ -201,7 +194,7 @@ class CompactionController:
             self.report(exc, "compact")
             bar.showMessage("Compaction refused: nothing changed")
             if isinstance(exc, (ThreadBusy, CannotCompact)) and self.view.key == key:  # busy since we looked, or cannot compact: show it
-                await self._reread_status(key)
+                await self.window.reread_status(key)
             if isinstance(exc, CannotCompact) and rejected_by not in (None, "extractive"):
                 self.offer_extractive(key, exc.detail or exc.reason or "rejected")
             return
@@ -216,7 +209,7 @@ class CompactionController:
             self._blocked.pop(key, None)
         if self.view.key == key:  # still the open thread
             ui.banner.clear()
-            await self._reload(key, self._selected())
+            await self.window.load_thread(key, keep=self._selected())
         if result.status == "no_op":
             bar.showMessage(f"Nothing to compact ({result.reason})" if self.view.key == key else f"{key}: nothing to compact ({result.reason})")
         else:

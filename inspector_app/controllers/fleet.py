@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import replace
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction, QKeySequence
@@ -19,8 +19,9 @@ from engine.views import FleetStats, ThreadQuery
 from ..layout import InspectorLayout
 from ..logic.state import error_text
 from ..logic.tasks import Report, TaskSet
+from ..logic.window import Window
 from ..service_api import InspectorService
-from ..service_client import ServiceClient
+from ..service_client import FacetClient
 from ..widgets.fleet import FleetWindow
 from .thread_list import DEFAULT_QUERY, ThreadListController
 
@@ -42,15 +43,14 @@ def read_stats(service: InspectorService, query: ThreadQuery | None) -> FleetSta
 class FleetController:
     """Owns :attr:`window` (built on first use) and :attr:`action`."""
 
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, tasks: TaskSet, report: Report, *,
-                 thread_pages: ThreadListController, open_thread: Callable[[str], Awaitable[None]], say: Callable[[str], None]) -> None:  # fmt: skip
+    def __init__(self, ui: InspectorLayout, client: FacetClient, tasks: TaskSet, report: Report, *,
+                 thread_pages: ThreadListController, window: Window) -> None:
         self.ui = ui
         self.client = client
         self.tasks = tasks
         self.report = report
         self.pages = thread_pages
-        self._open_thread = open_thread
-        self._say = say
+        self.main = window
         self.window: FleetWindow | None = None
         self._task: asyncio.Task[Any] | None = None
         self._started = 0.0
@@ -139,9 +139,13 @@ class FleetController:
         self.ui.thread_filter.blockSignals(False)
         task = self.pages.set_query(replace(base, filters=filters, sort=sort, descending=descending))
         if task is not None:
-            task.add_done_callback(lambda t: t.cancelled() or t.exception() is not None or self._say(f"Threads {words}: {self.pages.count_text()}"))
+            def said(t: asyncio.Task[Any]) -> None:
+                if not (t.cancelled() or t.exception() is not None):
+                    self.main.say(f"Threads {words}: {self.pages.count_text()}")
+
+            task.add_done_callback(said)
         else:
-            self._say(f"Threads {words}: {self.pages.count_text()}")
+            self.main.say(f"Threads {words}: {self.pages.count_text()}")
         self.ui.raise_()
         self.ui.activateWindow()
 
@@ -161,8 +165,8 @@ class FleetController:
             if task is not None:
                 await task
             cleared = await pages.reveal(key)
-        await self._open_thread(key)
+        await self.main.select_thread(key)
         if pages.model.row_of(key) is None:  # not in the list at all (gone since the figures were computed)
             pages.clear_selection()
         if cleared:
-            self._say(f"{key}: not among the threads the search and filters matched; they were cleared ({pages.count_text()})")
+            self.main.say(f"{key}: not among the threads the search and filters matched; they were cleared ({pages.count_text()})")

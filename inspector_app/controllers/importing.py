@@ -12,7 +12,7 @@ folder of the last file chosen, else the home folder."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine, Sequence
+from typing import Callable, Sequence
 
 from PySide6.QtCore import QSettings, Qt, QUrl
 from PySide6.QtWidgets import QFileDialog
@@ -20,6 +20,7 @@ from PySide6.QtWidgets import QFileDialog
 from ..layout import InspectorLayout
 from ..logic.state import error_code, error_text
 from ..logic.tasks import TaskSet
+from ..logic.window import Window
 from ..preferences import (
     TARGET_OTHER,
     database_name,
@@ -32,7 +33,7 @@ from ..preferences import (
     start_directory,
 )
 from ..service_api import ImportsAPI
-from ..service_client import ServiceClient
+from ..service_client import FacetClient
 from ..widgets.import_result import ImportFailure, ImportOutcome, ImportResultDialog
 from ..widgets.import_target import ImportTargetDialog
 
@@ -52,25 +53,17 @@ class ImportController:
     def __init__(
         self,
         ui: InspectorLayout,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         *,
-        reload_threads: Callable[[str | None], Coroutine[Any, Any, None]],
-        current: Callable[[], str | None],
-        open_thread: Callable[[str], Coroutine[Any, Any, None]],
+        window: Window,
         settings: QSettings,
-        database: Callable[[], str | None],
-        open_database: Callable[[str], Awaitable[bool]],
     ) -> None:
         self.ui = ui
         self.client = client
         self.tasks = tasks
-        self._reload_threads = reload_threads
-        self._current = current
-        self._open_thread = open_thread
+        self.window = window
         self._settings = settings
-        self._database = database
-        self._open_database = open_database
         self.importing = False
         self.file_dialog: QFileDialog | None = None
         self.target_dialog: ImportTargetDialog | None = None
@@ -107,7 +100,7 @@ class ImportController:
         ``progress(done, total, name)``: see :meth:`import_paths` (the sessions panel's bar)."""
         if not paths:
             return
-        current = self._database()
+        current = self.window.database
         if current is None:
             self.tasks.spawn(self.import_paths(paths, into=self.default_target(), progress=progress), "import")
         elif is_demo(current):
@@ -148,10 +141,10 @@ class ImportController:
         ui, bar = self.ui, self.ui.statusBar()
         reports: list[object] = []
         failures: list[ImportFailure] = []
-        switched = into is not None and not same_database(into, self._database())
+        switched = into is not None and not same_database(into, self.window.database)
         if switched:
             assert into is not None
-            if not await self._open_database(into):
+            if not await self.window.open_database(into, create=True):
                 outcome = ImportOutcome((), tuple(ImportFailure(p, "database_unavailable", f"not imported: {into} could not be opened (the banner says why)") for p in paths))
                 self.show_result(outcome)
                 return outcome
@@ -182,11 +175,11 @@ class ImportController:
             ui.busy.setToolTip("")
             if progress is not None:
                 progress(len(paths), len(paths), "")
-        outcome = ImportOutcome(tuple(reports), tuple(failures), database_name(self._database()))
+        outcome = ImportOutcome(tuple(reports), tuple(failures), database_name(self.window.database))
         bar.showMessage(outcome.summary())
         if reports:  # the list again; the open thread stays open, else (or in the database just opened) the first session imported
             first = reports[0].thread  # type: ignore[attr-defined]
-            await self._reload_threads(first if switched else (self._current() or first))
+            await self.window.reload_threads(first if switched else (self.window.current_key() or first))
         self.show_result(outcome)
         return outcome
 
@@ -195,7 +188,7 @@ class ImportController:
             self.dialog.close()
         dialog = ImportResultDialog(outcome, self.ui)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
-        dialog.openThread.connect(lambda key: self.tasks.spawn(self._open_thread(key), "open imported thread"))
+        dialog.openThread.connect(lambda key: self.tasks.spawn(self.window.select_thread(key), "open imported thread"))
         dialog.finished.connect(lambda _r: setattr(self, "dialog", None))
         self.dialog = dialog
         dialog.open()

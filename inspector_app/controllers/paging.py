@@ -21,7 +21,7 @@ from ..logic.state import ThreadState, count_of, plural
 from ..logic.tasks import ThreadTasks
 from ..models.timeline import UNKNOWN, Node, PageRequest, TimelinePage
 from ..service_api import CompactionAPI, InspectorService, ReadsAPI
-from ..service_client import ServiceClient, invoke
+from ..service_client import FacetClient, invoke
 
 PAINT_WAIT_S = 0.25  # the longest work that waits for the timeline's paint waits (a window that never paints)
 JUMP_PAGE = 200  # messages End reads (a few screens; the gap row above loads more as it shows)
@@ -32,7 +32,7 @@ KEEP_ROWS = 250  # ...down to this many (the model and every relayout stay bound
 class PagingController:
     """Reads pages of the open thread into :attr:`InspectorLayout.timeline_model`."""
 
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, state: ThreadState, *, page_size: int) -> None:
+    def __init__(self, ui: InspectorLayout, client: FacetClient, view: ThreadTasks, state: ThreadState, *, page_size: int) -> None:
         self.ui = ui
         self.client = client
         self.view = view

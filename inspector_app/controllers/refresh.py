@@ -16,15 +16,14 @@ even when the marks are equal (still in place)."""
 
 from __future__ import annotations
 
-from typing import Callable
-
 from PySide6.QtCore import QObject, QTimer
 
 from ..layout import InspectorLayout
 from ..logic.state import ThreadState, ViewState, count_of
 from ..logic.tasks import TaskSet, ThreadTasks, finished
+from ..logic.window import Window
 from ..service_api import CompactionAPI, ReadsAPI
-from ..service_client import ServiceClient
+from ..service_client import FacetClient
 from .paging import PagingController
 from .threads import ThreadsController, capture_view, compaction_of
 
@@ -41,14 +40,14 @@ class RefreshController:
     def __init__(
         self,
         ui: InspectorLayout,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         view: ThreadTasks,
         state: ThreadState,
         *,
         threads: ThreadsController,
         paging: PagingController,
-        busy: Callable[[], bool],
+        window: Window,
         poll_ms: int,
         parent: QObject,
     ) -> None:
@@ -59,7 +58,7 @@ class RefreshController:
         self.state = state
         self.threads = threads
         self.paging = paging
-        self._busy = busy
+        self.window = window
         self.refreshing = False
         self.reloads = 0
         self.timer = QTimer(parent)
@@ -68,7 +67,7 @@ class RefreshController:
         ui.refresh_action.triggered.connect(lambda: self.tasks.spawn(self.refresh(), "refresh"))
 
     def _on_poll(self) -> None:
-        if not (self.refreshing or self._busy() or self.state.thread is None or not self.client.connected or self.loading):
+        if not (self.refreshing or self.window.compacting or self.state.thread is None or not self.client.connected or self.loading):
             self.tasks.spawn(self.refresh(force=False), "refresh")
 
     @property

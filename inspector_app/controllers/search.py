@@ -21,7 +21,7 @@ from ..logic.state import ThreadState, plural
 from ..logic.tasks import ThreadTasks
 from ..models.timeline import message_matches
 from ..service_api import InspectorService
-from ..service_client import ServiceClient
+from ..service_client import FacetClient
 from .paging import PagingController
 
 SEARCH_PAGE = 1000  # messages a search reads per worker trip
@@ -31,7 +31,7 @@ class SearchController(QObject):
     """The search box: typing searches from the start, Enter finds the next match, Shift+Enter the
     previous one."""
 
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, state: ThreadState, paging: PagingController) -> None:
+    def __init__(self, ui: InspectorLayout, client: FacetClient, view: ThreadTasks, state: ThreadState, paging: PagingController) -> None:
         super().__init__(ui)
         self.ui = ui
         self.client = client

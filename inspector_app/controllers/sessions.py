@@ -18,16 +18,17 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Awaitable, Callable, Coroutine
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QSettings, Qt, QTimer, Signal
 from PySide6.QtWidgets import QFileDialog, QWidget
 
 from ..logic.state import error_text
 from ..logic.tasks import TaskSet
+from ..logic.window import Window
 from ..preferences import database_name, is_demo, same_database, sessions_database, start_directory
 from ..service_api import ImportsAPI
-from ..service_client import ServiceClient
+from ..service_client import FacetClient
 from ..widgets.sessions import SessionsDialog
 
 #: the folders the user added to the panel (a list of paths)
@@ -62,15 +63,12 @@ class SessionsController:
     def __init__(
         self,
         ui: Any,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         *,
         settings: QSettings,
         importer: Any,
-        database: Callable[[], str | None],
-        open_database: Callable[[str], Awaitable[bool]],
-        reload_threads: Callable[[str | None], Coroutine[Any, Any, None]],
-        current: Callable[[], str | None],
+        window: Window,
         report: Callable[[BaseException, str], None],
     ) -> None:
         self.ui = ui
@@ -78,10 +76,7 @@ class SessionsController:
         self.tasks = tasks
         self._settings = settings
         self._importer = importer
-        self._database = database
-        self._open_database = open_database
-        self._reload_threads = reload_threads
-        self._current = current
+        self.window = window
         self._report = report
         #: the home directory searched (None: the user's; tests and screenshots use $HOME)
         self.home: str | None = None
@@ -123,7 +118,7 @@ class SessionsController:
             dialog.addFolderRequested.connect(self.ask_folder)
             dialog.removeFolderRequested.connect(lambda f: self.tasks.spawn(self.remove_folder(f), "remove a folder"))
             dialog.refreshRequested.connect(lambda: self.tasks.spawn(self.refresh(), "list the sessions on this machine"))
-            dialog.openThread.connect(lambda key: self.tasks.spawn(self._reload_threads(key), "open thread"))
+            dialog.openThread.connect(lambda key: self.tasks.spawn(self.window.reload_threads(key), "open thread"))
             dialog.finished.connect(lambda _r: setattr(self, "dialog", None))
             self.dialog = dialog
             self._show_following()
@@ -141,7 +136,7 @@ class SessionsController:
             found = await self.client.run(list_on_disk, folders, self.home)
         self.last_listed = found
         if self.dialog is not None:
-            self.dialog.set_sessions(found, database=database_name(self._database()) if self._database() else "", folders=folders)
+            self.dialog.set_sessions(found, database=database_name(self.window.database) if self.window.database else "", folders=folders)
         return found
 
     def import_selected(self, paths: list[str]) -> None:
@@ -201,10 +196,10 @@ class SessionsController:
             return False
         if self.follower is not None:
             return True
-        current = self._database()
+        current = self.window.database
         if current is None or is_demo(current):  # never into the demo: My sessions, opened in the window
             target = sessions_database()
-            if not await self._open_database(target):
+            if not await self.window.open_database(target, create=True):
                 self._show_following("Follow all is off: My sessions could not be opened (the banner says why)")
                 return False
         return await self._start_follower()
@@ -221,7 +216,7 @@ class SessionsController:
             self._report(exc, "follow all")
             self._show_following("Follow all is off: it could not start")
             return False
-        self.following_into = self._database()
+        self.following_into = self.window.database
         watched = ", ".join(_short(p) for p in self.follower.watched) or "no tool's folder exists yet"
         self._show_following(f"Following: {watched}")
         return True
@@ -238,8 +233,8 @@ class SessionsController:
 
     async def database_changed(self) -> None:
         """Another database was opened: the follower (if on) writes into it from now on."""
-        if self.follower is not None and not same_database(self.following_into, self._database()):
-            if is_demo(self._database()):
+        if self.follower is not None and not same_database(self.following_into, self.window.database):
+            if is_demo(self.window.database):
                 await self.stop_following()
                 self._show_following("Follow all stopped: the demo database is open")
             else:
@@ -260,7 +255,7 @@ class SessionsController:
         text = f"Follow all imported {names}"
         self.ui.statusBar().showMessage(text, 8000)
         self._show_following(text)
-        self.tasks.spawn(self._reload_threads(self._current() or reports[0].thread), "read the thread list again")
+        self.tasks.spawn(self.window.reload_threads(self.window.current_key() or reports[0].thread), "read the thread list again")
         if self.dialog is not None:
             self._relist.start()
 
@@ -278,7 +273,7 @@ class SessionsController:
         use), open that database and the imported thread. False when the database could not be
         opened; an import failure is in the banner (the database stays open)."""
         target = into if into else await self.client.run(_sessions_database_url)
-        if not same_database(target, self._database()) and not await self._open_database(target):
+        if not same_database(target, self.window.database) and not await self.window.open_database(target, create=True):
             return False
         try:
             reports = await self.client.call(ImportsAPI.import_file, path)
@@ -286,7 +281,7 @@ class SessionsController:
             self._report(exc, f"import {Path(path).name}")
             return True
         if reports:
-            await self._reload_threads(reports[0].thread)
+            await self.window.reload_threads(reports[0].thread)
             n = sum(r.messages for r in reports)
             self.ui.statusBar().showMessage(f"Imported {Path(path).name}: {n:,} new message{'s' if n != 1 else ''} into {database_name(target)}")
         return True

@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (
 from engine.errors import EngineError
 
 from ..logic.tasks import Report, TaskSet, ThreadTasks
+from ..logic.window import Window
 from ..models.timeline import MessageIdRole
 from ..service_api import SteeringAPI
 
@@ -139,7 +140,7 @@ class SteeringController:
     """Pins from the timeline's context menu and the thread's own policy dialog."""
 
     def __init__(self, ui: Any, client: Any, tasks: TaskSet, view: ThreadTasks, report: Report, *,
-                 current: Callable[[], "str | None"], reread_status: Callable[[str], Any], compaction: Any = None) -> None:
+                 window: Window, compaction: Any = None) -> None:
         self.ui = ui
         #: why nothing may act on the open thread now (``CompactionController.held``: the list's
         #: selected thread is another, still loading); None: the open thread is the one selected
@@ -150,8 +151,7 @@ class SteeringController:
         self.tasks = tasks
         self.view = view
         self.report = report
-        self._current = current
-        self._reread_status = reread_status
+        self.window = window
         self.menu: QMenu | None = None
         self.policy_dialog: ThreadPolicyDialog | None = None
         timeline = ui.timeline
@@ -184,7 +184,7 @@ class SteeringController:
 
     async def load_pins(self, key: str) -> None:
         pins = await self.client.call(SteeringAPI.pins, key)
-        if self._current() == key:
+        if self.window.current_key() == key:
             self.ui.timeline_model.set_pinned({p.message_id for p in pins})
 
     def message_at(self, pos: QPoint) -> int | None:
@@ -194,7 +194,7 @@ class SteeringController:
     def context_menu(self, pos: QPoint) -> QMenu | None:
         """The row's menu: Pin or Unpin its message (shown without blocking: ``popup``)."""
         mid = self.message_at(pos)
-        key = self._current()
+        key = self.window.current_key()
         if mid is None or key is None:
             return None
         menu = QMenu(self.ui.timeline)
@@ -212,7 +212,7 @@ class SteeringController:
 
     def toggle_pin(self, key: str, message_id: int, *, unpin: bool) -> None:
         held = self._read_only() or self._held()
-        if held or self._current() != key:  # the selection moved on while the menu was open
+        if held or self.window.current_key() != key:  # the selection moved on while the menu was open
             self.ui.statusBar().showMessage(f"{held or 'Another thread is open now'}: nothing {'unpinned' if unpin else 'pinned'}")
             return
         self.tasks.spawn(self.pin(key, message_id, unpin=unpin), "unpin" if unpin else "pin")
@@ -222,13 +222,13 @@ class SteeringController:
         word = "Unpinned" if unpin else "Pinned"
         shown = ", ".join(f"#{i}" for i in change.covered)
         self.ui.statusBar().showMessage(f"{word} {shown}" if change.changed else f"#{message_id} was already {word.lower()}")
-        if self._current() == key:
+        if self.window.current_key() == key:
             await self.load_pins(key)
-            await self._reread_status(key)
+            await self.window.reread_status(key)
 
     # -- the thread's policy ----------------------------------------------------------------
     def open_policy(self) -> None:
-        key = self._current()
+        key = self.window.current_key()
         if key is None or self._held() or self._read_only():
             return
         if self.policy_dialog is None:
@@ -257,5 +257,5 @@ class SteeringController:
             self.report(exc, "set the thread policy")
             return
         self.ui.statusBar().showMessage(f"Thread policy saved: threshold {view.threshold:,} tokens" if view.threshold else "Thread policy saved")
-        if self._current() == key:
-            await self._reread_status(key)
+        if self.window.current_key() == key:
+            await self.window.reread_status(key)

@@ -24,9 +24,10 @@ from engine.views import ThreadPage, ThreadQuery
 from ..layout import InspectorLayout
 from ..logic.state import plural
 from ..logic.tasks import Report, TaskSet
+from ..logic.window import Window
 from ..models.threads import CACHE_ROWS, COLUMN_SORTS, PAGE, KeyRole
 from ..service_api import InspectorService, ReadsAPI
-from ..service_client import ServiceClient, invoke
+from ..service_client import FacetClient, invoke
 
 #: the filter box waits this long after the last key before it searches
 SEARCH_DEBOUNCE_MS = 250
@@ -108,14 +109,12 @@ def count_text(matching: int, total: int, filtered: bool) -> str:
 class ThreadListController:
     """Owns :attr:`query` and the paging of the list; :meth:`load` reads a first page."""
 
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, tasks: TaskSet, report: Report, *, say: Callable[[str], None],
-                 current: Callable[[], str | None]) -> None:  # fmt: skip
+    def __init__(self, ui: InspectorLayout, client: FacetClient, tasks: TaskSet, report: Report, *, window: Window) -> None:
         self.ui = ui
         self.client = client
         self.tasks = tasks
         self.report = report
-        self._say = say
-        self._current = current
+        self.window = window
         self.query = DEFAULT_QUERY
         self.listing: Any = None
         #: every thread of the store (the M of "N of M"; the N is the model's row count)
@@ -223,8 +222,8 @@ class ThreadListController:
         page: selected in place, the list not scrolled to it), and no row is when the new list
         does not have it."""
         await self.load()
-        self._say(self.count_text())
-        current = self._current()
+        self.window.say(self.count_text())
+        current = self.window.current_key()
         if current is None:
             return
         row = self.model.row_of(current)
@@ -249,7 +248,7 @@ class ThreadListController:
         self.ui.thread_count.setText(text)
         bar = self.ui.statusBar()
         if before and text != before and bar.currentMessage() == before:
-            self._say(text)
+            self.window.say(text)
 
     def visible_rows(self) -> tuple[int, int]:
         """The first and last rows on screen (-1, -1 for an empty list)."""
@@ -343,7 +342,7 @@ class ThreadListController:
         another thread still loading. With no thread open there is nothing to act on anyway."""
         if self.pending:
             return True
-        shown = self._current()
+        shown = self.window.current_key()
         if shown is None:
             return False
         selected = self.selected_key()

@@ -9,28 +9,27 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, Callable, Coroutine
+from typing import Any, Awaitable, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
-from engine.checks import Finding, ServiceReader, check_thread
 from engine.errors import EngineError, ThreadNotFound
 from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
 
 from ..layout import InspectorLayout
-from ..logic.choices import TABS
 from ..logic.pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
 from ..logic.state import ThreadState, ViewState, count_of, error_code, error_text, plural
 from ..logic.tasks import Report, TaskSet, ThreadTasks, finished
 from ..logic.timeline.pages import source_name
 from ..logic.urls import secrets_of
-from ..models.events import EventRole
 from ..models.threads import COL_GENERATION, COL_SOURCE, KeyRole
 from ..models.timeline import BoundaryInfo, PageRequest, TimelinePage
+from ..panels.checks.controller import ChecksController
+from ..panels.events.controller import EventsController, selected_event
+from ..panels.pressure.widget import measuring_text
 from ..service_api import CompactionAPI, InspectorService, ReadsAPI
-from ..service_client import ServiceClient, invoke
+from ..service_client import FacetClient, invoke
 from ..widgets.connect import RecentConnections, strip_password
-from ..widgets.pressure import measuring_text
 from ..widgets.whatif import ProgressRelay
 from .compaction import CompactionController
 from .paging import PagingController, read_page
@@ -47,7 +46,7 @@ class ThreadsController:
     def __init__(
         self,
         ui: InspectorLayout,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         view: ThreadTasks,
         state: ThreadState,
@@ -56,9 +55,12 @@ class ThreadsController:
         paging: PagingController,
         compaction: CompactionController,
         opener: Opener | None,
+        connect: Callable[[Opener, str], Awaitable[None]],
         settings: QSettings,
         loaded: Callable[[str], None],
         thread_list: ThreadListController,
+        events: EventsController,
+        checks: ChecksController,
     ) -> None:
         self.ui = ui
         self.client = client
@@ -69,16 +71,17 @@ class ThreadsController:
         self.paging = paging
         self.compaction = compaction
         self._opener = opener
+        #: opens a service on the client (``ServiceClient.open``): the one thing here beyond the facets granted
+        self._connect = connect
         self._settings = settings
         self._loaded = loaded
         self.list = thread_list
+        self.events = events
+        self.checks = checks
         thread_list.opening = lambda: self.view.key  # a thread loading is not the one the panels show yet
-        self._checked: str | None = None  # the thread whose checks the tab shows
         #: the measurement whose progress the header and gauge may show: (thread key, load number)
         self._measurement: tuple[str, int] | None = None
         self._measurements = 0
-        ui.tabs.currentChanged.connect(self._on_tab)
-        ui.checks_button.clicked.connect(lambda: self.view.key and self.view.spawn(self._check(self.view.key), "check thread"))
         selection = ui.thread_list.selectionModel()
         selection.currentRowChanged.connect(self._on_thread_current)
         selection.selectionChanged.connect(lambda *_a: self._on_thread_current(ui.thread_list.currentIndex(), QModelIndex()))  # a click selects after it moves the current row
@@ -103,7 +106,7 @@ class ThreadsController:
                 url = await self.client.run(default_database_url)
             elif not url.strip():  # never the demo database in disguise
                 raise EngineError("empty database URL: give a SQLite file or a database URL", code="invalid_db_url")
-            await self.client.open(self._opener or open_engine_service, url)
+            await self._connect(self._opener or open_engine_service, url)
         except Exception as exc:  # noqa: BLE001 - any failure to open is shown, not raised
             self.report(exc, "open database")
             bar.showMessage("Not connected")
@@ -305,7 +308,7 @@ class ThreadsController:
         problems += await self._load_side(key)
         if restore is not None:
             ui.replay.restore_view_state(restore.replay)
-            select_event(ui, restore.event)
+            self.events.select(restore.event)
         if problems:
             what, first_error = problems[0]
             others = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
@@ -357,15 +360,8 @@ class ThreadsController:
             ui.replay.show_error(next(error_text(e) for w, e in problems if w == "read replay"))
         else:
             ui.replay.update_episodes(episodes)  # a fresh view of the same thread keeps its episode and step
-        set_events(ui, events or [])
-        ui.findings_model.set_findings([])
-        ui.set_checks_count(0)
-        self._checked = None
-        count = count_of(self.state.thread)
-        if ui.tabs.currentIndex() == TABS.index("checks") or (count is not None and count <= CHECK_AUTO_LIMIT):
-            await self._check(key)
-        else:  # checking reads every message: a long thread is checked when the tab is opened
-            ui.checks_note.setText(f"This thread has {plural(count or 0, 'message')}: its checks run when this tab is opened (or press Run checks).")
+        self.events.set_events(events or [])
+        await self.checks.thread_opened(key, count_of(self.state.thread))
         return problems
 
     async def _measure_status(self, key: str) -> PressureStatus:
@@ -401,29 +397,6 @@ class ThreadsController:
         self.ui.gauge.show_progress(counted, total)
         self.ui.thread_meta.setText(" · ".join(m for m in (meta, measuring_text(counted, total)) if m))
 
-    def _on_tab(self, index: int) -> None:
-        key = self.view.key
-        if index == TABS.index("checks") and key is not None and self._checked != key:
-            self.view.spawn(self._check(key), "check thread")
-
-    async def _check(self, key: str) -> None:
-        """The invariants of docs/schema.md for this thread (``engine.checks``, as ``compaction
-        check`` runs them), on a worker: the Checks tab lists what is wrong, its title how many."""
-        ui = self.ui
-        self._checked = key
-        ui.checks_note.setText("Checking…")
-        try:
-            findings = await self.client.apply(run_checks, key)
-        except Exception as exc:  # noqa: BLE001 - the checks themselves failed: said in the tab
-            ui.findings_model.set_findings([])
-            ui.checks_note.setText(f"The checks could not run: {error_text(exc)}")
-            return
-        ui.findings_model.set_findings(findings)
-        ui.set_checks_count(len(findings))
-        ui.checks_note.setText(
-            f"{plural(len(findings), 'violation')} of docs/schema.md found in this thread." if findings else "No violations: every invariant of docs/schema.md holds for this thread."
-        )
-
     async def reread_status(self, key: str) -> None:
         """Read the open thread's header and status again (as a task of its view)."""
         if self.view.key == key:
@@ -457,9 +430,9 @@ class ThreadsController:
                 ui.replay.reread_requests()
         ui.replay.update_episodes(episodes)
         if list(events) != list(ui.events_model.events()):
-            chosen = selected_event(ui)
-            set_events(ui, events)
-            select_event(ui, chosen)
+            chosen = self.events.selected()
+            self.events.set_events(events)
+            self.events.select(chosen)
 
     def apply_status(self, status: PressureStatus) -> None:
         """The thread header, gauge, chart, hint and the list's pressure column from ``status``."""
@@ -487,10 +460,6 @@ class ThreadsController:
         ui.thread_meta.setText(" · ".join(m for m in meta if m))
         ui.thread_meta.setToolTip(window_tooltip(status))
         self.compaction.update_button()
-
-
-#: threads up to this many messages are checked as they open; longer ones when the tab is opened
-CHECK_AUTO_LIMIT = 2_000
 
 
 #: what :meth:`ThreadsController.say` records for a message about the database (not a thread)
@@ -548,26 +517,6 @@ def capture_view(ui: InspectorLayout, paging: PagingController) -> ViewState:
     )
 
 
-def set_events(ui: InspectorLayout, events: list[Any]) -> None:
-    ui.events_model.set_events(events, sources=ui.timeline_model.core.sources)  # the source's compactions first
-    ui.set_events_count(ui.events_model.rowCount())
-
-
-def selected_event(ui: InspectorLayout) -> int | None:
-    """The id of the event selected in the Events tab (None: none)."""
-    event = ui.events_view.currentIndex().siblingAtColumn(0).data(EventRole)
-    return getattr(event, "id", None)
-
-
-def select_event(ui: InspectorLayout, event_id: int | None) -> None:
-    if event_id is None:
-        return
-    model = ui.events_model
-    row = model.row_of(event_id)
-    if row is not None:
-        ui.events_view.setCurrentIndex(model.index(row, 0))
-
-
 def database_name(url: str) -> str:
     """The one form of a database's name the window shows: a SQLite database as its file path
     (``sqlite:////tmp/a.db`` and ``/tmp/a.db`` read the same), any other URL without its password."""
@@ -597,11 +546,6 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
     sources = attempt(lambda: tuple(invoke(service, ReadsAPI.source_compactions, key))) if info.source_format else ()
     mark = None if isinstance(marks, Exception) else marks[1]
     return Opening(info, state, sources, attempt(lambda: read_page(service, key, request)), mark)
-
-
-def run_checks(service: Any, key: str) -> list[Finding]:
-    """:func:`engine.checks.check_thread` over the open service (runs on a worker)."""
-    return check_thread(ServiceReader(service), key)
 
 
 def default_database_url() -> str:

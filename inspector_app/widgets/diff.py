@@ -4,7 +4,7 @@ on both sides, and the specifics it dropped (those the request or the retained t
 to first, highlighted).
 
 :class:`DiffView` only shows what it is given; the replay controller
-(:mod:`inspector_app.controllers.selection`) reads ``Service.reads.compaction_history`` and
+(:mod:`inspector_app.panels.replay.controller`) reads ``Service.reads.compaction_history`` and
 ``Service.reads.compaction_diff`` off the GUI thread and calls :meth:`DiffView.set_entries` /
 :meth:`DiffView.show_diff`. :class:`DiffWindow` is the same view in a window of its own (wide
 enough for the two sides)."""
@@ -38,7 +38,7 @@ from engine.views import CompactionDiff, CompactionEntry
 
 from .. import theme
 from ..models.diff import MEASURED_BY, DiffSideModel, DiffTokensModel, compaction_label, diff_lines, diff_tokens, side_counts
-from .detail import DroppedModel, DroppedView
+from .dropped import DroppedModel, DroppedView
 
 EMPTY_TEXT = "This thread has no compactions: nothing was summarized or pruned yet."
 

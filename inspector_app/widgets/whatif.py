@@ -80,7 +80,7 @@ from ..logic.whatif import (  # noqa: F401 (re-exported: the dialog's plain Pyth
 )
 from ..models.table import RecordTableModel
 from ..service_api import CompactionAPI
-from ..service_client import ServiceClient
+from ..service_client import FacetClient, ServiceClient
 
 if TYPE_CHECKING:
     from engine.service import WhatIfComparison, WhatIfSweep
@@ -250,7 +250,7 @@ class WhatIfDialog(QDialog):
     #: a run ended: "done", "cancelled", "failed" (the engine) or "invalid" (the form)
     finishedRun = Signal(str)
 
-    def __init__(self, client: ServiceClient, key: str, title: str | None = None, *, window_tokens: int | None = None,
+    def __init__(self, client: ServiceClient | FacetClient, key: str, title: str | None = None, *, window_tokens: int | None = None,
                  threshold: int | None = None, spawn: Callable[[Any, str], Any] | None = None, parent: QWidget | None = None) -> None:  # fmt: skip
         super().__init__(parent)
         self.setObjectName("whatIfDialog")

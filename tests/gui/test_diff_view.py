@@ -17,8 +17,8 @@ from engine.messages import ToolCall, assistant, tool_result, user
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
 from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
-from inspector_app.models.replay import MessageRole
 from inspector_app.models.timeline import MessageIdRole
+from inspector_app.panels.replay.model import MessageRole
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, fake_tokens
 from tests.gui.test_window_real import RESEARCH, WAIT_MS, demo, fresh, open_demo  # noqa: F401 (fixtures)
@@ -194,7 +194,7 @@ def test_the_view_in_a_window_of_its_own(qtbot: Any, window: MainWindow, fake: F
     w = window
     view = _diff_page(qtbot, w)
     qtbot.mouseClick(view.pop_button, Qt.MouseButton.LeftButton)
-    popped = w.selection.replay.window
+    popped = w.replay_control.window
     assert popped is not None and popped.isVisible() and popped.width() > w.tabs.width()
     assert popped.view.current_diff() == view.current_diff() and popped.view.before_model.rowCount() == view.before_model.rowCount()
     assert popped.view.pop_button.isHidden()
@@ -226,7 +226,7 @@ def test_the_real_services_before_after_and_requests_on_the_research_thread(qtbo
         envelopes = svc.reads.request_envelopes(RESEARCH)
         count, fifth = len(envelopes), envelopes[4]
     w = open_demo(demo, RESEARCH)
-    w.selection.replay.show_compaction(summary)
+    w.replay_control.show_compaction(summary)
     qtbot.waitUntil(lambda: w.replay.diff_state == "loaded" and w.idle, timeout=WAIT_MS)
     view = w.replay.diff
     assert view.picker.count() == len(entries) and view.current_diff() == expected
@@ -236,7 +236,7 @@ def test_the_real_services_before_after_and_requests_on_the_research_thread(qtbo
     assert view.tokens_model.values()[-1] == ("total", expected.tokens_before["total"], expected.tokens_after["total"])
     if expected.dropped is not None:
         assert len(view.dropped_model.items()) == len(expected.dropped.dropped)
-    w.selection.replay.go_to_request(4)
+    w.replay_control.go_to_request(4)
     qtbot.waitUntil(lambda: w.replay.requests_model.current_envelope() is not None and w.idle, timeout=WAIT_MS)
     assert w.replay.requests_model.request_count == count
     assert w.replay.requests_model.current_envelope() == fifth
@@ -260,7 +260,7 @@ def test_enter_on_a_sources_compaction_row_opens_its_before_after(qtbot: Any, ma
     assert w.replay.diff.status.text().startswith("recorded by claude-code: the surface is rebuilt")  # the diff's note
     # the same from a card (the detail pane's signal, or a caller): the source compaction itself
     w.replay.diff.clear()
-    w.selection.replay.compare(fake.threads[report.thread].sources[0])
+    w.replay_control.compare(fake.threads[report.thread].sources[0])
     qtbot.waitUntil(lambda: w.replay.diff.current_diff() is not None and w.idle, timeout=5000)
     assert w.replay.diff.current_diff().origin == "claude-code"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inspector_app.widgets.pressure import LABEL_ROW, label_boxes
+from inspector_app.panels.pressure.widget import LABEL_ROW, label_boxes
 
 
 def advance(text: str) -> float:

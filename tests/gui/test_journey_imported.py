@@ -27,8 +27,8 @@ from PySide6.QtCore import Qt
 from engine.cli import main as cli
 from engine.service import open_service
 from inspector_app.logic.pressure_text import pressure_view
-from inspector_app.models.events import COL_DETAIL, COL_KIND, EventRole, SourceRole
 from inspector_app.models.threads import COL_PRESSURE
+from inspector_app.panels.events.model import COL_DETAIL, COL_KIND, EventRole, SourceRole
 from tests.engine.imported_sessions import FIRST_REQUEST, write_claude_code_session, write_swe_agent_trajectory
 from tests.gui.conftest import run
 

@@ -248,7 +248,7 @@ def test_a_capped_dropped_list_is_counted_whole_and_says_it_is_capped(qapp: Any)
     from engine.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
     from engine.views import CompactionDiff, CompactionEntry
     from inspector_app.models.diff import DiffTokensModel, compaction_label
-    from inspector_app.widgets.detail import DroppedView
+    from inspector_app.widgets.dropped import DroppedView
 
     listed = tuple(DroppedSpecific("identifier", f"ticket-{i}") for i in range(MAX_DROPPED))
     dropped = DroppedSpecifics(seen=676, dropped=listed, truncated=True, dropped_count=658)

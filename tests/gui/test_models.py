@@ -12,8 +12,6 @@ from PySide6.QtWidgets import QApplication
 from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.views import CompactionEvent, StoredMessage
 from inspector_app import theme
-from inspector_app.models.events import EventsModel, TargetRole, event_detail
-from inspector_app.models.replay import ReplayModel, SurfaceModel, step_label
 from inspector_app.models.threads import COL_MESSAGES, COL_PRESSURE, COL_STATE, KeyRole, ThreadListModel
 from inspector_app.models.timeline import (
     COL_MARKERS,
@@ -31,6 +29,8 @@ from inspector_app.models.timeline import (
     TokensRole,
     message_matches,
 )
+from inspector_app.panels.events.model import EventsModel, TargetRole, event_detail
+from inspector_app.panels.replay.model import ReplayModel, SurfaceModel, step_label
 from tests.gui.fake_service import T0, FakeService, install_demo, long_conversation
 
 pytestmark = pytest.mark.gui

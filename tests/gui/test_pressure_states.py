@@ -14,7 +14,7 @@ from PySide6.QtGui import QFontMetrics
 from engine.views import ManualResult, PressureStatus
 from inspector_app.logic.pressure_text import HINT_TEXT, manual_outcome, pressure_view, window_text, window_tooltip
 from inspector_app.main_window import MainWindow
-from inspector_app.widgets.pressure import CATEGORIES, legend_layout
+from inspector_app.panels.pressure.widget import CATEGORIES, legend_layout
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
 

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QApplication
 from engine.errors import EngineError
 from engine.messages import META_PRUNED, system, user
 from inspector_app.main_window import MainWindow
-from inspector_app.models.replay import EnvelopeRole, RequestsModel, RowKindRole, breakdown_text, envelope_surface, request_rows
+from inspector_app.panels.replay.model import EnvelopeRole, RequestsModel, RowKindRole, breakdown_text, envelope_surface, request_rows
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
 
@@ -284,7 +284,7 @@ def test_a_long_threads_requests_do_not_block_the_gui(qtbot: Any, window: MainWi
 
 def test_the_app_opens_the_replay_tab_on_a_request_or_a_compaction() -> None:
     from inspector_app.app import REPLAY_PAGES, parse_args
-    from inspector_app.widgets.replay import PAGES
+    from inspector_app.panels.replay.widget import PAGES
 
     assert REPLAY_PAGES == PAGES
     args = parse_args(["--thread", "t", "--request", "3"])

@@ -110,7 +110,10 @@ def test_the_gui_calls_the_service_only_through_protocol_methods() -> None:
     calls += [(path, m.group(1)) for path, text in sources.items() for m in re.finditer(r"\binvoke\(\s*service,\s*([^,)]+)", text)]
     assert calls
     apis = "|".join(api.__name__ for api in FACETS)
-    bad = [(path.relative_to(ROOT), arg) for path, arg in calls if not re.fullmatch(rf"(?:{apis})\.\w+", arg.strip())]
+    # the one exception: FacetClient (service_client.py) forwards the method it was given to its ServiceClient
+    forwarded = [(path, arg) for path, arg in calls if path.name == "service_client.py" and arg.strip() == "method"]
+    assert len(forwarded) == 2  # FacetClient.call and .call_interactive, each checked by facet_method (_grant)
+    bad = [(path.relative_to(ROOT), arg) for path, arg in calls if (path, arg) not in forwarded and not re.fullmatch(rf"(?:{apis})\.\w+", arg.strip())]
     assert not bad, f"service calls by something else than a facet Protocol method: {bad}"
     used = {(FACETS[next(a for a in FACETS if a.__name__ == api)], name)
             for text in sources.values() for api, name in re.findall(rf"\b({apis})\.(\w+)", text)}

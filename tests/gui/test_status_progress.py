@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from inspector_app.main_window import MainWindow
-from inspector_app.widgets.pressure import measuring_text
+from inspector_app.panels.pressure.widget import measuring_text
 from tests.gui.fake_service import FakeService
 
 pytestmark = pytest.mark.gui

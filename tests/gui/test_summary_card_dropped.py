@@ -22,7 +22,7 @@ from engine.specifics import DroppedSpecific, DroppedSpecifics
 from engine.views import CompactionEvent, SourceCompaction
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import BoundaryInfo
-from inspector_app.widgets.detail import DroppedItem, DroppedModel, DroppedView, boundary_dropped
+from inspector_app.widgets.dropped import DroppedItem, DroppedModel, DroppedView, boundary_dropped
 from tests.gui.conftest import run
 from tests.gui.fake_service import T0, FakeService, install_demo
 from tests.gui.shoot_issue14 import INCIDENT, Incident, incident  # noqa: F401 (incident: the fixture)
@@ -341,7 +341,7 @@ def test_a_source_card_with_500_dropped_shows_without_measuring_every_row_or_res
     from PySide6.QtWidgets import QTreeView
 
     from inspector_app import theme
-    from inspector_app.widgets.detail import DetailPane
+    from inspector_app.panels.detail.widget import DetailPane
 
     calls = [0]
     data = DroppedModel.data

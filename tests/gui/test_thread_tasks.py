@@ -13,7 +13,7 @@ import pytest
 
 from inspector_app.logic.tasks import TaskSet, ThreadTasks, finished
 from inspector_app.main_window import MainWindow
-from inspector_app.widgets.detail import message_body
+from inspector_app.panels.detail.widget import message_body
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, install_demo
 

@@ -17,8 +17,8 @@ from PySide6.QtWidgets import QAbstractItemView, QLabel, QListView, QPushButton
 from engine.messages import assistant, user
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import NEWEST, CompactedRole, MessageIdRole, NodeKindRole
+from inspector_app.panels.detail.widget import message_body
 from inspector_app.widgets.connect import RecentConnections, strip_password
-from inspector_app.widgets.detail import message_body
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService, long_conversation
 

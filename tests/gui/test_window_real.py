@@ -32,9 +32,9 @@ from engine.summarizers.extractive import ExtractiveSummarizer
 from engine.views import Offload
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
-from inspector_app.models.events import EventRole
 from inspector_app.models.threads import COL_STATE
 from inspector_app.models.timeline import COL_TOKENS, MessageIdRole, NodeKindRole
+from inspector_app.panels.events.model import EventRole
 from tests.gui.conftest import run
 
 pytestmark = pytest.mark.gui

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Awaitable, Callable
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
@@ -22,8 +22,9 @@ from engine.errors import EngineError
 
 from ...logic.state import ThreadState
 from ...logic.tasks import TaskSet, ThreadTasks
+from ...logic.window import Window
 from ...service_api import CompactionAPI, SteeringAPI
-from ...service_client import ServiceClient
+from ...service_client import FacetClient
 from .widget import AuditPanel
 
 #: the audit rows read per page
@@ -36,13 +37,13 @@ class RevertAuditController:
     def __init__(
         self,
         ui: Any,
-        client: ServiceClient,
+        client: FacetClient,
         tasks: TaskSet,
         view: ThreadTasks,
         state: ThreadState,
         report: Callable[[BaseException, str], None],
         *,
-        reload: Callable[[str, "int | None"], Awaitable[None]],
+        window: Window,
         compaction: Any,
     ) -> None:
         self.ui = ui
@@ -51,7 +52,7 @@ class RevertAuditController:
         self.view = view
         self.state = state
         self.report = report
-        self._reload = reload
+        self.window = window
         self.compaction = compaction
         #: why the store cannot be written, in words (None: writable or not known yet)
         self.read_only: str | None = None
@@ -231,7 +232,7 @@ class RevertAuditController:
         )
         if self.state.thread is not None and self.state.thread.key == key:
             self.ui.banner.clear()
-            await self._reload(key, None)
+            await self.window.load_thread(key)
         bar.showMessage(done if self.state.thread is not None and self.state.thread.key == key else f"{key}: {done}")
         await self.load_audit()
         return result

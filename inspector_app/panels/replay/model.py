@@ -12,8 +12,8 @@ from PySide6.QtGui import QBrush
 from engine.messages import META_PRUNED, Message, summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
-from .. import theme
-from .timeline import message_preview
+from ... import theme
+from ...models.timeline import message_preview
 
 StepRole = Qt.ItemDataRole.UserRole + 1
 MessageRole = Qt.ItemDataRole.UserRole + 2

@@ -7,13 +7,13 @@ from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPainterPath, QPen
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
 from engine import figures
 from engine.views import PressurePoint, PressureStatus
 
-from .. import theme
-from ..logic.pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip
+from ... import theme
+from ...logic.pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip
 
 __all__ = ["CATEGORIES", "HINT_RATIO", "HINT_TEXT", "PressureChart", "PressureGauge", "legend_layout", "measuring_text"]
 
@@ -488,3 +488,17 @@ class PressureChart(QWidget):
     def imported(self) -> bool:
         """The points are a source's recorded usage (an imported thread)."""
         return any(pt.origin == "imported" for pt in self._points)
+
+
+class PressurePage(QWidget):
+    """The Pressure tab's page: the gauge over the chart (issue 24: moved out of the window's layout)."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.gauge = PressureGauge()
+        self.chart = PressureChart()
+        pl = QVBoxLayout(self)
+        pl.setContentsMargins(4, 8, 4, 8)
+        pl.addWidget(self.gauge)
+        pl.addWidget(self.chart, 1)
+        self.setObjectName("pressurePage")

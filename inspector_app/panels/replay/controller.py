@@ -1,143 +1,38 @@
-"""What the detail pane shows: the current timeline row (a message's full body, read on selection,
-and the verified original of a pruned result), and the timeline row an event points at; and what
-the replay pane shows (:class:`ReplayController`): every request's envelope and the before/after
-view of a compaction, read off the GUI thread when they are first looked at."""
+"""What the replay pane shows: every request's envelope and the before/after view of a compaction,
+read off the GUI thread when they are first looked at (moved from the selection controller, issue 24)."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import Any, Sequence
 
-from PySide6.QtCore import QModelIndex
+from engine.views import CompactionEntry, PressurePoint, RequestEnvelope, SourceCompaction
 
-from engine.views import CompactionEntry, Offload, PressurePoint, RequestEnvelope, SourceCompaction
-
-from ..layout import InspectorLayout
-from ..logic.state import error_code, error_text
-from ..logic.tasks import Report, ThreadTasks
-from ..models.events import EventRole, TargetRole, event_target
-from ..models.replay import RequestRow, request_rows
-from ..models.timeline import Node
-from ..service_api import ReadsAPI
-from ..service_client import ServiceClient
-from ..widgets.diff import DiffWindow
-from .paging import PagingController
-
-
-class SelectionController:
-    """Follows the timeline's current row and the events list into the detail pane."""
-
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, paging: PagingController, report: Report) -> None:
-        self.ui = ui
-        self.client = client
-        self.view = view
-        self.paging = paging
-        self.report = report
-        self.model = ui.timeline_model
-        self._gap_backward = False  # the current gap row was reached from below
-        self._body: asyncio.Task[None] | None = None  # the current message's body being read
-        ui.timeline.selectionModel().currentChanged.connect(self._on_current)
-        ui.timeline.activated.connect(self._on_activated)
-        ui.events_view.activated.connect(self._on_event_activated)
-        ui.events_view.clicked.connect(self._on_event_activated)
-        ui.summary_button.clicked.connect(lambda: self.view.spawn(self.paging.show_boundary(), "show summary"))
-        self.replay = ReplayController(ui, client, view, report)
-        ui.replay.messageActivated.connect(lambda message_id: self.view.spawn(self.paging.go_to(message_id), "show message"))
-
-    def _on_current(self, current: QModelIndex, previous: QModelIndex) -> None:
-        if self._body is not None and not self._body.done():
-            self._body.cancel()  # the selection moved on: the previous body (and original) is not shown
-        node = self.model.node(current)
-        if node is None:
-            return
-        timeline, detail = self.ui.timeline, self.ui.detail
-        if node.kind == "boundary" and self.model.boundary is not None:
-            detail.show_boundary(self.model.boundary)
-        elif node.kind == "source" and node.source is not None:
-            detail.show_source_compaction(node.source)
-        elif node.kind == "message" and node.info is not None:
-            self._body = self.view.spawn(self._show_body(node), "read message")
-        elif node.kind == "gap":
-            self._gap_backward = previous.isValid() and timeline.visualRect(previous).top() > timeline.visualRect(current).top()
-            detail.show_text("Not loaded yet", f"{node.label}\nThese messages load when the row scrolls into view; Enter loads the next page.")
-        else:
-            ids = f"#{node.first_id}–#{node.last_id}" if node.first_id is not None else ""
-            tokens = f"{node.tokens:,} tokens" if node.tokens is not None else ""
-            lines = [node.label, " · ".join(filter(None, (f"{len(node.children)} rows", ids, tokens, *node.markers)))]
-            if node.compacted:
-                lines.append("Compacted: the model sees only the summary of this.")
-            detail.show_text(node.kind.capitalize(), "\n".join(lines))
-
-    async def _show_body(self, node: Node) -> None:
-        """The selected message in full: its body is read now (the timeline keeps previews only).
-        Selecting another row cancels this task."""
-        key, info = self.model.key, node.info
-        if key is None or info is None:
-            return
-        try:
-            (stored,) = await self.client.call_interactive(ReadsAPI.messages_page, key, after_id=info.id - 1, limit=1) or (None,)
-        except Exception as exc:  # noqa: BLE001 - the message shows why in place; the rest stays usable
-            self.ui.detail.show_text(f"Message #{info.id} cannot be read", f"{error_code(exc)}: {error_text(exc)}")
-            raise
-        if stored is None or stored.id != info.id:
-            return  # no longer in the thread
-        offload = self.model.offload(info.id)
-        self.ui.detail.show_message(stored, offload, tokens=node.tokens, original_tokens=node.original_tokens)
-        if offload is not None:
-            await self._read_original(offload)
-
-    async def _read_original(self, offload: Offload) -> None:
-        try:
-            text = await self.client.call(ReadsAPI.read_original, offload)
-        except Exception as exc:  # noqa: BLE001 - integrity and missing-file errors are shown in place
-            self.ui.detail.show_original_error(offload, f"{error_code(exc)}: {error_text(exc)}")
-            self.report(exc, "read original")
-            return
-        self.ui.detail.show_original(offload, text)
-
-    def _on_activated(self, index: QModelIndex) -> None:
-        node = self.model.node(index)
-        if node is not None and node.kind == "gap":
-            self.model.gap_cancelled(node)  # Enter retries a failed gap
-            self.view.spawn(self.paging.load_gap(node, backward=self._gap_backward), "load messages")
-            return
-        if node is not None and node.kind in ("boundary", "source"):  # Enter on a compaction: its before/after
-            self.replay.show_node(node)
-            return
-        self.ui.tabs.setCurrentWidget(self.ui.detail)
-        self.ui.detail.body.setFocus()
-
-    def _on_event_activated(self, index: QModelIndex) -> None:
-        """Show the event's subject in the timeline: the new boundary, or the first pruned result."""
-        event = index.siblingAtColumn(0).data(EventRole)
-        # a source's compaction (no event of ours): the message it came after
-        target = event_target(event) if event is not None else index.siblingAtColumn(0).data(TargetRole)
-        if target is None:
-            return
-        boundary = self.model.boundary
-        on_boundary = event is not None and boundary is not None and event.data.get("boundary_after") == boundary.boundary
-        found = self.model.boundary_index() if on_boundary else self.model.index_for_message(target)
-        if found.isValid():
-            self.ui.timeline.setCurrentIndex(found)
-            self.ui.timeline.scrollTo(found)
-        else:  # in a part not loaded yet: load the page around it
-            self.view.spawn(self.paging.show_boundary() if on_boundary else self.paging.go_to(target), "show event")
+from ...logic.state import error_text
+from ...logic.tasks import Report, ThreadTasks
+from ...models.timeline import Node
+from ...service_api import ReadsAPI
+from ...service_client import FacetClient
+from ...widgets.diff import DiffWindow
+from ..ports import Paging
+from .model import RequestRow, request_rows
+from .widget import ReplayPanel
 
 
 class ReplayController:
-    """Feeds the replay pane (:class:`~inspector_app.widgets.replay.ReplayPanel`): the requests'
+    """Feeds the replay pane (:class:`~inspector_app.panels.replay.widget.ReplayPanel`): the requests'
     envelopes (``Service.reads.request_envelopes``) and the before/after of a compaction
     (``Service.reads.compaction_history`` + ``Service.reads.compaction_diff``), each read as a task of the open
     thread's view (opening another thread cancels it) the first time its page is shown. A click on
     a point of the pressure chart opens that request; Enter on a boundary row of the timeline (or
     :meth:`show_compaction`, e.g. from the summary card) opens that compaction's before/after."""
 
-    def __init__(self, ui: InspectorLayout, client: ServiceClient, view: ThreadTasks, report: Report) -> None:
+    def __init__(self, ui: Any, client: FacetClient, view: ThreadTasks, paging: Paging, report: Report) -> None:
         self.ui = ui
         self.client = client
         self.view = view
         self.report = report
-        self.panel = ui.replay
+        self.panel: ReplayPanel = ui.replay
         self.window: DiffWindow | None = None
         self._entries: list[CompactionEntry] | None = None
         self._diff_task: asyncio.Task[None] | None = None
@@ -155,6 +50,15 @@ class ReplayController:
         compare = getattr(ui.detail, "compareRequested", None)  # a card's "Before / after" (the detail pane's signal, if it has one)
         if compare is not None:
             compare.connect(self.compare)
+        self.panel.messageActivated.connect(lambda message_id: self.view.spawn(paging.go_to(message_id), "show message"))
+        ui.timeline.activated.connect(self._on_activated)
+
+    def _on_activated(self, index: Any) -> None:
+        """Enter on a boundary row (our summary) or a source's compaction row: its before/after
+        (moved from the selection controller, which leaves those rows to this one)."""
+        node = self.ui.timeline_model.node(index)
+        if node is not None and node.kind in ("boundary", "source"):
+            self.show_node(node)
 
     # -- a new view ----------------------------------------------------------------------------
     def _on_reset(self) -> None:

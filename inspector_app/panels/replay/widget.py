@@ -2,10 +2,10 @@
 at each (the steps of an overflow recovery in place), step through one recovery episode, and the
 before/after view of a compaction.
 
-Three pages: **Requests** (:class:`~inspector_app.models.replay.RequestsModel`), **Recoveries**
-(the episodes, :class:`~inspector_app.models.replay.ReplayModel`) and **Before / after**
+Three pages: **Requests** (:class:`~inspector_app.panels.replay.model.RequestsModel`), **Recoveries**
+(the episodes, :class:`~inspector_app.panels.replay.model.ReplayModel`) and **Before / after**
 (:class:`~inspector_app.widgets.diff.DiffView`). The panel shows what it is given; the replay
-controller (:mod:`inspector_app.controllers.selection`) reads the requests and the compactions off
+controller (:mod:`inspector_app.panels.replay.controller`) reads the requests and the compactions off
 the GUI thread when a page is first shown for a thread (:attr:`ReplayPanel.requestsWanted`,
 :attr:`ReplayPanel.diffWanted`), and :meth:`ReplayPanel.clear_thread` empties every page the moment
 another thread is opened, so nothing of the previous thread stays on screen."""
@@ -34,10 +34,10 @@ from engine import figures
 from engine.messages import summary_message
 from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
-from .. import theme
-from ..models.diff import LineRole
-from ..models.replay import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label
-from .diff import DiffView
+from ... import theme
+from ...models.diff import LineRole
+from ...widgets.diff import DiffView
+from .model import MessageRole, ReplayModel, RequestRow, RequestsModel, SurfaceModel, breakdown_text, envelope_surface, episode_label
 
 #: the panel's pages, in order (``--replay-view``)
 PAGES: tuple[str, ...] = ("requests", "recoveries", "diff")

@@ -8,7 +8,7 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
 from engine.checks import Finding
 
-from .table import RecordTableModel
+from ...models.table import RecordTableModel
 
 _Index = QModelIndex | QPersistentModelIndex
 COLUMNS: tuple[str, ...] = ("Check", "What is wrong")

@@ -15,8 +15,8 @@ from PySide6.QtGui import QBrush
 
 from engine.views import SOURCE_NAMES, CompactionEvent, SourceCompaction
 
-from .. import theme
-from .table import RecordTableModel
+from ... import theme
+from ...models.table import RecordTableModel
 
 EventRole = Qt.ItemDataRole.UserRole + 1
 #: the timeline message an event is about (first pruned result, new boundary), or None

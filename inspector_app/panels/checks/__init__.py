@@ -1,0 +1,1 @@
+"""The Checks tab (issue 24: a panel package): :mod:`.widget` (note, Run checks, findings), :mod:`.model` (one finding per row), :mod:`.controller` (the invariants of docs/schema.md run on a worker)."""

@@ -1,0 +1,1 @@
+"""The detail pane (issue 24: a panel package): :mod:`.widget` (a message in full, a pruned result beside its original, the summary card and a source compaction's card), :mod:`.controller` (follows the timeline's current row: a message's body and original read on a worker)."""

@@ -1,0 +1,1 @@
+"""The Events tab (issue 24: a panel package): :mod:`.widget` (the list and its empty-state note), :mod:`.model` (one recorded event per row, the source's compactions first), :mod:`.controller` (the rows set, a click shows the event's row in the timeline)."""

@@ -1,0 +1,1 @@
+"""The Pressure tab (issue 24: a panel package): :mod:`.widget` (the gauge, the chart, and the page holding both). No controller: the thread's status read by :mod:`inspector_app.controllers.threads` feeds them."""

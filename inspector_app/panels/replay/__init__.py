@@ -1,0 +1,1 @@
+"""The Replay tab (issue 24: a panel package): :mod:`.widget` (requests, recoveries, before/after), :mod:`.model` (their rows), :mod:`.controller` (envelopes and diffs read on workers when first looked at)."""
