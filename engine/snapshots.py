@@ -13,9 +13,11 @@ under the conversation lock), none when the conversation row's newest message id
 write door with every append) is the last seen; another state (a prune, a summary) is measured
 again. The pressure path first makes one statement on a driver connection
 (:func:`engine.store.reads.quick_thread_read`: the key row and the newest completed request, a few
-µs; on a SQLite file a connection of its own, out of the pool): the same version is answered with
-the held snapshot, a version that only grew by messages with them, anything else with the
-transaction above. The messages this process's write door committed (``Store.on_appended`` →
+µs; on a SQLite file a connection of its own, out of the pool, which with nothing handed over
+first asks its ``PRAGMA data_version``: unchanged since the version was read there, no other
+connection committed and the held snapshot is the answer without the statement): the same version
+is answered with the held snapshot, a version that only grew by messages with them, anything else
+with the transaction above. The messages this process's write door committed (``Store.on_appended`` →
 :meth:`SnapshotCache.appended`) are handed over with their ids, so when the version grew by
 exactly those none is read; a message another writer appended in between makes the count differ
 and they are read.
