@@ -17,12 +17,14 @@ from ..compactor import Compactor, Measured, Outcome, RunState
 from ..errors import Cancelled
 from ..events import Event, EventKind
 from ..messages import Message
+from ..meter import TokenMeter, default_meter
 from ..policy import PolicySet, ResolvedPolicy
 from ..pruning import without_prune_specifics
 from ..snapshots import SnapshotCache
 from ..step import StepDriver, StepStart
 from ..store import Store
 from ..store.db import code_head
+from ..store.reads import thread_reading
 from ..summarizers.protocol import Summarizer
 from ..units import is_closing_marker, is_request, starts_turn
 from ..workdir import Workdir
@@ -261,15 +263,42 @@ def request_kept(m: Measured) -> bool | None:
 # -- the source's steps ----------------------------------------------------------------------------
 
 
-def _source_messages(source: Store, key: str) -> Iterator[Message]:
+def _source_messages(source: Store, key: str, meter: TokenMeter | None = None) -> Iterator[Message]:
+    """The thread's messages in id order, in keyset pages of :data:`PAGE`. With ``meter``, the
+    counts the source kept for a page's messages under ``meter.count_key`` are handed to the meter
+    first (:func:`_remember_counts`): replaying them encodes none of them again."""
     after: int | None = None
     while True:
         page = source.messages_page(key, after_id=after, limit=PAGE)
         if not page:
             return
+        if meter is not None:
+            _remember_counts(source, key, meter, after, page[-1].id, [s.message for s in page])
         for s in page:
             yield s.message
         after = page[-1].id
+
+
+def _remember_counts(source: Store, key: str, meter: TokenMeter, after: int | None, last: int, messages: Sequence[Message]) -> None:
+    """Hand ``meter`` the counts the source kept for ``messages`` (ids above ``after`` up to ``last``)
+    under its ``count_key`` (``TokenMeter.remember``, when this meter has it): the write door
+    stored the meter's own count of each, so the replay's sums, the scratch door's counts and the
+    compactor's reads answer from the meter's cache. A message without a kept count (pruned in
+    the source, written before counts were kept, another encoding) is counted as before."""
+    remember = getattr(meter, "remember", None)
+    if remember is None:
+        return
+    by_id = {m.id: m for m in messages}
+    known: list[Message] = []
+    counts: list[int] = []
+    with thread_reading(source, key) as reader:
+        for row, n in reader.counted_messages_after(after, key=meter.count_key, limit=len(messages)):
+            m = by_id.get(row.id)
+            if n is not None and m is not None and row.id is not None and row.id <= last:
+                known.append(m)
+                counts.append(n)
+    if known:
+        remember(known, counts)
 
 
 def _requests(source: Store, key: str) -> Iterator[Any]:
@@ -298,14 +327,16 @@ class _SourceView:
     thread of at most :data:`HELD_MESSAGES`) reads the messages once and keeps them for every run;
     else each run reads them again in keyset pages (memory stays bounded)."""
 
-    def __init__(self, source: Store, key: str, *, hold: bool) -> None:
+    def __init__(self, source: Store, key: str, *, hold: bool, meter: TokenMeter | None = None) -> None:
         self.source, self.key = source, key
         self.system_prompt, self.tools, _, _ = source.conversation_config(key)
         self.ends, self.last_end = _response_ends(source, key)
-        self._held: list[Message] | None = list(_source_messages(source, key)) if hold else None
+        #: the scratch thread's meter, handed the counts the source kept (see :func:`_remember_counts`)
+        self.meter = meter
+        self._held: list[Message] | None = list(_source_messages(source, key, meter)) if hold else None
 
     def messages(self) -> Iterator[Message]:
-        return iter(self._held) if self._held is not None else _source_messages(self.source, self.key)
+        return iter(self._held) if self._held is not None else _source_messages(self.source, self.key, self.meter)
 
 
 class _StepRule:
@@ -599,7 +630,7 @@ def run_whatif(
     ticker = _Ticker(progress, t.message_count)
     _check(should_stop)
     recorded = recorded_run(source, key, policies=policies, thread=t)
-    candidate = _candidate(_SourceView(source, key, hold=False), t, policy, spec, parsed, label=_label(parsed), ticker=ticker, should_stop=should_stop,
+    candidate = _candidate(_SourceView(source, key, hold=False, meter=_scratch_meter(t)), t, policy, spec, parsed, label=_label(parsed), ticker=ticker, should_stop=should_stop,
                            summarizer=summarizer, scratch_root=scratch_root)
     ticker.tick(0, force=True)
     return WhatIfComparison(key, recorded, candidate)
@@ -629,7 +660,7 @@ def run_sweep(
     ticker = _Ticker(progress, t.message_count, runs=len(plans))
     _check(should_stop)
     recorded = recorded_run(source, key, policies=policies, thread=t)
-    view = _SourceView(source, key, hold=t.message_count <= HELD_MESSAGES)  # read once for every run
+    view = _SourceView(source, key, hold=t.message_count <= HELD_MESSAGES, meter=_scratch_meter(t))  # read once for every run
     runs = []
     for v, policy, spec in plans:
         s = {**base, name: v}
@@ -637,6 +668,11 @@ def run_sweep(
                                summarizer=summarizer_factory() if summarizer_factory else None, scratch_root=scratch_root))
     ticker.tick(0, force=True)
     return WhatIfSweep(key, name, parsed_values, tuple(runs), recorded)
+
+
+def _scratch_meter(t: _Thread) -> TokenMeter:
+    """The meter the scratch thread counts with (its route's model, as :func:`_candidate` routes it)."""
+    return default_meter(t.model if t.provider and t.model else FALLBACK_ROUTE[1])
 
 
 def _label(settings: Mapping[str, Any]) -> str:

@@ -58,9 +58,9 @@ def test_a_sweep_reading_the_source_once_equals_separate_whatifs(source: tuple[S
     reads: list[int] = []
     paged = whatif_runs._source_messages
 
-    def counting(store, k):  # noqa: ANN001, ANN202 - the module's own reader, counted
+    def counting(store, k, *meter):  # noqa: ANN001, ANN002, ANN202 - the module's own reader (and the meter it hands counts to), counted
         reads.append(1)
-        return paged(store, k)
+        return paged(store, k, *meter)
 
     monkeypatch.setattr(whatif_runs, "_source_messages", counting)
     sweep = run_sweep(svc.store, key, "threshold_ratio", values, policies=svc.policies, scratch_root=str(tmp_path))
