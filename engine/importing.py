@@ -317,11 +317,12 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
     warnings = [str(w) for w in session.warnings]
     title = session_title(session)
     with store.locked_or_created(key, title=title) as (tx, created):
-        if not created and tx.conv.source_format is None:
+        row = tx.thread()
+        if not created and row.source_format is None:
             raise EngineError(f"thread {key!r} exists and was not imported; give another --thread", code="thread_not_imported")
-        if not created and tx.conv.source_format != session.format:
+        if not created and row.source_format != session.format:
             raise EngineError(
-                f"thread {key!r} was imported from {tx.conv.source_format}, not {session.format}", code="thread_format_mismatch"
+                f"thread {key!r} was imported from {row.source_format}, not {session.format}", code="thread_format_mismatch"
             )
         tx.set_source(
             format=session.format,
@@ -337,7 +338,7 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
         )
         if created:
             tx.configure(system_prompt=session.system_prompt or "", tools=session.tools)
-        elif session.system_prompt and not tx.conv.system_prompt:
+        elif session.system_prompt and not tx.thread().system_prompt:
             tx.configure(system_prompt=session.system_prompt)
         stored = tx.message_source_keys()
         ledger = tx.call_ledger().copy()
@@ -346,7 +347,7 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
             if m.source_key in stored:
                 continue
             new.append(_admit(ledger, m, repairs))
-        if new and not tx.conv.model:
+        if new and not tx.thread().model:
             # the route the import ends with (below: the newest usage record's model, else the
             # session's), set before the messages so the door keeps their counts for its encoding
             last = next((u for u in reversed(session.usage) if 0 <= u.position < limit), None)
@@ -386,7 +387,7 @@ def _write_session(store: Store, session: ImportedSession, key: str, *, final: b
                 "created_at": _timestamp(u.timestamp or session.messages[u.position].timestamp),
             })
         n_requests = tx.record_imported_requests(requests)
-        if not n_requests and not tx.conv.model and session.model:
+        if not n_requests and not tx.thread().model and session.model:
             tx.set_route(provider=provider_for(session.format, session.model), model=session.model)
 
         # the source's own compactions

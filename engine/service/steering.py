@@ -104,7 +104,7 @@ class SteeringFacet:
             if THREAD_INSTRUCTIONS in new and not isinstance(new[THREAD_INSTRUCTIONS], str):
                 raise PolicyError("instructions must be text")
             own = thread_overrides(new)  # unknown keys, bad values: PolicyError
-            conv = tx.conv
+            conv = tx.thread()
             reported = conv.reported_context_window
             r = self._core.policies.resolve(conv.provider, conv.model, reported_window=reported, reported_by=conv.source_format if reported else None, thread=own)
             _ = r.threshold, r.target_tokens, r.retained_tail_tokens  # raise PolicyError if unusable

@@ -27,7 +27,7 @@ from ..events import EventKind
 from ..messages import InvalidMessage, Message, ToolCall
 from ..meter import default_meter
 from ..units import META_MISSING_RESULT, dangling_calls
-from ..views import ACTIVE_RUN_STATUSES, Offload
+from ..views import ACTIVE_RUN_STATUSES, LockedThread, Offload
 from .fleet import UNKNOWN_PPM, add_kept
 from .invariants import CallLedger
 from .models import (
@@ -47,7 +47,7 @@ from .models import (
     utcnow,
 )
 from .reads import THREAD_KEY, ConversationReader, ThreadReader, _raw, handed_message
-from .records import MESSAGES, message_values, to_message
+from .records import MESSAGES, locked_thread_record, message_values, to_message
 from .rules import check_json, clean_text, scrub_text
 from .sources import SourceWrites
 
@@ -469,6 +469,12 @@ class Locked(SourceWrites, ConversationReader):
             return self._conv
         assert self._head is not None
         return self._head
+
+    def thread(self) -> LockedThread:
+        """The locked thread's columns as this transaction sees them now: a frozen copy
+        (:class:`engine.views.LockedThread`). Callers outside the store read these, never the ORM
+        row; a later write in this transaction shows in the next call, not in this record."""
+        return locked_thread_record(self.conv)
 
     @property
     def conversation_id(self) -> int:
