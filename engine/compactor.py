@@ -32,7 +32,6 @@ from .events import (
     SummaryRejectedEvent,
     SummaryUsage,
     write_event,
-    write_thread_event,
 )
 from .messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from .meter import Measurement, TokenMeter, default_meter
@@ -617,7 +616,9 @@ class Compactor:
         if tx is not None:
             write_event(tx, event, trigger=trigger, run_id=run_id)
         else:
-            write_thread_event(self.store, thread, event, trigger=trigger, run_id=run_id)
+            event.check_trigger(trigger)  # a wrong trigger is refused before the lock is taken
+            with self.store.locked(thread) as t:
+                write_event(t, event, trigger=trigger, run_id=run_id)
 
 
 # -- small helpers ----------------------------------------------------------------------------

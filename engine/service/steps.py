@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from ..compactor import Measured, Outcome, RunState
-from ..events import Event, write_event, write_thread_event
+from ..events import Event, write_event
 from ..messages import Message
 from ..policy import ResolvedPolicy
 from ..step import StepStart
@@ -86,9 +86,10 @@ class StepsFacet:
         threshold: int | None = None,
     ) -> int:
         """Record a request about to be sent (outcome ``pending``); its route becomes the thread's."""
-        return self._core.store.record_model_request(
-            key, provider=provider, model=model, run_id=run_id, step=step, estimated_tokens=estimated_tokens, threshold=threshold
-        )
+        with self._core.store.locked(key) as tx:
+            return tx.record_model_request(
+                provider=provider, model=model, run_id=run_id, step=step, estimated_tokens=estimated_tokens, threshold=threshold
+            )
 
     def complete_model_request(
         self,
@@ -115,8 +116,10 @@ class StepsFacet:
 
     def add_event(self, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
         """Record one typed event (:mod:`engine.events`); a trigger its kind is never written with
-        raises ``ValueError``."""
-        return write_thread_event(self._core.store, key, event, trigger=trigger, run_id=run_id)
+        raises ``ValueError`` (before the lock is taken)."""
+        event.check_trigger(trigger)
+        with self._core.store.locked(key) as tx:
+            return write_event(tx, event, trigger=trigger, run_id=run_id)
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:
         """Pressure compaction before a model step: prune, then summarize if still at the threshold."""
