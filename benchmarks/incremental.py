@@ -202,9 +202,11 @@ def cmd_build(url: str, n: int, workdir: str) -> dict[str, Any]:
     try:
         t0 = time.perf_counter()
         svc.runs.create_thread(KEY, title=f"{n:,} messages", system_prompt="You are a support agent.")
-        svc.store.bulk_append(KEY, stream_messages(n))
+        with svc.store.locked(KEY) as tx:
+            tx.bulk_append(stream_messages(n))
         svc.runs.create_thread("warmup", system_prompt="You are a support agent.")
-        svc.store.bulk_append("warmup", stream_messages(40))
+        with svc.store.locked("warmup") as tx:
+            tx.bulk_append(stream_messages(40))
         return {"n": n, "build_s": round(time.perf_counter() - t0, 2)}
     finally:
         svc.close()
@@ -389,7 +391,8 @@ def cmd_writers(url: str, seconds: float, writers: int) -> dict[str, Any]:
         store = Store.open(url)
         try:
             while time.monotonic() < stop:
-                store.append_message(KEY, (user if counts[i] % 2 == 0 else assistant)(f"writer {i} message {counts[i]}: order refund ticket"))
+                with store.locked(KEY) as tx:
+                    tx.append_message((user if counts[i] % 2 == 0 else assistant)(f"writer {i} message {counts[i]}: order refund ticket"))
                 counts[i] += 1
         finally:
             store.close()

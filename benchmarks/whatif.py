@@ -205,7 +205,8 @@ def cmd_cost(n: int) -> dict[str, Any]:
         key = "big"
         svc.runs.create_thread(key, title="big", system_prompt="You are a support agent with a knowledge base.", provider="bench", model="bench-model")
         t0 = time.perf_counter()
-        svc.store.bulk_append(key, stream_messages(n))
+        with svc.store.locked(key) as tx:
+            tx.bulk_append(stream_messages(n))
         build = time.perf_counter() - t0
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         t0, cpu0 = time.perf_counter(), time.process_time()

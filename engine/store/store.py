@@ -1,4 +1,4 @@
-# Over 800 lines: every read and write use case of the store is one short method here; the door, reads, fleet queries and import writes live in their own modules; issue 24 (open) moves the use-case wrappers out.
+# Over 500 lines: every read use case of the store is one short method here, beside opening a database and the write door (Store.locked); the door, reads, fleet queries and import writes live in their own modules; the use-case write wrappers are gone (issue 24: callers open the door).
 """The session store: opening a database, the conversation row lock, and the keyset reads.
 
 This package is the only place in the code with SQL. Callers get plain records from
@@ -7,9 +7,9 @@ This package is the only place in the code with SQL. Callers get plain records f
 Writes: :meth:`Store.locked` opens the write door (:class:`engine.store.door.Locked`), a
 transaction that holds the conversation row lock until it commits (PostgreSQL ``SELECT … FOR
 UPDATE``; SQLite ``BEGIN IMMEDIATE``, which takes the database write lock) and checks the
-conversation invariants. Every write method here (append, queue, runs, model requests, events,
-the route) is one short trip through that door; creating a conversation and the store-wide
-settings are the only writes outside a conversation.
+conversation invariants. The store has no use-case write wrappers (issue 24): a caller opens the
+door and calls the :class:`Locked` method (``with store.locked(key) as tx: tx.append_message(m)``);
+creating a conversation and the store-wide settings are the only writes outside a conversation.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from sqlalchemy import and_, bindparam, func, or_, select
 from sqlalchemy.engine import Engine
@@ -25,7 +25,6 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from ..errors import EngineError, ThreadNotFound
-from ..events import EventKind
 from ..messages import Message
 from ..views import (
     ACTIVE_RUN_STATUSES,
@@ -420,10 +419,6 @@ class Store:
             tools = checked(conv.tools, "conversations", conv.id, "tools")
             return conv.system_prompt, tuple(tools) if isinstance(tools, list) else (() if tools is None else tools), conv.provider, conv.model
 
-    def set_route(self, key: str, *, provider: str, model: str) -> None:
-        with self.locked(key) as tx:
-            tx.set_route(provider=provider, model=model)
-
     @staticmethod
     def _conv(s: Session, key: str | int) -> Conversation:
         q = select(Conversation).where(Conversation.id == key if isinstance(key, int) else Conversation.thread_key == key)
@@ -432,95 +427,12 @@ class Store:
             raise ThreadNotFound(f"no thread {key!r}")
         return conv
 
-    # -- writes: each opens the write door for one short transaction -----------------------
-    def append_message(self, key: str, message: Message, *, run_id: int | None = None) -> int:
-        """Append one message; the conversation invariants are checked (``invalid_message``)."""
-        with self.locked(key) as tx:
-            return tx.append_message(message, run_id=run_id)
-
-    def append_messages(self, key: str, messages: Sequence[Message], *, run_id: int | None = None) -> list[int]:
-        """Append messages in order in one transaction; all or none (``invalid_message``)."""
-        with self.locked(key) as tx:
-            return tx.append_messages(messages, run_id=run_id)
-
-    def bulk_append(self, key: str, messages: Iterable[Message], *, run_id: int | None = None) -> int:
-        """Import messages in one transaction (the door's fast path); all or none."""
-        with self.locked(key) as tx:
-            return tx.bulk_append(messages, run_id=run_id)
-
-    def queue_request(self, key: str, content: str) -> int:
-        with self.locked(key) as tx:
-            return tx.queue_request(content)
-
-    def start_run(self, key: str, *, request_id: int | None = None) -> int:
-        with self.locked(key) as tx:
-            return tx.start_run(request_id=request_id)
-
-    def finish_run(self, key: str, run_id: int, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
-        with self.locked(key) as tx:
-            tx.set_run_status(run_id, "failed" if failed else "completed", error_code=error_code, error_message=error_message)
-
-    def interrupt_run(self, key: str, run_id: int) -> None:
-        with self.locked(key) as tx:
-            tx.set_run_status(run_id, "waiting_for_user")
-
-    def resume_run(self, key: str, run_id: int) -> None:
-        with self.locked(key) as tx:
-            tx.set_run_status(run_id, "running")
-
-    def cancel_run(self, key: str, run_id: int) -> int:
-        """Cancel a run; calls it left unanswered get aborted results. Returns how many."""
-        with self.locked(key) as tx:
-            return tx.settle_run(run_id, "cancelled")
-
     def busy_reason(self, key: str) -> str | None:
         with self._session(write=False) as s:
             conv = self._conv(s, key)
             return busy_reasons(s, [conv.id]).get(conv.id)
 
     # -- model requests -------------------------------------------------------------------
-    def record_model_request(
-        self,
-        key: str,
-        *,
-        provider: str,
-        model: str,
-        run_id: int | None = None,
-        step: int = 0,
-        estimated_tokens: int | None = None,
-        threshold: int | None = None,
-    ) -> int:
-        with self.locked(key) as tx:
-            return tx.record_model_request(
-                provider=provider, model=model, run_id=run_id, step=step, estimated_tokens=estimated_tokens, threshold=threshold
-            )
-
-    def complete_model_request(
-        self,
-        request_id: int,
-        *,
-        outcome: str,
-        reported_prompt_tokens: int | None = None,
-        reported_completion_tokens: int | None = None,
-        error_code: str | None = None,
-        error_message: str | None = None,
-    ) -> None:
-        """Record how a request ended, under the lock of the thread it belongs to."""
-        with self._session(write=False) as s:
-            conversation_id = s.scalar(select(ModelRequestRow.conversation_id).where(ModelRequestRow.id == request_id))
-        if conversation_id is None:
-            self._check_writable()  # a read-only store refuses the write before saying what is missing
-            raise EngineError(f"no model request {request_id}", code="not_found")
-        with self.locked(int(conversation_id)) as tx:
-            tx.complete_model_request(
-                request_id,
-                outcome=outcome,
-                reported_prompt_tokens=reported_prompt_tokens,
-                reported_completion_tokens=reported_completion_tokens,
-                error_code=error_code,
-                error_message=error_message,
-            )
-
     def last_completed_request(self, key: str) -> ModelRequest | None:
         """The newest completed, routed model request (pressure compaction needs one)."""
         # one Core query on a plain connection (no ORM session): this runs before every model step
@@ -549,12 +461,6 @@ class Store:
             if after_id is not None:
                 q = q.where(ModelRequestRow.id > after_id)
             return [model_request_record(r) for r in s.scalars(q.order_by(ModelRequestRow.id).limit(limit))]
-
-    def add_event(self, key: str, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
-        """Record one event in its own short transaction (e.g. a provider error observed by the
-        harness). ``kind`` must be an :class:`engine.events.EventKind` member (``invalid_event``)."""
-        with self.locked(key) as tx:
-            return tx.add_event(kind, data, trigger=trigger, run_id=run_id)
 
     # -- queries for the inspector (keyset paged) -----------------------------------------
     def list_threads(self, *, text: str | None = None, after_key: str | None = None, limit: int = 500) -> list[ThreadInfo]:

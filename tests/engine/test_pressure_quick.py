@@ -24,6 +24,7 @@ from engine.meter import default_meter
 from engine.service import Service
 from engine.store import Store, reads
 from engine.surface import build_surface, envelope_of
+from tests import door_ops
 
 from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
 
@@ -84,26 +85,26 @@ def test_the_quick_check_equals_a_cold_measure_whatever_another_service_writes(f
     assert_exact(a, key, run)
 
     # messages appended by b (no user message): the quick read takes them, no whole read
-    b.store.append_message(key, assistant("a note from the other service"))
+    door_ops.append_message(b.store, key, assistant("a note from the other service"))
     grown = assert_exact(a, key, run)
     call = ToolCall("call-q1", "query_kb", '{"query": "doc-42 owner"}')
-    b.store.append_messages(key, [assistant("Looking it up.", call), tool_result(call.id, filler(300, "result"), name="query_kb")])
+    door_ops.append_messages(b.store, key, [assistant("Looking it up.", call), tool_result(call.id, filler(300, "result"), name="query_kb")])
     rounds = assert_exact(a, key, run)
     assert reads == [] and first.tokens_before < grown.tokens_before < rounds.tokens_before
 
     # a new completed request by b: the route changes, read whole
-    rid = b.store.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
-    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2000, reported_completion_tokens=5)
+    rid = door_ops.record_model_request(b.store, key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
+    door_ops.complete_model_request(b.store, rid, outcome="ok", reported_prompt_tokens=2000, reported_completion_tokens=5)
     assert_exact(a, key, run)
     assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 2000
     # the same request completed again with other usage: the route's record changes too
-    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2100, reported_completion_tokens=5)
+    door_ops.complete_model_request(b.store, rid, outcome="ok", reported_prompt_tokens=2100, reported_completion_tokens=5)
     assert_exact(a, key, run)
     assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 2100
     # a message and a completed request between two checks (a step of another driver)
-    b.store.append_message(key, assistant("the other driver's answer"))
-    rid = b.store.record_model_request(key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
-    b.store.complete_model_request(rid, outcome="ok", reported_prompt_tokens=2200, reported_completion_tokens=5)
+    door_ops.append_message(b.store, key, assistant("the other driver's answer"))
+    rid = door_ops.record_model_request(b.store, key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
+    door_ops.complete_model_request(b.store, rid, outcome="ok", reported_prompt_tokens=2200, reported_completion_tokens=5)
     assert_exact(a, key, run)
     assert a.snapshots.pressure_read(key)[1].id == rid
 
@@ -125,7 +126,7 @@ def test_the_quick_check_equals_a_cold_measure_whatever_another_service_writes(f
     assert_exact(a, key, run)
 
     # a user message: the current request changes (read whole), then unchanged again
-    b.store.append_message(key, user("And who owns doc-42 now?"))
+    door_ops.append_message(b.store, key, user("And who owns doc-42 now?"))
     assert_exact(a, key, run)
     del reads[:]
     assert_exact(a, key, run)
@@ -139,7 +140,7 @@ def test_a_busy_snapshot_is_not_served_to_the_pressure_path(factory: Any, new_ke
     key = new_thread(svc, new_key())
     route(svc, key)
     finished_turns(svc, key, 2)
-    svc.store.start_run(key)
+    door_ops.start_run(svc.store, key)
     assert svc.snapshots.snapshot(key, with_busy=True).busy_reason == "running"
     assert svc.snapshots.snapshot(key).busy_reason is None
     assert svc.snapshots.pressure_read(key)[0] == svc.store.snapshot(key, with_busy=False)
@@ -174,11 +175,11 @@ def test_what_this_process_appended_is_taken_as_handed_and_equals_a_cold_measure
     handed = handed_spy(monkeypatch)
     reads_whole = full_reads(monkeypatch)
 
-    ids = a.store.append_messages(key, [assistant("a note \x00 with a NUL"), assistant("and a second note")])
+    ids = door_ops.append_messages(a.store, key, [assistant("a note \x00 with a NUL"), assistant("and a second note")])
     assert_exact(a, key, run)
     assert handed == ids and reads_whole == []
     call = ToolCall("call-h1", "query_kb", '{"query": "doc-7 owner"}')
-    ids = a.store.append_messages(key, [assistant("Looking it up.", call),
+    ids = door_ops.append_messages(a.store, key, [assistant("Looking it up.", call),
                                         tool_result(call.id, filler(200, "result"), name="query_kb").with_content(filler(200, "result"), source="kb")])
     assert_exact(a, key, run)
     assert handed[-2:] == ids and reads_whole == []
@@ -198,28 +199,28 @@ def test_another_service_writing_in_between_makes_the_check_read_the_new_message
     handed = handed_spy(monkeypatch)
 
     # a appends, then b: the version grew by one more than a handed over, so both are read
-    a.store.append_message(key, assistant("a's note"))
-    b.store.append_message(key, assistant(filler(120, "b's longer note")))
+    door_ops.append_message(a.store, key, assistant("a's note"))
+    door_ops.append_message(b.store, key, assistant(filler(120, "b's longer note")))
     assert_exact(a, key, run)
     assert handed == []
     # b first, then a
-    b.store.append_message(key, assistant(filler(90, "b again")))
-    a.store.append_message(key, assistant("a again"))
+    door_ops.append_message(b.store, key, assistant(filler(90, "b again")))
+    door_ops.append_message(a.store, key, assistant("a again"))
     assert_exact(a, key, run)
     assert handed == []
     # a alone again: taken as handed
-    mid = a.store.append_message(key, assistant("a alone"))
+    mid = door_ops.append_message(a.store, key, assistant("a alone"))
     assert_exact(a, key, run)
     assert handed == [mid]
     # b appends after a's hand-off was taken, then a's next check: read (b's was not handed)
-    b.store.append_message(key, assistant("b alone"))
+    door_ops.append_message(b.store, key, assistant("b alone"))
     assert_exact(a, key, run)
     assert handed == [mid]
     # a compaction by b after a's append: the state changed, read whole; nothing stale is kept
-    a.store.append_message(key, assistant("a before b's compaction"))
+    door_ops.append_message(a.store, key, assistant("a before b's compaction"))
     assert b.compactor.manual(key).status == "completed"
     assert_exact(a, key, run)
-    a.store.append_message(key, assistant("a after b's compaction"))
+    door_ops.append_message(a.store, key, assistant("a after b's compaction"))
     assert_exact(a, key, run)
 
 
@@ -246,13 +247,13 @@ def test_a_write_rolled_back_never_enters_the_cache(factory: Any, new_key: Any, 
             gone = tx.append_message(assistant(filler(400, "rolled back")))
             raise _Rollback
     assert heard == [] and not a.snapshots._handed.get(key)
-    other = b.store.append_message(key, assistant("b's short note"))  # SQLite: often the id `gone` had
+    other = door_ops.append_message(b.store, key, assistant("b's short note"))  # SQLite: often the id `gone` had
     out = assert_exact(a, key, run)
     assert handed == [] and out.tokens_before == cold_tokens(a, key, run)
     if a.store.is_sqlite:
         assert other == gone  # the id was reused: what makes a kept row dangerous
     # a's own committed append afterwards is handed over again
-    mine = a.store.append_message(key, assistant("a's note after the rollback"))
+    mine = door_ops.append_message(a.store, key, assistant("a's note after the rollback"))
     assert_exact(a, key, run)
     assert heard == [(key, [mine])] and handed == [mine]
 
@@ -283,10 +284,10 @@ def test_a_failed_quick_read_gives_up_its_connection_and_the_next_check_opens_an
     engine = svc.store.engine
     broken = reads._HELD[engine]
     broken.conn.close()  # the quick read's statement fails: the check reads in one transaction instead
-    svc.store.append_message(key, assistant("after the failure"))
+    door_ops.append_message(svc.store, key, assistant("after the failure"))
     assert_exact(svc, key, run)
     assert reads._HELD.get(engine) is not broken
-    svc.store.append_message(key, assistant("and once more"))
+    door_ops.append_message(svc.store, key, assistant("and once more"))
     assert_exact(svc, key, run)
     assert reads._HELD[engine] is not broken
 
@@ -308,13 +309,14 @@ def version_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 def _other_process(url: str, code: str) -> None:
-    """Run ``code`` in a fresh interpreter with ``store`` open on ``url`` (another process's writer)."""
+    """Run ``code`` in a fresh interpreter with ``store`` open on ``url`` (another process's writer;
+    ``door_ops``: the one-call door writes of the tests)."""
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    script = ("import sys; sys.path.insert(0, {!r})\nfrom engine.store import Store\nfrom engine.messages import assistant\n"
+    script = ("import sys; sys.path.insert(0, {!r})\nfrom engine.store import Store\nfrom engine.messages import assistant\nfrom tests import door_ops\n"
               "store = Store.open({!r})\ntry:\n{}\nfinally:\n    store.close()\n").format(str(root), url, "\n".join("    " + line for line in code.splitlines()))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -336,7 +338,7 @@ def test_an_unchanged_check_is_answered_from_data_version_until_anyone_else_comm
     assert versions == [] and whole == []  # the pragma alone
 
     # a commit by another connection of this process, to another thread: the version is read again (equal)
-    b.store.append_message(other, assistant("a note on another thread"))
+    door_ops.append_message(b.store, other, assistant("a note on another thread"))
     again = a.compactor.pressure(key, run)
     assert versions == [key] and whole == [] and again.measured is first.measured
     a.compactor.pressure(key, run)
@@ -344,7 +346,7 @@ def test_an_unchanged_check_is_answered_from_data_version_until_anyone_else_comm
 
     # another process writes between two checks: seen at once, exact
     url = a.store.url.render_as_string(hide_password=False)
-    _other_process(url, f"store.append_message({key!r}, assistant('a note from another process'))")
+    _other_process(url, f"door_ops.append_message(store, {key!r}, assistant('a note from another process'))")
     grown = assert_exact(a, key, run)
     assert grown.tokens_before > first.tokens_before and versions[-1] == key
     a.compactor.pressure(key, run)
@@ -353,8 +355,8 @@ def test_an_unchanged_check_is_answered_from_data_version_until_anyone_else_comm
     assert len(versions) == n  # unchanged again: the pragma alone
 
     # another process changes no message, only the route (a completed request) and then the configuration
-    _other_process(url, f"rid = store.record_model_request({key!r}, provider={PROVIDER!r}, model={MODEL!r}, estimated_tokens=1)\n"
-                        "store.complete_model_request(rid, outcome='ok', reported_prompt_tokens=3100, reported_completion_tokens=5)")
+    _other_process(url, f"rid = door_ops.record_model_request(store, {key!r}, provider={PROVIDER!r}, model={MODEL!r}, estimated_tokens=1)\n"
+                        "door_ops.complete_model_request(store, rid, outcome='ok', reported_prompt_tokens=3100, reported_completion_tokens=5)")
     a.compactor.pressure(key, run)
     assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 3100
     assert_exact(a, key, run)
@@ -364,7 +366,7 @@ def test_an_unchanged_check_is_answered_from_data_version_until_anyone_else_comm
     assert a.snapshots.pressure_read(key)[0].system_prompt == "You answer in one short line, always."
 
     # this process's own append (handed over) and then unchanged checks
-    a.store.append_message(key, assistant("a's own note"))
+    door_ops.append_message(a.store, key, assistant("a's own note"))
     assert_exact(a, key, run)
     a.compactor.pressure(key, run)
     n = len(versions)

@@ -2,8 +2,9 @@
 conversation invariant, on SQLite and PostgreSQL, and leaves nothing of that write behind.
 
 The paths: ``Service.runs.append_message`` / ``append_messages`` / ``start_run(message=…)``,
-``Store.append_message`` / ``append_messages`` / ``bulk_append``, and the door itself
-(``Store.locked(key)`` → ``append_message`` / ``append_messages`` / ``bulk_append``). Each
+the door itself (``Store.locked(key)`` → ``append_message`` / ``append_messages`` /
+``bulk_append``), in one transaction per call (``tests.door_ops``, what the Store's wrappers did
+before issue 24 removed them) and in one transaction for all. Each
 refusal is checked against the raw conversation row (``message_count``, ``last_message_id``) and
 the rows of ``messages``.
 """
@@ -19,6 +20,7 @@ from engine.errors import EngineError
 from engine.events import CancelledEvent, EventKind
 from engine.messages import InvalidMessage, Message, ToolCall, assistant, tool_result, user
 from engine.service import Service
+from tests import door_ops
 from tests.store.support import conversation_counters, insert_legacy_rows
 
 from .conftest import ServiceFactory
@@ -63,9 +65,9 @@ PATHS: dict[str, tuple[Write, bool]] = {
     "Service.runs.append_message": (_each(lambda svc, k, m: svc.runs.append_message(k, m)), False),
     "Service.runs.append_messages": (lambda svc, k, ms: svc.runs.append_messages(k, ms), True),
     "Service.runs.start_run(message=)": (_start_run, False),
-    "Store.append_message": (_each(lambda svc, k, m: svc.store.append_message(k, m)), False),
-    "Store.append_messages": (lambda svc, k, ms: svc.store.append_messages(k, ms), True),
-    "Store.bulk_append": (lambda svc, k, ms: svc.store.bulk_append(k, ms), True),
+    "door_ops.append_message": (_each(lambda svc, k, m: door_ops.append_message(svc.store, k, m)), False),
+    "door_ops.append_messages": (lambda svc, k, ms: door_ops.append_messages(svc.store, k, ms), True),
+    "door_ops.bulk_append": (lambda svc, k, ms: door_ops.bulk_append(svc.store, k, ms), True),
     "door.append_message": (_in_door("append_message"), True),
     "door.append_messages": (_in_door("append_messages"), True),
     "door.bulk_append": (_in_door("bulk_append"), True),
@@ -191,14 +193,14 @@ def test_pending_calls_carry_across_writes_and_transactions(svc: Service, new_ke
     key = new_key("across")
     svc.runs.create_thread(key)
     svc.runs.append_message(key, user("q"))
-    svc.store.append_message(key, assistant("", _call("x1"), _call("x2")))
+    door_ops.append_message(svc.store, key, assistant("", _call("x1"), _call("x2")))
     with svc.store.locked(key) as tx:
         assert [c.id for c in tx.unanswered_calls()] == ["x1", "x2"]
         tx.append_message(tool_result("x1", "r1"))
         assert [c.id for c in tx.unanswered_calls()] == ["x2"]
         with pytest.raises(InvalidMessage, match="answered twice"):
             tx.append_message(tool_result("x1", "again"))
-    svc.store.bulk_append(key, [tool_result("x2", "r2")])
+    door_ops.bulk_append(svc.store, key, [tool_result("x2", "r2")])
     with pytest.raises(InvalidMessage, match="answered twice"):
         svc.runs.append_message(key, tool_result("x2", "again"))
     assert svc.reads.message_count(key) == 4
@@ -244,7 +246,7 @@ def _event_in_door(svc: Service, key: str, kind: Any) -> int:
 
 
 EVENT_PATHS: dict[str, Callable[[Service, str, Any], int]] = {
-    "Store.add_event": lambda svc, key, kind: svc.store.add_event(key, kind, {}),
+    "door_ops.add_event": lambda svc, key, kind: door_ops.add_event(svc.store, key, kind, {}),
     "door.add_event": _event_in_door,
 }
 

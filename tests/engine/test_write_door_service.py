@@ -13,6 +13,7 @@ from engine.messages import META_PRUNED, InvalidMessage, ToolCall, assistant, to
 from engine.meter import default_meter
 from engine.service import Service, open_service
 from engine.views import Offload, VisibleTokens
+from tests import door_ops
 
 from .conftest import POLICY, Counting, ServiceFactory, filler
 
@@ -40,7 +41,7 @@ def test_visible_tokens_count_what_the_model_sees_with_the_routed_models_meter(s
     _prune(svc, key, stored[2].id, "预览：结果的前几行")
     offloads = svc.reads.offloads(key)
     for model in ("m", "gpt-4o"):  # cl100k, then o200k: the thread's route picks the meter
-        svc.store.set_route(key, provider="sim", model=model)
+        door_ops.set_route(svc.store, key, provider="sim", model=model)
         meter = default_meter(model)
         got = svc.compaction.visible_tokens(key, stored, offloads)
         assert isinstance(got, VisibleTokens)

@@ -8,10 +8,11 @@ from sqlalchemy import event
 
 from engine.messages import Message
 from engine.store import Store
+from tests import door_ops
 
 
 def test_hot_path_loads_no_orm_row_and_conv_sees_the_appends(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "hi")])
+    door_ops.append_messages(store, conv, [Message("user", "hi")])
     with store.locked(conv) as tx:  # a new route: written through the loaded row
         tx.record_model_request(provider="openai", model="m1", step=0)
         assert tx._conv is not None

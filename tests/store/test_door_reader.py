@@ -9,6 +9,7 @@ from sqlalchemy import event
 from engine.messages import Attachment, Message, Reasoning, ToolCall
 from engine.store import Store
 from engine.store.reads import THREAD_KEY, ThreadReader
+from tests import door_ops
 
 _MIX = [
     Message("user", "a question with a NUL \x00 and ünïcode", source_key="u1", metadata={"raw": {"k": [1, 2.5, None, "x"]}}),
@@ -21,7 +22,7 @@ _MIX = [
 
 
 def test_the_door_reader_hands_over_what_a_read_gives(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "first", source_key="u0")])
+    door_ops.append_messages(store, conv, [Message("user", "first", source_key="u0")])
     with store.locked(conv) as tx:
         before = tx.conv_head.last_message_id
         tx.take_in(_MIX[:3])
@@ -41,7 +42,7 @@ def test_the_door_reader_hands_over_what_a_read_gives(store: Store, conv: str) -
 
 
 def test_a_bulk_append_is_read_back(store: Store, conv: str) -> None:
-    store.append_messages(conv, [Message("user", "first")])
+    door_ops.append_messages(store, conv, [Message("user", "first")])
     with store.locked(conv) as tx:
         before = tx.conv_head.last_message_id
         tx.bulk_append([Message("assistant", "bulk")])
@@ -53,7 +54,7 @@ def test_the_rows_of_the_last_transactions_are_handed_over_while_nothing_else_ap
     """A step's intake transaction after the previous step's completion: the messages appended by
     both are handed over (this store's ledger cache kept the last ones); once another writer (here
     a second store on the same database) appended, they are read."""
-    store.append_messages(conv, [Message("user", "first", source_key="u0")])
+    door_ops.append_messages(store, conv, [Message("user", "first", source_key="u0")])
     with store.locked(conv) as tx:
         before = tx.conv_head.last_message_id
         tx.take_in([_MIX[1]])
@@ -68,7 +69,7 @@ def test_the_rows_of_the_last_transactions_are_handed_over_while_nothing_else_ap
         assert [m.source_key for m in handed] == ["a1", "t1"]
     other = Store.open(store.url.render_as_string(hide_password=False))
     try:
-        other.append_messages(conv, [Message("user", "from elsewhere")])
+        door_ops.append_messages(other, conv, [Message("user", "from elsewhere")])
     finally:
         other.close()
     with store.locked(conv) as tx:

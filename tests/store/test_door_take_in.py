@@ -13,6 +13,7 @@ from sqlalchemy import event
 from engine.messages import InvalidMessage, Message, ToolCall
 from engine.store import Store
 from engine.store.door import TAKE_IN_ROWS
+from tests import door_ops
 
 
 def _rounds(first: int, last: int) -> list[Message]:
@@ -92,7 +93,7 @@ def test_take_in_has_the_outcome_of_probe_then_append(store: Store, new_key: Cal
 
 
 def test_steady_intake_sends_no_key_probe(store: Store, conv: str) -> None:
-    store.append_messages(conv, [_assistant("a1", "x")])
+    door_ops.append_messages(store, conv, [_assistant("a1", "x")])
     seen: list[str] = []
     event.listen(store.engine, "before_cursor_execute", lambda c, cur, st, *a: seen.append(st))
     with store.locked(conv) as tx:

@@ -93,7 +93,7 @@ def test_postgres_intake_on_another_conversation_does_not_wait(pg_url: str, new_
         a, b = _new_pair(store, new_key)
         with lock_held(store, a, pool):
             started = time.monotonic()
-            other = pool.submit(store.append_message, b, user("not blocked"))
+            other = pool.submit(door_ops.append_message, store, b, user("not blocked"))
             other.result(timeout=LIMIT)  # would hang until release if it waited for a's lock
             assert time.monotonic() - started < STILL_WAITING * 4
             assert [m.content for m in store.messages_after(b, None)] == ["not blocked"]
@@ -112,7 +112,7 @@ def test_sqlite_a_second_writer_waits_for_the_first_even_on_another_conversation
     try:
         a, b = _new_pair(store, new_key)
         with lock_held(store, a, pool):
-            other = pool.submit(store.append_message, b, user("waits for the file's write lock"))
+            other = pool.submit(door_ops.append_message, store, b, user("waits for the file's write lock"))
             with pytest.raises(TimeoutError):
                 other.result(timeout=STILL_WAITING)
         other.result(timeout=LIMIT)
@@ -161,7 +161,7 @@ def test_the_idle_check_and_the_write_are_serialized(store: Store, new_key: Call
         tx.start_run()
 
     with lock_held(store, a, pool, inside=check_idle_then_start):
-        second = pool.submit(store.start_run, a)
+        second = pool.submit(door_ops.start_run, store, a)
         with pytest.raises(TimeoutError):
             second.result(timeout=STILL_WAITING)
     with pytest.raises(ThreadBusy) as err:
