@@ -42,7 +42,7 @@ from ..views import (
 )
 from . import db
 from .access import read_only_words, role_can_write
-from .door import HEAD_COLUMNS, ConvHead, LedgerCache, Locked, os_operator, session_operator
+from .door import HEAD_COLUMNS, LedgerCache, Locked, lock_head, os_operator, session_operator
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,
@@ -127,9 +127,13 @@ def _lock_statement(by_id: bool, for_update: bool, nowait: bool) -> Any:
     return q.with_for_update(nowait=nowait) if for_update else q
 
 
-#: (by id, FOR UPDATE, NOWAIT) -> the statement of :meth:`Store.locked` (built once: building a
-#: select costs about what running it does, on every transaction of a model step)
-_LOCK = {(i, f, n): _lock_statement(i, f, n) for i in (True, False) for f in (True, False) for n in (True, False)}
+#: (by id, FOR UPDATE, NOWAIT) -> (its name in the compiled cache, the statement) of
+#: :meth:`Store.locked` (built once, compiled once per dialect: read on the driver's cursor,
+#: :func:`engine.store.door.lock_head`, on every transaction of a model step)
+_LOCK = {
+    (i, f, n): (f"lock_head:{'id' if i else 'key'}{':update' if f else ''}{':nowait' if n else ''}", _lock_statement(i, f, n))
+    for i in (True, False) for f in (True, False) for n in (True, False)
+}
 
 
 class DuplicateThread(EngineError):
@@ -293,12 +297,12 @@ class Store:
                 try:
                     with conn.begin():  # commits when the block ends, rolls back if it raises
                         by_id = isinstance(thread, int)
-                        q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
-                        row = conn.execute(q, {"id" if by_id else "key": thread}).first()
-                        if row is None:
+                        name, q = _LOCK[(by_id, not self.is_sqlite, nowait and not self.is_sqlite)]
+                        head = lock_head(conn, name, q, {"id" if by_id else "key": thread})  # on the driver's cursor
+                        if head is None:
                             raise ThreadNotFound(f"no thread {thread!r}")
                         acquired = True
-                        door = Locked(conn, ConvHead(*row))  # the ORM row only if something asks for door.conv
+                        door = Locked(conn, head)  # the ORM row only if something asks for door.conv
                         self._ledgers.seed(door)
                         yield door
                         door.flush()  # the ORM session's pending writes, inside the transaction

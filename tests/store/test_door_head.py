@@ -4,8 +4,13 @@ something asks for ``tx.conv``, and it then shows this transaction's own appends
 
 from __future__ import annotations
 
+from datetime import datetime
+from typing import Any
+
+import pytest
 from sqlalchemy import event
 
+from engine.errors import ThreadNotFound
 from engine.messages import Message
 from engine.store import Store
 from tests import door_ops
@@ -62,3 +67,39 @@ def test_hot_path_makes_no_orm_session_and_orm_writes_commit_or_roll_back_with_i
     with store.locked(conv) as tx:
         assert tx.conv.system_prompt == "be brief" and tx.conv.message_count == 3
     assert [m.content for m in store.messages_after(conv, None)] == ["hi", "a", "b"]
+
+
+def test_the_door_opens_on_the_head_read_on_the_drivers_cursor(store: Store, conv: str) -> None:
+    """``Store.locked`` reads the locked row with ``door.lock_head`` (the driver's cursor, no Core
+    execution; the cursor listeners still see it), by key and by id, with the values a Core read
+    gives (a datetime ``created_at`` on both backends); an unknown thread is ``ThreadNotFound``."""
+    door_ops.append_messages(store, conv, [Message("user", "hi")])
+    with store.locked(conv) as tx:  # the thread's call ledger is now held: the next door reads nothing else
+        cid, created = tx.conv_head.id, tx.conv.created_at
+    core: list[Any] = []
+    cursor: list[str] = []
+
+    def on_core(*args: Any) -> None:
+        core.append(args[1])
+
+    def on_cursor(c: Any, cur: Any, statement: str, *args: Any) -> None:
+        cursor.append(statement)
+
+    event.listen(store.engine, "before_execute", on_core)
+    event.listen(store.engine, "before_cursor_execute", on_cursor)
+    try:
+        with store.locked(conv) as by_key:
+            head = by_key.conv_head
+        with store.locked(cid) as by_id:
+            assert by_id.conv_head.thread_key == conv
+    finally:
+        event.remove(store.engine, "before_execute", on_core)
+        event.remove(store.engine, "before_cursor_execute", on_cursor)
+    assert core == []  # no Core execution opened either door
+    locks = [s for s in cursor if "FROM conversations" in s]
+    assert len(locks) == 2 and all(("FOR UPDATE" in s) != store.is_sqlite for s in locks)
+    assert (head.id, head.thread_key, head.message_count, head.model) == (cid, conv, 1, None)
+    assert isinstance(head.created_at, datetime) and head.created_at == created
+    for unknown in ("no-such-thread-" + conv, 10**12):
+        with pytest.raises(ThreadNotFound), store.locked(unknown):
+            pass
