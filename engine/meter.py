@@ -465,6 +465,40 @@ class TokenMeter:
                     counts[i] = n
         return counts
 
+    def remember(self, messages: Sequence[Message], counts: Sequence[int]) -> None:
+        """Put counts made earlier under this meter's :attr:`count_key` (those the store kept) into
+        the per-message cache, exactly as counting each message would store it (same key, same
+        count, same characters held): the next count of such a message is a cache hit and encodes
+        nothing. A message already cached keeps its entry; the hit and miss counters are unchanged.
+        The caller vouches that each count is this meter's count of its message (the store's
+        ``messages.tokens`` under ``tokens_key == count_key``).
+
+        A tool result's content count follows from its message's count too (the message count is
+        its framing plus the count of each of its texts, :meth:`_frame`): less the framing and the
+        counts of its call id and name, it is put into the text cache of :meth:`count_text`, so
+        the prune step's count of the content (:func:`engine.plan.prune_candidates`) encodes
+        nothing either. A result with reasoning, attachments or calls, or whose derived count would
+        be negative (a count not this meter's), is left to be counted."""
+        if len(messages) != len(counts):
+            raise ValueError(f"remember: {len(messages)} messages but {len(counts)} counts")
+        cache = self._messages
+        contents: list[tuple[str, int]] = []
+        entries = []
+        for m, n in zip(messages, counts):
+            fixed, texts = self._frame(m)
+            entries.append((_key(m), int(n), sum(map(len, texts))))
+            if m.role == "tool" and m.content and not (m.reasoning or m.attachments or m.tool_calls):
+                own = int(n) - fixed - sum(self.count_text(t) for t in texts[1:])
+                if own >= 0:
+                    contents.append((m.content, own))
+        with cache.lock:
+            for k, n, chars in entries:
+                cache.put(k, n, chars)
+        texts_cache = self._texts
+        with texts_cache.lock:
+            for text, n in contents:
+                texts_cache.put(text, n, len(text))
+
     def count_message(self, m: Message) -> int:
         """Tokens of one message: content, framing, tool calls and tool_call_id (cached by content).
         A cached message is answered here, without the batch path's bookkeeping (the compactor

@@ -362,9 +362,12 @@ def prune_surface(
     failed: list[PruneFailed] = []
     call_names = {call.id: call.name for m in messages for call in m.tool_calls}
     stale_preview = max(1, int(preview_tokens * STALE_PREVIEW_SHARE))
+    if (limit_tokens < 0 or preview_tokens <= 0) and any(m.role == "tool" for m in messages):  # prune_tool_result's check
+        raise ValueError(f"need limit_tokens >= 0 and preview_tokens > 0 (got {limit_tokens}, {preview_tokens})")
+    count_tokens = _split_counter(count_tokens)  # once for the surface, not per result (the same counter)
     for m in messages:
         outcome = None
-        if m.role == "tool":
+        if m.role == "tool" and not m.metadata.get(META_PRUNED):  # a pruned result is never pruned again (prune_tool_result: None)
             name = m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME)
             budgets = [stale_preview, preview_tokens] if m.id in stale and stale_preview < preview_tokens else [preview_tokens]
             for i, budget in enumerate(budgets):

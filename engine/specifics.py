@@ -146,14 +146,21 @@ class Specific:
 
 def extract_identifiers(text: str) -> list[str]:
     """URLs, SHA-256 hashes, UUIDs, file paths and document/chunk/kb ids in ``text``, in order."""
-    return list(_IDENTIFIERS.get(text, _identifiers))
+    return list(_IDENTIFIERS.get(text, _identifiers)[1])
 
 
-def _identifiers(text: str) -> tuple[str, ...]:
+_Hits = tuple[tuple[int, int, str, str], ...]
+
+
+def _identifiers(text: str) -> tuple[_Hits, tuple[str, ...]]:
+    """(the identifier hits of ``text``, :func:`_identifier_hits` without ``more``; the distinct
+    identifiers among them, in order): :func:`extract_specifics` of the same text reuses the hits
+    when they are its own (see there)."""
+    hits = tuple(_identifier_hits(text, more=False))
     seen: dict[str, None] = {}
-    for *_, ident in _identifier_hits(text, more=False):
+    for *_, ident in hits:
         seen.setdefault(ident, None)
-    return tuple(seen)
+    return hits, tuple(seen)
 
 
 # -- grouped identifiers (a summary's compact form) ------------------------------------------------
@@ -243,7 +250,10 @@ def extract_specifics(text: str) -> list[Specific]:
     error messages (a traceback's last line, ``ValueError: …``, ``Error: …``, ``error: …`` after a
     location, ``FAILED …``) and decisions (``we will use …``, ``let's switch to …``, ``decided to
     …``, ``Decision: …``, 决定使用…). Conservative: ordinary prose gives nothing but what it names."""
-    spans = _identifier_hits(text, more=True)
+    # ``more`` differs only where the text holds "_id=" (a key=value pair): elsewhere the hits
+    # extract_identifiers found for this text (the plan and the summarizer ask first) are these
+    known = None if "_id=" in text else _IDENTIFIERS.peek(text)
+    spans: Sequence[tuple[int, int, str, str]] = known[0] if known is not None else _identifier_hits(text, more=True)
     hits = [(start, kind, value) for start, _, kind, value in spans]
     hits.extend(_more_hits(text, spans))
     hits.extend(_command_hits(text))
@@ -612,6 +622,14 @@ class _TextCache:
         self.entries: OrderedDict[str, Any] = OrderedDict()
         self.lock = threading.Lock()
 
+    def peek(self, text: str) -> Any:
+        """The result kept for ``text`` (``None``: none), computing nothing."""
+        with self.lock:
+            hit = self.entries.get(text)
+            if hit is not None:
+                self.entries.move_to_end(text)
+            return hit
+
     def get(self, text: str, compute: Any) -> Any:
         with self.lock:
             hit = self.entries.get(text)
@@ -637,7 +655,7 @@ class _TextCache:
 
 _EXTRACTED = _TextCache(8_000_000)  # extract_specifics by text
 _SHOWN = _TextCache(8_000_000)  # what a text shows (tokens, numbers with units) by text
-_IDENTIFIERS = _TextCache(2_000_000)  # extract_identifiers by text (the summarizer and the plan ask again)
+_IDENTIFIERS = _TextCache(8_000_000)  # extract_identifiers (its hits too) by text: the summarizer, the plan and extract_specifics ask again
 
 
 def _cached_specifics(text: str) -> tuple[Specific, ...]:

@@ -445,3 +445,62 @@ def test_developer_messages_count_as_system(meter: TokenMeter) -> None:
     assert meter.count_message(dev) == 3 + meter.count_text("developer") + meter.count_text("use tabs")
     m = meter.measure(Envelope("", Surface((dev,))))
     assert m.breakdown["system"] == meter_mod.TOKENS_REPLY_PRIMING + meter.count_message(dev)
+
+
+def _remember_cases() -> list[Any]:
+    calls = (ToolCall("call_1", "read_file", '{"path": "src/app.py"}'),)
+    return [
+        user("Find the bug in src/app.py, please."),
+        assistant("Reading it.", *calls),
+        tool_result("call_1", "def main():\n    return 1 / 0\n" * 40, name="read_file"),
+        tool_result("call_2", "no name on this one " * 30),
+        assistant("Fixed: the division by zero."),
+        system("You are terse."),
+    ]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_remember_answers_kept_counts_without_encoding(encoding: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """TokenMeter.remember stores counts made earlier exactly as a fresh count would (same key, count
+    and characters held): the meter then answers them, and a tool result's content, without encoding,
+    and every figure equals a fresh meter's."""
+    messages = _remember_cases()
+    fresh = TokenMeter(encoding)
+    counts = fresh.count_messages(messages)
+    seeded = TokenMeter(encoding)
+    seeded.remember(messages, counts)
+    assert dict(seeded._messages.data) == dict(fresh._messages.data)  # the same entries, chars included
+    assert seeded._messages.chars == fresh._messages.chars
+    stats = seeded.cache_stats()
+    assert (stats.hits, stats.misses) == (0, 0)  # remembering is neither a hit nor a miss
+    encoded: list[str] = []
+    real = seeded._enc
+
+    class Spy:
+        def encode_ordinary(self, text: str) -> list[int]:
+            encoded.append(text)
+            return real.encode_ordinary(text)
+
+    monkeypatch.setattr(seeded, "_enc", Spy())
+    assert seeded.count_messages(messages) == counts
+    assert [seeded.count_message(m) for m in messages] == counts
+    for m in messages:
+        if m.role == "tool":
+            assert seeded.count_text(m.content) == fresh.count_text(m.content)
+    assert encoded == []
+    envelope = Envelope(system_prompt="Be brief.", tools=(), surface=Surface(messages=tuple(messages)))
+    monkeypatch.undo()
+    assert seeded.measure(envelope) == fresh.measure(envelope)
+
+
+def test_remember_rejects_mismatched_lengths_and_keeps_existing_entries() -> None:
+    meter = TokenMeter("cl100k_base")
+    m = user("hello there")
+    with pytest.raises(ValueError):
+        meter.remember([m], [])
+    n = meter.count_message(m)
+    meter.remember([m], [n + 5])  # an entry already cached keeps its count
+    assert meter.count_message(m) == n
+    bad = tool_result("call_9", "x" * 50)
+    meter.remember([bad], [1])  # a count too small for the framing: no content count derived from it
+    assert meter.count_text(bad.content) == len(meter._enc.encode_ordinary(bad.content))

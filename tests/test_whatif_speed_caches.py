@@ -127,9 +127,9 @@ def test_extract_identifiers_cache_gives_a_fresh_list() -> None:
     from engine.specifics import _identifiers, extract_identifiers
 
     first = extract_identifiers(LOG)
-    assert first == list(_identifiers(LOG)) and first[:2] == ["src/app/module_0.py", "https://example.org/e/0"]
+    assert first == list(_identifiers(LOG)[1]) and first[:2] == ["src/app/module_0.py", "https://example.org/e/0"]
     first.clear()
-    assert extract_identifiers(LOG) == list(_identifiers(LOG))
+    assert extract_identifiers(LOG) == list(_identifiers(LOG)[1])
 
 
 def test_assistant_fact_lines_skip_extraction_only_where_it_cannot_decide() -> None:
@@ -169,3 +169,21 @@ def test_without_prune_specifics_skips_them_and_leaks_no_preview(tmp_path: Path)
     assert real.preview == quick.preview and real.preview_tokens == quick.preview_tokens  # the same replacement
     fields = prune_dropped(PruneReport((real.replacement,), (real,), ()), [msg])
     assert fields["specifics_seen"] > 0 and "dropped" in fields
+
+
+def test_specifics_reuse_the_identifier_hits_only_where_they_are_their_own() -> None:
+    """extract_specifics of a text extract_identifiers saw reuses its hits (the same result as a
+    fresh extraction); a text with a ``key_id=`` pair is extracted afresh (its pairs are specifics
+    only)."""
+    from engine.specifics import _IDENTIFIERS, _identifier_hits, extract_identifiers, extract_specifics
+
+    plain = LOG + "\nsee docs/guide.md and doc-123456"
+    paired = plain + "\nchunk_id=chunk-77 and kb_id=kb-9"
+    for text in (plain, paired):
+        _IDENTIFIERS.clear()
+        fresh = extract_specifics(text)
+        extract_identifiers(text)
+        assert _IDENTIFIERS.peek(text) is not None
+        assert extract_specifics(text) == fresh
+    assert _identifier_hits(paired, more=True) != _identifier_hits(paired, more=False)
+    assert any(s.value == "chunk_id=chunk-77" for s in extract_specifics(paired))

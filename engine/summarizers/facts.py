@@ -151,8 +151,8 @@ def _assistant_lines(text: str) -> Iterator[str]:
         return
     kept = 0
     for line in _split(text):
-        decides = _DECIDES.search(line)
-        changes = _CHANGES.search(line) if decides is None and _NAMED.search(line) else None
+        decides = _decides(line)
+        changes = _CHANGES.search(line) if decides is None and _names(line) else None
         hit = decides or changes
         if hit is None and len(line) < 4 * LINE_CHARS and _may_specify(line):
             # only then do the line's specifics decide (a figure with a metric word, a decision, an error)
@@ -170,6 +170,24 @@ def _assistant_lines(text: str) -> Iterator[str]:
             kept += 1
             if kept >= LINES_PER_MESSAGE:
                 return
+
+
+#: :data:`_DECIDES` without IGNORECASE, for a line already lower-cased (its pattern is lower case)
+_DECIDES_LOWER = re.compile(_DECIDES.pattern)
+
+
+def _decides(line: str) -> re.Match[str] | None:
+    """``_DECIDES.search(line)``; an ASCII line is lower-cased first and searched case-sensitively
+    (same offsets, same match: ASCII case folding is lower-casing), about twice as fast."""
+    if line.isascii():
+        return _DECIDES_LOWER.search(line.lower())
+    return _DECIDES.search(line)
+
+
+def _names(line: str) -> bool:
+    """``_NAMED.search(line)`` found something: each of its forms needs a ``/``, a ``.`` or ``()``,
+    so a line with none is answered without the (slow, backtracking) search."""
+    return ("/" in line or "." in line or "()" in line) and _NAMED.search(line) is not None
 
 
 def _tool_lines(text: str) -> list[str]:

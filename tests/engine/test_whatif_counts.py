@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from engine.messages import Message
-from engine.meter import TokenMeter, _key
+from engine.meter import TokenMeter
 from engine.service import Service, open_service
 from engine.whatif import run_sweep, run_whatif
 
@@ -26,11 +26,7 @@ def source(tmp_path: Path, new_key: Any) -> Any:
     svc.close()
 
 
-def _remember(self: TokenMeter, messages: list[Message], counts: list[int]) -> None:  # the shape of TokenMeter.remember
-    cache = self._messages
-    with cache.lock:
-        for m, n in zip(messages, counts):
-            cache.put(_key(m), n, len(m.content))
+_REMEMBER = TokenMeter.remember
 
 
 def test_kept_counts_are_the_meters_own_and_change_no_figure(source: tuple[Service, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -42,7 +38,7 @@ def test_kept_counts_are_the_meters_own_and_change_no_figure(source: tuple[Servi
 
     def remember(self: TokenMeter, messages: list[Message], counts: list[int]) -> None:
         handed.extend(zip(messages, counts))
-        _remember(self, messages, counts)
+        _REMEMBER(self, messages, counts)
 
     monkeypatch.setattr(TokenMeter, "remember", remember, raising=False)
     seeded = run_whatif(svc.store, key, {"threshold_ratio": "0.5"}, policies=svc.policies, scratch_root=str(tmp_path))
