@@ -280,16 +280,59 @@ def message_category(m: Tagged) -> str:
 
 
 class _CountCache:
-    """LRU of counts keyed by content, bounded by entries and by the characters the keys hold."""
+    """LRU of counts keyed by content, bounded by entries and by the characters the keys hold.
+
+    ``by_id`` (the message cache's): the count of a message *object* already counted, by its
+    ``id()`` (the object is held, so the id is not reused while it is there): a measurement of a
+    surface counts the same message objects again and again (a big what-if: ~800,000 times), and
+    a lookup by content key hashes every field of the message (its tool calls' dataclass hashes in
+    Python) and reorders the LRU. A message is immutable in what it is counted by, so the count is
+    the one its content key has. At most :data:`BY_ID` objects, dropped all at once past that.
+
+    An answer by identity records the message as used (``touched``); those uses are applied to the
+    LRU order (in their order, after the lookups by content made meanwhile) before anything is
+    evicted or the identities are dropped, so an entry in use stays among the newest. An eviction
+    drops the identities: no identity outlives its entry, and a message whose count left the cache
+    is counted again as before. Counts never depend on any of this, only what is kept."""
+
+    BY_ID = 32_768
 
     def __init__(self, max_entries: int, max_chars: int) -> None:
         self.max_entries = max_entries
         self.max_chars = max_chars
         self.lock = threading.Lock()
         self.data: OrderedDict[Any, tuple[int, int]] = OrderedDict()  # key -> (count, chars)
+        self.by_id: dict[int, tuple[Any, int]] = {}  # id(message) -> (message, count)
+        self.touched: dict[int, Any] = {}  # id(message) -> message answered by identity, in order of use
         self.chars = 0
         self.hits = 0
         self.misses = 0
+
+    def known(self, m: Message, count: int) -> None:
+        """Remember ``m``'s count by identity (caller holds the lock)."""
+        if len(self.by_id) >= self.BY_ID:
+            self._forget_ids()
+        self.by_id[id(m)] = (m, count)
+
+    def touch(self, m: Message) -> None:
+        """``m`` was answered by identity: a use of its entry (caller holds the lock)."""
+        touched = self.touched
+        touched.pop(id(m), None)
+        touched[id(m)] = m
+
+    def _refresh(self) -> None:
+        """Apply the uses answered by identity to the LRU order, in order."""
+        data = self.data
+        for m in self.touched.values():
+            k = _key(m)
+            if k in data:
+                data.move_to_end(k)
+        self.touched.clear()
+
+    def _forget_ids(self) -> None:
+        if self.touched:
+            self._refresh()
+        self.by_id.clear()
 
     def put(self, key: object, count: int, chars: int) -> None:
         """Insert (caller holds the lock)."""
@@ -297,13 +340,20 @@ class _CountCache:
             return
         self.data[key] = (count, chars)
         self.chars += chars
-        while len(self.data) > self.max_entries or (self.chars > self.max_chars and len(self.data) > 1):
-            _, (_, old_chars) = self.data.popitem(last=False)
-            self.chars -= old_chars
+        if len(self.data) > self.max_entries or (self.chars > self.max_chars and len(self.data) > 1):
+            if self.by_id:  # the uses answered by identity first, then no identity outlives its entry
+                self.data.move_to_end(key, last=False)  # (the new entry stays the newest)
+                self._forget_ids()
+                self.data.move_to_end(key)
+            while len(self.data) > self.max_entries or (self.chars > self.max_chars and len(self.data) > 1):
+                _, (_, old_chars) = self.data.popitem(last=False)
+                self.chars -= old_chars
 
     def clear(self) -> None:
         with self.lock:
             self.data.clear()
+            self.by_id.clear()
+            self.touched.clear()
             self.chars = self.hits = self.misses = 0
 
 
@@ -440,8 +490,13 @@ class TokenMeter:
         counts: list[int] = []  # a miss holds 0 until it is counted below
         misses: dict[_MessageKey, list[int]] = {}  # key -> positions
         with cache.lock:
-            data = cache.data
+            data, by_id = cache.data, cache.by_id
             for i, m in enumerate(messages):
+                same = by_id.get(id(m))
+                if same is not None and same[0] is m:
+                    counts.append(same[1])
+                    cache.touch(m)
+                    continue
                 k = _key(m)
                 hit = data.get(k)
                 if hit is None:
@@ -450,6 +505,7 @@ class TokenMeter:
                 else:
                     data.move_to_end(k)
                     counts.append(hit[0])
+                    cache.known(m, hit[0])
             cache.hits += len(messages) - len(misses)
             cache.misses += len(misses)
         if not misses:
@@ -463,6 +519,7 @@ class TokenMeter:
                 cache.put(key, n, sum(map(len, texts)))
                 for i in positions:
                     counts[i] = n
+                    cache.known(messages[i], n)
         return counts
 
     def remember(self, messages: Sequence[Message], counts: Sequence[int]) -> None:
@@ -504,12 +561,18 @@ class TokenMeter:
         A cached message is answered here, without the batch path's bookkeeping (the compactor
         asks for one message at a time, ~10^5 times in a big what-if)."""
         cache = self._messages
-        k = _key(m)
         with cache.lock:
+            same = cache.by_id.get(id(m))
+            if same is not None and same[0] is m:
+                cache.hits += 1
+                cache.touch(m)
+                return same[1]
+            k = _key(m)
             hit = cache.data.get(k)
             if hit is not None:
                 cache.data.move_to_end(k)
                 cache.hits += 1
+                cache.known(m, hit[0])
                 return hit[0]
         return self._count_cached((m,))[0]
 

@@ -504,3 +504,40 @@ def test_remember_rejects_mismatched_lengths_and_keeps_existing_entries() -> Non
     bad = tool_result("call_9", "x" * 50)
     meter.remember([bad], [1])  # a count too small for the framing: no content count derived from it
     assert meter.count_text(bad.content) == len(meter._enc.encode_ordinary(bad.content))
+
+
+def test_counts_by_identity_are_the_counts_by_content() -> None:
+    """The message cache answers a message object it counted by identity: the same counts as a
+    fresh meter's, every answer a hit or a miss as by content, and no identity outlives its entry
+    (at a capacity that evicts, identities dropped often too); the entries used by identity are
+    the newest when something is evicted."""
+    import random
+
+    from engine.meter import _key
+
+    class Small(TokenMeter):
+        MAX_CACHED_MESSAGES = 5
+
+    meter = Small()
+    cache = meter._messages
+    cache.BY_ID = 4  # type: ignore[misc]
+    fresh = TokenMeter()
+    rng = random.Random(7)
+    pool = [user(f"message {i}") for i in range(9)] + [tool_result(f"c{i}", f"result {i}", name="t") for i in range(4)]
+    twins = [dataclasses.replace(m) for m in pool]  # equal content, other objects
+    asked = 0
+    for _ in range(600):
+        batch = [rng.choice(pool + twins) for _ in range(rng.choice((1, 1, 3)))]
+        got = meter.count_messages(batch) if len(batch) > 1 else [meter.count_message(batch[0])]
+        assert got == [fresh.count_message(m) for m in batch]
+        asked += len(batch)
+        stats = meter.cache_stats()
+        assert stats.entries <= Small.MAX_CACHED_MESSAGES and stats.hits + stats.misses <= asked
+        assert all(_key(m) in cache.data for m, _ in cache.by_id.values())
+    a, b = pool[0], pool[1]
+    meter.clear_cache()
+    for m in pool[:5]:
+        meter.count_message(m)
+    meter.count_message(a)  # answered by identity: a use of a's entry
+    meter.count_message(pool[5])  # evicts the least recently used: b, not a
+    assert _key(a) in cache.data and _key(b) not in cache.data
