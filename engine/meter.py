@@ -426,6 +426,12 @@ class TokenMeter:
             cache.put(text, n, len(text))
         return n
 
+    def count_piece(self, text: str) -> int:
+        """:meth:`count_text` without its cache (the same count): for texts counted once and never
+        again (a preview's fitting probes prefixes and pieces of a text), which would only push
+        the counts worth keeping out of the cache."""
+        return len(self._enc.encode_ordinary(text)) if text else 0
+
     def _count_texts(self, texts: list[str], *, parallel: bool = True) -> list[int]:
         encode = self._enc.encode_ordinary
 
@@ -545,7 +551,7 @@ class TokenMeter:
             fixed, texts = self._frame(m)
             entries.append((_key(m), int(n), sum(map(len, texts))))
             if m.role == "tool" and m.content and not (m.reasoning or m.attachments or m.tool_calls):
-                own = int(n) - fixed - sum(self.count_text(t) for t in texts[1:])
+                own = int(n) - fixed - sum(self.count_piece(t) for t in texts[1:])  # a call id is counted once: not kept
                 if own >= 0:
                     contents.append((m.content, own))
         with cache.lock:

@@ -229,7 +229,7 @@ def _split_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     up at a space after a printable character): the previews' fitting then counts each long text
     once in pieces instead of every probed prefix whole. Anything else is returned as it is."""
     if isinstance(getattr(count_tokens, "__self__", None), TokenMeter) and getattr(count_tokens, "__func__", None) is TokenMeter.count_text:
-        return SpaceSplitCounter(count_tokens)
+        return SpaceSplitCounter(count_tokens, count_tokens.__self__.count_piece)  # type: ignore[attr-defined]
     return count_tokens
 
 

@@ -231,32 +231,41 @@ def split_rounds(messages: Sequence[Message], *, closed_late: Mapping[int, Count
     from ``messages`` when not given): they do not keep their round open."""
     rounds: list[ToolRound] = []
     current: list[Message] = []
-    pending: Counter[str] = Counter()  # calls of the current round still without a result
-    earlier: Counter[str] = Counter()  # calls of earlier rounds still without a result
+    # call id -> calls without a result (plain dicts: the Counter arithmetic of each round was most
+    # of a summary plan's unit building); a count never goes below 0
+    pending: dict[str, int] = {}  # of the current round
+    earlier: dict[str, int] = {}  # of earlier rounds
     orphans: list[Message] = []
     closures = late_closures(messages) if closed_late is None else closed_late
 
     def flush() -> None:
         if current:
-            still = +pending
-            if current[0].role == "assistant":
-                still -= closures.get(id(current[0]), Counter())
-            rounds.append(ToolRound(tuple(current), open=bool(still), orphans=tuple(orphans)))
+            closed = closures.get(id(current[0])) if current[0].role == "assistant" else None
+            if closed:  # still open: a call with more calls waiting than closed by a later marker
+                still = any(n > closed.get(c, 0) for c, n in pending.items() if n > 0)
+            else:
+                still = any(n > 0 for n in pending.values())
+            rounds.append(ToolRound(tuple(current), open=still, orphans=tuple(orphans)))
 
     for m in messages:
-        if m.role == "user" and starts_turn(m):
+        role = m.role
+        if role == "user" and starts_turn(m):
             raise InvalidHistory(f"split_rounds got a user message that starts a turn (id {m.id}); pass the part after it")
-        if m.role == "assistant":
+        if role == "assistant":
             flush()
-            earlier.update(+pending)
-            current, orphans, pending = [m], [], Counter(m.call_ids)
+            for c, n in pending.items():
+                if n > 0:
+                    earlier[c] = earlier.get(c, 0) + n
+            current, orphans, pending = [m], [], {}
+            for call in m.tool_calls:
+                pending[call.id] = pending.get(call.id, 0) + 1
             continue
         current.append(m)
-        if m.role == "tool":
+        if role == "tool":
             call_id = m.tool_call_id or ""
-            if pending[call_id] > 0:
+            if pending.get(call_id, 0) > 0:
                 pending[call_id] -= 1
-            elif earlier[call_id] > 0:  # late result: its own round was already closed as open
+            elif earlier.get(call_id, 0) > 0:  # late result: its own round was already closed as open
                 earlier[call_id] -= 1
             else:
                 orphans.append(m)

@@ -541,3 +541,12 @@ def test_counts_by_identity_are_the_counts_by_content() -> None:
     meter.count_message(a)  # answered by identity: a use of a's entry
     meter.count_message(pool[5])  # evicts the least recently used: b, not a
     assert _key(a) in cache.data and _key(b) not in cache.data
+
+
+def test_count_piece_is_count_text_without_the_cache() -> None:
+    meter = TokenMeter("cl100k_base")
+    for text in ("", "hello world", "naïve — 决定使用 x" * 20):
+        assert meter.count_piece(text) == meter.count_text(text)
+    meter.clear_cache()
+    meter.count_piece("never kept " * 10)
+    assert "never kept " * 10 not in meter._texts.data

@@ -670,3 +670,64 @@ def test_property_overflow_head(msgs, running):
     assert sel.removed_tokens == cost(sel.messages)
     if not running:  # finished history: same as the widest prefix with no token tail
         assert sel == select_prefix(units, message_tokens=tokens, envelope_tokens=cost(msgs), target_tokens=-1)
+
+
+def _rounds_by_counters(messages: list[Message], closures: dict[int, Counter[str]]) -> list[tuple[tuple[int, ...], bool, tuple[int, ...]]]:
+    """split_rounds as it was written with Counter arithmetic (the reference for the dict version)."""
+    rounds = []
+    current: list[Message] = []
+    pending: Counter[str] = Counter()
+    earlier: Counter[str] = Counter()
+    orphans: list[Message] = []
+
+    def flush() -> None:
+        if current:
+            still = +pending
+            if current[0].role == "assistant":
+                still -= closures.get(id(current[0]), Counter())
+            rounds.append((tuple(map(id, current)), bool(still), tuple(map(id, orphans))))
+
+    for m in messages:
+        if m.role == "assistant":
+            flush()
+            earlier.update(+pending)
+            current, orphans, pending = [m], [], Counter(m.call_ids)
+            continue
+        current.append(m)
+        if m.role == "tool":
+            call_id = m.tool_call_id or ""
+            if pending[call_id] > 0:
+                pending[call_id] -= 1
+            elif earlier[call_id] > 0:
+                earlier[call_id] -= 1
+            else:
+                orphans.append(m)
+    flush()
+    return rounds
+
+
+def test_split_rounds_equals_the_counter_reference_on_random_rounds() -> None:
+    """Reused and missing call ids, late and orphan results, calls closed by a later marker: the
+    rounds, their open flags and orphans are those of the Counter version."""
+    import random
+
+    from engine.units import split_rounds
+
+    rng = random.Random(11)
+    ids = ["a", "b", "c", "d"]
+    for _ in range(400):
+        msgs: list[Message] = []
+        for _ in range(rng.randint(0, 14)):
+            kind = rng.random()
+            if kind < 0.35:
+                msgs.append(assistant("x", *(ToolCall(rng.choice(ids), "t", "{}") for _ in range(rng.randint(0, 3)))))
+            elif kind < 0.85:
+                msgs.append(tool_result(rng.choice(ids[:3]), "r"))
+            else:
+                msgs.append(system("note"))
+        closures: dict[int, Counter[str]] = {}
+        for m in msgs:
+            if m.role == "assistant" and m.tool_calls and rng.random() < 0.4:
+                closures[id(m)] = Counter(rng.choice(ids) for _ in range(rng.randint(0, 2)))
+        got = [(tuple(map(id, r.messages)), r.open, tuple(map(id, r.orphans))) for r in split_rounds(msgs, closed_late=closures)]
+        assert got == _rounds_by_counters(msgs, closures)

@@ -43,12 +43,17 @@ class SpaceSplitCounter:
     a counter vouches for it (:func:`engine.pruning.prune_surface` wraps the meter's only).
     :func:`fit` then counts a long text's prefixes (or suffixes) once in pieces and each probe of its
     bisection as a known piece plus a short rest, not the whole prefix again: the same answers.
-    Equal (and hashed) as the counter it wraps, so a memo keyed by it is not split."""
+    Equal (and hashed) as the counter it wraps, so a memo keyed by it is not split.
 
-    __slots__ = ("count",)
+    ``piece``: the same count without a cache (``TokenMeter.count_piece``), for the pieces and
+    probes of :func:`fit`: each is counted once and never asked again, so keeping it would only
+    push the counts worth keeping out of the cache (default: ``count``)."""
 
-    def __init__(self, count: CountTokens) -> None:
+    __slots__ = ("count", "piece")
+
+    def __init__(self, count: CountTokens, piece: CountTokens | None = None) -> None:
         self.count = count
+        self.piece = piece or count
 
     def __call__(self, text: str) -> int:
         return self.count(text)
@@ -142,7 +147,12 @@ def fit(text: str, max_tokens: int, count: CountTokens, *, from_end: bool = Fals
 
     size: Callable[[int], int]
     if isinstance(count, SpaceSplitCounter) and n > 2 * _PIECE_CHARS:
-        size = _Pieces(text, count.count, from_end)
+        size = _Pieces(text, count.piece, from_end)
+    elif isinstance(count, SpaceSplitCounter):  # a short text: each probe counted whole, uncached
+        piece_count = count.piece
+
+        def size(k: int) -> int:
+            return piece_count(piece(k))
     else:
         def size(k: int) -> int:
             return count(piece(k))
