@@ -34,9 +34,9 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.langchain needs LangChain v1: pip install 'compaction-inspector[langchain]'") from exc
 
-from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.messages import META_PRUNED, Attachment, Message, Reasoning, ToolCall, summary_message
 
-from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, surface_items, text_of
+from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, text_of
 
 SOURCE = "langchain"
 
@@ -212,7 +212,8 @@ class CompactionMiddleware(AgentMiddleware):
 
     # -- blocking steps (async paths run them in a worker thread) --------------------------------
     def _intake(self, t: EngineThread, request: ModelRequest) -> None:
-        t.route(*_route(request.model))
+        if not (t.provider and t.model):  # once resolved (or fixed by the caller) the route stays
+            t.route(*_route(request.model))
         system = request.system_message.text if request.system_message is not None else None
         t.configure(system, self._schemas(request.tools))
         # a message with an id is keyed by it: one this process stored is skipped unserialized
@@ -230,24 +231,34 @@ class CompactionMiddleware(AgentMiddleware):
 
     def _compacted(self, request: ModelRequest, call: Call) -> ModelRequest:
         """The surface as LangChain messages: the state's own message objects where the state has
-        them (a pruned result copied with its preview), the stored form read back otherwise."""
-        state = {m.id: m for m in request.messages if m.id}  # by id: the source key is "lc:" + id
+        them (a pruned result copied with its preview), the stored form read back otherwise. (The
+        envelope's summary and surface messages as :func:`surface_items` lists them, without its
+        system prompt, which the framework sends itself.)"""
+        surface = call.measured.envelope.surface
+        state: dict[str, AnyMessage] | None = None  # by id: the source key is "lc:" + id (built if needed)
         hashed: dict[str, AnyMessage] | None = None  # by source key, for ids too long to be one (built if needed)
         messages: list[AnyMessage] = []
-        for item in surface_items(call.measured):
-            key = item.message.source_key
+        history: Sequence[Message] = surface.messages
+        if surface.summary:
+            history = [summary_message(surface.summary), *history]
+        for m in history:
+            key = m.source_key
             original: AnyMessage | None = None
-            if key is not None and key.startswith("lc:"):
-                original = state.get(key[3:])
-            elif key is not None and key.startswith("lc-sha:"):
-                if hashed is None:
-                    hashed = {source_key("lc", i): m for i, m in state.items()}
-                original = hashed.get(key)
+            if key is not None:
+                if key.startswith("lc:"):
+                    if state is None:
+                        state = {x.id: x for x in request.messages if x.id}
+                    original = state.get(key[3:])
+                elif key.startswith("lc-sha:"):
+                    if hashed is None:
+                        hashed = {source_key("lc", x.id): x for x in request.messages if x.id}
+                    original = hashed.get(key)
+            pruned = bool(m.metadata.get(META_PRUNED))
             if original is None:
                 # a concrete message class (messages_from_dict, HumanMessage, SystemMessage): one of AnyMessage
-                messages.append(cast("AnyMessage", from_engine(item.message, preview=item.pruned)))
+                messages.append(cast("AnyMessage", from_engine(m, preview=pruned)))
             else:
-                messages.append(original.model_copy(update={"content": item.message.content}) if item.pruned else original)
+                messages.append(original.model_copy(update={"content": m.content}) if pruned else original)
         return request.override(messages=messages)
 
     @staticmethod
