@@ -318,7 +318,8 @@ class CompactionPlan:
 
     ``trigger``: ``manual``, ``pressure`` or ``overflow``. ``possible`` False: nothing would be
     written, and ``reason`` says why (``insufficient_history``, ``below_threshold``, ``auto_off``,
-    ``nothing_to_compact``). Otherwise:
+    ``nothing_to_compact``, or ``breaker_tripped`` when there is no result to prune either).
+    Otherwise:
 
     - **prune** (pressure and overflow; Compact now does not prune): ``prune``, the tool results
       the prune step offloads (at or over their limit, not pruned yet; the Workdir may still refuse
@@ -539,7 +540,8 @@ def plan_pressure(m: Measured, *, stale: StaleRule | None, running_turn: bool = 
     Otherwise the prune step first (``stale``: the caller's :class:`StaleRule`; None plans no
     prune, as after the prune step), then, unless the run's breaker has tripped or ``summary`` is
     False (the prune step alone), the ``call``-th summary call of the oldest units
-    (:func:`pressure_selection`; ``loop_max_compaction_rounds`` calls at most). A plan with a prune
+    (:func:`pressure_selection`; ``call`` only sets whether more calls may follow: the compactor
+    stops after ``loop_max_compaction_rounds`` calls, this function does not). A plan with a prune
     plans its summary on the surface as it is: the compactor plans again after the prune, and
     summarizes only when the prune left the envelope at or over the threshold."""
     pol = m.policy

@@ -1,11 +1,12 @@
-# Over 800 lines (1,195): the write door is the one place anything is written (docs/architecture.md, 'The one write door'): Locked's writes, the call ledger, the steady step's intake (take_in) and its raw driver-cursor writes (RawWrite) share the transaction and the ledger; the ledger cache and the compaction records could move to modules of their own, not split this stop (issue 24 open).
+# Over 800 lines (1,201): the write door is the one place anything is written (docs/architecture.md, 'The one write door'): Locked's writes, the call ledger, the steady step's intake (take_in) and its raw driver-cursor writes (RawWrite) share the transaction and the ledger; the ledger cache and the compaction records could move to modules of their own, not split this stop (issue 24 open).
 """The write door: :class:`Locked`, the one transaction type through which anything is written to
 a conversation (messages, queued requests, runs, model requests, events, compaction records).
 
 It holds the conversation row lock (``Store.locked``) and enforces the conversation invariants in
 the same transaction (:mod:`.invariants`): a write that breaks one raises
-:class:`engine.messages.InvalidMessage` and leaves nothing of itself behind. Every write method of
-:class:`engine.store.Store` opens this door; there is no second path.
+:class:`engine.messages.InvalidMessage` and leaves nothing of itself behind. ``Store.locked`` is
+the only way in (the Store has no write methods of its own around it: the service facets, importing
+and the compactor open the door); there is no second path.
 """
 
 from __future__ import annotations
@@ -404,8 +405,9 @@ class Locked(SourceWrites, ConversationReader):
         self._session: Session | None = None
         super().__init__(cast(Session, session), cast(Conversation, conv))  # sets ``session`` and ``conv`` (the properties below)
         self._ledger: CallLedger | None = None
-        #: (id, column values) of every message :meth:`append_messages` wrote, in order: what
-        #: ``Store.locked`` hands its append listeners once the transaction committed
+        #: (id, column values) of every message :meth:`append_messages` or :meth:`take_in` wrote, in
+        #: order: what ``Store.locked`` hands its append listeners once the transaction committed
+        #: (and :class:`DoorReader` hands the pressure check)
         self.appended: list[tuple[int, dict[str, Any]]] = []
         #: an id after which :attr:`earlier` + :attr:`appended` are every message of the thread: its
         #: last message id when the lock was taken, or earlier when the store's :class:`LedgerCache`
