@@ -228,8 +228,9 @@ def _split_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     :class:`~engine.meter.TokenMeter`'s own ``count_text`` (a byte-pair encoding's count, which adds
     up at a space after a printable character): the previews' fitting then counts each long text
     once in pieces instead of every probed prefix whole. Anything else is returned as it is."""
-    if isinstance(getattr(count_tokens, "__self__", None), TokenMeter) and getattr(count_tokens, "__func__", None) is TokenMeter.count_text:
-        return SpaceSplitCounter(count_tokens, count_tokens.__self__.count_piece)  # type: ignore[attr-defined]
+    meter = getattr(count_tokens, "__self__", None)
+    if isinstance(meter, TokenMeter) and getattr(count_tokens, "__func__", None) is TokenMeter.count_text:
+        return SpaceSplitCounter(count_tokens, meter.count_piece)
     return count_tokens
 
 
