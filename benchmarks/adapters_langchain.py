@@ -54,7 +54,7 @@ ROOT = HERE.parent
 sys.path[:0] = [str(HERE), str(ROOT)]
 
 import traces  # noqa: E402
-from engine.specifics import expand_grouped  # noqa: E402
+from engine.core.specifics import expand_grouped  # noqa: E402
 from traces import IDENTIFIER, Trace  # noqa: E402
 
 MODEL = "sim-model"
@@ -113,7 +113,7 @@ class TraceTools:
 
 def script(trace: Trace) -> list[Any]:
     """The simulator's replies: every assistant message of the trace, then the end of the running turn."""
-    from engine.harness.simulator import Reply
+    from engine.apps.harness.simulator import Reply
 
     replies = [Reply(content=m.content, tool_calls=tuple((c.name, c.parsed_arguments() or {}) for c in m.tool_calls)) for m in trace.messages if m.role == "assistant"]
     return replies + [Reply(content="(the benchmark trace ends here)")]
@@ -275,7 +275,7 @@ class FailingSummarizer:
         self.calls = 0
 
     def summarize(self, request: Any) -> Any:
-        from engine.summarizers.protocol import SummarizerError
+        from engine.compaction.summarizers.protocol import SummarizerError
 
         self.calls += 1
         raise SummarizerError("summary model unavailable", "http_error", status=503)
@@ -292,7 +292,7 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
     from langgraph.checkpoint.memory import InMemorySaver
 
     import ours
-    from engine.harness.simulator import ProviderSimulator
+    from engine.apps.harness.simulator import ProviderSimulator
     from engine.service import open_service
 
     window = WINDOWS[trace.size]
@@ -337,7 +337,7 @@ def run(trace: Trace, strategy: str, root: Path, *, fail: bool = False) -> dict[
 def request_text(value: Any) -> str:
     """Every string of a wire request's ``messages`` (contents, text parts, tool-call arguments), one
     per line, so a summary's grouped identifier lines (``dir/{a,b}.py``) read as their members through
-    :func:`engine.specifics.expand_grouped` (the rule the engine writes them by), as the other
+    :func:`engine.core.specifics.expand_grouped` (the rule the engine writes them by), as the other
     benchmarks' checks read them."""
     if isinstance(value, str):
         return value

@@ -61,7 +61,7 @@ def result_of(q: str) -> str:
 
 
 def script(rounds: int) -> list[Any]:
-    from engine.harness.simulator import Reply
+    from engine.apps.harness.simulator import Reply
 
     return [Reply(content=f"Step {i}: looking it up.", tool_calls=(("lookup", {"q": f"topic {i}"}),)) for i in range(rounds)] + [Reply(content="All topics are covered.")]
 
@@ -333,7 +333,7 @@ def stored(svc: Any, key: str) -> dict[str, int]:
 
 
 def run(framework: str, engine_on: bool, rounds: int, root: Path, index: int) -> dict[str, Any]:
-    from engine.harness.simulator import ProviderSimulator
+    from engine.apps.harness.simulator import ProviderSimulator
     from engine.service import open_service
 
     probe = Probe()

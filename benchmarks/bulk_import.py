@@ -15,7 +15,7 @@ a backend that cannot run: ``{"bench": "bulk_import", "backend": ..., "skipped":
   Anthropic Messages, Gemini CLI, OpenHands, Aider, Cline task folders), each with its own session
   id, so every file is a thread of its own. Three more files: two that are not sessions (a README,
   a truncated JSON file) and a damaged one (a truncated Agents SDK SQLite store: an ``error`` entry).
-- **The import**: the real command in a fresh process (``python -m engine.cli import --db URL
+- **The import**: the real command in a fresh process (``python -m engine.apps.cli import --db URL
   --json DIR``), wall clock from start to exit, into a new database; then the same command again
   (every file already imported and unchanged: skipped without being read); and, for comparison,
   what resuming would cost without that rule: every session file imported again in-process
@@ -141,7 +141,7 @@ def run_import(url: str, folder: Path) -> dict[str, Any]:
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "import", "--db", url, "--json", str(folder)],
+    proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", "import", "--db", url, "--json", str(folder)],
                           cwd=ROOT, capture_output=True, text=True, timeout=1800)
     seconds = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -27,12 +27,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.compactor import RunState  # noqa: E402
-from engine.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
-from engine.meter import default_meter  # noqa: E402
+from engine.compaction.compactor import RunState  # noqa: E402
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
+from engine.compaction.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult  # noqa: E402
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.core.meter import default_meter  # noqa: E402
 from engine.service import Service, open_service  # noqa: E402
-from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
-from engine.summarizers.protocol import Summarizer, SummaryRequest, SummaryResult  # noqa: E402
 
 SEED = 20261130
 WORDS = (

@@ -46,10 +46,10 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 import fact_sessions as fs  # noqa: E402
 import ours  # noqa: E402
 import peers  # noqa: E402
-from engine.compactor import RunState  # noqa: E402
-from engine.messages import Envelope, Message, Surface  # noqa: E402
+from engine.compaction.compactor import RunState  # noqa: E402
+from engine.core.messages import Envelope, Message, Surface  # noqa: E402
+from engine.core.surface import build_surface, envelope_of  # noqa: E402
 from engine.step import StepDriver  # noqa: E402
-from engine.surface import build_surface, envelope_of  # noqa: E402
 from traces import Reference, surface_text  # noqa: E402
 
 STRATEGIES: tuple[str, ...] = ("ours", "langchain", "chars/4")

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import traces
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
 
 KINDS: tuple[str, ...] = ("constraint", "decision", "error_fix", "edit", "number")
 POSITIONS: dict[str, tuple[float, float]] = {"early": (0.05, 0.2), "middle": (0.4, 0.6), "late": (0.7, 0.9)}

@@ -29,10 +29,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa
 
+from engine.core.views import THREAD_FILTERS, ThreadQuery
 from engine.service import open_service
 from engine.store import normalize_url
 from engine.store.fleet_build import build_fleet_store, fleet_store_spec
-from engine.views import THREAD_FILTERS, ThreadQuery
 
 DEFAULT_PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 CACHE = Path("/tmp/fleet-bench")

@@ -88,7 +88,7 @@ async def painted_after(paints: Painted, before: int, condition: Callable[[], bo
 
 
 async def measure(w: Any, url: str, repeats: int) -> dict[str, Any]:
-    from engine.views import ThreadQuery
+    from engine.core.views import ThreadQuery
     from inspector_app.models.threads import PAGE
 
     out: dict[str, Any] = {}

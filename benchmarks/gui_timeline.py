@@ -59,8 +59,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 import sqlalchemy as sa  # noqa: E402
 
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from engine.service import open_service  # noqa: E402
-from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from store import DEFAULT_PG_URL, make_messages, temp_pg_database  # noqa: E402  (benchmarks/store.py)
 
 KEY = "timeline-bench"

@@ -214,8 +214,8 @@ def generate(path: Path, megabytes: float = 2.0, *, seed: int = 11) -> dict[str,
 
 
 def open_svc(url: str, workdir: Path, policies: Any = None) -> Any:
+    from engine.compaction.summarizers.extractive import ExtractiveSummarizer
     from engine.service import open_service
-    from engine.summarizers.extractive import ExtractiveSummarizer
 
     return open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), policies=policies, create=True)
 
@@ -244,8 +244,8 @@ def time_import(url: str, workdir: Path, src: Path) -> dict[str, Any]:
 def write_harness_thread(url: str, workdir: Path, messages: int, *, seed: int = 5) -> int:
     """A thread of about ``messages`` messages written by ``AgentHarness`` against the simulator
     (per turn: a user prompt, two parallel tool calls and their results, an answer). Returns the count."""
-    from engine.harness.loop import AgentHarness, Tool, ToolRegistry
-    from engine.harness.simulator import ProviderSimulator, Reply
+    from engine.apps.harness.loop import AgentHarness, Tool, ToolRegistry
+    from engine.apps.harness.simulator import ProviderSimulator, Reply
     from engine.llm.client import ChatClient
 
     rng = random.Random(seed)

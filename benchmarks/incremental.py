@@ -149,7 +149,7 @@ def ms(seconds: float) -> float:
 
 def stream_messages(n: int, seed: int = 7) -> Iterator[Any]:
     """The mix of ``benchmarks/store.make_messages`` as a generator (a 1M build never holds them)."""
-    from engine.messages import ToolCall, assistant, tool_result, user
+    from engine.core.messages import ToolCall, assistant, tool_result, user
     from store import WORDS
 
     rnd = random.Random(seed)
@@ -176,8 +176,8 @@ def child(*args: str, timeout: float = 1800) -> dict[str, Any]:
 
 
 def _service(url: str, workdir: Path, **kw: Any) -> Any:
+    from engine.compaction.summarizers.extractive import ExtractiveSummarizer
     from engine.service import open_service
-    from engine.summarizers.extractive import ExtractiveSummarizer
 
     return open_service(url, workdir=workdir, summarizer=ExtractiveSummarizer(), create=True, **kw)
 
@@ -188,8 +188,8 @@ def old_status(svc: Any, key: str) -> int:
     svc.store.thread(key)
     svc.store.last_completed_request(key)
     snap = svc.store.snapshot(key)
-    from engine.meter import default_meter
-    from engine.surface import build_surface, envelope_of
+    from engine.core.meter import default_meter
+    from engine.core.surface import build_surface, envelope_of
 
     return default_meter(snap.model).measure(envelope_of(snap, build_surface(snap))).total
 
@@ -213,7 +213,7 @@ def cmd_build(url: str, n: int, workdir: str) -> dict[str, Any]:
 
 
 def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
-    from engine.messages import user
+    from engine.core.messages import user
 
     svc = _service(url, Path(workdir), policies={"context_window": 128_000})
     try:
@@ -250,11 +250,11 @@ def cmd_status(url: str, workdir: str, mode: str) -> dict[str, Any]:
 
 
 def cmd_pressure(family: str, size: int, workdir: str) -> dict[str, Any]:
-    from engine.compactor import RunState
-    from engine.messages import assistant
-    from engine.meter import default_meter
+    from engine.compaction.compactor import RunState
+    from engine.core.messages import assistant
+    from engine.core.meter import default_meter
+    from engine.core.surface import build_surface, envelope_of
     from engine.step import StepDriver
-    from engine.surface import build_surface, envelope_of
     from ours import MODEL, PROVIDER, policy, summary_budget
     from traces import generate
 
@@ -357,7 +357,7 @@ def _peer_checks_after_append(svc: Any, window: int, surface: list[Any], budget:
     the append our figure follows), so both run on a machine whose caches the append just used. The
     figure beside ``_peer_checks``' (a loop of checks with nothing in between)."""
     import peers
-    from engine.messages import assistant
+    from engine.core.messages import assistant
 
     if peers.available() is not None:
         return {p: None for p in peers.STRATEGIES}
@@ -381,7 +381,7 @@ def _peer_checks_after_append(svc: Any, window: int, surface: list[Any], budget:
 
 def cmd_writers(url: str, seconds: float, writers: int) -> dict[str, Any]:
     """``writers`` threads, each with its own store, appending to KEY until ``seconds`` pass."""
-    from engine.messages import assistant, user
+    from engine.core.messages import assistant, user
     from engine.store import Store
 
     stop = time.monotonic() + seconds

@@ -21,8 +21,8 @@ import email.message  # noqa: E402  (stdlib modules used as realistic English an
 import json.decoder  # noqa: E402
 import textwrap  # noqa: E402
 
-from engine.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
-from engine.meter import TokenMeter  # noqa: E402
+from engine.core.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.core.meter import TokenMeter  # noqa: E402
 from traces import envelope_texts  # noqa: E402  (benchmarks/traces.py: every text a request carries)
 
 TARGET_TOKENS = 200_000

@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine.compactor import Measured, RunState
-from engine.messages import Envelope, Message
-from engine.meter import TokenMeter, default_meter
+from engine.compaction.compactor import Measured, RunState
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest, SummaryResult
+from engine.core.messages import Envelope, Message
+from engine.core.meter import TokenMeter, default_meter
 from engine.service import Service, open_service
 from engine.step import StepDriver
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummaryRequest, SummaryResult
 from traces import Reference, Replay, Trace
 
 PROVIDER, MODEL = "bench", "bench-model"  # not a known model: the window comes from the policy

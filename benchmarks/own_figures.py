@@ -136,10 +136,10 @@ def measure_specifics(family: str = "research", size: int = 1_000_000, root: Pat
     the summarizer call, timed around it."""
     import time
 
-    import engine.compactor as compactor
+    import engine.compaction.compactor as compactor
     import ours  # benchmarks/ours.py
     import traces  # benchmarks/traces.py (puts the repository on sys.path)
-    from engine.events import SummaryEvent
+    from engine.core.events import SummaryEvent
 
     # CPU time of this thread besides the wall time: the machine may be shared, and both calls run
     # on the compactor's thread
@@ -196,8 +196,8 @@ def measure_specifics(family: str = "research", size: int = 1_000_000, root: Pat
 def _replay_for_specifics(trace: Any, window: int, summarizer: Any, tmp: Path) -> list[Any]:
     """benchmarks/ours.py's replay without the reference counts: the summary events it wrote."""
     import ours  # benchmarks/ours.py
-    from engine.compactor import RunState
-    from engine.events import EventKind, parse_event
+    from engine.compaction.compactor import RunState
+    from engine.core.events import EventKind, parse_event
     from engine.service import open_service
     from engine.step import StepDriver
 

@@ -24,10 +24,10 @@ import time
 import xml.etree.ElementTree as ET
 from typing import Any, Callable, Iterable, Sequence
 
-from engine.compactor import IDENTIFIER_ROOM_SHARE
-from engine.messages import Envelope, Message, ToolCall
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummaryRequest
+from engine.compaction.compactor import IDENTIFIER_ROOM_SHARE
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest
+from engine.core.messages import Envelope, Message, ToolCall
 from traces import Reference, Replay, Trace, chars_over_4
 
 STRATEGIES: tuple[str, ...] = ("langchain", "chars/4")
@@ -115,7 +115,7 @@ def parse_summary_prompt(prompt: str) -> list[Message]:
 
 def identifier_room(threshold: int, summary_tokens: int) -> int:
     """The identifier room our engine gives a summary at this threshold
-    (``engine.compactor.identifier_budget``: up to ``IDENTIFIER_ROOM_SHARE`` of the target, half
+    (``engine.compaction.compactor.identifier_budget``: up to ``IDENTIFIER_ROOM_SHARE`` of the target, half
     the threshold), given to the peer's summaries too so that both have the same budget."""
     return max(0, math.floor(IDENTIFIER_ROOM_SHARE * (threshold // 2)) - summary_tokens)
 

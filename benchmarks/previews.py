@@ -2,8 +2,8 @@
 tool is called, and what a preview costs, before and after previews read the content.
 
 Run: ``.venv/bin/python benchmarks/previews.py [--quick]`` (prints the markdown section).
-"Before" is the code of commit 97be371 (``engine/previews.py`` of that commit, loaded from git into
-a module of its own); "after" is ``engine.previews`` as it is now. Both build the replacement the
+"Before" is the code of commit 97be371 (``engine/core/previews.py`` of that commit, loaded from git into
+a module of its own); "after" is ``engine.core.previews`` as it is now. Both build the replacement the
 compactor writes (``build_replacement``, the saved file named in the Workdir as the compactor names
 it, ``<tool>-<sha256>.txt``) at the default preview budget (``CompactionPolicy().preview_tokens``).
 
@@ -44,9 +44,9 @@ from typing import Any, Callable
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine import previews as new_previews  # noqa: E402
-from engine.meter import default_meter  # noqa: E402
-from engine.policy import CompactionPolicy  # noqa: E402
+from engine.core import previews as new_previews  # noqa: E402
+from engine.core.meter import default_meter  # noqa: E402
+from engine.core.policy import CompactionPolicy  # noqa: E402
 
 BEFORE_COMMIT = "97be371"
 TOOLS = ("query_kb", "search_docs", "mcp__kb__search", "WebSearch", "my_tool")
@@ -55,7 +55,7 @@ count = default_meter().count_text
 
 
 def old_previews() -> ModuleType:
-    """``engine/previews.py`` of :data:`BEFORE_COMMIT` as a module of its own."""
+    """``engine/core/previews.py`` of :data:`BEFORE_COMMIT` as a module of its own."""
     source = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:engine/previews.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
     path = Path(tempfile.mkdtemp(prefix="previews-before-")) / "previews_before.py"

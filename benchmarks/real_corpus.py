@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Iterable
 
 import import_session
-from engine.errors import CannotCompact
+from engine.compaction.summarizers.protocol import contains_verbatim
+from engine.core.errors import CannotCompact
+from engine.core.messages import Envelope
+from engine.core.specifics import expand_grouped, extract_identifiers
+from engine.core.surface import build_surface, envelope_of
+from engine.core.units import current_request
+from engine.core.views import ManualResult
 from engine.importers import detect_format
-from engine.messages import Envelope
 from engine.service import Service, open_service
-from engine.specifics import expand_grouped, extract_identifiers
-from engine.summarizers.protocol import contains_verbatim
-from engine.surface import build_surface, envelope_of
-from engine.units import current_request
-from engine.views import ManualResult
 from ours import MODEL, PROVIDER, CountingExtractive, summary_budget
 from traces import IDENTIFIER, Trace, envelope_texts
 
@@ -172,7 +172,7 @@ def _visible(ids: set[str], text: str) -> set[str]:
     itself (``doc-9``), by the value found as an identifier (a summary lists it so); the
     ``key=value`` form alone never occurs in a JSON result, so a substring test missed them.
     A summary's grouped form (``dir/{a,b}.py``, a shell's brace expansion) is read as its
-    members first (:func:`engine.specifics.expand_grouped`, the rule the engine reads it by)."""
+    members first (:func:`engine.core.specifics.expand_grouped`, the rule the engine reads it by)."""
     text = expand_grouped(text)
     found = set(extract_identifiers(text))
     out = set()
@@ -297,9 +297,9 @@ def table_text(found: list[CorpusRow], rows: list[list[str]]) -> str:
 def preview_ids(trace_list: Iterable[Trace], *, preview_tokens: int = 600) -> tuple[int, int, int]:
     """(results, identifiers, identifiers visible) over every ``query_kb`` / ``web_search`` result of
     the traces, offloaded at the default preview budget exactly as pressure pruning does."""
-    from engine.meter import default_meter
-    from engine.pruning import Pruned, prune_tool_result
-    from engine.workdir import Workdir
+    from engine.compaction.pruning import Pruned, prune_tool_result
+    from engine.core.meter import default_meter
+    from engine.core.workdir import Workdir
 
     count = default_meter().count_text
     results = total = shown = 0

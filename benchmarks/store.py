@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import sqlalchemy as sa  # noqa: E402
 
-from engine.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user  # noqa: E402
 from engine.store import Store, migrate, normalize_url  # noqa: E402
 
 PAGE = 100

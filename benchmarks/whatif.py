@@ -47,8 +47,8 @@ THRESHOLDS = (0.6, 0.95)
 
 
 def _service(root: Path, name: str, policies: dict[str, Any]) -> Any:
+    from engine.compaction.summarizers.extractive import ExtractiveSummarizer
     from engine.service import open_service
-    from engine.summarizers.extractive import ExtractiveSummarizer
 
     return open_service(f"sqlite:///{root / (name + '.db')}", workdir=root / f"wd-{name}", summarizer=ExtractiveSummarizer(),
                         policies=policies, create=True)

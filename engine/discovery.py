@@ -115,7 +115,7 @@ class Location:
 class DiscoveredSession:
     """One session found on the machine."""
 
-    tool: str  # the format (``claude-code``, ``codex``, …): engine.views.SOURCE_NAMES names the tool
+    tool: str  # the format (``claude-code``, ``codex``, …): engine.core.views.SOURCE_NAMES names the tool
     path: str  # absolute
     project: str | None  # the working directory the session recorded, when it did
     size: int  # bytes (a folder: all its files)

@@ -1,12 +1,12 @@
 """The threads facet of the service (``svc.threads``, issue 26): the thread list at any scale and
-the fleet view's aggregates, as plain records of :mod:`engine.views`.
+the fleet view's aggregates, as plain records of :mod:`engine.core.views`.
 
 - :meth:`ThreadsFacet.page` / :meth:`count`: a keyset page of the threads a
-  :class:`engine.views.ThreadQuery` matches, sorted, searched and filtered by the database
+  :class:`engine.core.views.ThreadQuery` matches, sorted, searched and filtered by the database
   (:mod:`engine.store.fleet`), with the total ("N of M") and an opaque cursor for the next page.
   The pressure column is the kept tokens stored with each thread (``ThreadInfo.kept_tokens`` /
   ``threshold`` / ``pressure``), never a status per row.
-- :meth:`ThreadsFacet.stats`: ``compaction stats`` and the fleet view (:class:`engine.views.FleetStats`):
+- :meth:`ThreadsFacet.stats`: ``compaction stats`` and the fleet view (:class:`engine.core.views.FleetStats`):
   every aggregate a grouped query of the database; only the summarizer's money is priced here, once
   per summarizer model (``genai-prices``).
 - :meth:`ThreadsFacet.remember`: the write-back that keeps the stored figure equal to the status
@@ -25,11 +25,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .errors import EngineError
-from .history.prices import price_tokens
-from .store import FleetReads, Store
-from .store.fleet import DROPPED_BUCKETS
-from .views import (
+from .core.errors import EngineError
+from .core.views import (
     PRESSURE_BAND_LABELS,
     PRESSURE_BANDS,
     BandCount,
@@ -41,6 +38,9 @@ from .views import (
     ThreadPage,
     ThreadQuery,
 )
+from .history.prices import price_tokens
+from .store import FleetReads, Store
+from .store.fleet import DROPPED_BUCKETS
 
 if TYPE_CHECKING:
     from .snapshots import ThreadMeasure
@@ -173,7 +173,7 @@ class ThreadsFacet:
         when the block ends, however it ends (an interrupted import included). Each row keeps its
         guard: a thread appended to or compacted since it was measured keeps the newer state.
         ``measure``: :meth:`remeasure` hands it the keys instead of measuring them here (the bulk
-        import's measuring process, ``engine.cli.bulk_import``); it must see them measured. Measuring
+        import's measuring process, ``engine.apps.cli.bulk_import``); it must see them measured. Measuring
         each imported thread in line, with a commit of its own, cost a bulk import about 40 %."""
         with self._lock:
             if self._pending is not None:  # nested: the outer block writes

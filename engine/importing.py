@@ -2,7 +2,7 @@
 """Writing imported sessions: :class:`engine.importers.ImportedSession` → threads, through the door.
 
 The parsers (:mod:`engine.importers`) read a transcript into the neutral model; this module turns
-each session into :class:`engine.messages.Message` records and writes them, with the session's
+each session into :class:`engine.core.messages.Message` records and writes them, with the session's
 usage records (model requests of origin ``imported``) and its recorded compactions, in **one
 transaction per session** (``Store.locked_or_created``): a failure leaves nothing of that session.
 
@@ -11,7 +11,7 @@ a second result for a call (``duplicate_result``) and a result the write door wo
 any other reason (``late_result``: its call is no longer pending) become ``user`` messages with
 that ``meta_kind``, the text kept and the call id in their metadata, and are counted in the
 report's ``repairs`` and warnings. A call the source never answered already has the parser's
-``missing_result`` marker (a closing marker for :mod:`engine.units`).
+``missing_result`` marker (a closing marker for :mod:`engine.core.units`).
 
 Idempotency: every message carries the parser's ``source_key`` (``UNIQUE(conversation_id,
 source_key)``); a usage record ``usage:<message key>:<n>``; a compaction its ``source_id``.
@@ -35,7 +35,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .errors import EngineError
+from .core.errors import EngineError
+from .core.messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
+from .core.units import META_MISSING_RESULT
 from .importers import (
     DATABASE_FORMATS,
     DUPLICATE_RESULT,
@@ -51,12 +53,10 @@ from .importers import (
     detect_format,
     parse,
 )
-from .messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
 from .store import Store
 from .store.foreign import ForeignDatabaseError, read_tables
 from .store.invariants import CallLedger
 from .store.reads import request_title
-from .units import META_MISSING_RESULT
 
 __all__ = [
     "ImportReport",
@@ -230,7 +230,7 @@ def _metadata(m: ImportedMessage) -> dict[str, Any]:
         if m.repair == MISSING_RESULT:
             meta[META_MISSING_RESULT] = True
     if m.meta:
-        meta["meta"] = True  # the flag engine.units reads (meta_kind says which kind)
+        meta["meta"] = True  # the flag engine.core.units reads (meta_kind says which kind)
     return meta
 
 

@@ -11,9 +11,9 @@ from typing import Any, Mapping
 
 import platformdirs
 
-from .config import Settings as UserSettings
-from .errors import EngineError
-from .policy import PolicySet
+from .core.config import Settings as UserSettings
+from .core.errors import EngineError
+from .core.policy import PolicySet
 from .store import InvalidSetting, Store, normalize_url
 
 __all__ = [

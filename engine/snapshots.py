@@ -4,8 +4,8 @@
 A :class:`SnapshotCache` keeps, per thread, what the last read saw: the compaction state, the id of
 the newest message read, and per encoding a :class:`Tally` (running per-category token totals of
 the surface's history part, every message's count in two flat arrays of 12 bytes a message, and
-what :func:`engine.surface.build_surface` leaves out: closing markers whose call is behind the
-boundary, as :func:`engine.units.place_closing_markers`; whether the synthetic user message is
+what :func:`engine.core.surface.build_surface` leaves out: closing markers whose call is behind the
+boundary, as :func:`engine.core.units.place_closing_markers`; whether the synthetic user message is
 needed). Nothing is trusted from memory: every check reads the database (another process may have
 compacted or pruned), in one consistent read transaction (:func:`engine.store.reads.thread_reading`),
 then an unchanged state reads only the messages above the last one seen (never changed; ids grow
@@ -34,7 +34,7 @@ counted under this meter's key is read without its text (a :class:`engine.store.
 and adds its kept count, so a cold status reads ids, roles, calls and metadata and encodes
 nothing. The other rows (written before 0003, under another encoding, pruned: shown as their
 preview) are read whole and counted; when a thread of at least ``worker_min_messages`` messages
-has pages of them, a counting worker process (``python -m engine.meter``) encodes each page while
+has pages of them, a counting worker process (``python -m engine.core.meter``) encodes each page while
 the next one is read (tiktoken keeps the GIL on short texts, so threads would not overlap). A
 cold measurement of such a thread runs whole in a stream worker process (``python -m
 engine.snapshots``, about 70 MB, only for that measurement): the calling process only waits, so
@@ -59,13 +59,13 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
-from .meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
+from .core.messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
+from .core.meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
+from .core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
+from .core.units import is_closing_marker, place_closing_markers
+from .core.views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
 from .store import Store
 from .store.reads import CountedRow, ThreadReader, ThreadVersion, quick_thread_read, thread_reading
-from .surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
-from .units import is_closing_marker, place_closing_markers
-from .views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
 from .workers import CountWorker as _CountWorker, read_array as _read_array, start_worker as _start_worker
 
 __all__ = ["PAGE", "SnapshotCache", "SourceView", "Tally", "ThreadMeasure"]
@@ -85,8 +85,8 @@ class Tally:
 
     Messages are added in id order as shown to the model (a pruned result as its preview). A closing
     marker that answers no call seen before it is left out (its call is behind the boundary), as
-    :func:`engine.units.place_closing_markers` does; the matching follows
-    :func:`engine.units._match_calls` (a result answers the newest assistant message's call with
+    :func:`engine.core.units.place_closing_markers` does; the matching follows
+    :func:`engine.core.units._match_calls` (a result answers the newest assistant message's call with
     its id, else the oldest earlier one), keeping only the calls still unanswered."""
 
     __slots__ = ("meter", "totals", "ids", "counts", "_waiting", "_newest", "first_role", "fixed")
@@ -922,7 +922,7 @@ def _measurement(head: Snapshot, tally: Tally, meter: TokenMeter, notes: Sequenc
     if notes:
         for m, n in zip(notes, meter.count_messages(notes)):
             breakdown[message_category(m)] += n
-    if head.pinned:  # pinned messages behind the boundary stay on the surface (engine.surface)
+    if head.pinned:  # pinned messages behind the boundary stay on the surface (engine.core.surface)
         for m, n in zip(head.pinned, meter.count_messages(head.pinned)):
             breakdown[message_category(m)] += n
     return Measurement(total=sum(breakdown.values()), breakdown=MappingProxyType(breakdown), encoding=meter.encoding_name, approximate=meter.approximate)

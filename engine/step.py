@@ -31,12 +31,12 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
-from .compactor import Measured, Outcome, RunState
-from .events import Event, GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
+from .compaction.compactor import Measured, Outcome, RunState
+from .core.events import Event, GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
+from .core.messages import Message
+from .core.policy import ResolvedPolicy
+from .core.surface import SYNTHETIC_USER_TEXT
 from .llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
-from .messages import Message
-from .policy import ResolvedPolicy
-from .surface import SYNTHETIC_USER_TEXT
 
 log = logging.getLogger(__name__)
 

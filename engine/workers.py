@@ -1,6 +1,6 @@
 """Worker processes of this package: ``python -m <module>`` of the running interpreter with stdin
 and stdout piped (:func:`start_worker`), the counting worker (:class:`CountWorker`, ``python -m
-engine.meter``) and reading a raw array from a worker's stdout (:func:`read_array`). Used by
+engine.core.meter``) and reading a raw array from a worker's stdout (:func:`read_array`). Used by
 :mod:`engine.snapshots` for its counting and stream workers; imports nothing of the engine."""
 
 from __future__ import annotations
@@ -32,14 +32,14 @@ def read_array(stream: Any, typecode: str, n: int) -> array:
 
 
 class CountWorker:
-    """A worker process counting texts (``python -m engine.meter``): tiktoken holds the GIL while
+    """A worker process counting texts (``python -m engine.core.meter``): tiktoken holds the GIL while
     it encodes a short text, so threads do not overlap with reading the next page; a process does.
     Started with ``subprocess`` (not ``multiprocessing``, which would re-run the caller's main
     script in the child); pages are sent on a helper thread, so neither side blocks the other on
     a full pipe. Results come back in the order pages were sent."""
 
     def __init__(self) -> None:
-        self.proc = start_worker("engine.meter")
+        self.proc = start_worker("engine.core.meter")
         self._outbox: "queue.Queue[Any]" = queue.Queue()
         self._sender = threading.Thread(target=self._send, name="snapshots-count-sender", daemon=True)
         self._sender.start()

@@ -95,7 +95,7 @@ def db_url(request: pytest.FixtureRequest) -> str:
 def _own_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every test gets an empty settings directory (issue #28: never the person's own
     ~/.config/compaction) and no API key kept from another test's session."""
-    from engine import config
+    from engine.core import config
 
     monkeypatch.setenv(config.ENV_CONFIG_DIR, str(tmp_path_factory.mktemp("user-config")))
     config._SESSION_KEYS.clear()
@@ -107,7 +107,7 @@ def _own_user_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: py
 def cfg(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A settings directory of this test's own (not yet created) and none of the settings'
     environment variables set: what the file and the keyring say is what the test sees."""
-    from engine import config
+    from engine.core import config
 
     d = tmp_path / "config"
     monkeypatch.setenv(config.ENV_CONFIG_DIR, str(d))

@@ -28,7 +28,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
 
 SYSTEM_PROMPT = ("You are a coding agent working in the shop monorepo. Read files before editing them, run the tests after "
                  "each change, respect the user's constraints, and report the files you changed.")
@@ -204,7 +204,7 @@ def facts_kept(text: str) -> dict[str, bool]:
 def surface_text(svc: Any, key: str) -> str:
     """Everything the model would see next on ``key``: summary, messages (previews as shown) and
     the tool calls' names and arguments."""
-    from engine.surface import build_surface, envelope_of
+    from engine.core.surface import build_surface, envelope_of
 
     snap = svc.store.snapshot(key)
     env = envelope_of(snap, build_surface(snap))

@@ -13,9 +13,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from engine.errors import EngineError
-from engine.events import EventKind
-from engine.messages import Message
+from engine.core.errors import EngineError
+from engine.core.events import EventKind
+from engine.core.messages import Message
 from engine.store import Store
 from engine.store.models import ModelRequestRow
 

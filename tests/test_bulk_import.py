@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main
+from engine.apps.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
@@ -140,7 +140,7 @@ def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
     root = tmp_path / "in"
     made = _generated(root, 60)
     db = str(tmp_path / "s.db")
-    cmd = [sys.executable, "-m", "engine.cli", "import", "--db", db, str(root)]
+    cmd = [sys.executable, "-m", "engine.apps.cli", "import", "--db", db, str(root)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     seen = 0
     assert proc.stdout is not None
@@ -157,11 +157,11 @@ def test_a_real_sigint_then_a_rerun_imports_the_rest(tmp_path: Path) -> None:
     c = report["counts"]
     assert again.returncode == 1 and c["error"] == 1, again.stderr  # the generator's damaged SQLite store
     assert c["unchanged"] >= 8 and c["unchanged"] + c["ok"] == made["sessions"]
-    ref = subprocess.run([sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "ref.db"), "--json", str(root)],
+    ref = subprocess.run([sys.executable, "-m", "engine.apps.cli", "import", "--db", str(tmp_path / "ref.db"), "--json", str(root)],
                          cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
     listing = []
     for url in (db, str(tmp_path / "ref.db")):
-        out = subprocess.run([sys.executable, "-m", "engine.cli", "threads", "--db", url, "--json", "--limit", "100000"],
+        out = subprocess.run([sys.executable, "-m", "engine.apps.cli", "threads", "--db", url, "--json", "--limit", "100000"],
                              cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=120)
         listing.append([(t["thread"], t["messages"], t["kept_tokens"], t["threshold"]) for t in json.loads(out.stdout)["threads"]])
     assert ref.returncode == 1 and listing[0] == listing[1]  # the interrupted run's threads measured too (figures written as it stopped)
@@ -188,7 +188,7 @@ def _read_all(fd: int, proc: subprocess.Popen, timeout: float = 120) -> bytes:
 def test_progress_line_on_a_terminal_none_on_a_pipe(tmp_path: Path) -> None:
     root = tmp_path / "in"
     _generated(root, 30)
-    cmd = [sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "a.db"), str(root)]
+    cmd = [sys.executable, "-m", "engine.apps.cli", "import", "--db", str(tmp_path / "a.db"), str(root)]
     master, slave = pty.openpty()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=slave)
     os.close(slave)
@@ -209,7 +209,7 @@ def test_a_closed_stdout_while_the_progress_line_shows(tmp_path: Path) -> None:
     root = tmp_path / "in"
     _generated(root, 12)
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "engine.cli", "import", "--db", str(tmp_path / "a.db"), str(root)],
+    proc = subprocess.Popen([sys.executable, "-m", "engine.apps.cli", "import", "--db", str(tmp_path / "a.db"), str(root)],
                             cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     assert proc.stdout is not None
@@ -227,8 +227,8 @@ def test_a_closed_stdout_while_the_progress_line_shows(tmp_path: Path) -> None:
 def test_every_imported_thread_is_measured_when_the_import_ends(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """The figures of a bulk import are written a batch at a time: once it ends, every thread it
     wrote lists the kept tokens, threshold and window a status measures."""
+    from engine.core.views import ThreadQuery
     from engine.service import open_service
-    from engine.views import ThreadQuery
 
     root = _tree(tmp_path / "in")
     db = str(tmp_path / "s.db")
@@ -246,8 +246,8 @@ def test_every_imported_thread_is_measured_when_the_import_ends(tmp_path: Path, 
 
 
 def _listed_figures_are_the_status(db: str) -> int:
+    from engine.core.views import ThreadQuery
     from engine.service import open_service
-    from engine.views import ThreadQuery
 
     svc = open_service(db)
     try:
@@ -264,9 +264,9 @@ def _listed_figures_are_the_status(db: str) -> int:
 def test_a_bulk_import_measures_in_a_process_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch, measurer: str) -> None:
     """Many files: the threads are measured by the measuring process (``python -m
-    engine.cli.bulk_import``) while the import goes on; when that process cannot run, the import
+    engine.apps.cli.bulk_import``) while the import goes on; when that process cannot run, the import
     measures them itself. Either way every thread lists the figures a status measures."""
-    from engine.cli import bulk_import
+    from engine.apps.cli import bulk_import
 
     made = _generated(tmp_path / "in", bulk_import.MEASURER_MIN_FILES + 5)
     started: list[object] = []

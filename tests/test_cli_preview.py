@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.preview import add_parser, run
-from engine.meter import default_meter
+from engine.apps.cli.preview import add_parser, run
+from engine.core.meter import default_meter
 
 count = default_meter().count_text
 REPO = Path(__file__).resolve().parents[1]
@@ -100,7 +100,7 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, monkeypatch: pytest.Mon
 def run_subprocess(args: list[str], stdin: bytes, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     code = (
         "import argparse, sys\n"
-        "from engine.cli.preview import add_parser, run\n"
+        "from engine.apps.cli.preview import add_parser, run\n"
         "p = argparse.ArgumentParser(prog='compaction'); sub = p.add_subparsers(dest='cmd'); add_parser(sub)\n"
         "sys.exit(run(p.parse_args(sys.argv[1:])))\n"
     )

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from engine.cli import EXIT_PIPE, main
-from engine.demo import build_demo
-from engine.messages import Message
+from engine.apps.cli import EXIT_PIPE, main
+from engine.apps.demo import build_demo
+from engine.core.messages import Message
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "sessions"
@@ -155,7 +155,7 @@ def _closed_pipe(argv: list[str], *, stdin: Any = None) -> subprocess.CompletedP
     r, w = os.pipe()
     os.close(r)  # the reader left (`| head -0`): every write meets EPIPE
     try:
-        proc = subprocess.run([sys.executable, "-m", "engine.cli", *argv], cwd=ROOT, env=env, stdout=w, stderr=subprocess.PIPE,
+        proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", *argv], cwd=ROOT, env=env, stdout=w, stderr=subprocess.PIPE,
                               text=True, timeout=120)
     finally:
         os.close(w)
@@ -197,7 +197,7 @@ def test_head_one_of_a_long_listing(store: dict[str, str]) -> None:
     """The real thing: ``compaction threads --json | head -1`` in a shell."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     for extra in ("", " --json"):
-        proc = subprocess.run(f"set -o pipefail; {sys.executable} -m engine.cli threads --db {store['db']}{extra} | head -1",
+        proc = subprocess.run(f"set -o pipefail; {sys.executable} -m engine.apps.cli threads --db {store['db']}{extra} | head -1",
                               shell=True, executable="/bin/bash", cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert proc.stderr == "" and len(proc.stdout.splitlines()) == 1
         assert proc.returncode in (0, EXIT_PIPE)  # 141 when the reader left before the last write (pipefail)

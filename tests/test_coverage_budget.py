@@ -8,9 +8,18 @@ from dataclasses import replace
 
 import pytest
 
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.plan import identifier_budget, request_budgets, room_after, span_identifiers, summary_budget, summary_ceiling, summary_estimate, tail_gives_way
-from engine.policy import (
+from engine.compaction.plan import (
+    identifier_budget,
+    request_budgets,
+    room_after,
+    span_identifiers,
+    summary_budget,
+    summary_ceiling,
+    summary_estimate,
+    tail_gives_way,
+)
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.policy import (
     SUMMARY_MIN_TOKENS,
     SUMMARY_TOKENS_PER_IDENTIFIER,
     CompactionPolicy,
@@ -18,7 +27,7 @@ from engine.policy import (
     ResolvedPolicy,
     summary_total_tokens,
 )
-from engine.units import build_units, select_prefix
+from engine.core.units import build_units, select_prefix
 
 WINDOWS = (32_768, 200_000, 1_000_000)
 SPARSE, DENSE = 0, 2_000  # distinct identifiers the summary has to carry

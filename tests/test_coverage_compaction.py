@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest, SummaryResult, contains_verbatim
+from engine.core.specifics import extract_identifiers
+from engine.core.surface import build_surface, history_part
+from engine.core.units import assert_valid_cut, is_balanced
 from engine.service import open_service
-from engine.specifics import extract_identifiers
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummaryRequest, SummaryResult, contains_verbatim
-from engine.surface import build_surface, history_part
-from engine.units import assert_valid_cut, is_balanced
 from tests import coverage_sessions as cs
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.facts import LINE_CHARS, fact_lines
-from engine.summarizers.openai_compat import render_prompt
-from engine.summarizers.protocol import SummaryRequest
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.facts import LINE_CHARS, fact_lines
+from engine.compaction.summarizers.openai_compat import render_prompt
+from engine.compaction.summarizers.protocol import SummaryRequest
+from engine.core.messages import ToolCall, assistant, tool_result, user
 from tests import coverage_sessions as cs
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"

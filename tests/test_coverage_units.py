@@ -7,9 +7,9 @@ from dataclasses import replace
 
 import pytest
 
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.plan import turn_over
-from engine.units import InvalidCut, assert_valid_cut, build_units, select_prefix
+from engine.compaction.plan import turn_over
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.units import InvalidCut, assert_valid_cut, build_units, select_prefix
 
 
 def with_ids(messages: list[Message]) -> list[Message]:

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from engine.demo import build_demo
-from engine.errors import EngineError
+from engine.apps.demo import build_demo
+from engine.core.errors import EngineError
 from engine.service import open_service
 
 VOLATILE = {"duration_ms", "specifics_ms", "created_at", "updated_at"}  # wall times and clocks
@@ -156,7 +156,7 @@ def test_the_embedded_demo_database_made_by_an_older_version_is_upgraded_in_plac
     the data directory is ours and is migrated (nothing lost); a user's database never is."""
     import shutil
 
-    from engine.demo import ensure_demo
+    from engine.apps.demo import ensure_demo
     from engine.service import data_dir
     from engine.store.db import SchemaOutdated, downgrade
 
@@ -183,7 +183,7 @@ def test_the_embedded_demo_database_made_by_an_older_version_is_upgraded_in_plac
 def test_every_demo_thread_is_measured_for_the_list(demo: tuple[Path, Path, dict[str, Any]]) -> None:
     """The thread list shows a pressure for every demo thread before any is opened: its stored kept
     tokens, threshold and window are what a status measures now."""
-    from engine.views import ThreadQuery
+    from engine.core.views import ThreadQuery
 
     db, workdir, dumped = demo
     svc = open_service(str(db), workdir=workdir)

@@ -113,7 +113,7 @@ def slug(heading: str) -> str:
 def test_the_scan_sees_the_tree() -> None:
     """Guard for the scans below: they read code, tests and docs (and skip binaries and this file)."""
     seen = {rel(p) for p in repo_text_files()}
-    assert {"docs/contract.md", "engine/compactor.py", "README.md", "pyproject.toml"} <= seen
+    assert {"docs/contract.md", "engine/compaction/compactor.py", "README.md", "pyproject.toml"} <= seen
     assert rel(SELF) not in seen
     assert not any(s.endswith(".png") for s in seen)
 
@@ -200,7 +200,7 @@ def _parse_default(text: str) -> object:
 
 
 def test_the_defaults_table_is_the_code() -> None:
-    from engine.policy import CompactionPolicy
+    from engine.core.policy import CompactionPolicy
     from engine.service import DEFAULT_CONTEXT_WINDOW
 
     rows = re.findall(r"^\|\s*`(\w+)`\s*\|\s*([^|]+?)\s*\|", _section(CONTRACT, "7"), re.MULTILINE)
@@ -227,7 +227,7 @@ def _paragraph(doc: str, command: str) -> str:
 def test_the_cli_doc_has_every_command_and_option() -> None:
     import argparse
 
-    from engine.cli import build_parser
+    from engine.apps.cli import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -240,9 +240,9 @@ def test_the_cli_doc_has_every_command_and_option() -> None:
 
 
 def test_the_cli_doc_has_the_json_keys_and_exit_codes() -> None:
-    from engine import cli
-    from engine.meter import CATEGORIES
-    from engine.views import ManualResult, PressureStatus
+    from engine.apps import cli
+    from engine.core.meter import CATEGORIES
+    from engine.core.views import ManualResult, PressureStatus
 
     doc = _cli_doc()
     st = PressureStatus("t", 10, 100, 128, dict.fromkeys(CATEGORIES, 0), None, 0, 0, None)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.events import (
+from engine.core.events import (
     EVENT_TYPES,
     Event,
     EventKind,

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import json
 
-from engine.compactor import identifier_budget, summary_budget, summary_ceiling
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
-from engine.policy import PolicySet
-from engine.specifics import expand_grouped, extract_identifiers, group_identifiers
-from engine.summarizers.extractive import GROUPED_LEGEND, HEADER, ExtractiveSummarizer
-from engine.summarizers.protocol import SummaryRequest
+from engine.compaction.compactor import identifier_budget, summary_budget, summary_ceiling
+from engine.compaction.summarizers.extractive import GROUPED_LEGEND, HEADER, ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.policy import PolicySet
+from engine.core.specifics import expand_grouped, extract_identifiers, group_identifiers
 
 count = default_meter().count_text
 IDS = "## Identifiers, paths and URLs seen"
@@ -123,7 +123,7 @@ def test_a_rolling_summary_carries_part_ids_as_part_ids() -> None:
 
 
 def test_the_compactor_gives_identifiers_room_by_the_budget_rule() -> None:
-    # issue 25: the room follows the window and the identifiers carried (engine.policy.summary_total_tokens),
+    # issue 25: the room follows the window and the identifiers carried (engine.core.policy.summary_total_tokens),
     # up to 3/5 of the target; it was a fixed 7/20 of the target
     big = PolicySet(default_window=131_072).resolve("local", "unknown-model")
     assert big.target_tokens == 52_428 and summary_budget(big) == 8192

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
+from engine.core.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
@@ -91,8 +91,8 @@ def test_a_key_found_outside_its_fact_is_refused() -> None:
 
 @pytest.mark.parametrize("dialect", ["claude-code", "codex"])
 def test_real_shaped_files_import_with_every_fact(dialect: str, tmp_path: Path) -> None:
+    from engine.compaction.summarizers.extractive import ExtractiveSummarizer
     from engine.service import open_service
-    from engine.summarizers.extractive import ExtractiveSummarizer
 
     session = fs.generate(120, seed=5)
     path = fr.write_import(session, dialect, tmp_path)

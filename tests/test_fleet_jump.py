@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from engine.core.views import THREAD_SORTS, ThreadQuery
 from engine.service import Service
 from engine.store import InvalidThreadQuery
-from engine.views import THREAD_SORTS, ThreadQuery
 
 from .test_fleet_list import fleet_url, svc, walk  # noqa: F401 (the module-scoped fixtures, shared)
 

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.messages import assistant, user
+from engine.core.messages import assistant, user
+from engine.core.views import THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadQuery
 from engine.service import Service, open_service
 from engine.store import InvalidThreadQuery, Store
 from engine.store.fleet_build import build_fleet_store
-from engine.views import THREAD_FILTERS, THREAD_SORTS, ThreadInfo, ThreadQuery
 from tests import door_ops
 
 THREADS = 1_500

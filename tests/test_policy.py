@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from engine.errors import EngineError
-from engine.policy import (
+from engine.core.errors import EngineError
+from engine.core.policy import (
     HINT_RATIO,
     CompactionPolicy,
     PolicyError,

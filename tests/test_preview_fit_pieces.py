@@ -1,4 +1,4 @@
-"""fit with a SpaceSplitCounter (engine.previews._text): counting a long text in pieces between
+"""fit with a SpaceSplitCounter (engine.core.previews._text): counting a long text in pieces between
 split points gives the same counts, so the same prefixes and suffixes, as counting each probe whole."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import random
 
 import pytest
 
-from engine.meter import TokenMeter
-from engine.previews._text import SpaceSplitCounter, _Pieces, fit
-from engine.pruning import _split_counter
+from engine.compaction.pruning import _split_counter
+from engine.core.meter import TokenMeter
+from engine.core.previews._text import SpaceSplitCounter, _Pieces, fit
 
 _ALPHABET = list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789  ..,,;:!?'\"()[]{}/\\-_=+\n\n\t") + [
     "é", "ü", "中", "文", "😀", "’", "\u00a0", "\u3000", "ß", "\u0301", "'s", "'ll"]

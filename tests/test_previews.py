@@ -9,8 +9,8 @@ import random
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.meter import default_meter
-from engine.previews import (
+from engine.core.meter import default_meter
+from engine.core.previews import (
     PreviewBudgetError,
     build_replacement,
     generic_preview,
@@ -19,7 +19,7 @@ from engine.previews import (
     render_preview,
     structured_preview,
 )
-from engine.specifics import extract_identifiers
+from engine.core.specifics import extract_identifiers
 
 count = default_meter().count_text
 SHA = "0123456789abcdef" * 4
@@ -276,7 +276,7 @@ def test_one_result_in_a_160_token_preview_keeps_its_ids() -> None:
 
 def _level(row: dict[str, object]) -> int:
     """How much of a kb_payload result a row shows: 5 content, 4 all fields, 3 ids+URLs+titles,
-    2 ids+URLs, 1 ids, 0 one id (the ladder of engine.previews.records)."""
+    2 ids+URLs, 1 ids, 0 one id (the ladder of engine.core.previews.records)."""
     if "content" in row:
         return 5
     if "score" in row:
@@ -349,7 +349,7 @@ def _realistic_web(n: int, seed: int) -> dict[str, object]:
 
 @pytest.mark.parametrize(("tool", "make"), [("query_kb", _realistic_kb), ("web_search", _realistic_web)])
 def test_every_id_of_up_to_20_results_is_visible_at_the_default_preview_budget(tool: str, make) -> None:
-    from engine.policy import CompactionPolicy
+    from engine.core.policy import CompactionPolicy
 
     budget = CompactionPolicy().preview_tokens
     for n in range(1, 21):

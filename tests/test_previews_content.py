@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.events import DroppedEntry, PrunedResult, PruneEvent, parse_event
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
-from engine.policy import CompactionPolicy
-from engine.previews import (
+from engine.compaction.pruning import Pruned, prune_dropped, prune_surface, prune_tool_result
+from engine.core.events import DroppedEntry, PrunedResult, PruneEvent, parse_event
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.policy import CompactionPolicy
+from engine.core.previews import (
     PreviewBudgetError,
     build_replacement,
     generic_preview,
@@ -25,8 +26,7 @@ from engine.previews import (
     replacement_preview,
     shape_for_tool,
 )
-from engine.pruning import Pruned, prune_dropped, prune_surface, prune_tool_result
-from engine.workdir import Workdir
+from engine.core.workdir import Workdir
 
 count = default_meter().count_text
 TOOLS = ("query_kb", "search_docs", "mcp__kb__search", "WebSearch", "my_tool")

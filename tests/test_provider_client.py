@@ -11,7 +11,9 @@ from typing import Any, Awaitable, Callable
 import httpx
 import pytest
 
-from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.apps.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.core.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
 from engine.llm import ChatClient, Completion
 from engine.llm.errors import (
     CONNECTION_ERROR,
@@ -23,8 +25,6 @@ from engine.llm.errors import (
     ProviderError,
     is_context_overflow,
 )
-from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
 
 TOOLS = (
     {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
-from engine.previews import PreviewBudgetError, parse_records, replacement_preview
-from engine.pruning import Pruned, PruneFailed, prune_surface, prune_tool_result, stale_results, tool_name_of
-from engine.surface import shown_message
-from engine.views import Offload
-from engine.workdir import Workdir
+from engine.compaction.pruning import Pruned, PruneFailed, prune_surface, prune_tool_result, stale_results, tool_name_of
+from engine.core.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.previews import PreviewBudgetError, parse_records, replacement_preview
+from engine.core.surface import shown_message
+from engine.core.views import Offload
+from engine.core.workdir import Workdir
 
 count = default_meter().count_text
 LIMIT = 300
@@ -259,7 +259,7 @@ def _grep_log(paths: int) -> str:
 
 
 def test_a_stale_log_whose_half_budget_would_hide_paths_takes_the_full_budget_and_keeps_them(tmp_path: Path) -> None:
-    from engine.specifics import extract_identifiers
+    from engine.core.specifics import extract_identifiers
 
     msgs = [user("go", id=1), assistant("", ToolCall("c0", "grep", "{}"), id=2), tool_result("c0", _grep_log(34), name="grep", id=3)]
     paths = extract_identifiers(msgs[2].content)

@@ -15,9 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
-from engine.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
+from engine.apps.harness.simulator import STYLES, ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.core.messages import Envelope, Surface, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ({"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}},)
@@ -282,7 +282,7 @@ def test_concurrent_requests_each_take_one_reply() -> None:
 def test_command_line_entry_point_serves_until_interrupted() -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
-        [sys.executable, "-m", "engine.harness.simulator", "--port", "0", "--window", "300", "--style", "vllm"],
+        [sys.executable, "-m", "engine.apps.harness.simulator", "--port", "0", "--window", "300", "--style", "vllm"],
         stdout=subprocess.PIPE,
         text=True,
         env=env,

@@ -12,16 +12,16 @@ from typing import Any, Iterator
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from engine.errors import CannotCompact
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
+from engine.compaction.summarizers.factory import make_summarizer_from_env
+from engine.compaction.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
+from engine.compaction.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, validate_summary
+from engine.core.errors import CannotCompact
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.specifics import expand_grouped
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, RATE_LIMITED, SERVER_ERROR
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
-from engine.specifics import expand_grouped
-from engine.summarizers.extractive import HEADER, ExtractiveSummarizer, extract_identifiers
-from engine.summarizers.factory import make_summarizer_from_env
-from engine.summarizers.openai_compat import OpenAICompatSummarizer, render_prompt
-from engine.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult, contains_verbatim, validate_summary
 
 count = default_meter().count_text
 SHA = "9f86d081884c7d659a2feaeb0f6d9e6e1a0c3b1f2f8e7c6d5b4a39281706f5e4"
@@ -545,8 +545,8 @@ def test_extractive_an_identifier_line_that_does_not_fit_keeps_its_first_identif
 
 
 def test_extractive_reads_a_pruned_result_without_the_offload_frame() -> None:
-    from engine.messages import META_PRUNED
-    from engine.previews import build_replacement
+    from engine.core.messages import META_PRUNED
+    from engine.core.previews import build_replacement
 
     body = json.dumps({"results": [{"doc_id": f"doc-{k:06d}", "content": "x " * 400} for k in range(8)]})
     preview = build_replacement("query_kb", body, sha256=SHA, path=f"query_kb-{SHA}.txt", original_tokens=count(body), budget_tokens=300, count_tokens=count)
@@ -582,7 +582,7 @@ def test_extractive_dropped_identifiers_is_empty_when_everything_fits() -> None:
 
 
 def test_a_reply_that_reads_as_a_refusal_or_an_error_is_rejected_like_an_empty_one() -> None:
-    from engine.summarizers.protocol import REJECT_REFUSAL, SummaryResult, validate_summary
+    from engine.compaction.summarizers.protocol import REJECT_REFUSAL, SummaryResult, validate_summary
 
     def why(text: str) -> str | None:
         return validate_summary(SummaryResult(text=text, model="m", prompt_tokens=None, completion_tokens=None, calls=1, extractive=False), replaced_tokens=10_000, count_tokens=lambda t: len(t) // 4)
@@ -600,7 +600,7 @@ def test_a_reply_that_reads_as_a_refusal_or_an_error_is_rejected_like_an_empty_o
 
 
 def test_a_huge_reply_is_refused_without_being_tokenized() -> None:
-    from engine.summarizers.protocol import REJECT_NOT_SMALLER, SummaryResult, validate_summary
+    from engine.compaction.summarizers.protocol import REJECT_NOT_SMALLER, SummaryResult, validate_summary
 
     counted: list[int] = []
 
@@ -633,7 +633,7 @@ def test_api_key_never_leaks_into_the_config_file_the_keyring_fallback_or_the_ex
     import keyring
     from keyring.backends import fail
 
-    from engine import config
+    from engine.core import config
     from engine.service import open_service
     from tests.engine.conftest import POLICY, finished_turns, new_thread
 

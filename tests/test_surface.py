@@ -7,14 +7,14 @@ from pathlib import Path
 
 from hypothesis import given, settings, strategies as st
 
-from engine.compactor import Compactor
-from engine.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
-from engine.policy import PolicySet
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, history_part, shown_message, shown_messages
-from engine.views import CompactionState, Offload, Snapshot
-from engine.workdir import Workdir
+from engine.compaction.compactor import Compactor
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.policy import PolicySet
+from engine.core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, history_part, shown_message, shown_messages
+from engine.core.views import CompactionState, Offload, Snapshot
+from engine.core.workdir import Workdir
 
 SHA = "ab" * 32
 

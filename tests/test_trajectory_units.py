@@ -1,11 +1,11 @@
-"""Idle agent trajectories, the current request, dangling calls and closing markers (engine/units.py)."""
+"""Idle agent trajectories, the current request, dangling calls and closing markers (engine/core/units.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.messages import META_SYNTHETIC, Message, ToolCall, assistant, system, tool_result, user
-from engine.units import (
+from engine.core.messages import META_SYNTHETIC, Message, ToolCall, assistant, system, tool_result, user
+from engine.core.units import (
     META_MISSING_RESULT,
     InvalidCut,
     assert_valid_cut,

@@ -1,4 +1,4 @@
-"""Turns, tool rounds, units and cut selection (engine/units.py).
+"""Turns, tool rounds, units and cut selection (engine/core/units.py).
 
 Over 500 lines on purpose: one test module per pure-core module, and units has the most edge cases
 (running turns, orphans, history starting mid-turn, meta user messages, balanced heads) plus its
@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine.messages import Message, ToolCall, assistant, system, tool_result, user
-from engine.units import (
+from engine.core.messages import Message, ToolCall, assistant, system, tool_result, user
+from engine.core.units import (
     InvalidCut,
     InvalidHistory,
     Selection,
@@ -711,7 +711,7 @@ def test_split_rounds_equals_the_counter_reference_on_random_rounds() -> None:
     rounds, their open flags and orphans are those of the Counter version."""
     import random
 
-    from engine.units import split_rounds
+    from engine.core.units import split_rounds
 
     rng = random.Random(11)
     ids = ["a", "b", "c", "d"]

@@ -1,15 +1,15 @@
 """The caches that make repeated what-if runs cheap (issue 24): the meter's text cache
-(:meth:`engine.meter.TokenMeter.count_text`) and the prune's preview memo (:mod:`engine.pruning`).
+(:meth:`engine.core.meter.TokenMeter.count_text`) and the prune's preview memo (:mod:`engine.compaction.pruning`).
 Both must return exactly what the uncached computation returns."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from engine.messages import Message, tool_result
-from engine.meter import TokenMeter
-from engine.pruning import _PREVIEWS, Pruned, prune_surface, prune_tool_result
-from engine.workdir import Workdir
+from engine.compaction.pruning import _PREVIEWS, Pruned, prune_surface, prune_tool_result
+from engine.core.messages import Message, tool_result
+from engine.core.meter import TokenMeter
+from engine.core.workdir import Workdir
 
 LOG = "\n".join(f"src/app/module_{i}.py:{i * 7}: error E{i:03d} in handler_{i} (see https://example.org/e/{i})" for i in range(400))
 
@@ -83,8 +83,8 @@ def test_prune_memo_accepts_an_unhashable_counter(tmp_path: Path) -> None:
 
 
 def test_fact_lines_cache_returns_the_uncached_lines() -> None:
-    from engine.messages import ToolCall, assistant, user
-    from engine.summarizers import facts
+    from engine.compaction.summarizers import facts
+    from engine.core.messages import ToolCall, assistant, user
 
     edit = ToolCall("c1", "edit_file", '{"path": "services/pay.py", "new_string": "def apply_discount(x):\\n    return x"}')
     other = ToolCall("c1", "read_file", '{"path": "services/pay.py"}')
@@ -108,8 +108,8 @@ def test_fact_lines_cache_returns_the_uncached_lines() -> None:
 
 
 def test_shown_message_reuses_the_built_preview_message() -> None:
-    from engine.surface import shown_message
-    from engine.views import Offload
+    from engine.core.surface import shown_message
+    from engine.core.views import Offload
 
     result = tool_result("c1", LOG, id=7)
     offload = Offload(7, "grep", "offload/7.txt", "ab" * 32, "[preview]", 900, 3)
@@ -124,7 +124,7 @@ def test_shown_message_reuses_the_built_preview_message() -> None:
 
 
 def test_extract_identifiers_cache_gives_a_fresh_list() -> None:
-    from engine.specifics import _identifiers, extract_identifiers
+    from engine.core.specifics import _identifiers, extract_identifiers
 
     first = extract_identifiers(LOG)
     assert first == list(_identifiers(LOG)[1]) and first[:2] == ["src/app/module_0.py", "https://example.org/e/0"]
@@ -135,8 +135,8 @@ def test_extract_identifiers_cache_gives_a_fresh_list() -> None:
 def test_assistant_fact_lines_skip_extraction_only_where_it_cannot_decide() -> None:
     """A line without a decides / changes word is extracted only when it may hold a decision, an
     error or a metric: each kind of line still gives the line it gave before."""
-    from engine.messages import assistant
-    from engine.summarizers import facts
+    from engine.compaction.summarizers import facts
+    from engine.core.messages import assistant
 
     text = "\n".join([
         "We will use Redis for the cache.",  # decides
@@ -153,7 +153,7 @@ def test_assistant_fact_lines_skip_extraction_only_where_it_cannot_decide() -> N
 def test_without_prune_specifics_skips_them_and_leaks_no_preview(tmp_path: Path) -> None:
     """A what-if's prunes compute no dropped specifics (its scratch copy is removed, no figure reads
     them); a preview built there is not handed to a real prune without its left-out counts."""
-    from engine.pruning import PruneReport, prune_dropped, without_prune_specifics
+    from engine.compaction.pruning import PruneReport, prune_dropped, without_prune_specifics
 
     meter = TokenMeter("cl100k_base")
     msg = tool_result("c1", LOG, name="shell", id=7)
@@ -175,7 +175,7 @@ def test_specifics_reuse_the_identifier_hits_only_where_they_are_their_own() -> 
     """extract_specifics of a text extract_identifiers saw reuses its hits (the same result as a
     fresh extraction); a text with a ``key_id=`` pair is extracted afresh (its pairs are specifics
     only)."""
-    from engine.specifics import _IDENTIFIERS, _identifier_hits, extract_identifiers, extract_specifics
+    from engine.core.specifics import _IDENTIFIERS, _identifier_hits, extract_identifiers, extract_specifics
 
     plain = LOG + "\nsee docs/guide.md and doc-123456"
     paired = plain + "\nchunk_id=chunk-77 and kb_id=kb-9"

@@ -16,7 +16,7 @@ from xml.etree import ElementTree
 
 import pytest
 
-from engine.messages import ROLES
+from engine.core.messages import ROLES
 
 ROOT = Path(__file__).resolve().parents[1]
 

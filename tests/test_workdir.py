@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.workdir import (
+from engine.core.workdir import (
     Workdir,
     WorkdirError,
     WorkdirIntegrityError,

@@ -13,7 +13,7 @@ without the framework installed raises ``ImportError`` naming the extra to insta
   overflows (``compaction-inspector[pydantic-ai]``).
 
 Every adapter talks to the engine only through :class:`engine.service.Service` and the public types
-(:mod:`engine.messages`, :mod:`engine.views`, :mod:`engine.events`, :mod:`engine.errors`,
+(:mod:`engine.core.messages`, :mod:`engine.core.views`, :mod:`engine.core.events`, :mod:`engine.core.errors`,
 :mod:`engine.llm.errors`); the shared driver is :mod:`engine.adapters.core`. This package imports
 no framework itself.
 """

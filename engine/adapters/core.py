@@ -32,9 +32,9 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
+from engine.core.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, classify_http_error, classify_inband
-from engine.messages import META_EPHEMERAL, META_PRUNED, META_SUMMARY, META_SYNTHETIC, Attachment, Message
 from engine.service import RunState, Service, open_service
 from engine.step import SYNTHETIC_USER_TEXT, Call as StepCall, StepDriver, describe
 

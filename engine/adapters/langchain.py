@@ -34,7 +34,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.langchain needs LangChain v1: pip install 'compaction-inspector[langchain]'") from exc
 
-from engine.messages import META_PRUNED, Attachment, Message, Reasoning, ToolCall, summary_message
+from engine.core.messages import META_PRUNED, Attachment, Message, Reasoning, ToolCall, summary_message
 
 from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, source_key, text_of
 

@@ -45,7 +45,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.openai_agents needs the OpenAI Agents SDK: pip install 'compaction-inspector[openai-agents]'") from exc
 
-from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.core.messages import Attachment, Message, Reasoning, ToolCall
 from engine.service import RunState
 
 from .core import META_RAW, META_SOURCE, AdapterError, Call, EngineThread, attachment, surface_items, text_of

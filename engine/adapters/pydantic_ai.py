@@ -46,7 +46,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("engine.adapters.pydantic_ai needs Pydantic AI: pip install 'compaction-inspector[pydantic-ai]'") from exc
 
-from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.core.messages import Attachment, Message, Reasoning, ToolCall
 
 from .core import META_RAW, META_SOURCE, SYNTHETIC_USER_TEXT, Call, EngineThread, attachment, source_key, surface_items
 

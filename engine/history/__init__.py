@@ -4,8 +4,8 @@ A reader only (nothing is written, nothing is re-executed against a provider). E
 rebuilt from what the store recorded: the append-only compaction history and offload records (our
 compactions), the source's recorded compactions (an imported thread), the model requests, and the
 events (summary usage, dropped specifics, the ephemeral notes of a run that hit a provider error).
-Surfaces come from :func:`engine.replay.snapshot_at` + :func:`engine.surface.build_surface` (the
-one surface builder), tokens from :mod:`engine.meter` (the one meter).
+Surfaces come from :func:`engine.compaction.replay.snapshot_at` + :func:`engine.core.surface.build_surface` (the
+one surface builder), tokens from :mod:`engine.core.meter` (the one meter).
 
 Where a request sits in the history: an engine request is placed by the provider error it got
 (generation and newest message recorded), else by time (the generation of the last history record

@@ -13,17 +13,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any, Callable, Iterator, Literal, Mapping, Protocol, Sequence, overload
 
-from ..errors import EngineError
-from ..events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event, written_by
-from ..messages import META_PRUNED, Message
-from ..meter import TokenMeter, default_meter
-from ..previews import replacement_preview
-from ..replay import OVERFLOW_CODE, ephemeral_notes, pins_at, snapshot_at, state_at
-from ..specifics import DroppedSpecifics, dropped_at_compaction
-from ..summarizers.protocol import instruction_terms
-from ..surface import build_surface, envelope_of
-from ..units import current_request
-from ..views import (
+from ..compaction.replay import OVERFLOW_CODE, ephemeral_notes, pins_at, snapshot_at, state_at
+from ..compaction.summarizers.protocol import instruction_terms
+from ..core.errors import EngineError
+from ..core.events import EventKind, ProviderErrorEvent, PruneEvent, RetryEvent, SummaryEvent, parse_event, written_by
+from ..core.messages import META_PRUNED, Message
+from ..core.meter import TokenMeter, default_meter
+from ..core.previews import replacement_preview
+from ..core.specifics import DroppedSpecifics, dropped_at_compaction
+from ..core.surface import build_surface, envelope_of
+from ..core.units import current_request
+from ..core.views import (
     DIFF_CATEGORIES,
     CompactionCost,
     CompactionDiff,
@@ -657,7 +657,7 @@ def _dropped_from_event(data: Mapping[str, Any]) -> DroppedSpecifics | None:
 
 def _compute_dropped(replaced: Sequence[Message], after: _Sides, system_prompt: str, *, previous: str | None,
                      summary: str | None, request: Message | None, retained: Sequence[Message]) -> DroppedSpecifics:
-    """What the compactor records (``engine.compactor._dropped``), for a compaction that did not
+    """What the compactor records (``engine.compaction.compactor._dropped``), for a compaction that did not
     record it: what the model saw of the replaced range (+ the previous summary) against the summary
     and the surface after it (system prompt, messages as shown); referenced by the current request
     and the retained tail."""

@@ -3,7 +3,7 @@
 Both open with the same overview (:func:`overview`: one row per compaction, tokens before / after,
 dropped specifics, net money, and the totals). The Markdown then keeps the long parts (summaries,
 dropped-specifics lists) in collapsible ``<details>`` sections, and writes every figure through
-:mod:`engine.figures` (money rounded to cents); the JSON keeps full precision."""
+:mod:`engine.core.figures` (money rounded to cents); the JSON keeps full precision."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from .. import figures
-from ..specifics import DroppedSpecifics
-from ..views import CompactionCost, CompactionEntry, ThreadInfo
+from ..core import figures
+from ..core.specifics import DroppedSpecifics
+from ..core.views import CompactionCost, CompactionEntry, ThreadInfo
 from .core import EXPORT_FORMAT, EXPORT_VERSION, HistorySource, InvalidExport, read_history
 
 __all__ = [

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..views import CompactionEvent, ModelRequest, PressurePoint
+from ..core.views import CompactionEvent, ModelRequest, PressurePoint
 
 __all__ = ["pressure_points"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Literal
 
-from ..views import CompactionCost
+from ..core.views import CompactionCost
 
 __all__ = ["price_cost", "price_tokens"]
 

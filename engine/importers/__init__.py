@@ -1,7 +1,7 @@
 """Importers: read other agents' transcripts into the neutral model of :mod:`.model`.
 
 Pure reading (files in, frozen records out); writing them into the store is the caller's job.
-Depends only on the standard library and :mod:`engine.errors`.
+Depends only on the standard library and :mod:`engine.core.errors`.
 
 >>> sessions = parse("~/.claude/projects/x/abc.jsonl")   # format detected from the content
 >>> parse(path, format="codex")                            # or named (a mismatch: ImportFormatError)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 __all__ = [
     "ImportFormatError",

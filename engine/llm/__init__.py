@@ -1,7 +1,7 @@
 """Talking to OpenAI-compatible model endpoints: the one client, its response parsing, the error
 classifier and the retry policy. Used by the agent harness and by the summarizer alike.
 
-Layering: this package imports only the pure core (``engine.errors``, ``engine.messages``) and httpx;
+Layering: this package imports only the pure core (``engine.core.errors``, ``engine.core.messages``) and httpx;
 never the store, the summarizers, the harness, the compactor or the service.
 """
 

@@ -45,7 +45,7 @@ from email.utils import parsedate_to_datetime
 from http import HTTPStatus
 from typing import Any, Callable, Mapping
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 __all__ = [
     "AUTH_FAILED",

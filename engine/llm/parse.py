@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from engine.messages import InvalidMessage, Message, ToolCall
+from engine.core.messages import InvalidMessage, Message, ToolCall
 
 from .errors import MALFORMED_RESPONSE, ProviderError, classify_inband
 

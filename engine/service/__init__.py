@@ -15,9 +15,9 @@
 Every write goes through the store's write door (``Store.locked`` → :class:`engine.store.Locked`),
 which holds the conversation lock and refuses a write that breaks a conversation invariant
 (``invalid_message``, nothing written); compaction goes through :class:`Compactor`; queries return
-:mod:`engine.views` records. The inspector calls exactly these methods (off its GUI thread), so
+:mod:`engine.core.views` records. The inspector calls exactly these methods (off its GUI thread), so
 manual compaction from the GUI runs the same code path as ``compaction compact``; the harness
-(:mod:`engine.harness.loop`) uses nothing else of the engine's state.
+(:mod:`engine.apps.harness.loop`) uses nothing else of the engine's state.
 """
 
 from __future__ import annotations
@@ -25,9 +25,13 @@ from __future__ import annotations
 import os
 from typing import Any, Mapping
 
-from ..compactor import Compactor, RunState
+from ..compaction.compactor import Compactor, RunState
+from ..compaction.summarizers.factory import ConnectionReport, check_connection, make_summarizer  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
+from ..compaction.summarizers.protocol import Summarizer
+from ..core.errors import EngineError
+from ..core.policy import PolicySet
+from ..core.workdir import Workdir
 from ..discovery import DiscoveredSession, SessionFollower, discover
-from ..errors import EngineError
 from ..fleet import ThreadsFacet
 from ..importing import ImportReport
 from ..locations import (  # noqa: F401 (re-exported: the CLI, the inspector and the adapters import them from here)
@@ -43,7 +47,6 @@ from ..locations import (  # noqa: F401 (re-exported: the CLI, the inspector and
     load_policies,
     sessions_database_url,
 )
-from ..policy import PolicySet
 from ..snapshots import SnapshotCache
 from ..store import (
     InvalidDatabaseURL,
@@ -52,10 +55,7 @@ from ..store import (
     display_url,
     normalize_url,  # noqa: F401 - re-exported (the inspector reads URLs with it)
 )
-from ..summarizers.factory import ConnectionReport, check_connection, make_summarizer  # noqa: F401 (check_connection, ConnectionReport: the inspector's Test connection)
-from ..summarizers.protocol import Summarizer
 from ..whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
-from ..workdir import Workdir
 from .compaction import CompactionFacet
 from .core import ServiceCore
 from .imports import ImportsFacet

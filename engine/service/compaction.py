@@ -7,20 +7,16 @@ from __future__ import annotations
 from typing import Any, Callable, Mapping, Sequence
 
 from .. import history, whatif
-from ..config import Settings as UserSettings
-from ..errors import EngineError
-from ..events import EventKind
-from ..messages import Message
-from ..meter import default_meter
-from ..plan import CompactionPlan, plan_manual
-from ..store import (
-    reverts as _reverts,
-)
-from ..store.reads import thread_reading
-from ..summarizers.extractive import ExtractiveSummarizer
-from ..summarizers.factory import make_summarizer, provenance
-from ..surface import shown_message
-from ..views import (  # issue 23
+from ..compaction.plan import CompactionPlan, plan_manual
+from ..compaction.summarizers.extractive import ExtractiveSummarizer
+from ..compaction.summarizers.factory import make_summarizer, provenance
+from ..core.config import Settings as UserSettings
+from ..core.errors import EngineError
+from ..core.events import EventKind
+from ..core.messages import Message
+from ..core.meter import default_meter
+from ..core.surface import shown_message
+from ..core.views import (  # issue 23
     ManualResult,
     Offload,
     PressurePoint,
@@ -30,6 +26,10 @@ from ..views import (  # issue 23
     StoredMessage,
     VisibleTokens,
 )
+from ..store import (
+    reverts as _reverts,
+)
+from ..store.reads import thread_reading
 from ..whatif import WhatIfComparison, WhatIfSweep
 from .core import ServiceCore
 
@@ -42,7 +42,7 @@ class CompactionFacet:
 
     def compact(self, key: str, *, summarizer: str | None = None, operator: str | None = None,
                 instructions: str | None = None, reason: str | None = None) -> ManualResult:
-        """Manual compaction (§4). Raises :class:`engine.errors.ThreadBusy` on a busy thread.
+        """Manual compaction (§4). Raises :class:`engine.core.errors.ThreadBusy` on a busy thread.
         ``summarizer="extractive"``: this one compaction with the offline extractive summarizer
         (offered when the configured model's summary was rejected); ``None``: the configured one.
         ``operator``: who asks (recorded in the event); ``None``: the ``operator.name`` setting."""
@@ -60,13 +60,13 @@ class CompactionFacet:
 
     def plan(self, key: str, *, trigger: str = "manual") -> CompactionPlan:
         """What a compaction of thread ``key`` would do at this moment, without doing it. ``manual``
-        (Compact now, :func:`engine.plan.plan_manual`): the range its first summary call takes,
+        (Compact now, :func:`engine.compaction.plan.plan_manual`): the range its first summary call takes,
         that request's budgets and the projected envelope. ``pressure`` (before the next model
-        step, :func:`engine.plan.plan_pressure`, measured for the route of the newest completed
+        step, :func:`engine.compaction.plan.plan_pressure`, measured for the route of the newest completed
         request; ``no_completed_request`` when there is none): whether it is due, the tool results
         the prune step offloads, and the first summary call as the thread stands (after a prune the
         compactor plans that call again). ``overflow`` (recovery after a context-overflow error,
-        :func:`engine.plan.plan_overflow`, for the thread's route): the prune and the head range,
+        :func:`engine.compaction.plan.plan_overflow`, for the thread's route): the prune and the head range,
         or ``nothing_to_compact`` when neither would change the surface. A run's ephemeral notes
         and breaker are not known here (none, not tripped). Reads the thread once (no lock, no
         busy check) and writes nothing."""
@@ -86,8 +86,8 @@ class CompactionFacet:
 
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> RevertResult:
         """Revert the thread's last compaction of ours, or redo it when the last act was a revert
-        (:meth:`engine.compactor.Compactor.revert`): under the row lock and the idle check
-        (:class:`engine.errors.ThreadBusy`), a new generation, one event and one audit row.
+        (:meth:`engine.compaction.compactor.Compactor.revert`): under the row lock and the idle check
+        (:class:`engine.core.errors.ThreadBusy`), a new generation, one event and one audit row.
         ``display_name``: ``None`` takes the ``operator.name`` setting."""
         if display_name is None:
             try:
@@ -143,7 +143,7 @@ class CompactionFacet:
     def visible_tokens(self, key: str, stored: Sequence[StoredMessage], offloads: Mapping[int, Offload]) -> VisibleTokens:
         """Token badges for ``stored`` (messages of thread ``key``), counted with the meter of the
         thread's routed model: each message as the model sees it (a pruned tool result as its
-        preview, :func:`engine.surface.shown_message`), and the full original of each pruned one."""
+        preview, :func:`engine.core.surface.shown_message`), and the full original of each pruned one."""
         meter = default_meter(self._core.store.thread(key).model)
         shown = [shown_message(s.message, offloads.get(s.id)) for s in stored]
         seen = dict(zip((s.id for s in stored), meter.count_messages(shown)))
@@ -181,7 +181,7 @@ class CompactionFacet:
 
     def reload_summarizer(self) -> dict[str, str | None]:
         """Build the summarizer again from the user's settings (after Preferences changed them);
-        raises :class:`engine.summarizers.SummarizerError` (``config``) when they do not make one."""
+        raises :class:`engine.compaction.summarizers.SummarizerError` (``config``) when they do not make one."""
         summarizer = make_summarizer()
         self._core.summarizer = summarizer
         self._core.compactor.summarizer = summarizer

@@ -6,21 +6,21 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..compactor import Compactor
-from ..config import Settings as UserSettings
-from ..errors import EngineError
-from ..fleet import ThreadsFacet
-from ..policy import PolicySet
-from ..snapshots import SnapshotCache
-from ..store import (
-    Store,
-    )
-from ..summarizers.protocol import Summarizer
-from ..views import (  # issue 23
+from ..compaction.compactor import Compactor
+from ..compaction.summarizers.protocol import Summarizer
+from ..core.config import Settings as UserSettings
+from ..core.errors import EngineError
+from ..core.policy import PolicySet
+from ..core.views import (  # issue 23
     SOURCE_NAMES,
     PressureStatus,
 )
-from ..workdir import Workdir
+from ..core.workdir import Workdir
+from ..fleet import ThreadsFacet
+from ..snapshots import SnapshotCache
+from ..store import (
+    Store,
+)
 
 
 class ServiceCore:

@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from .. import history
-from ..history import RequestEnvelopes, ThreadHistory
-from ..replay import build_episodes
-from ..views import (  # issue 23
+from ..compaction.replay import build_episodes
+from ..core.views import (  # issue 23
     CompactionDiff,
     CompactionEntry,
     CompactionEvent,
@@ -22,7 +21,8 @@ from ..views import (  # issue 23
     StoredMessage,
     ThreadInfo,
 )
-from ..workdir import Workdir, WorkdirMissing
+from ..core.workdir import Workdir, WorkdirMissing
+from ..history import RequestEnvelopes, ThreadHistory
 from .core import ServiceCore
 
 

@@ -7,14 +7,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any, Mapping, Sequence
 
-from ..events import CancelledEvent, HarnessErrorEvent, WaitingForUserEvent, write_event
-from ..messages import Message, ToolCall
+from ..core.events import CancelledEvent, HarnessErrorEvent, WaitingForUserEvent, write_event
+from ..core.messages import Message, ToolCall
+from ..core.views import (  # issue 23
+    ModelRequest,
+)
 from ..store import (
     ABORTED_TEXT,
     InvalidTransition,
-    )
-from ..views import (  # issue 23
-    ModelRequest,
 )
 from .core import ServiceCore
 
@@ -38,7 +38,7 @@ class RunsFacet:
         a tool result must answer a pending call of the newest assistant message (an orphan, or a
         second answer, would be rejected by every OpenAI-compatible provider on every later
         request), one assistant message never repeats a call id. A violation raises
-        :class:`engine.messages.InvalidMessage` (``invalid_message``) and nothing is written."""
+        :class:`engine.core.messages.InvalidMessage` (``invalid_message``) and nothing is written."""
         with self._core.store.locked(key) as tx:
             return tx.append_message(message, run_id=run_id)
 

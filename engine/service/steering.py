@@ -6,20 +6,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from ..locations import (
-    POLICY_SETTING,
-    load_policies,
-)
-from ..policy import THREAD_INSTRUCTIONS, PolicyError, ResolvedPolicy, thread_overrides
-from ..store import (
-    access as _access,
-    reverts as _reverts,
-)
-from ..views import (  # issue 23
+from ..core.policy import THREAD_INSTRUCTIONS, PolicyError, ResolvedPolicy, thread_overrides
+from ..core.views import (  # issue 23
     AuditEntry,
     PinChange,
     PinInfo,
     ThreadPolicyView,
+)
+from ..locations import (
+    POLICY_SETTING,
+    load_policies,
+)
+from ..store import (
+    access as _access,
+    reverts as _reverts,
 )
 from .core import ServiceCore
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-from ..compactor import Measured, Outcome, RunState
-from ..events import Event, write_event
-from ..messages import Message
-from ..policy import ResolvedPolicy
+from ..compaction.compactor import Measured, Outcome, RunState
+from ..core.events import Event, write_event
+from ..core.messages import Message
+from ..core.policy import ResolvedPolicy
 from ..step import StepStart
 from .core import ServiceCore
 
@@ -115,7 +115,7 @@ class StepsFacet:
             )
 
     def add_event(self, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
-        """Record one typed event (:mod:`engine.events`); a trigger its kind is never written with
+        """Record one typed event (:mod:`engine.core.events`); a trigger its kind is never written with
         raises ``ValueError`` (before the lock is taken)."""
         event.check_trigger(trigger)
         with self._core.store.locked(key) as tx:

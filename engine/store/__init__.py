@@ -1,7 +1,7 @@
 """The session store: the only package with SQL (SQLAlchemy 2 + Alembic, SQLite and PostgreSQL).
 
 Modules: ``db`` (URLs, engines, migrations, schema versions), ``models`` (the tables), ``records``
-(rows to :mod:`engine.views` records), ``invariants`` (the conversation rules, pure), ``reads``
+(rows to :mod:`engine.core.views` records), ``invariants`` (the conversation rules, pure), ``reads``
 (reads of one conversation in a session), ``door`` (:class:`Locked`, the one write door),
 ``rules`` (the data rules: what a read refuses as ``corrupt_row``, what the door escapes or refuses), ``sources`` (the door's import writes: source facts, imported usage, recorded compactions) and
 ``store`` (:class:`Store`: opening, the lock, every read and write use case) and ``fleet``

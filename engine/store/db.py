@@ -22,7 +22,7 @@ from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.engine.url import URL
 from sqlalchemy.exc import ArgumentError, DBAPIError, NoSuchModuleError, OperationalError, SQLAlchemyError
 
-from ..errors import EngineError
+from ..core.errors import EngineError
 from .rules import CorruptRow, tolerant_json_loads
 
 

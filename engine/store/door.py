@@ -4,7 +4,7 @@ a conversation (messages, queued requests, runs, model requests, events, compact
 
 It holds the conversation row lock (``Store.locked``) and enforces the conversation invariants in
 the same transaction (:mod:`.invariants`): a write that breaks one raises
-:class:`engine.messages.InvalidMessage` and leaves nothing of itself behind. ``Store.locked`` is
+:class:`engine.core.messages.InvalidMessage` and leaves nothing of itself behind. ``Store.locked`` is
 the only way in (the Store has no write methods of its own around it: the service facets, importing
 and the compactor open the door); there is no second path.
 """
@@ -23,12 +23,12 @@ from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 from sqlalchemy.orm.attributes import set_committed_value
 
-from ..errors import CompareAndSwapConflict, EngineError, ThreadBusy
-from ..events import EventKind
-from ..messages import InvalidMessage, Message, ToolCall
-from ..meter import default_meter
-from ..units import META_MISSING_RESULT, dangling_calls
-from ..views import ACTIVE_RUN_STATUSES, LockedThread, Offload
+from ..core.errors import CompareAndSwapConflict, EngineError, ThreadBusy
+from ..core.events import EventKind
+from ..core.messages import InvalidMessage, Message, ToolCall
+from ..core.meter import default_meter
+from ..core.units import META_MISSING_RESULT, dangling_calls
+from ..core.views import ACTIVE_RUN_STATUSES, LockedThread, Offload
 from .fleet import UNKNOWN_PPM, add_kept
 from .invariants import CallLedger
 from .models import (
@@ -87,7 +87,7 @@ def event_kind(kind: EventKind | str, thread: str) -> str:
 
 def with_counts(conversation_model: str | None, rows: Sequence[dict[str, Any]], messages: Sequence[Message], *, cache: bool = True) -> None:
     """Fill ``tokens`` / ``tokens_key`` of new message rows (``message_values`` of ``messages``):
-    each message's count as :func:`engine.meter.default_meter` of the thread's model counts it,
+    each message's count as :func:`engine.core.meter.default_meter` of the thread's model counts it,
     under its ``count_key``. A row whose stored content differs from the message's (the data
     rules escaped a NUL) is left uncounted, as is every row when the meter cannot count (missing
     tokenizer data): a count is a cache a reader may trust, never a reason to refuse a write."""
@@ -474,7 +474,7 @@ class Locked(SourceWrites, ConversationReader):
 
     def thread(self) -> LockedThread:
         """The locked thread's columns as this transaction sees them now: a frozen copy
-        (:class:`engine.views.LockedThread`). Callers outside the store read these, never the ORM
+        (:class:`engine.core.views.LockedThread`). Callers outside the store read these, never the ORM
         row; a later write in this transaction shows in the next call, not in this record."""
         return locked_thread_record(self.conv)
 
@@ -562,7 +562,7 @@ class Locked(SourceWrites, ConversationReader):
         """Append in order; returns the new ids (monotonic: physical order).
 
         Every message is checked against the invariants before the first is written: one that
-        breaks them raises :class:`engine.messages.InvalidMessage` and none is written."""
+        breaks them raises :class:`engine.core.messages.InvalidMessage` and none is written."""
         if not messages:
             return []
         ledger = self.call_ledger().copy()
@@ -589,7 +589,7 @@ class Locked(SourceWrites, ConversationReader):
         (``ON CONFLICT DO NOTHING``) when the whole batch passes the call ledger as it is (the
         steady step); otherwise (a batch repeating a stored result, …) exactly that probe, then
         append. The invariants hold either way; a batch whose stored part hid a violation of the
-        rest raises :class:`engine.messages.InvalidMessage` after its rows were sent, which the
+        rest raises :class:`engine.core.messages.InvalidMessage` after its rows were sent, which the
         caller's transaction then undoes (``Store.locked`` rolls back)."""
         batch: list[Message] = []
         keys: set[str] = set()
@@ -683,7 +683,7 @@ class Locked(SourceWrites, ConversationReader):
         """Fast path for imports and benchmarks (Core executemany). Returns the number appended.
 
         Checks the invariants as the messages stream by (no query per row); a violation anywhere
-        raises :class:`engine.messages.InvalidMessage` and undoes the batches already sent (they
+        raises :class:`engine.core.messages.InvalidMessage` and undoes the batches already sent (they
         run inside a savepoint), so nothing of this call is written.
 
         Goes through the Table, not the mapped class: the ORM bulk path splits a batch into one
@@ -757,8 +757,8 @@ class Locked(SourceWrites, ConversationReader):
         Returns how many were written.
 
         The door can only append, so the marker of a call of an older round lands at the end of
-        the thread: it is admitted because :func:`engine.units.dangling_calls` found that call
-        without a result, and :mod:`engine.units` reads it as closing that call (a late closure),
+        the thread: it is admitted because :func:`engine.core.units.dangling_calls` found that call
+        without a result, and :mod:`engine.core.units` reads it as closing that call (a late closure),
         not as an orphan. Markers for the newest assistant message's calls go through the ledger
         like any result."""
         self.require_idle()
@@ -926,7 +926,7 @@ class Locked(SourceWrites, ConversationReader):
             raise EngineError(f"no model request {request_id} on thread {self.conv_head.thread_key!r}", code="not_found")
 
     def add_event(self, kind: EventKind | str, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int:
-        """Record one event. ``kind`` must be an :class:`engine.events.EventKind` member (or its
+        """Record one event. ``kind`` must be an :class:`engine.core.events.EventKind` member (or its
         value); anything else raises ``invalid_event`` and nothing is written."""
         row = CompactionEventRow(
             conversation_id=self.conv_head.id, run_id=run_id, kind=event_kind(kind, self.conv_head.thread_key), trigger=trigger,
@@ -1082,7 +1082,7 @@ class Locked(SourceWrites, ConversationReader):
         """The ids a pin of ``message_id`` covers: the message, and for a message of a tool round
         the whole round as stored now (the call and every result answering it). Raises
         ``message_not_found`` for an id that is not a message of this thread."""
-        from ..units import pinned_rounds  # pure
+        from ..core.units import pinned_rounds  # pure
 
         msg = self.message(int(message_id))
         if msg is None:

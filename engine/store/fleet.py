@@ -1,7 +1,7 @@
 """The thread list and the fleet aggregates in SQL (issue 26): keyset pages, a total, filters and
 ``compaction stats``, the same statements on SQLite and PostgreSQL.
 
-- :func:`page_threads`: one page of threads matching a :class:`engine.views.ThreadQuery`, ordered
+- :func:`page_threads`: one page of threads matching a :class:`engine.core.views.ThreadQuery`, ordered
   by ``(sort value, id)`` (ties by id, so a page boundary is stable while threads are inserted),
   resumed after an opaque cursor; the total is one ``COUNT(*)`` of the same filter. The busy reason,
   the sources' compaction counts and fallback titles of the page come from batched queries
@@ -48,8 +48,8 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
-from ..errors import EngineError
-from ..views import (
+from ..core.errors import EngineError
+from ..core.views import (
     ACTIVE_RUN_STATUSES,
     PRESSURE_BANDS,
     THREAD_FILTERS,

@@ -13,7 +13,7 @@ imported threads (Claude Code, Codex, OpenHands) with the compactions their sour
 the kept-token figures of a measurement (90 % of the threads; the rest were never measured).
 
 Every token figure is the engine's own: a message's ``tokens`` is what the meter of the thread's
-model (:func:`engine.meter.default_meter`) counts for it, kept under that meter's ``count_key``; a
+model (:func:`engine.core.meter.default_meter`) counts for it, kept under that meter's ``count_key``; a
 measured thread's ``kept_tokens`` is the same meter's envelope (reply priming, system prompt and the
 messages) and its threshold the default policy's for its window. The turns are short support
 messages, so each thread carries a context window its source reported
@@ -40,9 +40,9 @@ from typing import Any
 
 from sqlalchemy import create_engine, select, text
 
-from ..messages import Envelope, Message, Surface
-from ..meter import TokenMeter, default_meter
-from ..policy import CompactionPolicy
+from ..core.messages import Envelope, Message, Surface
+from ..core.meter import TokenMeter, default_meter
+from ..core.policy import CompactionPolicy
 from .db import migrate, normalize_url
 from .fleet import pressure_ppm
 from .models import Setting

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from ..messages import ROLES, InvalidMessage, Message, ToolCall
+from ..core.messages import ROLES, InvalidMessage, Message, ToolCall
 
 __all__ = ["CallLedger"]
 

@@ -22,10 +22,10 @@ from sqlalchemy import Connection, LargeBinary, QueuePool, Select, Text, and_, b
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session
 
-from ..errors import ThreadNotFound
-from ..messages import Message, ToolCall
-from ..units import current_request
-from ..views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot, SourceCompaction
+from ..core.errors import ThreadNotFound
+from ..core.messages import Message, ToolCall
+from ..core.units import current_request
+from ..core.views import ACTIVE_RUN_STATUSES, CompactionState, ModelRequest, Offload, Snapshot, SourceCompaction
 from . import db
 from .invariants import CallLedger
 from .models import (
@@ -303,7 +303,7 @@ def steering_of(conn: Connection, cid: int, state: CompactionState) -> dict[str,
             ToolOffloadRow.__table__.c.conversation_id == cid,
             ToolOffloadRow.__table__.c.message_id.in_([m.id for m in found if m.role == "tool"]))).all() if found else []
         shown = {r.message_id: offload_record(r) for r in rows if getattr(r, "reverted_generation", None) is None}
-        from ..surface import shown_message  # pure
+        from ..core.surface import shown_message  # pure
         pinned = tuple(shown_message(m, shown.get(m.id)) if m.id in shown else m for m in found)
     return {"pins": pins, "pinned": pinned, "thread_policy": dict(policy) if isinstance(policy, dict) and policy else None}
 
@@ -407,7 +407,7 @@ class ConversationReader:
 
     def last_user_message(self, *, batch: int = 64) -> Message | None:
         """The user's current request, wherever the boundary is: the newest persisted user message
-        that :func:`engine.units.current_request` accepts (not meta, not synthetic, not a command,
+        that :func:`engine.core.units.current_request` accepts (not meta, not synthetic, not a command,
         its output or a reminder, not a carrier of tool results). Read newest first, ``batch`` user
         messages at a time, so a thread ending in many meta messages still costs a few queries."""
         return _last_user_message(self.session.execute, self.conv.id, batch)

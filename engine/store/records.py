@@ -1,4 +1,4 @@
-"""Rows to records: the plain :mod:`engine.views` records and :class:`engine.messages.Message`
+"""Rows to records: the plain :mod:`engine.core.views` records and :class:`engine.core.messages.Message`
 built from ORM rows or plain column rows, and the column values of a new message row.
 
 Nothing here opens a session: the write door (:mod:`.door`) and the store's reads (:mod:`.store`)
@@ -12,9 +12,9 @@ from typing import Any, Literal, overload
 
 from sqlalchemy import Row, Text, type_coerce
 
-from ..errors import EngineError
-from ..messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
-from ..views import CompactionEvent, CompactionState, HistoryRecord, LockedThread, ModelRequest, Offload, RunInfo, SourceCompaction
+from ..core.errors import EngineError
+from ..core.messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall
+from ..core.views import CompactionEvent, CompactionState, HistoryRecord, LockedThread, ModelRequest, Offload, RunInfo, SourceCompaction
 from .models import (
     CompactionEventRow,
     CompactionHistoryRow,

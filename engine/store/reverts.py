@@ -19,8 +19,8 @@ from typing import Any, Callable, Literal, Sequence
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from ..errors import CompareAndSwapConflict, NotRevertible
-from ..views import AuditEntry, RevertTarget
+from ..core.errors import CompareAndSwapConflict, NotRevertible
+from ..core.views import AuditEntry, RevertTarget
 from .door import Locked
 from .models import AuditRow, CompactionHistoryRow, CompactionStateRow, Conversation, MessageRow, SourceCompactionRow, ToolOffloadRow, utcnow
 from .records import aware, to_message

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from ..errors import EngineError
+from ..core.errors import EngineError
 
 #: what NUL is stored as in a text column (docs/schema.md, "Data rules")
 NUL_ESCAPE = "\\u0000"

@@ -16,7 +16,7 @@ from typing import Any, Mapping, Sequence
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from ..errors import EngineError
+from ..core.errors import EngineError
 from .models import Conversation, MessageRow, ModelRequestRow, SourceCompactionRow, utcnow
 from .rules import check_json, clean_text
 

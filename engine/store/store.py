@@ -2,7 +2,7 @@
 """The session store: opening a database, the conversation row lock, and the keyset reads.
 
 This package is the only place in the code with SQL. Callers get plain records from
-:mod:`engine.views` and :class:`engine.messages.Message`, never ORM rows.
+:mod:`engine.core.views` and :class:`engine.core.messages.Message`, never ORM rows.
 
 Writes: :meth:`Store.locked` opens the write door (:class:`engine.store.door.Locked`), a
 transaction that holds the conversation row lock until it commits (PostgreSQL ``SELECT … FOR
@@ -24,9 +24,9 @@ from sqlalchemy.engine import Engine
 from sqlalchemy.exc import DBAPIError, IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from ..errors import EngineError, ThreadNotFound
-from ..messages import Message
-from ..views import (
+from ..core.errors import EngineError, ThreadNotFound
+from ..core.messages import Message
+from ..core.views import (
     ACTIVE_RUN_STATUSES,
     CompactionEvent,
     CompactionState,

@@ -8,7 +8,7 @@ The scratch file is a copy of an empty database the process migrated once (:func
 a sweep (:func:`run_sweep`) reads the source once for all its runs when the thread has at most
 :data:`runs.HELD_MESSAGES` messages.
 
-The scratch thread is driven as the harness drives a live one (:mod:`engine.harness.loop`), by
+The scratch thread is driven as the harness drives a live one (:mod:`engine.apps.harness.loop`), by
 :class:`EngineReplay`: a request of the user starts a run (its own :class:`RunState`); before every
 model request the recorded agent made, the engine's pressure path runs (:meth:`Compactor.pressure`
 over the incremental :class:`SnapshotCache`, what ``Service.steps.compact_for_pressure`` calls) and the
@@ -39,7 +39,7 @@ raises :class:`WhatIfSettingError` (``invalid_whatif_setting``) before anything 
 
 from __future__ import annotations
 
-from ..errors import Cancelled
+from ..core.errors import Cancelled
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
 from .runs import EngineReplay, ReplayStep, recorded_run, run_sweep, run_whatif
 from .settings import ALIASES, SETTINGS, WhatIfSettingError, WhatIfSummarizerFailed, parse_settings, parse_sweep

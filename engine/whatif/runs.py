@@ -13,21 +13,21 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from ..compactor import Compactor, Measured, Outcome, RunState
-from ..errors import Cancelled
-from ..events import Event, EventKind
-from ..messages import Message
-from ..meter import TokenMeter, default_meter
-from ..policy import PolicySet, ResolvedPolicy
-from ..pruning import without_prune_specifics
+from ..compaction.compactor import Compactor, Measured, Outcome, RunState
+from ..compaction.pruning import without_prune_specifics
+from ..compaction.summarizers.protocol import Summarizer
+from ..core.errors import Cancelled
+from ..core.events import Event, EventKind
+from ..core.messages import Message
+from ..core.meter import TokenMeter, default_meter
+from ..core.policy import PolicySet, ResolvedPolicy
+from ..core.units import is_closing_marker, is_request, starts_turn
+from ..core.workdir import Workdir
 from ..snapshots import SnapshotCache
 from ..step import StepDriver, StepStart
 from ..store import Store
 from ..store.db import code_head
 from ..store.reads import thread_reading
-from ..summarizers.protocol import Summarizer
-from ..units import is_closing_marker, is_request, starts_turn
-from ..workdir import Workdir
 from .dropped import recorded_dropped
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
 from .settings import (
@@ -622,7 +622,7 @@ def run_whatif(
 ) -> WhatIfComparison:
     """Thread ``key`` of ``source`` replayed under ``settings`` (see :data:`SETTINGS`), against what
     was recorded. ``progress(done, total)`` counts messages fed; ``should_stop()`` is polled before
-    every model request and raises :class:`engine.errors.Cancelled`. ``summarizer``, when given,
+    every model request and raises :class:`engine.core.errors.Cancelled`. ``summarizer``, when given,
     replaces the one the settings name (tests, benchmarks: e.g. a counting wrapper)."""
     parsed = parse_settings(settings)
     t = _source_thread(source, key)

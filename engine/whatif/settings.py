@@ -9,14 +9,14 @@ from dataclasses import dataclass, fields, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from ..config import Settings as UserSettings
-from ..errors import EngineError
-from ..policy import CompactionPolicy, PolicyError, PolicySet, ResolvedPolicy
+from ..compaction.summarizers.extractive import ExtractiveSummarizer
+from ..compaction.summarizers.factory import ENV_API_KEY
+from ..compaction.summarizers.openai_compat import OpenAICompatSummarizer
+from ..compaction.summarizers.protocol import Summarizer, SummarizerError
+from ..core.config import Settings as UserSettings
+from ..core.errors import EngineError
+from ..core.policy import CompactionPolicy, PolicyError, PolicySet, ResolvedPolicy
 from ..store import Store
-from ..summarizers.extractive import ExtractiveSummarizer
-from ..summarizers.factory import ENV_API_KEY
-from ..summarizers.openai_compat import OpenAICompatSummarizer
-from ..summarizers.protocol import Summarizer, SummarizerError
 
 #: at most this many values in one sweep
 MAX_SWEEP = 50
@@ -250,7 +250,7 @@ def candidate_policy(policies: PolicySet, t: _Thread, settings: Mapping[str, Any
 
 def default_summarizer_spec() -> str:
     """The summarizer a what-if uses when its settings name none: the user's configured one
-    (``summarizer.*`` of :mod:`engine.config`, environment overriding), else ``extractive``."""
+    (``summarizer.*`` of :mod:`engine.core.config`, environment overriding), else ``extractive``."""
     try:
         s = UserSettings().summarizer()
     except EngineError:

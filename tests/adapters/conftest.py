@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from engine.events import EventKind
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
+from engine.core.events import EventKind
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
 
 PROVIDER = "openai"  # the route LangChain, the Agents SDK and Pydantic AI report for an OpenAI-compatible model
 MODEL = "sim-model"

@@ -6,7 +6,7 @@ import httpx
 import pytest
 
 from engine.adapters.core import provider_error_of, text_of
-from engine.harness.simulator import overflow_body
+from engine.apps.harness.simulator import overflow_body
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, RATE_LIMITED, ProviderError
 
 openai = pytest.importorskip("openai", reason="openai is not installed: pip install 'compaction-inspector[openai-agents]'")

@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("PySide6", reason="PySide6 is not installed (the inspector's GUI)")
 
-from engine.harness.simulator import ProviderSimulator  # noqa: E402
+from engine.apps.harness.simulator import ProviderSimulator  # noqa: E402
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from engine.service import Service, open_service  # noqa: E402
-from engine.summarizers.extractive import ExtractiveSummarizer  # noqa: E402
 from tests.gui.conftest import no_leaks, qloop, run, settings, window_factory  # noqa: E402,F401 - fixtures
 
 from .conftest import LONG, MODEL, PROVIDER, ROUNDS  # noqa: E402

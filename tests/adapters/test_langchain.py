@@ -37,9 +37,9 @@ from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
 from engine.adapters.langchain import CompactionMiddleware, from_engine, to_engine  # noqa: E402
-from engine.events import EventKind  # noqa: E402
-from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
+from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
+from engine.core.events import EventKind  # noqa: E402
+from engine.core.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 
 @tool
@@ -255,7 +255,7 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
 
 
 def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_idle(make_service, sim, key) -> None:
-    from engine.messages import InvalidMessage
+    from engine.core.messages import InvalidMessage
 
     svc = make_service(context_window=8000)
     agent = agent_for(sim, CompactionMiddleware(service=svc, thread=key))

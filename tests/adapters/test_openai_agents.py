@@ -34,9 +34,9 @@ from agents import Agent, ModelSettings, OpenAIChatCompletionsModel, Runner, fun
 
 from engine.adapters.core import AdapterError  # noqa: E402
 from engine.adapters.openai_agents import CompactionModel, EngineSession, from_engine, to_engine  # noqa: E402
-from engine.events import EventKind  # noqa: E402
-from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
+from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
+from engine.core.events import EventKind  # noqa: E402
+from engine.core.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 set_tracing_disabled(True)  # no trace export from tests
 

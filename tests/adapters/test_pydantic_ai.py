@@ -47,9 +47,9 @@ from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 from engine.adapters.pydantic_ai import EngineCompaction, from_engine, system_parts, to_engine  # noqa: E402
-from engine.events import EventKind  # noqa: E402
-from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
-from engine.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
+from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
+from engine.core.events import EventKind  # noqa: E402
+from engine.core.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
 
 
 def result_of(q: str) -> str:

@@ -18,7 +18,7 @@ from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 import engine.adapters.pydantic_ai as pai  # noqa: E402
 from engine.adapters.core import surface_items  # noqa: E402
-from engine.harness.simulator import ProviderSimulator, Reply  # noqa: E402
+from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
 
 ROUNDS = 16
 

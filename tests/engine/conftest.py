@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.surface import build_surface, history_part
+from engine.core.units import is_balanced
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult
-from engine.surface import build_surface, history_part
-from engine.units import is_balanced
 
 WINDOW = 8000
 #: the small policy most tests use; summaries are kept small so one summary can be enough

@@ -1,6 +1,6 @@
 """The ``compaction`` command line contract (docs/cli.md): JSON shapes, exit codes, one-line errors.
 
-Most cases call :func:`engine.cli.main` in-process; the error cases run ``python -m engine.cli`` in
+Most cases call :func:`engine.apps.cli.main` in-process; the error cases run ``python -m engine.apps.cli`` in
 a subprocess so "no traceback, one line on stderr" is checked on the real process.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import EXIT_BUSY, EXIT_OK, main
+from engine.apps.cli import EXIT_BUSY, EXIT_OK, main
 from engine.store.db import code_head
 from tests.store.support import fingerprint
 
@@ -25,7 +25,7 @@ from .test_manual import make_busy
 STATUS_KEYS = {"thread", "tokens", "threshold", "context_window", "pressure_ratio", "hint", "breakdown", "boundary", "generation", "compact_count", "busy", "busy_reason"}
 COMPACT_KEYS = {"status", "reason", "before_tokens", "after_tokens", "compacted_messages", "boundary", "generation", "summarizer_calls"}
 THREAD_KEYS = {"thread", "title", "messages", "generation", "busy", "busy_reason"}
-COMMAND = [sys.executable, "-m", "engine.cli"]
+COMMAND = [sys.executable, "-m", "engine.apps.cli"]
 
 
 @pytest.fixture(autouse=True)
@@ -219,7 +219,7 @@ def test_newer_schema_is_refused_without_writing(db):
 
 
 def test_python_dash_m_engine_cli_runs():
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "--help"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", "--help"], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "compaction" in proc.stdout
 
 
@@ -259,8 +259,8 @@ def test_half_configured_summarizer_is_a_one_line_error(db, monkeypatch):
 def test_status_words_follow_the_pressure_state() -> None:
     """The hint only between 85% and 100% of the threshold; over the threshold and over the window
     have their own words (one rule, PressureStatus.state, shared with the gauge)."""
-    from engine.cli import STATE_WORDS
-    from engine.views import PressureStatus
+    from engine.apps.cli import STATE_WORDS
+    from engine.core.views import PressureStatus
 
     def state(tokens: int) -> str:
         return PressureStatus("t", tokens, 1000, 1200, {}, None, 0, 0, None).state

@@ -27,8 +27,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.cli import main
-from engine.demo import build_demo
+from engine.apps.cli import main
+from engine.apps.demo import build_demo
 from engine.store import normalize_url
 from tests.store.support import fingerprint as pg_fingerprint
 
@@ -274,7 +274,7 @@ def test_json_errors_name_the_code(fresh_demo: tuple[str, str], capsys: pytest.C
 
 # -- the real process: no traceback on bad URLs and options --------------------------------------
 
-COMMAND = [sys.executable, "-m", "engine.cli"]
+COMMAND = [sys.executable, "-m", "engine.apps.cli"]
 
 
 def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -328,7 +328,7 @@ class _RateLimited:
     name = "rate-limited"
 
     def summarize(self, request: Any) -> Any:
-        from engine.summarizers.protocol import SummarizerError
+        from engine.compaction.summarizers.protocol import SummarizerError
 
         raise SummarizerError("HTTP 429 from http://127.0.0.1:9/v1/chat/completions after 2 attempts", "http_error", status=429)
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.cli import main
+from engine.apps.cli import main
 from engine.store import normalize_url
 
 from .test_cli_robust import OTHER, PYTHON_NAME, VICTIM, copy_pg, copy_sqlite, demo_pg_template, demo_sqlite, fresh_demo  # noqa: F401 (fixtures)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.errors import CannotCompact
+from engine.core.errors import CannotCompact
 from engine.service import open_service
 
 KILO = next((Path(__file__).resolve().parents[1] / "fixtures" / "sessions" / "kilo").rglob("api_conversation_history.json"))

@@ -9,12 +9,12 @@ from dataclasses import replace
 
 import pytest
 
-from engine.compactor import Compactor, RunState
-from engine.errors import CannotCompact
-from engine.messages import META_PRUNED, Message, ToolCall, assistant, tool_result, user
-from engine.plan import CompactionPlan, StaleRule, plan_manual, plan_overflow, plan_pressure, prune_candidates
-from engine.pruning import STALE_PREVIEW_SHARE, prune_surface, stale_results
-from engine.workdir import Workdir
+from engine.compaction.compactor import Compactor, RunState
+from engine.compaction.plan import CompactionPlan, StaleRule, plan_manual, plan_overflow, plan_pressure, prune_candidates
+from engine.compaction.pruning import STALE_PREVIEW_SHARE, prune_surface, stale_results
+from engine.core.errors import CannotCompact
+from engine.core.messages import META_PRUNED, Message, ToolCall, assistant, tool_result, user
+from engine.core.workdir import Workdir
 
 from .conftest import (
     CURRENT_REQUEST,
@@ -114,7 +114,7 @@ def test_cli_compact_plan_writes_nothing(make_service, new_key, sqlite_url, caps
     import dataclasses
     import json
 
-    from engine.cli import main
+    from engine.apps.cli import main
 
     svc = make_service(Counting())
     key = new_key("plan-cli")
@@ -288,9 +288,9 @@ def test_overflow_with_nothing_to_do_recovers_nothing_and_writes_nothing(request
 
 
 def test_prune_candidates_are_what_prune_surface_prunes(tmp_path):
-    """The pure candidates equal the results :func:`engine.pruning.prune_surface` offloads (no
+    """The pure candidates equal the results :func:`engine.compaction.pruning.prune_surface` offloads (no
     Workdir failure here), stale or not, already pruned ones left out."""
-    from engine.meter import default_meter
+    from engine.core.meter import default_meter
 
     meter = default_meter("m")
     history: list[Message] = []
@@ -316,7 +316,7 @@ def test_prune_candidates_are_what_prune_surface_prunes(tmp_path):
 
 
 def test_cli_compact_plan_pressure(make_service, new_key, sqlite_url, capsys):
-    from engine.cli import main
+    from engine.apps.cli import main
 
     svc = make_service(Counting())
     key = new_key("plan-cli-pressure")
@@ -335,7 +335,7 @@ def test_cli_compact_plan_pressure(make_service, new_key, sqlite_url, capsys):
 def test_cli_shows_the_prune_and_the_summary_of_a_pressure_plan(make_service, new_key, sqlite_url, capsys, monkeypatch):
     """The text of ``--plan pressure`` for the test policy's plan (the CLI's own policies have a 128k
     window): the results it prunes, then the summary it would make if the prune is not enough."""
-    from engine.cli import main
+    from engine.apps.cli import main
     from engine.service.compaction import CompactionFacet
 
     svc = make_service(Counting())

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from engine.compactor import RunState
-from engine.events import EventKind, SummaryRejectedEvent, parse_event
-from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.compaction.compactor import RunState
+from engine.compaction.summarizers.protocol import contains_verbatim
+from engine.core.events import EventKind, SummaryRejectedEvent, parse_event
+from engine.core.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.core.surface import build_surface, envelope_of
+from engine.core.units import assert_valid_cut
 from engine.service import open_service
-from engine.summarizers.protocol import contains_verbatim
-from engine.surface import build_surface, envelope_of
-from engine.units import assert_valid_cut
 from tests import door_ops
 
 from .conftest import (
@@ -410,7 +410,7 @@ def test_each_summary_call_fits_a_same_window_model_with_the_previous_summary_an
     """The batch limit: the messages one call reads, the previous summary it rolls and the budget a
     model writes fit 90 % of the window (a single unit above that is taken whole; none here); the
     identifier room is not reserved, the extractive summary's id lines are not written by a model."""
-    from engine.meter import default_meter
+    from engine.core.meter import default_meter
 
     counter = Counting()
     svc = make_service(counter)
@@ -509,8 +509,8 @@ def test_summarizer_sees_the_pruned_surface_and_events_carry_the_record(make_ser
 def test_a_crashing_summarizer_is_a_rejection_not_a_crash(tmp_path) -> None:
     """A summarizer that raises something other than SummarizerError (a plug-in's bug) loses nothing:
     the attempt is rejected with a clear reason and the run carries on (§2.9: warn and continue)."""
-    from engine.compactor import RunState
-    from engine.messages import ToolCall, assistant, tool_result, user
+    from engine.compaction.compactor import RunState
+    from engine.core.messages import ToolCall, assistant, tool_result, user
     from engine.service import open_service
 
     class Crashing:

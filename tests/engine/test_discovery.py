@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import pytest
 
-from engine.cli import main as cli
+from engine.apps.cli import main as cli
 from engine.discovery import default_locations, discover, session_for
 from engine.importers import openai_chat
 from engine.service import Service, open_service

@@ -7,12 +7,12 @@ import json
 
 import pytest
 
-import engine.compactor as compactor_module
-from engine.compactor import RunState
-from engine.events import EventKind, PruneEvent, SummaryEvent, parse_event
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.specifics import MAX_DROPPED, DroppedSpecific, expand_grouped
-from engine.summarizers.protocol import SummaryRequest, SummaryResult
+import engine.compaction.compactor as compactor_module
+from engine.compaction.compactor import RunState
+from engine.compaction.summarizers.protocol import SummaryRequest, SummaryResult
+from engine.core.events import EventKind, PruneEvent, SummaryEvent, parse_event
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.specifics import MAX_DROPPED, DroppedSpecific, expand_grouped
 
 from .conftest import Counting, add, filler, finished_turns, new_thread, route
 

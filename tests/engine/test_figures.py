@@ -1,11 +1,11 @@
-"""engine.figures: the one formatter of every figure the inspector, the CLI and the export show."""
+"""engine.core.figures: the one formatter of every figure the inspector, the CLI and the export show."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.figures import capped, count, money, percent, plural, signed, tokens, tokens_change
-from engine.views import PressureStatus
+from engine.core.figures import capped, count, money, percent, plural, signed, tokens, tokens_change
+from engine.core.views import PressureStatus
 
 
 @pytest.mark.parametrize(

@@ -20,16 +20,16 @@ from typing import Any
 import pytest
 
 from engine import history
-from engine.cli import history_cmd
-from engine.errors import ThreadNotFound
-from engine.harness.loop import AgentHarness, Tool, ToolRegistry
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.cli import history_cmd
+from engine.apps.harness.loop import AgentHarness, Tool, ToolRegistry
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest, SummaryResult
+from engine.core.errors import ThreadNotFound
+from engine.core.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.core.views import DIFF_CATEGORIES, CompactionCost, CompactionEntry, RequestEnvelope
 from engine.llm import ChatClient
-from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummaryRequest, SummaryResult
-from engine.views import DIFF_CATEGORIES, CompactionCost, CompactionEntry, RequestEnvelope
 from tests import door_ops
 
 PROVIDER, MODEL = "sim", "sim-8k"
@@ -206,7 +206,7 @@ def test_diff_of_a_manual_compaction(svc: Service, key: str) -> None:
     assert history.compaction_cost(svc.store, key) == history.compaction_cost(svc.store, key, 1) == entry.cost
     assert entry.cost.following_requests == 0 and entry.cost.saved_prompt_tokens == 0  # no request went out after it yet
     assert (entry.tokens_before, entry.tokens_after) == (result.before_tokens, result.after_tokens)
-    if d.dropped is not None:  # engine.specifics: dropped ones are in the summarized range and not shown after
+    if d.dropped is not None:  # engine.core.specifics: dropped ones are in the summarized range and not shown after
         shown = (d.summary or "") + " ".join(m.content for m in d.after)
         for x in d.dropped.dropped:
             assert x.value not in shown
@@ -248,7 +248,7 @@ def test_diff_of_a_claude_code_recorded_compaction(svc: Service) -> None:
                                             if summary_c.replaced_first_id <= m.id <= summary_c.replaced_last_id]
     assert d.kept == () and d.tokens_after["messages"] == 0 and d.tokens_after["summary"] > 0
     assert d.tokens_before["total"] > d.tokens_after["total"]
-    assert d.dropped is not None  # computed with engine.specifics for a source's compaction
+    assert d.dropped is not None  # computed with engine.core.specifics for a source's compaction
     assert any(x.value.endswith("parser.py") for x in d.dropped.dropped) or d.dropped.seen >= 0
     # the microcompaction: its two cleared results, nothing summarized
     p = history.compaction_diff(svc.store, CC_KEY, 1)
@@ -354,7 +354,7 @@ def test_load_export_refuses_what_is_not_an_export() -> None:
         history.export_history(None, "k", "xml")  # type: ignore[arg-type]
 
 
-# -- CLI (called through its own parser: the lead registers it in engine.cli) -------------------------
+# -- CLI (called through its own parser: the lead registers it in engine.apps.cli) -------------------------
 
 
 def cli(*argv: str) -> int:
@@ -419,7 +419,7 @@ def test_cli_export(svc: Service, key: str, db_url: str, tmp_path: Path, capsys:
 
 def test_cli_docs_sections_match_the_parser() -> None:
     """docs/cli.md documents ``diff`` and ``export`` with exactly their options (tests/test_docs.py
-    checks this too once the lead registers the commands in engine.cli)."""
+    checks this too once the lead registers the commands in engine.apps.cli)."""
     import re
 
     doc = (Path(__file__).parents[2] / "docs/cli.md").read_text(encoding="utf-8")
@@ -474,7 +474,7 @@ def test_dropped_specifics_recorded_with_the_summary_event_are_read_back(terse_s
     """A summary event that carries the dropped specifics (the compactor records them) is what the
     diff shows; one written before those keys existed gets them computed from the surfaces, equal
     to what the compactor recorded."""
-    from engine.specifics import DroppedSpecifics
+    from engine.core.specifics import DroppedSpecifics
 
     svc = terse_svc
     key = f"h-{uuid.uuid4().hex[:12]}"
@@ -532,7 +532,7 @@ def test_a_condensation_that_keeps_the_first_events_keeps_them_on_the_surface(sv
 
 
 def _big_entries() -> list[CompactionEntry]:
-    from engine.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
+    from engine.core.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
 
     listed = tuple(DroppedSpecific("identifier", f"ticket-{i}", referenced=i < 3) for i in range(MAX_DROPPED))
     dropped = DroppedSpecifics(seen=676, dropped=listed, truncated=True, dropped_count=658, referenced_count=3)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from engine import importing
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.messages import Message
+from engine.core.units import dangling_calls, is_closing_marker, is_request
 from engine.importers import parse
-from engine.messages import Message
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.units import dangling_calls, is_closing_marker, is_request
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "sessions"
 CC_DIR = FIXTURES / "claude-code" / "project"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import import_cmd
+from engine.apps.cli import import_cmd
 from engine.importers import parse
 from engine.service import open_service
 
@@ -21,8 +21,8 @@ KEYS = {"thread", "source", "format", "messages", "tool_calls", "compactions", "
 
 
 def cli(*argv: str) -> int:
-    """Run ``compaction import …`` (through ``engine.cli.main`` once it registers the command)."""
-    from engine import cli as package
+    """Run ``compaction import …`` (through ``engine.apps.cli.main`` once it registers the command)."""
+    from engine.apps import cli as package
 
     if "import" in package.build_parser()._subparsers._group_actions[0].choices:  # type: ignore[union-attr]
         return package.main(["import", *argv])
@@ -178,7 +178,7 @@ def test_follow_stops_on_a_signal_with_its_report(tmp_path: Path, sig: str) -> N
     db = tmp_path / "sig.db"
     script = (
         "import argparse, sys\n"
-        "from engine.cli import import_cmd\n"
+        "from engine.apps.cli import import_cmd\n"
         "p = argparse.ArgumentParser(); import_cmd.add_parser(p.add_subparsers())\n"
         "a = p.parse_args(['import', *sys.argv[1:]]); sys.exit(a.run(a))\n"
     )

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.errors import EngineError
-from engine.messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall, assistant, tool_result
+from engine.core.errors import EngineError
+from engine.core.messages import Attachment, InvalidMessage, Message, Reasoning, ToolCall, assistant, tool_result
 from engine.service import Service
 from tests import door_ops
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.units import dangling_calls
 from engine.importers import ImportFormatError
 from engine.service import open_service
-from engine.units import dangling_calls
 
 from .test_import import SOURCES
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.cli import main as cli
-from engine.messages import Message
-from engine.policy import PolicySet
+from engine.apps.cli import main as cli
+from engine.core.messages import Message
+from engine.core.policy import PolicySet
 from engine.service import open_service
 from engine.store import migrate
 from engine.store.reads import request_title
@@ -37,7 +37,7 @@ CODEX = SESSIONS / "codex/2026/11/30/rollout-2026-11-30T10-00-00-019ad3f2-7a10-7
 OH_V0 = SESSIONS / "openhands/v0/conversation.json"
 OH_V1 = SESSIONS / "openhands/v1/5e2f9a0c4b7d"
 SWE = SESSIONS / "swe-agent/classic/calc__calc-1.traj"
-#: the demo database's fallback window (engine/demo.py): a toy, for its own scripted threads
+#: the demo database's fallback window (engine/apps/demo.py): a toy, for its own scripted threads
 TOY_WINDOW = 12_000
 
 

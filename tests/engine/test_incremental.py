@@ -15,13 +15,13 @@ from typing import Any, Sequence
 import pytest
 
 from engine import snapshots
-from engine.compactor import RunState
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
+from engine.compaction.compactor import RunState
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.surface import build_surface, envelope_of
 from engine.service import Service
 from engine.snapshots import SnapshotCache
 from engine.store.reads import ThreadReader
-from engine.surface import build_surface, envelope_of
 from tests import door_ops
 
 from .conftest import MODEL, PROVIDER, Counting, add, filler, finished_turns, new_thread, route, running_turn
@@ -197,7 +197,7 @@ def compact_in_another_process(svc: Service, key: str, workdir: Path) -> tuple[s
     script = textwrap.dedent(
         f"""
         from engine.service import open_service
-        from engine.summarizers.extractive import ExtractiveSummarizer
+        from engine.compaction.summarizers.extractive import ExtractiveSummarizer
         svc = open_service({svc.store.url.render_as_string(hide_password=False)!r}, workdir={str(workdir)!r},
                            summarizer=ExtractiveSummarizer(), policies={{"context_window": 8000}})
         r = svc.compaction.compact({key!r})

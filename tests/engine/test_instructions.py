@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from engine.compactor import RunState
-from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import assistant, user
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.openai_compat import OpenAICompatSummarizer
-from engine.summarizers.protocol import SummaryRequest, instruction_terms
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.compactor import RunState
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.openai_compat import OpenAICompatSummarizer
+from engine.compaction.summarizers.protocol import SummaryRequest, instruction_terms
+from engine.core.messages import assistant, user
 
 from .conftest import Counting, add, filler, finished_turns, new_thread, route
 from .test_pins import audit_rows
@@ -98,7 +98,7 @@ def test_standing_instructions_steer_a_pressure_compaction_and_are_audited(reque
 def test_instruction_terms_and_the_prompt_block():
     assert instruction_terms('keep `KB-1042`, "owner is alice", src/app/, notes.md and #12; call_7') == (
         "KB-1042", "owner is alice", "src/app/", "notes.md", "#12", "call_7")
-    from engine.summarizers.openai_compat import render_prompt
+    from engine.compaction.summarizers.openai_compat import render_prompt
     req = SummaryRequest(messages=(user("hi"),), instructions="Keep src/")
     assert "<instructions>\nKeep src/\n</instructions>" in render_prompt(req)[1]
     assert "<instructions>" not in render_prompt(SummaryRequest(messages=(user("hi"),)))[1]

@@ -16,9 +16,9 @@ import pytest
 from sqlalchemy import text
 
 import engine.store.door as door
-from engine.compactor import RunState
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.meter import FRAMING_VERSION, default_meter
+from engine.compaction.compactor import RunState
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.meter import FRAMING_VERSION, default_meter
 from engine.service import Service
 from engine.snapshots import SnapshotCache
 from engine.store.reads import CountedRow, ThreadReader

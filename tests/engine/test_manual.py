@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import CannotCompact, ThreadBusy
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.summarizers.protocol import contains_verbatim
-from engine.surface import build_surface
-from engine.units import assert_valid_cut
+from engine.compaction.summarizers.protocol import contains_verbatim
+from engine.core.errors import CannotCompact, ThreadBusy
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.surface import build_surface
+from engine.core.units import assert_valid_cut
 
 from .conftest import (
     WINDOW,
@@ -272,7 +272,7 @@ def test_the_retained_tail_gives_way_to_the_identifiers_a_summary_carries(make_s
     """An identifier-dense trajectory whose long request and retained tail (a file read) fill the
     target: the tail gives way, down to the newest round, so the summary can carry the paths the
     searches showed (docs/compaction.md, "Summary budget"; before: the tail stayed and most were lost)."""
-    from engine.specifics import expand_grouped, extract_identifiers
+    from engine.core.specifics import expand_grouped, extract_identifiers
 
     counter = Counting()
     svc = make_service(counter)

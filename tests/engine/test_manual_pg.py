@@ -11,10 +11,10 @@ import threading
 
 import pytest
 
-from engine.errors import ThreadBusy
-from engine.messages import user
+from engine.core.errors import ThreadBusy
+from engine.core.messages import user
+from engine.core.surface import build_surface
 from engine.store import ThreadLocked
-from engine.surface import build_surface
 from tests.store.support import fingerprint
 
 from .conftest import Blocking, Counting, thread_state

@@ -9,11 +9,11 @@ import json
 
 import pytest
 
-from engine.compactor import RunState
-from engine.errors import EngineError
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.surface import build_surface, history_part
-from engine.units import is_balanced
+from engine.compaction.compactor import RunState
+from engine.core.errors import EngineError
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.surface import build_surface, history_part
+from engine.core.units import is_balanced
 
 from .conftest import Counting, add, filler, finished_turns, new_thread, route
 
@@ -189,7 +189,7 @@ def test_the_history_rebuilds_the_pinned_surface(request, new_key, factory):
 
 @pytest.mark.parametrize("factory", FACTORIES)
 def test_a_result_pruned_before_its_pin_stays_its_preview(request, new_key, factory):
-    from engine.messages import META_PRUNED
+    from engine.core.messages import META_PRUNED
     svc = request.getfixturevalue(factory)(Counting())
     key = new_key("pin-pruned")
     call_id, result_id = pinned_thread(svc, key)

@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 
 from engine import snapshots
-from engine.compactor import Outcome, RunState
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
+from engine.compaction.compactor import Outcome, RunState
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.surface import build_surface, envelope_of
 from engine.service import Service
 from engine.store import Store, reads
-from engine.surface import build_surface, envelope_of
 from tests import door_ops
 
 from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
@@ -316,7 +316,7 @@ def _other_process(url: str, code: str) -> None:
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    script = ("import sys; sys.path.insert(0, {!r})\nfrom engine.store import Store\nfrom engine.messages import assistant\nfrom tests import door_ops\n"
+    script = ("import sys; sys.path.insert(0, {!r})\nfrom engine.store import Store\nfrom engine.core.messages import assistant\nfrom tests import door_ops\n"
               "store = Store.open({!r})\ntry:\n{}\nfinally:\n    store.close()\n").format(str(root), url, "\n".join("    " + line for line in code.splitlines()))
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from engine.cli import EXIT_FAILED, EXIT_OK, main
-from engine.messages import user
-from engine.meter import default_meter
+from engine.apps.cli import EXIT_FAILED, EXIT_OK, main
+from engine.core.messages import user
+from engine.core.meter import default_meter
 from engine.service import open_service
 from engine.store.reads import CountedRow, ThreadReader
 

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.checks import ServiceReader, check_thread
-from engine.compactor import RunState
-from engine.errors import NotRevertible, ThreadBusy
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.surface import build_surface, envelope_of
+from engine.compaction.compactor import RunState
+from engine.core.checks import ServiceReader, check_thread
+from engine.core.errors import NotRevertible, ThreadBusy
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.surface import build_surface, envelope_of
 
 from .conftest import Counting, add, filler, finished_turns, new_thread, route, thread_state
 from .test_manual import long_thread, make_busy
@@ -221,7 +221,7 @@ def test_100_races_of_intake_against_revert_lose_no_write(request, new_key, fact
 def test_cli_revert_audit_and_read_only(make_service, new_key, sqlite_url, tmp_path, capsys, monkeypatch):
     import json
 
-    from engine.cli import main
+    from engine.apps.cli import main
 
     svc = make_service(Counting())
     key = new_key("cli")

@@ -21,14 +21,14 @@ import keyring
 import pytest
 from keyring.backends import fail
 
-from engine import config
-from engine.cli import main as cli
-from engine.config import API_KEY, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, SettingError, Settings
-from engine.events import written_by
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.cli import main as cli
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.summarizers import ExtractiveSummarizer, OpenAICompatSummarizer, check_connection, make_summarizer
+from engine.compaction.summarizers.protocol import SummarizerError
+from engine.core import config
+from engine.core.config import API_KEY, ENV_API_KEY, ENV_BASE_URL, ENV_MODEL, SettingError, Settings
+from engine.core.events import written_by
 from engine.service import open_service
-from engine.summarizers import ExtractiveSummarizer, OpenAICompatSummarizer, check_connection, make_summarizer
-from engine.summarizers.protocol import SummarizerError
 from tests.engine.conftest import POLICY, finished_turns, new_thread
 from tests.keyring_backends import MemoryKeyring
 
@@ -179,12 +179,12 @@ def test_a_key_set_by_a_compaction_subprocess_is_in_its_keyring_backend_and_nowh
     env = dict(os.environ, PYTHON_KEYRING_BACKEND="tests.keyring_backends.FileKeyring", COMPACTION_TEST_KEYRING_FILE=str(store),
                COMPACTION_CONFIG_DIR=str(cfg), PYTHONPATH=str(ROOT))
     env.pop(ENV_API_KEY, None)
-    done = subprocess.run([sys.executable, "-m", "engine.cli", "config", "set", API_KEY], input=KEY + "\n", env=env,
+    done = subprocess.run([sys.executable, "-m", "engine.apps.cli", "config", "set", API_KEY], input=KEY + "\n", env=env,
                           capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert done.returncode == 0, done.stderr
     assert KEY not in done.stdout + done.stderr
     assert json.loads(store.read_text()) == {f"{config.KEYRING_SERVICE}\x00{config.KEYRING_USER}": KEY}
-    shown = subprocess.run([sys.executable, "-m", "engine.cli", "config", "list", "--json"], env=env, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "engine.apps.cli", "config", "list", "--json"], env=env, capture_output=True, text=True,
                            cwd=tmp_path, timeout=60)
     row = next(r for r in json.loads(shown.stdout)["settings"] if r["name"] == API_KEY)
     assert row["source"] == "keyring" and row["value"] is True and KEY not in shown.stdout

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from engine.compactor import RunState
-from engine.messages import assistant, user
-from engine.meter import default_meter
+from engine.compaction.compactor import RunState
+from engine.core.messages import assistant, user
+from engine.core.meter import default_meter
+from engine.core.surface import build_surface, envelope_of
 from engine.service import Service
-from engine.surface import build_surface, envelope_of
 
 from .conftest import MODEL, PROVIDER, finished_turns, new_thread, route, running_turn
 from .test_incremental import count_reads

@@ -1,4 +1,4 @@
-"""Specifics (engine/specifics.py): what each kind extracts, what ordinary prose does not give, and
+"""Specifics (engine/core/specifics.py): what each kind extracts, what ordinary prose does not give, and
 which specifics a compaction dropped, on constructed cases."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from engine.events import DroppedEntry, SummaryEvent, parse_event
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.specifics import (
+from engine.core.events import DroppedEntry, SummaryEvent, parse_event
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.specifics import (
     MAX_DROPPED,
     MAX_VALUE_CHARS,
     DroppedSpecific,

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.compactor import RunState
-from engine.meter import default_meter
-from engine.views import PressureStatus
+from engine.compaction.compactor import RunState
+from engine.core.meter import default_meter
+from engine.core.views import PressureStatus
 from tests import door_ops
 
 from .conftest import WINDOW, Counting, finished_turns, new_thread, route, running_turn, thread_state
@@ -97,7 +97,7 @@ def test_status_anchors_on_the_reported_prompt_tokens(make_service, new_key):
 def test_status_is_kept_until_the_thread_changes(tmp_path, monkeypatch) -> None:
     """The inspector polls status: an unchanged thread is not read and measured again (no message
     is read), a new message (only it is read) or a busy change is seen at once."""
-    from engine.messages import assistant, user
+    from engine.core.messages import assistant, user
     from engine.service import open_service
 
     svc = open_service(str(tmp_path / "s.db"), workdir=tmp_path / "wd", create=True, policies={"context_window": 8000})

@@ -16,11 +16,11 @@ import pytest
 import sqlalchemy as sa
 
 import engine.adapters.core as adapters_core
-import engine.harness.loop as harness_loop
+import engine.apps.harness.loop as harness_loop
 import engine.whatif.runs as whatif_runs
 from engine.adapters.core import EngineThread
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError
-from engine.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import RunState, Service
 from engine.step import Failure, StepDriver
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.messages import Message, assistant, user
-from engine.meter import default_meter
+from engine.core.messages import Message, assistant, user
+from engine.core.meter import default_meter
 from engine.service import Service
 from engine.store.fleet import UNKNOWN_PPM
 from tests.store.support import conversation_counters
@@ -169,7 +169,7 @@ def test_every_commit_survives_the_process_dying_right_after_it(tmp_path: Any) -
     url = f"sqlite:///{tmp_path / 'crash.db'}"
     code = textwrap.dedent(f"""
         import os
-        from engine.messages import assistant, user
+        from engine.core.messages import assistant, user
         from engine.store import Store
         store = Store.open({url!r}, create=True)
         with store.locked_or_created("t") as (tx, _):

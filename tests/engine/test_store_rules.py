@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from engine.errors import EngineError
-from engine.messages import Message, ToolCall
+from engine.core.errors import EngineError
+from engine.core.messages import Message, ToolCall
 from engine.service import load_policies, open_service
 from engine.store import NUL_ESCAPE, CorruptRow, InvalidDatabaseURL, InvalidSetting, ReadOnlyDatabase, Store, migrate
 from tests import door_ops
@@ -317,7 +317,7 @@ def test_source_compaction_text_follows_the_rules(store: Store) -> None:
 def test_threads_command_lists_a_broken_thread_as_unreadable_and_the_rest(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import json
 
-    from engine.cli import main
+    from engine.apps.cli import main
 
     url = f"sqlite:///{tmp_path / 'broken.db'}"
     migrate(url)

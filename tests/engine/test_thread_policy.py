@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from engine.cli import main as cli
-from engine.compactor import RunState
-from engine.messages import user
-from engine.policy import PolicyError
+from engine.apps.cli import main as cli
+from engine.compaction.compactor import RunState
+from engine.core.messages import user
+from engine.core.policy import PolicyError
 
 from .conftest import MODEL, PROVIDER, WINDOW, Counting, add, finished_turns, new_thread, route
 from .test_pins import audit_rows

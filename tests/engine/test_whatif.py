@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.cli import whatif_cmd
-from engine.errors import Cancelled, EngineError
-from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.apps.cli import whatif_cmd
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.core.errors import Cancelled, EngineError
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import Service, open_service
 from engine.whatif import EngineReplay, WhatIfSettingError, WhatIfSummarizerFailed, parse_settings, parse_sweep, run_sweep, run_whatif
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from engine.messages import Message
-from engine.meter import TokenMeter
+from engine.core.messages import Message
+from engine.core.meter import TokenMeter
 from engine.service import Service, open_service
 from engine.whatif import run_sweep, run_whatif
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from engine.errors import EngineError
-from engine.events import CancelledEvent, EventKind
-from engine.messages import InvalidMessage, Message, ToolCall, assistant, tool_result, user
+from engine.core.errors import EngineError
+from engine.core.events import CancelledEvent, EventKind
+from engine.core.messages import InvalidMessage, Message, ToolCall, assistant, tool_result, user
 from engine.service import Service
 from tests import door_ops
 from tests.store.support import conversation_counters, insert_legacy_rows
@@ -264,7 +264,7 @@ def test_event_kinds_outside_the_enum_are_refused(svc: Service, new_key, path: s
 
 
 def test_service_add_event_takes_only_a_typed_payload_with_a_trigger_of_its_kind(svc: Service, new_key) -> None:
-    from engine.events import RecoveredEvent, RetryEvent
+    from engine.core.events import RecoveredEvent, RetryEvent
 
     key = new_key("typed-events")
     svc.runs.create_thread(key)

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.errors import ThreadBusy
-from engine.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.errors import ThreadBusy
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.units import META_MISSING_RESULT, build_units, dangling_calls, is_closing_marker
 from engine.service import Service
-from engine.units import META_MISSING_RESULT, build_units, dangling_calls, is_closing_marker
 
 from .conftest import ServiceFactory
 

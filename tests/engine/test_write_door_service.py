@@ -7,12 +7,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.errors import EngineError, ThreadBusy
-from engine.events import RetryEvent
-from engine.messages import META_PRUNED, InvalidMessage, ToolCall, assistant, tool_result, user
-from engine.meter import default_meter
+from engine.core.errors import EngineError, ThreadBusy
+from engine.core.events import RetryEvent
+from engine.core.messages import META_PRUNED, InvalidMessage, ToolCall, assistant, tool_result, user
+from engine.core.meter import default_meter
+from engine.core.views import Offload, VisibleTokens
 from engine.service import Service, open_service
-from engine.views import Offload, VisibleTokens
 from tests import door_ops
 
 from .conftest import POLICY, Counting, ServiceFactory, filler

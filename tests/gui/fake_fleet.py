@@ -10,7 +10,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from engine.views import (
+from engine.core.views import (
     PRESSURE_BAND_LABELS,
     PRESSURE_BANDS,
     BandCount,

@@ -3,7 +3,7 @@
 
 It satisfies :class:`inspector_app.service_api.InspectorService` (the service API the inspector uses; ``test_service_api.py``
 checks the signatures against the Protocol and the real service), records every call, and keeps offloaded tool results in a
-real ``engine.workdir.Workdir`` so ``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
+real ``engine.core.workdir.Workdir`` so ``read_original`` verifies SHA-256 for real. Token badges come from a simple rule
 (:func:`fake_tokens`), not the engine's meter: the real-service tests check real counts. ``threads``: tests/gui/fake_fleet.py.
 
 The facets the inspector uses (``reads``, ``compaction``, ``steering``, ``imports``) are the fake itself
@@ -22,11 +22,11 @@ from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
-from engine.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
-from engine.messages import META_EPHEMERAL, Message, ToolCall, assistant, tool_result, user
-from engine.specifics import dropped_at_compaction
-from engine.surface import SYNTHETIC_USER_TEXT, shown_message
-from engine.views import (
+from engine.core.errors import Cancelled, EngineError, ThreadBusy, ThreadNotFound
+from engine.core.messages import META_EPHEMERAL, Message, ToolCall, assistant, tool_result, user
+from engine.core.specifics import dropped_at_compaction
+from engine.core.surface import SYNTHETIC_USER_TEXT, shown_message
+from engine.core.views import (
     CompactionCost,
     CompactionDiff,
     CompactionEntry,
@@ -48,7 +48,7 @@ from engine.views import (
     ThreadPolicyView,
     VisibleTokens,
 )
-from engine.workdir import Workdir
+from engine.core.workdir import Workdir
 from tests.gui.fake_fleet import FakeThreads
 
 if TYPE_CHECKING:
@@ -295,13 +295,13 @@ class FakeService:
 
     # -- issue 23: revert / redo, audit, access (the fake: nothing to revert, an empty log, writable) --
     def revert(self, key: str, *, reason: str | None = None, display_name: str | None = None) -> Any:
-        from engine.errors import NotRevertible
+        from engine.core.errors import NotRevertible
 
         self._record("revert", key)
         raise NotRevertible(f"thread {key!r} has no compaction to revert", code="nothing_to_revert")
 
     def revert_target(self, key: str) -> Any:
-        from engine.views import RevertTarget
+        from engine.core.views import RevertTarget
 
         return RevertTarget(None, (), "nothing_to_revert", f"thread {key!r} has no compaction to revert")
 
@@ -561,7 +561,7 @@ class FakeService:
         return sorted([*t.history, *t.sources], key=at)
 
     def _categories(self, t: FakeThread, summary: str | None, messages: Sequence[Message]) -> dict[str, int]:
-        """:data:`engine.views.DIFF_CATEGORIES` of one side of a compaction."""
+        """:data:`engine.core.views.DIFF_CATEGORIES` of one side of a compaction."""
         out = {"system": fake_tokens(t.system_prompt, user("")), "tools": len(t.tools_text) // 4, "summary": fake_tokens(summary, user("")) if summary else 0, "messages": 0, "previews": 0}
         for m in messages:
             out["previews" if m.metadata.get("pruned") else "messages"] += fake_tokens(m.content, m)

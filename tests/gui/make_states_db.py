@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.core.messages import ToolCall, assistant, tool_result, user
 from engine.service import open_service
 
 

@@ -34,7 +34,7 @@ INCIDENT = "incident-api-rollout"
 def add_incident(svc: Any) -> None:
     """A deploy incident: long tool output early (paths, commands, errors, numbers with units, a
     commit), a short retained tail that refers back to some of it by short forms."""
-    from engine.messages import ToolCall, assistant, tool_result, user
+    from engine.core.messages import ToolCall, assistant, tool_result, user
 
     svc.runs.create_thread(INCIDENT, title="API rollout stuck at 3/8 pods", provider="sim", model="sim-12k")
     svc.runs.configure(INCIDENT, system_prompt="You are the on-call SRE assistant. Quote commands, paths and error messages exactly.")
@@ -88,8 +88,8 @@ class Incident:
 
     def open(self) -> Any:
         """The real service as the inspector opens it (the offline summarizer, the stored policy)."""
+        from engine.compaction.summarizers.extractive import ExtractiveSummarizer
         from engine.service import open_service
-        from engine.summarizers.extractive import ExtractiveSummarizer
 
         return open_service(self.url, workdir=self.workdir, summarizer=ExtractiveSummarizer(), policies=None)
 
@@ -98,7 +98,7 @@ class Incident:
 def incident(request: pytest.FixtureRequest, tmp_path: Path) -> Incident:
     """The incident thread in a fresh database of each backend (the demo's 12k-window policy),
     written on a plain thread (never inside a test's qasync loop)."""
-    from engine.demo import DEMO_POLICY
+    from engine.apps.demo import DEMO_POLICY
     from engine.store import migrate
 
     if request.param == "sqlite":
@@ -122,7 +122,7 @@ def incident(request: pytest.FixtureRequest, tmp_path: Path) -> Incident:
 
 
 def build(tmp: Path) -> tuple[str, Path]:
-    from engine.demo import build_demo
+    from engine.apps.demo import build_demo
     from engine.service import open_service
 
     url = f"sqlite:///{tmp / 'demo.db'}"

@@ -20,7 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.harness.simulator import ProviderSimulator, Reply
 
 APP = [sys.executable, "-m", "inspector_app.app"]
 THREAD = "coding-lock-test-failure"
@@ -44,7 +44,7 @@ def refuse(_request: Any) -> Reply:
 def configure(cfg: Path, url: str, model: str) -> None:
     env = dict(os.environ, COMPACTION_CONFIG_DIR=str(cfg))
     for k, v in (("summarizer.kind", "openai"), ("summarizer.base_url", url), ("summarizer.model", model), ("operator.name", "Dana (support)")):
-        subprocess.run([sys.executable, "-m", "engine.cli", "config", "set", k, v], env=env, check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "engine.apps.cli", "config", "set", k, v], env=env, check=True, stdout=subprocess.DEVNULL)
 
 
 def shoot(db: Path, cfg: Path, out: Path, extra: list[str], env_extra: dict[str, str] | None = None) -> None:
@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(tmp) / "demo.db"
-        subprocess.run([sys.executable, "-m", "engine.cli", "demo", "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([sys.executable, "-m", "engine.apps.cli", "demo", "--db", str(db)], check=True, stdout=subprocess.DEVNULL)
         with ProviderSimulator(context_window=1_000_000, fallback=summarize, model="qwen2.5-7b-instruct") as good:
             configure(Path(tmp) / "good", good.base_url, "qwen2.5-7b-instruct")
             shoot(db, Path(tmp) / "good", out / "preferences-test-ok-1100x760.png", ["--preferences", "test"])

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.errors import CannotCompact
+from engine.core.errors import CannotCompact
 from tests.gui.conftest import run
 from tests.gui.fake_service import FakeService
 

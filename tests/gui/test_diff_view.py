@@ -12,8 +12,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QApplication
 
-from engine.errors import EngineError
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.core.errors import EngineError
+from engine.core.messages import ToolCall, assistant, tool_result, user
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
 from inspector_app.models.diff import DiffSideModel, DiffTokensModel, StatusRole, compaction_label, diff_lines, side_counts
@@ -76,7 +76,7 @@ def test_a_pruned_result_is_pruned_on_the_before_side_and_a_preview_after(fake: 
     assert [line.status for line in after] == ["summary", "kept"]
     from dataclasses import replace
 
-    from engine.surface import shown_message
+    from engine.core.surface import shown_message
 
     t = fake.threads["acme-vat"]
     offload = t.offloads[7]

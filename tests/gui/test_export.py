@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from PySide6.QtWidgets import QFileDialog
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from inspector_app.controllers.compaction import EXPORT_FILTERS, default_export_name, export_target, write_export
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run

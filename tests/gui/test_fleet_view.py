@@ -11,9 +11,9 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from engine import figures
+from engine.core import figures
+from engine.core.views import ThreadQuery
 from engine.service import open_service
-from engine.views import ThreadQuery
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import KeyRole
 from inspector_app.widgets.fleet import series_name

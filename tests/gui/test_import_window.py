@@ -32,7 +32,7 @@ KEY = "claude-code:7c1f0e52-3b9a-4d21-9e55-0a6b2f4c8d10"
 def real(qtbot: Any, window_factory: Any, tmp_path: Path) -> MainWindow:
     """A window on an empty SQLite database (the real service)."""
     db = tmp_path / "imported.db"
-    from engine.cli import main as cli
+    from engine.apps.cli import main as cli
 
     assert cli(["migrate", "--db", str(db)]) == 0
     w = window_factory(lambda url: open_service(url, workdir=tmp_path / "workdir"))

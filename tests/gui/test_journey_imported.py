@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.cli import main as cli
+from engine.apps.cli import main as cli
 from engine.service import open_service
 from inspector_app.logic.pressure_text import pressure_view
 from inspector_app.models.threads import COL_PRESSURE
@@ -33,7 +33,7 @@ from tests.engine.imported_sessions import FIRST_REQUEST, write_claude_code_sess
 from tests.gui.conftest import run
 
 pytestmark = pytest.mark.gui
-TOY_WINDOW = 12_000  # engine/demo.py's fallback window
+TOY_WINDOW = 12_000  # engine/apps/demo.py's fallback window
 
 
 @pytest.fixture

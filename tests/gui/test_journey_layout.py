@@ -32,9 +32,9 @@ from PySide6.QtGui import QFontMetrics
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLabel, QMenu, QTabWidget, QWidget
 
-from engine.demo import build_demo
+from engine.apps.demo import build_demo
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
 from engine.service import open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app import preferences, theme
 from inspector_app.layout import TITLE_CHARS
 from inspector_app.main_window import MainWindow

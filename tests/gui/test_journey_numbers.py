@@ -23,11 +23,12 @@ from typing import Any
 
 import pytest
 
-from engine import figures, history
-from engine.cli import main as cli_main
-from engine.demo import build_demo
+from engine import history
+from engine.apps.cli import main as cli_main
+from engine.apps.demo import build_demo
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core import figures
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import COL_PRESSURE
 from inspector_app.widgets.whatif import WhatIfDialog
@@ -245,8 +246,8 @@ def test_a_capped_dropped_list_is_counted_whole_and_says_it_is_capped(qapp: Any)
     and the body says the list is the first 500 of 658."""
     from dataclasses import replace
 
-    from engine.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
-    from engine.views import CompactionDiff, CompactionEntry
+    from engine.core.specifics import MAX_DROPPED, DroppedSpecific, DroppedSpecifics
+    from engine.core.views import CompactionDiff, CompactionEntry
     from inspector_app.models.diff import DiffTokensModel, compaction_label
     from inspector_app.widgets.dropped import DroppedView
 

@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import QModelIndex, Qt, QtMsgType, qInstallMessageHandler
 from PySide6.QtGui import QIcon
 
-from engine.cli import main as cli
+from engine.apps.cli import main as cli
 from engine.service import open_service
 from inspector_app import theme
 from inspector_app.main_window import MainWindow

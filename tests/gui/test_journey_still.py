@@ -17,7 +17,7 @@ import pytest
 from PySide6.QtCore import QCoreApplication, QEvent, QSettings, Qt
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import user
+from engine.core.messages import user
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import KeyRole
 from inspector_app.service_client import ServiceClient

@@ -22,7 +22,7 @@ from PySide6.QtCore import QCoreApplication, QEvent, QSettings
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QApplication, QFileDialog, QLabel
 
-from engine.messages import assistant, user
+from engine.core.messages import assistant, user
 from engine.service import open_service
 from inspector_app import preferences, theme
 from inspector_app.app import initial_theme, parse_args
@@ -270,13 +270,13 @@ def test_import_from_the_welcome_goes_to_my_sessions_without_asking(qtbot: Any, 
 def test_compaction_import_without_db_goes_to_the_sessions_database(tmp_path: Path) -> None:
     env = {**os.environ, "HOME": str(tmp_path / "home"), "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("COMPACTION_DB", None)
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "import", str(CODEX)], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", "import", str(CODEX)], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     sessions = tmp_path / "data" / "compaction-inspector" / "sessions.db"
     assert sessions.exists() and str(sessions) in proc.stderr
     assert not (tmp_path / "data" / "compaction-inspector" / "demo.db").exists()
     explicit = tmp_path / "chosen.db"  # --db still chooses
-    proc = subprocess.run([sys.executable, "-m", "engine.cli", "import", "--db", str(explicit), str(CODEX)], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
+    proc = subprocess.run([sys.executable, "-m", "engine.apps.cli", "import", "--db", str(explicit), str(CODEX)], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT)
     assert proc.returncode == 0 and explicit.exists(), proc.stderr
 
 

@@ -9,8 +9,8 @@ import pytest
 from PySide6.QtCore import QModelIndex, Qt
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.views import CompactionEvent, StoredMessage
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.views import CompactionEvent, StoredMessage
 from inspector_app import theme
 from inspector_app.models.threads import COL_MESSAGES, COL_PRESSURE, COL_STATE, KeyRole, ThreadListModel
 from inspector_app.models.timeline import (

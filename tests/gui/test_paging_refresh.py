@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from engine.messages import user
+from engine.core.messages import user
 from inspector_app.main_window import MainWindow
 from tests.gui.fake_service import FakeService
 

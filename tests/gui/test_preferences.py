@@ -17,10 +17,10 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QKeySequence
 
-from engine import config
-from engine.config import ENV_MODEL, Settings
-from engine.demo import build_demo
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.demo import build_demo
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.core import config
+from engine.core.config import ENV_MODEL, Settings
 from engine.service import open_service
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run

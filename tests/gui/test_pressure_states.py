@@ -1,7 +1,7 @@
 """The honest header and gauge: below, the 85% hint (only up to 100%), over the threshold, over the
 window and "cannot compact: <reason>" are distinct states with their own words; an assumed window
 is shown as assumed; the gauge legend fits seven-digit counts; the Checks tab shows the findings of
-``engine.checks`` for the open thread."""
+``engine.core.checks`` for the open thread."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from PySide6.QtGui import QFontMetrics
 
-from engine.views import ManualResult, PressureStatus
+from engine.core.views import ManualResult, PressureStatus
 from inspector_app.logic.pressure_text import HINT_TEXT, manual_outcome, pressure_view, window_text, window_tooltip
 from inspector_app.main_window import MainWindow
 from inspector_app.panels.pressure.widget import CATEGORIES, legend_layout

@@ -11,7 +11,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 
-from engine.messages import user
+from engine.core.messages import user
 from inspector_app.logic.choices import TABS
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import COL_TITLE, KeyRole

@@ -10,8 +10,8 @@ from typing import Any
 from PySide6.QtCore import QPointF, Qt
 from PySide6.QtWidgets import QApplication
 
-from engine.errors import EngineError
-from engine.messages import META_PRUNED, system, user
+from engine.core.errors import EngineError
+from engine.core.messages import META_PRUNED, system, user
 from inspector_app.main_window import MainWindow
 from inspector_app.panels.replay.model import EnvelopeRole, RequestsModel, RowKindRole, breakdown_text, envelope_surface, request_rows
 from tests.gui.conftest import run
@@ -299,7 +299,7 @@ def test_a_hundred_thousand_requests_are_rows_made_off_the_gui_thread(qapp: QApp
     from concurrent.futures import ThreadPoolExecutor
     from datetime import datetime, timezone
 
-    from engine.views import PressurePoint
+    from engine.core.views import PressurePoint
 
     n = 100_000
     at = datetime(2026, 11, 30, tzinfo=UTC)

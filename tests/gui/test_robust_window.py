@@ -20,10 +20,10 @@ import pytest
 import sqlalchemy as sa
 from PySide6.QtCore import QSettings, Qt
 
-from engine.errors import describe_failure
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.errors import describe_failure
 from engine.service import open_service
 from engine.store import normalize_url
-from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.logic.state import describe
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import COL_PRESSURE, PressureRole
@@ -253,8 +253,8 @@ def test_an_empty_url_is_an_error_not_the_demo(qtbot: Any, window_factory: Any) 
     ],
 )
 def test_the_window_and_the_cli_describe_failures_with_one_definition(exc: BaseException) -> None:
-    from engine import errors
-    from engine.cli import output
+    from engine.apps.cli import output
+    from engine.core import errors
 
     assert output.describe_failure is errors.describe_failure  # the CLI re-exports the one copy
     assert describe(exc) == describe_failure(exc)

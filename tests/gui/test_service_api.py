@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.views import Offload, StoredMessage, VisibleTokens
 from engine.service import CompactionFacet, ImportsFacet, ReadsFacet, Service, SteeringFacet
-from engine.views import Offload, StoredMessage, VisibleTokens
 from inspector_app.service_api import (
     FACET_METHODS,
     FACETS,

@@ -12,8 +12,8 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QDialog, QMessageBox
 
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
 from engine.service import open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.main_window import MainWindow
 from tests.gui.conftest import run
 from tests.gui.test_window_real import CODING, RESEARCH, WAIT_MS, Demo, demo, demo_copy, fresh, open_demo  # noqa: F401 (fixtures)

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.messages import ToolCall, assistant, tool_result, user
 from engine.service import open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
 from inspector_app.models.timeline import MarkersRole, MessageIdRole
 from tests.engine.conftest import filler
 from tests.gui.conftest import run

@@ -17,9 +17,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import ToolCall, assistant, tool_result, user
-from engine.specifics import DroppedSpecific, DroppedSpecifics
-from engine.views import CompactionEvent, SourceCompaction
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.specifics import DroppedSpecific, DroppedSpecifics
+from engine.core.views import CompactionEvent, SourceCompaction
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import BoundaryInfo
 from inspector_app.widgets.dropped import DroppedItem, DroppedModel, DroppedView, boundary_dropped

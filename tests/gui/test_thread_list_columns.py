@@ -17,7 +17,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtGui import QFontMetrics
 from PySide6.QtTest import QTest
 
-from engine.messages import user
+from engine.core.messages import user
 from engine.service import open_service
 from inspector_app.layout import TITLE_CHARS, heading_width
 from inspector_app.main_window import MainWindow

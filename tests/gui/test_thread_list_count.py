@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from engine.messages import user
+from engine.core.messages import user
+from engine.core.views import ThreadQuery
 from engine.service import open_service
-from engine.views import ThreadQuery
 from inspector_app.controllers.thread_list import count_text
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import PAGE

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from PySide6.QtGui import QFontMetrics
 
-from engine import figures
-from engine.views import SOURCE_NAMES, DailyCompactions, FleetStats
+from engine.core import figures
+from engine.core.views import SOURCE_NAMES, DailyCompactions, FleetStats
 from inspector_app.widgets.fleet import FleetWindow
 
 pytestmark = pytest.mark.gui

@@ -19,10 +19,10 @@ import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtTest import QTest
 
-from engine.messages import user
+from engine.core.messages import user
+from engine.core.views import THREAD_FILTERS, ThreadQuery
 from engine.service import open_service
 from engine.store.fleet_build import build_fleet_store
-from engine.views import THREAD_FILTERS, ThreadQuery
 from inspector_app.controllers.thread_list import count_text
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import CACHE_ROWS, COL_PRESSURE, COL_TITLE, COLUMN_SORTS, LOADING, PAGE, KeyRole
@@ -267,7 +267,7 @@ def test_the_model_applies_a_changed_window_as_moves_inserts_and_removals(qapp: 
 
     from PySide6.QtCore import QPersistentModelIndex
 
-    from engine.views import ThreadInfo
+    from engine.core.views import ThreadInfo
     from inspector_app.models.threads import ThreadListModel
 
     stamp = datetime(2026, 12, 1, tzinfo=UTC)

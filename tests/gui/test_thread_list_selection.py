@@ -17,8 +17,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractSlider
 
+from engine.core.views import ThreadQuery
 from engine.service import open_service
-from engine.views import ThreadQuery
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import KeyRole
 from tests.gui.test_thread_list_paged import THREADS, WAIT, db, fleet_db, opened, settle  # noqa: F401 (fixtures)

@@ -19,9 +19,9 @@ from typing import Any
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from engine.messages import Message, ToolCall
-from engine.units import build_units
-from engine.views import SourceCompaction, StoredMessage
+from engine.core.messages import Message, ToolCall
+from engine.core.units import build_units
+from engine.core.views import SourceCompaction, StoredMessage
 from inspector_app.logic.timeline import UNKNOWN, BoundaryInfo, Node, PageRequest, Timeline, TimelinePage, segments
 from inspector_app.logic.timeline.segments import Placement, Run, Span
 

@@ -13,8 +13,8 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtTest import QAbstractItemModelTester
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import Message, ToolCall
-from engine.views import StoredMessage
+from engine.core.messages import Message, ToolCall
+from engine.core.views import StoredMessage
 from inspector_app.logic.timeline import UNKNOWN, Node
 from inspector_app.logic.timeline.tree import display_text
 from inspector_app.models.timeline import COLUMNS, CompactedRole, MarkersRole, MessageIdRole, NodeKindRole, PageRequest, TimelineModel, TimelinePage, TokensRole

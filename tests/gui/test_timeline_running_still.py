@@ -33,8 +33,8 @@ def test_turning_busy_or_idle_regroups_the_last_turn_like_loading_everything(thr
 
 
 def test_a_running_turn_that_finishes_becomes_one_turn_in_place() -> None:
-    from engine.messages import Message, ToolCall
-    from engine.views import StoredMessage
+    from engine.core.messages import Message, ToolCall
+    from engine.core.views import StoredMessage
     from inspector_app.logic.timeline import PageRequest
     from tests.gui.test_timeline_core import T0
 

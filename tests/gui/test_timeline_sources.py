@@ -5,8 +5,8 @@ of its own, not all of the compactions bunched after the whole turn."""
 
 from __future__ import annotations
 
-from engine.messages import Message, ToolCall
-from engine.views import SourceCompaction, StoredMessage
+from engine.core.messages import Message, ToolCall
+from engine.core.views import SourceCompaction, StoredMessage
 from inspector_app.logic.timeline import PageRequest, Timeline
 from tests.gui.test_timeline_core import T0, Thread, loaded_at_once
 

@@ -13,8 +13,8 @@ import pytest
 from PySide6.QtCore import QEvent, QObject
 from PySide6.QtWidgets import QApplication
 
-from engine.messages import Message, ToolCall
-from engine.views import StoredMessage
+from engine.core.messages import Message, ToolCall
+from engine.core.views import StoredMessage
 from inspector_app.models.timeline import PageRequest, TimelineModel
 from inspector_app.widgets.timeline_view import TimelineView
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from PySide6.QtCore import Qt
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.whatif import WhatIfComparison, WhatIfRun, WhatIfSweep
 from inspector_app.main_window import MainWindow
 from inspector_app.widgets.whatif import (
@@ -391,7 +391,7 @@ def test_a_real_what_if_with_an_openai_compatible_endpoint_and_one_that_is_down(
     """The form's endpoint URL and model reach the engine's summarizer: the loopback simulator
     answers every summary call; once it is closed the run stops with the engine's words in the
     dialog (no banner, no traceback)."""
-    from engine.harness.simulator import ProviderSimulator, Reply
+    from engine.apps.harness.simulator import ProviderSimulator, Reply
 
     before = _stored(incident)
     w = _real_window(qtbot, window_factory, incident)

@@ -14,7 +14,7 @@ from PySide6.QtGui import QFontDatabase, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QAbstractItemView, QLabel, QListView, QPushButton
 
-from engine.messages import assistant, user
+from engine.core.messages import assistant, user
 from inspector_app.main_window import MainWindow
 from inspector_app.models.timeline import NEWEST, CompactedRole, MessageIdRole, NodeKindRole
 from inspector_app.panels.detail.widget import message_body

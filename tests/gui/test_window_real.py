@@ -1,6 +1,6 @@
 """The main window on a REAL demo database, through ``engine.service.open_service``.
 
-The demo is built once per session by ``engine.demo.build_demo`` (scripted agents through the real
+The demo is built once per session by ``engine.apps.demo.build_demo`` (scripted agents through the real
 harness); tests that write get their own copy of the SQLite file and its Workdir. Sync tests with
 ``qtbot.waitUntil`` on the per-test qasync loop (never wait on signals inside a
 coroutine: see conftest.py). Every window is checked for leaked top-level widgets by ``window_factory``.
@@ -24,12 +24,12 @@ from PySide6.QtGui import QColor, QImage
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QPushButton
 
-from engine.demo import build_demo
-from engine.messages import META_PRUNED, assistant, user
-from engine.meter import default_meter
+from engine.apps.demo import build_demo
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.messages import META_PRUNED, assistant, user
+from engine.core.meter import default_meter
+from engine.core.views import Offload
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.views import Offload
 from inspector_app import theme
 from inspector_app.main_window import MainWindow
 from inspector_app.models.threads import COL_STATE

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from engine.harness.loop import AgentHarness, Tool, ToolRegistry
-from engine.harness.simulator import ProviderSimulator, overflow_body
+from engine.apps.harness.loop import AgentHarness, Tool, ToolRegistry
+from engine.apps.harness.simulator import ProviderSimulator, overflow_body
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
+from engine.core.messages import Message, ToolCall
 from engine.llm import ChatClient, Completion
 from engine.llm.errors import ProviderError
-from engine.messages import Message, ToolCall
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.protocol import SummarizerError, SummaryRequest, SummaryResult
 
 PROVIDER = "sim"
 MODEL = "sim-8k"

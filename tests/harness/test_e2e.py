@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import main as cli
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.cli import main as cli
+from engine.apps.harness.simulator import ProviderSimulator, Reply
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.service import open_service
 

@@ -6,12 +6,12 @@ import asyncio
 
 import pytest
 
-from engine.errors import ThreadBusy
-from engine.harness.loop import ABORTED_TEXT, Tool, ToolRegistry, WaitForUser
-from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import ToolCall
+from engine.apps.harness.loop import ABORTED_TEXT, Tool, ToolRegistry, WaitForUser
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.core.errors import ThreadBusy
+from engine.core.messages import ToolCall
+from engine.core.units import is_balanced
 from engine.service import Service
-from engine.units import is_balanced
 
 from .conftest import MODEL, PROVIDER, THREAD, bulk, events, harness, kb_tool, results_per_call, run, run_info, stored
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.harness.loop import ABORTED_TEXT, Tool
-from engine.harness.simulator import ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.apps.harness.loop import ABORTED_TEXT, Tool
+from engine.apps.harness.simulator import ProviderSimulator, Reply, SimRequest, overflow_body
+from engine.core.units import is_balanced
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
 from engine.service import Service
-from engine.units import is_balanced
 
 from .conftest import (
     THREAD,

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime, timezone
 
-from engine.events import parse_event
-from engine.harness.simulator import ProviderSimulator, Reply
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.replay import episodes_from
+from engine.core.events import parse_event
+from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.views import CompactionEvent, CompactionState, HistoryRecord, Offload, Snapshot
 from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED
-from engine.messages import Message, ToolCall, assistant, tool_result, user
-from engine.replay import episodes_from
 from engine.service import Service
-from engine.views import CompactionEvent, CompactionState, HistoryRecord, Offload, Snapshot
 from tests import door_ops
 
 from .conftest import THREAD, SteeredSummarizer, bulk, harness, kb_tool, openai_overflow_text, run, seed_turns
@@ -171,7 +171,7 @@ def test_an_episode_whose_process_died_does_not_hide_the_next_run(svc: Service) 
 def test_recovered_step_shows_the_surface_the_retry_sent(tmp_path) -> None:
     """The "recovered" event carries no generation: its step must show the surface left by the
     recovery (previews), not the surface at generation 0 (full tool outputs)."""
-    from engine.demo import build_demo
+    from engine.apps.demo import build_demo
     from engine.service import open_service
 
     db = tmp_path / "demo.db"

@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from engine.messages import Message
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.core.messages import Message
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
 
 
 @contextmanager

@@ -257,7 +257,7 @@ def test_default_locations_find_task_folders_on_a_fake_home(tmp_path: Path):
 
 
 def test_compaction_import_takes_the_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    from engine import cli
+    from engine.apps import cli
 
     assert cli.main(["import", "--db", str(tmp_path / "c.db"), "--json", str(CLINE), str(ROO / "ui_messages.json")]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.importers import FORMATS, ImportFormatError, detect_format, parse
 
 from .helpers import FIXTURES

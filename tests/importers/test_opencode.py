@@ -172,7 +172,7 @@ def test_default_location_lists_sessions_and_follow_maps_message_and_part_files(
 
 
 def test_compaction_import_takes_the_storage_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
-    from engine import cli
+    from engine.apps import cli
 
     assert cli.main(["import", "--db", str(tmp_path / "o.db"), "--json", str(ROOT)]) == 0
     out = json.loads(capsys.readouterr().out)

@@ -10,17 +10,17 @@ from typing import Any, Callable, Iterator
 import pytest
 from sqlalchemy import text
 
-from engine.compactor import RunState
-from engine.errors import EngineError
-from engine.harness.simulator import ProviderSimulator, Reply
-from engine.messages import META_PRUNED, ToolCall, assistant, tool_result, user
-from engine.policy import PolicyError
+from engine.apps.harness.simulator import ProviderSimulator, Reply
+from engine.compaction.compactor import RunState
+from engine.compaction.summarizers.extractive import ExtractiveSummarizer
+from engine.compaction.summarizers.factory import ENV_BASE_URL, ENV_MODEL
+from engine.core.errors import EngineError
+from engine.core.messages import META_PRUNED, ToolCall, assistant, tool_result, user
+from engine.core.policy import PolicyError
+from engine.core.surface import build_surface, history_part
+from engine.core.units import is_balanced
+from engine.core.workdir import SavedResult, Workdir
 from engine.service import Service, open_service
-from engine.summarizers.extractive import ExtractiveSummarizer
-from engine.summarizers.factory import ENV_BASE_URL, ENV_MODEL
-from engine.surface import build_surface, history_part
-from engine.units import is_balanced
-from engine.workdir import SavedResult, Workdir
 from tests import door_ops
 
 WINDOW = 8000  # threshold 6400, target 5439, retained tail 1280, prune > 2000 tokens
@@ -198,7 +198,7 @@ def test_orphan_tool_result_is_refused_or_kept_off_the_surface(tmp_path: Path) -
 
 
 def test_cli_reports_a_malformed_tool_calls_row_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from engine.cli import main
+    from engine.apps.cli import main
 
     svc = service(tmp_path)
     key = thread(svc)
@@ -253,7 +253,7 @@ def test_summary_retries_policy_is_honoured(tmp_path: Path, chat_server: Provide
 
 
 def test_truncated_summary_is_rejected(tmp_path: Path, chat_server: ProviderSimulator) -> None:
-    from engine.summarizers.openai_compat import OpenAICompatSummarizer
+    from engine.compaction.summarizers.openai_compat import OpenAICompatSummarizer
 
     svc = service(tmp_path, summarizer=OpenAICompatSummarizer(chat_server.base_url, "summ", retries=0))
     key = _idle_thread_with_history(svc)

@@ -7,10 +7,10 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.errors import CompareAndSwapConflict, EngineError
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.core.errors import CompareAndSwapConflict, EngineError
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.views import Offload
 from engine.store import Locked, Store
-from engine.views import Offload
 from tests import door_ops
 
 

@@ -6,8 +6,8 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.errors import EngineError, ThreadNotFound
-from engine.messages import user
+from engine.core.errors import EngineError, ThreadNotFound
+from engine.core.messages import user
 from engine.store import DuplicateThread, Store
 from tests import door_ops
 

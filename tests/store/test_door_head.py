@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from sqlalchemy import event
 
-from engine.errors import ThreadNotFound
-from engine.messages import Message
+from engine.core.errors import ThreadNotFound
+from engine.core.messages import Message
 from engine.store import Store
 from tests import door_ops
 

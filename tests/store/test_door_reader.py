@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import event
 
-from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.core.messages import Attachment, Message, Reasoning, ToolCall
 from engine.store import Store
 from engine.store.reads import THREAD_KEY, ThreadReader
 from tests import door_ops

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from engine.core.views import LockedThread
 from engine.store import Store
-from engine.views import LockedThread
 
 ENGINE = Path(__file__).resolve().parents[2] / "engine"
 DOOR_CONTEXTS = {"locked", "locked_or_created"}

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import pytest
 from sqlalchemy import event
 
-from engine.messages import InvalidMessage, Message, ToolCall
+from engine.core.messages import InvalidMessage, Message, ToolCall
 from engine.store import Store
 from engine.store.door import TAKE_IN_ROWS
 from tests import door_ops

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.messages import InvalidMessage, ToolCall, assistant, system, tool_result, user
+from engine.core.messages import InvalidMessage, ToolCall, assistant, system, tool_result, user
 from engine.store import CallLedger
 
 

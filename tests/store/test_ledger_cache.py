@@ -8,7 +8,7 @@ from collections.abc import Callable
 import pytest
 from sqlalchemy import event
 
-from engine.messages import InvalidMessage, Message, ToolCall
+from engine.core.messages import InvalidMessage, Message, ToolCall
 from engine.store import Store
 from tests import door_ops
 
@@ -59,7 +59,7 @@ def test_a_rolled_back_transaction_keeps_nothing(store: Store, conv: str) -> Non
 
 
 def test_a_request_of_another_thread_is_not_completed(store: Store, conv: str, new_key: Callable[[str], str]) -> None:
-    from engine.errors import EngineError
+    from engine.core.errors import EngineError
 
     other = new_key("other")
     store.create_conversation(other)

@@ -16,8 +16,8 @@ from contextlib import contextmanager
 import psycopg
 import pytest
 
-from engine.errors import ThreadBusy
-from engine.messages import user
+from engine.core.errors import ThreadBusy
+from engine.core.messages import user
 from engine.store import Locked, Store, StoreError, ThreadLocked
 from tests import door_ops
 

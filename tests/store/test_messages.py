@@ -7,8 +7,8 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from engine.errors import EngineError
-from engine.messages import Message, ToolCall, assistant, system, tool_result, user
+from engine.core.errors import EngineError
+from engine.core.messages import Message, ToolCall, assistant, system, tool_result, user
 from engine.store import Store
 from tests import door_ops
 

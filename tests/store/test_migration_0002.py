@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timezone
 
 import sqlalchemy as sa
 
-from engine.messages import Attachment, Message, Reasoning, ToolCall
+from engine.core.messages import Attachment, Message, Reasoning, ToolCall
 from engine.store import Store, migrate, normalize_url
 from engine.store.db import code_head, downgrade
 from tests import door_ops

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 
-from engine.messages import user
+from engine.core.messages import user
 from engine.store import Store, migrate, normalize_url
 from engine.store.db import code_head
 from engine.store.models import Base

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from engine.messages import user
+from engine.core.messages import user
 from engine.store import (
     DatabaseUnreachable,
     InvalidDatabaseURL,

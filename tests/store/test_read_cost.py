@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from engine.errors import ThreadNotFound
-from engine.messages import assistant, user
+from engine.core.errors import ThreadNotFound
+from engine.core.messages import assistant, user
 from engine.store import Store, db as store_db
 from tests import door_ops
 

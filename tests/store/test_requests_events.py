@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 from engine.store import Store
 from tests import door_ops
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from engine.errors import EngineError
-from engine.messages import assistant, user
+from engine.core.errors import EngineError
+from engine.core.messages import assistant, user
 from engine.service import Service, open_service
 from engine.store import migrate
 

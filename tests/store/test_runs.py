@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.errors import ThreadBusy
+from engine.core.errors import ThreadBusy
 from engine.store import InvalidTransition, Store
 from engine.store.models import Run
 from tests import door_ops
@@ -200,8 +200,8 @@ def test_require_idle(store: Store, conv: str) -> None:
 
 def test_cancel_run_answers_the_calls_that_never_ran(store: Store, conv: str) -> None:
     """A run cancelled while waiting for the user leaves no orphan tool call (§3.5), whoever cancels it."""
-    from engine.messages import ToolCall, assistant, tool_result
-    from engine.units import is_balanced
+    from engine.core.messages import ToolCall, assistant, tool_result
+    from engine.core.units import is_balanced
 
     run = door_ops.start_run(store, conv)
     door_ops.append_message(store, conv, assistant("", ToolCall("a", "shell"), ToolCall("b", "ask_user"), ToolCall("c", "shell")), run_id=run)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable
 
-from engine.messages import ToolCall, assistant, tool_result, user
+from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.views import Offload
 from engine.store import Store
-from engine.views import Offload
 
 
 def test_configure_under_the_lock(store: Store, conv: str) -> None:

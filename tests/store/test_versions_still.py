@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from engine.errors import ThreadNotFound
-from engine.events import EventKind
-from engine.messages import user
+from engine.core.errors import ThreadNotFound
+from engine.core.events import EventKind
+from engine.core.messages import user
 from engine.store import Store
 from tests import door_ops
 

@@ -1,8 +1,0 @@
-"""`python -m engine.cli`: the same as the `compaction` command."""
-
-import sys
-
-from . import main
-
-if __name__ == "__main__":
-    sys.exit(main())
