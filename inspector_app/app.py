@@ -221,7 +221,7 @@ def initial_theme(args: argparse.Namespace, settings: Any) -> str:
 
 def _poll_ms() -> int:
     """The poll interval of the settings (Preferences, ``inspector.poll_interval``), 3 s when unreadable."""
-    from engine.config import SettingError, Settings
+    from engine.core.config import SettingError, Settings
 
     try:
         return max(500, int(round(float(Settings().value("inspector.poll_interval")) * 1000)))

@@ -34,7 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.views import SOURCE_NAMES
+from engine.core.views import SOURCE_NAMES
 
 from . import theme
 from .logic.choices import SIDE_TABS, TABS, tab_title

@@ -433,7 +433,7 @@ class MainWindow(InspectorLayout):
 
 def build_demo_database() -> str:
     """The demo database's URL, built on first use (runs on a worker thread)."""
-    from engine.demo import ensure_demo
+    from engine.apps.demo import ensure_demo
 
     url = preferences.demo_database()
     ensure_demo(url)

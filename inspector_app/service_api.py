@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, Sequence
 
-from engine.views import (
+from engine.core.views import (
     CompactionDiff,
     CompactionEntry,
     CompactionEvent,
@@ -40,8 +40,8 @@ from engine.views import (
 )
 
 if TYPE_CHECKING:  # engine.service is a heavy import; the GUI loads it lazily (on opening a database)
+    from engine.core.views import AuditEntry, RevertResult, RevertTarget
     from engine.service import DiscoveredSession, ImportReport, SessionFollower, WhatIfComparison, WhatIfSweep
-    from engine.views import AuditEntry, RevertResult, RevertTarget
 
 
 class ThreadsFacet(Protocol):
@@ -179,7 +179,7 @@ class CompactionAPI(Protocol):
         should_stop: Callable[[], bool] | None = None,
     ) -> "WhatIfComparison":
         """Replay the thread under other settings in a scratch copy and compare with what happened
-        (``progress(done, total)``; ``should_stop()`` true raises ``engine.errors.Cancelled``)."""
+        (``progress(done, total)``; ``should_stop()`` true raises ``engine.core.errors.Cancelled``)."""
         ...
 
     def whatif_sweep(

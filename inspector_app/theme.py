@@ -230,7 +230,7 @@ _warned: set[str] = set()  # icon names already reported missing (once each, not
 
 #: the icon every missing or unreadable resource falls back to
 GENERIC_ICON = "generic"
-#: a message row's icon by role (every role of ``engine.messages.ROLES``)
+#: a message row's icon by role (every role of ``engine.core.messages.ROLES``)
 ROLE_ICONS: dict[str, str] = {"system": "system", "developer": "developer", "user": "user", "assistant": "assistant", "tool": "tool"}
 #: a meta message's icon by its ``meta_kind`` (the importers' kinds; any other kind: ``meta``)
 META_ICONS: dict[str, str] = {

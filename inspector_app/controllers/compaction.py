@@ -17,8 +17,8 @@ from typing import Callable
 from PySide6.QtCore import QSettings, Qt
 from PySide6.QtWidgets import QFileDialog
 
-from engine.errors import CannotCompact, EngineError, ThreadBusy
-from engine.views import SourceCompaction
+from engine.core.errors import CannotCompact, EngineError, ThreadBusy
+from engine.core.views import SourceCompaction
 
 from ..layout import InspectorLayout
 from ..logic.pressure_text import manual_outcome

@@ -14,7 +14,7 @@ from typing import Any
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QAction, QKeySequence
 
-from engine.views import FleetStats, ThreadQuery
+from engine.core.views import FleetStats, ThreadQuery
 
 from ..layout import InspectorLayout
 from ..logic.state import error_text

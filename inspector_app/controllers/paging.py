@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex
 
-from engine.views import Offload, StoredMessage
+from engine.core.views import Offload, StoredMessage
 
 from ..layout import InspectorLayout
 from ..logic.state import ThreadState, count_of, plural

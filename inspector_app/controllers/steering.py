@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 from ..logic.tasks import Report, TaskSet, ThreadTasks
 from ..logic.window import Window

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QItemSelectionModel, QModelIndex, QPersistentModelIndex, QPoint, Qt, QTimer
 from PySide6.QtWidgets import QAbstractItemView
 
-from engine.views import ThreadPage, ThreadQuery
+from engine.core.views import ThreadPage, ThreadQuery
 
 from ..layout import InspectorLayout
 from ..logic.state import plural

@@ -13,8 +13,8 @@ from typing import Any, Awaitable, Callable, Coroutine
 
 from PySide6.QtCore import QModelIndex, QSettings
 
-from engine.errors import EngineError, ThreadNotFound
-from engine.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
+from engine.core.errors import EngineError, ThreadNotFound
+from engine.core.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
 
 from ..layout import InspectorLayout
 from ..logic.pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
@@ -550,7 +550,7 @@ def read_opening(service: InspectorService, key: str, request: PageRequest) -> O
 
 def default_database_url() -> str:
     """The embedded demo database, built on first use (runs on a worker thread)."""
-    from engine.demo import ensure_demo  # lazy: engine.service and the demo are heavy imports
+    from engine.apps.demo import ensure_demo  # lazy: engine.service and the demo are heavy imports
     from engine.service import default_database_url as default_url
 
     url = default_url()

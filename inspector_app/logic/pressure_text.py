@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine import figures
-from engine.views import SOURCE_NAMES, PressureStatus
+from engine.core import figures
+from engine.core.views import SOURCE_NAMES, PressureStatus
 
 HINT_RATIO = 0.85
 HINT_TEXT = "85% of the threshold reached: consider compacting now"
@@ -54,7 +54,7 @@ class PressureView:
 
 
 def percent(status: PressureStatus) -> str:
-    """``1,487%`` / ``86.2%``: the share of the threshold (:func:`engine.figures.percent`, the
+    """``1,487%`` / ``86.2%``: the share of the threshold (:func:`engine.core.figures.percent`, the
     thread list's figure too: floored to a tenth below 1000%); ``–`` when no window (so no
     threshold) is known."""
     if status.state == "window_unknown":

@@ -4,7 +4,7 @@ A failure shows as ``code: message`` with the message in words: an engine error 
 message; anything else (most often a row another program wrote that breaks docs/schema.md: JSON
 that is not JSON or nests too deeply, text that is not UTF-8, a timestamp that is not one, a value
 of the wrong type) is described without Python type names, as ``compaction`` does on the command
-line: both use the one :func:`engine.errors.describe_failure`.
+line: both use the one :func:`engine.core.errors.describe_failure`.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.errors import describe_failure
-from engine.views import PressureStatus, ThreadInfo
+from engine.core.errors import describe_failure
+from engine.core.views import PressureStatus, ThreadInfo
 
 
 @dataclass(eq=False)
@@ -73,7 +73,7 @@ def plural(n: int, one: str, many: str | None = None) -> str:
 
 def describe(exc: BaseException) -> tuple[str, str]:
     """``(code, message)`` of any failure, the message one line in words (the CLI's rules:
-    :func:`engine.errors.describe_failure`)."""
+    :func:`engine.core.errors.describe_failure`)."""
     return describe_failure(exc)
 
 

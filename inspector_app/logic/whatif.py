@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Literal, Mapping
 from urllib.parse import urlparse
 
-from engine import figures
+from engine.core import figures
 
 if TYPE_CHECKING:
     from engine.service import WhatIfComparison, WhatIfSweep

@@ -10,9 +10,9 @@ from typing import Any, Sequence
 from PySide6.QtCore import QAbstractListModel, QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor, QFont
 
-from engine import figures
-from engine.messages import META_PRUNED, Message, summary_message
-from engine.views import DIFF_CATEGORIES, CompactionDiff, CompactionEntry
+from engine.core import figures
+from engine.core.messages import META_PRUNED, Message, summary_message
+from engine.core.views import DIFF_CATEGORIES, CompactionDiff, CompactionEntry
 
 from .. import theme
 from .timeline import message_preview
@@ -193,7 +193,7 @@ class DiffSideModel(QAbstractListModel):
 
 
 class DiffTokensModel(QAbstractTableModel):
-    """Tokens by category (:data:`engine.views.DIFF_CATEGORIES`) before and after, and the change."""
+    """Tokens by category (:data:`engine.core.views.DIFF_CATEGORIES`) before and after, and the change."""
 
     COLUMNS = ("Category", "Before", "After", "Change")
 

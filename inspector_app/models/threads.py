@@ -11,8 +11,8 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QIdentityProxyModel, QModelIndex, QPersistentModelIndex, Qt
 
-from engine import figures
-from engine.views import ThreadInfo
+from engine.core import figures
+from engine.core.views import ThreadInfo
 
 from ..logic.timeline.pages import source_badge, source_name
 

@@ -18,7 +18,7 @@ from typing import Any, Mapping
 from PySide6.QtCore import QAbstractItemModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QFont
 
-from engine.views import Offload, SourceCompaction
+from engine.core.views import Offload, SourceCompaction
 
 from .. import theme
 from ..logic.timeline import (

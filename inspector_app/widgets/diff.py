@@ -33,8 +33,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import figures
-from engine.views import CompactionDiff, CompactionEntry
+from engine.core import figures
+from engine.core.views import CompactionDiff, CompactionEntry
 
 from .. import theme
 from ..models.diff import MEASURED_BY, DiffSideModel, DiffTokensModel, compaction_label, diff_lines, diff_tokens, side_counts

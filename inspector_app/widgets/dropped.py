@@ -12,9 +12,9 @@ from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush
 from PySide6.QtWidgets import QStyleOptionViewItem, QTreeView
 
-from engine import figures
-from engine.events import written_by
-from engine.views import CompactionEvent
+from engine.core import figures
+from engine.core.events import written_by
+from engine.core.views import CompactionEvent
 
 from .. import theme
 from ..models.table import RecordTableModel
@@ -84,7 +84,7 @@ class DroppedView:
     truncated: bool = False
     problems: tuple[str, ...] = ()
     why: str | None = None  # why not recorded
-    #: who wrote the summary (``engine.events.written_by``) and who asked for it (a manual
+    #: who wrote the summary (``engine.core.events.written_by``) and who asked for it (a manual
     #: compaction's ``operator``), from the same summary event (issue #28)
     written_by: str | None = None
     operator: str | None = None

@@ -29,8 +29,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import figures
-from engine.views import SOURCE_NAMES, FleetStats
+from engine.core import figures
+from engine.core.views import SOURCE_NAMES, FleetStats
 
 from .. import theme
 

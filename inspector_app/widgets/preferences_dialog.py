@@ -2,7 +2,7 @@
 its API key), the default policy of new databases and imports, the poll interval, the theme and the
 operator's display name (issue #28).
 
-The settings are :mod:`engine.config`'s, shared with ``compaction config``: a TOML file in the
+The settings are :mod:`engine.core.config`'s, shared with ``compaction config``: a TOML file in the
 user's config directory, the API key in the OS keyring (kept for this session only, never on disk,
 where there is no keyring). A setting an environment variable overrides is shown read-only with
 the variable's name. The theme stays where the window keeps it (QSettings, :mod:`..preferences`,
@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.config import API_KEY, KEYS, KeyStatus, Resolved, SettingError, Settings, keyring_status, store_api_key
+from engine.core.config import API_KEY, KEYS, KeyStatus, Resolved, SettingError, Settings, keyring_status, store_api_key
 
 from ..logic.choices import THEME_MODES
 
@@ -107,7 +107,7 @@ class PreferencesDialog(QDialog):
         self._spawn = spawn
         self.settings = settings if settings is not None else Settings()
         self.loaded: Loaded | None = None
-        #: the last Test connection's report (``engine.summarizers.ConnectionReport``)
+        #: the last Test connection's report (``engine.compaction.summarizers.ConnectionReport``)
         self.report: Any = None
 
         # -- the summarizer ----------------------------------------------------------------

@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.figures import byte_size
+from engine.core.figures import byte_size
 
 from ..logic.timeline.pages import source_name
 from .trees import top_level_items

@@ -9,7 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
-from engine.views import SOURCE_NAMES, THREAD_FILTERS, THREAD_SORTS, ThreadQuery
+from engine.core.views import SOURCE_NAMES, THREAD_FILTERS, THREAD_SORTS, ThreadQuery
 
 from ..models.threads import SORT_LABELS
 

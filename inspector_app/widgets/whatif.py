@@ -48,7 +48,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.errors import Cancelled, describe_failure
+from engine.core.errors import Cancelled, describe_failure
 
 from .. import theme
 from ..logic.whatif import (  # noqa: F401 (re-exported: the dialog's plain Python, imported from here)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Protocol
 
-from engine.views import Offload, SourceCompaction
+from engine.core.views import Offload, SourceCompaction
 
 from . import segments
 from .pages import UNKNOWN, BoundaryInfo, MessageRow, PageRequest, TimelinePage

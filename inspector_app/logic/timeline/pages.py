@@ -10,9 +10,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Mapping, Sequence
 
-from engine.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
-from engine.units import CLOSING_FLAGS, is_closing_marker
-from engine.views import CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
+from engine.core.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
+from engine.core.units import CLOSING_FLAGS, is_closing_marker
+from engine.core.views import CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
 
 PREVIEW_CHARS = 240
 #: ``before_id`` that reads the newest page (ids are 64-bit; the store benchmark reads the end the same way)
@@ -120,7 +120,7 @@ def message_preview(m: Message) -> str:
 
 
 def attachment_line(a: Any) -> str:
-    """``image/png 640×480 · 12.0 KB`` (an :class:`engine.messages.Attachment`)."""
+    """``image/png 640×480 · 12.0 KB`` (an :class:`engine.core.messages.Attachment`)."""
     bits = [a.media_type or a.kind]
     if a.width and a.height:
         bits.append(f"{a.width}×{a.height}")

@@ -1,8 +1,8 @@
 """The timeline tree without Qt: nodes, markers, and the builder that groups a contiguous run of
 messages into units → tool rounds → messages with the boundary row where compacted history ends.
 
-Grouping comes from ``engine.units`` (the same cut points compaction uses): a turn opens at a
-request (``engine.units.starts_turn``); meta user messages (caveats, commands and their output,
+Grouping comes from ``engine.core.units`` (the same cut points compaction uses): a turn opens at a
+request (``engine.core.units.starts_turn``); meta user messages (caveats, commands and their output,
 reminders, interruption markers) are rows inside the turn they appear in. A run cut by a gap is
 built knowing it (``cut_before`` / ``cut_after``): a unit whose missing part is not loaded is marked
 "continues" instead of "open round" or "orphan".
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from typing import Any, Iterator, Mapping, Sequence
 
-from engine.messages import META_PRUNED, Message
-from engine.units import ToolRound, Unit, build_units, split_rounds, starts_turn
-from engine.views import Offload, SourceCompaction, StoredMessage
+from engine.core.messages import META_PRUNED, Message
+from engine.core.units import ToolRound, Unit, build_units, split_rounds, starts_turn
+from engine.core.views import Offload, SourceCompaction, StoredMessage
 
 from .pages import FLAG_ERROR, FLAG_META, FLAG_NO_RESULT, BoundaryInfo, MessageRow, message_flags, one_line, source_headline
 

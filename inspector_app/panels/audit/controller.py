@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QLabel
 
-from engine.errors import EngineError
+from engine.core.errors import EngineError
 
 from ...logic.state import ThreadState
 from ...logic.tasks import TaskSet, ThreadTasks

@@ -7,7 +7,7 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
-from engine.views import AuditEntry
+from engine.core.views import AuditEntry
 
 from ...models.table import RecordTableModel
 

@@ -1,5 +1,5 @@
 """The Checks tab's behaviour (issue 24: moved from the threads controller): the invariants of
-docs/schema.md for the open thread (``engine.checks``, as ``compaction check`` runs them) on a
+docs/schema.md for the open thread (``engine.core.checks``, as ``compaction check`` runs them) on a
 worker, when a short thread opens, when the tab is opened on a thread not checked yet, and on Run
 checks; the tab's title says how many violations."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from engine.checks import Finding, ServiceReader, check_thread
+from engine.core.checks import Finding, ServiceReader, check_thread
 
 from ...logic.choices import TABS
 from ...logic.state import error_text, plural
@@ -49,7 +49,7 @@ class ChecksController:
             self.view.spawn(self._check(key), "check thread")
 
     async def _check(self, key: str) -> None:
-        """The invariants of docs/schema.md for this thread (``engine.checks``, as ``compaction
+        """The invariants of docs/schema.md for this thread (``engine.core.checks``, as ``compaction
         check`` runs them), on a worker: the Checks tab lists what is wrong, its title how many."""
         panel = self.panel
         self._checked = key
@@ -68,5 +68,5 @@ class ChecksController:
 
 
 def run_checks(service: Any, key: str) -> list[Finding]:
-    """:func:`engine.checks.check_thread` over the open service (runs on a worker)."""
+    """:func:`engine.core.checks.check_thread` over the open service (runs on a worker)."""
     return check_thread(ServiceReader(service), key)

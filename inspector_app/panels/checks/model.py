@@ -1,4 +1,4 @@
-"""The Checks tab: the violations of docs/schema.md found in the open thread (``engine.checks``)."""
+"""The Checks tab: the violations of docs/schema.md found in the open thread (``engine.core.checks``)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 
-from engine.checks import Finding
+from engine.core.checks import Finding
 
 from ...models.table import RecordTableModel
 

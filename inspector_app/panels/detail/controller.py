@@ -10,7 +10,7 @@ from typing import Any
 
 from PySide6.QtCore import QModelIndex
 
-from engine.views import Offload
+from engine.core.views import Offload
 
 from ...logic.state import error_code, error_text
 from ...logic.tasks import Report, ThreadTasks

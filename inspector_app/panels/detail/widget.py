@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import figures
-from engine.messages import Message
-from engine.views import Offload, SourceCompaction, StoredMessage
+from engine.core import figures
+from engine.core.messages import Message
+from engine.core.views import Offload, SourceCompaction, StoredMessage
 
 from ... import theme
 from ...logic.timeline.pages import attachment_line, source_name

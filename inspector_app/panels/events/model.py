@@ -1,6 +1,6 @@
 """The compaction events of one thread (prune, summary, provider errors, recovery steps, …), newest
-last: a thin table model over ``engine.views.CompactionEvent``. An imported thread's rows start
-with the compactions its source recorded (``engine.views.SourceCompaction``: Claude Code's
+last: a thin table model over ``engine.core.views.CompactionEvent``. An imported thread's rows start
+with the compactions its source recorded (``engine.core.views.SourceCompaction``: Claude Code's
 ``compact_boundary``, Codex ``compacted``, OpenHands ``Condensation`` …), named as the source's,
 with their trigger and the tokens the source reported."""
 
@@ -13,7 +13,7 @@ from typing import Any, Mapping, Sequence
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush
 
-from engine.views import SOURCE_NAMES, CompactionEvent, SourceCompaction
+from engine.core.views import SOURCE_NAMES, CompactionEvent, SourceCompaction
 
 from ... import theme
 from ...models.table import RecordTableModel

@@ -9,8 +9,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QFontMetrics, QMouseEvent, QPainter, QPainterPath, QPen
 from PySide6.QtWidgets import QSizePolicy, QVBoxLayout, QWidget
 
-from engine import figures
-from engine.views import PressurePoint, PressureStatus
+from engine.core import figures
+from engine.core.views import PressurePoint, PressureStatus
 
 from ... import theme
 from ...logic.pressure_text import HINT_RATIO, HINT_TEXT, PressureView, numbers_text, pressure_view, source_tooltip, window_text, window_tooltip

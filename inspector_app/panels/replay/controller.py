@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Sequence
 
-from engine.views import CompactionEntry, PressurePoint, RequestEnvelope, SourceCompaction
+from engine.core.views import CompactionEntry, PressurePoint, RequestEnvelope, SourceCompaction
 
 from ...logic.state import error_text
 from ...logic.tasks import Report, ThreadTasks

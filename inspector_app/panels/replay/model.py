@@ -9,8 +9,8 @@ from typing import Any, Mapping, Sequence
 from PySide6.QtCore import QAbstractListModel, QModelIndex, QPersistentModelIndex, Qt, Signal
 from PySide6.QtGui import QBrush
 
-from engine.messages import META_PRUNED, Message, summary_message
-from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
+from engine.core.messages import META_PRUNED, Message, summary_message
+from engine.core.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from ... import theme
 from ...models.timeline import message_preview
@@ -188,7 +188,7 @@ class SurfaceModel(QAbstractListModel):
 EnvelopeRole = Qt.ItemDataRole.UserRole + 3
 RowKindRole = Qt.ItemDataRole.UserRole + 4
 
-#: categories of ``RequestEnvelope.breakdown`` in the order they are listed (``engine.meter.CATEGORIES``)
+#: categories of ``RequestEnvelope.breakdown`` in the order they are listed (``engine.core.meter.CATEGORIES``)
 BREAKDOWN_ORDER: tuple[str, ...] = ("system", "tools", "summary", "user", "assistant", "tool_results")
 
 

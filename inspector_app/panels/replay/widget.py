@@ -30,9 +30,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine import figures
-from engine.messages import summary_message
-from engine.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
+from engine.core import figures
+from engine.core.messages import summary_message
+from engine.core.views import Episode, PressurePoint, ReplayStep, RequestEnvelope
 
 from ... import theme
 from ...models.diff import LineRole
