@@ -28,7 +28,6 @@ from engine.core.events import (
     SummaryUsage,
     parse_event,
     write_event,
-    write_thread_event,
 )
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "events.md"
@@ -147,22 +146,6 @@ def test_write_event_records_kind_data_trigger_and_run() -> None:
     ((kind, data, trigger, run_id),) = sink.rows
     assert kind is EventKind.PROVIDER_ERROR and data == event.to_data() and (trigger, run_id) == ("provider", 7)
     assert data["ephemeral"] == ["note"]
-
-
-def test_write_thread_event_puts_the_thread_key_first() -> None:
-    rows: list[tuple[Any, ...]] = []
-
-    class Service:
-        def add_event(self, key, kind, data, *, trigger=None, run_id=None) -> int:
-            rows.append((key, kind, data, trigger, run_id))
-            return 9
-
-    event = RecoveredEvent(attempt=1, step=3, tokens=1200)
-    assert write_thread_event(Service(), "thread-a", event, trigger="overflow", run_id=2) == 9
-    assert rows == [("thread-a", EventKind.RECOVERED, {"attempt": 1, "step": 3, "tokens": 1200}, "overflow", 2)]
-    with pytest.raises(ValueError):
-        write_thread_event(Service(), "thread-a", event, trigger="pressure")
-    assert len(rows) == 1
 
 
 @pytest.mark.parametrize(("event", "bad"), [(RetryEvent(), None), (RetryEvent(), "pressure"), (ProviderErrorEvent(), "manual"), (EVENT_TYPES[EventKind.WAITING_FOR_USER](), "overflow")])

@@ -1,9 +1,8 @@
 """The one event vocabulary: every kind of row in ``compaction_events`` and its typed payload.
 
 Pure (no I/O). Writers build one payload per event (a frozen dataclass below, one per
-:class:`EventKind`) and record it with :func:`write_event` in a transaction, or with
-:func:`write_thread_event` through the service or the store; the store refuses any kind that is
-not an :class:`EventKind`. Readers (replay, the inspector, the CLI) turn a stored row back into a
+:class:`EventKind`) and record it with :func:`write_event` in a transaction of the store's write door; the store refuses any kind that
+is not an :class:`EventKind`. Readers (replay, the inspector, the CLI) turn a stored row back into a
 payload with :func:`parse_event`.
 ``docs/events.md`` lists every kind with its triggers and keys; ``tests/test_events.py`` fails
 when the two disagree.
@@ -54,11 +53,9 @@ __all__ = [
     "SummaryEvent",
     "SummaryRejectedEvent",
     "SummaryUsage",
-    "ThreadEventSink",
     "WaitingForUserEvent",
     "parse_event",
     "write_event",
-    "write_thread_event",
 ]
 
 
@@ -143,22 +140,10 @@ class EventSink(Protocol):
     def add_event(self, kind: EventKind, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int: ...
 
 
-class ThreadEventSink(Protocol):
-    """What records an event row of a thread named by its key: ``engine.store.Store`` (``svc.steps.add_event``
-    writes through it)."""
-
-    def add_event(self, key: str, kind: EventKind, data: Mapping[str, Any], *, trigger: str | None = None, run_id: int | None = None) -> int: ...
-
-
 def write_event(sink: EventSink, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
     """Record ``event`` in the transaction ``sink``; checks the trigger against the kind
     (``ValueError``). Returns the row id."""
     return sink.add_event(event.kind, event.to_data(), trigger=event.check_trigger(trigger), run_id=run_id)
-
-
-def write_thread_event(sink: ThreadEventSink, key: str, event: Event, *, trigger: str | None = None, run_id: int | None = None) -> int:
-    """:func:`write_event` for a sink that takes the thread key first (its own transaction)."""
-    return sink.add_event(key, event.kind, event.to_data(), trigger=event.check_trigger(trigger), run_id=run_id)
 
 
 # -- entries of the list-valued keys ------------------------------------------------------------
