@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QSizePolicy,
     QSplitter,
     QTableView,
-    QTreeView,
     QVBoxLayout,
     QWidget,
 )
@@ -38,7 +37,7 @@ from engine.core.views import CompactionDiff, CompactionEntry
 
 from .. import theme
 from ..models.diff import MEASURED_BY, DiffSideModel, DiffTokensModel, compaction_label, diff_lines, diff_tokens, side_counts
-from .dropped import DroppedModel, DroppedView
+from .dropped import DroppedList, DroppedModel, DroppedView
 
 EMPTY_TEXT = "This thread has no compactions: nothing was summarized or pruned yet."
 
@@ -171,18 +170,7 @@ class DiffView(QWidget):
         self.dropped_warning.setWordWrap(True)
         self.dropped_warning.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.dropped_warning.hide()
-        self.dropped_view = QTreeView()
-        self.dropped_view.setObjectName("diffDropped")
-        self.dropped_view.setModel(self.dropped_model)
-        self.dropped_view.setRootIsDecorated(False)
-        self.dropped_view.setUniformRowHeights(True)
-        self.dropped_view.setAllColumnsShowFocus(True)
-        self.dropped_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        dh = self.dropped_view.header()
-        dh.setStretchLastSection(False)
-        dh.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        dh.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        dh.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.dropped_view = DroppedList(self.dropped_model, "diffDropped")
 
         nav = QHBoxLayout()
         nav.addWidget(self.previous_button)

@@ -10,7 +10,7 @@ from typing import Any, Literal, Mapping, Sequence
 
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush
-from PySide6.QtWidgets import QStyleOptionViewItem, QTreeView
+from PySide6.QtWidgets import QHeaderView, QStyleOptionViewItem, QTreeView, QWidget
 
 from engine.core import figures
 from engine.core.events import written_by
@@ -239,7 +239,25 @@ class DroppedList(QTreeView):
     """The dropped list. Its narrow columns (kind, referenced) fit their contents, measured on one
     row per distinct value: a cell's width depends only on its kind / on whether it is referenced,
     so the width is that of every row, without asking the model for each row each time the card
-    is polished or the list reset (issue #11: 500 rows were 80,000 ``data`` calls a show)."""
+    is polished or the list reset (issue #11: 500 rows were 80,000 ``data`` calls a show).
+
+    Set up once here for both places that show the list (the summary card, the before/after view):
+    flat rows of one height, the value elided in the middle and stretched between the two narrow
+    columns."""
+
+    def __init__(self, model: DroppedModel, name: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName(name)
+        self.setModel(model)
+        self.setRootIsDecorated(False)
+        self.setUniformRowHeights(True)
+        self.setAllColumnsShowFocus(True)
+        self.setTextElideMode(Qt.TextElideMode.ElideMiddle)
+        head = self.header()
+        head.setStretchLastSection(False)
+        head.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        head.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
+        head.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
 
     def sizeHintForColumn(self, column: int) -> int:
         model = self.model()

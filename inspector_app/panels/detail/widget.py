@@ -20,7 +20,6 @@ from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (
     QFrame,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
     QPlainTextEdit,
@@ -166,18 +165,7 @@ class DetailPane(QWidget):
         self.dropped_toggle.setArrowType(Qt.ArrowType.RightArrow)
         self.dropped_toggle.toggled.connect(self._toggle_dropped)
         self.dropped_model = DroppedModel(self)
-        self.dropped_view = DroppedList()
-        self.dropped_view.setObjectName("droppedList")
-        self.dropped_view.setModel(self.dropped_model)
-        self.dropped_view.setRootIsDecorated(False)
-        self.dropped_view.setUniformRowHeights(True)
-        self.dropped_view.setAllColumnsShowFocus(True)
-        self.dropped_view.setTextElideMode(Qt.TextElideMode.ElideMiddle)
-        head = self.dropped_view.header()
-        head.setStretchLastSection(False)
-        head.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        head.setSectionResizeMode(1, QHeaderView.ResizeMode.Stretch)
-        head.setSectionResizeMode(2, QHeaderView.ResizeMode.ResizeToContents)
+        self.dropped_view = DroppedList(self.dropped_model, "droppedList")
         self.dropped_view.hide()
         warn_row = QHBoxLayout()
         warn_row.setContentsMargins(0, 0, 0, 0)
