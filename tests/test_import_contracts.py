@@ -24,7 +24,7 @@ PUBLIC = "The inspector uses only the engine's public surface"
 CYCLES = "No import cycles between sibling modules"
 LOGIC = "The inspector's logic is plain Python"
 ADAPTERS = "The adapters use only the engine's public surface"
-COMPACTION = "Compaction layers: the compactor applies plans; plan, pruning, summaries and replay never call it"
+COMPACTION = "Compaction layers: the compactor over plan, pruning, summaries, replay"
 APPS = "Application layers: the CLI over the demo over the harness"
 ALL = (QT, SQL, LAYERS, PUBLIC, CYCLES, LOGIC, ADAPTERS, COMPACTION, APPS)
 
