@@ -260,6 +260,39 @@ def _listed_figures_are_the_status(db: str) -> int:
         svc.close()
 
 
+def test_ctrl_c_while_a_thread_is_handed_to_the_measuring_stops_after_that_file(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Ctrl-C between a session's commit and its measuring (the race a loaded machine showed: a
+    thread imported, never measured, and skipped unchanged by the re-run) waits for the file to
+    finish: the run stops before the next file, exit 130, and every thread it wrote lists its
+    figures; the re-run imports the rest."""
+    from engine.fleet import ThreadsFacet
+
+    root = _tree(tmp_path / "in")
+    db = str(tmp_path / "s.db")
+    calls: list[int] = []
+    real = ThreadsFacet.remeasure
+
+    def remeasure(self: ThreadsFacet, keys, status) -> None:  # type: ignore[no-untyped-def]
+        calls.append(len(keys))
+        if len(calls) == 2:
+            os.kill(os.getpid(), signal.SIGINT)  # delivered here, before this thread is measured
+            time.sleep(0.05)
+        real(self, keys, status)
+
+    monkeypatch.setattr(ThreadsFacet, "remeasure", remeasure)
+    capsys.readouterr()
+    code = main(["import", "--db", db, str(root)])
+    err = capsys.readouterr().err
+    assert code == 130 and "interrupted after" in err, err
+    assert len(calls) == 2  # no file started after Ctrl-C
+    assert _listed_figures_are_the_status(db) >= 2
+    monkeypatch.setattr(ThreadsFacet, "remeasure", real)
+    code, out = _run_json(capsys, "--db", db, str(root))
+    assert out["counts"]["unchanged"] >= 2 and out["counts"]["ok"] + out["counts"]["unchanged"] == SESSIONS
+    assert _listed_figures_are_the_status(db) > out["counts"]["threads"]  # this run's threads and the first run's
+
+
 @pytest.mark.parametrize("measurer", ["process", "broken"])
 def test_a_bulk_import_measures_in_a_process_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                         monkeypatch: pytest.MonkeyPatch, measurer: str) -> None:

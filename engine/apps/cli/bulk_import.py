@@ -28,8 +28,10 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -306,6 +308,34 @@ def _measurer(svc: Any, url: str | None, entries: Sequence[Entry]) -> Measurer |
         return None
 
 
+@contextmanager
+def _stop_between_files() -> Iterator[Callable[[], None]]:
+    """Ctrl-C during a bulk import stops it between two files: the file being imported finishes,
+    its threads handed to the measuring, so no thread is left imported but never measured (a re-run
+    skips an unchanged file and would not measure it either). Yields the check made before each
+    file, which raises ``KeyboardInterrupt`` once Ctrl-C was pressed; a second Ctrl-C stops at once.
+    Off the main thread (where no handler can be set) Ctrl-C keeps its default."""
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: None
+        return
+    pressed: list[int] = []
+
+    def on_sigint(signum: int, _frame: object) -> None:
+        if pressed:
+            raise KeyboardInterrupt
+        pressed.append(signum)
+
+    def check() -> None:
+        if pressed:
+            raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield check
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str | None = None, report_skipped: bool = True,
                    url: str | None = None) -> int:
     """Import ``entries`` in order into ``svc``, each reported as it is done (``out``: the command's
@@ -329,8 +359,10 @@ def import_entries(svc: Any, entries: Sequence[Entry], out: Any, *, thread: str 
         if measurer is not None:
             stack.callback(measurer.close)
         stack.enter_context(svc.threads.deferred(measure=measurer))
+        stop_here = stack.enter_context(_stop_between_files())
         try:
             for e in entries:
+                stop_here()
                 if e.status is None:
                     started = time.monotonic()
                     try:
