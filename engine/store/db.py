@@ -217,7 +217,9 @@ def driver_execute(conn: Connection, sql: str) -> None:
         conn.dispatch.before_cursor_execute(conn, None, sql, (), None, False)
     dbapi = conn.dialect.loaded_dbapi
     try:
-        conn.connection.driver_connection.execute(sql)  # type: ignore[union-attr]
+        # the driver's connection (the same object as the DBAPI one for pysqlite; a connection
+        # detached from the pool, the quick read's one lent to the door, has no pool record to name it)
+        (conn.connection.driver_connection or conn.connection.dbapi_connection).execute(sql)  # type: ignore[union-attr]
     except dbapi.Error as exc:
         raise DBAPIError.instance(sql, (), exc, dbapi.Error, dialect=conn.dialect) from exc
 

@@ -415,6 +415,9 @@ class Locked(SourceWrites, ConversationReader):
         #: appended (:class:`DoorReader` then reads them)
         self.appended_after: int | None = self.conv_head.last_message_id
         self.earlier: list[tuple[int, dict[str, Any]]] = []
+        #: rows :attr:`appended`'s writes changed (each append: its rows and the conversation row's
+        #: one UPDATE): a transaction whose connection changed exactly these wrote nothing else
+        self.append_changes = 0
 
     @property
     def session(self) -> Session:
@@ -678,6 +681,7 @@ class Locked(SourceWrites, ConversationReader):
             set_committed_value(conv, "updated_at", now)
         if self._head is not None:
             self._head.message_count, self._head.last_message_id = count, last
+        self.append_changes += len(ids) + 1
 
     def bulk_append(self, messages: Iterable[Message], *, run_id: int | None = None, batch: int = 5000) -> int:
         """Fast path for imports and benchmarks (Core executemany). Returns the number appended.

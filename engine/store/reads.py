@@ -13,6 +13,7 @@ import os
 import re
 import threading
 import weakref
+from collections import deque
 from contextlib import contextmanager
 from dataclasses import fields, replace
 from types import MappingProxyType
@@ -708,15 +709,18 @@ class ThreadVersion:
     """What :func:`quick_thread_read` compares: a thread's key row and newest completed request as
     the driver gives them (equal values: the same snapshot, the same route)."""
 
-    __slots__ = ("values", "_processors", "seen", "data_version")
+    __slots__ = ("values", "_processors", "seen", "data_version", "serial")
 
-    def __init__(self, values: tuple[Any, ...], processors: Sequence[Any], seen: int | None = None, data_version: Any = None) -> None:
+    def __init__(self, values: tuple[Any, ...], processors: Sequence[Any], seen: int | None = None, data_version: Any = None,
+                 serial: int = 0) -> None:
         self.values = values
         self._processors = processors
-        #: the quick read's own connection (:attr:`_Held.token`) this version was read on, and that
-        #: connection's ``PRAGMA data_version`` in the same read (None: read elsewhere)
+        #: the quick read's own connection (:attr:`_Held.token`) this version was read on, that
+        #: connection's ``PRAGMA data_version`` in the same read (None: read elsewhere) and how many
+        #: write transactions the door had run on it by then (:attr:`_Held.serial`)
         self.seen = seen
         self.data_version = data_version
+        self.serial = serial
 
     @property
     def stable(self) -> tuple[Any, ...]:
@@ -817,25 +821,31 @@ def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | N
     added (as many as its message count grew by, the last one its last message id), they are the
     messages and none is read; anything else (another writer appended too) reads them.
 
-    On a SQLite file the read runs on a connection of its own (:class:`_Held`), which also answers
-    a check with nothing handed from its ``PRAGMA data_version`` alone: the value changes on a
-    connection exactly when another connection (of this process or another) committed since its
-    last read, so a version read there after the pragma gave some value (``ThreadVersion.seen``,
-    ``data_version``) is still the database's version while the pragma gives that value again.
-    (The pragma is not read when rows were handed: our own door commits on a pooled connection,
-    so the value has changed; the next check with nothing handed reads it with the version.)"""
+    On a SQLite file the read runs on a connection of its own (:class:`_Held`), which first asks
+    its ``PRAGMA data_version``: the value changes on a connection exactly when another
+    connection (of this process or another) committed since its last read, so while it gives the
+    value a version was read with there (``ThreadVersion.seen``, ``data_version``), every commit
+    since was made on this connection itself. The write door runs its transactions on it when it
+    is free (:func:`lend_held`), and each one is journaled there (:attr:`_Held.journal`): none
+    since the version, the version is still the database's; only appends whose rows are exactly
+    the ``handed`` ones (nothing else written: :meth:`_Held.committed`), the version is ``known``
+    with its counters moved, and no statement is run. Anything else reads the version."""
     engine = store.engine
     held = _held_connection(engine)
     if held is not None and held.lock.acquire(blocking=False):
         try:
             cursor = held.cursor
-            seen: Any = None
-            if not handed:
-                cursor.execute("PRAGMA data_version")
-                seen = cursor.fetchall()[0][0]  # before the version: a commit in between only makes it older
-                if known.seen == held.token and seen == known.data_version:
-                    return known, None
-            return _quick(cursor, held.plan, key, known, after, limit, handed, held.token, seen)
+            cursor.execute("PRAGMA data_version")
+            seen = cursor.fetchall()[0][0]  # before the version: a commit in between only makes it older
+            if known.seen == held.token and seen == known.data_version:  # since known: only this connection's own commits
+                if held.serial == known.serial:
+                    if not handed:
+                        return known, None
+                else:
+                    own = _own_appends(held, key, known, after, handed)
+                    if own is not None:
+                        return own
+            return _quick(cursor, held.plan, key, known, after, limit, handed, held.token, seen, held.serial)
         except BaseException:
             _forget_held(engine, held)  # a failed statement: the next read opens another (this one is closed)
             raise
@@ -843,9 +853,40 @@ def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | N
             held.lock.release()
     raw = engine.raw_connection()
     try:
-        return _quick(raw.cursor(), _quick_plan(engine.dialect), key, known, after, limit, handed, None, None)  # the cursor closes with the connection
+        return _quick(raw.cursor(), _quick_plan(engine.dialect), key, known, after, limit, handed, None, None, 0)  # the cursor closes with the connection
     finally:
         raw.close()
+
+
+def _own_appends(held: "_Held", key: str, known: ThreadVersion, after: int | None,
+                 handed: Sequence[tuple[int, Mapping[str, Any]]]) -> tuple[ThreadVersion, list[Message] | None] | None:
+    """The version after ``known`` when no other connection committed since it was read on
+    ``held`` and the door's transactions there since (its journal) only appended messages: to
+    thread ``key`` exactly the ``handed`` rows (then ``known`` with its counters moved by them, and
+    those messages), to other threads anything (then ``known``). None when the journal does not
+    reach back to ``known``, a transaction wrote anything else, or the rows differ."""
+    since = held.serial - known.serial
+    entries = [e for e in held.journal if e[0] > known.serial]
+    if since <= 0 or len(entries) != since:  # the journal no longer reaches back to known
+        return None
+    ids: list[int] = []
+    for _, thread, rows in entries:
+        if rows is None:  # it wrote more than messages (or its outcome is unknown)
+            return None
+        if thread == key:
+            ids.extend(rows)
+    if len(ids) != len(handed) or any(i != h[0] for i, h in zip(ids, handed)):
+        return None
+    if not ids:
+        return ThreadVersion(known.values, known._processors, held.token, known.data_version, held.serial), None
+    values = known.values
+    count = values[_COUNT]
+    if not isinstance(count, int) or isinstance(count, bool) or (after is not None and ids[0] <= after):
+        return None
+    # what the door's UPDATE wrote: the count it locked plus the rows, the last row's id
+    moved = (*values[:_COUNT], count + len(ids), ids[-1], *values[_AFTER_COUNTERS:])
+    return (ThreadVersion(moved, known._processors, held.token, known.data_version, held.serial),
+            [handed_message(i, r) for i, r in handed])
 
 
 class _QuickPlan:
@@ -872,9 +913,11 @@ def _quick_plan(dialect: Any) -> _QuickPlan:
 
 
 def _quick(cursor: Any, plan: _QuickPlan, key: str, known: ThreadVersion, after: int | None, limit: int,
-           handed: Sequence[tuple[int, Mapping[str, Any]]], token: int | None, seen: Any) -> tuple[ThreadVersion | None, list[Message] | None]:
-    """:func:`quick_thread_read` on ``cursor``; ``token``, ``seen``: the held connection's token
-    and its ``data_version`` read just before (None, None: not both read there)."""
+           handed: Sequence[tuple[int, Mapping[str, Any]]], token: int | None, seen: Any,
+           serial: int) -> tuple[ThreadVersion | None, list[Message] | None]:
+    """:func:`quick_thread_read` on ``cursor``; ``token``, ``seen``, ``serial``: the held
+    connection's token, its ``data_version`` read just before and its door transactions so far
+    (None, None, 0: not read there)."""
     cursor.execute(plan.sql, plan.params(key))
     rows = cursor.fetchall()  # all: a statement left unfinished would keep its read transaction open
     if not rows:
@@ -883,8 +926,8 @@ def _quick(cursor: Any, plan: _QuickPlan, key: str, known: ThreadVersion, after:
     if seen is None:
         token = None
     if values == was:
-        return (known if token is None else ThreadVersion(was, known._processors, token, seen)), None
-    version = ThreadVersion(values, plan.version.processors, token, seen)
+        return (known if token is None else ThreadVersion(was, known._processors, token, seen, serial)), None
+    version = ThreadVersion(values, plan.version.processors, token, seen, serial)
     # the same key and request but the counters (adjacent): only messages were appended
     if values[_AFTER_COUNTERS:] != was[_AFTER_COUNTERS:] or values[:_COUNT] != was[:_COUNT]:
         return version, None
@@ -902,12 +945,17 @@ def _quick(cursor: Any, plan: _QuickPlan, key: str, known: ThreadVersion, after:
 
 class _Held:
     """A SQLite file's driver connection kept for the quick read alone, out of the pool (a pool
-    checkout and check-in cost about what the version statement does). Used by one caller at a
-    time (``lock``; a caller that finds it busy takes a pooled one). In autocommit (the store's
-    connections run with ``isolation_level=None``), so a read holds no transaction between checks.
-    Closed when the engine is disposed (``Store.close``)."""
+    checkout and check-in cost about what the version statement does), and lent to the write
+    door for one transaction at a time when it is free (:func:`lend_held`: its commits then leave
+    its ``data_version`` and its page cache as they were, and are journaled here). Used by one
+    caller at a time (``lock``; a caller that finds it busy takes a pooled one). In autocommit
+    (the store's connections run with ``isolation_level=None``), so a read holds no transaction
+    between checks. Closed when the engine is disposed (``Store.close``)."""
 
-    __slots__ = ("conn", "cursor", "lock", "pid", "token", "plan", "__weakref__")
+    __slots__ = ("conn", "cursor", "lock", "pid", "token", "plan", "serial", "journal", "__weakref__")
+
+    #: door transactions remembered (:attr:`journal`)
+    JOURNAL = 32
 
     def __init__(self, engine: Any) -> None:
         fairy = engine.raw_connection()
@@ -919,12 +967,84 @@ class _Held:
         #: this connection among every one made (a version read here carries it: ``ThreadVersion.seen``)
         self.token = next(_TOKENS)
         self.plan = _quick_plan(engine.dialect)
+        #: write transactions the door ran here (committed or not), and the last :data:`JOURNAL` of
+        #: them: (serial, thread key, ids of the messages it appended when that is all it wrote, else None)
+        self.serial = 0
+        self.journal: deque[tuple[int, str, tuple[int, ...] | None]] = deque(maxlen=self.JOURNAL)
 
     def drop(self) -> None:
         try:
             self.conn.close()
         except Exception:  # noqa: BLE001 - closing a connection that failed
             pass
+
+
+class HeldLease:
+    """The quick read's connection (:class:`_Held`) lent to one write transaction of the door
+    (``Store.locked``), its lock held until :meth:`release`. Its commits do not move its own
+    ``PRAGMA data_version`` (nor empty its page cache, as another connection's commit does), so
+    each one is journaled: a quick read then knows the whole change since a version it read."""
+
+    __slots__ = ("engine", "held", "changes", "done")
+
+    def __init__(self, engine: Any, held: _Held) -> None:
+        self.engine, self.held = engine, held
+        self.changes = held.conn.dbapi_connection.total_changes  # rows changed on it so far
+        self.done = False
+
+    def connect(self) -> Connection:
+        """A Core connection on the lent driver connection: what ``engine.connect()`` gives (its
+        events, the store's begin hook), except that closing it keeps the driver connection here
+        instead of checking it into the pool (its checkout count stays above zero)."""
+        fairy = self.held.conn
+        fairy._counter += 1  # Connection.close() takes it back to 1: no check-in of a connection the pool does not own
+        return Connection(self.engine, connection=fairy)
+
+    def committed(self, thread: str, appended: Sequence[tuple[int, Any]], changes: int) -> None:
+        """The transaction committed: journal it, with the ids of ``appended`` when the rows it
+        changed on the connection are exactly the ``changes`` its appends made (nothing else
+        written: no request, state, configuration or other row)."""
+        total = self.held.conn.dbapi_connection.total_changes - self.changes
+        self._journal(thread, tuple(i for i, _ in appended) if total == changes and appended else None)
+
+    def release(self, thread: str) -> None:
+        """Give the connection back to the quick read; a transaction that did not reach
+        :meth:`committed` is journaled as unknown (a quick read then reads the version), and a
+        connection left in a transaction or closed by a failure is dropped."""
+        held = self.held
+        try:
+            if not self.done:
+                self._journal(thread, None)
+                driver = held.conn.dbapi_connection
+                if driver is None or driver.in_transaction:
+                    _forget_held(self.engine, held)
+        except Exception:  # noqa: BLE001 - a connection that cannot say its state is not kept
+            _forget_held(self.engine, held)
+        finally:
+            held.lock.release()
+
+    def _journal(self, thread: str, ids: tuple[int, ...] | None) -> None:
+        held = self.held
+        held.serial += 1
+        held.journal.append((held.serial, thread, ids))
+        self.done = True
+
+
+def lend_held(engine: Any) -> HeldLease | None:
+    """The quick read's connection for one write transaction of the door, when the engine has
+    one (a SQLite file whose pressure checks made it) and nobody uses it now; else None (the
+    door takes a pooled connection)."""
+    held = _HELD.get(engine)
+    if held is None or held.pid != os.getpid() or not hasattr(held.conn, "_counter") or not held.lock.acquire(blocking=False):
+        return None
+    try:
+        if held.conn.dbapi_connection is not None:
+            return HeldLease(engine, held)
+    except Exception:  # noqa: BLE001 - a connection that cannot say what it changed is not lent
+        pass
+    held.lock.release()
+    _forget_held(engine, held)  # closed under the quick read (a failure): the next read opens another
+    return None
 
 
 _HELD: "weakref.WeakKeyDictionary[Any, _Held]" = weakref.WeakKeyDictionary()

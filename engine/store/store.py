@@ -58,7 +58,7 @@ from .models import (
     ToolOffloadRow,
     utcnow,
 )
-from .reads import ConversationReader, busy_reasons, corrupt_from as _corrupt_from, database_errors, imported_facts
+from .reads import ConversationReader, HeldLease, busy_reasons, corrupt_from as _corrupt_from, database_errors, imported_facts, lend_held
 from .records import (
     MESSAGE_COLUMNS,
     MESSAGE_TEXT_COLUMNS,
@@ -288,10 +288,14 @@ class Store:
         :class:`ThreadLocked` at once instead."""
         acquired = False
         door: Locked | None = None
+        lease: HeldLease | None = None
         try:
             self._check_writable()
+            # on a SQLite file, the pressure check's own connection when it is free (its data_version
+            # then moves only for other writers: reads.quick_thread_read)
+            lease = lend_held(self.engine) if self.is_sqlite else None
             # a Core connection (no ORM session per transaction: the door makes one if a write needs it)
-            with database_errors(self.url), self.engine.connect() as conn:
+            with database_errors(self.url), (lease.connect() if lease is not None else self.engine.connect()) as conn:
                 if self.is_sqlite:
                     conn.execution_options(sqlite_begin="IMMEDIATE", sqlite_nowait=nowait)
                 try:
@@ -309,6 +313,10 @@ class Store:
                 finally:
                     if door is not None:
                         door.close()  # before the connection goes back to the pool
+            if lease is not None:
+                lease.committed(door.conv_head.thread_key, door.appended, door.append_changes)
+                lease.release(door.conv_head.thread_key)
+                lease = None
             self._ledgers.keep(door)  # committed
             if door.appended:
                 for listener in self._append_listeners:
@@ -320,6 +328,9 @@ class Store:
             if acquired:
                 raise
             raise ThreadLocked(f"thread {thread!r} is locked by another writer; try again later") from None
+        finally:
+            if lease is not None:  # not committed (or not known to be)
+                lease.release(door.conv_head.thread_key if door is not None else str(thread))
 
     @contextmanager
     def locked_or_created(self, key: str, *, title: str = "") -> Iterator[tuple[Locked, bool]]:

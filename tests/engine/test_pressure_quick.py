@@ -19,7 +19,7 @@ import pytest
 
 from engine import snapshots
 from engine.compaction.compactor import Outcome, RunState
-from engine.core.messages import ToolCall, assistant, tool_result, user
+from engine.core.messages import InvalidMessage, ToolCall, assistant, tool_result, user
 from engine.core.meter import default_meter
 from engine.core.surface import build_surface, envelope_of
 from engine.service import Service
@@ -400,3 +400,102 @@ def test_a_version_read_on_another_connection_never_takes_the_pragma_shortcut(ma
     svc.compactor.pressure(key, run)
     assert versions == [key, key]
     assert_exact(svc, key, run)
+
+
+# -- the quick connection lent to this process's write door (SQLite) ------------------------------------
+
+
+def test_own_writes_on_the_quick_connection_are_journaled_and_every_one_that_is_not_an_append_is_seen(
+        make_service: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The door writes on the quick connection when it is free: its commits leave that connection's
+    data_version as it was, so the check knows them from the connection's journal. An append alone
+    needs no version statement; a transaction that wrote anything else (a completed request, a
+    configuration, a compaction, a bulk append, one that failed) makes the check read the version."""
+    a = make_service(policies=POLICIES)
+    key = new_thread(a, new_key())
+    other = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 12)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    engine = a.store.engine
+    held = reads._HELD[engine]
+    versions = version_reads(monkeypatch)
+    whole = full_reads(monkeypatch)
+
+    # this process's appends, on the quick connection: no version statement, exact
+    serial = held.serial
+    door_ops.append_message(a.store, key, assistant("a's own note"))
+    assert held.serial == serial + 1 and held.journal[-1][2] is not None  # the door ran there, an append alone
+    assert_exact(a, key, run)
+    door_ops.append_messages(a.store, key, [assistant("two"), assistant("notes")])
+    door_ops.append_message(a.store, other, assistant("a note on another thread"))
+    assert_exact(a, key, run)
+    assert versions == [] and whole == []
+
+    # a completed request written by this same process: not an append, the version is read
+    rid = door_ops.record_model_request(a.store, key, provider=PROVIDER, model=MODEL, estimated_tokens=1)
+    door_ops.complete_model_request(a.store, rid, outcome="ok", reported_prompt_tokens=3300, reported_completion_tokens=5)
+    assert held.journal[-1][2] is None
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 3300 and versions
+    # an append and a completion in one transaction (a step's reply): read, exact
+    n = len(versions)
+    with a.store.locked(key) as tx:
+        tx.append_message(assistant("the reply"))
+        rid = tx.record_model_request(provider=PROVIDER, model=MODEL, estimated_tokens=1)
+        tx.complete_model_request(rid, outcome="ok", reported_prompt_tokens=3400, reported_completion_tokens=5)
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[1].reported_prompt_tokens == 3400 and len(versions) > n
+
+    # a configuration by this process (no message): seen
+    with a.store.locked(key) as tx:
+        tx.configure(system_prompt="You answer in one short line, always.")
+    assert_exact(a, key, run)
+    assert a.snapshots.pressure_read(key)[0].system_prompt == "You answer in one short line, always."
+
+    # a failed transaction (an invalid message: nothing written) and then an append: exact
+    with pytest.raises(InvalidMessage):
+        door_ops.append_message(a.store, key, tool_result("no-such-call", "orphan", name="query_kb"))
+    door_ops.append_message(a.store, key, assistant("after the refusal"))
+    assert_exact(a, key, run)
+
+    # a bulk append (its rows are not handed over): read, exact
+    door_ops.bulk_append(a.store, key, [assistant(f"bulk {i}") for i in range(3)])
+    assert_exact(a, key, run)
+
+    # more of this process's transactions than the journal holds: read, exact
+    for i in range(reads._Held.JOURNAL + 2):
+        door_ops.append_message(a.store, other, assistant(f"elsewhere {i}"))
+    door_ops.append_message(a.store, key, assistant("and one here"))
+    n = len(versions)
+    assert_exact(a, key, run)
+    assert len(versions) > n
+
+    # a compaction by hand by this process: the boundary moves, seen at once
+    before = assert_exact(a, key, run).tokens_before
+    assert a.compactor.manual(key).status == "completed"
+    after = assert_exact(a, key, run)
+    assert after.tokens_before < before
+
+
+def test_own_appends_with_another_process_writing_in_between_are_exact(make_service: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another writer's commit between this process's own appends moves the quick connection's
+    data_version: the check reads the version and the messages, never just the handed rows."""
+    a = make_service(policies=POLICIES)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 3)
+    run = RunState(run_id=None)
+    assert_exact(a, key, run)
+    url = a.store.url.render_as_string(hide_password=False)
+    versions = version_reads(monkeypatch)
+    door_ops.append_message(a.store, key, assistant("a's note"))
+    _other_process(url, f"door_ops.append_message(store, {key!r}, assistant('a note from another process'))")
+    door_ops.append_message(a.store, key, assistant("a's second note"))
+    grown = assert_exact(a, key, run)
+    assert versions and a.snapshots.pressure_read(key)[0].messages[-2].content == "a note from another process"
+    _other_process(url, f"with store.locked({key!r}) as tx:\n    tx.configure(system_prompt='Answer briefly.')")
+    door_ops.append_message(a.store, key, assistant("a's third note"))
+    assert assert_exact(a, key, run).tokens_before != grown.tokens_before
+    assert a.snapshots.pressure_read(key)[0].system_prompt == "Answer briefly."
