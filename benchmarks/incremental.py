@@ -18,7 +18,10 @@ measured whole (the compactor with ``snapshots=None``; for status the old miss p
   check (chars/4, LangChain's ``before_model`` below its trigger) on the same final surface, timed
   twice: in a loop of checks, and right after one appended message as our "+1" figure is (the
   same append through the service, to a thread of its own: the machine's caches as ours meets
-  them after an append).
+  them after an append). The row (:func:`pressure_row`) puts like beside like: ours after +1
+  beside the peers after the same append, ours with nothing new beside the peers' loop, and ours
+  after +1 beside the peers' loop as well (the comparison that favours them), each ratio with its
+  win or loss.
 - **status**: a SQLite thread of N messages (the realistic mix of benchmarks/store.py, bulk
   written, never compacted); in a fresh process, once the tokenizer, pools and imports are loaded
   (a status of a small thread), the first (cold) ``Service.compaction.status`` of the big one and its peak
@@ -476,21 +479,46 @@ def run(sizes: list[int], families: list[str], pg_url: str, load_seconds: float,
     return results
 
 
+def versus(ours: float, peer: float | None) -> str:
+    """``ours ÷ peer`` as the head-to-head table words it: the ratio, then win / lose / tie (within 2 %)."""
+    if peer is None or peer <= 0:
+        return "n/a"
+    ratio = ours / peer
+    word = "tie" if abs(ratio - 1) <= 0.02 else "win" if ratio < 1 else "lose"
+    return f"{ratio:.2f}× ({word})"
+
+
+def pressure_row(p: dict[str, Any]) -> list[str]:
+    """The pressure check row of one trace: ours against the peers timed alike, after one appended
+    message (each check right after the same append) and with nothing new (a loop of checks), and
+    ours after +1 against the peers' loop too (the comparison that favours them), every ratio with
+    its win or loss."""
+    t, i = p["today"], p["incremental"]
+    warm, after = p.get("peers") or {}, p.get("peers_after_append") or {}
+    plus, unchanged = i["plus_one_ms"], i["unchanged_ms"]
+    name = (f"Pressure check per step (Compactor.pressure), {p['trace']} final thread ({p['messages_on_surface']:,} messages on the surface, "
+            f"window {p['window']:,})")
+    tail = (f"both equal a cold measure ({i['tokens']:,} tokens); today {t['plus_one_ms']} / {t['unchanged_ms']} ms "
+            f"({t['plus_one_ms'] / max(plus, 1e-9):.1f}× / {t['unchanged_ms'] / max(unchanged, 1e-9):.1f}×); replay {p['replay_s']} s"
+            + ("" if p["incremental_wired"] else "; NOTE: the compactor does not read through the cache yet (both columns are today's path)"))
+    if warm.get("chars/4") is None or after.get("chars/4") is None:
+        return [name, f"after +1 message: ours {plus} ms · nothing new: ours {unchanged} ms", "peers not installed; " + tail]
+    value = (f"after +1 message: ours {plus} · chars/4 {after['chars/4']} · LangChain {after['langchain']} ms; "
+             f"nothing new: ours {unchanged} · chars/4 {warm['chars/4']} · LangChain {warm['langchain']} ms")
+    notes = (f"timed alike: after +1, every check right after the same one-message append through the service (ours to this thread, "
+             f"the peers' before_model to a thread of their own), ours ÷ chars/4 {versus(plus, after['chars/4'])}, "
+             f"÷ LangChain {versus(plus, after['langchain'])}; nothing new, a loop of checks with nothing in between, "
+             f"ours ÷ chars/4 {versus(unchanged, warm['chars/4'])}, ÷ LangChain {versus(unchanged, warm['langchain'])}; "
+             f"ours after +1 against the peers' loop (no append before theirs): ÷ chars/4 {versus(plus, warm['chars/4'])}, "
+             f"÷ LangChain {versus(plus, warm['langchain'])}; ")
+    return [name, value, notes + tail]
+
+
 def rows(r: dict[str, Any]) -> list[list[str]]:
     """Table rows (figure, value, notes) for docs/benchmarks.md."""
     out: list[list[str]] = []
     for p in r["pressure"]:
-        t, i, peer = p["today"], p["incremental"], p.get("peers") or {}
-        vs = (f"on the same surface the peers' check (before_model below its trigger) takes chars/4 {peer['chars/4']} ms, LangChain {peer['langchain']} ms; "
-              if peer.get("chars/4") is not None else "peers not installed; ")
-        after = p.get("peers_after_append") or {}
-        if after.get("chars/4") is not None:  # timed as our +1 figure is: right after an append
-            vs += f"timed right after the same append as ours, chars/4 {after['chars/4']} ms, LangChain {after['langchain']} ms; "
-        out.append([f"Pressure check per step (Compactor.pressure), {p['trace']} final thread ({p['messages_on_surface']:,} messages on the surface, window {p['window']:,})",
-                    f"{i['plus_one_ms']} ms after +1 message · {i['unchanged_ms']} ms unchanged",
-                    vs + f"both equal a cold measure ({i['tokens']:,} tokens); "
-                    f"today {t['plus_one_ms']} / {t['unchanged_ms']} ms ({t['plus_one_ms'] / max(i['plus_one_ms'], 1e-9):.1f}× / {t['unchanged_ms'] / max(i['unchanged_ms'], 1e-9):.1f}×); replay {p['replay_s']} s"
-                    + ("" if p["incremental_wired"] else "; NOTE: the compactor does not read through the cache yet (both columns are today's path)")])
+        out.append(pressure_row(p))
     for s in r["status"]:
         new, old = s["new"], s.get("old")
         vs = f"; today cold {old['cold_ms'] / 1000:.1f} s, +{old['peak_growth_mb']:.0f} MB, after one message {old['after_one_ms']:.0f} ms ({old['cold_ms'] / max(new['cold_ms'], 1e-9):.1f}× faster cold)" if old else ""

@@ -134,8 +134,12 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
   the source only read); the 100k-message what-if in a fresh process (its peak memory), on a thread
   of the `benchmarks/store.py` mix bulk-written under a 131,072-token window, at the default policy.
 - **Own figures**: `benchmarks/meter.py` (TokenMeter on a ~200k-token envelope), the pressure check
-  timed on the final thread of each largest replay, `benchmarks/compaction.py` (manual compaction of a
-  ~100k-token thread, 128k window), `benchmarks/store.py` (bulk intake and 100-row keyset pages on a
-  SQLite file and a fresh PostgreSQL database), `benchmarks/gui_timeline.py` (the real `MainWindow`
+  timed on the final thread of each largest replay, the pressure check (`Compactor.pressure`) of
+  every trace size and family (`benchmarks/incremental.py`) beside the peers' `before_model` on the
+  same surface, timed alike: after +1 message, each check right after the same one-message append
+  through the service (ours to the thread, the peers' to a thread of their own); with nothing new,
+  a loop of checks; and ours after +1 beside the peers' loop too, every ratio with its win or loss,
+  `benchmarks/compaction.py` (manual compaction of a ~100k-token thread, 128k window),
+  `benchmarks/store.py` (bulk intake and 100-row keyset pages on a SQLite file and a fresh PostgreSQL database), `benchmarks/gui_timeline.py` (the real `MainWindow`
   on a SQLite file and a fresh PostgreSQL database, offscreen, each size in a fresh process).
 """
