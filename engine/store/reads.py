@@ -866,15 +866,22 @@ def _own_appends(held: "_Held", key: str, known: ThreadVersion, after: int | Non
     those messages), to other threads anything (then ``known``). None when the journal does not
     reach back to ``known``, a transaction wrote anything else, or the rows differ."""
     since = held.serial - known.serial
-    entries = [e for e in held.journal if e[0] > known.serial]
-    if since <= 0 or len(entries) != since:  # the journal no longer reaches back to known
+    journal = held.journal
+    if since <= 0 or since > len(journal) or journal[-since][0] != known.serial + 1:  # the journal no longer reaches back to known
         return None
-    ids: list[int] = []
-    for _, thread, rows in entries:
-        if rows is None:  # it wrote more than messages (or its outcome is unknown)
+    if since == 1:  # the usual case: one transaction since the last check
+        _, thread, rows = journal[-1]
+        if rows is None:
             return None
-        if thread == key:
-            ids.extend(rows)
+        ids: Sequence[int] = rows if thread == key else ()
+    else:
+        got: list[int] = []
+        for _, thread, rows in itertools.islice(journal, len(journal) - since, None):
+            if rows is None:  # it wrote more than messages (or its outcome is unknown)
+                return None
+            if thread == key:
+                got.extend(rows)
+        ids = got
     if len(ids) != len(handed) or any(i != h[0] for i, h in zip(ids, handed)):
         return None
     if not ids:
