@@ -11,16 +11,18 @@ compacted or pruned), in one consistent read transaction (:func:`engine.store.re
 then an unchanged state reads only the messages above the last one seen (never changed; ids grow
 under the conversation lock), none when the conversation row's newest message id (recorded by the
 write door with every append) is the last seen; another state (a prune, a summary) is measured
-again. The pressure path first makes one statement on a driver connection
-(:func:`engine.store.reads.quick_thread_read`: the key row and the newest completed request, a few
-µs; on a SQLite file a connection of its own, out of the pool, which with nothing handed over
-first asks its ``PRAGMA data_version``: unchanged since the version was read there, no other
-connection committed and the held snapshot is the answer without the statement): the same version
-is answered with the held snapshot, a version that only grew by messages with them, anything else
+again. The pressure path first reads the thread's version on a driver connection
+(:func:`engine.store.reads.quick_thread_read`: the key row and the newest completed request in one
+statement; on a SQLite file a connection of its own, out of the pool, which first asks its
+``PRAGMA data_version``: unchanged since the version was read there, no other connection
+committed since, and the write door, which runs its transactions on that same connection when it
+is free, journals each one there, so the version is known without the statement when this
+process wrote nothing since, or only appended the messages it handed over): the same version is
+answered with the held snapshot, a version that only grew by messages with them, anything else
 with the transaction above. The messages this process's write door committed (``Store.on_appended`` →
 :meth:`SnapshotCache.appended`) are handed over with their ids, so when the version grew by
 exactly those none is read; a message another writer appended in between makes the count differ
-and they are read.
+(or moves the data_version) and they are read.
 
 Two kinds of entries. A *held* entry (:meth:`SnapshotCache.snapshot`, the pressure path) keeps the
 snapshot's messages and the shown history, since the compactor and the model need them; its
