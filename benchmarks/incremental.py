@@ -485,7 +485,7 @@ def versus(ours: float, peer: float | None) -> str:
         return "n/a"
     ratio = ours / peer
     word = "tie" if abs(ratio - 1) <= 0.02 else "win" if ratio < 1 else "lose"
-    return f"{ratio:.2f}× ({word})"
+    return f"{ratio:.3g}× ({word})" if ratio < 100 else f"{ratio:,.0f}× ({word})"  # as the head-to-head table
 
 
 def pressure_row(p: dict[str, Any]) -> list[str]:
@@ -512,6 +512,37 @@ def pressure_row(p: dict[str, Any]) -> list[str]:
              f"ours after +1 against the peers' loop (no append before theirs): ÷ chars/4 {versus(plus, warm['chars/4'])}, "
              f"÷ LangChain {versus(plus, warm['langchain'])}; ")
     return [name, value, notes + tail]
+
+
+def pressure_losses(r: dict[str, Any]) -> list[str]:
+    """Bullets for the report's "Where we lose": every trace whose pressure check loses to a peer,
+    timed alike (after +1, after the same append; nothing new, the peers' loop) and ours after +1
+    against the peers' loop, with the structural reason once."""
+    alike: list[str] = []
+    loop: list[str] = []
+    for p in r["pressure"]:
+        i, warm, after = p["incremental"], p.get("peers") or {}, p.get("peers_after_append") or {}
+        for peer, label in (("chars/4", "chars/4"), ("langchain", "LangChain")):
+            if after.get(peer) is not None and versus(i["plus_one_ms"], after[peer]).endswith("(lose)"):
+                alike.append(f"{p['trace']} after +1 to {label} ({versus(i['plus_one_ms'], after[peer]).removesuffix(' (lose)')})")
+            if warm.get(peer) is not None and versus(i["unchanged_ms"], warm[peer]).endswith("(lose)"):
+                alike.append(f"{p['trace']} with nothing new to {label} ({versus(i['unchanged_ms'], warm[peer]).removesuffix(' (lose)')})")
+            if warm.get(peer) is not None and versus(i["plus_one_ms"], warm[peer]).endswith("(lose)"):
+                loop.append(f"{p['trace']} to {label} ({versus(i['plus_one_ms'], warm[peer]).removesuffix(' (lose)')})")
+    if not alike and not loop:
+        return []
+    said = []
+    if alike:
+        said.append("timed alike, we lose on " + ", ".join(alike) + ".")
+    else:
+        said.append("timed alike (after +1, each right after the same append; nothing new, a loop of checks) we lose nowhere.")
+    if loop:
+        said.append("Ours after +1 against the peers' loop of checks (no append before theirs) loses on " + ", ".join(loop) + ".")
+    return ["- **Pressure check per step (Compactor.pressure, own figures)** — " + " ".join(said)
+            + " Our check asks the database first (on SQLite its own connection's data_version, and the thread's version when "
+            "another connection wrote) and measures the new message with the real tokenizer; the middleware counts the list it "
+            "holds in memory, so on a short surface that count costs less than our read. The read is what lets another writer, "
+            "a compaction by hand or the inspector change the thread between steps, and both answers equal a cold measure."]
 
 
 def rows(r: dict[str, Any]) -> list[list[str]]:

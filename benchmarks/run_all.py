@@ -534,7 +534,8 @@ def main(argv: list[str] | None = None) -> int:
         own += own_gui(20_000 if args.quick else 1_000_000, args.pg_url)  # a 1M run reports the 100k figures in its notes
     log("own figures: incremental pressure and status (benchmarks/incremental.py)")
     sizes = [20_000] if args.quick else [100_000, 1_000_000]
-    own += incremental.rows(incremental.run(sizes, ["research", "coding", "chinese"], args.pg_url, 8.0, max(sizes), pressure_sizes=args.sizes))
+    inc = incremental.run(sizes, ["research", "coding", "chinese"], args.pg_url, 8.0, max(sizes), pressure_sizes=args.sizes)
+    own += incremental.rows(inc)
     log("own figures: Claude Code session import (benchmarks/import_session.py)")
     own += import_session.rows(2.0, args.pg_url)
     log("LangChain agents: CompactionMiddleware vs SummarizationMiddleware (benchmarks/adapters_langchain.py)")
@@ -547,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     head = render_head_to_head(rows)
     details = render_details(r)
     own_table = table(["Figure", "Value", "Notes"], own)
-    lost = losses(rows)
+    lost = [x for x in losses(rows) if x != "- None in this run."] + incremental.pressure_losses(inc) or ["- None in this run."]
     print("## Head to head\n\n" + head + "\n\n### Where we lose\n\n" + "\n".join(lost) + "\n\n### Per trace (ours / LangChain / chars/4)\n\n" + details)
     print("\n## Targets\n\n" + targets + "\n\n## Compact now\n\n" + corpus)
     print("\n## LangChain agents\n\n" + agents)
