@@ -518,7 +518,7 @@ class TokenMeter:
             return counts
         frames = [self._frame(messages[pos[0]]) for pos in misses.values()]
         flat = [t for _, texts in frames for t in texts]
-        encoded = iter(self._count_texts(flat))
+        encoded = iter(self._known_texts(flat))
         with cache.lock:
             for (key, positions), (fixed, texts) in zip(misses.items(), frames):
                 n = fixed + sum(next(encoded) for _ in texts)
@@ -527,6 +527,28 @@ class TokenMeter:
                     counts[i] = n
                     cache.known(messages[i], n)
         return counts
+
+    def _known_texts(self, texts: list[str]) -> list[int]:
+        """:meth:`_count_texts` of ``texts``, each text :meth:`count_text` holds answered from its
+        cache (the same count) and only the others encoded: a pruned result's replacement (its
+        preview was counted whole when it was fitted) or a summary (counted when it was written)
+        is not encoded again when its message is first counted. The text cache is only read."""
+        cache = self._texts
+        counts: list[int | None] = []
+        todo: list[str] = []
+        with cache.lock:
+            data = cache.data
+            for t in texts:
+                hit = data.get(t) if t else None
+                if hit is None:
+                    counts.append(None)
+                    todo.append(t)
+                else:
+                    counts.append(hit[0])
+        if not todo:
+            return counts  # type: ignore[return-value]  # no None left
+        encoded = iter(self._count_texts(todo))
+        return [next(encoded) if n is None else n for n in counts]
 
     def remember(self, messages: Sequence[Message], counts: Sequence[int]) -> None:
         """Put counts made earlier under this meter's :attr:`count_key` (those the store kept) into
