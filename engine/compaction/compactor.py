@@ -420,6 +420,7 @@ class Compactor:
             limit_tokens=pol.tool_result_limit_tokens,
             preview_tokens=pol.preview_tokens,
             stale=frozenset(plan.prune_stale),
+            only=frozenset(plan.prune),  # the plan's candidates (the same rule): no other result is looked at
         )
         if not report.pruned:
             if report.failed:

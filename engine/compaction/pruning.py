@@ -347,6 +347,7 @@ def prune_surface(
     preview_tokens: int,
     stale: Collection[int] = (),
     shapes: Mapping[str, str] | None = None,
+    only: Collection[int] | None = None,
 ) -> PruneReport:
     """Apply :func:`prune_tool_result` (``saved_as="short"``: the compactor's previews name the file
     in the Workdir by its tool and the hash's first hex digits, not its whole path) to every tool message of ``messages``, keeping their order:
@@ -357,7 +358,11 @@ def prune_surface(
     its replacement budget, ``STALE_PREVIEW_SHARE × preview_tokens`` (also at most ``limit_tokens``),
     the others only over ``limit_tokens``; a stale result whose half-budget preview would hide
     identifiers it names takes the full ``preview_tokens`` when that shows more of them (a grep or
-    test log naming dozens of paths keeps them)."""
+    test log naming dozens of paths keeps them).
+
+    ``only``: the ids of the results that can be offloaded under these limits, known beforehand
+    (:func:`engine.compaction.plan.prune_candidates`, the same rule: the compactor's plan); every other
+    result is left as it is without being looked at (it counts no more than its limit)."""
     out: list[Message] = []
     pruned: list[Pruned] = []
     failed: list[PruneFailed] = []
@@ -368,7 +373,7 @@ def prune_surface(
     count_tokens = _split_counter(count_tokens)  # once for the surface, not per result (the same counter)
     for m in messages:
         outcome = None
-        if m.role == "tool" and not m.metadata.get(META_PRUNED):  # a pruned result is never pruned again (prune_tool_result: None)
+        if m.role == "tool" and (only is None or m.id in only) and not m.metadata.get(META_PRUNED):  # a pruned result: never again
             name = m.name or call_names.get(m.tool_call_id or "", FALLBACK_TOOL_NAME)
             budgets = [stale_preview, preview_tokens] if m.id in stale and stale_preview < preview_tokens else [preview_tokens]
             for i, budget in enumerate(budgets):
