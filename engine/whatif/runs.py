@@ -9,7 +9,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -136,7 +136,7 @@ class EngineReplay:
         """A message the recorded agent produced or received (persisted with the next flush)."""
         if starts_turn(message):  # the user's message opens a new run (Service.runs.start_run)
             self._new_run = True
-        m = replace(message, id=None) if message.id is not None else message
+        m = _unsaved(message) if message.id is not None else message
         self._buffer.append(m)
         if self._last is not None and not self._blocked:
             if is_closing_marker(m):
@@ -198,6 +198,23 @@ class EngineReplay:
     def finish(self) -> None:
         """Write what is still buffered."""
         self.flush()
+
+
+#: (slot setter, field name) of every field of :class:`Message` but ``id``, and the setter of ``id``
+_COPIED: tuple[tuple[Callable[[Message, Any], None], str], ...] = tuple(
+    (Message.__dict__[f.name].__set__, f.name) for f in fields(Message) if f.name != "id")
+_set_id: Callable[[Message, Any], None] = Message.__dict__["id"].__set__
+
+
+def _unsaved(message: Message) -> Message:
+    """``replace(message, id=None)``, the same message, without ``dataclasses.replace``'s cost: a
+    copy of every field (the message was checked when it was made, and ``id`` is not checked),
+    ~10 times cheaper on the 100,000 messages of a big what-if."""
+    copy = object.__new__(Message)
+    for set_field, name in _COPIED:
+        set_field(copy, getattr(message, name))
+    _set_id(copy, None)
+    return copy
 
 
 class _ReplayPort:
