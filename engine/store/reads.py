@@ -222,6 +222,22 @@ _NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 
 #: SQLite text columns -> the read of the messages after an id with their kept counts
 _COUNTED_AFTER = {text: _counted_statement(text) for text in (True, False)}
+
+
+def _kept_counts_statement() -> Select[Any]:
+    """The ids after an id with the count kept under ``:key``, as :func:`_counted_statement` reads
+    it (NULL: none, or pruned), and nothing else of the message."""
+    offloads = ToolOffloadRow.__table__
+    counted = and_(
+        MessageRow.tokens_key == bindparam("key"), MessageRow.tokens.isnot(None),
+        ~select(offloads.c.message_id).where(offloads.c.message_id == MessageRow.id, offloads.c.reverted_generation.is_(None)).exists(),
+    )
+    return select(MessageRow.id, case((counted, MessageRow.tokens), else_=None)).where(
+        MessageRow.conversation_id == bindparam("cid"), MessageRow.id > bindparam("after")
+    ).order_by(MessageRow.id).limit(bindparam("limit"))
+
+
+_KEPT_COUNTS_AFTER = _kept_counts_statement()
 _USER_MESSAGES_BEFORE = (
     select(*MESSAGE_COLUMNS)
     .where(MessageRow.conversation_id == bindparam("cid"), MessageRow.role == "user", MessageRow.meta_kind.is_(None),
@@ -532,6 +548,14 @@ class ThreadReader:
         message with a count (and not pruned) comes as a :class:`CountedRow`, without its text:
         for counting only, never for showing or sending; any other as the whole message."""
         return _counted_messages_after(self.conn, self.row.id, after, key, limit)
+
+    def kept_counts_after(self, after: int | None, *, key: str, limit: int) -> list[tuple[int, int | None]]:
+        """(id, count) of at most ``limit`` messages with an id above ``after``, in id order: the
+        count of :meth:`counted_messages_after` (kept under ``key``, None when there is none or the
+        message is pruned), without reading the messages (what-if hands the counts to its meter)."""
+        rows = self.conn.execute(_KEPT_COUNTS_AFTER, {"cid": self.row.id, "after": _NO_ID_BELOW if after is None else after, "key": key,
+                                                      "limit": limit}).all()
+        return [(int(i), None if n is None else int(n)) for i, n in rows]
 
     def last_user_message(self, *, batch: int = 64) -> Message | None:
         return _last_user_message(self.conn.execute, self.row.id, batch)

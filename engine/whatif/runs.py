@@ -309,9 +309,9 @@ def _remember_counts(source: Store, key: str, meter: TokenMeter, after: int | No
     known: list[Message] = []
     counts: list[int] = []
     with thread_reading(source, key) as reader:
-        for row, n in reader.counted_messages_after(after, key=meter.count_key, limit=len(messages)):
-            m = by_id.get(row.id)
-            if n is not None and m is not None and row.id is not None and row.id <= last:
+        for i, n in reader.kept_counts_after(after, key=meter.count_key, limit=len(messages)):
+            m = by_id.get(i)
+            if n is not None and m is not None and i <= last:
                 known.append(m)
                 counts.append(n)
     if known:
