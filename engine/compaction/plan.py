@@ -394,11 +394,23 @@ def _pins(m: Measured) -> frozenset[int]:
     return pinned_rounds(history_part(m.surface), m.snapshot.pins) if m.snapshot.pins else frozenset()
 
 
+#: the last (surface, snapshot, unpinned history): a pressure step asks for the same surface's
+#: history three or four times (the stale rule, the prune candidates, the summary's units)
+_last_unpinned: tuple[Surface, Snapshot, tuple[Message, ...]] | None = None
+
+
 def unpinned_history(m: Measured) -> tuple[Message, ...]:
-    """The surface's history without the pinned messages (widened to their tool rounds)."""
+    """The surface's history without the pinned messages (widened to their tool rounds).
+    Remembered for the last surface and snapshot objects (both immutable; what it depends on)."""
+    global _last_unpinned
+    last = _last_unpinned
+    if last is not None and last[0] is m.surface and last[1] is m.snapshot:
+        return last[2]
     history = history_part(m.surface)
     pins = _pins(m)
-    return tuple(x for x in history if x.id not in pins) if pins else history
+    out = tuple(x for x in history if x.id not in pins) if pins else history
+    _last_unpinned = (m.surface, m.snapshot, out)
+    return out
 
 
 def select_units(m: Measured, units: Sequence[Unit], *, target: int, tail: TailRule = "auto", give_way: bool = False) -> Selection:
