@@ -27,7 +27,7 @@ from ..snapshots import SnapshotCache
 from ..step import StepDriver, StepStart
 from ..store import Store
 from ..store.db import code_head
-from ..store.reads import thread_reading
+from ..store.reads import ThreadReader, thread_reading
 from .dropped import recorded_dropped
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
 from .settings import (
@@ -281,39 +281,41 @@ def request_kept(m: Measured) -> bool | None:
 
 
 def _source_messages(source: Store, key: str, meter: TokenMeter | None = None) -> Iterator[Message]:
-    """The thread's messages in id order, in keyset pages of :data:`PAGE`. With ``meter``, the
-    counts the source kept for a page's messages under ``meter.count_key`` are handed to the meter
-    first (:func:`_remember_counts`): replaying them encodes none of them again."""
+    """The thread's messages in id order, in keyset pages of :data:`PAGE`, each page in one read
+    transaction (``ThreadReader.messages_after``: the messages alone, not a timeline page's
+    offload and creation time). With ``meter``, the counts the source kept for a page's messages
+    under ``meter.count_key`` are handed to the meter first, in the same transaction
+    (:func:`_remember_counts`): replaying them encodes none of them again."""
     after: int | None = None
     while True:
-        page = source.messages_page(key, after_id=after, limit=PAGE)
+        with thread_reading(source, key) as reader:
+            page = reader.messages_after(after, limit=PAGE)
+            if page and meter is not None:
+                _remember_counts(reader, meter, after, page)
         if not page:
             return
-        if meter is not None:
-            _remember_counts(source, key, meter, after, page[-1].id, [s.message for s in page])
-        for s in page:
-            yield s.message
+        yield from page
         after = page[-1].id
 
 
-def _remember_counts(source: Store, key: str, meter: TokenMeter, after: int | None, last: int, messages: Sequence[Message]) -> None:
-    """Hand ``meter`` the counts the source kept for ``messages`` (ids above ``after`` up to ``last``)
-    under its ``count_key`` (``TokenMeter.remember``, when this meter has it): the write door
-    stored the meter's own count of each, so the replay's sums, the scratch door's counts and the
-    compactor's reads answer from the meter's cache. A message without a kept count (pruned in
+def _remember_counts(reader: ThreadReader, meter: TokenMeter, after: int | None, messages: Sequence[Message]) -> None:
+    """Hand ``meter`` the counts the source kept for ``messages`` (read by ``reader`` after id
+    ``after``) under its ``count_key`` (``TokenMeter.remember``, when this meter has it): the write
+    door stored the meter's own count of each, so the replay's sums, the scratch door's counts and
+    the compactor's reads answer from the meter's cache. A message without a kept count (pruned in
     the source, written before counts were kept, another encoding) is counted as before."""
     remember = getattr(meter, "remember", None)
     if remember is None:
         return
     by_id = {m.id: m for m in messages}
+    last = messages[-1].id
     known: list[Message] = []
     counts: list[int] = []
-    with thread_reading(source, key) as reader:
-        for i, n in reader.kept_counts_after(after, key=meter.count_key, limit=len(messages)):
-            m = by_id.get(i)
-            if n is not None and m is not None and i <= last:
-                known.append(m)
-                counts.append(n)
+    for i, n in reader.kept_counts_after(after, key=meter.count_key, limit=len(messages)):
+        m = by_id.get(i)
+        if n is not None and m is not None and last is not None and i <= last:
+            known.append(m)
+            counts.append(n)
     if known:
         remember(known, counts)
 
