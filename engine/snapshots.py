@@ -64,7 +64,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from .core.messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
 from .core.meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
 from .core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
-from .core.units import is_closing_marker, place_closing_markers
+from .core.units import current_request, is_closing_marker, place_closing_markers
 from .core.views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
 from .store import Store
 from .store.reads import CountedRow, ThreadReader, ThreadVersion, quick_thread_read, thread_reading
@@ -399,9 +399,10 @@ class SnapshotCache:
             return entry.snapshot
         if version is None or not new or new[-1].id != version.last_message_id:
             return None
-        for m in new:
-            if m.role == "user":  # the current request may change: read in one transaction
-                return None
+        # a user message among them: the newest request of them is the thread's current request
+        # now (what the full read's last_user_message finds first: they are the newest messages);
+        # none of them a request, the held one stays (as the full read's _extend_held keeps it)
+        request = current_request(new) if any(m.role == "user" for m in new) else None
         # the door's kept counts (messages.tokens under tokens_key) of the rows it handed over, when
         # the new messages are those rows: the tallies take them instead of counting the messages
         kept = [(r["tokens"], r["tokens_key"]) for _, r in handed] if len(handed) == len(new) and all(
@@ -410,6 +411,9 @@ class SnapshotCache:
         entry.version = version
         entry.measured = None
         entry.snapshot = _with_messages(entry.snapshot, entry.messages)  # type: ignore[arg-type]
+        if request is not None:
+            entry.head = replace(entry.head, current_request=request)
+            entry.snapshot = replace(entry.snapshot, current_request=request)
         return entry.snapshot
 
     def _cold_held(self, reader: ThreadReader, head: Snapshot) -> _Entry:
