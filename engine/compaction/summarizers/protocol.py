@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Protocol, runtime_checkable
 
 from ...core.errors import EngineError
@@ -126,9 +127,20 @@ _WS = re.compile(r"\s+")
 
 
 def contains_verbatim(text: str, request: str) -> bool:
-    """Whether ``request`` appears in ``text`` word for word (runs of whitespace compare equal)."""
-    needle = _WS.sub(" ", request).strip()
-    return not needle or needle in _WS.sub(" ", text)
+    """Whether ``request`` appears in ``text`` word for word (runs of whitespace compare equal).
+    A text without the request's first word (a run of non-space characters, the same in ``text``
+    with its whitespace collapsed) is answered without collapsing it (a summary asks this of
+    every user message in its range, twice)."""
+    needle = _needle(request)
+    if not needle:
+        return True
+    return needle.split(" ", 1)[0] in text and needle in _WS.sub(" ", text)
+
+
+@lru_cache(maxsize=64)
+def _needle(request: str) -> str:
+    """``request`` with each run of whitespace as one space, stripped."""
+    return _WS.sub(" ", request).strip()
 
 
 def validate_summary(
