@@ -382,8 +382,8 @@ class SnapshotCache:
 
     def _quick(self, thread: str, entry: _Entry) -> Snapshot | None:
         """The held snapshot after :func:`engine.store.reads.quick_thread_read`: the entry's own for
-        the same version, extended when only messages were appended (no user message: the current
-        request would change); None for anything else (the caller reads in one transaction)."""
+        the same version, extended when only messages were appended (a request among them is the
+        current request); None for anything else (the caller reads in one transaction)."""
         known = entry.version
         assert known is not None and entry.snapshot is not None
         handed = self._take_handed(thread, entry.last_id)
