@@ -13,7 +13,15 @@ A step, written once here:
 3. the **model call** through a function the caller supplies (:meth:`StepDriver.call` /
    :meth:`StepDriver.acall`), or by the caller between :meth:`StepDriver.prepare` and
    :meth:`StepDriver.succeeded` / :meth:`StepDriver.failed` where a framework's hooks split it;
-4. the provider-reported **usage** (and the response's messages, in the same transaction);
+4. the provider-reported **usage** (and the response's messages, in the same transaction); a
+   driver made with ``hold=SECONDS`` (the adapters) keeps that write (a :class:`Completion`) and
+   writes it first in the next step's one transaction instead of in a transaction of its own,
+   or, when no step comes within ``SECONDS`` (a slow tool, a run that stops), on a background
+   thread then, so a reader (the inspector) still sees the reply while the tools it asked for
+   run. The request stays ``pending`` until that commit, so a crash in between loses no more
+   than a crash during the call would. :meth:`StepDriver.flush` writes a held completion now
+   (with messages to append, in one transaction): a caller ends a run, or gives up on it, only
+   after flushing, so no request stays pending once a run is over;
 5. **overflow recovery** (§3): a provider error is recorded (``provider_error``); a context
    overflow is recovered at most ``max_overflow_retries`` times per run and retried only when the
    surface generation grew (``retry``, then ``recovered`` once a retried step succeeds); otherwise
@@ -27,7 +35,11 @@ recovery episode: the caller's :class:`RunState` carries the run id, notes and o
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import threading
+import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
@@ -42,13 +54,28 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-__all__ = ["SYNTHETIC_USER_TEXT", "Call", "Failure", "StepDriver", "StepPort", "StepStart", "describe"]
+__all__ = ["SYNTHETIC_USER_TEXT", "Call", "Completion", "Failure", "StepDriver", "StepPort", "StepStart", "describe"]
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A succeeded call's write held for the next transaction on the thread (``StepDriver(hold=SECONDS)``):
+    the request's usage (outcome ``ok``), the response's ``messages`` to append, and ``event``
+    (``recovered``, trigger ``overflow``) — what :meth:`StepPort.finish_step` would have written."""
+
+    request_id: int | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    messages: tuple[Message, ...] = ()
+    run_id: int | None = None
+    event: Event | None = None
 
 
 @dataclass(frozen=True)
 class StepStart:
     """What :meth:`StepPort.begin_step` did in its one transaction: the ids of the messages it
-    appended and, when the pressure check settled the step (nothing to compact), its outcome, the
+    appended (a held completion's first) and, when the pressure check settled the step (nothing
+    to compact), its outcome, the
     request measured for the route and the recorded request's id. ``outcome is None``: compaction
     is needed; only the intake was committed."""
 
@@ -62,7 +89,7 @@ class StepPort(Protocol):
     """What the driver needs of a thread (``svc.steps``, :class:`engine.service.StepsFacet`, has all of it)."""
 
     def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
-                   messages: Sequence[Message] = (), record: bool = True) -> StepStart: ...
+                   messages: Sequence[Message] = (), record: bool = True, completion: Completion | None = None) -> StepStart: ...
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome: ...
 
@@ -117,7 +144,10 @@ class StepDriver:
     Blocking: every method does store (and maybe summarizer) work; async callers run them in a
     worker thread. ``record=False`` records no model requests (what-if records its own);
     ``pressure_failures=False`` raises a failing pressure compaction instead of recording it
-    (§2.9 records it and goes on; a what-if replay that cannot compact says so)."""
+    (§2.9 records it and goes on; a what-if replay that cannot compact says so). ``hold=SECONDS``
+    keeps a succeeded call's write (:attr:`held`) for the next step's transaction, at most that
+    long (see the module docstring); the caller then calls :meth:`flush` before it ends or
+    abandons the run."""
 
     port: StepPort
     key: str
@@ -128,13 +158,31 @@ class StepDriver:
     pressure_failures: bool = True
     #: a recovery episode is open: the last failed step was retried after a recovery
     recovering: bool = False
+    #: keep a succeeded call's write for the next step's transaction, at most this many seconds (None: write it at once)
+    hold: float | None = None
+    #: the succeeded call's write not yet in the store (``hold``): the next :meth:`prepare`, :meth:`flush` or the
+    #: background writer once ``hold`` seconds passed writes it
+    held: Completion | None = None
+    #: guards :attr:`held` against the background writer (held by it while it writes)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     # -- before the call ------------------------------------------------------------------------
     def prepare(self, run: RunState, step: int, *, messages: Sequence[Message] = (), running_turn: bool = True) -> Call:
         """Intake of ``messages``, pressure compaction, the measured request for this route and its
         record (one transaction when nothing needs compacting)."""
         port = self.port
-        start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages, record=self.record)
+        if self.held is None:  # (only this caller's thread sets it)
+            start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages, record=self.record)
+        else:  # the previous call's usage and reply, first in this transaction (held again if it fails)
+            with self._lock:  # waits for the background writer if it is writing it now
+                held, self.held = self.held, None
+            try:
+                start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages,
+                                        record=self.record, completion=held)
+            except BaseException:
+                with self._lock:
+                    self.held = self.held or held
+                raise
         if start.outcome is not None and start.measured is not None:
             return Call(start.measured, start.request_id, step, start.outcome)
         try:
@@ -158,16 +206,60 @@ class StepDriver:
     def succeeded(self, call: Call, run: RunState, *, prompt_tokens: int | None, completion_tokens: int | None,
                   messages: Sequence[Message] = ()) -> list[int]:
         """The call returned: its usage, ``messages`` (the response, when the caller stores it now)
-        and, closing an open recovery episode, ``recovered`` — one transaction. Returns the ids."""
+        and, closing an open recovery episode, ``recovered`` — one transaction. Returns the ids.
+        With ``hold``, nothing is written now (returns ``[]``): the write is :attr:`held` for the
+        next step's transaction (or :meth:`flush`)."""
         event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+        if self.hold is not None:
+            held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+            with self._lock:
+                if self.held is not None:  # a second success without a step between: the first goes now
+                    self._flush((), None)
+                self.held = held
+            _WRITER.schedule(self, held, time.monotonic() + self.hold)
+            self.recovering = False
+            return []
         ids = self.port.finish_step(self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens,
                                     reported_completion_tokens=completion_tokens, messages=messages, run_id=run.run_id,
                                     event=event, trigger="overflow")
         self.recovering = False
         return ids
 
+    def flush(self, messages: Sequence[Message] = (), *, run_id: int | None = None) -> list[int]:
+        """Write the :attr:`held` completion, if any, with ``messages`` appended after its own (run
+        ``run_id``, default the held call's), in one transaction; just ``messages`` when nothing is
+        held. Returns the ids appended. A failed write keeps the completion held."""
+        if self.held is None and not messages:
+            return []
+        with self._lock:
+            return self._flush(messages, run_id)
+
+    def _flush(self, messages: Sequence[Message], run_id: int | None) -> list[int]:
+        held = self.held
+        if held is None:
+            if not messages:
+                return []
+            return self.port.finish_step(self.key, None, outcome="ok", messages=messages, run_id=run_id)
+        ids = self.port.finish_step(self.key, held.request_id, outcome="ok", reported_prompt_tokens=held.prompt_tokens,
+                                    reported_completion_tokens=held.completion_tokens, messages=[*held.messages, *messages],
+                                    run_id=held.run_id if run_id is None else run_id, event=held.event, trigger="overflow")
+        self.held = None
+        return ids
+
+    def _due(self, held: Completion) -> None:
+        """The background writer: ``held`` was held ``hold`` seconds; write it unless a step or a
+        flush did (a failure leaves it held: the next step's transaction writes it)."""
+        with self._lock:
+            if self.held is not held:
+                return
+            try:
+                self._flush((), None)
+            except Exception:  # noqa: BLE001 - still held: the next step or flush writes it
+                log.warning("could not write the last call's outcome on thread %r; the next step will", self.key, exc_info=True)
+
     def cancelled(self, call: Call, error_code: str, message: str) -> None:
         """The call was cancelled: its request completed as ``cancelled``."""
+        self.flush()
         if call.request_id is not None:
             self.port.finish_step(self.key, call.request_id, outcome="cancelled", error_code=error_code, error_message=message)
 
@@ -178,6 +270,7 @@ class StepDriver:
         ``cancelled()`` is asked after the error is recorded and after a recovery: True stops there
         (``reason="cancelled"``, no gave-up event: the caller cancels the run)."""
         port = self.port
+        self.flush()  # (nothing is held after a prepare: its transaction wrote it)
         if call.request_id is not None:
             port.finish_step(self.key, call.request_id, outcome="error", error_code=err.code if err is not None else None,
                              error_message=err.message if err is not None else message)
@@ -311,6 +404,50 @@ class StepDriver:
             )
         self.port.add_event(self.key, event, trigger="overflow", run_id=run.run_id)
         self.recovering = False
+
+
+class _Writer:
+    """One daemon thread writing the held completions whose time is up (:attr:`StepDriver.hold`):
+    a heap of (due, driver, completion); a completion written meanwhile is skipped when due."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: list[tuple[float, int, StepDriver, Completion]] = []
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def schedule(self, driver: StepDriver, held: Completion, when: float) -> None:
+        with self._cond:
+            n = next(self._seq)
+            heapq.heappush(self._due, (when, n, driver, held))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="step-held-writer", daemon=True)
+                self._thread.start()
+            elif self._due[0][1] == n:  # the earliest now: the thread waits for a later one (or none)
+                self._cond.notify()
+
+    def _next(self) -> tuple[StepDriver, Completion]:
+        """The next completion due, once it is (waiting)."""
+        with self._cond:
+            while True:
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                delay = self._due[0][0] - time.monotonic()
+                if delay <= 0:
+                    _, _, driver, held = heapq.heappop(self._due)
+                    return driver, held
+                self._cond.wait(delay)
+
+    def _run(self) -> None:
+        while True:
+            driver, held = self._next()
+            if driver.held is held:
+                driver._due(held)
+            del driver, held
+
+
+_WRITER = _Writer()
 
 
 def describe(exc: BaseException) -> str:

@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Iterable, Literal, Mapping, Sequence, TypeVar
 
 from engine.core.errors import EngineError
@@ -46,6 +46,10 @@ log = logging.getLogger(__name__)
 META_SOURCE = "source"
 #: metadata key: the framework's serialized message (the lossless form the adapter maps back from)
 META_RAW = "raw"
+#: how long a call's usage and reply may wait for the next step's transaction (:attr:`engine.step.StepDriver.hold`):
+#: a fast tool round writes them with the next request; a slower one on a background thread after this
+#: (well under the inspector's 3 s poll)
+HOLD_SECONDS = 0.25
 #: the store's limit on ``Message.source_key``
 _SOURCE_KEY_MAX = 300
 
@@ -210,7 +214,7 @@ class EngineThread:
         d = self._driver
         if d is None:
             d = self._driver = StepDriver(self.service.steps, self.key, provider=self.provider or "unknown", model=self.model or "unknown",
-                                          max_overflow_retries=self.max_overflow_retries)
+                                          max_overflow_retries=self.max_overflow_retries, hold=HOLD_SECONDS)
         d.provider, d.model = self.provider or "unknown", self.model or "unknown"
         return d
 
@@ -274,7 +278,7 @@ class EngineThread:
         if not new:
             return []
         run = self.ensure_run()
-        ids = self.service.steps.finish_step(self.key, None, outcome="ok", messages=new, run_id=run.run_id)
+        ids = self.driver.flush(new, run_id=run.run_id)  # with the last call's held usage and reply, if any
         self._stored(new)
         return ids
 
@@ -289,7 +293,14 @@ class EngineThread:
         return self.run
 
     def end_run(self, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
-        """End the active run (if any): completed, or failed with the error that ended it."""
+        """End the active run (if any): completed, or failed with the error that ended it. The last
+        call's held usage and reply are written first (no request stays pending after its run);
+        when the door refuses them, the run fails as :meth:`abandon` fails it and the error is raised."""
+        try:
+            self.flush()
+        except Exception as exc:
+            self.abandon(exc)
+            raise
         run, self.run = self.run, None
         if run is None or run.run_id is None:
             return
@@ -308,6 +319,13 @@ class EngineThread:
             code = exc.code if isinstance(exc, EngineError) else type(exc).__name__
             self.end_run(failed=True, error_code=code, error_message=str(exc)[:2000])
 
+    def flush(self) -> None:
+        """Write the last call's usage and reply now if the driver still holds them
+        (:meth:`engine.step.StepDriver.flush`; the next step's transaction would have)."""
+        d = self._driver
+        if d is not None and d.held is not None:
+            d.flush()
+
     def abandon(self, exc: BaseException) -> None:
         """The call failed for good (a provider error not recovered, the store, a message the write
         door refused): fail the run, if one is still active, so the thread does not stay busy.
@@ -315,6 +333,19 @@ class EngineThread:
         stored is forgotten (the transaction that failed may have held it): the database decides."""
         self._staged = []
         self._known.clear()
+        d = self._driver
+        if d is not None and d.held is not None:  # the last call succeeded: its write goes first (best effort)
+            held = d.held
+            try:
+                d.flush()
+            except Exception:  # its reply is what the door refused: its request's outcome at least
+                log.exception("could not record the last call's reply on thread %r", self.key)
+                d.held = replace(held, messages=())
+                try:
+                    d.flush()
+                except Exception:
+                    log.exception("could not record the last call's outcome on thread %r", self.key)
+                    d.held = None
         if self.run is None:
             return
         try:

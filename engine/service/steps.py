@@ -10,7 +10,7 @@ from ..compaction.compactor import Measured, Outcome, RunState
 from ..core.events import Event, write_event
 from ..core.messages import Message
 from ..core.policy import ResolvedPolicy
-from ..step import StepStart
+from ..step import Completion, StepStart
 from .core import ServiceCore
 
 
@@ -21,8 +21,10 @@ class StepsFacet:
         self._core = core
 
     def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
-                   messages: Sequence[Message] = (), record: bool = True) -> StepStart:
-        """A model step's hot path in ONE transaction through the write door: ``messages`` not yet
+                   messages: Sequence[Message] = (), record: bool = True, completion: Completion | None = None) -> StepStart:
+        """A model step's hot path in ONE transaction through the write door: first ``completion``
+        (the previous call's usage, reply and event, held by the driver: what :meth:`finish_step`
+        writes), then ``messages`` not yet
         stored (their ``source_key`` asked of the database's unique key; one without a key is always
         new), the pressure check (:meth:`Compactor.check`, reading the snapshot in this transaction)
         and, when nothing needs compacting, the request record for ``(provider, model)``. When
@@ -30,7 +32,11 @@ class StepsFacet:
         driver then compacts outside the lock."""
         try:
             with self._core.store.locked(key) as tx:
-                ids = self._intake(tx, messages, run.run_id)
+                if completion is None:
+                    ids = self._intake(tx, messages, run.run_id)
+                else:  # its messages and the intake in one batch (the reply precedes the results it asked for)
+                    self._complete(tx, completion)
+                    ids = self._intake(tx, [*completion.messages, *messages], run.run_id)
                 snap, routed = self._core.snapshots.pressure_read(key, reader=tx.thread_reader())
                 try:  # measuring only (no I/O); a failure goes the slow path, which records it (§2.9)
                     checked = self._core.compactor.check(snap, routed, run)
@@ -67,6 +73,15 @@ class StepsFacet:
             if event is not None:
                 write_event(tx, event, trigger=trigger, run_id=run_id)
             return ids
+
+    @staticmethod
+    def _complete(tx: Any, c: Completion) -> None:
+        """A held completion's request and event (its messages go with the caller's intake)."""
+        if c.request_id is not None:
+            tx.complete_model_request(c.request_id, outcome="ok", reported_prompt_tokens=c.prompt_tokens,
+                                      reported_completion_tokens=c.completion_tokens)
+        if c.event is not None:
+            write_event(tx, c.event, trigger="overflow", run_id=c.run_id)
 
     @staticmethod
     def _intake(tx: Any, messages: Sequence[Message], run_id: int | None) -> list[int]:

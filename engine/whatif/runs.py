@@ -24,7 +24,7 @@ from ..core.policy import PolicySet, ResolvedPolicy
 from ..core.units import is_closing_marker, is_request, starts_turn
 from ..core.workdir import Workdir
 from ..snapshots import SnapshotCache
-from ..step import StepDriver, StepStart
+from ..step import Completion, StepDriver, StepStart
 from ..store import Store
 from ..store.db import code_head
 from ..store.reads import ThreadReader, thread_reading
@@ -231,7 +231,9 @@ class _ReplayPort:
         self.snapshots = snapshots
 
     def begin_step(self, key: str, run: RunState, *, provider: str, model: str, step: int,
-                   messages: Sequence[Message] = (), record: bool = True) -> StepStart:
+                   messages: Sequence[Message] = (), record: bool = True, completion: Completion | None = None) -> StepStart:
+        if completion is not None:
+            raise _unreachable("complete a model call")
         return StepStart()
 
     def compact_for_pressure(self, key: str, run: RunState, *, running_turn: bool = True) -> Outcome:

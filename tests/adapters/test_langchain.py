@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import openai
@@ -36,6 +37,7 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, Tool
 from langchain_core.tools import tool  # noqa: E402
 from langchain_openai import ChatOpenAI  # noqa: E402
 
+from engine.adapters.core import HOLD_SECONDS  # noqa: E402
 from engine.adapters.langchain import CompactionMiddleware, from_engine, to_engine  # noqa: E402
 from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
 from engine.core.events import EventKind  # noqa: E402
@@ -239,9 +241,13 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
         """Look something up."""
         inspector = open_service(db_url, workdir=tmp_path / "inspector-wd")  # another reader, as the GUI is
         try:
+            # the reply is written with the next step, or after HOLD_SECONDS while the tool still runs
+            until = time.monotonic() + 10 + HOLD_SECONDS
+            while len(roles := [s.message.role for s in inspector.reads.messages_page(key)]) < 2 and time.monotonic() < until:
+                time.sleep(0.02)
             listed = [t for t in inspector.reads.list_threads() if t.key == key]
             info = inspector.reads.thread(key)
-            seen.append((len(listed), info.busy_reason, [s.message.role for s in inspector.reads.messages_page(key)]))
+            seen.append((len(listed), info.busy_reason, roles))
         finally:
             inspector.close()
         return "found"

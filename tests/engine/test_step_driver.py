@@ -9,6 +9,7 @@ On SQLite and PostgreSQL: the transactions are counted on the store's engine (SQ
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -77,12 +78,76 @@ def test_a_step_below_the_threshold_is_one_transaction_and_its_end_one_more(make
     assert (pending.outcome, pending.estimated_tokens, pending.step) == ("pending", c.tokens, 1)
     assert [m.source_key for m in (s.message for s in svc.reads.messages_page(key)) if m.source_key] == ["u1", "a1"]
 
+    t.driver.hold = 600.0  # the background writer stays out of this test
     with transactions(svc) as n:
         t.succeeded(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[keyed(tool_result("c1", "found"), "t1")])
-    assert n == [1]  # the usage and the response's messages: one transaction
+    assert n == [0]  # the usage and the response's messages: held for the next step's transaction
+    assert [r.outcome for r in svc.store.model_requests(key) if r.id == c.request_id] == ["pending"]
+
+    with transactions(svc) as n:
+        c2 = t.begin_call()
+    assert n == [1]  # the last call's usage and response, the intake, the pressure check and the request record
     done = [r for r in svc.store.model_requests(key) if r.id == c.request_id][0]
     assert (done.outcome, done.reported_prompt_tokens, done.reported_completion_tokens) == ("ok", c.tokens, 5)
     assert [s.message.source_key for s in svc.reads.messages_page(key)][-3:] == ["u1", "a1", "t1"]
+    assert [r.outcome for r in svc.store.model_requests(key) if r.id == c2.request_id] == ["pending"]
+
+    t.succeeded(c2, prompt_tokens=c2.tokens, completion_tokens=3, messages=[keyed(assistant("Found it."), "a2")])
+    with transactions(svc) as n:
+        t.end_run()
+    assert n == [2]  # the held end of the last call, then the run's end
+    assert [r.outcome for r in svc.store.model_requests(key)][-2:] == ["ok", "ok"]
+    assert [s.message.source_key for s in svc.reads.messages_page(key)][-1] == "a2"
+    assert svc.reads.thread(key).busy_reason is None
+
+
+def test_a_held_end_is_written_by_the_background_writer_when_no_step_comes(make, new_key) -> None:
+    svc = make()
+    key = new_thread(svc, new_key("held"))
+    route(svc, key)
+    t = EngineThread(svc, key, "test", provider=PROVIDER, model=MODEL)
+    t.ensure_run()
+    call = ToolCall("c1", "lookup", "{}")
+    t.stage([keyed(user("Where is doc-42?"), "u1")])
+    c = t.begin_call()
+    t.driver.hold = 0.05
+    t.succeeded(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[keyed(assistant("Looking.", call), "a1")])
+    until = time.monotonic() + 30  # a wait, not a timing: the writer writes it 0.05 s after the call
+    while t.driver.held is not None and time.monotonic() < until:
+        time.sleep(0.01)
+    assert t.driver.held is None
+    assert [r.outcome for r in svc.store.model_requests(key) if r.id == c.request_id] == ["ok"]
+    assert [s.message.source_key for s in svc.reads.messages_page(key)] == ["u1", "a1"]
+    t.stage([keyed(tool_result("c1", "found"), "t1")])
+    c2 = t.begin_call()  # nothing held: the step as before
+    t.succeeded(c2, prompt_tokens=c2.tokens, completion_tokens=1, messages=[keyed(assistant("Done."), "a2")])
+    t.end_run()
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok", "ok", "ok"]  # route()'s, then the two calls
+    assert [s.message.source_key for s in svc.reads.messages_page(key)] == ["u1", "a1", "t1", "a2"]
+
+
+def test_a_step_that_fails_after_a_held_end_still_records_that_end(make, new_key) -> None:
+    from engine.core.messages import InvalidMessage
+
+    svc = make()
+    key = new_thread(svc, new_key("held-fail"))  # a call is answered once: the door refuses the second result
+    route(svc, key)
+    t = EngineThread(svc, key, "test", provider=PROVIDER, model=MODEL)
+    t.ensure_run()
+    t.stage([keyed(user("Where is doc-42?"), "u1")])
+    c = t.begin_call()
+    t.driver.hold = 600.0
+    t.succeeded(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[keyed(assistant("Looking.", ToolCall("c1", "lookup", "{}")), "a1")])
+    t.stage([keyed(tool_result("c1", "found"), "t1"), keyed(tool_result("c1", "answered twice"), "t1-again")])
+    with pytest.raises(InvalidMessage):
+        t.call(lambda call: "never sent", lambda call, r: (None, None, []))
+    # the refused intake rolled the step back; the held end was written on its own, then the run failed
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok", "ok"]  # route()'s, then the held one
+    stored = [s.message for s in svc.reads.messages_page(key)]
+    assert [m.source_key for m in stored] == ["u1", "a1", None]  # the failed run answers its open call (aborted)
+    assert (stored[-1].tool_call_id, stored[-1].metadata.get("aborted")) == ("c1", True)
+    assert [r.status for r in svc.store.runs(key)] == ["failed"]
+    assert svc.reads.thread(key).busy_reason is None
 
 
 def test_a_step_that_must_compact_commits_the_intake_then_compacts_outside_the_lock(make, new_key) -> None:
