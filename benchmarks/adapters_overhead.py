@@ -8,9 +8,13 @@ line per run and a last ``{"bench": "adapters_overhead", "summary": ...}``.
 
 The same session for every framework: one user turn, ``rounds`` model calls that each call a tool
 whose result is ~600 tokens, then a final answer; the framework's OpenAI-compatible model class
-talks over a real socket to the loopback ``ProviderSimulator`` (scripted replies). The policy's
-window is large, so no step compacts: every call is the steady step (intake of the last tool
-result, pressure check, the request record, its completion with the reply).
+talks over a real socket to the loopback ``ProviderSimulator`` (scripted replies), run in a child
+process as a real provider is (``--sim in-process`` runs it on a thread of this process instead: it
+then shares the interpreter lock with the agent, and its work after each response — some of it
+Python — runs whenever the agent next lets go of the lock, usually the adapter's first SQLite
+statement, so the adapter's figure includes it). The policy's window is large, so no step
+compacts: every call is the steady step (intake of the last tool result, pressure check, the
+request record, its completion with the reply).
 
 - **engine on**: the adapter on a SQLite file (WAL). Its time per model call is measured inside
   the loop, as ``benchmarks/adapters_langchain.py`` does: the adapter's hooks minus the model call
@@ -312,6 +316,77 @@ def run_pydantic_ai(sim: Any, svc: Any, key: str, probe: Probe) -> None:
 LOOPS = {"langchain": run_langchain, "openai_agents": run_openai_agents, "pydantic_ai": run_pydantic_ai}
 
 
+# -- the simulator ------------------------------------------------------------------------------------
+class ChildSimulator:
+    """The loopback simulator scripted for ``rounds`` in a child process (this script with
+    ``--serve ROUNDS``): ``base_url``, and ``ok_calls()``, the requests it answered ``ok``."""
+
+    def __init__(self, rounds: int) -> None:
+        self.proc = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--serve", str(rounds)], cwd=ROOT,
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url:
+            self.close()
+            raise RuntimeError("the simulator process did not start")
+
+    def ok_calls(self) -> int:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("count\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+    def __enter__(self) -> "ChildSimulator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve(rounds: int) -> int:
+    """``--serve ROUNDS``: the simulator scripted for ``rounds``; prints its URL, then answers each
+    ``count`` line on stdin with the number of requests answered ``ok``, until stdin closes."""
+    from engine.apps.harness.simulator import ProviderSimulator
+
+    with ProviderSimulator(context_window=10**9, model=MODEL) as sim:
+        sim.script(script(rounds))
+        print(sim.base_url, flush=True)
+        for line in sys.stdin:
+            if line.strip() == "count":
+                print(len([r for r in sim.requests if r.outcome == "ok"]), flush=True)
+    return 0
+
+
+class ThreadSimulator:
+    """The simulator on a thread of this process (``--sim in-process``), as :class:`ChildSimulator`."""
+
+    def __init__(self, rounds: int) -> None:
+        from engine.apps.harness.simulator import ProviderSimulator
+
+        self.sim = ProviderSimulator(context_window=10**9, model=MODEL)
+        self.sim.start()
+        self.sim.script(script(rounds))
+        self.base_url = self.sim.base_url
+
+    def ok_calls(self) -> int:
+        return len([r for r in self.sim.requests if r.outcome == "ok"])
+
+    def __enter__(self) -> "ThreadSimulator":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sim.close()
+
+
 # -- one run -------------------------------------------------------------------------------------------
 def stored(svc: Any, key: str) -> dict[str, int]:
     """What the inspector reads of the thread, counted straight from the tables."""
@@ -332,8 +407,7 @@ def stored(svc: Any, key: str) -> dict[str, int]:
         }
 
 
-def run(framework: str, engine_on: bool, rounds: int, root: Path, index: int) -> dict[str, Any]:
-    from engine.apps.harness.simulator import ProviderSimulator
+def run(framework: str, engine_on: bool, rounds: int, root: Path, index: int, *, sim_in_process: bool = False) -> dict[str, Any]:
     from engine.service import open_service
 
     probe = Probe()
@@ -344,12 +418,11 @@ def run(framework: str, engine_on: bool, rounds: int, root: Path, index: int) ->
                            policies={"models": [{"provider": PROVIDER, "model": MODEL, "context_window": 1_000_000}]})
         probe.listen(svc.store.engine)
     try:
-        with ProviderSimulator(context_window=10**9, model=MODEL) as sim:
-            sim.script(script(rounds))
+        with ThreadSimulator(rounds) if sim_in_process else ChildSimulator(rounds) as sim:
             t0 = time.perf_counter()
             LOOPS[framework](sim, svc, key, probe)
             seconds = time.perf_counter() - t0
-            calls = len([r for r in sim.requests if r.outcome == "ok"])
+            calls = sim.ok_calls()
         held = stored(svc, key) if svc is not None else None
     finally:
         if svc is not None:
@@ -358,6 +431,7 @@ def run(framework: str, engine_on: bool, rounds: int, root: Path, index: int) ->
         raise RuntimeError(f"{framework}: {len(probe.adapter)} timed calls for {calls} model requests")
     return {
         "bench": TAG, "framework": framework, "engine": "on" if engine_on else "off", "rounds": rounds, "model_calls": calls,
+        "simulator": "thread" if sim_in_process else "process",
         "adapter_ms": [x * 1e3 for x in probe.adapter], "cpu_ms": [x * 1e3 for x in probe.cpu], "model_ms": [x * 1e3 for x in probe.model],
         "statements": probe.statements, "wall_per_call_ms": seconds * 1e3 / max(calls, 1), "stored": held,
         "complete": held is None or (held["requests"] == calls == held["requests_ok"] and held["requests_pending"] == 0
@@ -385,7 +459,7 @@ def summarize(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def render(summary: dict[str, Any], rounds: int, load: str = "") -> str:
+def render(summary: dict[str, Any], rounds: int, load: str = "", *, simulator: str = "process") -> str:
     head = ["Adapter (real agent loop, loopback simulator over a socket)", "Overhead per model call, median (p90)", "Its CPU time, median", "Target", "SQL statements per call, median",
             "Model round trip, engine off (median)", "Loop wall per call, engine on / off", "Everything persisted"]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
@@ -395,19 +469,23 @@ def render(summary: dict[str, Any], rounds: int, load: str = "") -> str:
         wall_off = "–" if s["wall_per_call_ms_off"] is None else f"{s['wall_per_call_ms_off']:.2f}"
         out.append(f"| {NAMES[fw]} | {s['overhead_median_ms']:.2f} ms ({s['overhead_p90_ms']:.2f}) | {s['cpu_median_ms']:.2f} ms | < {TARGET_MS} ms: {met} | {s['statements_median']:g} | {off} | "
                    f"{s['wall_per_call_ms_on']:.2f} / {wall_off} ms | {'yes' if s['complete'] else '**no**'} ({s['calls']} calls) |")
-    note = (f"\n\nSQLite file in WAL mode, `synchronous=NORMAL`; one session of {rounds} tool rounds per run, no step compacts (the steady step). "
+    where = ("in a child process, as a provider is" if simulator == "process" else
+             "on a thread of the agent's process (its work after each response shares the interpreter lock and lands in the adapter's time)")
+    note = (f"\n\nSQLite file in WAL mode, `synchronous=NORMAL`; one session of {rounds} tool rounds per run, no step compacts (the steady step); "
+            f"the simulator {where}. "
             "The overhead is the adapter's own time inside the loop (its hooks minus the model call they wrap; the Agents SDK's session reads and writes "
             "included); its CPU time is the process's in the same windows (what a loaded machine does not inflate); \"everything persisted\": every message, every request recorded and completed `ok` with the provider's usage, no run left active.")
     return "\n".join(out) + note + (f" Machine load while measuring: {load}." if load else "")
 
 
-def bench(rounds: int, repeats: int, frameworks: Sequence[str], emit: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
+def bench(rounds: int, repeats: int, frameworks: Sequence[str], emit: Callable[[dict[str, Any]], None], *,
+          sim_in_process: bool = False) -> list[dict[str, Any]]:
     out = []
     with tempfile.TemporaryDirectory(prefix="bench-adapters-") as tmp:
         for i in range(repeats):
             for fw in frameworks:
                 for on in (False, True):
-                    r = run(fw, on, rounds, Path(tmp), i)
+                    r = run(fw, on, rounds, Path(tmp), i, sim_in_process=sim_in_process)
                     emit({k: v for k, v in r.items() if k not in ("adapter_ms", "cpu_ms", "model_ms", "statements")}
                          | {"adapter_median_ms": statistics.median(r["adapter_ms"]) if r["adapter_ms"] else None,
                             "cpu_median_ms": statistics.median(r["cpu_ms"]) if r["cpu_ms"] else None,
@@ -425,7 +503,7 @@ def section(rounds: int = 40, repeats: int = 3, *, timeout: float = 1200) -> str
     if proc.returncode != 0 or summary is None:
         tail = " ".join((proc.stderr or proc.stdout).strip().splitlines()[-2:]) or f"exit {proc.returncode}"
         return f"Not measured: {tail}"
-    text = render(summary["summary"], rounds, summary.get("load", ""))
+    text = render(summary["summary"], rounds, summary.get("load", ""), simulator=summary.get("simulator", "process"))
     if summary.get("skipped"):
         text += "\n\nNot run: " + "; ".join(summary["skipped"])
     return text
@@ -436,15 +514,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=40)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    ap.add_argument("--sim", choices=("process", "in-process"), default="process",
+                    help="the simulator in a child process (as a provider is), or on a thread of this one (shares the interpreter lock)")
+    ap.add_argument("--serve", type=int, metavar="ROUNDS", help=argparse.SUPPRESS)  # the child process of --sim process
     args = ap.parse_args(argv)
+    if args.serve is not None:
+        return serve(args.serve)
     wanted = [f for f in args.frameworks.split(",") if f]
     skipped = [f"{f}: {why}" for f in wanted if (why := available(f))]
     ready = [f for f in wanted if not available(f)]
     load = " / ".join(f"{x:.2f}" for x in os.getloadavg()) + " (1/5/15-min load average, 2 cores, before the runs)"
-    results = bench(args.rounds, args.repeats, ready, lambda r: print(json.dumps(r), flush=True))
+    in_process = args.sim == "in-process"
+    results = bench(args.rounds, args.repeats, ready, lambda r: print(json.dumps(r), flush=True), sim_in_process=in_process)
     summary = summarize(results)
-    print(json.dumps({"bench": TAG, "summary": summary, "skipped": skipped, "load": load}))
-    print(render(summary, args.rounds, load), file=sys.stderr)
+    print(json.dumps({"bench": TAG, "summary": summary, "skipped": skipped, "load": load, "simulator": args.sim}))
+    print(render(summary, args.rounds, load, simulator=args.sim), file=sys.stderr)
     return 0
 
 

@@ -21,8 +21,9 @@ def test_each_adapter_is_timed_on_every_call_and_leaves_everything_stored() -> N
     *runs, last = lines
     ran = {r["framework"] for r in runs}
     assert ran | {s.split(":")[0] for s in last["skipped"]} == {"langchain", "openai_agents", "pydantic_ai"}
+    assert last["simulator"] == "process"  # in a child process, as a provider is (--sim in-process: on a thread)
     for r in runs:
-        assert r["model_calls"] == 4 and r["complete"], r  # 3 tool rounds and the answer
+        assert r["model_calls"] == 4 and r["complete"] and r["simulator"] == "process", r  # 3 tool rounds and the answer
         if r["engine"] == "on":
             assert r["stored"] == {"messages": 8, "requests": 4, "requests_ok": 4, "requests_pending": 0, "runs_active": 0}
             assert r["adapter_median_ms"] > 0 and r["cpu_median_ms"] > 0 and r["statements_median"] > 0
