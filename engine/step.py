@@ -35,6 +35,7 @@ recovery episode: the caller's :class:`RunState` carries the run id, notes and o
 
 from __future__ import annotations
 
+import atexit
 import heapq
 import itertools
 import logging
@@ -233,6 +234,22 @@ class StepDriver:
             return []
         with self._lock:
             return self._flush(messages, run_id)
+
+    def defer(self, messages: Sequence[Message], *, run_id: int | None = None) -> None:
+        """With ``hold``: append ``messages`` (run ``run_id``) with the held completion, after its own
+        (one is held for them when none is), written as it is (the next step's transaction,
+        :meth:`flush`, or the background writer ``hold`` seconds from now); without: now."""
+        if self.hold is None:
+            self.flush(messages, run_id=run_id)
+            return
+        with self._lock:
+            held = self.held
+            if held is not None and held.run_id != run_id:  # another run's: written first, on its own
+                self._flush((), None)
+                held = None
+            held = self.held = (Completion(None, None, None, tuple(messages), run_id) if held is None
+                                else replace(held, messages=(*held.messages, *messages)))
+        _WRITER.schedule(self, held, time.monotonic() + self.hold)
 
     def _flush(self, messages: Sequence[Message], run_id: int | None) -> list[int]:
         held = self.held
@@ -446,8 +463,17 @@ class _Writer:
                 driver._due(held)
             del driver, held
 
+    def drain(self) -> None:
+        """At exit: write what is still held now (best effort: a store already closed loses it, as a crash would)."""
+        with self._cond:
+            due, self._due = self._due, []
+        for _, _, driver, held in due:
+            if driver.held is held:
+                driver._due(held)
+
 
 _WRITER = _Writer()
+atexit.register(_WRITER.drain)
 
 
 def describe(exc: BaseException) -> str:

@@ -199,6 +199,11 @@ class EngineThread:
         return cls(service, key, source, **kwargs)
 
     def close(self) -> None:
+        """Write what the step driver still holds, then close the service if this thread opened it."""
+        try:
+            self.flush()
+        except Exception:  # noqa: BLE001 - closing anyway: the request stays pending, as after a crash
+            log.exception("could not write the last call's outcome on thread %r", self.key)
         if self.owns_service:
             self.service.close()
 
@@ -281,6 +286,18 @@ class EngineThread:
         ids = self.driver.flush(new, run_id=run.run_id)  # with the last call's held usage and reply, if any
         self._stored(new)
         return ids
+
+    def defer(self, messages: Iterable[Message]) -> None:
+        """:meth:`persist`, written with the next step's transaction instead of one of its own (or
+        by :meth:`flush`, an end of the run, or the step driver's writer after
+        :data:`HOLD_SECONDS`): a framework's session write just before its next model call."""
+        self.ensure()
+        new = self._unknown(messages)
+        if not new:
+            return
+        run = self.ensure_run()
+        self.driver.defer(new, run_id=run.run_id)
+        self._stored(new)
 
     def ensure_run(self) -> RunState:
         """The active run of this agent, started when there is none."""

@@ -195,7 +195,10 @@ class CompactionMiddleware(AgentMiddleware):
         self._tools_seen: tuple[list[Any], list[dict[str, Any]]] | None = None
 
     def close(self) -> None:
-        """Close the service if this middleware opened it."""
+        """Write what its threads still hold (:meth:`EngineThread.close`), then close the service if
+        this middleware opened it."""
+        for t in self._threads.values():
+            t.close()
         if self._owns:
             self.service.close()
 

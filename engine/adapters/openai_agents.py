@@ -223,7 +223,7 @@ class EngineSession:
     def _add(self, items: list[Mapping[str, Any]]) -> None:
         if not items:
             return
-        self.thread.persist(to_engine(items))
+        self.thread.defer(to_engine(items))  # with the next model call's transaction (or the run's end)
         self._last = _fingerprint(dict(items[-1]))
         if self.final_pending:
             self.final_pending = False
@@ -233,6 +233,7 @@ class EngineSession:
         """The compacted surface as raw items (after pressure compaction when ``compact``)."""
         t = self.thread
         t.ensure()
+        t.flush()  # the items added since the last model call, before the surface is read
         svc = t.service
         run = t.run
         if compact:

@@ -152,6 +152,37 @@ def test_a_second_run_reads_the_session_and_adds_to_the_same_thread(make_service
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "assistant", "user"]
 
 
+def test_added_items_go_with_the_next_model_call_and_are_read_back_before_it(make_service, sim, key) -> None:
+    svc = make_service(context_window=8000)
+    session = EngineSession(key, service=svc)
+    session.thread.driver.hold = 600.0  # the background writer stays out of this test
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    assert stored_roles(svc, key) == []  # held for the next model call's transaction
+    assert [i["content"] for i in run(session.get_items())] == ["hi"]  # a read of the session writes them first
+    assert stored_roles(svc, key) == ["user"]
+
+    sim.script([Reply(tool_calls=(("lookup", {"q": "a"}),)), Reply("done")])
+    result = run(Runner.run(make_agent(sim, session), "go", session=session))
+    assert result.final_output == "done"
+    assert stored_roles(svc, key) == ["user", "user", "assistant", "tool", "assistant"]
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok", "ok"]
+    assert [r.status for r in svc.store.runs(key)] == ["completed"]
+
+
+def test_added_items_are_written_by_the_background_writer_when_no_call_comes(make_service, key) -> None:
+    import time
+
+    from engine.adapters.core import HOLD_SECONDS
+
+    svc = make_service(context_window=8000)
+    session = EngineSession(key, service=svc)
+    run(session.add_items([{"role": "user", "content": "hi"}]))
+    until = time.monotonic() + 10 + HOLD_SECONDS  # a wait, not a timing: written HOLD_SECONDS after the add
+    while not stored_roles(svc, key) and time.monotonic() < until:
+        time.sleep(0.02)
+    assert stored_roles(svc, key) == ["user"] and session.thread.driver.held is None
+
+
 def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key) -> None:
     svc = make_service(context_window=8000)
     sim.script(long_script(2))
