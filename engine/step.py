@@ -226,6 +226,40 @@ class StepDriver:
         self.recovering = False
         return ids
 
+    def hold_now(self, call: Call, run: RunState, *, prompt_tokens: int | None, completion_tokens: int | None,
+                 messages: Sequence[Message] = ()) -> bool:
+        """:meth:`succeeded` when it cannot block (``hold``, nothing held yet, the background writer
+        not writing): the call's end held, True — an async caller then needs no worker thread for
+        it. False: nothing done; call :meth:`succeeded` (which may write)."""
+        if self.hold is None or self.held is not None or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if self.held is not None:
+                return False
+            event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+            held = self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+        finally:
+            self._lock.release()
+        _WRITER.schedule(self, held, time.monotonic() + self.hold)
+        self.recovering = False
+        return True
+
+    def defer_now(self, messages: Sequence[Message], *, run_id: int | None = None) -> bool:
+        """:meth:`defer` when it cannot block (``hold``, what is held is this run's or nothing, the
+        background writer not writing): True. False: nothing done; call :meth:`defer`."""
+        if self.hold is None or not self._lock.acquire(blocking=False):
+            return False
+        try:
+            held = self.held
+            if held is not None and held.run_id != run_id:
+                return False
+            held = self.held = (Completion(None, None, None, tuple(messages), run_id) if held is None
+                                else replace(held, messages=(*held.messages, *messages)))
+        finally:
+            self._lock.release()
+        _WRITER.schedule(self, held, time.monotonic() + self.hold)
+        return True
+
     def flush(self, messages: Sequence[Message] = (), *, run_id: int | None = None) -> list[int]:
         """Write the :attr:`held` completion, if any, with ``messages`` appended after its own (run
         ``run_id``, default the held call's), in one transaction; just ``messages`` when nothing is
@@ -376,7 +410,8 @@ class StepDriver:
                     continue
                 raise
             prompt, completion, out = await io(done, c, result)
-            await io(self.succeeded, c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out)
+            if not self.hold_now(c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out):  # held: no thread needed
+                await io(self.succeeded, c, run, prompt_tokens=prompt, completion_tokens=completion, messages=out)
             return result
 
     # -- events ---------------------------------------------------------------------------------

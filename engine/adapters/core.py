@@ -299,6 +299,18 @@ class EngineThread:
         self.driver.defer(new, run_id=run.run_id)
         self._stored(new)
 
+    def defer_now(self, messages: Iterable[Message]) -> bool:
+        """:meth:`defer` when it needs no I/O (the thread known to exist, a run active, the step
+        driver able to hold them at once): True, done — an async adapter then needs no worker
+        thread. False: nothing done; call :meth:`defer`."""
+        if not self._ensured or self.run is None or self._driver is None:
+            return False
+        new = self._unknown(messages)
+        if new and not self._driver.defer_now(new, run_id=self.run.run_id):
+            return False
+        self._stored(new)
+        return True
+
     def ensure_run(self) -> RunState:
         """The active run of this agent, started when there is none."""
         self.ensure()
@@ -387,6 +399,19 @@ class EngineThread:
         open recovery episode."""
         _, _, new = self._response(prompt_tokens, completion_tokens, messages)
         self.driver.succeeded(call, self.ensure_run(), prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, messages=new)
+
+    def succeeded_now(self, call: Call, *, prompt_tokens: int | None, completion_tokens: int | None, messages: Sequence[Message] = ()) -> bool:
+        """:meth:`succeeded` when it needs no I/O (the step driver holds the call's end at once:
+        :meth:`engine.step.StepDriver.hold_now`): True, done. False: nothing done; call
+        :meth:`succeeded` (in a worker thread)."""
+        run = self.run
+        if run is None or self._driver is None:
+            return False
+        new = self._unknown(messages)
+        if not self._driver.hold_now(call, run, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens, messages=new):
+            return False
+        self._stored(new)
+        return True
 
     def failed(self, call: Call, exc: BaseException) -> bool:
         """The call raised ``exc``. Records the outcome and, for a context overflow, recovers.

@@ -262,7 +262,11 @@ class EngineSession:
         return items[-limit:] if limit else items
 
     async def add_items(self, items: list[Any]) -> None:
-        await asyncio.to_thread(self._add, list(items))
+        items = list(items)
+        if items and not self.final_pending and self.thread.defer_now(to_engine(items)):  # held at once: no worker thread
+            self._last = _fingerprint(dict(items[-1]))
+            return
+        await asyncio.to_thread(self._add, items)
 
     async def pop_item(self) -> Any:
         raise AdapterError("EngineSession keeps an append-only history: an item cannot be popped (the thread stays as stored)")
@@ -330,6 +334,18 @@ class CompactionModel(Model):
     def _done(self, call: Call, response: _Output | None, usage: object) -> None:
         t = self.session.thread
         t.succeeded(call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None)
+        self._final(response)
+
+    def _done_now(self, call: Call, response: _Output | None, usage: object) -> bool:
+        """:meth:`_done` when it needs no I/O (:meth:`EngineThread.succeeded_now`): True, done."""
+        t = self.session.thread
+        if not t.succeeded_now(call, prompt_tokens=getattr(usage, "input_tokens", None) or None,
+                               completion_tokens=getattr(usage, "output_tokens", None) or None):
+            return False
+        self._final(response)
+        return True
+
+    def _final(self, response: _Output | None) -> None:
         output = response.output if response is not None else []
         if not any(getattr(o, "type", None) in _CALL_TYPES or (isinstance(o, Mapping) and o.get("type") in _CALL_TYPES) for o in output):
             self.session.final_pending = True
@@ -354,7 +370,8 @@ class CompactionModel(Model):
                     if await asyncio.to_thread(self._fail, call, exc, synced):
                         continue
                     raise
-                await asyncio.to_thread(self._done, call, response, response.usage)
+                if not self._done_now(call, response, response.usage):  # held at once: no worker thread
+                    await asyncio.to_thread(self._done, call, response, response.usage)
                 return response
         except Exception as exc:  # never leave the thread busy with a run nobody drives
             await asyncio.to_thread(t.abandon, exc)
@@ -383,7 +400,8 @@ class CompactionModel(Model):
                     raise
                 usage = getattr(final, "usage", None)
                 output = list(getattr(final, "output", None) or [])
-                await asyncio.to_thread(self._done, call, _Streamed(output), usage)
+                if not self._done_now(call, _Streamed(output), usage):
+                    await asyncio.to_thread(self._done, call, _Streamed(output), usage)
                 return
         except Exception as exc:
             await asyncio.to_thread(t.abandon, exc)

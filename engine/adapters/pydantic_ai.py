@@ -431,9 +431,9 @@ class EngineCompaction(AbstractCapability[Any]):
         call, self._call = self._call, None
         if call is not None:
             usage = getattr(response, "usage", None)
-            await asyncio.to_thread(
-                self.engine.succeeded, call, prompt_tokens=getattr(usage, "input_tokens", None) or None, completion_tokens=getattr(usage, "output_tokens", None) or None
-            )
+            prompt, completion = getattr(usage, "input_tokens", None) or None, getattr(usage, "output_tokens", None) or None
+            if not self.engine.succeeded_now(call, prompt_tokens=prompt, completion_tokens=completion):  # held at once: no worker thread
+                await asyncio.to_thread(self.engine.succeeded, call, prompt_tokens=prompt, completion_tokens=completion)
         return response
 
     async def on_model_request_error(self, ctx: object, *, request_context: object, error: Exception) -> Any:

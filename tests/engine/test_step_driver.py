@@ -219,3 +219,28 @@ def test_the_overflow_protocol_recovers_on_progress_and_gives_up_without(make, n
     assert len(svc.reads.events(key)) == before
     last = [r for r in svc.store.model_requests(key) if r.id == c5.request_id][0]
     assert (last.outcome, last.error_code, last.error_message) == ("error", None, "OSError: socket closed")
+
+
+def test_an_end_held_at_once_needs_no_thread_and_never_waits_for_the_writer(make, new_key) -> None:
+    svc = make()
+    key = new_thread(svc, new_key("now"))
+    route(svc, key)
+    t = EngineThread(svc, key, "test", provider=PROVIDER, model=MODEL)
+    t.ensure_run()
+    t.stage([keyed(user("Where is doc-42?"), "u1")])
+    c = t.begin_call()
+    t.driver.hold = 600.0
+    reply = keyed(assistant("Looking.", ToolCall("c1", "lookup", "{}")), "a1")
+    with t.driver._lock:  # the background writer writing: it would wait, so it is not done now
+        assert not t.succeeded_now(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[reply])
+    assert t.driver.held is None and not t.knows("a1")  # nothing done: the caller calls succeeded
+    with transactions(svc) as n:
+        assert t.succeeded_now(c, prompt_tokens=c.tokens, completion_tokens=5, messages=[reply])
+    assert n == [0] and t.driver.held is not None and t.knows("a1")
+    assert t.defer_now([keyed(tool_result("c1", "found"), "t1")])  # a session's items join what is held
+    assert [m.source_key for m in t.driver.held.messages] == ["a1", "t1"]  # type: ignore[union-attr]
+    with transactions(svc) as n:
+        t.end_run()
+    assert n == [2]  # what is held, then the run's end
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok", "ok"]  # route()'s, then this call's
+    assert [s.message.source_key for s in svc.reads.messages_page(key)] == ["u1", "a1", "t1"]
