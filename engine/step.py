@@ -76,9 +76,8 @@ class Completion:
 class StepStart:
     """What :meth:`StepPort.begin_step` did in its one transaction: the ids of the messages it
     appended (a held completion's first) and, when the pressure check settled the step (nothing
-    to compact), its outcome, the
-    request measured for the route and the recorded request's id. ``outcome is None``: compaction
-    is needed; only the intake was committed."""
+    to compact), its outcome, the request measured for the route and the recorded request's id.
+    ``outcome is None``: compaction is needed; only the intake (and the completion) was committed."""
 
     ids: list[int] = field(default_factory=list)
     outcome: Outcome | None = None

@@ -13,7 +13,9 @@ step our own harness and what-if run on too), through :class:`engine.service.Ser
    transaction when nothing needs compacting; else pruning, then a summary only if still at the
    threshold;
 3. **outcome** — :meth:`EngineThread.succeeded` records the provider-reported usage with the
-   response's messages; :meth:`EngineThread.failed` classifies the error with
+   response's messages, held by the step driver for the next call's transaction (at most
+   :data:`HOLD_SECONDS`, then written on a background thread; a run's end, :meth:`EngineThread.flush`
+   and :meth:`EngineThread.abandon` write it first: no request stays pending after a run); :meth:`EngineThread.failed` classifies the error with
    :mod:`engine.llm.errors` and, for a context overflow, recovers at most ``max_overflow_retries``
    times per run and only when the surface generation grew — otherwise the caller re-raises the
    ORIGINAL error. :meth:`EngineThread.call` / :meth:`EngineThread.acall` do 2 and 3 around a
