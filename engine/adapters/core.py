@@ -178,6 +178,9 @@ class EngineThread:
     _configured_from: tuple[str | None, Any] | None = field(default=None, repr=False)
     _step: int = 0
     _driver: StepDriver | None = field(default=None, repr=False)
+    #: the framework's message list as this process last took it in whole (an adapter skips what a
+    #: later list repeats of it, the same objects, without keying them again); emptied by :meth:`abandon`
+    seen: list[Any] = field(default_factory=list, repr=False)
     owns_service: bool = False
 
     @classmethod
@@ -364,6 +367,7 @@ class EngineThread:
         stored is forgotten (the transaction that failed may have held it): the database decides."""
         self._staged = []
         self._known.clear()
+        self.seen = []
         d = self._driver
         if d is not None and d.held is not None:  # the last call succeeded: its write goes first (best effort)
             held = d.held

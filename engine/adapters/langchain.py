@@ -219,8 +219,13 @@ class CompactionMiddleware(AgentMiddleware):
             t.route(*_route(request.model))
         system = request.system_message.text if request.system_message is not None else None
         t.configure(system, self._schemas(request.tools))
-        # a message with an id is keyed by it: one this process stored is skipped unserialized
-        t.stage(to_engine(m) for m in request.messages if not (m.id and t.knows(source_key("lc", m.id))))
+        # the state repeats the list taken in last time (the same objects: compared by identity
+        # first, in C) and adds to it: only the rest is looked at; a message with an id is keyed by
+        # it, and one this process stored is skipped unserialized
+        messages, seen = request.messages, t.seen
+        rest = messages[len(seen):] if seen and len(messages) >= len(seen) and messages[: len(seen)] == seen else messages
+        t.stage(to_engine(m) for m in rest if not (m.id and t.knows(source_key("lc", m.id))))
+        t.seen = list(messages)
 
     def _schemas(self, tools: Sequence[Any]) -> list[dict[str, Any]]:
         """The OpenAI schemas of ``tools``: converted again only when the tool objects change (an

@@ -260,6 +260,20 @@ def test_the_inspector_sees_the_thread_while_the_agent_runs(make_service, sim, k
     assert [s.message.role for s in svc.reads.messages_page(key)] == ["user", "assistant", "tool", "assistant"]
 
 
+def test_each_call_looks_only_at_the_messages_the_state_added(make_service, sim, key, monkeypatch: pytest.MonkeyPatch) -> None:
+    from engine.adapters.core import EngineThread
+
+    svc = make_service(context_window=100_000)
+    sim.script([Reply(tool_calls=(("lookup", {"q": f"q{i}"}),)) for i in range(5)] + [Reply("done")])
+    asked: list[str] = []
+    knows = EngineThread.knows
+    monkeypatch.setattr(EngineThread, "knows", lambda self, k: asked.append(k) or knows(self, k))
+    agent_for(sim, CompactionMiddleware(service=svc, thread=key)).invoke({"messages": [HumanMessage("go", id="h")]})
+    assert asked.count("lc:h") == 1  # the first call's message, never asked again: later calls skip the list seen before
+    assert len(asked) == 1 + 2 * 5  # then each call: the reply and the tool result the state added
+    assert stored_roles(svc, key) == ["user"] + ["assistant", "tool"] * 5 + ["assistant"]
+
+
 def test_a_history_the_write_door_refuses_fails_the_run_and_leaves_the_thread_idle(make_service, sim, key) -> None:
     from engine.core.messages import InvalidMessage
 
