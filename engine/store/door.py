@@ -176,6 +176,8 @@ _ON_CONFLICT = {"sqlite": sqlite, "postgresql": postgresql}
 _ROW_KEYS = tuple((c.key, "meta" if c.key == "metadata" else c.key) for c in MESSAGES.c if c.key != "id")
 #: rows per INSERT of :meth:`Locked.take_in` (15 parameters a row: far below either database's limit)
 TAKE_IN_ROWS = 64
+#: per row position of a :func:`_multi_insert`, its (bind name, row key) pairs: built once, not per row
+_TAKE_IN_NAMES = tuple(tuple((f"{c}_{i}", attr) for c, attr in _ROW_KEYS) for i in range(TAKE_IN_ROWS))
 _REQUEST_KEYS = ("conversation_id", "run_id", "step", "provider", "model", "estimated_tokens", "threshold", "outcome")
 
 
@@ -643,11 +645,13 @@ class Locked(SourceWrites, ConversationReader):
         order (ids grow with it: the thread's physical order); RETURNING gives them in no promised
         order, so they are matched by id order and source key (a row without a key always goes in)."""
         n = len(rows)
+        if n > TAKE_IN_ROWS:
+            raise ValueError(f"take_in: at most {TAKE_IN_ROWS} rows per INSERT (got {n})")
         stmt = raw_write(conn, ("take_in", n), lambda dialect: (_multi_insert(dialect.name, n), None))
         params: dict[str, Any] = {}
-        for i, row in enumerate(rows):
-            for col, attr in _ROW_KEYS:
-                params[f"{col}_{i}"] = row[attr]
+        for names, row in zip(_TAKE_IN_NAMES, rows):
+            for name, attr in names:
+                params[name] = row[attr]
         cursor = stmt.execute(conn, params)
         try:
             got = sorted((int(r[0]), r[1]) for r in cursor.fetchall())
