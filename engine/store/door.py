@@ -155,6 +155,7 @@ _APPENDED_STATEMENTS = {"appended_counted": _APPENDED_COUNTED, "appended_uncount
 
 
 _REQUESTS = ModelRequestRow.__table__
+_OFFLOADS = ToolOffloadRow.__table__
 #: a model request recorded / completed (compiled once: on every model step's path; no ORM object
 #: of a request is loaded in the door, so there is nothing to synchronize)
 _INSERT_REQUEST = insert(_REQUESTS).returning(_REQUESTS.c.id)
@@ -975,20 +976,25 @@ class Locked(SourceWrites, ConversationReader):
         st = self._state_row()
         before = st.generation
         after = before + 1
-        for o in offloads:
-            self.session.add(
-                ToolOffloadRow(
-                    conversation_id=self.conv.id,
-                    message_id=o.message_id,
-                    tool_name=clean_text(o.tool_name, "tool name")[:200],  # a display label: cut, not refused
-                    path=o.path,
-                    sha256=o.sha256,
-                    preview=o.preview,
-                    original_tokens=o.original_tokens,
-                    preview_tokens=o.preview_tokens,
-                    generation=after,
-                )
-            )
+        cid = self.conv.id
+        rows = [
+            {
+                "conversation_id": cid,
+                "message_id": o.message_id,
+                "tool_name": clean_text(o.tool_name, "tool name")[:200],  # a display label: cut, not refused
+                "path": o.path,
+                "sha256": o.sha256,
+                "preview": o.preview,
+                "original_tokens": o.original_tokens,
+                "preview_tokens": o.preview_tokens,
+                "generation": after,
+            }
+            for o in offloads
+        ]
+        try:  # one Core executemany (no unit of work, no ids read back: nothing holds the rows as objects)
+            self.connection().execute(insert(_OFFLOADS), rows)
+        except IntegrityError:
+            raise EngineError("a tool result was already pruned (offload exists)", code="already_pruned") from None
         st.generation = after
         st.updated_at = utcnow()
         self.session.add(
