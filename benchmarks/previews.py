@@ -49,6 +49,13 @@ from engine.core.meter import default_meter  # noqa: E402
 from engine.core.policy import CompactionPolicy  # noqa: E402
 
 BEFORE_COMMIT = "97be371"
+#: where the engine's modules of that commit live now
+MOVED_TO = {name: pkg for pkg, names in {
+    "core": ("checks", "config", "errors", "events", "figures", "messages", "meter", "model_windows", "policy", "previews",
+             "specifics", "surface", "units", "views", "workdir"),
+    "compaction": ("compactor", "plan", "pruning", "replay", "summarizers"),
+    "apps": ("cli", "demo", "harness"),
+}.items() for name in names}
 TOOLS = ("query_kb", "search_docs", "mcp__kb__search", "WebSearch", "my_tool")
 SIZES = (5, 10, 20, 40)
 count = default_meter().count_text
@@ -58,6 +65,8 @@ def old_previews() -> ModuleType:
     """``engine/core/previews.py`` of :data:`BEFORE_COMMIT` as a module of its own."""
     source = subprocess.run(["git", "show", f"{BEFORE_COMMIT}:engine/previews.py"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
+    # the engine's modules have moved since (engine/core, engine/compaction, engine/apps): its imports follow them
+    source = re.sub(r"\bengine\.(\w+)", lambda m: f"engine.{MOVED_TO.get(m.group(1), '')}{'.' if m.group(1) in MOVED_TO else ''}{m.group(1)}", source)
     path = Path(tempfile.mkdtemp(prefix="previews-before-")) / "previews_before.py"
     path.write_text(source, encoding="utf-8")
     spec = importlib.util.spec_from_file_location("previews_before", path)
