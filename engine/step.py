@@ -209,7 +209,7 @@ class StepDriver:
         and, closing an open recovery episode, ``recovered`` — one transaction. Returns the ids.
         With ``hold``, nothing is written now (returns ``[]``): the write is :attr:`held` for the
         next step's transaction (or :meth:`flush`)."""
-        event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+        event = self._recovered(call, run)
         if self.hold is not None:
             held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
             with self._lock:
@@ -225,6 +225,10 @@ class StepDriver:
         self.recovering = False
         return ids
 
+    def _recovered(self, call: Call, run: RunState) -> RecoveredEvent | None:
+        """``recovered``, when this succeeded call closes an open recovery episode."""
+        return RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+
     def hold_now(self, call: Call, run: RunState, *, prompt_tokens: int | None, completion_tokens: int | None,
                  messages: Sequence[Message] = ()) -> bool:
         """:meth:`succeeded` when it cannot block (``hold``, nothing held yet, the background writer
@@ -235,7 +239,7 @@ class StepDriver:
         try:
             if self.held is not None:
                 return False
-            event = RecoveredEvent(attempt=run.overflow_attempts, step=call.step, tokens=call.tokens) if self.recovering else None
+            event = self._recovered(call, run)
             held = self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
         finally:
             self._lock.release()
@@ -252,8 +256,7 @@ class StepDriver:
             held = self.held
             if held is not None and held.run_id != run_id:
                 return False
-            held = self.held = (Completion(None, None, None, tuple(messages), run_id) if held is None
-                                else replace(held, messages=(*held.messages, *messages)))
+            held = self.held = _with_messages(held, messages, run_id)
         finally:
             self._lock.release()
         _WRITER.schedule(self, held, time.monotonic() + self.hold)
@@ -280,8 +283,7 @@ class StepDriver:
             if held is not None and held.run_id != run_id:  # another run's: written first, on its own
                 self._flush((), None)
                 held = None
-            held = self.held = (Completion(None, None, None, tuple(messages), run_id) if held is None
-                                else replace(held, messages=(*held.messages, *messages)))
+            held = self.held = _with_messages(held, messages, run_id)
         _WRITER.schedule(self, held, time.monotonic() + self.hold)
 
     def _flush(self, messages: Sequence[Message], run_id: int | None) -> list[int]:
@@ -455,6 +457,14 @@ class StepDriver:
             )
         self.port.add_event(self.key, event, trigger="overflow", run_id=run.run_id)
         self.recovering = False
+
+
+def _with_messages(held: Completion | None, messages: Sequence[Message], run_id: int | None) -> Completion:
+    """``messages`` (run ``run_id``) appended after what ``held`` appends; a completion of its own
+    (no request) when nothing is held."""
+    if held is None:
+        return Completion(None, None, None, tuple(messages), run_id)
+    return replace(held, messages=(*held.messages, *messages))
 
 
 class _Writer:
