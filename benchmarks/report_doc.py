@@ -27,7 +27,7 @@ def splice(doc: str, name: str, title: str, text: str) -> str:
     return doc + "\n\n" + new + "\n" if anchor < 0 else doc[:anchor] + "\n" + new + "\n" + doc[anchor:]
 
 
-def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "", whatif: str = "",
+def document(head: str, details: str, own: str, lost: list[str], mach: list[str], seconds: float, args: argparse.Namespace, missing: str | None, corpus: str = "", targets: str = "", agents: str = "",
              extra: Sequence[tuple[str, str, str]] = ()) -> str:
     """The whole document; ``extra``: (name, title, markdown) sections, each between markers."""
     extras = "".join(marked(n, t, x) + "\n\n" for n, t, x in extra)
@@ -42,6 +42,7 @@ Ratios are ours ÷ peer from the same run (machines are noisy; compare ratios, n
 ```
 {RERUN}
 .venv/bin/python benchmarks/run_all.py --quick   # 10k and 100k traces only, a few minutes, does not write this file
+.venv/bin/python benchmarks/run_all.py --only whatif,adapter_overhead   # rerun and rewrite just those sections
 ```
 
 PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
@@ -76,10 +77,6 @@ PostgreSQL for the store row: `--pg-url` or `COMPACTION_TEST_PG_URL` (default
 ## LangChain agents: our middleware vs SummarizationMiddleware (issue 15)
 
 {agents}
-
-## What-if runs (issue 14)
-
-{whatif}
 
 {extras}## Our own figures
 

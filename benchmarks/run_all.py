@@ -13,6 +13,7 @@ import argparse
 import math
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -458,6 +459,12 @@ def _bulk_import(quick: bool, pg_url: str) -> str:
             "(`benchmarks/bulk_import.py`).\n\n" + table(["Figure", "Value", "Notes"], bulk_import.rows(files, pg_url)))
 
 
+def _whatif(quick: bool, pg_url: str) -> str:
+    """benchmarks/whatif.py: each trace at two thresholds, the real-shaped session and the
+    100,000-message what-if, each in a fresh process (issues 14, 24)."""
+    return whatif_bench.section(messages=20_000 if quick else 100_000, families=("research",) if quick else whatif_bench.FAMILIES)
+
+
 def _adapter_overhead(quick: bool, pg_url: str) -> str:
     """benchmarks/adapters_overhead.py in a fresh process: the engine's overhead per model call in
     each framework adapter (issue 24)."""
@@ -466,6 +473,7 @@ def _adapter_overhead(quick: bool, pg_url: str) -> str:
 
 
 EXTRA: dict[str, tuple[str, Callable[[bool, str], str]]] = {
+    "whatif": ("What-if runs (issue 14)", _whatif),
     "previews": ("Previews by content (issue 25)", _previews),
     "fact_recall": ("Fact recall after compaction (issue 25)", _fact_recall),
     "fleet": ("A store of 100,000 threads: the thread list and stats (issue 26)", _fleet),
@@ -502,7 +510,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(EXTRA)}")
         done = run_extra(names, args.quick, args.pg_url)
         doc = DOC.read_text(encoding="utf-8")
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip() or "unknown"
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
         for name, title, text in done:
+            # the document's header times the whole run; a section rerun alone says so itself
+            text = f"{text.rstrip()}\n\n*Rerun alone (`run_all.py --only {name}`) at {head}, {when}; the rest of this document is from the whole run.*"
             print(f"\n## {title}\n\n{text}")
             doc = splice(doc, name, title, text)
         if not args.quick or args.write:
@@ -540,8 +552,6 @@ def main(argv: list[str] | None = None) -> int:
     own += import_session.rows(2.0, args.pg_url)
     log("LangChain agents: CompactionMiddleware vs SummarizationMiddleware (benchmarks/adapters_langchain.py)")
     agents = adapters_langchain.section((10_000,) if args.quick else (10_000, 100_000))
-    log("what-if runs: a trace at two thresholds, a 100k-message what-if (benchmarks/whatif.py)")
-    whatif_text = whatif_bench.section(messages=20_000 if args.quick else 100_000, families=("research",) if args.quick else whatif_bench.FAMILIES)
     extra = run_extra(list(EXTRA), args.quick, args.pg_url)
     seconds = time.perf_counter() - started
 
@@ -552,13 +562,12 @@ def main(argv: list[str] | None = None) -> int:
     print("## Head to head\n\n" + head + "\n\n### Where we lose\n\n" + "\n".join(lost) + "\n\n### Per trace (ours / LangChain / chars/4)\n\n" + details)
     print("\n## Targets\n\n" + targets + "\n\n## Compact now\n\n" + corpus)
     print("\n## LangChain agents\n\n" + agents)
-    print("\n## What-if runs\n\n" + whatif_text)
     print("\n## Our own figures\n\n" + own_table)
     for _, title, text in extra:
         print(f"\n## {title}\n\n{text}")
     print(f"\n(total {seconds:.0f} s)")
     if not args.quick or args.write:
-        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents, whatif_text, extra))
+        DOC.write_text(document(head, details, own_table, lost, machine(), seconds, args, missing, corpus, targets, agents, extra))
         log(f"wrote {DOC.relative_to(ROOT)}")
     return 0
 
