@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from operator import is_
 from typing import Any, Callable, Mapping, Sequence, cast
 from uuid import uuid4
 
@@ -155,6 +156,73 @@ def _tool_schemas(tools: Sequence[Any]) -> list[dict[str, Any]]:
     return out
 
 
+class _Mapped:
+    """The last surface of a thread mapped to LangChain messages, with the graph state it was
+    mapped against (:meth:`CompactionMiddleware._compacted`). The next call's state repeats that
+    state's message objects and adds to it, and its surface repeats the last one's messages (the
+    same objects: a step that compacts builds new ones) and adds to them: only the added part is
+    mapped. A new state message that could change an earlier mapping (an id seen before, or one an
+    earlier message was mapped without) starts over, as does anything else."""
+
+    __slots__ = ("state", "by_id", "hashed", "history", "out", "unmatched")
+
+    def __init__(self, state: Sequence[AnyMessage]) -> None:
+        self.state = list(state)
+        self.by_id: dict[str, AnyMessage] | None = None  # by id: the source key is "lc:" + id (built if needed)
+        self.hashed: dict[str, AnyMessage] | None = None  # by source key, for ids too long to be one (built if needed)
+        self.history: list[Message] = []
+        self.out: list[AnyMessage] = []
+        self.unmatched: set[str] = set()  # source keys mapped from their stored form: not in the state then
+
+    def extends(self, state: Sequence[AnyMessage], history: Sequence[Message]) -> bool:
+        """``state`` and ``history`` start with the ones mapped last (by identity) and ``state``'s
+        new messages change no earlier mapping; taken in if so."""
+        n, k = len(self.state), len(self.history)
+        if len(state) < n or len(history) < k or not all(map(is_, state, self.state)) or not all(map(is_, history, self.history)):
+            return False
+        added = state[n:]
+        for x in added:
+            if x.id and (x.id in self._ids() or ("lc:" + x.id) in self.unmatched or source_key("lc", x.id) in self.unmatched):
+                return False
+        by_id, hashed = self.by_id, self.hashed
+        for x in added:
+            if x.id:
+                if by_id is not None:
+                    by_id[x.id] = x
+                if hashed is not None:
+                    hashed[source_key("lc", x.id)] = x
+        self.state.extend(added)
+        return True
+
+    def _ids(self) -> dict[str, AnyMessage]:
+        if self.by_id is None:
+            self.by_id = {x.id: x for x in self.state if x.id}
+        return self.by_id
+
+    def map(self, history: Sequence[Message]) -> list[AnyMessage]:
+        """``history`` as LangChain messages (a new list: the request owns it)."""
+        for m in history[len(self.history):]:
+            key = m.source_key
+            original: AnyMessage | None = None
+            if key is not None:
+                if key.startswith("lc:"):
+                    original = self._ids().get(key[3:])
+                elif key.startswith("lc-sha:"):
+                    if self.hashed is None:
+                        self.hashed = {source_key("lc", x.id): x for x in self.state if x.id}
+                    original = self.hashed.get(key)
+                if original is None and key.startswith(("lc:", "lc-sha:")):
+                    self.unmatched.add(key)
+            pruned = bool(m.metadata.get(META_PRUNED))
+            if original is None:
+                # a concrete message class (messages_from_dict, HumanMessage, SystemMessage): one of AnyMessage
+                self.out.append(cast("AnyMessage", from_engine(m, preview=pruned)))
+            else:
+                self.out.append(original.model_copy(update={"content": m.content}) if pruned else original)
+            self.history.append(m)
+        return list(self.out)
+
+
 # -- the middleware --------------------------------------------------------------------------------
 class CompactionMiddleware(AgentMiddleware):
     """Compaction by the engine for a ``create_agent`` loop (see the module docstring).
@@ -193,6 +261,7 @@ class CompactionMiddleware(AgentMiddleware):
         self._max_overflow_retries = max_overflow_retries
         self._threads: dict[str, EngineThread] = {}
         self._tools_seen: tuple[list[Any], list[dict[str, Any]]] | None = None
+        self._mapped: dict[str, _Mapped] = {}  # per thread key: the last surface as mapped (_compacted)
 
     def close(self) -> None:
         """Write what its threads still hold (:meth:`EngineThread.close`), then close the service if
@@ -241,33 +310,17 @@ class CompactionMiddleware(AgentMiddleware):
         """The surface as LangChain messages: the state's own message objects where the state has
         them (a pruned result copied with its preview), the stored form read back otherwise. (The
         envelope's summary and surface messages as :func:`surface_items` lists them, without its
-        system prompt, which the framework sends itself.)"""
+        system prompt, which the framework sends itself.) Only what the last call's surface did not
+        already hold is mapped (:class:`_Mapped`)."""
         surface = call.measured.envelope.surface
-        state: dict[str, AnyMessage] | None = None  # by id: the source key is "lc:" + id (built if needed)
-        hashed: dict[str, AnyMessage] | None = None  # by source key, for ids too long to be one (built if needed)
-        messages: list[AnyMessage] = []
         history: Sequence[Message] = surface.messages
         if surface.summary:
             history = [summary_message(surface.summary), *history]
-        for m in history:
-            key = m.source_key
-            original: AnyMessage | None = None
-            if key is not None:
-                if key.startswith("lc:"):
-                    if state is None:
-                        state = {x.id: x for x in request.messages if x.id}
-                    original = state.get(key[3:])
-                elif key.startswith("lc-sha:"):
-                    if hashed is None:
-                        hashed = {source_key("lc", x.id): x for x in request.messages if x.id}
-                    original = hashed.get(key)
-            pruned = bool(m.metadata.get(META_PRUNED))
-            if original is None:
-                # a concrete message class (messages_from_dict, HumanMessage, SystemMessage): one of AnyMessage
-                messages.append(cast("AnyMessage", from_engine(m, preview=pruned)))
-            else:
-                messages.append(original.model_copy(update={"content": m.content}) if pruned else original)
-        return request.override(messages=messages)
+        key = call.measured.snapshot.thread
+        held = self._mapped.get(key)
+        if held is None or not held.extends(request.messages, history):
+            held = self._mapped[key] = _Mapped(request.messages)
+        return request.override(messages=held.map(history))
 
     @staticmethod
     def _done(call: Call, response: ModelResponse) -> tuple[int | None, int | None, list[Message]]:
