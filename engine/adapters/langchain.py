@@ -96,6 +96,11 @@ def _attachments(msg: BaseMessage) -> list[Attachment]:
     return out
 
 
+#: ``json.dumps(args, ensure_ascii=False)`` with one encoder made once (dumps builds a new one for
+#: any non-default option: some µs on every reply's tool calls)
+_args_json = json.JSONEncoder(ensure_ascii=False).encode
+
+
 def to_engine(msg: BaseMessage) -> Message:
     """A LangChain message as an engine message; the serialized original rides in the metadata,
     the message id is the source key (stored once however often the graph state repeats it)."""
@@ -104,7 +109,7 @@ def to_engine(msg: BaseMessage) -> Message:
     common: dict[str, Any] = {"name": msg.name, "metadata": meta, "source_key": _source_key(msg, raw), "attachments": tuple(_attachments(msg))}
     content = text_of(msg.content)
     if isinstance(msg, AIMessage):
-        calls = tuple(ToolCall(cid, c["name"], json.dumps(c.get("args") or {}, ensure_ascii=False))
+        calls = tuple(ToolCall(cid, c["name"], _args_json(c.get("args") or {}))
                       for c in msg.tool_calls if (cid := c.get("id")) and c.get("name"))
         return Message("assistant", content, tool_calls=calls, reasoning=tuple(_reasoning(msg)), **common)
     if isinstance(msg, ToolMessage):
