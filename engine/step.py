@@ -165,6 +165,10 @@ class StepDriver:
     held: Completion | None = None
     #: guards :attr:`held` against the background writer (held by it while it writes)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: when :attr:`held` is due for the background writer: ``hold`` seconds after it was last held
+    _held_due: float = field(default=0.0, repr=False, compare=False)
+    #: when the background writer comes to look at this driver (None: it is not to come; see :class:`_Writer`)
+    _queued: float | None = field(default=None, repr=False, compare=False)
 
     # -- before the call ------------------------------------------------------------------------
     def prepare(self, run: RunState, step: int, *, messages: Sequence[Message] = (), running_turn: bool = True) -> Call:
@@ -216,7 +220,8 @@ class StepDriver:
                 if self.held is not None:  # a second success without a step between: the first goes now
                     self._flush((), None)
                 self.held = held
-            _WRITER.schedule(self, held, time.monotonic() + self.hold)
+                due = self._held_due = time.monotonic() + self.hold
+            _WRITER.schedule(self, due)
             self.recovering = False
             return []
         ids = self.port.finish_step(self.key, call.request_id, outcome="ok", reported_prompt_tokens=prompt_tokens,
@@ -240,10 +245,11 @@ class StepDriver:
             if self.held is not None:
                 return False
             event = self._recovered(call, run)
-            held = self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+            self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+            due = self._held_due = time.monotonic() + self.hold
         finally:
             self._lock.release()
-        _WRITER.schedule(self, held, time.monotonic() + self.hold)
+        _WRITER.schedule(self, due)
         self.recovering = False
         return True
 
@@ -256,10 +262,11 @@ class StepDriver:
             held = self.held
             if held is not None and held.run_id != run_id:
                 return False
-            held = self.held = _with_messages(held, messages, run_id)
+            self.held = _with_messages(held, messages, run_id)
+            due = self._held_due = time.monotonic() + self.hold
         finally:
             self._lock.release()
-        _WRITER.schedule(self, held, time.monotonic() + self.hold)
+        _WRITER.schedule(self, due)
         return True
 
     def flush(self, messages: Sequence[Message] = (), *, run_id: int | None = None) -> list[int]:
@@ -283,8 +290,9 @@ class StepDriver:
             if held is not None and held.run_id != run_id:  # another run's: written first, on its own
                 self._flush((), None)
                 held = None
-            held = self.held = _with_messages(held, messages, run_id)
-        _WRITER.schedule(self, held, time.monotonic() + self.hold)
+            self.held = _with_messages(held, messages, run_id)
+            due = self._held_due = time.monotonic() + self.hold
+        _WRITER.schedule(self, due)
 
     def _flush(self, messages: Sequence[Message], run_id: int | None) -> list[int]:
         held = self.held
@@ -298,16 +306,21 @@ class StepDriver:
         self.held = None
         return ids
 
-    def _due(self, held: Completion) -> None:
-        """The background writer: ``held`` was held ``hold`` seconds; write it unless a step or a
-        flush did (a failure leaves it held: the next step's transaction writes it)."""
+    def _due(self, *, now: bool = False) -> float | None:
+        """The background writer, come to look: the held completion written if it was held ``hold``
+        seconds (or ``now``: at exit); else when it will have been (the writer comes back then),
+        None when nothing is held (a step or a flush wrote it). A failure leaves it held: the next
+        step's transaction writes it."""
         with self._lock:
-            if self.held is not held:
-                return
+            if self.held is None:
+                return None
+            if not now and time.monotonic() < self._held_due:
+                return self._held_due
             try:
                 self._flush((), None)
             except Exception:  # noqa: BLE001 - still held: the next step or flush writes it
                 log.warning("could not write the last call's outcome on thread %r; the next step will", self.key, exc_info=True)
+            return None
 
     def cancelled(self, call: Call, error_code: str, message: str) -> None:
         """The call was cancelled: its request completed as ``cancelled``."""
@@ -468,27 +481,35 @@ def _with_messages(held: Completion | None, messages: Sequence[Message], run_id:
 
 
 class _Writer:
-    """One daemon thread writing the held completions whose time is up (:attr:`StepDriver.hold`):
-    a heap of (due, driver, completion); a completion written meanwhile is skipped when due."""
+    """One daemon thread writing the held completions whose time is up (:attr:`StepDriver.hold`): a
+    heap of (time, driver), at most one entry per driver (:attr:`StepDriver._queued`). A driver
+    whose completion a step wrote meanwhile, and which holds its next call's since, is put back for
+    that one's time: in a steady loop (a model call every few ms) the thread comes once per ``hold``,
+    not once per call (each visit takes the interpreter lock, often in the middle of a step)."""
 
     def __init__(self) -> None:
         self._cond = threading.Condition()
-        self._due: list[tuple[float, int, StepDriver, Completion]] = []
+        self._due: list[tuple[float, int, StepDriver]] = []
         self._seq = itertools.count()
         self._thread: threading.Thread | None = None
 
-    def schedule(self, driver: StepDriver, held: Completion, when: float) -> None:
+    def schedule(self, driver: StepDriver, when: float) -> None:
+        """Come to look at ``driver`` at ``when`` (monotonic), unless it is to be looked at earlier."""
         with self._cond:
+            queued = driver._queued
+            if queued is not None and queued <= when:
+                return  # that visit puts it back for its completion's time
+            driver._queued = when
             n = next(self._seq)
-            heapq.heappush(self._due, (when, n, driver, held))
+            heapq.heappush(self._due, (when, n, driver))
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="step-held-writer", daemon=True)
                 self._thread.start()
             elif self._due[0][1] == n:  # the earliest now: the thread waits for a later one (or none)
                 self._cond.notify()
 
-    def _next(self) -> tuple[StepDriver, Completion]:
-        """The next completion due, once it is (waiting)."""
+    def _next(self) -> StepDriver:
+        """The next driver to look at, once it is time (waiting)."""
         with self._cond:
             while True:
                 if not self._due:
@@ -496,24 +517,28 @@ class _Writer:
                     continue
                 delay = self._due[0][0] - time.monotonic()
                 if delay <= 0:
-                    _, _, driver, held = heapq.heappop(self._due)
-                    return driver, held
+                    when, _, driver = heapq.heappop(self._due)
+                    if driver._queued == when:
+                        driver._queued = None
+                    return driver
                 self._cond.wait(delay)
 
     def _run(self) -> None:
         while True:
-            driver, held = self._next()
-            if driver.held is held:
-                driver._due(held)
-            del driver, held
+            driver = self._next()
+            again = driver._due()
+            if again is not None:
+                self.schedule(driver, again)
+            del driver
 
     def drain(self) -> None:
         """At exit: write what is still held now (best effort: a store already closed loses it, as a crash would)."""
         with self._cond:
             due, self._due = self._due, []
-        for _, _, driver, held in due:
-            if driver.held is held:
-                driver._due(held)
+            for _, _, driver in due:
+                driver._queued = None
+        for _, _, driver in due:
+            driver._due(now=True)
 
 
 _WRITER = _Writer()
