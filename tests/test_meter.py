@@ -386,12 +386,14 @@ def test_encodings_load_and_count_without_network(no_network: None, tmp_path: Pa
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(tiktoken.registry, "ENCODINGS", {})  # nothing preloaded by tiktoken helps
     meter_mod._load_encoding.cache_clear()
+    meter_mod._ranks.cache_clear()  # the packaged files are read again
     try:
         for model in ("gpt-4o", "gpt-4", "deepseek-chat"):
             m = TokenMeter.for_model(model)
             assert m.measure(_envelope(user(SAMPLES["chinese"]), tools=(TOOL,))).total > 20
     finally:
         meter_mod._load_encoding.cache_clear()
+        meter_mod._ranks.cache_clear()
     assert list(tmp_path.iterdir()) == []  # nothing downloaded or cached
     with pytest.raises(_NetworkUsed):  # the guard itself works: tiktoken's downloader is stopped by it
         tiktoken.get_encoding("r50k_base")

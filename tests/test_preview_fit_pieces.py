@@ -1,5 +1,7 @@
-"""fit with a SpaceSplitCounter (engine.core.previews._text): counting a long text in pieces between
-split points gives the same counts, so the same prefixes and suffixes, as counting each probe whole."""
+"""fit with a SpaceSplitCounter (engine.core.previews._text): counting a long text from its chunks'
+token ends (or, without them, in chunks between split points) gives the same counts, so the same
+prefixes and suffixes, as counting each probe whole; a text joined from parts of known counts
+counts as it does whole."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ import pytest
 
 from engine.compaction.pruning import _split_counter
 from engine.core.meter import TokenMeter
-from engine.core.previews._text import SpaceSplitCounter, _Pieces, fit
+from engine.core.previews._text import SpaceSplitCounter, _Ruler, count_joined, fit, known_span
 
 _ALPHABET = list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789  ..,,;:!?'\"()[]{}/\\-_=+\n\n\t") + [
     "é", "ü", "中", "文", "😀", "’", "\u00a0", "\u3000", "ß", "\u0301", "'s", "'ll"]
@@ -27,16 +29,47 @@ def _texts(seed: int, count: int) -> list[str]:
     return out
 
 
+def _counters(meter: TokenMeter) -> list[SpaceSplitCounter]:
+    """The wrapped meter (token ends known for ASCII chunks), and the counter without them."""
+    return [SpaceSplitCounter(meter.count_text, meter.count_piece, ends=meter.token_ends), SpaceSplitCounter(meter.count_text)]
+
+
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
-def test_pieces_count_every_prefix_and_suffix_exactly(encoding: str) -> None:
-    count = TokenMeter(encoding).count_text
+def test_ruler_counts_every_prefix_suffix_and_span_exactly(encoding: str) -> None:
+    meter = TokenMeter(encoding)
+    count = meter.count_piece
     rnd = random.Random(3)
-    for text in _texts(1, 120):
-        for from_end in (False, True):
-            pieces = _Pieces(text, count, from_end)
-            for k in sorted(rnd.randint(0, len(text)) for _ in range(10)) + [0, len(text)]:
-                want = count(text[len(text) - k:] if from_end else text[:k])
-                assert pieces(k) == want, (encoding, from_end, k, text[:60])
+    texts = _texts(1, 120) + [t.encode("ascii", "ignore").decode() for t in _texts(4, 60)]
+    for split in _counters(meter):
+        for text in texts:
+            n = len(text)
+            for from_end in (False, True):
+                ruler = _Ruler(text, split, from_end)
+                for k in sorted(rnd.randint(0, n) for _ in range(10)) + [0, n]:
+                    want = count(text[n - k:] if from_end else text[:k])
+                    assert ruler(k) == want, (encoding, from_end, k, text[:60])
+                    for limit in (want - 1, want, want + 1):
+                        assert ruler.within(k, limit) == (want <= limit), (encoding, from_end, k, limit)
+                for _ in range(6):
+                    a, b = sorted(rnd.randint(0, n) for _ in range(2))
+                    span = ruler.span(a, b)
+                    if span is not None:
+                        first, last, inner = span
+                        assert 0 < first <= last < b - a and inner == count(text[a + first : a + last]), (encoding, a, b)
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_joined_parts_count_as_the_whole(encoding: str) -> None:
+    meter = TokenMeter(encoding)
+    remembered: dict[str, int] = {}
+    split = SpaceSplitCounter(meter.count_text, meter.count_piece, ends=meter.token_ends, remember=remembered.__setitem__)
+    rnd = random.Random(5)
+    texts = _texts(6, 40)
+    for _ in range(200):
+        parts = [rnd.choice(texts)[: rnd.randint(0, 300)] for _ in range(rnd.randint(1, 5))]
+        spans = [known_span(p, meter.count_piece(p), split) if rnd.random() < 0.7 else None for p in parts]
+        text, total = count_joined(list(zip(parts, spans)), split)
+        assert text == "\n".join(parts) and total == meter.count_piece(text) and remembered.get(text, total) == total
 
 
 @pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])

@@ -230,7 +230,7 @@ def _split_counter(count_tokens: Callable[[str], int]) -> Callable[[str], int]:
     once in pieces instead of every probed prefix whole. Anything else is returned as it is."""
     meter = getattr(count_tokens, "__self__", None)
     if isinstance(meter, TokenMeter) and getattr(count_tokens, "__func__", None) is TokenMeter.count_text:
-        return SpaceSplitCounter(count_tokens, meter.count_piece)
+        return SpaceSplitCounter(count_tokens, meter.count_piece, ends=meter.token_ends, remember=meter.remember_text)
     return count_tokens
 
 

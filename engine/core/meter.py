@@ -45,6 +45,7 @@ from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache, lru_cache
+from itertools import accumulate
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping, Sequence
@@ -228,6 +229,13 @@ def _canonical_name(encoding: str) -> str:
 def _load_encoding(name: str) -> tiktoken.Encoding:
     """Build the tiktoken encoding from the packaged file: reads a local resource, never the network."""
     spec = _SPECS[name]
+    return tiktoken.Encoding(name, pat_str=spec.pat_str, mergeable_ranks=_ranks(name), special_tokens=dict(spec.special_tokens))
+
+
+@cache
+def _ranks(name: str) -> dict[bytes, int]:
+    """The ordinary tokens of the packaged file and their ranks (the dict the encoding holds)."""
+    spec = _SPECS[name]
     # locate the package without importing it (importing bpe_openai loads a 74 MB native library)
     found = importlib.util.find_spec(spec.package)
     locations = (found.submodule_search_locations if found else None) or ()
@@ -240,8 +248,17 @@ def _load_encoding(name: str) -> tiktoken.Encoding:
         raw = gzip.decompress(raw)
     if hashlib.sha256(raw).hexdigest() != spec.sha256:
         raise EncodingDataError(f"packaged data for {name} does not match the official SHA-256")
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
-    return tiktoken.Encoding(name, pat_str=spec.pat_str, mergeable_ranks=ranks, special_tokens=dict(spec.special_tokens))
+    return {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in raw.splitlines() if line)}
+
+
+@cache
+def _token_lengths(name: str) -> bytes:
+    """The length in bytes of each ordinary token, by rank (none is longer than 128 bytes)."""
+    ranks = _ranks(name)
+    lengths = bytearray(max(ranks.values()) + 1)
+    for token, rank in ranks.items():
+        lengths[rank] = len(token)
+    return bytes(lengths)
 
 
 #: OpenAI families on o200k, also for ids newer than tiktoken's own table (o4-pro, gpt-5.2, ...)
@@ -379,6 +396,7 @@ class TokenMeter:
         self._tools = _CountCache(10_000, 16_000_000)
         self._texts = _CountCache(self.MAX_CACHED_TEXTS, self.MAX_CACHED_TEXT_CHARS)
         self._role_tokens = {role: self.count_text(role) for role in _ROLE_CATEGORY}
+        self._lengths: bytes | None = None  # _token_lengths, loaded at the first token_ends
 
     def __repr__(self) -> str:
         return f"TokenMeter({self.encoding_name!r}, approximate={self.approximate})"
@@ -431,6 +449,26 @@ class TokenMeter:
         again (a preview's fitting probes prefixes and pieces of a text), which would only push
         the counts worth keeping out of the cache."""
         return len(self._enc.encode_ordinary(text)) if text else 0
+
+    def token_ends(self, text: str) -> list[int] | None:
+        """Where each token of an ASCII ``text`` ends (character offsets, ascending; the last is
+        ``len(text)``), uncached; ``None`` for any other text (a token may end inside a character).
+        ``len`` of it is :meth:`count_piece`; a preview's fitting reads the count of every prefix
+        of ``text`` that ends where a piece of the encoding ends off it, one encoding for all."""
+        if not text.isascii():
+            return None
+        if self._lengths is None:
+            self._lengths = _token_lengths(self.encoding_name)
+        return list(accumulate(map(self._lengths.__getitem__, self._enc.encode_ordinary(text))))
+
+    def remember_text(self, text: str, count: int) -> None:
+        """Put ``count``, this meter's count of ``text`` made elsewhere (a preview counted from its
+        parts, which add up: :func:`engine.core.previews._text.count_joined`), into the cache of
+        :meth:`count_text`, as counting it would; the caller vouches for it."""
+        if text:
+            cache = self._texts
+            with cache.lock:
+                cache.put(text, count, len(text))
 
     def _count_texts(self, texts: list[str], *, parallel: bool = True) -> list[int]:
         encode = self._enc.encode_ordinary

@@ -25,7 +25,7 @@ import logging
 import re
 from typing import Mapping, Sequence
 
-from ._text import CONTROL, CountTokens, PreviewBudgetError
+from ._text import CONTROL, CountTokens, PreviewBudgetError, Span, count_joined, known_span
 from .generic import generic_preview
 from .records import parse_records, records_preview
 from .shapes import SHAPES, records_of_json, shaped_preview, unwrapped_text
@@ -165,10 +165,11 @@ def build_replacement(
     preview_budget = budget_tokens - frame - 2  # the newline around the preview
     while True:
         preview = render_preview(tool_name, content, budget_tokens=preview_budget, count_tokens=count_tokens, shapes=shapes)
-        left_out = max(0, original_tokens - count_tokens(preview))
-        parts: Sequence[str] = (header, preview, _footer(left_out)) if preview else (header, _footer(left_out))
-        text = "\n".join(parts)
-        over = count_tokens(text) - budget_tokens
+        preview_tokens = count_tokens(preview)
+        left_out = max(0, original_tokens - preview_tokens)
+        middle: Sequence[tuple[str, Span | None]] = ((preview, known_span(preview, preview_tokens, count_tokens)),) if preview else ()
+        text, tokens = count_joined([(header, None), *middle, (_footer(left_out), None)], count_tokens)
+        over = tokens - budget_tokens
         if over <= 0:
             return text
         if not preview:

@@ -10,38 +10,67 @@ from typing import Sequence
 
 from engine.core.specifics import extract_identifiers
 
-from ._text import CONTROL, ELLIPSIS, CountTokens, fit, probably_fits, snap_end, snap_start
+from ._text import CONTROL, ELLIPSIS, CountTokens, Span, _Ruler, count_joined, fitted, probably_fits, snap_end, snap_start
 
 __all__ = ["LINE_LEVELS", "NAMED_LABEL", "generic_preview"]
 
 
-def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: CountTokens) -> str:
+def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: CountTokens) -> tuple[str, int]:
+    """The head / middle / tail text and its count (each slice counted once, by the ruler that fitted it)."""
     n = len(content)
-    head = snap_end(fit(content, head_b, count))
+    head, head_ruler, tail, tail_ruler, rest = _slices(content, head_b, tail_b, count)
     head_end = len(head)
-    tail = snap_start(fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
     middle, mid_start = "", tail_start
+    mid_ruler, mid_from = None, 0  # middle is mid_ruler's text[mid_from:], before its strip
     if mid_b > 0 and tail_start > head_end:
-        ratio = max(1, (head_end + n - tail_start) // max(1, count(head) + count(tail)))
+        ratio = max(1, (head_end + n - tail_start) // max(1, _count(head_ruler, head, count) + _count(tail_ruler, tail, count)))
         mid_start = max(head_end, n // 2 - mid_b * ratio // 2)
-        window = fit(content[mid_start:tail_start], mid_b, count)
+        k, mid_ruler = fitted(content[mid_start:tail_start], mid_b, count)
+        window = content[mid_start : mid_start + k]
         middle = snap_start(window)
-        mid_start += len(window) - len(middle)
+        mid_from = len(window) - len(middle)
+        mid_start += mid_from
         middle = snap_end(middle)
-    parts = [f"[head: chars 0-{head_end} of {n}]", head.rstrip("\n")]
+    parts: list[tuple[str, Span | None]] = [(f"[head: chars 0-{head_end} of {n}]", None), _part(head_ruler, head, 0, "\n", count)]
     if middle:
         parts += [
-            f"[... {mid_start - head_end} chars omitted ...]",
-            f"[middle: chars {mid_start}-{mid_start + len(middle)}]",
-            middle.strip("\n"),
-            f"[... {tail_start - mid_start - len(middle)} chars omitted ...]",
+            (f"[... {mid_start - head_end} chars omitted ...]", None),
+            (f"[middle: chars {mid_start}-{mid_start + len(middle)}]", None),
+            _part(mid_ruler, middle, mid_from, "\n\n", count),
+            (f"[... {tail_start - mid_start - len(middle)} chars omitted ...]", None),
         ]
     elif tail_start > head_end:
-        parts.append(f"[... {tail_start - head_end} chars omitted ...]")
+        parts.append((f"[... {tail_start - head_end} chars omitted ...]", None))
     if tail:
-        parts += [f"[tail: chars {tail_start}-{n}]", tail.strip("\n")]
-    return "\n".join(parts)
+        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), "\n\n", count)]
+    return count_joined(parts, count)
+
+
+def _slices(content: str, head_b: int, tail_b: int, count: CountTokens) -> tuple[str, _Ruler | None, str, _Ruler | None, str]:
+    """(head, the ruler that fitted it, tail, the ruler that fitted it, the text after the head
+    the tail was fitted in): the head fitted to ``head_b`` and cut at a line end, the tail fitted to
+    ``tail_b`` in what the head leaves and cut at a line start."""
+    k, head_ruler = fitted(content, head_b, count)
+    head = snap_end(content[:k])
+    rest = content[len(head) :]
+    k, tail_ruler = fitted(rest, tail_b, count, from_end=True)
+    return head, head_ruler, snap_start(rest[len(rest) - k :]), tail_ruler, rest
+
+
+def _count(ruler: _Ruler | None, text: str, count: CountTokens) -> int:
+    """The count of ``text``: the first (from_end: last) characters of what ``ruler`` fitted, or counted whole."""
+    return count(text) if ruler is None else ruler(len(text))
+
+
+def _part(ruler: _Ruler | None, text: str, at: int, strip: str, count: CountTokens) -> tuple[str, Span | None]:
+    """``text`` (``ruler``'s text from ``at`` on) stripped of ``strip`` characters at its ends
+    (``"\n"``: at its end only, else both), with the span of it whose count ``ruler`` gives."""
+    shown = text.rstrip("\n") if strip == "\n" else text.strip("\n")
+    if ruler is None or not shown:
+        return shown, None
+    start = at + (len(text) - len(text.lstrip("\n")) if strip != "\n" else 0)
+    return shown, ruler.span(start, start + len(shown))
 
 
 #: lines worth keeping from the part of a log a preview leaves out, by priority (0 first)
@@ -59,8 +88,10 @@ _SUCCESS_LINE = re.compile(r"\b(?:PASSED|PASS|passed|SKIPPED|skipped|XFAIL|xfail
 #: a measured figure with its unit ("412 ms", "1,200 rps", "774 MiB", "99.5 %"): a line reporting
 #: one (a load test's summary, a benchmark, a build's size) is notable beside the errors, since
 #: the figure is what an agent quotes later and a head/tail cut loses it in the middle of a log
+#: (the digit comes first and the look-behind after it, ``(?<![\w.,])\d`` written so: the same matches,
+#: and the scan skips to the next digit instead of trying the look-behind at every character)
 _MEASURE = re.compile(
-    r"(?<![\w.,])\d[\d,]*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|min|minutes|h|hours|rps|req/s|qps|ops/s|rows/s"
+    r"\d(?<![\w.,]\d)[\d,]*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|min|minutes|h|hours|rps|req/s|qps|ops/s|rows/s"
     r"|[KMGT]i?B|[kKMG]B/s|B|bytes|%|tokens|users|workers|threads|connections)(?![\w/])"
 )
 NOTABLE_LINE_CHARS = 240  # a kept line longer than this is cut around what made it notable
@@ -240,30 +271,30 @@ def _notable_note(omitted: int, kept: int, of: int, levels: tuple[int, int]) -> 
     return f"[... {omitted} chars omitted; {kept} of their {of} lines with {', '.join(_NOTABLE_KINDS)} kept below{how} ...]"
 
 
-def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable: Sequence[_Notable], levels: tuple[int, int], count: CountTokens) -> str | None:
+def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable: Sequence[_Notable], levels: tuple[int, int],
+                    count: CountTokens) -> tuple[str, int] | None:
     n = len(content)
-    head = snap_end(fit(content, head_b, count))
+    head, head_ruler, tail, tail_ruler, rest = _slices(content, head_b, tail_b, count)
     head_end = len(head)
-    tail = snap_start(fit(content[head_end:], tail_b, count, from_end=True))
     tail_start = n - len(tail)
     # a line the head or the tail slice cuts counts as left out too (its path may be cut in two)
     inside = [x for x in notable if x.end > head_end and x.start < tail_start]
     # what the slices leave of their share (they snap to line ends) goes to the kept lines
-    kept_b += max(0, head_b - count(head)) + max(0, tail_b - count(tail))
+    kept_b += max(0, head_b - _count(head_ruler, head, count)) + max(0, tail_b - _count(tail_ruler, tail, count))
     picked, named, givers = _pick_notable(inside, kept_b, levels, count, shown=head + "\n" + tail)
     if not picked and not named:
         return None
-    parts = [
-        f"[head: chars 0-{head_end} of {n}]",
-        head.rstrip("\n"),
-        _notable_note(tail_start - head_end, len(picked) + givers, len(inside), levels),
-        *(f"L{number}: {text}" for number, text in picked),
+    parts: list[tuple[str, Span | None]] = [
+        (f"[head: chars 0-{head_end} of {n}]", None),
+        _part(head_ruler, head, 0, "\n", count),
+        (_notable_note(tail_start - head_end, len(picked) + givers, len(inside), levels), None),
+        *((f"L{number}: {text}", None) for number, text in picked),
     ]
     if named:
-        parts.append(NAMED_LABEL.format(lines=givers) + " " + " ".join(named))
+        parts.append((NAMED_LABEL.format(lines=givers) + " " + " ".join(named), None))
     if tail:
-        parts += [f"[tail: chars {tail_start}-{n}]", tail.strip("\n")]
-    return "\n".join(parts)
+        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), "\n\n", count)]
+    return count_joined(parts, count)
 
 
 def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountTokens) -> str:
@@ -296,7 +327,7 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
     if not with_middle:
         avail = short_avail
     while avail > 0:
-        text = None
+        laid = None
         if notable:
             share, levels = _notable_plan(notable, avail, count_tokens)
             # the note's cost comes out of the slices before they are split, so the kept lines
@@ -305,12 +336,13 @@ def generic_preview(content: str, *, budget_tokens: int, count_tokens: CountToke
             room = avail + (short_avail - avail0) - max(0, note)
             kept_b = room * share // 100
             head_b = (room - kept_b) // 2
-            text = _notable_layout(content, head_b, kept_b, room - head_b - kept_b, notable, levels, count_tokens)
-        if text is None:
+            laid = _notable_layout(content, head_b, kept_b, room - head_b - kept_b, notable, levels, count_tokens)
+        if laid is None:
             head_b = avail * 45 // 100 if with_middle else avail // 2
             mid_b = avail * 15 // 100 if with_middle else 0
-            text = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
-        over = count_tokens(text) - budget_tokens
+            laid = _generic_layout(content, head_b, mid_b, avail - head_b - mid_b, count_tokens)
+        text, tokens = laid
+        over = tokens - budget_tokens
         if over <= 0:
             return text
         avail -= max(over, avail // 10, 1)
