@@ -11,6 +11,7 @@ import pytest
 
 from engine.compaction.pruning import _split_counter
 from engine.core.meter import TokenMeter
+from engine.core.previews import build_replacement, generic_preview
 from engine.core.previews._text import SpaceSplitCounter, _Ruler, count_joined, fit, known_span
 
 _ALPHABET = list("abcdefghijklmnopqrstuvwxyz ABCXYZ0123456789  ..,,;:!?'\"()[]{}/\\-_=+\n\n\t") + [
@@ -89,3 +90,37 @@ def test_only_the_meters_own_count_is_wrapped() -> None:
 
     assert _split_counter(plain) is plain
     assert _split_counter(len) is len
+
+
+def _logs(seed: int, count: int) -> list[str]:
+    """Log-like texts: lines of words, paths, URLs, errors, figures, blank lines and indents."""
+    rnd = random.Random(seed)
+    kinds = [
+        lambda: " ".join(rnd.choice(["order", "latency", "retry", "the", "résumé", "中文", "x=1,", "ok"]) for _ in range(rnd.randint(1, 30))),
+        lambda: f"src/app/mod{rnd.randint(0, 99)}.py:{rnd.randint(1, 500)}: {rnd.choice(['def f():', 'return x', 'pass'])}",
+        lambda: f"ERROR: request to https://api.example.com/v{rnd.randint(1, 3)}/items failed after {rnd.randint(1, 900)} ms",
+        lambda: f'  File "/usr/lib/python3/x{rnd.randint(0, 9)}.py", line {rnd.randint(1, 99)}, in run',
+        lambda: "",
+        lambda: "    " + "".join(rnd.choice("abc {}[]()=:;,.\t") for _ in range(rnd.randint(0, 60))),
+    ]
+    return ["\n".join(rnd.choice(kinds)() for _ in range(rnd.randint(5, 120))) + rnd.choice(["", "\n", "\n\n"]) for _ in range(count)]
+
+
+@pytest.mark.parametrize("encoding", ["cl100k_base", "o200k_base"])
+def test_previews_are_those_of_the_plain_counter(encoding: str) -> None:
+    """Generic previews and replacements (their slices fitted and the whole counted from the
+    rulers' known counts) are the texts the plain count gives, counted as it counts them."""
+    meter = TokenMeter(encoding)
+
+    def plain(text: str) -> int:
+        return meter.count_piece(text)
+
+    split = _split_counter(meter.count_text)
+    for text in _logs(7, 40) + _texts(8, 20):
+        for budget in (30, 90, 250):
+            want = generic_preview(text, budget_tokens=budget, count_tokens=plain)
+            assert generic_preview(text, budget_tokens=budget, count_tokens=split) == want, (encoding, budget, text[:60])
+            assert meter.count_text(want) == plain(want)
+        kw = {"sha256": "ab" * 32, "path": "tool-abababababab…", "original_tokens": plain(text), "budget_tokens": 200}
+        want = build_replacement("bash", text, count_tokens=plain, **kw)
+        assert build_replacement("bash", text, count_tokens=split, **kw) == want
