@@ -32,18 +32,18 @@ def _generic_layout(content: str, head_b: int, mid_b: int, tail_b: int, count: C
         mid_from = len(window) - len(middle)
         mid_start += mid_from
         middle = snap_end(middle)
-    parts: list[tuple[str, Span | None]] = [(f"[head: chars 0-{head_end} of {n}]", None), _part(head_ruler, head, 0, "\n", count)]
+    parts: list[tuple[str, Span | None]] = [(f"[head: chars 0-{head_end} of {n}]", None), _part(head_ruler, head, 0, both=False)]
     if middle:
         parts += [
             (f"[... {mid_start - head_end} chars omitted ...]", None),
             (f"[middle: chars {mid_start}-{mid_start + len(middle)}]", None),
-            _part(mid_ruler, middle, mid_from, "\n\n", count),
+            _part(mid_ruler, middle, mid_from, both=True),
             (f"[... {tail_start - mid_start - len(middle)} chars omitted ...]", None),
         ]
     elif tail_start > head_end:
         parts.append((f"[... {tail_start - head_end} chars omitted ...]", None))
     if tail:
-        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), "\n\n", count)]
+        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), both=True)]
     return count_joined(parts, count)
 
 
@@ -63,13 +63,13 @@ def _count(ruler: _Ruler | None, text: str, count: CountTokens) -> int:
     return count(text) if ruler is None else ruler(len(text))
 
 
-def _part(ruler: _Ruler | None, text: str, at: int, strip: str, count: CountTokens) -> tuple[str, Span | None]:
-    """``text`` (``ruler``'s text from ``at`` on) stripped of ``strip`` characters at its ends
-    (``"\n"``: at its end only, else both), with the span of it whose count ``ruler`` gives."""
-    shown = text.rstrip("\n") if strip == "\n" else text.strip("\n")
+def _part(ruler: _Ruler | None, text: str, at: int, *, both: bool) -> tuple[str, Span | None]:
+    """``text`` (``ruler``'s text from ``at`` on) without the newlines at its end (``both``: at
+    either end), and the span of it whose count ``ruler`` gives."""
+    shown = text.strip("\n") if both else text.rstrip("\n")
     if ruler is None or not shown:
         return shown, None
-    start = at + (len(text) - len(text.lstrip("\n")) if strip != "\n" else 0)
+    start = at + (len(text) - len(text.lstrip("\n")) if both else 0)
     return shown, ruler.span(start, start + len(shown))
 
 
@@ -88,8 +88,8 @@ _SUCCESS_LINE = re.compile(r"\b(?:PASSED|PASS|passed|SKIPPED|skipped|XFAIL|xfail
 #: a measured figure with its unit ("412 ms", "1,200 rps", "774 MiB", "99.5 %"): a line reporting
 #: one (a load test's summary, a benchmark, a build's size) is notable beside the errors, since
 #: the figure is what an agent quotes later and a head/tail cut loses it in the middle of a log
-#: (the digit comes first and the look-behind after it, ``(?<![\w.,])\d`` written so: the same matches,
-#: and the scan skips to the next digit instead of trying the look-behind at every character)
+#: (``\d(?<![\w.,]\d)`` is ``(?<![\w.,])\d`` written digit first: the same matches, and the scan
+#: jumps from digit to digit instead of trying the look-behind at every character)
 _MEASURE = re.compile(
     r"\d(?<![\w.,]\d)[\d,]*(?:\.\d+)?\s?(?:ms|µs|us|ns|s|sec|secs|seconds|min|minutes|h|hours|rps|req/s|qps|ops/s|rows/s"
     r"|[KMGT]i?B|[kKMG]B/s|B|bytes|%|tokens|users|workers|threads|connections)(?![\w/])"
@@ -286,14 +286,14 @@ def _notable_layout(content: str, head_b: int, kept_b: int, tail_b: int, notable
         return None
     parts: list[tuple[str, Span | None]] = [
         (f"[head: chars 0-{head_end} of {n}]", None),
-        _part(head_ruler, head, 0, "\n", count),
+        _part(head_ruler, head, 0, both=False),
         (_notable_note(tail_start - head_end, len(picked) + givers, len(inside), levels), None),
         *((f"L{number}: {text}", None) for number, text in picked),
     ]
     if named:
         parts.append((NAMED_LABEL.format(lines=givers) + " " + " ".join(named), None))
     if tail:
-        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), "\n\n", count)]
+        parts += [(f"[tail: chars {tail_start}-{n}]", None), _part(tail_ruler, tail, len(rest) - len(tail), both=True)]
     return count_joined(parts, count)
 
 
