@@ -125,6 +125,12 @@ _DECISION = re.compile(
 _ERROR_WORDS = ("rror", "ERROR", "FATAL", "atal", "anic", "FAIL", "Exception", "Traceback")
 _DECISION_WORDS = ("e'll", "e will", "e are going", "e shall", "ecided", "greed to", "hose to", "et's", "ecision:", "决定", "确定", "我们将", "我们会")
 
+#: an ASCII digit: every git hash, IPv4 address, version, number with a unit and prefixed id has one
+_DIGIT = re.compile(r"[0-9]", re.ASCII)
+#: a text's bytes with each hex digit as ``h``, anything else as a space: a SHA-256 needs 64 in a row
+_HEX_MASK = bytes(ord("h") if chr(i) in "0123456789abcdefABCDEF" else 32 for i in range(256))
+_HEX_64 = b"h" * 64
+
 _SPACE = re.compile(r"\s+")
 #: what a text shows, for lookups: runs of URL characters that neither start nor end with
 #: punctuation, and runs of path / id characters inside them (possessive: linear on any input)
@@ -410,6 +416,8 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
     as their members (:func:`expand_grouped`); so is the previous summary in
     :func:`dropped_at_compaction`."""
     seen = _specifics_of(before)
+    if not seen:  # nothing to look up: the texts after are not indexed
+        return DroppedSpecifics(seen=0)
     summary = expand_grouped(summary) if summary else summary  # its grouped identifiers, read back whole
     shown_texts = [t for t in ([summary] if summary else []) + list(after) if t]
     # the retained tail is on the surface after: its texts are indexed once, for both lookups
@@ -473,11 +481,11 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
         found.extend(pairs)
     slash, dash = "/" in rest, "-" in rest
     for pattern, kind, needed in (
-        (_SHA256, "identifier", True),
+        (_SHA256, "identifier", _HEX_64 in rest.encode("ascii", "replace").translate(_HEX_MASK)),
         (_UUID, "identifier", dash),
         (_ABS_PATH, "path", slash),
         (_REL_PATH, "path", slash),
-        (_PREFIXED_ID, "identifier", dash or "_" in rest),
+        (_PREFIXED_ID, "identifier", (dash or "_" in rest) and _DIGIT.search(rest) is not None),
     ):
         if needed:  # a pattern whose required character is absent cannot match
             found.extend((m.start(), m.end(), kind, m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
@@ -487,7 +495,9 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
 
 def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterable[tuple[int, str, str]]:
     """Git hashes, IPv4 addresses, versions and numbers with units outside the identifiers, paths
-    and URLs (``spans``, sorted by start)."""
+    and URLs (``spans``, sorted by start). Each has an ASCII digit: a text without one has none."""
+    if _DIGIT.search(text) is None:
+        return
     starts = [sp[0] for sp in spans]
     reach: list[int] = []  # reach[i]: the furthest end of spans[0..i]
     for sp in spans:

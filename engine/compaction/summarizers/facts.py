@@ -120,7 +120,7 @@ def _fact_lines(message: Message, text: str) -> list[str]:
                 found.append(line)
         return _unique(found)[: LINES_PER_MESSAGE + len(message.tool_calls)]
     if message.role == "tool":  # a JSON wrapper's text (Codex's {"output": …}, MCP, stdout): its lines
-        return _tool_lines(unwrapped_text(text))
+        return _tool_lines(unwrapped_text(text) if "{" in text or "[" in text else text)  # a wrapper is a JSON object or list
     if message.role == "user":
         return constraint_lines(text)
     return []
@@ -130,8 +130,12 @@ def constraint_lines(text: str) -> list[str]:
     """The sentences of a user's request that constrain the work (``do not …``, ``never …``,
     ``only …``, ``Constraint: …``), at most :data:`LINES_PER_MESSAGE`: they stay when an older
     request is kept only as its head."""
+    if text.isascii():  # lower-cased, each alternative of _CONSTRAINT has one of these words
+        lowered = text.lower()
+        if not any(w in lowered for w in _CONSTRAINT_WORDS):
+            return []
     sentences = (part for sent in _SENTENCE.split(text) for part in _IMPERATIVE.split(sent))
-    out = [_clip(" ".join(sent.split()), 0) for sent in sentences if sent.strip() and _CONSTRAINT.search(sent)]
+    out = [_clip(" ".join(sent.split()), 0) for sent in sentences if sent.strip() and _search(_CONSTRAINT, _CONSTRAINT_LOWER, sent)]
     return _unique(out)[:LINES_PER_MESSAGE]
 
 
@@ -152,12 +156,12 @@ def _assistant_lines(text: str) -> Iterator[str]:
     kept = 0
     for line in _split(text):
         decides = _decides(line)
-        changes = _CHANGES.search(line) if decides is None and _names(line) else None
+        changes = _search(_CHANGES, _CHANGES_LOWER, line) if decides is None and _names(line) else None
         hit = decides or changes
         if hit is None and len(line) < 4 * LINE_CHARS and _may_specify(line):
             # only then do the line's specifics decide (a figure with a metric word, a decision, an error)
             kinds = {s.kind for s in extract_specifics(line)}
-            hit = _METRIC.search(line) if "quantity" in kinds else None
+            hit = _search(_METRIC, _METRIC_LOWER, line) if "quantity" in kinds else None
             if hit is None and kinds & {"decision", "error"}:
                 yield _clip(line, 0)
                 kept += 1
@@ -172,16 +176,30 @@ def _assistant_lines(text: str) -> Iterator[str]:
                 return
 
 
-#: :data:`_DECIDES` without IGNORECASE, for a line already lower-cased (its pattern is lower case)
+#: :data:`_DECIDES`, :data:`_CHANGES`, :data:`_METRIC` and :data:`_CONSTRAINT` without IGNORECASE, for a
+#: line already lower-cased (their patterns are lower case)
 _DECIDES_LOWER = re.compile(_DECIDES.pattern)
+_CHANGES_LOWER = re.compile(_CHANGES.pattern)
+_METRIC_LOWER = re.compile(_METRIC.pattern)
+_CONSTRAINT_LOWER = re.compile(_CONSTRAINT.pattern)
+#: a word (lower case) each alternative of :data:`_CONSTRAINT` contains
+_CONSTRAINT_WORDS = ("constraint", "do not", "don't", "never", "must", "only", "without", "avoid", "keep", "leave", "always", "no exceptions",
+                     "need", "require", "no more than", "at most", "at least")
+
+
+def _search(pattern: re.Pattern[str], lower: re.Pattern[str], line: str) -> re.Match[str] | None:
+    """``pattern.search(line)`` of an IGNORECASE ``pattern``; an ASCII line is lower-cased first and
+    searched by ``lower`` (``pattern`` without IGNORECASE: same offsets, same match, as ASCII case
+    folding is lower-casing), about twice as fast. (Not for a non-ASCII line: IGNORECASE also
+    matches ``ſ`` to ``s`` and the Kelvin sign to ``k``.)"""
+    if line.isascii():
+        return lower.search(line.lower())
+    return pattern.search(line)
 
 
 def _decides(line: str) -> re.Match[str] | None:
-    """``_DECIDES.search(line)``; an ASCII line is lower-cased first and searched case-sensitively
-    (same offsets, same match: ASCII case folding is lower-casing), about twice as fast."""
-    if line.isascii():
-        return _DECIDES_LOWER.search(line.lower())
-    return _DECIDES.search(line)
+    """``_DECIDES.search(line)`` (:func:`_search`)."""
+    return _search(_DECIDES, _DECIDES_LOWER, line)
 
 
 def _names(line: str) -> bool:
@@ -193,6 +211,11 @@ def _names(line: str) -> bool:
 def _tool_lines(text: str) -> list[str]:
     if not text.strip():
         return []
+    # asked of the whole text once: a line has an error's literal, or a digit, only if the text does
+    may_error = _QUICK_ERROR.search(text) is not None
+    may_figure = not text.isascii() or _ASCII_DIGIT.search(text) is not None
+    if not (may_error or may_figure):
+        return []
     errors: list[str] = []
     figures: list[tuple[int, int, str]] = []  # (score, position, line)
     shapes: set[str] = set()  # a figure line's shape (digits blanked): one line per shape (worker-01 …, worker-02 …)
@@ -201,8 +224,8 @@ def _tool_lines(text: str) -> list[str]:
         line = lines[pos]
         if len(line) > 8 * LINE_CHARS:  # one-line JSON and the like: no line to quote
             continue
-        quick_error = _QUICK_ERROR.search(line) is not None
-        metric = _METRIC.search(line)  # the regex first: most lines have no metric word
+        quick_error = may_error and _QUICK_ERROR.search(line) is not None
+        metric = _search(_METRIC, _METRIC_LOWER, line) if may_figure else None  # the regex first: most lines have no metric word
         quick_figure = metric if metric is not None and _has_digit(line) else None
         if not (quick_error or quick_figure):
             continue
@@ -230,8 +253,11 @@ _ASCII_DIGIT = re.compile(r"[0-9]")
 
 def _may_specify(line: str) -> bool:
     """Can :func:`extract_specifics` find a decision or an error in ``line``, or a quantity that a
-    metric word makes a figure? Its decisions and errors each need one of its literals."""
-    return _METRIC.search(line) is not None or any(w in line for w in _ERROR_WORDS) or any(w in line for w in _DECISION_WORDS)
+    metric word makes a figure? Its decisions and errors each need one of its literals, its
+    quantities an ASCII digit."""
+    if any(w in line for w in _ERROR_WORDS) or any(w in line for w in _DECISION_WORDS):
+        return True
+    return (not line.isascii() or _ASCII_DIGIT.search(line) is not None) and _search(_METRIC, _METRIC_LOWER, line) is not None
 
 
 def _has_digit(line: str) -> bool:
@@ -244,6 +270,8 @@ def _has_digit(line: str) -> bool:
 
 def _edit_line(name: str, arguments: str) -> str | None:
     """``edit_file services/x.py: apply_discount`` for an edit call, else None."""
+    if not _EDIT_TOOLS.search(name) and "\\" not in arguments and not any(k in arguments for k in _EDIT_KEYS[:6]):
+        return None  # no edit tool, and no edit key in the (unescaped) JSON: nothing to parse
     try:
         args = json.loads(arguments) if arguments.strip() else {}
     except ValueError:
