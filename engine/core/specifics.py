@@ -127,9 +127,14 @@ _DECISION_WORDS = ("e'll", "e will", "e are going", "e shall", "ecided", "greed 
 
 #: an ASCII digit: every git hash, IPv4 address, version, number with a unit and prefixed id has one
 _DIGIT = re.compile(r"[0-9]", re.ASCII)
-#: a text's bytes with each hex digit as ``h``, anything else as a space: a SHA-256 needs 64 in a row
-_HEX_MASK = bytes(ord("h") if chr(i) in "0123456789abcdefABCDEF" else 32 for i in range(256))
+#: a text's bytes (ASCII, anything else as ``?``) with each hex digit as ``h``, ``-`` as itself and
+#: anything else as a space: a SHA-256 needs 64 ``h`` in a row, a UUID its shape
+_HEX_MASK = bytes(ord("h") if chr(i) in "0123456789abcdefABCDEF" else ord("-") if chr(i) == "-" else 32 for i in range(256))
 _HEX_64 = b"h" * 64
+_UUID_SHAPE = b"hhhhhhhh-hhhh-hhhh-hhhh-hhhhhhhhhhhh"
+#: the same bytes with the last letter of each prefix of a prefixed id (doc, docs, chunk, kb, ticket, ...)
+#: as ``p`` and ``-`` / ``_`` as ``-``: a prefixed id needs a ``p-``
+_PREFIX_MASK = bytes(ord("p") if chr(i) in "cstkbermfCSTKBERMF" else ord("-") if chr(i) in "-_" else 32 for i in range(256))
 
 _SPACE = re.compile(r"\s+")
 #: what a text shows, for lookups: runs of URL characters that neither start nor end with
@@ -479,13 +484,15 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
     if pairs:  # "doc_id": "doc-9" gives doc_id=doc-9, not also doc-9
         rest = _blank_spans(rest, pairs)
         found.extend(pairs)
-    slash, dash = "/" in rest, "-" in rest
+    slash = "/" in rest
+    raw = rest.encode("ascii", "replace")  # one byte per character: the masks below keep no offsets
+    hexes = raw.translate(_HEX_MASK)
     for pattern, kind, needed in (
-        (_SHA256, "identifier", _HEX_64 in rest.encode("ascii", "replace").translate(_HEX_MASK)),
-        (_UUID, "identifier", dash),
+        (_SHA256, "identifier", _HEX_64 in hexes),
+        (_UUID, "identifier", _UUID_SHAPE in hexes),
         (_ABS_PATH, "path", slash),
         (_REL_PATH, "path", slash),
-        (_PREFIXED_ID, "identifier", (dash or "_" in rest) and _DIGIT.search(rest) is not None),
+        (_PREFIXED_ID, "identifier", b"p-" in raw.translate(_PREFIX_MASK) and _DIGIT.search(rest) is not None),
     ):
         if needed:  # a pattern whose required character is absent cannot match
             found.extend((m.start(), m.end(), kind, m.group().rstrip(_TRAILING)) for m in pattern.finditer(rest))
