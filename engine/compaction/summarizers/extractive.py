@@ -185,10 +185,13 @@ class ExtractiveSummarizer:
                 yield _Item(_S_PREVIOUS, (0, i), (tier, n + i), line, truncatable=True)
         results = {m.tool_call_id: m for m in msgs if m.role == "tool"}
         conclusions = [i for i, m in enumerate(msgs) if m.role == "assistant" and m.content.strip()][-_CONCLUSIONS:]
+        # the user messages that hold the current request (kept whole, so neither a request nor facts here)
+        current = request.current_request
+        holds_current = {i for i, m in enumerate(msgs) if current and m.role == "user" and not m.is_synthetic and contains_verbatim(m.content, current)}
         for i, m in enumerate(msgs):
             age = n - i
             if m.role == "user" and not m.is_synthetic and m.content.strip():
-                if request.current_request and contains_verbatim(m.content, request.current_request):
+                if i in holds_current:
                     continue
                 yield self._request_item(_Item(_S_REQUESTS, (i, 0), (_T_REQUESTS, age), f"- {_ref(m)}{_indent(m.content.strip())}", True))
             for k, call in enumerate(m.tool_calls):
@@ -202,7 +205,7 @@ class ExtractiveSummarizer:
                 yield self._shortened(item, max(REQUEST_HEAD_TOKENS, int(request.max_tokens * CONCLUSION_SHARE))) if i == conclusions[-1] else item
         yield from _instructed(msgs, request)
         for i, m in enumerate(msgs):
-            if m.role == "user" and (m.is_synthetic or (request.current_request and contains_verbatim(m.content, request.current_request))):
+            if m.role == "user" and (m.is_synthetic or i in holds_current):
                 continue  # the current request is kept whole
             for k, line in enumerate(fact_lines(m, _shown_text(m))):
                 yield _Item(_S_FACTS, (i, k), (_T_FACTS, n - i), f"- {_ref(m)}{line}", truncatable=True)
@@ -555,8 +558,17 @@ def _without(item: _Item, shown: set[str]) -> _Item:
 
 
 def _listed_forms(texts: Iterable[str]) -> set[str]:
-    """The identifiers ``texts`` show (a grouped form read back), as found and in their listed form."""
-    found = extract_identifiers(expand_grouped("\n".join(texts)))
+    """The identifiers ``texts`` show (a grouped form read back), as found and in their listed form.
+
+    Those of ``texts`` joined by newlines, found text by text (each one's extraction is remembered:
+    the retained tail is the next summary's range): no identifier spans a newline, and no grouped
+    form does, but for a JSON id pair (``"doc_id"`` and its value may stand on two lines), so texts
+    with a ``_id"`` are read joined."""
+    expanded = [expand_grouped(t) for t in texts]
+    if any('_id"' in t for t in expanded):
+        found = extract_identifiers("\n".join(expanded))
+    else:
+        found = [x for t in expanded for x in extract_identifiers(t)]
     return set(found) | {_shown_form(x) for x in found}
 
 

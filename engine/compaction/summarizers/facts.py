@@ -68,8 +68,10 @@ _CONSTRAINT = re.compile(
     r"no more than|at most|at least)\b",
     re.IGNORECASE,
 )
-#: a literal one of which an error line of a tool output has (one scan instead of six ``in``)
+#: a literal one of which an error line of a tool output has (a line: one scan instead of six ``in``)
 _QUICK_ERROR = re.compile("rror|FAIL|Exception|Traceback|anic|atal")
+#: the same literals, for a whole text (six ``in`` over a long text: faster than the scan)
+_ERROR_LITERALS = ("rror", "FAIL", "Exception", "Traceback", "anic", "atal")
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 #: where a constraint starts when the text before it has no full stop: a capitalised imperative
 _IMPERATIVE = re.compile(r"\s+(?=(?:Keep|Always|Never|Leave|Don't|Do not|Only|Avoid|Every)\b)")
@@ -212,7 +214,7 @@ def _tool_lines(text: str) -> list[str]:
     if not text.strip():
         return []
     # asked of the whole text once: a line has an error's literal, or a digit, only if the text does
-    may_error = _QUICK_ERROR.search(text) is not None
+    may_error = any(w in text for w in _ERROR_LITERALS)
     may_figure = not text.isascii() or _ASCII_DIGIT.search(text) is not None
     if not (may_error or may_figure):
         return []
