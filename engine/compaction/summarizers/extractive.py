@@ -221,7 +221,7 @@ class ExtractiveSummarizer:
         for k in order:
             reserved -= self._count(items[k].text) + 1
             if reserved < 0:
-                items[k] = replace(items[k], rank=(_T_FACTS_OLDER, items[k].rank[1]))
+                items[k] = _reranked(items[k], _T_FACTS_OLDER)
         return items
 
     def _rank_requests(self, items: list[_Item], max_tokens: int) -> list[_Item]:
@@ -232,7 +232,7 @@ class ExtractiveSummarizer:
         for k in order:
             reserved -= self._count(items[k].text) + 1
             if reserved < 0:
-                items[k] = replace(items[k], rank=(_T_REQUESTS_OLDER, items[k].rank[1]))
+                items[k] = _reranked(items[k], _T_REQUESTS_OLDER)
         return items
 
     def _request_item(self, item: _Item) -> _Item:
@@ -312,14 +312,20 @@ class ExtractiveSummarizer:
         kept: list[_Item] = []
         used = prose = self._count(header) + 1 if header else 0  # the whole estimate, and that of the non-identifier part
         sections: set[str] = set()
+        headings: dict[tuple[str, bool], int] = {}  # a section's heading tokens (with the legend above identifiers), counted once
         grouped = _GroupedCost(self._count)
         for item in sorted(items, key=lambda it: it.rank):
-            heading = 0 if item.section in sections else self._count(f"\n## {item.section}\n") + 1
             is_id = bool(item.parts)
-            if is_id and heading:
-                heading += self._count(GROUPED_LEGEND) + 1
-            cost = (grouped.cost(item.parts) if is_id else self._count(item.text) + 1) + heading
+            if item.section in sections:
+                heading = 0
+            elif (item.section, is_id) in headings:
+                heading = headings[item.section, is_id]
+            else:
+                heading = headings[item.section, is_id] = self._count(f"\n## {item.section}\n") + 1 + (self._count(GROUPED_LEGEND) + 1 if is_id else 0)
             limit = total - used if is_id else min(total - used, max_tokens - prose)
+            if not is_id and limit <= heading:
+                continue  # it costs more than its heading and a line break, and no head of it fits: not counted
+            cost = (grouped.cost(item.parts) if is_id else self._count(item.text) + 1) + heading
             if cost <= limit:
                 kept.append(item)
                 sections.add(item.section)
@@ -475,6 +481,12 @@ def _unique_facts(items: list[_Item]) -> list[_Item]:
             seen.add(key)
         out.append(it)
     return out
+
+
+def _reranked(item: _Item, tier: float) -> _Item:
+    """``item`` in ``tier``, its age kept (``dataclasses.replace`` without its field lookup: a range
+    of thousands of requests moves most of them)."""
+    return _Item(item.section, item.order, (tier, item.rank[1]), item.text, item.truncatable, item.parts, item.full)
 
 
 def _is_part_id(ident: str) -> bool:
