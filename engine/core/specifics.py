@@ -420,9 +420,17 @@ def dropped_specifics(*, before: Sequence[str], summary: str | None, after: Sequ
     exception name or failed test. A summary's grouped identifiers (``dir/{a,b}.py``) are read
     as their members (:func:`expand_grouped`); so is the previous summary in
     :func:`dropped_at_compaction`."""
-    seen = _specifics_of(before)
-    if not seen:  # nothing to look up: the texts after are not indexed
+    return _dropped_of(_specifics_of(before), summary, lambda: after, lambda: referenced, limit)
+
+
+def _dropped_of(
+    seen: list[Specific], summary: str | None, after_texts: Callable[[], Sequence[str]], referenced_texts: Callable[[], Sequence[str]], limit: int
+) -> DroppedSpecifics:
+    """:func:`dropped_specifics` of the specifics ``seen`` before; the texts after and the
+    referenced ones are asked for only when something was seen (nothing to look up otherwise)."""
+    if not seen:
         return DroppedSpecifics(seen=0)
+    after, referenced = after_texts(), referenced_texts()
     summary = expand_grouped(summary) if summary else summary  # its grouped identifiers, read back whole
     shown_texts = [t for t in ([summary] if summary else []) + list(after) if t]
     # the retained tail is on the surface after: its texts are indexed once, for both lookups
@@ -461,12 +469,13 @@ def dropped_at_compaction(
     ``previous_summary``; after = ``summary``, ``system_prompt`` and ``kept`` (the new surface's
     messages as shown); referenced = ``current_request`` and ``retained`` (default: ``kept``).
     For a source's recorded compactions and what-if runs, so every view counts the same way."""
-    return dropped_specifics(
-        before=message_texts(summarized, shown=shown) + ([expand_grouped(previous_summary)] if previous_summary else []),
-        summary=summary,
-        after=([system_prompt] if system_prompt else []) + message_texts(kept, shown=shown),
-        referenced=([current_request] if current_request else []) + message_texts(kept if retained is None else retained, shown=shown),
-        limit=limit,
+    before = message_texts(summarized, shown=shown) + ([expand_grouped(previous_summary)] if previous_summary else [])
+    return _dropped_of(
+        _specifics_of(before),
+        summary,
+        lambda: ([system_prompt] if system_prompt else []) + message_texts(kept, shown=shown),
+        lambda: ([current_request] if current_request else []) + message_texts(kept if retained is None else retained, shown=shown),
+        limit,
     )
 
 
