@@ -266,12 +266,16 @@ def extract_specifics(text: str) -> list[Specific]:
     known = None if "_id=" in text else _IDENTIFIERS.peek(text)
     spans: Sequence[tuple[int, int, str, str]] = known[0] if known is not None else _identifier_hits(text, more=True)
     hits = [(start, kind, value) for start, _, kind, value in spans]
-    hits.extend(_more_hits(text, spans))
-    hits.extend(_command_hits(text))
+    if _DIGIT.search(text) is not None:  # each git hash, IPv4 address, version and quantity has one
+        hits.extend(_more_hits(text, spans))
+    if "$" in text or '"c' in text:
+        hits.extend(_command_hits(text))
     if any(w in text for w in _ERROR_WORDS):
         hits.extend(_error_hits(text))
     if any(w in text for w in _DECISION_WORDS):
         hits.extend((m.start(), "decision", _clip(m.group())) for m in _DECISION.finditer(text))
+    if not hits:
+        return []
     seen: dict[tuple[str, str], None] = {}
     for _, kind, value in sorted(hits, key=lambda h: h[0]):
         if value:
@@ -511,9 +515,7 @@ def _identifier_hits(text: str, *, more: bool) -> list[tuple[int, int, str, str]
 
 def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterable[tuple[int, str, str]]:
     """Git hashes, IPv4 addresses, versions and numbers with units outside the identifiers, paths
-    and URLs (``spans``, sorted by start). Each has an ASCII digit: a text without one has none."""
-    if _DIGIT.search(text) is None:
-        return
+    and URLs (``spans``, sorted by start)."""
     starts = [sp[0] for sp in spans]
     reach: list[int] = []  # reach[i]: the furthest end of spans[0..i]
     for sp in spans:
@@ -539,6 +541,7 @@ def _more_hits(text: str, spans: Sequence[tuple[int, int, str, str]]) -> Iterabl
 
 
 def _command_hits(text: str) -> Iterable[tuple[int, str, str]]:
+    """``$ …`` lines and ``"command"`` / ``"cmd"`` values (none without a ``$`` or a ``"c``)."""
     if "$" in text:
         for m in _CMD_LINE.finditer(text):
             yield m.start(1), "command", _clip(m.group(1))
