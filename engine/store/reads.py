@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
 import re
 import threading
@@ -801,9 +802,10 @@ _set = object.__setattr__
 
 def handed_message(id: int, row: Mapping[str, Any]) -> Message:
     """The message a read of the row the write door just wrote gives: the door's column values
-    (``records.message_values``: text already as stored) with each JSON column through the same
-    text and decoder a read goes through (``message_from_text_row``, SQLite's text path; a
-    PostgreSQL ``json`` column keeps the text as written, so its read decodes the same text)."""
+    (``records.message_values``: text already as stored) with each JSON column as the decoder a
+    read goes through gives it back from the text written (``message_from_text_row``, SQLite's
+    text path; a PostgreSQL ``json`` column keeps the text as written, so its read decodes the
+    same text): :func:`_as_read`, a copy without the text round trip when that is the same."""
     calls, meta, parts = row["tool_calls"], row["meta"], row["parts"]
     if calls is None and meta is None and parts is None:  # nothing to decode: build_message's own result for NULLs (records._message)
         # the fields set directly: the door wrote them from a valid Message (its checks passed), so
@@ -823,11 +825,50 @@ def handed_message(id: int, row: Mapping[str, Any]) -> Message:
         _set(m, "source_key", row["source_key"] or None)
         return m
 
-    def as_text(value: Any) -> Any:
-        return None if value is None else json.dumps(value)
+    return build_message(id, row["role"], row["content"], _as_read(calls), row["tool_call_id"], row["name"], _as_read(meta),
+                         _as_read(parts), row["is_error"], row["meta_kind"], row["source_key"])
 
-    return message_from_text_row((id, row["role"], row["content"], as_text(calls), row["tool_call_id"], row["name"],
-                                  as_text(meta), as_text(parts), row["is_error"], row["meta_kind"], row["source_key"]))
+
+def _as_read(value: Any) -> Any:
+    """A JSON column value the door wrote as a read decodes it (``records._json`` of its
+    ``json.dumps`` text): a copy (:func:`_read_copy`) when it holds only types that read back as
+    themselves, else through the text itself."""
+    if value is None:
+        return None
+    copy = _read_copy(value)
+    return _json(json.dumps(value)) if copy is _NOT_PLAIN else copy
+
+
+_NOT_PLAIN = object()
+
+
+def _read_copy(value: Any) -> Any:
+    """``json.loads(json.dumps(value))`` made without the text, for a value of dicts with text keys,
+    lists, text, integers, booleans, None and finite floats, each of exactly that type (every one
+    reads back as an equal value of its own type, a dict in its order); :data:`_NOT_PLAIN` for
+    anything else (a tuple, a number key, a subclass, NaN: the text decides)."""
+    t = type(value)
+    if t is str or t is int or t is bool or value is None:
+        return value
+    if t is float:
+        return value if math.isfinite(value) else _NOT_PLAIN
+    if t is list:
+        items = []
+        for v in value:
+            c = _read_copy(v)
+            if c is _NOT_PLAIN:
+                return c
+            items.append(c)
+        return items
+    if t is dict:
+        out = {}
+        for k, v in value.items():
+            c = _read_copy(v) if type(k) is str else _NOT_PLAIN
+            if c is _NOT_PLAIN:
+                return c
+            out[k] = c
+        return out
+    return _NOT_PLAIN
 
 
 def quick_thread_read(store: Any, key: str, known: ThreadVersion, after: int | None, limit: int,

@@ -162,6 +162,8 @@ def _message(id: Any, role: Any, content: Any, calls: tuple[ToolCall, ...], tool
 
 #: the lengths of the messages table's bounded text columns (models.py; PostgreSQL enforces them)
 _MESSAGE_LIMITS = {"tool_call_id": 200, "name": 200, "meta_kind": 64, "source_key": 300}
+#: (field, its name in an error, limit) of each bounded column, in the order they are checked
+_BOUNDED = tuple((k, f"message {k}", n) for k, n in _MESSAGE_LIMITS.items())
 
 
 def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict[str, Any]:
@@ -174,8 +176,8 @@ def message_values(conversation_id: int, m: Message, run_id: int | None) -> dict
     meta = dict(m.metadata) or None
     check_json(calls, "tool calls")
     check_json(meta, "metadata")
-    bounded = {k: clean_text(getattr(m, k), f"message {k}", limit=n) for k, n in _MESSAGE_LIMITS.items()}
-    parts = m.parts_json() or None
+    bounded = {k: None if (v := getattr(m, k)) is None else clean_text(v, field, limit=n) for k, field, n in _BOUNDED}
+    parts = (m.parts_json() or None) if m.reasoning or m.attachments else None
     check_json(parts, "reasoning / attachments")
     return {
         "conversation_id": conversation_id,

@@ -106,6 +106,8 @@ def as_int(value: Any, table: str, id: Any, column: str) -> int | None:
 
 # -- writing ------------------------------------------------------------------------------------
 def _has_surrogate(s: str) -> bool:
+    if s.isascii():  # no surrogate in ASCII text (most text): no encoded copy to make
+        return False
     try:
         s.encode("utf-8")
         return False
@@ -132,6 +134,8 @@ def check_json(value: Any, field: str, *, code: str = "invalid_message") -> None
     lone surrogate in any key or string, or nesting deeper than :data:`MAX_JSON_DEPTH`. NUL inside
     JSON needs nothing (it is written as the escape ``\\u0000`` and read back as NUL). Iterative:
     a 100k-deep value is refused, not a ``RecursionError``."""
+    if value is None:  # nothing to check (most message rows: no calls, metadata or parts)
+        return
     stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
         v, depth = stack.pop()

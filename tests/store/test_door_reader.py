@@ -75,3 +75,19 @@ def test_the_rows_of_the_last_transactions_are_handed_over_while_nothing_else_ap
     with store.locked(conv) as tx:
         tx.take_in([Message("assistant", "mine")])
         assert [m.content for m in tx.thread_reader().messages_after(before)] == ["", "result", "from elsewhere", "mine"]
+
+
+def test_metadata_a_read_gives_back_otherwise_is_handed_over_as_read(store: Store, conv: str) -> None:
+    """Metadata whose JSON text reads back as other values (a tuple as a list, a number key as
+    text) is handed over as the read gives it; plain values are copied without the text."""
+    door_ops.append_messages(store, conv, [Message("user", "first")])
+    odd = [Message("user", "odd", metadata={"t": (1, 2), "n": {3: "x"}, "f": [0.1, -0.0, 1e300]}),
+           Message("user", "plain", metadata={"a": {"b": [1, True, None, "é"]}, "e": {}, "l": []})]
+    with store.locked(conv) as tx:
+        before = tx.conv_head.last_message_id
+        tx.take_in(odd)
+        handed = tx.thread_reader().messages_after(before)
+        conn = tx.connection()
+        read = ThreadReader(conn, conn.execute(THREAD_KEY, {"key": conv}).first())
+        assert handed == ThreadReader.messages_after(read, before)
+    assert dict(handed[0].metadata) == {"t": [1, 2], "n": {"3": "x"}, "f": [0.1, -0.0, 1e300]}
