@@ -53,7 +53,7 @@ import subprocess
 import sys
 import threading
 from array import array
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict, deque
 from contextlib import nullcontext
 from dataclasses import dataclass, fields, replace
@@ -61,7 +61,7 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from .core.messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, summary_message, system
+from .core.messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, Tagged, summary_message, system
 from .core.meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
 from .core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
 from .core.units import current_request, is_closing_marker, place_closing_markers
@@ -137,6 +137,27 @@ class Tally:
                 totals[message_category(m)] += n
                 if self.first_role is None and role != "system":
                     self.first_role = role
+
+    def copy(self) -> "Tally":
+        """A tally of the same messages that changes apart from this one (a measurement may hold this one)."""
+        t = Tally(self.meter)
+        t.totals, t.ids, t.counts = dict(self.totals), array("q", self.ids), array("i", self.counts)
+        t._waiting = {k: deque(q) for k, q in self._waiting.items()}
+        t._newest, t.first_role, t.fixed = self._newest, self.first_role, self.fixed
+        return t
+
+    def reprice(self, message_id: int, was: Tagged, now: Tagged, count: int) -> bool:
+        """Message ``message_id``, added as ``was``, is now shown as ``now`` (a pruned result: its
+        preview) of ``count`` tokens; False (nothing changed) when it is not here or may be left
+        out of the totals (a closing marker: kept or not by where its call is)."""
+        i = bisect_left(self.ids, message_id)
+        if i == len(self.ids) or self.ids[i] != message_id or was.role != "tool" or now.role != "tool" or (
+                was.metadata and is_closing_marker(was)) or (now.metadata and is_closing_marker(now)):
+            return False
+        self.totals[message_category(was)] -= self.counts[i]
+        self.totals[message_category(now)] += count
+        self.counts[i] = count
+        return True
 
     @property
     def history_tokens(self) -> int:
@@ -428,8 +449,9 @@ class SnapshotCache:
         """A held entry for a new compaction state whose boundary is the old one or later (a prune,
         a summary): the messages after the new boundary are those the old entry holds after it
         (messages never change once written) and the ones appended since; only those are read.
-        The shown history is rebuilt with the new offloads and the tallies are counted again (from
-        the meter's per-message cache)."""
+        The shown history is rebuilt with the new offloads; the tallies are carried over when only
+        results were pruned (:meth:`_repriced`), else counted again (from the meter's per-message
+        cache) at the next measurement."""
         assert old.messages is not None
         boundary = head.state.boundary
         kept = old.messages if boundary is None else tuple(m for m in old.messages if m.id is not None and m.id > boundary)
@@ -440,7 +462,41 @@ class SnapshotCache:
         entry.messages = kept + tuple(new)
         entry.shown = place_closing_markers(shown_messages(entry.messages, head.offloads))
         entry.last_id = entry.messages[-1].id if entry.messages else boundary
+        if old.tallies and boundary == old.head.state.boundary:
+            entry.tallies = self._repriced(old, entry, new)
         return entry
+
+    @staticmethod
+    def _repriced(old: _Entry, entry: _Entry, new: list[Message]) -> dict[str, Tally]:
+        """The tallies of ``old`` for ``entry``, its rebase at the same boundary (a prune: the same
+        messages, some results now shown as their previews, plus ``new``, read after them), when
+        the offloads only grew: a copy of each with every newly pruned result's count replaced by
+        its preview's (:meth:`Tally.reprice`) and ``new`` added, what counting the whole history
+        again gives (counts are per message; which messages count does not depend on their text).
+        Empty (count again) when an offload changed or went, or a pruned message is not a plain
+        tool result of the tallies."""
+        assert old.messages is not None
+        before, after = old.head.offloads, entry.head.offloads
+        if len(after) < len(before) or any(after.get(i) != o for i, o in before.items()):
+            return {}
+        pruned = {i for i in after if i not in before}
+        was = {m.id: m for m in old.messages if m.id in pruned} if pruned else {}
+        now = {m.id: m for m in entry.shown or () if m.id in was} if was else {}
+        shown_new = shown_messages(new, after) if after else new
+        tallies: dict[str, Tally] = {}
+        for name, tally in old.tallies.items():
+            if len(tally.ids) != len(old.messages):  # not every held message (cannot happen): count again
+                return {}
+            meter = tally.held_meter()
+            t = tally.copy()
+            for i, m in was.items():
+                shown = now.get(i)
+                if shown is None or not t.reprice(i, m, shown, meter.count_message(shown)):
+                    return {}
+            if shown_new:
+                t.add(shown_new, meter.count_messages(shown_new))
+            tallies[name] = t
+        return tallies
 
     def _extend_held(self, reader: ThreadReader, entry: _Entry, head: Snapshot) -> None:
         if _nothing_new(reader, entry):

@@ -13,7 +13,7 @@ import pytest
 
 from engine.compaction.compactor import RunState
 from engine.core.messages import assistant, user
-from engine.core.meter import default_meter
+from engine.core.meter import TokenMeter, default_meter
 from engine.core.surface import build_surface, envelope_of
 from engine.service import Service
 
@@ -175,3 +175,35 @@ def test_prune_summary_and_revert_keep_the_held_messages(factory: Any, new_key: 
     assert len(reverted.messages) > len(after_summary.messages)  # the summarized messages are back
     run3 = RunState(run_id=svc.runs.start_run(key))
     assert_fresh(svc, key, run3)
+
+
+def test_a_prune_carries_the_tally_over_with_the_previews_and_what_came_since(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``a`` measured the thread; ``b`` appends a round and prunes it. ``a``'s entry is rebased
+    on the pruned state with its tally carried over (the pruned results repriced as their
+    previews, the new messages added): no message it had counted is counted again, and every
+    figure equals a whole re-read."""
+    policies = {"context_window": 8000}
+    a, b = factory(policies=policies), factory(policies=policies)
+    key = new_thread(a, new_key())
+    route(a, key)
+    finished_turns(a, key, 6)
+    run = RunState(run_id=b.runs.start_run(key))
+    assert_fresh(a, key, run)
+    held = len(a.snapshots.snapshot(key).messages)
+
+    running_turn(b, key, rounds=3, result_tokens=2600)  # over the 2000-token limit; a has not read it
+    pruned = b.steps.compact_for_pressure(key, run)
+    assert pruned.progressed and b.store.offloads(key), pruned.reason
+    counted: list[int] = []
+    real = TokenMeter.count_messages
+
+    def spy(self: TokenMeter, messages: Any, **kw: Any) -> list[int]:
+        counted.append(len(messages))
+        return real(self, messages, **kw)
+
+    monkeypatch.setattr(TokenMeter, "count_messages", spy)
+    snap, _ = a.snapshots.pressure_read(key)
+    m = a.compactor.measure(snap, ephemeral=run.ephemeral, model=MODEL)
+    assert counted and max(counted) < held  # only what came since, not the history again
+    assert m.tokens == full_tokens(a, key, run)
+    assert_fresh(a, key, run)
