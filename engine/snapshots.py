@@ -63,7 +63,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from .core.messages import META_EPHEMERAL, META_SYNTHETIC, Envelope, Message, Surface, Tagged, summary_message, system
 from .core.meter import CATEGORIES, TOKENS_REPLY_PRIMING, Measurement, TokenMeter, count_key, count_texts, default_meter, join_counts, message_category
-from .core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_messages
+from .core.surface import SYNTHETIC_USER_TEXT, build_surface, envelope_of, shown_message, shown_messages
 from .core.units import current_request, is_closing_marker, place_closing_markers
 from .core.views import SOURCE_NAMES, ModelRequest, Offload, Snapshot, SourceCompaction, SourceView
 from .store import Store
@@ -469,32 +469,18 @@ class SnapshotCache:
     @staticmethod
     def _repriced(old: _Entry, entry: _Entry, new: list[Message]) -> dict[str, Tally]:
         """The tallies of ``old`` for ``entry``, its rebase at the same boundary (a prune: the same
-        messages, some results now shown as their previews, plus ``new``, read after them), when
-        the offloads only grew: a copy of each with every newly pruned result's count replaced by
-        its preview's (:meth:`Tally.reprice`) and ``new`` added, what counting the whole history
-        again gives (counts are per message; which messages count does not depend on their text).
-        Empty (count again) when an offload changed or went, or a pruned message is not a plain
-        tool result of the tallies."""
+        messages, some results now shown as their previews, plus ``new``, read after them): each
+        :func:`_with_pruned`, then ``new`` added. Empty (count again) when one cannot be."""
         assert old.messages is not None
-        before, after = old.head.offloads, entry.head.offloads
-        if len(after) < len(before) or any(after.get(i) != o for i, o in before.items()):
-            return {}
-        pruned = {i for i in after if i not in before}
-        was = {m.id: m for m in old.messages if m.id in pruned} if pruned else {}
-        now = {m.id: m for m in entry.shown or () if m.id in was} if was else {}
+        after = entry.head.offloads
         shown_new = shown_messages(new, after) if after else new
         tallies: dict[str, Tally] = {}
         for name, tally in old.tallies.items():
-            if len(tally.ids) != len(old.messages):  # not every held message (cannot happen): count again
+            t = _with_pruned(tally, old.messages, old.head.offloads, after)
+            if t is None:
                 return {}
-            meter = tally.held_meter()
-            t = tally.copy()
-            for i, m in was.items():
-                shown = now.get(i)
-                if shown is None or not t.reprice(i, m, shown, meter.count_message(shown)):
-                    return {}
             if shown_new:
-                t.add(shown_new, meter.count_messages(shown_new))
+                t.add(shown_new, tally.held_meter().count_messages(shown_new))
             tallies[name] = t
         return tallies
 
@@ -546,7 +532,8 @@ class SnapshotCache:
         if entry is None or entry.snapshot is not snapshot or entry.shown is None or snapshot.pinned:  # pinned behind the boundary: whole
             surface = build_surface(snapshot, ephemeral=ephemeral)
             env = envelope_of(snapshot, surface)
-            return surface, env, meter.measure(env)
+            pruned = self._pruned_measurement(entry, snapshot, meter, ephemeral) if entry is not None else None
+            return surface, env, pruned if pruned is not None else meter.measure(env)
         with self._key_lock(snapshot.thread):
             if entry.snapshot is not snapshot:  # extended meanwhile: measure this one in full
                 surface = build_surface(snapshot, ephemeral=ephemeral)
@@ -565,6 +552,23 @@ class SnapshotCache:
             measurement = _measurement(snapshot, tally, meter, notes)  # under the lock: the tally is this snapshot's
         surface = Surface(messages=tuple(shown), summary=snapshot.state.summary, boundary=snapshot.state.boundary, generation=snapshot.state.generation)
         return surface, envelope_of(snapshot, surface), measurement
+
+    def _pruned_measurement(self, entry: _Entry, snapshot: Snapshot, meter: TokenMeter, ephemeral: Sequence[Message]) -> Measurement | None:
+        """The measurement of ``snapshot`` when it is the entry's latest snapshot with more results
+        pruned (what a prune measures before writing them: the same messages, more offloads): the
+        latest tally :func:`_with_pruned`, plus the envelope's fixed parts and the notes, as for
+        the latest snapshot. None for any other (measured whole)."""
+        with self._key_lock(snapshot.thread):
+            latest = entry.snapshot
+            tally = entry.tallies.get(meter.encoding_name)
+            if (latest is None or tally is None or snapshot.messages is not latest.messages or snapshot.pinned or latest.pinned
+                    or snapshot.state.boundary != latest.state.boundary):
+                return None
+            pruned = _with_pruned(tally, latest.messages, latest.offloads, snapshot.offloads)
+        if pruned is None:
+            return None
+        notes = [e if e.is_ephemeral else e.with_content(e.content, **{META_EPHEMERAL: True}) for e in ephemeral]
+        return _measurement(snapshot, pruned, meter, notes)
 
     # -- streamed measurements (status, the inspector) ----------------------------------------
     def thread_measure(self, thread: str, *, with_busy: bool = True, progress: Callable[[int], None] | None = None) -> ThreadMeasure:
@@ -928,6 +932,26 @@ def _stream_worker_main(stdin: Any, stdout: Any) -> None:
     tally.ids.tofile(stdout)  # raw, a block at a time: no pickled copy of 12 bytes a message on either side
     tally.counts.tofile(stdout)
     stdout.flush()
+
+
+def _with_pruned(tally: Tally, messages: Sequence[Message], before: Mapping[int, Offload], after: Mapping[int, Offload]) -> Tally | None:
+    """A copy of ``tally`` (of ``messages``, shown with the offloads ``before``) for the same
+    messages shown with ``after``, which only adds offloads: every newly pruned result's count
+    replaced by its preview's (:meth:`Tally.reprice`), what counting them all again gives (counts
+    are per message; which messages count does not depend on their text). None when an offload
+    changed or went, or a pruned message is not a plain tool result of the tally."""
+    if len(after) < len(before) or len(tally.ids) != len(messages) or any(after.get(i) != o for i, o in before.items()):
+        return None
+    t = tally.copy()
+    if len(after) == len(before):
+        return t
+    meter = tally.held_meter()
+    for m in messages:
+        if m.id is not None and m.id not in before and (o := after.get(m.id)) is not None:
+            shown = shown_message(m, o)
+            if not t.reprice(m.id, m, shown, meter.count_message(shown)):
+                return None
+    return t
 
 
 def _nothing_new(reader: ThreadReader, entry: _Entry) -> bool:

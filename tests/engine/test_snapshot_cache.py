@@ -7,14 +7,16 @@ status) equals a full re-read: no stale pressure.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from engine.compaction.compactor import RunState
-from engine.core.messages import assistant, user
+from engine.core.messages import assistant, system, user
 from engine.core.meter import TokenMeter, default_meter
 from engine.core.surface import build_surface, envelope_of
+from engine.core.views import Offload
 from engine.service import Service
 
 from .conftest import MODEL, PROVIDER, finished_turns, new_thread, route, running_turn
@@ -207,3 +209,41 @@ def test_a_prune_carries_the_tally_over_with_the_previews_and_what_came_since(fa
     assert counted and max(counted) < held  # only what came since, not the history again
     assert m.tokens == full_tokens(a, key, run)
     assert_fresh(a, key, run)
+
+
+def test_a_prune_measured_before_it_is_written_is_measured_from_the_tally(factory: Any, new_key: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The latest snapshot with more results pruned (what a prune measures before writing them)
+    is measured from the held tally repriced, not whole: the same figures as a whole measurement,
+    notes included; a snapshot of other messages is measured whole."""
+    svc = factory(policies={"context_window": 8000})
+    key = new_thread(svc, new_key())
+    route(svc, key)
+    finished_turns(svc, key, 4)
+    running_turn(svc, key, rounds=3, result_tokens=600)
+    meter = default_meter(MODEL)
+    snap = svc.snapshots.snapshot(key)
+    svc.snapshots.measure(snap, meter)  # the tally of the latest snapshot
+    results = [m for m in snap.messages if m.role == "tool"]
+
+    def offload(m: Any, preview: str) -> Offload:
+        return Offload(m.id, m.name or "tool", f"/wd/{m.id}", f"{m.id:064x}", preview, 600, 20)
+
+    wholes: list[int] = []
+    real = TokenMeter.measure
+
+    def spy(self: TokenMeter, env: Any) -> Any:
+        wholes.append(1)
+        return real(self, env)
+
+    monkeypatch.setattr(TokenMeter, "measure", spy)
+    notes = [system("a note of the run")]
+    one = replace(snap, offloads={**snap.offloads, results[0].id: offload(results[0], "[a preview of the first result]")},
+                  state=replace(snap.state, generation=snap.state.generation + 1))
+    two = replace(one, offloads={**one.offloads, results[1].id: offload(results[1], "[another preview]")})
+    for predicted in (one, two):
+        surface, env, got = svc.snapshots.measure(predicted, meter, ephemeral=notes)
+        assert wholes == []
+        assert got == real(meter, envelope_of(predicted, build_surface(predicted, ephemeral=notes)))
+        assert surface == build_surface(predicted, ephemeral=notes)
+    svc.snapshots.measure(replace(one, messages=snap.messages[1:]), meter)
+    assert wholes == [1]  # other messages: measured whole
