@@ -46,6 +46,7 @@ from .records import (
     MESSAGE_COLUMNS,
     MESSAGE_TEXT_COLUMNS,
     _json,
+    _parts,
     build_message,
     checked_calls_and_meta,
     conversation_tools,
@@ -55,6 +56,7 @@ from .records import (
     source_compaction_record,
     state_record,
     to_message,
+    tool_calls_of,
 )
 from .rules import NUL_ESCAPE, CorruptRow, as_int
 
@@ -807,26 +809,26 @@ def handed_message(id: int, row: Mapping[str, Any]) -> Message:
     text path; a PostgreSQL ``json`` column keeps the text as written, so its read decodes the
     same text): :func:`_as_read`, a copy without the text round trip when that is the same."""
     calls, meta, parts = row["tool_calls"], row["meta"], row["parts"]
-    if calls is None and meta is None and parts is None:  # nothing to decode: build_message's own result for NULLs (records._message)
-        # the fields set directly: the door wrote them from a valid Message (its checks passed), so
-        # Message.__post_init__ has nothing to check or convert here (one step's check: a few µs)
-        kind, m = row["meta_kind"], object.__new__(Message)
-        _set(m, "role", row["role"])
-        _set(m, "content", row["content"])
-        _set(m, "id", id)
-        _set(m, "tool_calls", ())
-        _set(m, "tool_call_id", row["tool_call_id"])
-        _set(m, "name", row["name"])
-        _set(m, "metadata", _NO_METADATA)
-        _set(m, "reasoning", ())
-        _set(m, "attachments", ())
-        _set(m, "is_error", bool(row["is_error"]))
-        _set(m, "meta_kind", kind if isinstance(kind, str) and kind else None)
-        _set(m, "source_key", row["source_key"] or None)
-        return m
-
-    return build_message(id, row["role"], row["content"], _as_read(calls), row["tool_call_id"], row["name"], _as_read(meta),
-                         _as_read(parts), row["is_error"], row["meta_kind"], row["source_key"])
+    # the fields set directly: the door wrote them from a valid Message (its checks passed), so
+    # neither build_message's checks nor Message.__post_init__ have anything to refuse or convert
+    # here (one step's check: a few µs); each JSON column as a read decodes it, then as
+    # build_message takes it (records._message: its metadata frozen, no copy of the fresh dict)
+    meta = _as_read(meta)
+    kind, m = row["meta_kind"], object.__new__(Message)
+    _set(m, "role", row["role"])
+    _set(m, "content", row["content"])
+    _set(m, "id", id)
+    _set(m, "tool_calls", tool_calls_of(_as_read(calls)) if calls else ())
+    _set(m, "tool_call_id", row["tool_call_id"])
+    _set(m, "name", row["name"])
+    _set(m, "metadata", MappingProxyType(meta) if isinstance(meta, dict) and meta else _NO_METADATA)
+    reasoning, attachments = _parts(_as_read(parts)) if parts else ((), ())
+    _set(m, "reasoning", reasoning)
+    _set(m, "attachments", attachments)
+    _set(m, "is_error", bool(row["is_error"]))
+    _set(m, "meta_kind", kind if isinstance(kind, str) and kind else None)
+    _set(m, "source_key", row["source_key"] or None)
+    return m
 
 
 def _as_read(value: Any) -> Any:

@@ -127,10 +127,7 @@ def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_i
     calls: tuple[ToolCall, ...] = ()
     if tool_calls:
         try:
-            calls = tuple(
-                ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
-                for c in tool_calls
-            )
+            calls = tool_calls_of(tool_calls)
         except InvalidMessage as exc:
             raise CorruptRow("messages", id, "tool_calls", f"a malformed tool call ({exc.message})") from None
     reasoning, attachments = _parts(parts) if parts else ((), ())
@@ -140,6 +137,15 @@ def build_message(id: Any, role: Any, content: Any, tool_calls: Any, tool_call_i
         return _message(id, role, content, calls, tool_call_id, name, meta, reasoning, attachments, is_error, meta_kind, source_key)
     except InvalidMessage as exc:
         raise CorruptRow("messages", id, "role" if "role" in exc.message else "content", exc.message) from None
+
+
+def tool_calls_of(decoded: list[Any]) -> tuple[ToolCall, ...]:
+    """The calls of a ``tool_calls`` column value (a list of objects, checked): a malformed one
+    raises :class:`InvalidMessage`."""
+    return tuple(
+        ToolCall(id=str(c.get("id") or ""), name=str(c.get("name") or ""), arguments=c.get("arguments") if isinstance(c.get("arguments"), str) else "{}")
+        for c in decoded
+    )
 
 
 def _message(id: Any, role: Any, content: Any, calls: tuple[ToolCall, ...], tool_call_id: Any, name: Any, meta: Any,
