@@ -251,6 +251,12 @@ _USER_MESSAGES_BEFORE = (
 _ACTIVE_RUNS = select(Run.status).where(Run.conversation_id == bindparam("cid"), Run.status.in_(ACTIVE_RUN_STATUSES))
 _QUEUED = select(QueuedRequest.id).where(QueuedRequest.conversation_id == bindparam("cid"), QueuedRequest.status == "queued").limit(1)
 _OFFLOADS = ToolOffloadRow.__table__
+#: :meth:`ConversationReader.prunable`'s statements (built once; the ids are expanding parameters)
+_TOOL_RESULTS_IN = select(MessageRow.id).where(MessageRow.conversation_id == bindparam("cid"), MessageRow.role == "tool",
+                                               MessageRow.id.in_(bindparam("ids", expanding=True)), MessageRow.id > bindparam("after"))
+_OFFLOADED_IN = select(ToolOffloadRow.message_id).where(ToolOffloadRow.message_id.in_(bindparam("ids", expanding=True)))
+_PINNED_IN = select(MessagePin.message_id).where(MessagePin.conversation_id == bindparam("cid"),
+                                                 MessagePin.message_id.in_(bindparam("ids", expanding=True)))
 _OFFLOADS_AFTER = select(_OFFLOADS).where(
     _OFFLOADS.c.conversation_id == bindparam("cid"), _OFFLOADS.c.message_id > bindparam("after"), _OFFLOADS.c.reverted_generation.is_(None)
 )
@@ -463,16 +469,12 @@ class ConversationReader:
         if not message_ids:
             return []
         st = self.state()
-        q = select(MessageRow.id).where(
-            MessageRow.conversation_id == self.conv.id, MessageRow.role == "tool", MessageRow.id.in_(list(message_ids))
-        )
-        if st.boundary is not None:
-            q = q.where(MessageRow.id > st.boundary)
-        ok = set(self.session.scalars(q))
-        done = set(self.session.scalars(select(ToolOffloadRow.message_id).where(ToolOffloadRow.message_id.in_(list(ok)))))
+        cid, execute = self.conv.id, self.session.execute  # the session's: pending changes are flushed first
+        after = _NO_ID_BELOW if st.boundary is None else st.boundary
+        ok = set(execute(_TOOL_RESULTS_IN, {"cid": cid, "ids": list(message_ids), "after": after}).scalars())
+        done = set(execute(_OFFLOADED_IN, {"ids": list(ok)}).scalars())
         if st.pins_version:  # a pinned result is never pruned (pinned since the caller's snapshot too)
-            done |= set(self.session.scalars(select(MessagePin.message_id).where(
-                MessagePin.conversation_id == self.conv.id, MessagePin.message_id.in_(list(ok)))))
+            done |= set(execute(_PINNED_IN, {"cid": cid, "ids": list(ok)}).scalars())
         return [i for i in message_ids if i in ok and i not in done]
 
     def offloads_after(self, boundary: int | None) -> dict[int, Offload]:
