@@ -227,20 +227,21 @@ _NO_METADATA: Mapping[str, Any] = MappingProxyType({})
 _COUNTED_AFTER = {text: _counted_statement(text) for text in (True, False)}
 
 
-def _kept_counts_statement() -> Select[Any]:
-    """The ids after an id with the count kept under ``:key``, as :func:`_counted_statement` reads
-    it (NULL: none, or pruned), and nothing else of the message."""
+def _with_counts_statement(text: bool) -> Select[Any]:
+    """The messages after an id (:data:`_MESSAGES_AFTER`, limited) with the count kept under
+    ``:key``, as :func:`_counted_statement` reads it (NULL: none, or pruned), last."""
     offloads = ToolOffloadRow.__table__
     counted = and_(
         MessageRow.tokens_key == bindparam("key"), MessageRow.tokens.isnot(None),
         ~select(offloads.c.message_id).where(offloads.c.message_id == MessageRow.id, offloads.c.reverted_generation.is_(None)).exists(),
     )
-    return select(MessageRow.id, case((counted, MessageRow.tokens), else_=None)).where(
+    return select(*(MESSAGE_TEXT_COLUMNS if text else MESSAGE_COLUMNS), case((counted, MessageRow.tokens), else_=None)).where(
         MessageRow.conversation_id == bindparam("cid"), MessageRow.id > bindparam("after")
     ).order_by(MessageRow.id).limit(bindparam("limit"))
 
 
-_KEPT_COUNTS_AFTER = _kept_counts_statement()
+#: SQLite text columns -> the read of the messages after an id with their kept counts
+_WITH_COUNTS_AFTER = {text: _with_counts_statement(text) for text in (True, False)}
 _USER_MESSAGES_BEFORE = (
     select(*MESSAGE_COLUMNS)
     .where(MessageRow.conversation_id == bindparam("cid"), MessageRow.role == "user", MessageRow.meta_kind.is_(None),
@@ -554,13 +555,15 @@ class ThreadReader:
         for counting only, never for showing or sending; any other as the whole message."""
         return _counted_messages_after(self.conn, self.row.id, after, key, limit)
 
-    def kept_counts_after(self, after: int | None, *, key: str, limit: int) -> list[tuple[int, int | None]]:
-        """(id, count) of at most ``limit`` messages with an id above ``after``, in id order: the
-        count of :meth:`counted_messages_after` (kept under ``key``, None when there is none or the
-        message is pruned), without reading the messages (what-if hands the counts to its meter)."""
-        rows = self.conn.execute(_KEPT_COUNTS_AFTER, {"cid": self.row.id, "after": _NO_ID_BELOW if after is None else after, "key": key,
-                                                      "limit": limit}).all()
-        return [(int(i), None if n is None else int(n)) for i, n in rows]
+    def messages_with_counts_after(self, after: int | None, *, key: str, limit: int) -> list[tuple[Message, int | None]]:
+        """At most ``limit`` messages with an id above ``after``, in id order (as
+        :meth:`messages_after`), each with the count of :meth:`counted_messages_after` (kept under
+        ``key``, None when there is none or the message is pruned), in one statement (what-if
+        reads its source so and hands the counts to its meter)."""
+        text = self.conn.dialect.name == "sqlite"
+        rows = self.conn.execute(_WITH_COUNTS_AFTER[text], {"cid": self.row.id, "after": _NO_ID_BELOW if after is None else after, "key": key,
+                                                            "limit": limit}).all()
+        return [(message_from_text_row(r[:-1]) if text else build_message(*r[:-1]), None if r[-1] is None else int(r[-1])) for r in rows]
 
     def last_user_message(self, *, batch: int = 64) -> Message | None:
         return _last_user_message(self.conn.execute, self.row.id, batch)

@@ -27,7 +27,7 @@ from ..snapshots import SnapshotCache
 from ..step import Completion, StepDriver, StepStart
 from ..store import Store
 from ..store.db import code_head
-from ..store.reads import ThreadReader, thread_reading
+from ..store.reads import thread_reading
 from .dropped import recorded_dropped
 from .results import WhatIfComparison, WhatIfPoint, WhatIfRun, WhatIfSweep
 from .settings import (
@@ -285,41 +285,35 @@ def request_kept(m: Measured) -> bool | None:
 def _source_messages(source: Store, key: str, meter: TokenMeter | None = None) -> Iterator[Message]:
     """The thread's messages in id order, in keyset pages of :data:`PAGE`, each page in one read
     transaction (``ThreadReader.messages_after``: the messages alone, not a timeline page's
-    offload and creation time). With ``meter``, the counts the source kept for a page's messages
-    under ``meter.count_key`` are handed to the meter first, in the same transaction
-    (:func:`_remember_counts`): replaying them encodes none of them again."""
+    offload and creation time). With ``meter``, each page is read with the counts the source kept
+    for its messages under ``meter.count_key`` (``ThreadReader.messages_with_counts_after``, the
+    same statement), handed to the meter (:func:`_remember_counts`): replaying them encodes none
+    of them again."""
+    remember = getattr(meter, "remember", None) if meter is not None else None
     after: int | None = None
     while True:
         with thread_reading(source, key) as reader:
-            page = reader.messages_after(after, limit=PAGE)
-            if page and meter is not None:
-                _remember_counts(reader, meter, after, page)
+            if remember is None or meter is None:
+                page = reader.messages_after(after, limit=PAGE)
+            else:
+                counted = reader.messages_with_counts_after(after, key=meter.count_key, limit=PAGE)
+                page = [m for m, _ in counted]
+                _remember_counts(remember, counted)
         if not page:
             return
         yield from page
         after = page[-1].id
 
 
-def _remember_counts(reader: ThreadReader, meter: TokenMeter, after: int | None, messages: Sequence[Message]) -> None:
-    """Hand ``meter`` the counts the source kept for ``messages`` (read by ``reader`` after id
-    ``after``) under its ``count_key`` (``TokenMeter.remember``, when this meter has it): the write
-    door stored the meter's own count of each, so the replay's sums, the scratch door's counts and
-    the compactor's reads answer from the meter's cache. A message without a kept count (pruned in
-    the source, written before counts were kept, another encoding) is counted as before."""
-    remember = getattr(meter, "remember", None)
-    if remember is None:
-        return
-    by_id = {m.id: m for m in messages}
-    last = messages[-1].id
-    known: list[Message] = []
-    counts: list[int] = []
-    for i, n in reader.kept_counts_after(after, key=meter.count_key, limit=len(messages)):
-        m = by_id.get(i)
-        if n is not None and m is not None and last is not None and i <= last:
-            known.append(m)
-            counts.append(n)
+def _remember_counts(remember: Callable[[Sequence[Message], Sequence[int]], None], counted: Sequence[tuple[Message, int | None]]) -> None:
+    """Hand the meter the counts the source kept (``TokenMeter.remember``, when this meter has
+    it): the write door stored the meter's own count of each message, so the replay's sums, the
+    scratch door's counts and the compactor's reads answer from the meter's cache. A message
+    without a kept count (pruned in the source, written before counts were kept, another
+    encoding) is counted as before."""
+    known = [m for m, n in counted if n is not None]
     if known:
-        remember(known, counts)
+        remember(known, [n for _, n in counted if n is not None])
 
 
 def _requests(source: Store, key: str) -> Iterator[Any]:
