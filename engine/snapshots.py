@@ -239,9 +239,13 @@ def _kept_across(entry: _Entry, head: Snapshot) -> bool:
     """Whether a held entry's messages still hold every message after ``head``'s boundary that was
     there when it was read: the same conversation and a boundary that did not move back (a revert
     moves it back: the messages before the old boundary were never held)."""
-    old, new = entry.head.state.boundary, head.state.boundary
-    return (entry.head.conversation_id == head.conversation_id and entry.messages is not None
-            and (new == old or (new is not None and (old is None or new > old))))
+    return _kept_for(entry, head.conversation_id, head.state.boundary)
+
+
+def _kept_for(entry: _Entry, conversation_id: int, boundary: int | None) -> bool:
+    old = entry.head.state.boundary
+    return (entry.head.conversation_id == conversation_id and entry.messages is not None
+            and (boundary == old or (boundary is not None and (old is None or boundary > old))))
 
 
 def _same_key(entry: _Entry, head: Snapshot) -> bool:
@@ -333,11 +337,16 @@ class SnapshotCache:
         return handed
 
     # -- reading --------------------------------------------------------------------------
-    def _read_head(self, reader: ThreadReader, entry: _Entry | None, *, with_busy: bool) -> tuple[Snapshot, bool]:
-        """(head, still valid): the head with the entry's offloads and request when its key holds."""
+    def _read_head(self, reader: ThreadReader, entry: _Entry | None, *, with_busy: bool, rebase: bool = False) -> tuple[Snapshot, bool]:
+        """(head, still valid): the head with the entry's offloads and request when its key holds.
+        ``rebase``: a held entry the new state keeps (:func:`_kept_across`: the caller rebases it)
+        gives its request too: messages are only ever appended, so the current request is the
+        entry's unless one of those appended since is a newer one (:meth:`_rebased_held` looks)."""
         state = reader.state()
         if entry is not None and entry.head.conversation_id == reader.conversation_id and entry.head.state == state:
             return reader.head(with_busy=with_busy, offloads=entry.head.offloads, current=(entry.head.current_request,)), True
+        if rebase and entry is not None and entry.held and _kept_for(entry, reader.conversation_id, state.boundary):
+            return reader.head(with_busy=with_busy, current=(entry.head.current_request,)), False
         return reader.head(with_busy=with_busy), False
 
     def _new_messages(self, reader: ThreadReader, after: int | None) -> Iterable[list[Message]]:
@@ -383,9 +392,10 @@ class SnapshotCache:
                         entry.version, entry.routed = version, routed
                         self._put(thread, entry)
                         return entry.snapshot, routed if with_route else None
-                head, valid = self._read_head(reader, entry, with_busy=with_busy)
+                head, valid = self._read_head(reader, entry, with_busy=with_busy, rebase=True)
                 if entry is not None and entry.held and not valid and _kept_across(entry, head):
                     entry = self._rebased_held(reader, entry, head)
+                    head = entry.head
                 elif not valid or entry is None or not entry.held:
                     entry = self._cold_held(reader, head)
                 else:
@@ -448,8 +458,8 @@ class SnapshotCache:
     def _rebased_held(self, reader: ThreadReader, old: _Entry, head: Snapshot) -> _Entry:
         """A held entry for a new compaction state whose boundary is the old one or later (a prune,
         a summary): the messages after the new boundary are those the old entry holds after it
-        (messages never change once written) and the ones appended since; only those are read.
-        The shown history is rebuilt with the new offloads; the tallies are carried over when only
+        (messages never change once written) and the ones appended since; only those are read
+        (a user request among them is the current request now). The shown history is rebuilt with the new offloads; the tallies are carried over when only
         results were pruned (:meth:`_repriced`), else counted again (from the meter's per-message
         cache) at the next measurement."""
         assert old.messages is not None
@@ -458,7 +468,10 @@ class SnapshotCache:
         new: list[Message] = []
         for page in self._new_messages(reader, old.last_id):
             new.extend(page)
-        entry = _Entry(head)
+        # a user message among them: the newest request of them is the current request (as in
+        # _quick); none, the head's stays (the old entry's: see _read_head)
+        request = current_request(new) if any(m.role == "user" for m in new) else None
+        entry = _Entry(head if request is None else replace(head, current_request=request))
         entry.messages = kept + tuple(new)
         entry.shown = place_closing_markers(shown_messages(entry.messages, head.offloads))
         entry.last_id = entry.messages[-1].id if entry.messages else boundary

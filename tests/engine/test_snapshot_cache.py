@@ -18,6 +18,7 @@ from engine.core.meter import TokenMeter, default_meter
 from engine.core.surface import build_surface, envelope_of
 from engine.core.views import Offload
 from engine.service import Service
+from engine.store.reads import ThreadReader
 
 from .conftest import MODEL, PROVIDER, finished_turns, new_thread, route, running_turn
 from .test_incremental import count_reads
@@ -153,8 +154,12 @@ def test_prune_summary_and_revert_keep_the_held_messages(factory: Any, new_key: 
     pruned = svc.compactor.pressure(key, run)  # the pressure path alone (svc.steps also remeasures for the list)
     assert pruned.progressed and svc.store.offloads(key), pruned.reason
     sizes.clear()
+    requests: list[int] = []
+    real = ThreadReader.last_user_message
+    monkeypatch.setattr(ThreadReader, "last_user_message", lambda self, **kw: requests.append(1) or real(self, **kw))
     held = svc.snapshots.snapshot(key)
     assert sizes == [0]  # rebased on the pruned state: the held messages kept, only what is newer read (nothing)
+    assert requests == []  # nothing appended since: the held current request stays
     assert held == svc.store.snapshot(key, with_busy=False)
     assert any(m.id in svc.store.offloads(key) for m in held.messages)  # the previews are shown
     assert_fresh(svc, key, run)
