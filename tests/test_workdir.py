@@ -135,3 +135,20 @@ def test_text_that_is_not_utf8_encodable_is_refused(tmp_path: Path) -> None:
     with pytest.raises(WorkdirError, match="UTF-8"):
         Workdir(tmp_path).save("shell", "lone surrogate \ud800 here")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_scratch_workdir_writes_the_same_file_without_fsync(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A what-if's scratch Workdir (removed when the run ends) skips the fsyncs a kept one makes
+    for every new file (the file and its directory); the file, its name and the atomic rename are
+    the same."""
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    kept = Workdir(tmp_path / "kept").save("query_kb", TEXT)
+    assert len(synced) == 2
+    synced.clear()
+    scratch = Workdir(tmp_path / "scratch", durable=False).save("query_kb", TEXT)
+    assert synced == []
+    assert Path(scratch.path).read_bytes() == Path(kept.path).read_bytes() == TEXT.encode("utf-8")
+    assert (scratch.sha256, scratch.bytes, Path(scratch.path).name) == (kept.sha256, kept.bytes, Path(kept.path).name)
+    assert os.listdir(tmp_path / "scratch") == [Path(scratch.path).name]

@@ -102,10 +102,13 @@ def _reason(exc: OSError) -> str:
 
 
 class Workdir:
-    """Content-addressed files under ``root`` (created on first save)."""
+    """Content-addressed files under ``root`` (created on first save). ``durable=False`` is for a
+    scratch Workdir removed when its run ends (a what-if copy): writes stay atomic but skip the two
+    fsyncs, which cost a what-if of 100,000 messages about 2 s for files nobody keeps."""
 
-    def __init__(self, root: str | os.PathLike[str]) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, durable: bool = True) -> None:
         self.root = Path(os.path.abspath(os.fspath(root)))
+        self.durable = durable
 
     def __repr__(self) -> str:
         return f"Workdir({str(self.root)!r})"
@@ -138,15 +141,17 @@ class Workdir:
             fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=SUFFIX, dir=self.root)
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
+                if self.durable:
+                    f.flush()
+                    os.fsync(f.fileno())
             os.replace(tmp, path)
             tmp = None
-            dir_fd = os.open(self.root, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            if self.durable:
+                dir_fd = os.open(self.root, os.O_RDONLY)
+                try:
+                    os.fsync(dir_fd)
+                finally:
+                    os.close(dir_fd)
         except OSError as exc:
             raise WorkdirError(f"cannot write {path}: {_reason(exc)}") from exc
         finally:

@@ -548,7 +548,7 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
         scratch = open_scratch(Path(directory) / "scratch.db")
         scratch.create_conversation(SCRATCH_KEY, title=f"what-if of {t.key}"[:200], provider=route[0], model=route[1],
                                     system_prompt=system_prompt, tools=tools)
-        compactor = Compactor(scratch, summarizer=summarizer or make_summarizer(spec), workdir=Workdir(Path(directory) / "workdir"),
+        compactor = Compactor(scratch, summarizer=summarizer or make_summarizer(spec), workdir=Workdir(Path(directory) / "workdir", durable=False),
                               policies=_scratch_policies(policy, route))
         snapshots = SnapshotCache(scratch)
         compactor.snapshots = snapshots

@@ -75,3 +75,29 @@ def test_a_sweep_reading_the_source_once_equals_separate_whatifs(source: tuple[S
     paged_sweep = run_sweep(svc.store, key, "threshold_ratio", values, policies=svc.policies, scratch_root=str(tmp_path))
     assert len(reads) == len(values)
     assert paged_sweep == sweep
+
+
+def test_a_whatif_prunes_into_its_scratch_workdir_without_fsync(source: tuple[Service, str], tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scratch copy's Workdir is removed with the run, so its files are written without the
+    fsyncs the thread's own Workdir makes (engine.core.workdir, durable=False); the run still
+    prunes, saving every pruned result in full there."""
+    import os
+
+    from engine.core import workdir as workdir_module
+
+    svc, key = source
+    saved: list[bool] = []
+    real_save = workdir_module.Workdir.save
+
+    def save(self: workdir_module.Workdir, tool_name: str, content: str) -> workdir_module.SavedResult:
+        saved.append(self.durable)
+        return real_save(self, tool_name, content)
+
+    synced: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(workdir_module.Workdir, "save", save)
+    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    run = run_whatif(svc.store, key, {"threshold_ratio": 0.5}, policies=svc.policies, scratch_root=str(tmp_path))
+    assert run.candidate.by_kind.get("prune", 0) > 0 and saved and not any(saved)
+    assert synced == []

@@ -42,13 +42,28 @@ def _render(fn: Callable[..., "str | None"], shape: object, count: CountTokens, 
     return lambda b: fn(shape, *extra, budget_tokens=b, count_tokens=count)
 
 
+_VALUE_STARTS = {"{": frozenset('"}'), "[": frozenset('"]{[-0123456789tfnNI')}  # NaN, Infinity: Python's json takes them
+_JSON_SPACE = " \t\n\r"
+
+
+def _may_open(text: str, i: int) -> bool:
+    """Whether the bracket at ``i`` can open a JSON value: the next non-space character must be
+    one a value (or the bracket's close) starts with. Exact: when it is not, decoding would fail,
+    so the decoder's exception is skipped (a pruned result's ``[head: …`` preview raised up to nine)."""
+    j = i + 1
+    n = len(text)
+    while j < n and text[j] in _JSON_SPACE:
+        j += 1
+    return j < n and text[j] in _VALUE_STARTS[text[i]]
+
+
 def parse_json(content: str) -> tuple[Any, str, str] | None:
     """(value, text before, text after) of ``content`` when it is JSON, or holds one JSON value of
     at least :data:`EMBEDDED_SHARE` of its length (``Results:\\n{...}``); ``None`` otherwise."""
     text = content.strip()
     if not text:
         return None
-    if text[0] in "[{":
+    if text[0] in "[{" and _may_open(text, 0):
         try:
             return json.loads(text), "", ""
         except (ValueError, RecursionError):
@@ -59,6 +74,8 @@ def parse_json(content: str) -> tuple[Any, str, str] | None:
         start = min((i for i in (text.find("\n{", start + 1), text.find("\n[", start + 1)) if i >= 0), default=-1)
         if start < 0:
             break
+        if not _may_open(text, start + 1):
+            continue
         try:
             value, end = decoder.raw_decode(text, start + 1)
         except (ValueError, RecursionError):
