@@ -34,12 +34,11 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from engine.core.views import SOURCE_NAMES
+from engine.core.views import SOURCE_FORMATS
 
 from . import theme
 from .logic.choices import SIDE_TABS, TABS, tab_title
 from .logic.pressure_text import HINT_TEXT, PressureView
-from .logic.timeline.pages import source_badge
 from .models.threads import COL_GENERATION, COL_MESSAGES, COL_PRESSURE, COL_SOURCE, COL_STATE, COL_TITLE, StateRole, ThreadListModel, ThreadListProxy
 from .models.timeline import COL_ID, COL_MARKERS, COL_TOKENS, MARKER_CONTINUES, MARKER_OPEN, MARKER_ORPHAN, MARKER_PRUNED, MarkersRole, TimelineModel
 from .panels.audit.widget import AuditPanel
@@ -59,11 +58,9 @@ STATE_TOKENS = {"idle": "ok", "running": "info", "waiting": "warn", "queued": "t
 MARKER_TOKENS = {MARKER_PRUNED: "cat_tool_results", MARKER_ORPHAN: "danger", MARKER_OPEN: "warn", MARKER_CONTINUES: "text_muted", "pinned": "accent"}
 STATE_SHORT = {"running": "run", "waiting": "wait", "queued": "queue"}
 #: the Source badge when its name does not fit the column (the full name is in the cell's tooltip)
-SOURCE_SHORT = {
-    "Claude": "CC", "Claude Code": "CC", "Codex": "Cx", "OpenAI": "OAI", "Anthropic": "Ant", "OpenHands": "OH", "SWE-agent": "SWE",
-    "Agents SDK": "SDK", "Aider": "Ai", "aider": "Ai", "Gemini CLI": "Gem", "gemini-cli": "Gem", "Cline": "Cl", "opencode": "oc",
-    "Roo Code": "Roo", "Kilo Code": "Kilo", "OpenHands eval": "OHe", "openhands-eval": "OHe",
-}  # fmt: skip
+SOURCE_SHORT = {f.badge: f.short for f in SOURCE_FORMATS.values()}
+#: every Source badge the list may show: the column is sized for the widest (never from the rows held)
+SOURCE_BADGES = sorted(SOURCE_SHORT)
 
 #: the smallest widths the three panes keep (the splitter never squeezes one below them)
 MIN_LEFT, MIN_CENTER, MIN_RIGHT = 220, 385, 280  # the centre: the thread header's three buttons in a row
@@ -560,8 +557,7 @@ class InspectorLayout(QMainWindow):
         handles = self.splitter.handleWidth() * (self.splitter.count() - 1)
         left, center, right = self._panes
         margins = layout_of(left).contentsMargins()
-        badges = sorted({source_badge(f) for f in SOURCE_NAMES})
-        wanted = self.thread_list.width_for_title(TITLE_CHARS, badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges]) + margins.left() + margins.right()
+        wanted = self.thread_list.width_for_title(TITLE_CHARS, SOURCE_BADGES, [SOURCE_SHORT[b] for b in SOURCE_BADGES]) + margins.left() + margins.right()
         minimums = (left.minimumWidth(), center.minimumWidth(), right.minimumWidth())
         return splitter_sizes(self.splitter.width() - handles, minimums, wanted, self.side_room())
 
@@ -625,8 +621,7 @@ class InspectorLayout(QMainWindow):
             return
         self._fitting = True
         try:
-            badges = sorted({source_badge(f) for f in SOURCE_NAMES})
-            self.thread_list.fit_columns(badges, [SOURCE_SHORT.get(b, b[:3]) for b in badges])
+            self.thread_list.fit_columns(SOURCE_BADGES, [SOURCE_SHORT[b] for b in SOURCE_BADGES])
         finally:
             self._fitting = False
 

@@ -21,19 +21,40 @@ RunStatus = Literal["queued", "running", "waiting_for_user", "completed", "faile
 ACTIVE_RUN_STATUSES: tuple[str, ...] = ("running", "waiting_for_user")
 
 
-#: the transcript formats by the name their tool goes by (an imported thread's source, in words)
-SOURCE_NAMES: Mapping[str, str] = {
-    "claude-code": "Claude Code",
-    "codex": "Codex",
-    "openai-chat": "the OpenAI chat log",
-    "openai-responses": "the OpenAI Responses log",
-    "anthropic": "the Anthropic API",
-    "agents-sdk": "the Agents SDK session",
-    "openhands": "OpenHands",
-    "swe-agent": "SWE-agent",
-    "cline": "Cline",  # Cline, Roo Code and Kilo Code task folders (the thread's extra.tool says which)
-    "opencode": "opencode",
+@dataclass(frozen=True, slots=True)
+class SourceFormat:
+    """How an imported thread's format is named: ``name`` alone (a menu, a chart's series, the
+    thread header: ``Agents SDK``), ``phrase`` inside a sentence (``the Agents SDK session names no
+    model…``), ``badge`` in the thread list's Source column (``Claude``) and ``short``, the badge
+    in a narrow list (``CC``)."""
+
+    name: str
+    phrase: str
+    badge: str
+    short: str
+
+
+#: every transcript format an importer writes (``engine.importers.*.FORMAT``), by that format: the
+#: one table the CLI and the inspector name a thread's source from (a test checks every importer has
+#: its row). ``cline`` covers the Cline, Roo Code and Kilo Code task folders (the thread's extra.tool says which).
+SOURCE_FORMATS: Mapping[str, SourceFormat] = {
+    "claude-code": SourceFormat("Claude Code", "Claude Code", "Claude", "CC"),
+    "codex": SourceFormat("Codex", "Codex", "Codex", "Cx"),
+    "openai-chat": SourceFormat("OpenAI chat", "the OpenAI chat log", "OpenAI", "OAI"),
+    "openai-responses": SourceFormat("OpenAI Responses", "the OpenAI Responses log", "OpenAI", "OAI"),
+    "anthropic": SourceFormat("Anthropic", "the Anthropic API", "Anthropic", "Ant"),
+    "agents-sdk": SourceFormat("Agents SDK", "the Agents SDK session", "Agents SDK", "SDK"),
+    "openhands": SourceFormat("OpenHands", "OpenHands", "OpenHands", "OH"),
+    "openhands-eval": SourceFormat("OpenHands eval", "the OpenHands evaluation output", "OH eval", "OHe"),
+    "swe-agent": SourceFormat("SWE-agent", "SWE-agent", "SWE-agent", "SWE"),
+    "cline": SourceFormat("Cline", "Cline", "Cline", "Cl"),
+    "opencode": SourceFormat("opencode", "opencode", "opencode", "oc"),
+    "gemini-cli": SourceFormat("Gemini CLI", "Gemini CLI", "Gemini", "Gm"),
+    "aider": SourceFormat("Aider", "Aider", "Aider", "Ai"),
 }
+
+#: the transcript formats by the phrase that names their tool in a sentence (``SourceFormat.phrase``)
+SOURCE_NAMES: Mapping[str, str] = {fmt: f.phrase for fmt, f in SOURCE_FORMATS.items()}
 
 
 @dataclass(frozen=True, slots=True)

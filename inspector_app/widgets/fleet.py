@@ -30,9 +30,10 @@ from PySide6.QtWidgets import (
 )
 
 from engine.core import figures
-from engine.core.views import SOURCE_NAMES, FleetStats
+from engine.core.views import FleetStats
 
 from .. import theme
+from ..logic.timeline.pages import source_name as format_name
 
 #: the colour token of each pressure band
 BAND_TOKENS = {"unknown": "text_muted", "below_50": "ok", "50_85": "info", "85_100": "warn", "over_100": "danger"}
@@ -232,7 +233,7 @@ class DailyChart(QWidget):
 
 def series_name(kind: str, source: str) -> str:
     """``summary · ours`` / ``prune · Claude Code``: a series of the compactions-per-day chart."""
-    return f"{kind} · {'ours' if source == 'engine' else SOURCE_NAMES.get(source, source)}"
+    return f"{kind} · {'ours' if source == 'engine' else format_name(source)}"
 
 
 def card(title: str, body: QWidget | None = None) -> tuple[QFrame, QVBoxLayout]:

@@ -9,7 +9,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup
 from PySide6.QtWidgets import QMenu, QToolButton, QWidget
 
-from engine.core.views import SOURCE_NAMES, THREAD_FILTERS, THREAD_SORTS, ThreadQuery
+from engine.core.views import SOURCE_FORMATS, THREAD_FILTERS, THREAD_SORTS, ThreadQuery
 
 from ..models.threads import SORT_LABELS
 
@@ -49,7 +49,7 @@ class ThreadFilters(QToolButton):
         sources.setObjectName("filterSource")
         self.source_group = QActionGroup(self)
         self.source_actions: dict[str | None, QAction] = {}
-        for value, label in [(None, "Any source"), (LIVE, "Written live (not imported)")] + [(k, v) for k, v in SOURCE_NAMES.items()]:
+        for value, label in [(None, "Any source"), (LIVE, "Written live (not imported)")] + sorted(((k, f.name) for k, f in SOURCE_FORMATS.items()), key=lambda kv: kv[1].lower()):
             action = sources.addAction(label[:1].upper() + label[1:])
             action.setCheckable(True)
             action.setData(value)

@@ -255,6 +255,33 @@ def test_a_narrow_pane_shows_short_badges_and_the_whole_name_in_a_tooltip(qtbot:
     assert w.thread_list.textElideMode().name == "ElideMiddle"
 
 
+def test_every_sources_badge_reads_as_text_in_a_narrow_list(qtbot: Any, window_factory: Any, database: tuple[Path, Path]) -> None:
+    """The Source column is sized for every format an importer writes: none is drawn as a bare dot
+    (Gemini CLI, Aider and OpenHands eval threads once were: their badges were not in the table the
+    column was sized from), and the filter menu offers each of them by name."""
+    from engine.core.views import SOURCE_FORMATS
+    from inspector_app.layout import source_pills
+    from inspector_app.models.threads import COL_SOURCE
+
+    w = open_at(qtbot, window_factory, database, CODEX_KEY, (1024, 640))
+    delegate = w.thread_list.itemDelegateForColumn(COL_SOURCE)
+    width = w.thread_list.header().sectionSize(COL_SOURCE)
+    fm = QFontMetrics(w.thread_list.font())
+
+    class Cell:
+        def __init__(self, text: str) -> None:
+            self.text = text
+
+        def data(self, role: Any = None) -> Any:
+            return self.text
+
+    for fmt, known in SOURCE_FORMATS.items():
+        mode, items = delegate.layout(fm, source_pills(Cell(known.badge)), width - 8)  # type: ignore[arg-type]
+        assert mode in ("full", "short") and all(t for _, t, _ in items), (fmt, mode, width)
+    labels = {a.text() for a in w.thread_filters.source_actions.values()}
+    assert {f.name[:1].upper() + f.name[1:] for f in SOURCE_FORMATS.values()} <= labels
+
+
 @pytest.mark.skipif(os.environ.get("JOURNEY_LAYOUT_CHILD") == "1", reason="already the child at scale factor 2")
 def test_the_window_fits_at_scale_factor_2() -> None:
     """The same checks with QT_SCALE_FACTOR=2 (a fresh process: the factor is read when Qt starts)."""

@@ -12,7 +12,7 @@ from typing import Any, Mapping, Sequence
 
 from engine.core.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
 from engine.core.units import CLOSING_FLAGS, is_closing_marker
-from engine.core.views import CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
+from engine.core.views import SOURCE_FORMATS, CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
 
 PREVIEW_CHARS = 240
 #: ``before_id`` that reads the newest page (ids are 64-bit; the store benchmark reads the end the same way)
@@ -29,26 +29,21 @@ FLAG_ERROR = "error"
 FLAG_META = "meta"
 FLAG_NO_RESULT = "no result"
 
-#: how a format's name reads (a source the table does not know reads as written)
-SOURCE_NAMES = {
-    "claude-code": "Claude Code", "codex": "Codex", "openai-chat": "OpenAI chat", "openai-responses": "OpenAI Responses",
-    "anthropic": "Anthropic", "openhands": "OpenHands", "swe-agent": "SWE-agent", "agents-sdk": "Agents SDK",
-    "cline": "Cline", "opencode": "opencode",
-}  # fmt: skip
-
-
-#: the short names of the thread list's Source badges
-SOURCE_BADGES = {"claude-code": "Claude", "openai-chat": "OpenAI", "openai-responses": "OpenAI", "swe-agent": "SWE-agent"}
-
-
 def source_badge(fmt: str | None) -> str:
-    """``Claude`` for ``claude-code``: the short name the thread list's badge shows."""
-    return SOURCE_BADGES.get(fmt, source_name(fmt)) if fmt else ""
+    """``Claude`` for ``claude-code``: the thread list's Source badge (``SourceFormat.badge``; a
+    format the table does not know reads as written)."""
+    if not fmt:
+        return ""
+    known = SOURCE_FORMATS.get(fmt)
+    return known.badge if known is not None else fmt
 
 
 def source_name(fmt: str | None) -> str:
     """``Claude Code`` for ``claude-code``; ``""`` for a thread written live (no source)."""
-    return SOURCE_NAMES.get(fmt, fmt) if fmt else ""
+    if not fmt:
+        return ""
+    known = SOURCE_FORMATS.get(fmt)
+    return known.name if known is not None else fmt
 
 
 def human_size(n: int | None) -> str:

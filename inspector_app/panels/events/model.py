@@ -13,9 +13,10 @@ from typing import Any, Mapping, Sequence
 from PySide6.QtCore import QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush
 
-from engine.core.views import SOURCE_NAMES, CompactionEvent, SourceCompaction
+from engine.core.views import CompactionEvent, SourceCompaction
 
 from ... import theme
+from ...logic.timeline.pages import source_name as format_name
 from ...models.table import RecordTableModel
 
 EventRole = Qt.ItemDataRole.UserRole + 1
@@ -81,7 +82,7 @@ def event_target(e: CompactionEvent) -> int | None:
 
 
 def source_name(c: SourceCompaction) -> str:
-    return SOURCE_NAMES.get(c.source, c.source)
+    return format_name(c.source)
 
 
 def source_kind(c: SourceCompaction) -> str:
