@@ -406,3 +406,17 @@ def test_a_source_card_with_500_dropped_shows_without_measuring_every_row_or_res
         qapp.setStyleSheet(sheet)
         qapp.setPalette(palette)
         manager.deleteLater()
+
+
+def test_a_source_compaction_card_gives_its_time_to_the_second(qtbot: Any) -> None:
+    """Found in a user trial on an OpenHands evaluation output: the card printed the source's time
+    raw ("at 2026-11-28T09:14:30.000000"); a message's source time reads to the second."""
+    from inspector_app.panels.detail.widget import DetailPane
+
+    d = DetailPane()
+    qtbot.addWidget(d)
+    sc = SourceCompaction(7, 1, "openhands-eval", "summary", None, None, "S.", 4, 1, 3, "cb-1", "2026-11-28T09:14:30.000000")
+    d.show_source_compaction(sc)
+    text = d.card_title.text()
+    assert d.header.text() == "Recorded by OpenHands eval"
+    assert "at 2026-11-28T09:14:30" in text and "09:14:30." not in text, text

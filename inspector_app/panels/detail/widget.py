@@ -396,7 +396,7 @@ class DetailPane(QWidget):
             " · ".join(filter(None, (
                 f"tokens before {sc.tokens_before:,}" if sc.tokens_before is not None else "tokens before: not recorded",
                 f"trigger {sc.trigger}" if sc.trigger else "trigger: not recorded",
-                sc.source_timestamp and f"at {sc.source_timestamp}",
+                sc.source_timestamp and f"at {sc.source_timestamp[:19]}",  # to the second, as a message's source time
             ))),
         ]  # fmt: skip
         where = f"after #{sc.after_message_id}" if sc.after_message_id is not None else "before the first imported message"
