@@ -1,4 +1,4 @@
-# Over 800 lines: every frozen record the service returns, in one module the inspector may import (an import contract allows engine.core.views); the fleet records (issue 26) could move to a module of their own once that contract names it.
+# Over 800 lines: every frozen record the service returns, in one module the inspector may import (an import contract allows engine.core.views); the fleet records (issue 26) and the source-format table could move to modules of their own once that contract names them.
 """Read models: the plain, frozen records that ``engine.service`` queries return.
 
 The inspector (and any agent platform) only ever sees these, never ORM rows or SQL.
@@ -55,6 +55,15 @@ SOURCE_FORMATS: Mapping[str, SourceFormat] = {
 
 #: the transcript formats by the phrase that names their tool in a sentence (``SourceFormat.phrase``)
 SOURCE_NAMES: Mapping[str, str] = {fmt: f.phrase for fmt, f in SOURCE_FORMATS.items()}
+
+
+def source_format_name(fmt: str | None) -> str:
+    """``Claude Code`` for ``claude-code`` (``SourceFormat.name``); a format the table does not
+    know reads as written; ``""`` for a thread written live (no source)."""
+    if not fmt:
+        return ""
+    known = SOURCE_FORMATS.get(fmt)
+    return known.name if known is not None else fmt
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-# Over 800 lines (1,115): the one reader of a conversation (ThreadReader: busy reasons, messages after the boundary, the snapshot head) and the quick version read the pressure check answers from (quick_thread_read, its own SQLite connection, lent to the write door with the journal of its own appends: lend_held, the writer's hand-off rebuilt as a read would) share the row-to-Message decoding and that connection; split them only together, with that decoding in a module of its own.
+# Over 800 lines (1,163): the one reader of a conversation (ThreadReader: busy reasons, messages after the boundary, the snapshot head) and the quick version read the pressure check answers from (quick_thread_read, its own SQLite connection, lent to the write door with the journal of its own appends: lend_held, the writer's hand-off rebuilt as a read would) share the row-to-Message decoding and that connection; split them only together, with that decoding in a module of its own.
 """Reads of one conversation inside an open session: what the write door checks against and what
 the store's queries share (busy reasons, the messages after the boundary, the compaction snapshot).
 

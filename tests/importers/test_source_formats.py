@@ -9,7 +9,7 @@ import importlib
 import pkgutil
 
 import engine.importers
-from engine.core.views import SOURCE_FORMATS, SOURCE_NAMES
+from engine.core.views import SOURCE_FORMATS, SOURCE_NAMES, source_format_name
 
 
 def importer_formats() -> set[str]:
@@ -34,3 +34,9 @@ def test_names_badges_and_short_badges_are_filled_and_short_badges_short() -> No
         assert f.name and f.phrase and f.badge and f.short, fmt
         assert len(f.short) <= 3, fmt
         assert f.phrase.removeprefix("the ")[:1] == f.phrase.removeprefix("the ")[:1].strip(), fmt
+
+
+def test_a_source_reads_by_its_name_and_an_unknown_one_as_written() -> None:
+    assert source_format_name("gemini-cli") == "Gemini CLI" and source_format_name("openhands-eval") == "OpenHands eval"
+    assert source_format_name("some-new-tool") == "some-new-tool"  # a store written by a newer version
+    assert source_format_name(None) == "" and source_format_name("") == ""

@@ -80,12 +80,12 @@ def _page(found: list[Any], args: argparse.Namespace) -> tuple[list[Any], str | 
 
 def _print(found: list[Any], out: Any) -> None:
     from ...core.figures import byte_size
-    from ...core.views import SOURCE_FORMATS
+    from ...core.views import source_format_name
 
     if not found:
         out.line("no sessions found")
         return
-    rows = [(SOURCE_FORMATS[s.tool].name if s.tool in SOURCE_FORMATS else s.tool, Path(s.project).name if s.project else "-",
+    rows = [(source_format_name(s.tool), Path(s.project).name if s.project else "-",
              byte_size(s.size), _when(s), _state(s), s.path) for s in found]
     heads = ("TOOL", "PROJECT", "SIZE", "LAST ACTIVITY", "IMPORTED", "PATH")
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(heads[:-1])]

@@ -12,7 +12,15 @@ from typing import Any, Mapping, Sequence
 
 from engine.core.messages import META_EPHEMERAL, META_PRUNED, META_SYNTHETIC, Message, ToolCall
 from engine.core.units import CLOSING_FLAGS, is_closing_marker
-from engine.core.views import SOURCE_FORMATS, CompactionState, HistoryRecord, Offload, SourceCompaction, StoredMessage
+from engine.core.views import (
+    SOURCE_FORMATS,
+    CompactionState,
+    HistoryRecord,
+    Offload,
+    SourceCompaction,
+    StoredMessage,
+    source_format_name as source_name,  # re-exported: the inspector names a source from here
+)
 
 PREVIEW_CHARS = 240
 #: ``before_id`` that reads the newest page (ids are 64-bit; the store benchmark reads the end the same way)
@@ -36,14 +44,6 @@ def source_badge(fmt: str | None) -> str:
         return ""
     known = SOURCE_FORMATS.get(fmt)
     return known.badge if known is not None else fmt
-
-
-def source_name(fmt: str | None) -> str:
-    """``Claude Code`` for ``claude-code``; ``""`` for a thread written live (no source)."""
-    if not fmt:
-        return ""
-    known = SOURCE_FORMATS.get(fmt)
-    return known.name if known is not None else fmt
 
 
 def human_size(n: int | None) -> str:
