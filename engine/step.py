@@ -41,12 +41,13 @@ import itertools
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field, replace
 from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from .compaction.compactor import Measured, Outcome, RunState
 from .core.events import Event, GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
-from .core.messages import Message
+from .core.messages import Message, Surface
 from .core.policy import ResolvedPolicy
 from .core.surface import SYNTHETIC_USER_TEXT
 from .llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
@@ -55,7 +56,10 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-__all__ = ["SYNTHETIC_USER_TEXT", "Call", "Completion", "Failure", "StepDriver", "StepPort", "StepStart", "describe"]
+#: the name of the background writer's thread (held completions, write-behind steps)
+WRITER_THREAD = "step-writer"
+
+__all__ = ["SYNTHETIC_USER_TEXT", "WRITER_THREAD", "Call", "Completion", "Failure", "StepDriver", "StepPort", "StepStart", "describe"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,13 @@ class Completion:
     messages: tuple[Message, ...] = ()
     run_id: int | None = None
     event: Event | None = None
+    #: a write-behind call whose request the writer records (:attr:`Call.request_id` is set then):
+    #: the request completed is that call's, read when this completion is written (after it)
+    call: "Call | None" = field(default=None, compare=False, repr=False)
+
+    def resolved(self) -> "Completion":
+        """This completion with its request id read from its write-behind call (recorded by now)."""
+        return self if self.call is None else replace(self, request_id=self.call.request_id, call=None)
 
 
 @dataclass(frozen=True)
@@ -113,16 +124,52 @@ class StepPort(Protocol):
 @dataclass
 class Call:
     """One model call in flight: the measured request, its recorded id (None when not recorded), the
-    step number, and the pressure check's outcome."""
+    step number, and the pressure check's outcome.
+
+    A write-behind call (``StepDriver(behind=True)``, see :meth:`StepDriver.prepare`) is sent before
+    its step's transaction ran: ``projected`` is the surface it sends (the last one and the new
+    messages after it), ``measured`` the last exact measurement until the writer's transaction
+    replaces it with this step's, and ``request_id`` None until that transaction recorded it."""
 
     measured: Measured
     request_id: int | None
     step: int
     outcome: Outcome | None = None
+    projected: Surface | None = None
 
     @property
     def tokens(self) -> int:
         return self.measured.tokens
+
+    @property
+    def surface(self) -> Surface:
+        """The surface this call sends."""
+        return self.projected if self.projected is not None else self.measured.envelope.surface
+
+
+@dataclass
+class _Ahead:
+    """What a write-behind step (:meth:`StepDriver.prepare`) decides from without the store: the
+    last surface sent (its message objects, which the next one extends), the last exact
+    measurement of the thread (the writer's transaction) and its tokens, and the threshold."""
+
+    surface: Surface
+    measured: Measured
+    tokens: int
+    threshold: int
+
+
+@dataclass
+class _Job:
+    """One write-behind step's transaction, for the writer: :meth:`StepPort.begin_step` of
+    ``messages`` after ``completion``, for the ``call`` already sent, which was decided on the
+    request having at most ``bound`` tokens."""
+
+    run: RunState
+    call: Call
+    messages: tuple[Message, ...]
+    completion: Completion | None
+    bound: int
 
 
 @dataclass(frozen=True)
@@ -169,17 +216,57 @@ class StepDriver:
     _held_due: float = field(default=0.0, repr=False, compare=False)
     #: when the background writer comes to look at this driver (None: it is not to come; see :class:`_Writer`)
     _queued: float | None = field(default=None, repr=False, compare=False)
+    #: write-behind (with ``hold``): a step that the thread's last exact measurement and an upper
+    #: bound of its new messages show below the threshold is sent at once, its transaction run by
+    #: the background writer during the model call (see :meth:`prepare`)
+    behind: bool = False
+    #: what a write-behind step decides from (None: the next step goes through the store first)
+    _ahead: _Ahead | None = field(default=None, repr=False, compare=False)
+    #: write-behind transactions not run yet, in order (the writer runs them; a sync point, :meth:`settle`, too)
+    _jobs: deque[_Job] = field(default_factory=deque, repr=False, compare=False)
+    #: one of them is running (on the writer or the caller's thread)
+    _working: bool = field(default=False, repr=False, compare=False)
+    #: guards :attr:`_ahead`, :attr:`_jobs`, :attr:`_working` and :attr:`_failed` (waited on by :meth:`settle`)
+    _jobs_cond: threading.Condition = field(default_factory=threading.Condition, repr=False, compare=False)
+    #: the first failed write-behind transaction's error and the jobs it and those after it were to write
+    _failed: tuple[BaseException, list[_Job]] | None = field(default=None, repr=False, compare=False)
 
     # -- before the call ------------------------------------------------------------------------
     def prepare(self, run: RunState, step: int, *, messages: Sequence[Message] = (), running_turn: bool = True) -> Call:
         """Intake of ``messages``, pressure compaction, the measured request for this route and its
-        record (one transaction when nothing needs compacting)."""
+        record (one transaction when nothing needs compacting).
+
+        Write-behind (``behind``, with ``hold``): when the last exact measurement of the thread
+        plus the new messages (the held reply's and ``messages``; every tool call among them
+        answered among them) stays below the threshold — told by an upper bound that encodes
+        nothing (:meth:`engine.core.meter.TokenMeter.bound_messages`), or near the threshold by
+        their exact count (which the transaction then finds in the meter's cache) — nothing is
+        read or written here: the call sends the last surface with the new messages after it (:attr:`Call.projected`,
+        what the store's surface will be), and that same one transaction (intake, pressure check,
+        request record) runs on the background writer while the model answers. The writer checks
+        that the store's surface is the one sent and its count within what the step was decided
+        on; when not (another writer moved the thread) it still records the request, and the next step goes through the store first. A failed
+        write-behind transaction is raised by the next step (or :meth:`flush`), its messages held
+        again so nothing is lost. Anything else (a step at the threshold, notes, a recovery) goes
+        through the store first, after the queued transactions."""
+        if self.behind and self.hold is not None:
+            ahead = self._ahead_call(run, step, messages)
+            if ahead is not None:
+                return ahead
+            self.settle()
+            self._forget()
+        call = self._prepare(run, step, messages=messages, running_turn=running_turn)
+        if self.behind and self.hold is not None:
+            self._remember(call.measured, run)
+        return call
+
+    def _prepare(self, run: RunState, step: int, *, messages: Sequence[Message] = (), running_turn: bool = True) -> Call:
         port = self.port
         if self.held is None:  # (only this caller's thread sets it)
             start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages, record=self.record)
         else:  # the previous call's usage and reply, first in this transaction (held again if it fails)
             with self._lock:  # waits for the background writer if it is writing it now
-                held, self.held = self.held, None
+                held, self.held = self.held.resolved(), None  # (a write-behind call's request: recorded, settled before this)
             try:
                 start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=step, messages=messages,
                                         record=self.record, completion=held)
@@ -206,6 +293,137 @@ class StepDriver:
                                                    estimated_tokens=m.tokens, threshold=m.policy.threshold)
         return Call(m, request_id, step, outcome)
 
+    # -- write-behind ----------------------------------------------------------------------------
+    def _ahead_call(self, run: RunState, step: int, messages: Sequence[Message]) -> Call | None:
+        """The write-behind call, its transaction queued for the writer; None when the step must go
+        through the store first (see :meth:`prepare`)."""
+        ahead = self._ahead
+        if ahead is None or run.ephemeral or self.recovering or self._failed is not None:
+            return None
+        m = ahead.measured
+        if (m.policy.provider, m.policy.model) != (self.provider, self.model):
+            return None
+        with self._lock:  # the held reply goes with this step's transaction, first (as prepare's)
+            held = self.held
+            new = (*held.messages, *messages) if held is not None else tuple(messages)
+            if not _answered(new):
+                return None
+            with self._jobs_cond:
+                if ahead is not self._ahead or self._jobs or self._working:
+                    return None  # (the last one's transaction not written yet: settled first, so its failure is raised here)
+            bound = m.meter.bound_messages(new)  # no encoding: enough far below the threshold
+            if ahead.tokens + bound >= ahead.threshold:  # near it: their exact count (cached: the transaction counts them again)
+                bound = sum(m.meter.count_messages(new))
+            with self._jobs_cond:
+                if ahead is not self._ahead or ahead.tokens + bound >= ahead.threshold:
+                    return None
+                last = ahead.surface
+                projected = Surface(messages=(*last.messages, *new), summary=last.summary, boundary=last.boundary, generation=last.generation)
+                call = Call(m, None, step, None, projected)
+                self._jobs.append(_Job(run, call, tuple(messages), held, ahead.tokens + bound))
+                ahead.surface = projected
+            self.held = None
+        _WRITER.schedule(self, time.monotonic())
+        return call
+
+    def _remember(self, m: Measured, run: RunState) -> None:
+        """What the next write-behind step decides from: ``m``, the measurement of the call just prepared."""
+        ahead = None
+        if not run.ephemeral and (m.policy.provider, m.policy.model) == (self.provider, self.model):
+            surface = m.envelope.surface
+            if any(x.role != "system" for x in surface.messages):  # (else a synthetic user message would come first)
+                ahead = _Ahead(surface, m, m.tokens, m.policy.threshold)
+        with self._jobs_cond:
+            self._ahead = ahead
+
+    def _forget(self) -> None:
+        with self._jobs_cond:
+            self._ahead = None
+
+    def forget(self) -> None:
+        """The thread changed in a way the last measurement does not know (its configuration, a new
+        run): the next step goes through the store first."""
+        self._forget()
+
+    def settle(self) -> None:
+        """Run the queued write-behind transactions now (waiting for the one the writer runs). When
+        one failed, what it and those after it were to write is held again, in order (the first
+        one's request completed with it; the failed calls' own requests were never recorded), and
+        its error is raised: the next write (:meth:`flush`, a step) writes the rest."""
+        if not self.behind:
+            return
+        self._work(steal=True)
+        with self._jobs_cond:
+            failed, self._failed = self._failed, None
+        if failed is None:
+            return
+        exc, jobs = failed
+        with self._lock:
+            first = jobs[0].completion.resolved() if jobs[0].completion is not None else Completion(None, None, None, run_id=jobs[0].run.run_id)
+            lost = [m for j in jobs for m in (*(j.completion.messages if j.completion is not None else ()), *j.messages)]
+            held = self.held
+            later = held.resolved().messages if held is not None else ()
+            self.held = replace(first, messages=(*lost, *later))
+        raise exc
+
+    def _work(self, *, steal: bool) -> None:
+        """Run the queued write-behind transactions in order: the writer (``steal=False``: it leaves
+        them to whoever runs one now), or a caller about to write (waits for that one first)."""
+        while True:
+            with self._jobs_cond:
+                while self._working:
+                    if not steal:
+                        return
+                    self._jobs_cond.wait()
+                if not self._jobs:
+                    return
+                job = self._jobs.popleft()
+                if self._failed is not None:  # after a failed one: written again with it (settle)
+                    self._failed[1].append(job)
+                    continue
+                self._working = True
+            try:
+                self._run_job(job)
+            finally:
+                with self._jobs_cond:
+                    self._working = False
+                    self._jobs_cond.notify_all()
+
+    def _run_job(self, job: _Job) -> None:
+        """One write-behind step's transaction (see :meth:`prepare`)."""
+        call, run, port = job.call, job.run, self.port
+        try:
+            start = port.begin_step(self.key, run, provider=self.provider, model=self.model, step=call.step, messages=job.messages,
+                                    record=self.record, completion=job.completion.resolved() if job.completion is not None else None)
+            m, rid = start.measured, start.request_id
+            same = start.outcome is not None and m is not None and call.projected is not None and _same_tail(m.envelope.surface, call.projected,
+                                                                                                                 len(job.messages) + len(job.completion.messages if job.completion else ()))
+            if start.outcome is None or m is None:  # the store says compact: another writer moved the thread meanwhile
+                m = port.measure(self.key, ephemeral=run.ephemeral, provider=self.provider, model=self.model)
+                if self.record:
+                    rid = port.record_model_request(self.key, provider=self.provider, model=self.model, run_id=run.run_id, step=call.step,
+                                                    estimated_tokens=m.tokens, threshold=m.policy.threshold)
+        except BaseException as exc:  # noqa: BLE001 - raised by the next step (settle), its writes held again
+            log.warning("a step's write on thread %r failed; the next step raises it", self.key, exc_info=True)
+            with self._jobs_cond:
+                if self._failed is None:
+                    self._failed = (exc, [job])
+                else:
+                    self._failed[1].append(job)
+                self._ahead = None
+            return
+        call.request_id, call.measured = rid, m
+        same = same and m.tokens <= job.bound  # (the store's exact count within what the step was decided on)
+        with self._jobs_cond:
+            ahead = self._ahead
+            if ahead is None:
+                return
+            if same:
+                ahead.tokens, ahead.measured, ahead.threshold = m.tokens, m, m.policy.threshold
+            else:
+                log.warning("thread %r changed under a write-behind step (request %s); the next step reads it first", self.key, rid)
+                self._ahead = None
+
     # -- after the call -------------------------------------------------------------------------
     def succeeded(self, call: Call, run: RunState, *, prompt_tokens: int | None, completion_tokens: int | None,
                   messages: Sequence[Message] = ()) -> list[int]:
@@ -215,7 +433,8 @@ class StepDriver:
         next step's transaction (or :meth:`flush`)."""
         event = self._recovered(call, run)
         if self.hold is not None:
-            held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+            held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event,
+                              call if call.projected is not None else None)
             with self._lock:
                 if self.held is not None:  # a second success without a step between: the first goes now
                     self._flush((), None)
@@ -245,7 +464,8 @@ class StepDriver:
             if self.held is not None:
                 return False
             event = self._recovered(call, run)
-            self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event)
+            self.held = Completion(call.request_id, prompt_tokens, completion_tokens, tuple(messages), run.run_id, event,
+                                   call if call.projected is not None else None)
             due = self._held_due = time.monotonic() + self.hold
         finally:
             self._lock.release()
@@ -273,6 +493,7 @@ class StepDriver:
         """Write the :attr:`held` completion, if any, with ``messages`` appended after its own (run
         ``run_id``, default the held call's), in one transaction; just ``messages`` when nothing is
         held. Returns the ids appended. A failed write keeps the completion held."""
+        self.settle()
         if self.held is None and not messages:
             return []
         with self._lock:
@@ -295,7 +516,7 @@ class StepDriver:
         _WRITER.schedule(self, due)
 
     def _flush(self, messages: Sequence[Message], run_id: int | None) -> list[int]:
-        held = self.held
+        held = self.held.resolved() if self.held is not None else None
         if held is None:
             if not messages:
                 return []
@@ -311,6 +532,9 @@ class StepDriver:
         seconds (or ``now``: at exit); else when it will have been (the writer comes back then),
         None when nothing is held (a step or a flush wrote it). A failure leaves it held: the next
         step's transaction writes it."""
+        with self._jobs_cond:
+            if self._jobs or self._working or self._failed is not None:  # a step's write comes first (settle: the caller's)
+                return None if self._failed is not None else time.monotonic() + 0.005
         with self._lock:
             if self.held is None:
                 return None
@@ -335,7 +559,8 @@ class StepDriver:
         ``cancelled()`` is asked after the error is recorded and after a recovery: True stops there
         (``reason="cancelled"``, no gave-up event: the caller cancels the run)."""
         port = self.port
-        self.flush()  # (nothing is held after a prepare: its transaction wrote it)
+        self._forget()  # a recovery changes the surface; the next step reads it
+        self.flush()  # (nothing is held after a prepare: its transaction wrote it; a write-behind one's is run now)
         if call.request_id is not None:
             port.finish_step(self.key, call.request_id, outcome="error", error_code=err.code if err is not None else None,
                              error_message=err.message if err is not None else message)
@@ -472,6 +697,26 @@ class StepDriver:
         self.recovering = False
 
 
+def _answered(messages: Sequence[Message]) -> bool:
+    """Every tool call among ``messages`` answered among them and every result's call among them:
+    appended after a surface, they change nothing before them (no closing marker, no orphan)."""
+    calls = {c.id for m in messages for c in m.tool_calls}
+    results = [m.tool_call_id for m in messages if m.role == "tool"]
+    return len(results) == len(set(results)) == len(calls) and calls.issuperset(results)
+
+
+def _same_tail(real: Surface, sent: Surface, new: int) -> bool:
+    """``real`` (the store's surface after a write-behind step) is ``sent`` (the surface the call
+    sent): the same header and length, and its ``new`` last messages the same messages (the ones
+    before were checked when they were new)."""
+    if (real.summary, real.boundary, real.generation) != (sent.summary, sent.boundary, sent.generation) or len(real.messages) != len(sent.messages):
+        return False
+    if not new:
+        return True
+    return all(a is b or (a.role, a.content, a.source_key, a.tool_call_id, a.tool_calls) == (b.role, b.content, b.source_key, b.tool_call_id, b.tool_calls)
+               for a, b in zip(real.messages[-new:], sent.messages[-new:]))
+
+
 def _with_messages(held: Completion | None, messages: Sequence[Message], run_id: int | None) -> Completion:
     """``messages`` (run ``run_id``) appended after what ``held`` appends; a completion of its own
     (no request) when nothing is held."""
@@ -503,7 +748,7 @@ class _Writer:
             n = next(self._seq)
             heapq.heappush(self._due, (when, n, driver))
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="step-held-writer", daemon=True)
+                self._thread = threading.Thread(target=self._run, name=WRITER_THREAD, daemon=True)
                 self._thread.start()
             elif self._due[0][1] == n:  # the earliest now: the thread waits for a later one (or none)
                 self._cond.notify()
@@ -526,6 +771,7 @@ class _Writer:
     def _run(self) -> None:
         while True:
             driver = self._next()
+            driver._work(steal=False)
             again = driver._due()
             if again is not None:
                 self.schedule(driver, again)
@@ -538,6 +784,7 @@ class _Writer:
             for _, _, driver in due:
                 driver._queued = None
         for _, _, driver in due:
+            driver._work(steal=True)
             driver._due(now=True)
 
 

@@ -182,6 +182,9 @@ class EngineThread:
     #: later list repeats of it, the same objects, without keying them again); emptied by :meth:`abandon`
     seen: list[Any] = field(default_factory=list, repr=False)
     owns_service: bool = False
+    #: the step driver's write-behind (:attr:`engine.step.StepDriver.behind`): an adapter that sends
+    #: :attr:`engine.step.Call.surface` (not ``call.measured``'s) turns it on
+    behind: bool = False
 
     @classmethod
     def open(
@@ -224,7 +227,7 @@ class EngineThread:
         d = self._driver
         if d is None:
             d = self._driver = StepDriver(self.service.steps, self.key, provider=self.provider or "unknown", model=self.model or "unknown",
-                                          max_overflow_retries=self.max_overflow_retries, hold=HOLD_SECONDS)
+                                          max_overflow_retries=self.max_overflow_retries, hold=HOLD_SECONDS, behind=self.behind)
         d.provider, d.model = self.provider or "unknown", self.model or "unknown"
         return d
 
@@ -251,6 +254,8 @@ class EngineThread:
         self.ensure()
         want = (system_prompt or "", tuple(dict(t) for t in tools or ()))
         if self._configured != want:
+            if self._driver is not None:
+                self._driver.forget()  # the request the last step measured is not this one's
             self.service.runs.configure(self.key, system_prompt=want[0], tools=list(want[1]))
             self._configured = want
         self._configured_from = (system_prompt, tools)
@@ -324,6 +329,7 @@ class EngineThread:
             self.run = RunState(run_id=run_id)
             self._step = 0
             self.driver.recovering = False
+            self.driver.forget()
         return self.run
 
     def end_run(self, *, failed: bool = False, error_code: str | None = None, error_message: str | None = None) -> None:
@@ -369,6 +375,12 @@ class EngineThread:
         self._known.clear()
         self.seen = []
         d = self._driver
+        if d is not None:
+            d.forget()
+            try:  # queued step writes first; a failed one's messages are held again with the last reply
+                d.settle()
+            except Exception:  # noqa: BLE001 - written (or given up) below
+                log.warning("a step's write on thread %r failed before the run was abandoned", self.key, exc_info=True)
         if d is not None and d.held is not None:  # the last call succeeded: its write goes first (best effort)
             held = d.held
             try:

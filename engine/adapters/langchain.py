@@ -284,7 +284,7 @@ class CompactionMiddleware(AgentMiddleware):
         t = self._threads.get(key)
         if t is None:
             t = self._threads[key] = EngineThread(self.service, key, SOURCE, title=self._title, provider=self._provider,
-                                                      model=self._model, max_overflow_retries=self._max_overflow_retries)
+                                                      model=self._model, max_overflow_retries=self._max_overflow_retries, behind=True)
         return t
 
     # -- blocking steps (async paths run them in a worker thread) --------------------------------
@@ -317,7 +317,7 @@ class CompactionMiddleware(AgentMiddleware):
         envelope's summary and surface messages as :func:`surface_items` lists them, without its
         system prompt, which the framework sends itself.) Only what the last call's surface did not
         already hold is mapped (:class:`_Mapped`)."""
-        surface = call.measured.envelope.surface
+        surface = call.surface
         history: Sequence[Message] = surface.messages
         if surface.summary:
             history = [summary_message(surface.summary), *history]

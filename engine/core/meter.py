@@ -515,6 +515,18 @@ class TokenMeter:
             return join_counts(fixed, per, self._count_texts(texts, parallel=parallel))
         return self._count_cached(messages)
 
+    def bound_messages(self, messages: Sequence[Message]) -> int:
+        """An upper bound of ``sum(count_messages(messages))`` that encodes nothing (and never lets
+        go of the interpreter lock, as tiktoken's encoder does): each message's framing as counted,
+        and each text's UTF-8 length for its tokens — every encoding here is a byte-level BPE, whose
+        every token stands for at least one byte. (The step driver's write-behind step decides with
+        it that a request far below the threshold stays below it: :mod:`engine.step`.)"""
+        total = 0
+        for m in messages:
+            fixed, texts = self._frame(m)
+            total += fixed + sum(len(t.encode("utf-8", "surrogatepass")) for t in texts)
+        return total
+
     def split_messages(self, messages: Sequence[Message]) -> tuple[list[int], list[str], list[int]]:
         """(fixed tokens of each message, every text to encode in order, how many texts each has):
         :meth:`count_messages` without the encoding, so the texts can be encoded elsewhere (another

@@ -41,7 +41,7 @@ from engine.adapters.core import HOLD_SECONDS  # noqa: E402
 from engine.adapters.langchain import CompactionMiddleware, from_engine, to_engine  # noqa: E402
 from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
 from engine.core.events import EventKind  # noqa: E402
-from engine.core.messages import META_PRUNED, Attachment, Reasoning  # noqa: E402
+from engine.core.messages import META_PRUNED, Attachment, Reasoning, summary_message  # noqa: E402
 
 
 @tool
@@ -138,6 +138,34 @@ def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, s
     full = sum(len(m.content) for m in results)
     sent = sum(len(m["content"]) for m in last if m["role"] == "tool")
     assert sent < full
+
+
+def test_every_call_sends_the_stores_surface_whether_written_behind_or_not(make_service, sim, summarizer, key) -> None:
+    """Steady steps are written behind (decided without the store, their transaction on the step
+    driver's writer while the model answers); steps that compact go through the store. Either way
+    what the model got is the store's surface at that step: looked at inside each model call."""
+    svc = make_service(**LONG)
+    sim.script(long_script())
+    checked: list[bool] = []
+
+    class Checked(CompactionMiddleware):
+        def _compacted(self, request: Any, call: Any) -> Any:
+            sent = super()._compacted(request, call)
+            t = self.thread()
+            t.driver.settle()  # the writer's transaction for this step, if it is behind
+            m = svc.steps.measure(t.key, provider="openai", model=MODEL)
+            surface = [*([summary_message(m.surface.summary)] if m.surface.summary else []), *m.surface.messages]
+            assert [x.content for x in sent.messages] == [x.content for x in surface]
+            assert call.tokens == m.tokens and call.request_id is not None
+            checked.append(call.projected is not None)
+            return sent
+
+    agent = agent_for(sim, Checked(service=svc, thread=key))
+    agent.invoke({"messages": [HumanMessage("Cover every topic in the knowledge base.")]}, {"recursion_limit": 200})
+    assert len(checked) == ROUNDS + 1 and any(checked) and not all(checked)  # some behind, some through the store
+    assert_pruned_and_summarized(svc, key)
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * (ROUNDS + 1)
+    assert [r.estimated_tokens for r in svc.store.model_requests(key)] == [r.estimated_tokens for r in svc.store.model_requests(key) if r.estimated_tokens]
 
 
 def test_an_overflow_recovers_by_compacting_and_retrying(make_service, sim, key) -> None:
