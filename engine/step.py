@@ -47,7 +47,7 @@ from typing import Any, Awaitable, Callable, Protocol, Sequence, TypeVar
 
 from .compaction.compactor import Measured, Outcome, RunState
 from .core.events import Event, GaveUpEvent, PressureFailedEvent, ProviderErrorEvent, RecoveredEvent, RetryEvent
-from .core.messages import Message, Surface
+from .core.messages import Envelope, Message, Surface
 from .core.policy import ResolvedPolicy
 from .core.surface import SYNTHETIC_USER_TEXT
 from .llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError, is_context_overflow
@@ -145,6 +145,12 @@ class Call:
     def surface(self) -> Surface:
         """The surface this call sends."""
         return self.projected if self.projected is not None else self.measured.envelope.surface
+
+    @property
+    def envelope(self) -> Envelope:
+        """The whole request this call sends: the thread's system prompt and tools around :attr:`surface`."""
+        env = self.measured.envelope
+        return env if self.projected is None else replace(env, surface=self.projected)
 
 
 @dataclass
@@ -250,7 +256,7 @@ class StepDriver:
         again so nothing is lost. Anything else (a step at the threshold, notes, a recovery) goes
         through the store first, after the queued transactions."""
         if self.behind and self.hold is not None:
-            ahead = self._ahead_call(run, step, messages)
+            ahead = self.prepare_behind(run, step, messages=messages)
             if ahead is not None:
                 return ahead
             self.settle()
@@ -294,11 +300,12 @@ class StepDriver:
         return Call(m, request_id, step, outcome)
 
     # -- write-behind ----------------------------------------------------------------------------
-    def _ahead_call(self, run: RunState, step: int, messages: Sequence[Message]) -> Call | None:
-        """The write-behind call, its transaction queued for the writer; None when the step must go
-        through the store first (see :meth:`prepare`)."""
+    def prepare_behind(self, run: RunState, step: int, *, messages: Sequence[Message] = ()) -> Call | None:
+        """:meth:`prepare` when it is a write-behind step (it then never blocks): the call, its
+        transaction queued for the writer; None when the step must go through the store first
+        (nothing done: call :meth:`prepare`) — an async caller then needs no worker thread."""
         ahead = self._ahead
-        if ahead is None or run.ephemeral or self.recovering or self._failed is not None:
+        if not self.behind or self.hold is None or ahead is None or run.ephemeral or self.recovering or self._failed is not None:
             return None
         m = ahead.measured
         if (m.policy.provider, m.policy.model) != (self.provider, self.model):

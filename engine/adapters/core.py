@@ -85,11 +85,13 @@ class SurfaceItem:
 Call = StepCall
 
 
-def surface_items(measured: Any) -> list[SurfaceItem]:
-    """The envelope's messages after the system prompt, each with its kind."""
+def surface_items(sent: Any) -> list[SurfaceItem]:
+    """The envelope's messages after the system prompt, each with its kind: of a :class:`Call` (what
+    it sends, :attr:`engine.step.Call.envelope`) or of a measurement."""
     out: list[SurfaceItem] = []
-    for i, m in enumerate(measured.envelope.messages()):
-        if i == 0 and measured.envelope.system_prompt and m.role == "system" and m.content == measured.envelope.system_prompt:
+    envelope = sent.envelope
+    for i, m in enumerate(envelope.messages()):
+        if i == 0 and envelope.system_prompt and m.role == "system" and m.content == envelope.system_prompt:
             continue  # the system prompt: the framework sends its own
         md = m.metadata
         kind: SurfaceKind = "summary" if md.get(META_SUMMARY) else "synthetic" if md.get(META_SYNTHETIC) else "ephemeral" if md.get(META_EPHEMERAL) else "history"
@@ -247,10 +249,20 @@ class EngineThread:
                     raise
         self._ensured = True
 
+    def configure_now(self, system_prompt: str | None, tools: Sequence[Mapping[str, Any]] | None) -> bool:
+        """:meth:`configure` when it needs no I/O (the thread known to exist and configured so
+        already): True. False: nothing done; call :meth:`configure`."""
+        if self._configured_from is not None and self._configured_from[1] is tools and self._configured_from[0] == system_prompt:
+            return True  # the very schema list this thread was configured with (an adapter's cached one)
+        if not self._ensured or self._configured != (system_prompt or "", tuple(dict(t) for t in tools or ())):
+            return False
+        self._configured_from = (system_prompt, tools)
+        return True
+
     def configure(self, system_prompt: str | None, tools: Sequence[Mapping[str, Any]] | None) -> None:
         """Keep the thread's system prompt and tool schemas equal to what the framework sends."""
-        if self._configured_from is not None and self._configured_from[1] is tools and self._configured_from[0] == system_prompt:
-            return  # the very schema list this thread was configured with (an adapter's cached one)
+        if self.configure_now(system_prompt, tools):
+            return
         self.ensure()
         want = (system_prompt or "", tuple(dict(t) for t in tools or ()))
         if self._configured != want:
@@ -360,10 +372,11 @@ class EngineThread:
             self.end_run(failed=True, error_code=code, error_message=str(exc)[:2000])
 
     def flush(self) -> None:
-        """Write the last call's usage and reply now if the driver still holds them
-        (:meth:`engine.step.StepDriver.flush`; the next step's transaction would have)."""
+        """Write the last call's usage and reply now if the driver still holds them, after its
+        write-behind step's transaction if that is not written yet (:meth:`engine.step.StepDriver.flush`;
+        the next step's transaction would have)."""
         d = self._driver
-        if d is not None and d.held is not None:
+        if d is not None:
             d.flush()
 
     def abandon(self, exc: BaseException) -> None:
@@ -411,6 +424,23 @@ class EngineThread:
         request for this route and its recorded id (:meth:`engine.step.StepDriver.prepare`)."""
         run = self.ensure_run()
         return self.driver.prepare(run, self._next_step(), messages=self._take_staged())
+
+    def begin_call_now(self, messages: Iterable[Message] = ()) -> Call | None:
+        """:meth:`begin_call`, with ``messages`` taken in too, when it needs no I/O (a write-behind
+        step: :meth:`engine.step.StepDriver.prepare_behind`): the call. None: nothing done (not
+        even ``messages`` staged); stage them and call :meth:`begin_call` — an async adapter needs
+        no worker thread otherwise."""
+        run, d = self.run, self._driver
+        if run is None or d is None:
+            return None
+        staged = {m.source_key for m in self._staged if m.source_key is not None}
+        new = [m for m in self._unknown(messages) if m.source_key is None or m.source_key not in staged]
+        call = d.prepare_behind(run, self._step + 1, messages=[*self._staged, *new])
+        if call is None:
+            return None
+        self._step += 1
+        self._stored([*self._take_staged(), *new])
+        return call
 
     def succeeded(self, call: Call, *, prompt_tokens: int | None, completion_tokens: int | None, messages: Sequence[Message] = ()) -> None:
         """The call returned: its usage and ``messages`` (the response), one transaction; closes an

@@ -201,6 +201,7 @@ class EngineSession:
             provider=provider,
             model=model,
             max_overflow_retries=max_overflow_retries,
+            behind=True,  # CompactionModel sends what the call sends (items_of(call))
         )
         self.compact_on_get = compact_on_get
         self._base_key = session_id
@@ -320,7 +321,7 @@ class CompactionModel(Model):
         return schemas
 
     def _input(self, call: Call, input: object, synced: bool) -> Any:
-        return EngineSession.items_of(call.measured) if synced else input
+        return EngineSession.items_of(call) if synced else input
 
     def _start(self, synced: bool | None, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> tuple[bool, Call, Any]:
         """One attempt's blocking work in one worker-thread trip: on the first (``synced`` None)
@@ -330,6 +331,23 @@ class CompactionModel(Model):
             synced = self._prepare(system_instructions, input, tools, handoffs)
         call = self.session.thread.begin_call()
         return synced, call, self._input(call, input, synced)
+
+    def _start_now(self, synced: bool | None, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> tuple[bool, Call, Any] | None:
+        """:meth:`_start` when it needs no I/O (the configuration as it was, the input in sync with
+        the session, a write-behind step: :meth:`EngineThread.begin_call_now`); None: nothing done."""
+        t = self.session.thread
+        if synced is None:
+            t.route(self.provider, self.model_name)
+            if not t.configure_now(system_instructions, self._schemas(tools, handoffs)) or not self.session.in_sync(input):
+                return None
+            synced = True
+        call = t.begin_call_now()
+        return None if call is None else (synced, call, self._input(call, input, synced))
+
+    async def _begin(self, synced: bool | None, system_instructions: str | None, input: object, tools: Sequence[Any], handoffs: Sequence[Any]) -> tuple[bool, Call, Any]:
+        """One attempt's start: without a worker thread when it needs no I/O."""
+        started = self._start_now(synced, system_instructions, input, tools, handoffs)
+        return started if started is not None else await asyncio.to_thread(self._start, synced, system_instructions, input, tools, handoffs)
 
     def _done(self, call: Call, response: _Output | None, usage: object) -> None:
         t = self.session.thread
@@ -362,7 +380,7 @@ class CompactionModel(Model):
         try:
             known: bool | None = None  # whether the input ends with the session's newest item (found on the first attempt)
             while True:
-                synced, call, model_input = await asyncio.to_thread(self._start, known, system_instructions, input, tools, handoffs)
+                synced, call, model_input = await self._begin(known, system_instructions, input, tools, handoffs)
                 known = synced
                 try:
                     response = await self.inner.get_response(system_instructions, model_input, model_settings, tools, output_schema, handoffs, tracing, **kwargs)
@@ -384,7 +402,7 @@ class CompactionModel(Model):
         try:
             known: bool | None = None  # whether the input ends with the session's newest item (found on the first attempt)
             while True:
-                synced, call, model_input = await asyncio.to_thread(self._start, known, system_instructions, input, tools, handoffs)
+                synced, call, model_input = await self._begin(known, system_instructions, input, tools, handoffs)
                 known = synced
                 started = False
                 final: Any = None

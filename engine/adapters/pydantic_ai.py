@@ -339,6 +339,7 @@ class EngineCompaction(AbstractCapability[Any]):
             provider=provider,
             model=model,
             max_overflow_retries=max_overflow_retries,
+            behind=True,  # the surface sent is the call's (_surface(call))
         )
         self._call: Call | None = None
         #: the history's messages taken in by this run (by identity: a run hands the same objects to
@@ -376,8 +377,8 @@ class EngineCompaction(AbstractCapability[Any]):
         t.stage(to_engine(new))
         return new
 
-    def _surface(self, measured: object, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
-        items = [(i.message, i.pruned) for i in surface_items(measured)]
+    def _surface(self, call: Call, messages: Sequence[ModelMessage]) -> list[ModelMessage]:
+        items = [(i.message, i.pruned) for i in surface_items(call)]
         built = [_marked(m) for m in from_engine(items, cache=self._built)]
         return _with_system(built, system_parts(messages))
 
@@ -385,7 +386,21 @@ class EngineCompaction(AbstractCapability[Any]):
         new = self._intake(model, messages, params)
         call = self.engine.begin_call()
         self._took(new)
-        return call, self._surface(call.measured, messages)
+        return call, self._surface(call, messages)
+
+    def _prepare_now(self, model: object, messages: list[ModelMessage], params: object) -> tuple[Call, list[ModelMessage]] | None:
+        """:meth:`_prepare` when it needs no I/O (the configuration as it was, a write-behind step:
+        :meth:`EngineThread.begin_call_now`); None: nothing done."""
+        t = self.engine
+        t.route(*_route(model))
+        if not t.configure_now(_system_prompt(messages, params), _tools(params)):
+            return None
+        new = self._new(messages)
+        call = t.begin_call_now(to_engine(new))
+        if call is None:
+            return None
+        self._took(new)
+        return call, self._surface(call, messages)
 
     def _compacted(self, ctx: Any, messages: list[ModelMessage]) -> list[ModelMessage]:
         """The history processor's work: settle the previous call from the response that arrived
@@ -394,7 +409,7 @@ class EngineCompaction(AbstractCapability[Any]):
         new = self._intake(ctx.model, messages, None, ctx)
         self._call = self.engine.begin_call()
         self._took(new)
-        return self._surface(self._call.measured, messages)
+        return self._surface(self._call, messages)
 
     def _settle(self, messages: Sequence[ModelMessage]) -> None:
         """A history processor sees no responses: the call it prepared succeeded when a response
@@ -423,7 +438,9 @@ class EngineCompaction(AbstractCapability[Any]):
 
     # -- hooks -----------------------------------------------------------------------------------
     async def prepare_model_request(self, ctx: Any, request_context: Any) -> Any:
-        call, messages = await asyncio.to_thread(self._prepare, request_context.model, list(request_context.messages), request_context.model_request_parameters)
+        args = (request_context.model, list(request_context.messages), request_context.model_request_parameters)
+        prepared = self._prepare_now(*args)  # no worker thread for a write-behind step
+        call, messages = prepared if prepared is not None else await asyncio.to_thread(self._prepare, *args)
         self._call = call
         return replace(request_context, messages=messages)
 

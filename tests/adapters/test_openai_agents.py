@@ -102,6 +102,33 @@ def test_items_round_trip_without_loss(make_service, key) -> None:
 
 
 # -- a real agent -----------------------------------------------------------------------------------
+def test_every_call_sends_the_stores_surface_whether_written_behind_or_not(make_service, sim, summarizer, key) -> None:
+    """Steady steps are written behind (started without a worker thread or the store); steps that
+    compact go through the store. Either way the model input is the store's surface at that step."""
+    svc = make_service(**LONG)
+    sim.script(long_script())
+    session = EngineSession(key, service=svc)
+    checked: list[bool] = []
+
+    class Checked(CompactionModel):
+        def _input(self, call: Any, input: object, synced: bool) -> Any:
+            sent = super()._input(call, input, synced)
+            t = self.session.thread
+            t.driver.settle()  # the writer's transaction for this step, if it is behind
+            m = svc.steps.measure(t.key, provider="openai", model=MODEL)
+            assert synced and sent == EngineSession.items_of(m)
+            assert call.tokens == m.tokens and call.request_id is not None
+            checked.append(call.projected is not None)
+            return sent
+
+    client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="sim-key", max_retries=0, timeout=10)
+    agent = Agent(name="support", instructions=SYSTEM, tools=[lookup], model=Checked(OpenAIChatCompletionsModel(model=MODEL, openai_client=client), session))
+    run(Runner.run(agent, "Cover every topic in the knowledge base.", session=session, max_turns=50))
+    assert len(checked) == ROUNDS + 1 and any(checked) and not all(checked)  # some behind, some through the store
+    assert_pruned_and_summarized(svc, key)
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * (ROUNDS + 1)
+
+
 def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, summarizer, key) -> None:
     svc = make_service(**LONG)
     sim.script(long_script())

@@ -46,6 +46,7 @@ from pydantic_ai.messages import (  # noqa: E402
 from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
+from engine.adapters.core import surface_items  # noqa: E402
 from engine.adapters.pydantic_ai import EngineCompaction, from_engine, system_parts, to_engine  # noqa: E402
 from engine.apps.harness.simulator import ProviderSimulator, Reply  # noqa: E402
 from engine.core.events import EventKind  # noqa: E402
@@ -126,6 +127,29 @@ def test_messages_round_trip_without_loss(make_service, key) -> None:
 
 
 # -- a real agent -----------------------------------------------------------------------------------
+def test_every_call_sends_the_stores_surface_whether_written_behind_or_not(make_service, sim, summarizer, key) -> None:
+    """Steady steps are written behind (prepared without a worker thread or the store); steps that
+    compact go through the store. Either way the request is the store's surface at that step."""
+    svc = make_service(**LONG)
+    sim.script(long_script())
+    checked: list[bool] = []
+
+    class Checked(EngineCompaction):
+        def _surface(self, call: Any, messages: Any) -> Any:
+            sent = super()._surface(call, messages)
+            self.engine.driver.settle()  # the writer's transaction for this step, if it is behind
+            m = svc.steps.measure(self.engine.key, provider="openai", model=MODEL)
+            assert [(i.kind, i.message.content) for i in surface_items(call)] == [(i.kind, i.message.content) for i in surface_items(m)]
+            assert call.tokens == m.tokens and call.request_id is not None
+            checked.append(call.projected is not None)
+            return sent
+
+    run(make_agent(sim, Checked(service=svc, thread=key)).run("Cover every topic in the knowledge base."))
+    assert len(checked) == ROUNDS + 1 and any(checked) and not all(checked)  # some behind, some through the store
+    assert_pruned_and_summarized(svc, key)
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * (ROUNDS + 1)
+
+
 def test_a_long_tool_session_prunes_summarizes_and_persists(make_service, sim, summarizer, key) -> None:
     svc = make_service(**LONG)
     sim.script(long_script())
