@@ -310,7 +310,9 @@ class StepDriver:
         m = ahead.measured
         if (m.policy.provider, m.policy.model) != (self.provider, self.model):
             return None
-        with self._lock:  # the held reply goes with this step's transaction, first (as prepare's)
+        if not self._lock.acquire(blocking=False):  # the writer is writing the held reply now: through the store, after it
+            return None
+        try:  # the held reply goes with this step's transaction, first (as prepare's)
             held = self.held
             new = (*held.messages, *messages) if held is not None else tuple(messages)
             if not _answered(new):
@@ -330,6 +332,8 @@ class StepDriver:
                 self._jobs.append(_Job(run, call, tuple(messages), held, ahead.tokens + bound))
                 ahead.surface = projected
             self.held = None
+        finally:
+            self._lock.release()
         _WRITER.schedule(self, time.monotonic())
         return call
 
