@@ -25,7 +25,7 @@ def test_each_adapter_is_timed_on_every_call_and_leaves_everything_stored() -> N
     for r in runs:
         assert r["model_calls"] == 4 and r["complete"] and r["simulator"] == "process", r  # 3 tool rounds and the answer
         if r["engine"] == "on":
-            assert r["stored"] == {"messages": 8, "requests": 4, "requests_ok": 4, "requests_pending": 0, "runs_active": 0}
+            assert r["stored"] == {"messages": 8, "requests": 4, "requests_ok": 4, "requests_routed": 4, "requests_pending": 0, "runs_active": 0}
             assert r["adapter_median_ms"] > 0 and r["cpu_median_ms"] > 0 and r["statements_per_call"] >= r["statements_median"] >= 0
             assert r["statements_per_call"] > 0  # on some thread: the hook's, or the step driver's writer for a write-behind step
             if r["framework"] == "langchain":  # after the first call, every steady step is written behind
