@@ -20,8 +20,10 @@ request record, its completion with the reply).
   the loop, as ``benchmarks/adapters_langchain.py`` does: the adapter's hooks minus the model call
   they wrap (LangChain: ``wrap_model_call`` minus its handler; Agents SDK: ``CompactionModel``
   minus the inner model, plus the session's ``add_items`` / ``get_items`` since the previous call;
-  Pydantic AI: ``prepare_model_request`` + ``after_model_request``). Also the SQL statements the
-  adapter ran per call, and a check that everything is in the store for the inspector (every
+  Pydantic AI: ``prepare_model_request`` + ``after_model_request``). Also the SQL statements per
+  call, the hook's own and every thread's (a write-behind step's one transaction runs on the step
+  driver's writer while the model answers: :mod:`engine.step`), the time of those transactions, and
+  a check that everything is in the store for the inspector (every
   message, every request recorded for the route the policy names and completed ``ok``, none pending).
 - **engine off**: the same loop without the adapter; its model round trip per call (median) is the
   scale the overhead is read against, and the loop's wall time per call on vs. off is the
