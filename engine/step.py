@@ -247,14 +247,15 @@ class StepDriver:
         answered among them) stays below the threshold — told by an upper bound that encodes
         nothing (:meth:`engine.core.meter.TokenMeter.bound_messages`), or near the threshold by
         their exact count (which the transaction then finds in the meter's cache) — nothing is
-        read or written here: the call sends the last surface with the new messages after it (:attr:`Call.projected`,
-        what the store's surface will be), and that same one transaction (intake, pressure check,
-        request record) runs on the background writer while the model answers. The writer checks
-        that the store's surface is the one sent and its count within what the step was decided
-        on; when not (another writer moved the thread) it still records the request, and the next step goes through the store first. A failed
+        read or written here (:meth:`prepare_behind`): the call sends the last surface with the new
+        messages after it (:attr:`Call.projected`, what the store's surface will be), and that same
+        one transaction (intake, pressure check, request record) runs on the background writer
+        while the model answers. The writer checks that the store's surface is the one sent and its
+        count within what the step was decided on; when not (another writer moved the thread) it
+        still records the request, and the next step goes through the store first. A failed
         write-behind transaction is raised by the next step (or :meth:`flush`), its messages held
-        again so nothing is lost. Anything else (a step at the threshold, notes, a recovery) goes
-        through the store first, after the queued transactions."""
+        again so nothing is lost. Anything else (a step at the threshold, notes, a recovery, a
+        driver's first step) goes through the store first, after the queued transaction."""
         if self.behind and self.hold is not None:
             ahead = self.prepare_behind(run, step, messages=messages)
             if ahead is not None:
