@@ -5,7 +5,9 @@ A step, written once here:
 1. **intake** of the messages that are new (a message whose ``source_key`` the thread already
    holds is skipped by the database's unique key), the **pressure check** and the **request
    record**, in ONE transaction when the thread is below its threshold (the hot path:
-   :meth:`StepPort.begin_step`);
+   :meth:`StepPort.begin_step`); a driver made with ``behind=True`` (the adapters) sends a steady
+   step without reading the store and runs that transaction on the background writer while the
+   model answers (:meth:`StepDriver.prepare`);
 2. otherwise **pressure compaction** (prune, then a summary only if still at the threshold), outside
    the conversation lock (a summarizer call may take seconds); a compaction that fails
    operationally (database, Workdir) is recorded as ``pressure_failed`` and the step goes on with
