@@ -45,18 +45,18 @@ def test_each_call_serializes_only_new_messages_and_builds_only_new_surface_mess
     monkeypatch.setattr(pai, "_load", lambda d: loaded.append(1) or real_load(d))
     compaction = pai.EngineCompaction(service=svc, thread=key)
     sent: list[list[Any]] = []
-    prepare = compaction._prepare
+    surface_of = compaction._surface
 
-    def recording(model: object, messages: list[Any], params: object) -> Any:
-        call, surface = prepare(model, messages, params)
-        fresh = pai.from_engine([(i.message, i.pruned) for i in surface_items(call.measured)])  # no cache: built anew
+    def recording(call: Any, messages: list[Any]) -> Any:  # every call's surface, written behind or not
+        surface = surface_of(call, messages)
+        fresh = pai.from_engine([(i.message, i.pruned) for i in surface_items(call)])  # no cache: built anew
         assert [pai._dump(m) | {"metadata": None} for m in surface[-len(fresh):]] == [pai._dump(m) | {"metadata": None} for m in fresh]
         sent.append(surface)
-        return call, surface
+        return surface
 
-    compaction._prepare = recording  # type: ignore[method-assign]
+    compaction._surface = recording  # type: ignore[method-assign]
     result = asyncio.run(agent_for(sim, compaction).run("Cover every topic."))
-    assert result.output == "done" and len(sim.requests) == ROUNDS + 1
+    assert result.output == "done" and len(sim.requests) == ROUNDS + 1 == len(sent)
     history = result.all_messages()
     assert stored_roles(svc, key) == [m.role for m in pai.to_engine(history)]  # everything stored, once
     # the history's messages are serialized about once each (the check above serializes the
