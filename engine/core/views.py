@@ -315,7 +315,10 @@ class PressureStatus:
     compact_count: int
     busy_reason: BusyReason | None
     anchored_tokens: int | None = None
-    #: where the context window came from: ``override`` / ``reported`` / ``catalog`` / ``assumed``
+    #: where the context window came from: ``thread`` / ``override`` / ``reported`` / ``catalog`` /
+    #: ``assumed``; ``recorded``: this process would only assume the window of a thread written live,
+    #: and ``threshold`` is the one its last model request recorded (the agent's policy;
+    #: ``context_window`` the window that request recorded, 0 when none), ``unknown``: see above
     window_source: str | None = None
     #: what matched (catalogue entry, reporting source) in words, for the status line and the gauge
     window_detail: str | None = None

@@ -10,9 +10,10 @@ from ..compaction.compactor import Compactor
 from ..compaction.summarizers.protocol import Summarizer
 from ..core.config import Settings as UserSettings
 from ..core.errors import EngineError
-from ..core.policy import PolicySet
+from ..core.policy import PolicySet, ResolvedPolicy, thread_overrides
 from ..core.views import (  # issue 23
     SOURCE_NAMES,
+    ModelRequest,
     PressureStatus,
 )
 from ..core.workdir import Workdir
@@ -66,7 +67,10 @@ class ServiceCore:
         measured as its source ran it (:class:`engine.snapshots.SourceView`: after the source's
         last recorded compaction, anchored to its last recorded request), with our engine's
         measure of the whole history beside it (``engine_tokens``); its window is never the
-        configured fallback (``window_unknown`` instead, :meth:`PolicySet.resolve_known`)."""
+        configured fallback (``window_unknown`` instead, :meth:`PolicySet.resolve_known`). A thread
+        written live whose window this process would only assume is measured against the threshold
+        its last model request recorded when that differs (``window_source == "recorded"``:
+        :func:`recorded_threshold`)."""
         t = self.snapshots.thread_measure(key, progress=progress)
         head = t.head
         last = t.last_request  # read with the head, in the same transaction
@@ -89,12 +93,18 @@ class ServiceCore:
             if head.state.generation == 0:  # what the source would send next; ours beside it
                 tokens, breakdown = source.tokens, dict(source.breakdown)
                 extra.update(basis="source", engine_tokens=t.tokens, source_detail=source.detail)
+        recorded = recorded_threshold(policy, last, head.provider, head.model, head.thread_policy)
         if policy is None:
             name = SOURCE_NAMES.get(head.source_format or "", head.source_format)
             what = f"model {head.model}" if head.model else "no model"
             window: dict[str, Any] = {"threshold": 0, "context_window": 0, "window_source": "unknown",
                       "window_detail": f"{name} names {what} and reported no context window: window unknown (this database's "
                                        f"fallback window is for its own threads, not an imported session)"}
+        elif recorded is not None and last is not None:
+            window = {"threshold": recorded, "context_window": last.context_window or 0, "window_source": "recorded",
+                      "window_detail": f"threshold {recorded:,} recorded with the thread's last model request (step {last.step}): the "
+                                       f"policy its agent ran under; this process knows no window for {head.model or 'the model'} "
+                                       f"and would assume {policy.context_window:,} (threshold {policy.threshold:,})"}
         else:
             window = {"threshold": policy.threshold, "context_window": policy.context_window, "window_source": policy.window_source,
                       "window_detail": policy.window_detail}
@@ -115,4 +125,22 @@ class ServiceCore:
         return status
 
 
-__all__ = ["ServiceCore"]
+def recorded_threshold(policy: ResolvedPolicy | None, last: ModelRequest | None, provider: str | None, model: str | None,
+                       thread_policy: Any = None) -> int | None:
+    """The threshold to measure a thread against instead of ``policy``'s, or None (``policy``'s).
+
+    When this process knows no window for the thread's model (``policy.window_assumed``: its own
+    configured fallback, a guess) and the thread has no policy of its own, the threshold its last
+    completed model request recorded, sent by our engine on the same route, is evidence of the
+    policy the agent that wrote the thread ran under (an adapter given ``policies=`` another
+    process cannot see): that threshold is the one its next step compacts at, the one its own
+    measurements stored for the thread list and the one the pressure chart draws. Only when it
+    differs from the assumed one (the same figure keeps the assumed window as it was)."""
+    if policy is None or not policy.window_assumed or thread_overrides(thread_policy) or last is None:
+        return None
+    if last.origin != "engine" or not last.threshold or last.threshold <= 0 or (last.provider, last.model) != (provider, model):
+        return None
+    return None if last.threshold == policy.threshold else last.threshold
+
+
+__all__ = ["ServiceCore", "recorded_threshold"]

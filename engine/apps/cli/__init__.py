@@ -209,7 +209,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     if data["window_source"] == "unknown":
         print(f"tokens     {data['tokens']} (window unknown: no threshold)")
     else:
-        print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window']}")
+        print(f"tokens     {data['tokens']} / threshold {data['threshold']} ({figures.percent(data['tokens'] / data['threshold'] if data['threshold'] else 0.0)}), window {data['context_window'] or 'not recorded'}"
+              + (" (threshold recorded by the thread's last model request)" if data["window_source"] == "recorded" else ""))
     if data["basis"] == "source":
         print(f"source     {data['source_detail']}")
         if data["recorded_usage"]:
