@@ -17,7 +17,7 @@ from engine.core.errors import EngineError, ThreadNotFound
 from engine.core.views import CompactionState, HistoryRecord, PressureStatus, SourceCompaction, ThreadInfo, ThreadQuery
 
 from ..layout import InspectorLayout
-from ..logic.pressure_text import compactions_text, list_ratio, percent, pressure_view, window_text, window_tooltip
+from ..logic.pressure_text import compactions_text, list_ratio, of_threshold_text, pressure_view, window_text, window_tooltip
 from ..logic.state import ThreadState, ViewState, count_of, error_code, error_text, plural
 from ..logic.tasks import Report, TaskSet, ThreadTasks, finished
 from ..logic.timeline.pages import source_name
@@ -443,14 +443,14 @@ class ThreadsController:
         ui.gauge.set_status(status, blocked)
         ui.chart.set_status(status)
         ui.show_pressure_line(view)
-        ui.thread_model.set_pressure(status.thread, list_ratio(status))
+        ui.thread_model.set_pressure(status.thread, list_ratio(status), status.tokens, status.threshold)
         info = self.state.thread
         ui.thread_title.setText(info.title if info else status.thread)
         meta = [
             plural(info.message_count, "message") if info else "",
             f"generation {status.generation}",
             compactions_text(status),
-            f"{percent(status)} of threshold" if status.window_known else "",
+            of_threshold_text(status) if status.window_known else "",
             window_text(status),
         ]
         if info and info.model:

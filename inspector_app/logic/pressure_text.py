@@ -13,7 +13,11 @@ Five distinct states, each with its own words, never one hint for all of them:
   note, a refused summary with its cause).
 
 An assumed window (``window_source == "assumed"``: the model is in no catalogue and nothing
-reported one) is shown as assumed, with ``window_detail`` as the explanation.
+reported one) is shown as assumed, with ``window_detail`` as the explanation. A recorded threshold
+(``window_source == "recorded"``: a thread written live by an agent whose policy this process does
+not have, measured against the threshold its last model request recorded instead of an assumed
+window's) is named with the percentage (``98.8% of threshold 12,800 (recorded)``), its window as
+recorded or "not recorded".
 
 An imported thread is shown as its source ran it (``status.basis == "source"``: what the source
 would send next, after its last recorded compaction); the line under the header names that and
@@ -60,6 +64,14 @@ def percent(status: PressureStatus) -> str:
     if status.state == "window_unknown":
         return "–"
     return figures.percent(status.pressure_ratio)
+
+
+def of_threshold_text(status: PressureStatus) -> str:
+    """``12.3% of threshold``, or what the share is of when the threshold is not this process's
+    policy's: ``98.8% of threshold 12,800 (recorded)`` (the header, beside :func:`window_text`)."""
+    if status.window_source == "recorded":
+        return f"{percent(status)} of threshold {status.threshold:,} (recorded)"
+    return f"{percent(status)} of threshold"
 
 
 def compactions_text(status: PressureStatus) -> str:
@@ -187,10 +199,13 @@ def numbers_text(status: PressureStatus) -> str:
 
 def window_text(status: PressureStatus) -> str:
     """``window 128,000`` with where it came from when that matters: ``(assumed)`` for a window
-    nobody reported or catalogued, ``(reported)`` for one the source recorded."""
+    nobody reported or catalogued, ``(reported)`` for one the source recorded; with a recorded
+    threshold, ``(recorded)`` for the window its request recorded, else ``window not recorded``."""
     if status.state == "window_unknown":
         return "window unknown"
-    suffix = {"assumed": " (assumed)", "reported": " (reported)"}.get(status.window_source or "", "")
+    if status.window_source == "recorded" and not status.context_window:
+        return "window not recorded"
+    suffix = {"assumed": " (assumed)", "reported": " (reported)", "recorded": " (recorded)"}.get(status.window_source or "", "")
     return f"window {status.context_window:,}{suffix}"
 
 
@@ -200,6 +215,8 @@ def window_tooltip(status: PressureStatus) -> str:
     lines = {
         "assumed": "Assumed window: the model is in no catalogue and the source reported none",
         "reported": "Window reported by the source",
+        "recorded": "Threshold recorded by the agent that wrote this thread (its policy is not this inspector's; "
+                    "the window this inspector has for the model would only be assumed)",
         "override": "Window configured in the policy",
         "catalog": "Window from the model catalogue",
         "unknown": "Window unknown: no catalogue knows the model and the source reported none (no threshold to compare with)",

@@ -83,6 +83,8 @@ class ThreadListModel(QAbstractTableModel):
         self.fwd: dict[int, str | None] = {0: None}
         self.bwd: dict[int, str | None] = {}
         self._pressure: dict[str, float | None] = {}
+        #: the tokens and threshold behind ``_pressure`` (the pressure cell's tooltip)
+        self._figures: dict[str, tuple[int | None, int | None]] = {}
         #: threads that could not be measured or read: why, in words (shown in the row)
         self._failed: dict[str, str] = {}
         #: a narrow list: the short headings (:data:`SHORT_COLUMNS`)
@@ -94,7 +96,7 @@ class ThreadListModel(QAbstractTableModel):
         self.beginResetModel()
         self._total = max(total, len(threads))
         self._rows, self._row_of = {}, {}
-        self._pressure, self._failed = {}, {}
+        self._pressure, self._figures, self._failed = {}, {}, {}
         self.fwd, self.bwd = {0: None}, ({self._total - 1: None} if self._total else {})
         self._put(0, list(threads), 1, after)
         self.endResetModel()
@@ -182,6 +184,7 @@ class ThreadListModel(QAbstractTableModel):
         self.bwd = {self._total - 1: None} if self._total else {}
         keys = set(self._row_of)
         self._pressure = {k: v for k, v in self._pressure.items() if k in keys}
+        self._figures = {k: v for k, v in self._figures.items() if k in keys}
         self._failed = {k: v for k, v in self._failed.items() if k in keys}
 
     def _drop(self, row: int) -> None:
@@ -236,9 +239,11 @@ class ThreadListModel(QAbstractTableModel):
         self._rows[row] = info
         self.dataChanged.emit(self.index(row, 0), self.index(row, len(COLUMNS) - 1))
 
-    def set_pressure(self, key: str, ratio: float | None) -> None:
-        """A thread's pressure as its status measured it (the open thread: the header's figure)."""
+    def set_pressure(self, key: str, ratio: float | None, tokens: int | None = None, threshold: int | None = None) -> None:
+        """A thread's pressure as its status measured it (the open thread: the header's figure);
+        ``tokens`` and ``threshold``: the figures behind it (the cell's tooltip)."""
         self._pressure[key] = ratio
+        self._figures[key] = (tokens, threshold)
         self._failed.pop(key, None)
         self._changed(key)
 
@@ -296,7 +301,7 @@ class ThreadListModel(QAbstractTableModel):
     def pressure_of(self, t: ThreadInfo) -> float | None:
         if t.key in self._pressure:
             return self._pressure[t.key]
-        return t.pressure if t.window else None  # no window known: "–", as the header says
+        return t.pressure if t.threshold else None  # no threshold known (no window): "–", as the header says
 
     def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802 (Qt name)
         return 0 if parent.isValid() else self._total
@@ -356,9 +361,19 @@ class ThreadListModel(QAbstractTableModel):
             if t.reported_context_window:
                 lines.append(f"window reported by the source: {t.reported_context_window:,}")
             return "\n".join(lines)
+        if role == Qt.ItemDataRole.ToolTipRole and col == COL_PRESSURE:
+            return self._pressure_tip(t)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (COL_MESSAGES, COL_PRESSURE, COL_GENERATION):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
+
+    def _pressure_tip(self, t: ThreadInfo) -> str:
+        """What the pressure cell's figure is measured against: the tokens and threshold behind it."""
+        kept, threshold = self._figures.get(t.key, (t.kept_tokens, t.threshold))
+        if kept is None or not threshold:
+            return "Pressure unknown: the thread has no measurement with a threshold yet"
+        return (f"{figures.percent(self.pressure_of(t))} of threshold: {kept:,} / {threshold:,} tokens"
+                " (the thread's last measurement; the header says where its threshold came from)")
 
     def _display(self, t: ThreadInfo, col: int) -> str:
         if col == COL_TITLE:

@@ -12,7 +12,15 @@ import pytest
 from PySide6.QtGui import QFontMetrics
 
 from engine.core.views import ManualResult, PressureStatus
-from inspector_app.logic.pressure_text import HINT_TEXT, manual_outcome, pressure_view, window_text, window_tooltip
+from inspector_app.logic.pressure_text import (
+    HINT_TEXT,
+    manual_outcome,
+    numbers_text,
+    of_threshold_text,
+    pressure_view,
+    window_text,
+    window_tooltip,
+)
 from inspector_app.main_window import MainWindow
 from inspector_app.panels.pressure.widget import CATEGORIES, legend_layout
 from tests.gui.conftest import run
@@ -57,6 +65,21 @@ def test_an_assumed_window_is_shown_as_assumed() -> None:
     assert "Assumed window" in window_tooltip(assumed) and "gpt-9 is not in the catalogue" in window_tooltip(assumed)
     assert window_text(status(1000, source="reported")) == "window 128,000 (reported)"
     assert window_text(status(1000, source="catalog")) == "window 128,000"
+
+
+def test_a_recorded_threshold_is_named_with_its_share() -> None:
+    """A thread measured against the threshold its agent recorded (window_source ``recorded``):
+    the share names that threshold, the window says it was not recorded (no assumed 128,000 beside
+    it), or the window the request recorded; a policy's threshold keeps the short words."""
+    s = status(11_378, threshold=12_800, window=0, source="recorded", detail="threshold 12,800 recorded with the thread's last model request")
+    assert of_threshold_text(s) == "88.8% of threshold 12,800 (recorded)"
+    assert window_text(s) == "window not recorded"
+    assert numbers_text(s) == "11,378 / 12,800 tokens · window not recorded"
+    assert pressure_view(s).state == "hint" and pressure_view(s).headline == "88.8% of threshold"
+    assert window_tooltip(s).startswith("Threshold recorded by the agent") and "12,800 recorded" in window_tooltip(s)
+    assert window_text(replace(s, context_window=16_000)) == "window 16,000 (recorded)"
+    assert pressure_view(replace(s, tokens=16_001, context_window=16_000)).state == "over_window"
+    assert of_threshold_text(status(50_000)) == "50.0% of threshold"
 
 
 def test_a_manual_compaction_that_stays_over_says_why() -> None:
