@@ -353,3 +353,39 @@ def test_deferred_write_backs_land_in_one_batch_and_keep_their_guard(fresh_url: 
         assert after["d-3"].kept_tokens == svc.compaction.status("d-3", remember=False).tokens
     finally:
         svc.close()
+
+
+def test_a_thread_written_under_a_policy_this_process_lacks_keeps_its_figure(fresh_url: str, tmp_path: Path) -> None:
+    """A user trial: an agent ran with a 16,000-token window for a model no catalogue knows
+    (threshold 12,800, recorded with every request, its measurements stored for the list); an
+    inspector without that policy would only assume 128,000. Its status is measured against the
+    recorded threshold (``window_source`` ``recorded``), so it is the list's figure, and writing it
+    back changes nothing the list shows; a window this process knows is still its own."""
+    from engine.core import figures
+    from tests.agent_threads import AGENT_THRESHOLD, MODEL, PROVIDER, write_agent_threads
+
+    write_agent_threads(fresh_url, tmp_path / "agent", {"agent-a": 12, "agent-b": 6})
+    inspector = open_service(fresh_url, workdir=tmp_path / "inspector", policies=None)
+    try:
+        before = {t.key: t for t in inspector.threads.page(ThreadQuery()).threads}
+        assert {k: t.threshold for k, t in before.items()} == {"agent-a": AGENT_THRESHOLD, "agent-b": AGENT_THRESHOLD}
+        assert before["agent-a"].pressure is not None and before["agent-a"].pressure > 0.85  # the hint band: the agent compacts soon
+        for key in ("agent-a", "agent-b"):
+            st = inspector.compaction.status(key)
+            assert (st.threshold, st.context_window, st.window_source) == (AGENT_THRESHOLD, 0, "recorded")
+            assert "12,800 recorded with the thread's last model request" in (st.window_detail or "")
+            assert "would assume 128,000 (threshold 102,400)" in (st.window_detail or "")
+            assert figures.percent(st.pressure_ratio) == figures.percent(before[key].pressure)
+            after = {t.key: t for t in inspector.threads.page(ThreadQuery()).threads}[key]
+            assert (after.kept_tokens, after.threshold) == (st.tokens, AGENT_THRESHOLD)
+            assert figures.percent(after.pressure) == figures.percent(before[key].pressure)
+        assert inspector.threads.count(ThreadQuery(filters=frozenset({"over_hint"}))) == 1  # the filters read the same figure
+    finally:
+        inspector.close()
+    known = open_service(fresh_url, workdir=tmp_path / "known",
+                         policies={"models": [{"provider": PROVIDER, "model": MODEL, "context_window": 32_000}]})
+    try:  # a window this process is configured with is not replaced by a recorded threshold
+        st = known.compaction.status("agent-a", remember=False)
+        assert (st.threshold, st.context_window, st.window_source) == (25_600, 32_000, "override")
+    finally:
+        known.close()
