@@ -237,3 +237,30 @@ def test_policies_are_frozen() -> None:
     policies = PolicySet(overrides={("a", "m"): {"auto": False}})
     with pytest.raises(TypeError):
         policies.overrides[("a", "m")]["auto"] = True  # type: ignore[index]
+
+
+def test_a_recorded_threshold_replaces_only_an_assumed_windows() -> None:
+    """``recorded_threshold``: the threshold a thread's last request recorded, when this process
+    would only assume the window, the request is ours on the thread's route and the thread has no
+    policy of its own; None otherwise (the policy's threshold stands)."""
+    from datetime import UTC, datetime
+
+    from engine.core.policy import recorded_threshold
+    from engine.core.views import ModelRequest
+
+    def request(threshold: int | None = 12_800, *, origin: str = "engine", model: str = "sim-model") -> ModelRequest:
+        return ModelRequest(7, 1, 1, 31, "openai", model, 12_643, threshold, 12_556, 12, "ok", None, None, datetime.now(UTC),
+                            origin=origin)  # type: ignore[arg-type]
+
+    policies = PolicySet(default_window=128_000)
+    assumed = policies.resolve("openai", "sim-model")
+    assert assumed.window_assumed and assumed.threshold == 102_400
+    assert recorded_threshold(assumed, request(), "openai", "sim-model") == 12_800
+    assert recorded_threshold(assumed, request(102_400), "openai", "sim-model") is None  # the same figure: nothing to replace
+    assert recorded_threshold(assumed, request(None), "openai", "sim-model") is None
+    assert recorded_threshold(assumed, request(origin="imported"), "openai", "sim-model") is None
+    assert recorded_threshold(assumed, request(model="other"), "openai", "sim-model") is None  # another route's threshold
+    assert recorded_threshold(assumed, None, "openai", "sim-model") is None
+    assert recorded_threshold(assumed, request(), "openai", "sim-model", {"threshold_ratio": 0.5}) is None  # the thread's own policy
+    known = PolicySet(default_window=128_000, overrides={("openai", "sim-model"): {"context_window": 32_000}}).resolve("openai", "sim-model")
+    assert recorded_threshold(known, request(), "openai", "sim-model") is None  # a window this process knows stands

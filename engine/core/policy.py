@@ -27,10 +27,13 @@ from dataclasses import dataclass, field, fields, replace
 from fractions import Fraction
 from functools import lru_cache
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from .errors import EngineError
 from .model_windows import lookup_window
+
+if TYPE_CHECKING:
+    from .views import ModelRequest
 
 #: the hint line as a fraction of the threshold; fixed, display only, never triggers anything
 HINT_RATIO = 0.85
@@ -236,6 +239,24 @@ class ResolvedPolicy:
     @property
     def retained_tail_tokens(self) -> int:
         return self.policy.retained_tail_tokens(self.context_window)
+
+
+def recorded_threshold(policy: ResolvedPolicy | None, last: ModelRequest | None, provider: str | None, model: str | None,
+                       thread_policy: Any = None) -> int | None:
+    """The threshold to measure a thread against instead of ``policy``'s, or None (``policy``'s).
+
+    When this process knows no window for the thread's model (``policy.window_assumed``: its own
+    configured fallback, a guess) and the thread has no policy of its own, the threshold its last
+    completed model request recorded, sent by our engine on the same route, is evidence of the
+    policy the agent that wrote the thread ran under (an adapter given ``policies=`` another
+    process cannot see): that threshold is the one its next step compacts at, the one its own
+    measurements stored for the thread list and the one the pressure chart draws. Only when it
+    differs from the assumed one (the same figure keeps the assumed window as it was)."""
+    if policy is None or not policy.window_assumed or thread_overrides(thread_policy) or last is None:
+        return None
+    if last.origin != "engine" or not last.threshold or last.threshold <= 0 or (last.provider, last.model) != (provider, model):
+        return None
+    return None if last.threshold == policy.threshold else last.threshold
 
 
 _MAPPING_KEYS = frozenset({"default", "models", "context_window"})

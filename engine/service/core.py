@@ -10,10 +10,9 @@ from ..compaction.compactor import Compactor
 from ..compaction.summarizers.protocol import Summarizer
 from ..core.config import Settings as UserSettings
 from ..core.errors import EngineError
-from ..core.policy import PolicySet, ResolvedPolicy, thread_overrides
+from ..core.policy import PolicySet, recorded_threshold
 from ..core.views import (  # issue 23
     SOURCE_NAMES,
-    ModelRequest,
     PressureStatus,
 )
 from ..core.workdir import Workdir
@@ -70,7 +69,7 @@ class ServiceCore:
         configured fallback (``window_unknown`` instead, :meth:`PolicySet.resolve_known`). A thread
         written live whose window this process would only assume is measured against the threshold
         its last model request recorded when that differs (``window_source == "recorded"``:
-        :func:`recorded_threshold`)."""
+        `engine.core.policy.recorded_threshold`)."""
         t = self.snapshots.thread_measure(key, progress=progress)
         head = t.head
         last = t.last_request  # read with the head, in the same transaction
@@ -125,22 +124,4 @@ class ServiceCore:
         return status
 
 
-def recorded_threshold(policy: ResolvedPolicy | None, last: ModelRequest | None, provider: str | None, model: str | None,
-                       thread_policy: Any = None) -> int | None:
-    """The threshold to measure a thread against instead of ``policy``'s, or None (``policy``'s).
-
-    When this process knows no window for the thread's model (``policy.window_assumed``: its own
-    configured fallback, a guess) and the thread has no policy of its own, the threshold its last
-    completed model request recorded, sent by our engine on the same route, is evidence of the
-    policy the agent that wrote the thread ran under (an adapter given ``policies=`` another
-    process cannot see): that threshold is the one its next step compacts at, the one its own
-    measurements stored for the thread list and the one the pressure chart draws. Only when it
-    differs from the assumed one (the same figure keeps the assumed window as it was)."""
-    if policy is None or not policy.window_assumed or thread_overrides(thread_policy) or last is None:
-        return None
-    if last.origin != "engine" or not last.threshold or last.threshold <= 0 or (last.provider, last.model) != (provider, model):
-        return None
-    return None if last.threshold == policy.threshold else last.threshold
-
-
-__all__ = ["ServiceCore", "recorded_threshold"]
+__all__ = ["ServiceCore"]
