@@ -389,3 +389,24 @@ def test_a_thread_written_under_a_policy_this_process_lacks_keeps_its_figure(fre
         assert (st.threshold, st.context_window, st.window_source) == (25_600, 32_000, "override")
     finally:
         known.close()
+
+
+def test_compact_now_on_such_a_thread_plans_and_compacts_against_the_recorded_threshold(fresh_url: str, tmp_path: Path) -> None:
+    """The same thread, compacted by hand from the inspector's process: the plan and the compaction
+    use the threshold the status shows (12,800, recorded), not the assumed window's 102,400 (a user
+    trial: the header said 98.8 % and 'consider compacting now' while Compact now answered
+    'nothing to compact: threshold 102400')."""
+    from tests.agent_threads import AGENT_THRESHOLD, write_agent_threads
+
+    write_agent_threads(fresh_url, tmp_path / "agent", {"agent-a": 12})
+    inspector = open_service(fresh_url, workdir=tmp_path / "inspector", policies=None)
+    try:
+        before = inspector.compaction.status("agent-a")
+        plan = inspector.compaction.plan("agent-a")
+        assert plan.threshold == before.threshold == AGENT_THRESHOLD and plan.summarizes
+        result = inspector.compaction.compact("agent-a", summarizer="extractive")
+        assert result.status == "completed" and result.after_tokens < before.tokens
+        after = inspector.compaction.status("agent-a")
+        assert (after.threshold, after.window_source) == (AGENT_THRESHOLD, "recorded") and after.tokens == result.after_tokens
+    finally:
+        inspector.close()

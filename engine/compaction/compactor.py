@@ -35,7 +35,7 @@ from ..core.events import (
 )
 from ..core.messages import META_EPHEMERAL, Envelope, Message, Surface, summary_message
 from ..core.meter import Measurement, TokenMeter, default_meter
-from ..core.policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy
+from ..core.policy import THREAD_INSTRUCTIONS, PolicySet, ResolvedPolicy, recorded_threshold
 from ..core.previews import replacement_preview
 from ..core.specifics import dropped_at_compaction
 from ..core.surface import build_surface, envelope_of, history_part
@@ -317,7 +317,8 @@ class Compactor:
         failure: CannotCompact | None = None
         with self.store.locked(thread) as tx:
             tx.require_idle()
-            m = self.measure(tx.snapshot())
+            last = tx.thread_reader().last_completed_request()
+            m = self.as_recorded(self.measure(tx.snapshot()), last)
             before = m.tokens
             start_state = m.snapshot.state
             if instructions is None or not instructions.strip():
@@ -352,7 +353,7 @@ class Compactor:
                 if not att.advanced:
                     break
                 compacted += att.compacted_messages
-                m = self.measure(tx.snapshot())
+                m = self.as_recorded(self.measure(tx.snapshot()), last)
                 if call + 1 == limit:  # no further call: only whether there was more to take
                     more = bool(manual_selection(m).units)
                     break
@@ -373,6 +374,18 @@ class Compactor:
                     why, note = "pinned_over_target", pins_note(m) + (f"; {note}" if note else "")
                 return audited(ManualResult("completed", why, before, m.tokens, compacted, state.boundary, state.generation, calls, still_over_threshold=over, note=note))
         raise failure  # the rejection event above was committed with the (otherwise unchanged) lock transaction
+
+    @staticmethod
+    def as_recorded(m: Measured, last: ModelRequest | None) -> Measured:
+        """``m`` under the threshold the thread's last completed request recorded, when this
+        process would only assume its window (:func:`engine.core.policy.recorded_threshold`: an
+        agent ran it under a policy this process lacks), as the thread's status measures it: a
+        compaction by hand plans against the threshold the list, the header and the gauge show."""
+        snap = m.snapshot
+        threshold = recorded_threshold(m.policy, last, snap.provider, snap.model, snap.thread_policy)
+        if threshold is None or threshold > m.policy.context_window:
+            return m
+        return replace(m, policy=replace(m.policy, policy=m.policy.policy.with_overrides({"threshold_tokens": threshold})))
 
     def _over_threshold(self, m: Measured, *, reached_limit: bool, nothing_selectable: bool = False, rejected: str | None = None) -> tuple[bool, str | None]:
         """(still at or over the threshold, why in words) for a manual result."""

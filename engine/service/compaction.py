@@ -74,8 +74,8 @@ class CompactionFacet:
         if trigger not in ("manual", "pressure", "overflow"):
             raise EngineError(f"trigger must be 'manual', 'pressure' or 'overflow', not {trigger!r}", code="invalid_argument")
         snap = core.store.snapshot(key, with_busy=False)
-        if trigger == "manual":
-            return plan_manual(core.compactor.measure(snap))
+        if trigger == "manual":  # against the threshold Compact now compacts at (a recorded one: Compactor.as_recorded)
+            return plan_manual(core.compactor.as_recorded(core.compactor.measure(snap), core.store.last_completed_request(key)))
         if trigger == "overflow":
             return core.compactor.plan_overflow(core.compactor.measure(snap))
         routed = core.store.last_completed_request(key)
