@@ -3,12 +3,14 @@ a scratch copy (:func:`run_whatif`, :func:`run_sweep`); see :mod:`engine.whatif`
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any
@@ -555,7 +557,7 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
         replay = EngineReplay(scratch, SCRATCH_KEY, compactor=compactor, snapshots=snapshots, route=route)
         stats = _Stats(policy.context_window)
         rule = _StepRule(view.ends, view.last_end)
-        with without_prune_specifics():  # the prune events' specifics: in the scratch copy only, read by no figure
+        with without_prune_specifics(), no_full_collections():  # the prune events' specifics: in the scratch copy only, read by no figure
             for m in view.messages():
                 if rule.before(m):
                     _check(should_stop)
@@ -579,6 +581,45 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
         if scratch is not None:
             scratch.close()
         shutil.rmtree(directory, ignore_errors=True)
+
+
+_collector_lock = threading.Lock()
+#: replays inside :func:`no_full_collections` now, and the collector's thresholds before the first
+_collector_holders = 0
+_collector_saved: tuple[int, int, int] | None = None
+#: the oldest generation's threshold inside :func:`no_full_collections`: never reached in a replay
+_NO_FULL = 1 << 30
+
+
+@contextmanager
+def no_full_collections() -> Iterator[None]:
+    """Within this block, Python's cyclic garbage collector makes no automatic full collection (of
+    its oldest generation); the young generations are collected as usual, and the thresholds are
+    restored when the last such block in the process ends (a sweep's runs, what-if runs on several
+    threads: counted), so the next full collection comes at the collector's next young one.
+
+    Why: a replay keeps building long-lived objects (the scratch surface's messages, the meter's
+    and the extractors' caches, bounded), and every full collection walks all of them again: on a
+    100,000-message what-if the collector made 19 full collections, 3.4 s of its 25 s, for no
+    garbage (its peak memory with none: the same, 378 MB against 376 MB). Cycles made meanwhile are
+    still collected when young; one that reaches the oldest generation waits for the next full
+    collection after the run. The collector is process-wide: other threads get no automatic full
+    collection during a replay either (their young ones as usual)."""
+    global _collector_holders, _collector_saved
+    with _collector_lock:
+        if _collector_holders == 0:
+            saved = gc.get_threshold()
+            _collector_saved = saved
+            gc.set_threshold(saved[0], saved[1], _NO_FULL)
+        _collector_holders += 1
+    try:
+        yield
+    finally:
+        with _collector_lock:
+            _collector_holders -= 1
+            if _collector_holders == 0 and _collector_saved is not None:
+                gc.set_threshold(*_collector_saved)
+                _collector_saved = None
 
 
 _templates_lock = threading.Lock()
