@@ -676,3 +676,21 @@ def test_api_key_never_leaks_into_the_config_file_the_keyring_fallback_or_the_ex
         keyring.set_keyring(before)
     on_disk = [p for p in tmp_path.rglob("*") if p.is_file() and secret.encode() in p.read_bytes()]
     assert on_disk == []  # settings file, database (and its WAL), Workdir: the fallback is memory only
+
+
+_SPACES = st.sampled_from([" ", "  ", "\n", "\t", " \n ", "\u00a0", "\u2003"])
+
+
+@given(words=st.lists(st.sampled_from(["fix", "the", "bug", "a", "b", "ab", "x.py", "é"]), min_size=1, max_size=6),
+       gaps=st.lists(_SPACES, min_size=6, max_size=6), text=st.lists(st.one_of(st.sampled_from(["fix", "the", "bug", "a", "b", "ab", "x.py", "é"]), _SPACES), max_size=14))
+@settings(max_examples=300, deadline=None)
+def test_contains_verbatim_is_the_request_in_the_text_with_whitespace_collapsed(words: list[str], gaps: list[str], text: list[str]) -> None:
+    """Whatever path answers it (the first word absent, the request as written, the text collapsed):
+    the request with each run of whitespace as one space, in the text collapsed the same way."""
+    import re
+
+    request = "".join(w + g for w, g in zip(words, gaps))
+    ws = re.compile(r"\s+")
+    for body in ("".join(text), "".join(text) + " " + request, request.strip(), ws.sub(" ", request)):
+        expected = ws.sub(" ", request).strip() in ws.sub(" ", body)
+        assert contains_verbatim(body, request) == expected

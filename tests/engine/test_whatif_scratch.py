@@ -101,3 +101,47 @@ def test_a_whatif_prunes_into_its_scratch_workdir_without_fsync(source: tuple[Se
     run = run_whatif(svc.store, key, {"threshold_ratio": 0.5}, policies=svc.policies, scratch_root=str(tmp_path))
     assert run.candidate.by_kind.get("prune", 0) > 0 and saved and not any(saved)
     assert synced == []
+
+
+def test_a_replay_makes_no_automatic_full_collection_and_restores_the_collector(source: tuple[Service, str], tmp_path: Path,
+                                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """While a candidate run replays, the collector's oldest generation is out of reach (young ones
+    as usual); the thresholds are the process's again once the run ends, also after a failure,
+    and only when the last of several replays (threads) ends."""
+    import gc
+    import threading
+
+    svc, key = source
+    before = gc.get_threshold()
+    seen: list[tuple[int, int, int]] = []
+    step = whatif_runs.EngineReplay.step
+
+    def watched(self: whatif_runs.EngineReplay) -> whatif_runs.ReplayStep:
+        seen.append(gc.get_threshold())
+        return step(self)
+
+    monkeypatch.setattr(whatif_runs.EngineReplay, "step", watched)
+    run = run_whatif(svc.store, key, {"threshold_ratio": 0.5}, policies=svc.policies, scratch_root=str(tmp_path))
+    assert run.candidate.requests == len(seen) > 0
+    assert {t[2] for t in seen} == {whatif_runs._NO_FULL} and {t[:2] for t in seen} == {before[:2]}
+    assert gc.get_threshold() == before
+
+    with pytest.raises(RuntimeError), whatif_runs.no_full_collections():
+        raise RuntimeError("a failing run")
+    assert gc.get_threshold() == before
+
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with whatif_runs.no_full_collections():
+            inside.set()
+            release.wait(10)
+
+    worker = threading.Thread(target=other)
+    with whatif_runs.no_full_collections():
+        worker.start()
+        assert inside.wait(10)
+    assert gc.get_threshold()[2] == whatif_runs._NO_FULL  # the other replay still runs
+    release.set()
+    worker.join(10)
+    assert gc.get_threshold() == before

@@ -130,11 +130,13 @@ def contains_verbatim(text: str, request: str) -> bool:
     """Whether ``request`` appears in ``text`` word for word (runs of whitespace compare equal).
     A text without the request's first word (a run of non-space characters, the same in ``text``
     with its whitespace collapsed) is answered without collapsing it (a summary asks this of
-    every user message in its range, twice)."""
+    every user message in its range, twice), and so is a text holding the request as collapsed
+    (its single spaces stand between non-space characters, so collapsing ``text`` keeps them: an
+    extractive summary, which copies the request, is not collapsed whole to find it)."""
     needle = _needle(request)
     if not needle:
         return True
-    return needle.split(" ", 1)[0] in text and needle in _WS.sub(" ", text)
+    return needle.split(" ", 1)[0] in text and (needle in text or needle in _WS.sub(" ", text))
 
 
 @lru_cache(maxsize=64)
