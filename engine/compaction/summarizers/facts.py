@@ -227,8 +227,9 @@ def _tool_lines(text: str) -> list[str]:
         if len(line) > 8 * LINE_CHARS:  # one-line JSON and the like: no line to quote
             continue
         quick_error = may_error and _QUICK_ERROR.search(line) is not None
-        metric = _search(_METRIC, _METRIC_LOWER, line) if may_figure else None  # the regex first: most lines have no metric word
-        quick_figure = metric if metric is not None and _has_digit(line) else None
+        # a figure needs a digit and a metric word: the digit first (one scan; a long line of prose has none, and the
+        # metric regex tries its alternatives at every position)
+        quick_figure = _search(_METRIC, _METRIC_LOWER, line) if may_figure and _has_digit(line) else None
         if not (quick_error or quick_figure):
             continue
         specifics = extract_specifics(line)

@@ -156,7 +156,9 @@ def _notable_lines(content: str) -> list[_Notable]:
     candidates: set[int] = set()
     for literal in _NOTABLE_LITERALS:
         _lines_containing(content, literal, starts, candidates)
-    measured: set[int] = {bisect.bisect_right(starts, m.start()) - 1 for m in _MEASURE.finditer(content)}
+    measured: set[int] = set()
+    if not content.isascii() or any(d in content for d in "0123456789"):  # each figure starts with a digit (one byte scan per digit)
+        measured = {bisect.bisect_right(starts, m.start()) - 1 for m in _MEASURE.finditer(content)}
     candidates |= measured
     found: list[_Notable] = []
     for index in sorted(candidates):

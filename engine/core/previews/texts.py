@@ -80,7 +80,10 @@ def parse_grep(text: str) -> GrepListing | None:
     """A grep / rg listing (``path:line:text``, ``path-line-text`` context, rg's heading mode), an
     ``ls`` / ``ls -l`` / ``find`` / glob listing of paths; ``None`` unless at least 3 lines and 70 %
     of the non-empty ones are such."""
-    first = [x for x in _lines(text[: SAMPLE_LINES * 400]) if x.strip() and x != "--"][:SAMPLE_LINES]
+    head = text[: SAMPLE_LINES * 400]
+    if head.count("\n") < 2:  # fewer than 3 lines: not one (answered without cleaning the text's one or two long lines)
+        return None
+    first = [x for x in _lines(head) if x.strip() and x != "--"][:SAMPLE_LINES]
     if len(first) < 3 or _grep_like(first) * 10 < len(first) * 7:
         return None
     lines = [x for x in _lines(text) if x.strip() and x != "--"]
