@@ -125,6 +125,7 @@ class EngineReplay:
         self._buffer: list[Message] = []
         # the prediction: the last real measurement, and what was appended since
         self._last: Measured | None = None
+        self._threshold = 0  # the last measurement's threshold (``policy.threshold`` computes it on every read)
         self._sum = 0
         self._blocked = True
         self._request_since = False
@@ -168,7 +169,7 @@ class EngineReplay:
         if self._new_run:
             self.run, self._new_run = RunState(), False
         last = self._last
-        if not self.every_step and last is not None and not self._blocked and self._routed_or_pending() and self._sum < last.policy.threshold:
+        if not self.every_step and last is not None and not self._blocked and self._routed_or_pending() and self._sum < self._threshold:
             kept = True if self._request_since else self._kept
             step = ReplayStep(self.steps, None, None, self._sum, 0, 0, kept)
             self.steps += 1
@@ -186,6 +187,7 @@ class EngineReplay:
             self._pending = (m.tokens, m.policy.threshold)
         kept = request_kept(m)
         self._last, self._sum, self._request_since, self._kept = m, m.tokens, False, kept
+        self._threshold = m.policy.threshold
         # the sum is exact only while the surface has a first non-system message (else appending
         # one changes the synthetic user message) and carries no ephemeral note
         self._blocked = self.run.ephemeral != [] or not any(x.role != "system" for x in m.surface.messages)
