@@ -559,7 +559,7 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
         replay = EngineReplay(scratch, SCRATCH_KEY, compactor=compactor, snapshots=snapshots, route=route)
         stats = _Stats(policy.context_window)
         rule = _StepRule(view.ends, view.last_end)
-        with without_prune_specifics(), no_full_collections():  # the prune events' specifics: in the scratch copy only, read by no figure
+        with without_prune_specifics():  # the prune events' specifics: in the scratch copy only, read by no figure
             for m in view.messages():
                 if rule.before(m):
                     _check(should_stop)
@@ -586,21 +586,22 @@ def _candidate(view: _SourceView, t: _Thread, policy: ResolvedPolicy, spec: str,
 
 
 _collector_lock = threading.Lock()
-#: replays inside :func:`no_full_collections` now, and the collector's thresholds before the first
+#: what-ifs inside :func:`no_full_collections` now, and the collector's thresholds before the first
 _collector_holders = 0
 _collector_saved: tuple[int, int, int] | None = None
-#: the oldest generation's threshold inside :func:`no_full_collections`: never reached in a replay
+#: the oldest generation's threshold inside :func:`no_full_collections`: never reached in a what-if
 _NO_FULL = 1 << 30
 
 
 @contextmanager
 def no_full_collections() -> Iterator[None]:
-    """Within this block, Python's cyclic garbage collector makes no automatic full collection (of
-    its oldest generation); the young generations are collected as usual, and the thresholds are
-    restored when the last such block in the process ends (a sweep's runs, what-if runs on several
-    threads: counted); a full collection can then come with the collector's next young ones.
+    """Within this block (a whole :func:`run_whatif` or :func:`run_sweep`), Python's cyclic garbage
+    collector makes no automatic full collection (of its oldest generation); the young generations
+    are collected as usual, and the thresholds are restored when the last such block in the process
+    ends (what-ifs on several threads: counted); a full collection can then come with the
+    collector's next young ones, when the scratch copies' objects are gone.
 
-    Why: a replay keeps building long-lived objects (the scratch surface's messages, the meter's
+    Why: a what-if keeps building long-lived objects (the scratch surface's messages, the meter's
     and the extractors' caches, bounded), and every full collection walks all of them again: on a
     100,000-message what-if the collector made 19 full collections, 3.4 s of its 25 s, for little
     garbage (one full collection at the end of the replay finds about 6,700 unreachable objects of
@@ -689,9 +690,10 @@ def run_whatif(
     policy, spec = candidate_policy(policies, t, parsed)
     ticker = _Ticker(progress, t.message_count)
     _check(should_stop)
-    recorded = recorded_run(source, key, policies=policies, thread=t)
-    candidate = _candidate(_SourceView(source, key, hold=False, meter=_scratch_meter(t)), t, policy, spec, parsed, label=_label(parsed), ticker=ticker, should_stop=should_stop,
-                           summarizer=summarizer, scratch_root=scratch_root)
+    with no_full_collections():
+        recorded = recorded_run(source, key, policies=policies, thread=t)
+        candidate = _candidate(_SourceView(source, key, hold=False, meter=_scratch_meter(t)), t, policy, spec, parsed, label=_label(parsed), ticker=ticker,
+                               should_stop=should_stop, summarizer=summarizer, scratch_root=scratch_root)
     ticker.tick(0, force=True)
     return WhatIfComparison(key, recorded, candidate)
 
@@ -719,13 +721,14 @@ def run_sweep(
     plans = [(v, *candidate_policy(policies, t, {**base, name: v})) for v in parsed_values]
     ticker = _Ticker(progress, t.message_count, runs=len(plans))
     _check(should_stop)
-    recorded = recorded_run(source, key, policies=policies, thread=t)
-    view = _SourceView(source, key, hold=t.message_count <= HELD_MESSAGES, meter=_scratch_meter(t))  # read once for every run
     runs = []
-    for v, policy, spec in plans:
-        s = {**base, name: v}
-        runs.append(_candidate(view, t, policy, spec, s, label=_label(s), ticker=ticker, should_stop=should_stop,
-                               summarizer=summarizer_factory() if summarizer_factory else None, scratch_root=scratch_root))
+    with no_full_collections():
+        recorded = recorded_run(source, key, policies=policies, thread=t)
+        view = _SourceView(source, key, hold=t.message_count <= HELD_MESSAGES, meter=_scratch_meter(t))  # read once for every run
+        for v, policy, spec in plans:
+            s = {**base, name: v}
+            runs.append(_candidate(view, t, policy, spec, s, label=_label(s), ticker=ticker, should_stop=should_stop,
+                                   summarizer=summarizer_factory() if summarizer_factory else None, scratch_root=scratch_root))
     ticker.tick(0, force=True)
     return WhatIfSweep(key, name, parsed_values, tuple(runs), recorded)
 

@@ -105,7 +105,7 @@ def test_a_whatif_prunes_into_its_scratch_workdir_without_fsync(source: tuple[Se
 
 def test_a_replay_makes_no_automatic_full_collection_and_restores_the_collector(source: tuple[Service, str], tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a candidate run replays, the collector's oldest generation is out of reach (young ones
+    """While a what-if runs (its replay too), the collector's oldest generation is out of reach (young ones
     as usual); the thresholds are the process's again once the run ends, also after a failure,
     and only when the last of several replays (threads) ends."""
     import gc
