@@ -17,8 +17,8 @@ what ``Service.steps.measure`` calls); the first request is recorded as complete
 routed. A check that would find the envelope below the threshold (and so write nothing) is
 answered from the tally's sum without the database; the messages are appended in one batch through the
 write door, and the real check made, at the first step that reaches the threshold (see
-:class:`EngineReplay`). While a what-if runs, the garbage collector makes no automatic full
-collection (:func:`runs.no_full_collections`). A 100,000-message what-if takes about 20 seconds
+:class:`EngineReplay`). While a what-if runs, the garbage collector makes no automatic
+collection (:func:`runs.no_automatic_collection`). A 100,000-message what-if takes about 20 seconds
 (docs/benchmarks.md).
 
 Where the agent called the model: before each assistant message; for an imported thread with

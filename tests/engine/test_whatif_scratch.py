@@ -103,45 +103,56 @@ def test_a_whatif_prunes_into_its_scratch_workdir_without_fsync(source: tuple[Se
     assert synced == []
 
 
-def test_a_replay_makes_no_automatic_full_collection_and_restores_the_collector(source: tuple[Service, str], tmp_path: Path,
+def test_a_whatif_makes_no_automatic_collection_and_turns_the_collector_back_on(source: tuple[Service, str], tmp_path: Path,
                                                                                monkeypatch: pytest.MonkeyPatch) -> None:
-    """While a what-if runs (its replay too), the collector's oldest generation is out of reach (young ones
-    as usual); the thresholds are the process's again once the run ends, also after a failure,
-    and only when the last of several replays (threads) ends."""
+    """While a what-if (a sweep too) runs, its replay included, the collector is off; it is on again
+    once the what-if ends, also after a failure, only when the last of several what-ifs (threads)
+    ends, and not at all when it was off before."""
     import gc
     import threading
 
     svc, key = source
-    before = gc.get_threshold()
-    seen: list[tuple[int, int, int]] = []
+    assert gc.isenabled()
+    seen: list[bool] = []
     step = whatif_runs.EngineReplay.step
 
     def watched(self: whatif_runs.EngineReplay) -> whatif_runs.ReplayStep:
-        seen.append(gc.get_threshold())
+        seen.append(gc.isenabled())
         return step(self)
 
     monkeypatch.setattr(whatif_runs.EngineReplay, "step", watched)
     run = run_whatif(svc.store, key, {"threshold_ratio": 0.5}, policies=svc.policies, scratch_root=str(tmp_path))
-    assert run.candidate.requests == len(seen) > 0
-    assert {t[2] for t in seen} == {whatif_runs._NO_FULL} and {t[:2] for t in seen} == {before[:2]}
-    assert gc.get_threshold() == before
+    assert run.candidate.requests == len(seen) > 0 and not any(seen)
+    assert gc.isenabled()
+    seen.clear()
+    sweep = run_sweep(svc.store, key, "threshold_ratio", [0.5, 0.9], policies=svc.policies, scratch_root=str(tmp_path))
+    assert sum(r.requests for r in sweep.runs) == len(seen) > 0 and not any(seen)
+    assert gc.isenabled()
 
-    with pytest.raises(RuntimeError), whatif_runs.no_full_collections():
+    with pytest.raises(RuntimeError), whatif_runs.no_automatic_collection():
         raise RuntimeError("a failing run")
-    assert gc.get_threshold() == before
+    assert gc.isenabled()
 
     inside, release = threading.Event(), threading.Event()
 
     def other() -> None:
-        with whatif_runs.no_full_collections():
+        with whatif_runs.no_automatic_collection():
             inside.set()
             release.wait(10)
 
     worker = threading.Thread(target=other)
-    with whatif_runs.no_full_collections():
+    with whatif_runs.no_automatic_collection():
         worker.start()
         assert inside.wait(10)
-    assert gc.get_threshold()[2] == whatif_runs._NO_FULL  # the other replay still runs
+    assert not gc.isenabled()  # the other what-if still runs
     release.set()
     worker.join(10)
-    assert gc.get_threshold() == before
+    assert gc.isenabled()
+
+    gc.disable()
+    try:
+        with whatif_runs.no_automatic_collection():
+            pass
+        assert not gc.isenabled()  # off before: left off
+    finally:
+        gc.enable()
