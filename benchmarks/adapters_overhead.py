@@ -518,7 +518,8 @@ def render(summary: dict[str, Any], rounds: int, load: str = "", *, simulator: s
             "included); its CPU time is the process's in the same windows (what a loaded machine does not inflate). A write-behind step (`engine.step`) "
             "is decided in the hook without the store (the thread's last exact count plus an upper bound of the new messages stays below the threshold) and "
             "its one transaction (intake, pressure check, request record, the previous reply) runs on the step driver's writer thread while the model "
-            "answers: its time is shown apart, and is in the loop's wall time, not in the hook's; statements \"in all\" counts every thread's, per model call. "
+            "answers: its time is shown apart (wall time on that thread, which shares the interpreter lock with the framework's threads), and is in the loop's wall "
+            "time, not in the hook's; a step whose previous transaction is still being written waits for it (what the p90 shows); statements \"in all\" counts every thread's, per model call. "
             "\"Everything persisted\": every message, every request recorded for the route `(openai, sim-model)` (so under the benchmark's policy) and completed `ok` with the provider's usage, no run left active.")
     return "\n".join(out) + note + (f" Machine load while measuring: {load}." if load else "")
 

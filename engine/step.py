@@ -256,10 +256,14 @@ class StepDriver:
         count within what the step was decided on; when not (another writer moved the thread) it
         still records the request, and the next step goes through the store first. A failed
         write-behind transaction is raised by the next step (or :meth:`flush`), its messages held
-        again so nothing is lost. Anything else (a step at the threshold, notes, a recovery, a
+        again so nothing is lost. A step that comes while the last one's transaction is still being
+        written waits for it and is then decided as above. Anything else (a step at the threshold, notes, a recovery, a
         driver's first step) goes through the store first, after the queued transaction."""
         if self.behind and self.hold is not None:
             ahead = self.prepare_behind(run, step, messages=messages)
+            if ahead is None and self._pending():  # the last step's transaction not written yet (the writer shares
+                self.settle()  # the interpreter lock with the framework's threads): written, it is decided again
+                ahead = self.prepare_behind(run, step, messages=messages)
             if ahead is not None:
                 return ahead
             self.settle()
@@ -339,6 +343,11 @@ class StepDriver:
             self._lock.release()
         _WRITER.schedule(self, time.monotonic())
         return call
+
+    def _pending(self) -> bool:
+        """A write-behind transaction is queued or running."""
+        with self._jobs_cond:
+            return bool(self._jobs) or self._working
 
     def _remember(self, m: Measured, run: RunState) -> None:
         """What the next write-behind step decides from: ``m``, the measurement of the call just prepared."""

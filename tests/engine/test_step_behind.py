@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from engine.adapters.core import EngineThread
 from engine.core.messages import Message, ToolCall, assistant, tool_result, user
 from engine.service import RunState, Service
-from engine.step import Call, StepDriver
+from engine.step import WRITER_THREAD, Call, StepDriver
 from engine.store.db import DatabaseUnreachable
 
 from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
@@ -226,3 +226,43 @@ def test_a_failed_write_behind_transaction_is_raised_by_the_next_step_and_loses_
     assert len(reqs) == 2  # route()'s and step 1's: step 2's request was never recorded (its transaction failed)
     c3 = d.prepare(run, 3, messages=[keyed(user("Thanks."), "u2")])  # the store is back: through it first
     assert c3.projected is None and c3.request_id is not None
+
+
+class HeldOnTheWriter:
+    """The service's step port, whose transactions on the writer thread wait for ``release``."""
+
+    def __init__(self, port: Any) -> None:
+        self.port = port
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.port, name)
+
+    def begin_step(self, *args: Any, **kwargs: Any) -> Any:
+        if threading.current_thread().name == WRITER_THREAD:
+            self.entered.set()
+            self.release.wait(20)
+        return self.port.begin_step(*args, **kwargs)
+
+
+def test_a_step_that_comes_while_the_last_transaction_is_written_waits_for_it_and_goes_behind(make, new_key) -> None:
+    svc = make()
+    key = new_thread(svc, new_key("pending"))
+    route(svc, key)
+    port = HeldOnTheWriter(svc.steps)
+    d = StepDriver(port, key, PROVIDER, MODEL, hold=600.0, behind=True)
+    run = RunState(run_id=svc.runs.start_run(key))
+    c1 = d.prepare(run, 1, messages=[keyed(user("Where is doc-42?"), "u1")])
+    d.succeeded(c1, run, prompt_tokens=c1.tokens, completion_tokens=5, messages=[keyed(assistant("Looking.", ToolCall("c1", "lookup", "{}")), "a1")])
+    c2 = d.prepare(run, 2, messages=[keyed(tool_result("c1", "doc-42 is owned by Ana."), "t1")])
+    assert c2.projected is not None and port.entered.wait(20)  # its transaction is on the writer, held there
+    d.succeeded(c2, run, prompt_tokens=c2.tokens, completion_tokens=3, messages=[keyed(assistant("Ana owns it."), "a2")])
+    threading.Timer(0.2, port.release.set).start()
+    c3 = d.prepare(run, 3, messages=[keyed(user("Thanks. And doc-44?"), "u2")])  # waits for step 2's, then behind
+    assert c3.projected is not None and c2.request_id is not None
+    d.succeeded(c3, run, prompt_tokens=c3.tokens, completion_tokens=1, messages=[keyed(assistant("Checking."), "a3")])
+    d.flush()
+    assert shown(svc.steps.measure(key, provider=PROVIDER, model=MODEL).surface.messages)[-1:] == [("assistant", "Checking.", "a3")]
+    assert [s.message.source_key for s in svc.reads.messages_page(key)] == ["u1", "a1", "t1", "a2", "u2", "a3"]
+    assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * 4  # route()'s and the three calls
