@@ -1,3 +1,4 @@
+# Over 800 lines (820): the one step driver; the step, the overflow protocol, held completions and write-behind steps share the driver's state and its two locks; the background writer (_Writer, ~100 lines) could move to a module of its own with the held-completion and write-behind fields it reads.
 """One model step on a thread: the one driver the harness, the adapters and what-if run on.
 
 A step, written once here:

@@ -1,3 +1,4 @@
+# Over 800 lines (806): the compactor's three triggers (pressure, overflow, manual) and the revert share its measure, prune and summary paths (one summary path); revert_last (~70 lines) could move to a module of its own once it takes the store and the measure it needs instead of the Compactor (else the two modules import each other, which the import contracts refuse).
 """The compactor: pressure (§2), overflow (§3) and manual (§4) compaction over one thread.
 
 Plan, then apply (issue 24). Every decision is a pure function of a :class:`Measured` snapshot

@@ -1,4 +1,4 @@
-# Over 800 lines (1,217): the write door is the one place anything is written (docs/architecture.md, 'The one write door'): Locked's writes, the call ledger, the steady step's intake (take_in) and its raw driver-cursor writes (RawWrite) share the transaction and the ledger; the ledger cache and the compaction records could move to modules of their own, not split this stop (issue 24 open).
+# Over 800 lines (1,217): the write door is the one place anything is written (docs/architecture.md, 'The one write door'): Locked's writes, the call ledger, the steady step's intake (take_in) and its raw driver-cursor writes (RawWrite) share the transaction and the ledger; the ledger cache and the compaction records could move to modules of their own (not split yet).
 """The write door: :class:`Locked`, the one transaction type through which anything is written to
 a conversation (messages, queued requests, runs, model requests, events, compaction records).
 
