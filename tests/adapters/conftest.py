@@ -122,6 +122,17 @@ def assert_pruned_and_summarized(svc: Service, key: str) -> None:
     assert status.boundary == state.boundary and status.tokens < status.threshold
 
 
+def measured_in_call(svc: Service, thread: Any, call: Any, behind: list[bool]) -> Any:
+    """Inside a model call: this step's transaction written (when it was written behind), and the
+    store's measurement of the thread then; the call's tokens and request are the store's. Whether
+    the call went behind is appended to ``behind``."""
+    thread.driver.settle()
+    m = svc.steps.measure(thread.key, provider="openai", model=MODEL)
+    assert call.tokens == m.tokens and call.request_id is not None
+    behind.append(call.projected is not None)
+    return m
+
+
 def stored_roles(svc: Service, key: str) -> list[str]:
     return [s.message.role for s in svc.reads.messages_page(key, limit=10_000)]
 

@@ -19,6 +19,7 @@ from .conftest import (
     SYSTEM,
     assert_calls_answered,
     assert_pruned_and_summarized,
+    measured_in_call,
     assert_runs_stored_once,
     bulk,
     kinds,
@@ -113,12 +114,8 @@ def test_every_call_sends_the_stores_surface_whether_written_behind_or_not(make_
     class Checked(CompactionModel):
         def _input(self, call: Any, input: object, synced: bool) -> Any:
             sent = super()._input(call, input, synced)
-            t = self.session.thread
-            t.driver.settle()  # the writer's transaction for this step, if it is behind
-            m = svc.steps.measure(t.key, provider="openai", model=MODEL)
+            m = measured_in_call(svc, self.session.thread, call, checked)
             assert synced and sent == EngineSession.items_of(m)
-            assert call.tokens == m.tokens and call.request_id is not None
-            checked.append(call.projected is not None)
             return sent
 
     client = openai.AsyncOpenAI(base_url=sim.base_url, api_key="sim-key", max_retries=0, timeout=10)

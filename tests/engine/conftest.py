@@ -7,6 +7,7 @@ target 5439, retained tail 1280, tool results over 2000 tokens are pruned to a 6
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from engine.compaction.summarizers.extractive import ExtractiveSummarizer
 from engine.compaction.summarizers.protocol import Summarizer, SummarizerError, SummaryRequest, SummaryResult
@@ -207,3 +209,29 @@ def assert_surface_valid(svc: Service, key: str) -> None:
     surface = build_surface(svc.store.snapshot(key))
     assert is_balanced(history_part(surface)), "a tool call and its result were separated"
     assert surface.messages, "the surface is empty"
+
+
+# -- shared by the step driver's tests ------------------------------------------------------------
+
+
+def keyed(m: Message, key: str) -> Message:
+    """``m`` with ``source_key`` ``key`` (as a framework's message is keyed)."""
+    return Message(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, source_key=key)
+
+
+@contextlib.contextmanager
+def counted(svc: Service, event: str, *, this_thread: bool = False) -> Iterator[list[int]]:
+    """Counts the ``event`` callbacks (``"begin"``: transactions; ``"before_cursor_execute"``: SQL
+    statements) on the store's engine inside the block (``[n]``), only this thread's if asked."""
+    seen = [0]
+    me = threading.get_ident()
+
+    def hit(*_: Any) -> None:
+        if not this_thread or threading.get_ident() == me:
+            seen[0] += 1
+
+    sa.event.listen(svc.store.engine, event, hit)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(svc.store.engine, event, hit)

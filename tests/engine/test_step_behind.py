@@ -8,48 +8,25 @@ another process)."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 from engine.adapters.core import EngineThread
-from engine.core.messages import Message, ToolCall, assistant, tool_result, user
+from engine.core.messages import ToolCall, assistant, tool_result, user
 from engine.service import RunState, Service
 from engine.step import WRITER_THREAD, Call, StepDriver
 from engine.store.db import DatabaseUnreachable
 
-from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
+from .conftest import MODEL, PROVIDER, counted, filler, finished_turns, keyed, new_thread, route
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def make(request: pytest.FixtureRequest) -> Callable[..., Service]:
     return request.getfixturevalue("make_service" if request.param == "sqlite" else "make_pg_service")
-
-
-@contextlib.contextmanager
-def statements_here(svc: Service) -> Iterator[list[int]]:
-    """Counts the SQL statements run on this thread inside the block (``[n]``)."""
-    seen = [0]
-    me = threading.get_ident()
-
-    def ran(*_: Any) -> None:
-        if threading.get_ident() == me:
-            seen[0] += 1
-
-    sa.event.listen(svc.store.engine, "before_cursor_execute", ran)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(svc.store.engine, "before_cursor_execute", ran)
-
-
-def keyed(m: Message, key: str) -> Message:
-    return Message(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, source_key=key)
 
 
 def shown(messages: Any) -> list[tuple[str, str, str | None]]:
@@ -86,7 +63,7 @@ def test_a_steady_step_is_sent_without_the_store_and_written_behind_as_the_one_t
     c1 = first_call(t)
 
     t.stage([keyed(tool_result("c1", "doc-42 is owned by Ana."), "t1")])
-    with statements_here(svc) as n:
+    with counted(svc, "before_cursor_execute", this_thread=True) as n:
         c2 = t.begin_call()
     assert n == [0] and c2.projected is not None  # decided without the store
     assert shown(c2.surface.messages)[-3:] == [("user", "Where is doc-42?", "u1"), ("assistant", "Looking.", "a1"),
@@ -183,17 +160,24 @@ def test_a_thread_another_writer_moved_is_recorded_then_read_again(make, new_key
     assert [r.outcome for r in svc.store.model_requests(key)] == ["ok"] * 5  # route()'s and the four calls
 
 
-class FailingOnce:
-    """The service's step port, whose second step transaction (the first write-behind one, on the
-    writer thread or on the caller's when it settles first) fails as a database that went away fails."""
+class Wrapped:
+    """The service's step port, as is but for what a subclass overrides."""
 
     def __init__(self, port: Any) -> None:
         self.port = port
-        self.begun = 0
-        self.threads: list[str] = []
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.port, name)
+
+
+class FailingOnce(Wrapped):
+    """The step port whose second step transaction (the first write-behind one, on the writer
+    thread or on the caller's when it settles first) fails as a database that went away fails."""
+
+    def __init__(self, port: Any) -> None:
+        super().__init__(port)
+        self.begun = 0
+        self.threads: list[str] = []
 
     def begin_step(self, *args: Any, **kwargs: Any) -> Any:
         self.begun += 1
@@ -228,16 +212,13 @@ def test_a_failed_write_behind_transaction_is_raised_by_the_next_step_and_loses_
     assert c3.projected is None and c3.request_id is not None
 
 
-class HeldOnTheWriter:
-    """The service's step port, whose transactions on the writer thread wait for ``release``."""
+class HeldOnTheWriter(Wrapped):
+    """The step port whose transactions on the writer thread wait for ``release``."""
 
     def __init__(self, port: Any) -> None:
-        self.port = port
+        super().__init__(port)
         self.entered = threading.Event()
         self.release = threading.Event()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.port, name)
 
     def begin_step(self, *args: Any, **kwargs: Any) -> Any:
         if threading.current_thread().name == WRITER_THREAD:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import sqlalchemy as sa
 
 import engine.adapters.core as adapters_core
 import engine.apps.harness.loop as harness_loop
@@ -25,7 +24,7 @@ from engine.llm.errors import CONTEXT_WINDOW_EXCEEDED, ProviderError
 from engine.service import RunState, Service
 from engine.step import Failure, StepDriver
 
-from .conftest import MODEL, PROVIDER, filler, finished_turns, new_thread, route
+from .conftest import MODEL, PROVIDER, counted, filler, finished_turns, keyed, new_thread, route
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -33,23 +32,9 @@ def make(request: pytest.FixtureRequest) -> Callable[..., Service]:
     return request.getfixturevalue("make_service" if request.param == "sqlite" else "make_pg_service")
 
 
-@contextlib.contextmanager
-def transactions(svc: Service) -> Iterator[list[int]]:
+def transactions(svc: Service) -> contextlib.AbstractContextManager[list[int]]:
     """Counts the transactions begun on the store's engine inside the block (``[n]``)."""
-    seen = [0]
-
-    def begun(conn: Any) -> None:
-        seen[0] += 1
-
-    sa.event.listen(svc.store.engine, "begin", begun)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(svc.store.engine, "begin", begun)
-
-
-def keyed(m: Message, key: str) -> Message:
-    return Message(m.role, m.content, tool_calls=m.tool_calls, tool_call_id=m.tool_call_id, name=m.name, source_key=key)
+    return counted(svc, "begin")
 
 
 def test_the_harness_the_adapters_and_whatif_run_on_the_one_driver() -> None:
