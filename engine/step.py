@@ -1,4 +1,4 @@
-# Over 800 lines (820): the one step driver; the step, the overflow protocol, held completions and write-behind steps share the driver's state and its two locks; the background writer (_Writer, ~100 lines) could move to a module of its own with the held-completion and write-behind fields it reads.
+# Over 800 lines (818): the one step driver; the step, the overflow protocol, held completions and write-behind steps share the driver's state and its two locks; the background writer (_Writer, ~100 lines) could move to a module of its own with the held-completion and write-behind fields it reads.
 """One model step on a thread: the one driver the harness, the adapters and what-if run on.
 
 A step, written once here:
@@ -268,7 +268,7 @@ class StepDriver:
             if ahead is not None:
                 return ahead
             self.settle()
-            self._forget()
+            self.forget()
         call = self._prepare(run, step, messages=messages, running_turn=running_turn)
         if self.behind and self.hold is not None:
             self._remember(call.measured, run)
@@ -360,14 +360,11 @@ class StepDriver:
         with self._jobs_cond:
             self._ahead = ahead
 
-    def _forget(self) -> None:
-        with self._jobs_cond:
-            self._ahead = None
-
     def forget(self) -> None:
         """The thread changed in a way the last measurement does not know (its configuration, a new
-        run): the next step goes through the store first."""
-        self._forget()
+        run, a recovery): the next step goes through the store first."""
+        with self._jobs_cond:
+            self._ahead = None
 
     def settle(self) -> None:
         """Run the queued write-behind transactions now (waiting for the one the writer runs). When
@@ -583,7 +580,7 @@ class StepDriver:
         ``cancelled()`` is asked after the error is recorded and after a recovery: True stops there
         (``reason="cancelled"``, no gave-up event: the caller cancels the run)."""
         port = self.port
-        self._forget()  # a recovery changes the surface; the next step reads it
+        self.forget()  # a recovery changes the surface; the next step reads it
         self.flush()  # (nothing is held after a prepare: its transaction wrote it; a write-behind one's is run now)
         if call.request_id is not None:
             port.finish_step(self.key, call.request_id, outcome="error", error_code=err.code if err is not None else None,
